@@ -1,0 +1,81 @@
+"""The whole exception tree of kvbench.
+
+::
+
+    KvbenchError                 base; every exception kvbench defines derives from it
+    ├── ConfigError              bad flag or config value; carries the config path ("load.pipeline")
+    ├── ProtocolError            a reply broke the grammar (sans-IO); the codec is dead afterwards
+    │   └── ReplyTooLarge        a reply exceeded the codec's max_reply_bytes bound
+    ├── TargetUnreachable        preflight: no connection could be opened to a target
+    ├── RunAborted               a phase failed; carries the phase and the cause
+    │   └── WorkerFailed         a worker process exited or went silent
+    ├── MessageError             coordinator <-> worker message invalid or of the wrong version
+    └── StoreError               the results database could not be read or written
+        └── SchemaVersionError   the database was written by a newer kvbench
+
+Error *replies* (``ERROR``, ``-ERR``, HTTP 5xx) are never raised: codecs return them as
+values and the engine counts them. Transport failures during a run are counters, not
+exceptions. The CLI maps ConfigError to exit 2, TargetUnreachable to 3, RunAborted to 4.
+"""
+
+from __future__ import annotations
+
+
+class KvbenchError(Exception):
+    """Base class of every exception kvbench raises on purpose."""
+
+
+class ConfigError(KvbenchError):
+    """A flag or config value is invalid.
+
+    Args:
+        path: where the value came from, e.g. ``"load.pipeline"`` or ``"--pipeline"``.
+        message: what is wrong with it.
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+class ProtocolError(KvbenchError):
+    """The byte stream from the server broke the protocol's grammar."""
+
+
+class ReplyTooLarge(ProtocolError):
+    """A reply was larger than the codec's ``max_reply_bytes``."""
+
+
+class TargetUnreachable(KvbenchError):
+    """No connection could be opened to a target (refused, timed out, auth failed)."""
+
+
+class RunAborted(KvbenchError):
+    """A run phase failed.
+
+    Args:
+        phase: the phase that failed (``preflight``, ``warmup``, ``measure``, ``drain``).
+        cause: one line saying why.
+    """
+
+    def __init__(self, phase: str, cause: str) -> None:
+        super().__init__(f"{phase}: {cause}")
+        self.phase = phase
+        self.cause = cause
+
+
+class WorkerFailed(RunAborted):
+    """A worker process exited or stopped sending snapshots."""
+
+
+class MessageError(KvbenchError):
+    """A coordinator <-> worker message was malformed or of another version."""
+
+
+class StoreError(KvbenchError):
+    """The results database could not be read or written."""
+
+
+class SchemaVersionError(StoreError):
+    """The results database was written by a newer kvbench than this one."""

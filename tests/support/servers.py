@@ -1,0 +1,125 @@
+"""Start real servers (memcached, redis-server) on free loopback ports for tests.
+
+Each server runs in its own process group and is stopped when its fixture ends. When the
+binary is not installed the fixture skips with the install hint, except under CI=true
+where a missing server is a failure: CI must install what its tests need.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import pytest
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_listening(host: str, port: int, proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"server did not listen on {host}:{port} within {timeout_s}s")
+
+
+@dataclass
+class Server:
+    """A running server process."""
+
+    name: str
+    host: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    workdir: str | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def require_binary(name: str, package: str) -> str:
+    path = shutil.which(name) or (f"/usr/sbin/{name}" if os.path.exists(f"/usr/sbin/{name}") else None)
+    if path is None:
+        message = f"{name} is not installed (apt-get install {package})"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@contextmanager
+def running(name: str, argv: Sequence[str], port: int, workdir: str | None = None) -> Iterator[Server]:
+    proc = subprocess.Popen(
+        list(argv),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=workdir,
+    )
+    server = Server(name, "127.0.0.1", port, proc, workdir)
+    try:
+        wait_listening(server.host, port, proc)
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def memcached(*extra_args: str) -> Iterator[Server]:
+    """A memcached on a free loopback port (64 MiB, 2 threads unless extra_args say)."""
+    binary = require_binary("memcached", "memcached")
+    port = free_port()
+    argv = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64", "-u", "root"]
+    if "-t" not in extra_args:
+        argv += ["-t", "2"]
+    with running("memcached", [*argv, *extra_args], port) as server:
+        yield server
+
+
+@contextmanager
+def redis(*extra_args: str) -> Iterator[Server]:
+    """A redis-server on a free loopback port, no persistence, in a private work dir."""
+    binary = require_binary("redis-server", "redis-server")
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="kvbench-redis-")
+    argv = [
+        binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+        "--appendonly", "no", "--dir", workdir, "--protected-mode", "no", *extra_args,
+    ]
+    with running("redis-server", argv, port, workdir) as server:
+        yield server
