@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 import pytest
@@ -28,7 +28,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_listening(host: str, port: int, proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+def wait_listening(
+    host: str, port: int, proc: subprocess.Popen[bytes], timeout_s: float = 10.0
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -58,10 +60,8 @@ class Server:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            try:
+            with suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=5)
@@ -73,7 +73,9 @@ class Server:
 
 
 def require_binary(name: str, package: str) -> str:
-    path = shutil.which(name) or (f"/usr/sbin/{name}" if os.path.exists(f"/usr/sbin/{name}") else None)
+    path = shutil.which(name) or (
+        f"/usr/sbin/{name}" if os.path.exists(f"/usr/sbin/{name}") else None
+    )
     if path is None:
         message = f"{name} is not installed (apt-get install {package})"
         if os.environ.get("CI"):
@@ -83,7 +85,9 @@ def require_binary(name: str, package: str) -> str:
 
 
 @contextmanager
-def running(name: str, argv: Sequence[str], port: int, workdir: str | None = None) -> Iterator[Server]:
+def running(
+    name: str, argv: Sequence[str], port: int, workdir: str | None = None
+) -> Iterator[Server]:
     proc = subprocess.Popen(
         list(argv),
         stdout=subprocess.DEVNULL,
@@ -118,8 +122,20 @@ def redis(*extra_args: str) -> Iterator[Server]:
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="kvbench-redis-")
     argv = [
-        binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-        "--appendonly", "no", "--dir", workdir, "--protected-mode", "no", *extra_args,
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        workdir,
+        "--protected-mode",
+        "no",
+        *extra_args,
     ]
     with running("redis-server", argv, port, workdir) as server:
         yield server

@@ -1,0 +1,50 @@
+# kvbench: `make run` benchmarks a throwaway local memcached; `make test` runs every test.
+# Both install what is missing first: Debian packages (as root, or via sudo) and a venv.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Servers the tests start on loopback, and the peer tools bench/peers compares against.
+APT_PACKAGES := memcached redis-server redis-tools libmemcached-tools
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTEST_ARGS ?=
+
+.PHONY: run test lint typecheck bench deps venv clean
+
+run: deps venv
+	$(BIN)/kvbench run --duration 10s
+
+test: deps venv lint typecheck
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: venv
+	$(BIN)/mypy
+
+bench: deps venv
+	$(BIN)/python bench/peers.py
+
+deps:
+	@missing=""; \
+	for pkg in $(APT_PACKAGES); do \
+		dpkg -s $$pkg >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

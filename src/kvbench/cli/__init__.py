@@ -1,0 +1,63 @@
+"""The ``kvbench`` command: a click group, global error handling, exit codes.
+
+Exit codes: 0 ok, 1 a threshold failed, 2 usage or config error, 3 target unreachable,
+4 run aborted or partial, 5 history database error, 130 interrupted (partial result kept).
+Library errors become one line on stderr here, and only here; anything else is a bug and
+keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from kvbench import __version__
+from kvbench.cli.history import history, show
+from kvbench.cli.run import run
+from kvbench.errors import ConfigError, KvbenchError, RunAborted, StoreError, TargetUnreachable
+
+EXIT_CODES: tuple[tuple[type[KvbenchError], int], ...] = (
+    (ConfigError, 2),
+    (TargetUnreachable, 3),
+    (RunAborted, 4),
+    (StoreError, 5),
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="kvbench")
+def cli() -> None:
+    """Load generator and benchmark harness for memcached and Redis.
+
+    \b
+    Example:
+        kvbench run                                  # a throwaway local memcached, 10 s
+        kvbench run memcached://127.0.0.1:11211 -c 50 -P 16 --ratio 1:10
+        kvbench run redis://127.0.0.1:6379 --processes 2 --json out.json
+        kvbench history
+    """
+
+
+cli.add_command(run)
+cli.add_command(history)
+cli.add_command(show)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``kvbench`` console script."""
+    try:
+        code = cli.main(args=argv, prog_name="kvbench", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("kvbench: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KvbenchError as exc:
+        click.echo(f"kvbench: error: {exc}", err=True)
+        sys.exit(next((code for kind, code in EXIT_CODES if isinstance(exc, kind)), 1))
+    except KeyboardInterrupt:
+        click.echo("kvbench: interrupted before the measurement started; nothing to save", err=True)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

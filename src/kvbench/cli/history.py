@@ -1,0 +1,62 @@
+"""``kvbench history`` and ``kvbench show``: the runs kept in the SQLite history."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from kvbench.cli.console import make_console
+from kvbench.config.load import default_db_path
+from kvbench.report import dumps, summarize
+from kvbench.report.terminal import print_summary
+from kvbench.results.store import Store
+
+
+@click.command()
+@click.option("--target", help="Only runs whose target URL contains this text.")
+@click.option("--last", default=20, show_default=True, help="How many runs to list.")
+@click.option("--db", type=click.Path(dir_okay=False), help="History database.")
+def history(target: str | None, last: int, db: str | None) -> None:
+    """List stored runs, newest first.
+
+    \b
+    Example:
+        kvbench history --last 5
+        kvbench history --target redis://
+    """
+    console = make_console()
+    with Store(db or default_db_path()) as store:
+        rows = store.list_runs(target, last)
+    table = Table("run", "started", "status", "target", "window", "ops/s")
+    for row in rows:
+        rate = row["throughput_per_s"]
+        table.add_row(
+            row["run_id"],
+            row["started_at"],
+            row["status"],
+            row["target"],
+            f"{row['window_s']:.2f}s",
+            "" if rate is None else f"{rate:,.0f}",
+        )
+    console.print(table if rows else "no runs stored yet")
+
+
+@click.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="Print the result document instead.")
+@click.option("--db", type=click.Path(dir_okay=False), help="History database.")
+def show(run_ref: str, as_json: bool, db: str | None) -> None:
+    """Show a stored run (an id, a unique prefix of one, or 'last').
+
+    \b
+    Example:
+        kvbench show last
+        kvbench show 20261129-2030 --json
+    """
+    with Store(db or default_db_path()) as store:
+        run = store.load_run(run_ref)
+    model = summarize(run)
+    if as_json:
+        click.echo(dumps(model), nl=False)
+    else:
+        print_summary(make_console(), model)

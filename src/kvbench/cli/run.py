@@ -1,0 +1,187 @@
+"""``kvbench run``: one measurement against one target (or a throwaway memcached)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import click
+from rich.console import Console
+
+from kvbench.cli.console import make_console
+from kvbench.config import RunConfig, Settings, load_config
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report import document, dumps, summarize
+from kvbench.report.summary import interval_row
+from kvbench.report.terminal import live_line, print_summary
+from kvbench.results.model import RunResult
+from kvbench.results.store import Store
+from kvbench.runner.coordinator import Coordinator
+from kvbench.runner.embedded import throwaway_memcached
+
+# option name -> config path; CLI values override the scenario file.
+OPTION_PATHS = {
+    "connections": "load.connections",
+    "processes": "load.processes",
+    "pipeline": "load.pipeline",
+    "duration": "load.duration",
+    "requests": "load.requests",
+    "warmup": "load.warmup",
+    "timeout": "load.timeout",
+    "interval": "load.interval",
+    "ratio": "workload.ratio",
+    "keys": "workload.keys",
+    "key_prefix": "workload.key_prefix",
+    "key_pattern": "workload.key_pattern",
+    "value_size": "workload.value_size",
+    "multiget": "workload.multiget_keys",
+    "ttl": "workload.ttl_s",
+    "preload": "workload.preload",
+    "seed": "workload.seed",
+    "json_path": "report.json",
+    "db": "report.db",
+}
+
+
+def default_processes() -> int:
+    """One worker per core this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def settings_from_options(targets: tuple[str, ...], options: dict[str, Any]) -> Settings:
+    """CLI options as config settings, each naming its flag for error messages."""
+    settings: Settings = {}
+    for name, path in OPTION_PATHS.items():
+        value = options.get(name)
+        if value is not None and value is not False:
+            settings[path] = (value, "--" + name.replace("_path", "").replace("_", "-"))
+    if options.get("no_save"):
+        settings["report.save"] = (False, "--no-save")
+    if options.get("quiet"):
+        settings["report.live"] = (False, "--quiet")
+    if targets:
+        settings["target.urls"] = (list(targets), "TARGET")
+    return settings
+
+
+@contextlib.contextmanager
+def _targets(config_targets: int, console: Console) -> Iterator[str | None]:
+    """A throwaway memcached when no target was named, else nothing."""
+    if config_targets:
+        yield None
+        return
+    with throwaway_memcached() as url:
+        console.print(
+            f"no target given: started a throwaway memcached at {url} (stopped after the run)"
+        )
+        yield url
+
+
+def publish(console: Console, run: RunResult, config: RunConfig) -> None:
+    """Print the summary, write --json, save to the history."""
+    model = summarize(run)
+    print_summary(console, model)
+    if config.report.json_path:
+        with open(config.report.json_path, "w", encoding="utf-8") as handle:
+            handle.write(dumps(model))
+        console.print(f"result document written to {config.report.json_path}")
+    if config.report.save:
+        with Store(config.report.db_path) as store:
+            store.save_run(run, document(model))
+        console.print(f"saved as run {run.run_id} in {config.report.db_path}")
+
+
+@click.command()
+@click.argument("targets", nargs=-1, metavar="[TARGET]...")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="TOML scenario file; flags override it.",
+)
+@click.option("-c", "--connections", help="Connections in total, shared across processes. [50]")
+@click.option("--processes", help="Worker processes, one event loop each. [all cores]")
+@click.option("-P", "--pipeline", help="Requests in flight per connection. [1]")
+@click.option("--duration", help="Measured window, e.g. 10s, 2m. [10s]")
+@click.option(
+    "-n", "--requests", help="Send exactly N requests in the window instead of a duration."
+)
+@click.option("--warmup", help="Load before the window, excluded from every figure. [0s]")
+@click.option(
+    "--ratio", help="SET:GET (1:10), or op=weight,... over set/get/delete/incr/mget. [1:10]"
+)
+@click.option("--keys", help="Keyspace size. [100000]")
+@click.option("--key-prefix", help="Prefix of every key. [kvbench:]")
+@click.option("--key-pattern", help="uniform or sequential. [uniform]")
+@click.option("--value-size", help="Value bytes: 100, or a range 100-1000. [100]")
+@click.option("--multiget", help="Keys per mget op. [10]")
+@click.option("--ttl", help="Expiry in seconds sent with stores. [0: none]")
+@click.option(
+    "--preload", is_flag=True, default=None, help="Store every key once before measuring."
+)
+@click.option("--seed", help="Seed of the workload (recorded with the run). [random]")
+@click.option("--timeout", help="Per-request timeout, e.g. 500ms. [5s]")
+@click.option("--interval", help="Live line and snapshot period. [1s]")
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), help="Write the result document here."
+)
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False),
+    help="History database. [~/.local/share/kvbench/history.db]",
+)
+@click.option("--no-save", is_flag=True, help="Do not store the run in the history.")
+@click.option("-q", "--quiet", is_flag=True, help="No live line per interval.")
+def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> int:
+    """Benchmark TARGET (a throwaway local memcached when none is given).
+
+    TARGET is a URL: memcached://HOST:11211 (text protocol), memcached+binary://,
+    memcached+meta://, redis://[USER:PASS@]HOST:6379/DB (add ?resp=3 for RESP3).
+
+    \b
+    Example:
+        kvbench run
+        kvbench run memcached://127.0.0.1:11211 -c 50 -P 16 --duration 10s --ratio 1:10 \\
+            --keys 100000 --value-size 100
+        kvbench run redis://127.0.0.1:6379 --processes 2 --json out.json
+    """
+    console = make_console()
+    settings = settings_from_options(targets, options)
+    config = load_config(config_path, settings, default_processes())
+    with _targets(len(config.targets), console) as url:
+        if url is not None:
+            settings["target.urls"] = ([url], "TARGET")
+            config = load_config(config_path, settings, default_processes())
+        result = _measure(console, config)
+    publish(console, result, config)
+    return {"ok": 0, "interrupted": 130}.get(result.status, 4)
+
+
+def _measure(console: Console, config: RunConfig) -> RunResult:
+    origin: list[int] = []
+
+    def on_interval(snap: IntervalSnapshot) -> None:
+        if not origin:
+            origin.append(snap.start_ns)
+        if config.report.live:
+            console.print(live_line(interval_row(snap, origin[0])))
+
+    load = config.load
+    span = (
+        f"{load.duration_ns / 1e9:g}s"
+        if load.duration_ns is not None
+        else f"{load.requests:,} requests"
+    )
+    console.print(
+        f"kvbench: {config.targets[0].url}  {load.connections} connections x pipeline {load.pipeline}"
+        f" on {load.processes} process(es), {span}, seed {config.workload.seed}",
+    )
+    coordinator = Coordinator(config, on_interval, lambda text: console.print(text))
+    result = coordinator.run()
+    sys.stdout.flush()
+    return result

@@ -1,0 +1,135 @@
+"""The run configuration: frozen, slotted dataclasses built once and passed down.
+
+Field names equal TOML keys; sections mirror the packages: [target], [workload], [load],
+[report]. Quantities carry their unit in their name. Nothing here reads the environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The op names a workload may weight, in the order Op numbers them in protocols.base.
+WORKLOAD_OPS = ("get", "set", "delete", "incr", "mget")
+
+
+@dataclass(frozen=True, slots=True)
+class TargetConfig:
+    """One server to load, parsed from its URL.
+
+    Attributes:
+        url: the URL as given, credentials masked (safe to print and store).
+        scheme: the URL scheme (``memcached``, ``memcached+binary``, ``redis`` ...).
+        protocol: the codec registry name (``memcache-text``, ``resp2`` ...).
+        host, port: where to connect.
+        db: Redis database number (SELECT), 0 by default.
+        username, password: Redis AUTH credentials; never stored or printed.
+        path: the rest of the URL path (queue name, HTTP path), without the leading slash.
+    """
+
+    url: str
+    scheme: str
+    protocol: str
+    host: str
+    port: int
+    db: int = 0
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    path: str = ""
+
+    @property
+    def family(self) -> str:
+        """``memcache`` or ``redis``: which server's stats and key rules apply."""
+        return "redis" if self.protocol.startswith("resp") else "memcache"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    """What requests to send.
+
+    Attributes:
+        keys: keyspace size: keys are ``key_prefix`` + a number in [0, keys).
+        key_prefix: prepended to every key.
+        key_pattern: how keys are picked: ``uniform`` or ``sequential``.
+        value_size_min_bytes, value_size_max_bytes: value sizes, uniform in the range.
+        ratio: weight per op name (``get``, ``set``, ``delete``, ``incr``, ``mget``).
+        multiget_keys: keys per ``mget`` op.
+        ttl_s: expiry sent with stores (0: none).
+        preload: store every key once before measuring, so gets can hit.
+        seed: the run's seed; worker i uses a seed derived from it and i.
+    """
+
+    keys: int = 100_000
+    key_prefix: str = "kvbench:"
+    key_pattern: str = "uniform"
+    value_size_min_bytes: int = 100
+    value_size_max_bytes: int = 100
+    ratio: tuple[tuple[str, int], ...] = (("set", 1), ("get", 10))
+    multiget_keys: int = 10
+    ttl_s: int = 0
+    preload: bool = False
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LoadConfig:
+    """How hard, how long, and how requests are issued.
+
+    Attributes:
+        connections: total connections per target, shared out across processes.
+        processes: worker processes (one event loop each).
+        pipeline: requests in flight per connection (closed loop).
+        duration_ns: measured window length; None when ``requests`` bounds the run.
+        requests: exact number of requests to send in the measured phase, or None.
+        warmup_ns: load before the window; excluded from every figure.
+        timeout_ns: a request unanswered this long counts as ``timeout``.
+        connect_timeout_ns: how long to wait for a connection to open.
+        interval_ns: snapshot and live-line period.
+    """
+
+    connections: int = 50
+    processes: int = 1
+    pipeline: int = 1
+    duration_ns: int | None = 10 * 10**9
+    requests: int | None = None
+    warmup_ns: int = 0
+    timeout_ns: int = 5 * 10**9
+    connect_timeout_ns: int = 3 * 10**9
+    interval_ns: int = 10**9
+
+
+@dataclass(frozen=True, slots=True)
+class ReportConfig:
+    """Where results go.
+
+    Attributes:
+        json_path: write the result document here, or None.
+        db_path: the SQLite history database.
+        save: store the run in the history.
+        live: print a line per interval.
+    """
+
+    json_path: str | None = None
+    db_path: str = ""
+    save: bool = True
+    live: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Everything a run needs; ``to_dict()`` is stored with the result so it can be rerun."""
+
+    targets: tuple[TargetConfig, ...]
+    workload: WorkloadConfig = WorkloadConfig()
+    load: LoadConfig = LoadConfig()
+    report: ReportConfig = ReportConfig()
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict of the config, credentials left out."""
+        from dataclasses import asdict
+
+        data = asdict(self)
+        for target in data["targets"]:
+            target.pop("password", None)
+            target.pop("username", None)
+        data["workload"]["ratio"] = dict(self.workload.ratio)
+        return data

@@ -1,0 +1,43 @@
+"""Per-target connection setup: which codec, and what to send before the first request.
+
+Redis connections authenticate (AUTH, or HELLO 3 with AUTH), then SELECT their database;
+memcached connections need nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kvbench.config.model import TargetConfig
+from kvbench.protocols.base import ClientCodec, CodecOptions
+from kvbench.protocols.registry import CODECS
+
+
+def codec_factory_for(
+    target: TargetConfig, options: CodecOptions | None = None
+) -> Callable[[], ClientCodec]:
+    """A zero-argument factory of fresh codecs for ``target``."""
+    spec = CODECS[target.protocol]
+    opts = options or CodecOptions()
+    return lambda: spec.factory(opts)
+
+
+def setup_for(target: TargetConfig) -> Callable[[Any, bytearray], int] | None:
+    """The setup writer for ``target``'s connections, or None when none is needed."""
+    if target.family != "redis":
+        return None
+    if target.protocol != "resp3" and target.password is None and target.db == 0:
+        return None
+
+    def write_setup(codec: Any, out: bytearray) -> int:
+        count = 0
+        if target.protocol == "resp3":
+            count += codec.encode_hello(out, target.username, target.password)
+        elif target.password is not None:
+            count += codec.encode_auth(out, target.password, target.username)
+        if target.db:
+            count += codec.encode_select(out, target.db)
+        return int(count)
+
+    return write_setup

@@ -1,0 +1,363 @@
+"""Worker: one event loop's connections, request source and recorder, run through phases.
+
+A worker connects (preflight), optionally preloads its share of the keyspace, then runs
+warm-up, measure and drain on the system-wide monotonic clock, cutting an interval
+snapshot at every boundary and handing it to ``emit``. It never raises for transport
+failures during a run: they are counted and the connection is reopened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kvbench.config.model import RunConfig, TargetConfig
+from kvbench.engine.connection import Connection, SetupFailed
+from kvbench.engine.setup import codec_factory_for, setup_for
+from kvbench.errors import TargetUnreachable
+from kvbench.metrics.recorder import Recorder
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.protocols.base import OP_NAMES, Op
+from kvbench.workload.plan import RequestSource, WorkloadPlan, compile_plan
+
+_now = time.monotonic_ns
+NEVER = 2**63 - 1
+# Reconnect backoff: start fast (a restarted server is back in milliseconds), cap at 1 s.
+RECONNECT_FIRST_NS = 50_000_000
+RECONNECT_MAX_NS = 1_000_000_000
+PRELOAD_PIPELINE = 64
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """What one worker process is asked to do.
+
+    Attributes:
+        config: the whole run's config.
+        worker_index, n_workers: this worker's place among all workers.
+        connections: connections this worker opens.
+        requests: this worker's share of ``--requests`` (None: run for the duration).
+    """
+
+    config: RunConfig
+    worker_index: int
+    n_workers: int
+    connections: int
+    requests: int | None
+
+
+@dataclass(slots=True)
+class WorkerSummary:
+    """What a worker reports when its run ends."""
+
+    status: str  # "ok" or "interrupted"
+    measure_start_ns: int
+    measure_end_ns: int
+    errors: dict[str, int] = field(default_factory=dict)
+    last_error: str | None = None
+
+
+def connect_error_text(exc: BaseException) -> str:
+    """One line for a failed connect: ``connection refused``, ``timed out after 3.0s``."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return "timed out"
+    if isinstance(exc, SetupFailed):
+        return f"the server refused the connection setup: {exc}"
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return str(text).lower() if isinstance(exc, OSError) else str(text)
+
+
+class Worker:
+    """Runs one worker's share of the load on the current event loop.
+
+    Args:
+        spec: this worker's assignment.
+        emit: called with each interval snapshot as soon as it is cut.
+    """
+
+    def __init__(self, spec: WorkerSpec, emit: Callable[[IntervalSnapshot], None]) -> None:
+        config = spec.config
+        self.spec = spec
+        self.target: TargetConfig = config.targets[0]
+        self._emit = emit
+        self.plan: WorkloadPlan = compile_plan(config.workload, spec.worker_index, spec.n_workers)
+        self.source = RequestSource(self.plan)
+        self.recorder = Recorder(OP_NAMES)
+        self.connections: list[Connection] = []
+        self.issuing = False
+        self.budget: int | None = None
+        self.next_cut_ns = NEVER
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.phase = "idle"
+        self._index = 0
+        self._interval_start_ns = 0
+        self._measure_start_ns = 0
+        self._measure_end_ns = NEVER
+        self._cpu_mark_ns = time.process_time_ns()
+        self._finished: asyncio.Event | None = None
+        self._running = False
+        self._interrupted = False
+        self.errors: dict[str, int] = {}
+        self.last_error: str | None = None
+
+    # -- preflight ---------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Open every connection and run its setup.
+
+        Raises:
+            TargetUnreachable: a connection could not be opened or set up.
+        """
+        load = self.spec.config.load
+        factory = codec_factory_for(self.target)
+        setup = setup_for(self.target)
+        self.connections = [
+            Connection(self, factory, setup, load.pipeline) for _ in range(self.spec.connections)
+        ]
+        results = await asyncio.gather(
+            *(self._open(c, load.connect_timeout_ns) for c in self.connections),
+            return_exceptions=True,
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                for conn in self.connections:
+                    conn.close()
+                raise TargetUnreachable(
+                    f"cannot connect to {self.target.url}: {connect_error_text(result)}"
+                )
+
+    async def _open(self, conn: Connection, timeout_ns: int) -> None:
+        loop = asyncio.get_running_loop()
+        conn.ready = loop.create_future()
+        async with asyncio.timeout(timeout_ns / 1e9):
+            await loop.create_connection(lambda: conn, self.target.host, self.target.port)
+            await conn.ready
+
+    # -- preload -----------------------------------------------------------------------
+
+    async def preload(self) -> IntervalSnapshot:
+        """Store this worker's share of the keyspace once; return what it took."""
+        keys = self.plan.preload_range()
+        source = self.source
+        saved = (source.ops, source.keys, source.values, source.pos, source.size)
+        table = self.plan.key_table
+        values = self.plan.value_table
+        source.ops = [int(Op.SET)] * len(keys)
+        source.keys = [table[i] for i in keys]
+        source.values = [values[i % len(values)] for i in keys]
+        source.pos, source.size = 0, len(keys)
+        start = _now()
+        self.phase = "preload"
+        self.budget = len(keys)
+        self._finished = asyncio.Event()
+        self.issuing = True
+        self._running = True
+        for conn in self.connections:
+            conn._pipeline, saved_depth = PRELOAD_PIPELINE, conn._pipeline
+            conn.fill()
+            conn._pipeline = saved_depth
+        watchdog = asyncio.create_task(self._watch_timeouts())
+        self.maybe_finished()
+        await self._finished.wait()
+        watchdog.cancel()
+        self.issuing = False
+        self._running = False
+        source.ops, source.keys, source.values, source.pos, source.size = saved
+        self.budget = None
+        return self.recorder.cut("preload", 0, start, _now())
+
+    # -- the run -----------------------------------------------------------------------
+
+    async def run(self, start_ns: int) -> WorkerSummary:
+        """Run warm-up, measure and drain, starting at ``start_ns`` (monotonic clock)."""
+        load = self.spec.config.load
+        self._measure_start_ns = start_ns + load.warmup_ns
+        self._measure_end_ns = (
+            self._measure_start_ns + load.duration_ns if load.duration_ns is not None else NEVER
+        )
+        self._finished = asyncio.Event()
+        await asyncio.sleep(max(0, start_ns - _now()) / 1e9)
+        self._interval_start_ns = start_ns
+        self._cpu_mark_ns = time.process_time_ns()
+        if load.warmup_ns > 0:
+            self.phase, self.next_cut_ns = "warmup", self._measure_start_ns
+        else:
+            self._enter_measure()
+        self._running = True
+        self.issuing = True
+        gc.collect()
+        gc.freeze()
+        gc.disable()
+        tasks = [
+            asyncio.create_task(self._tick()),
+            asyncio.create_task(self._watch_timeouts()),
+        ]
+        try:
+            for conn in self.connections:
+                conn.fill()
+            await self._finished.wait()
+        finally:
+            gc.enable()
+            gc.unfreeze()
+            for task in tasks:
+                task.cancel()
+            self._running = False
+            self.issuing = False
+            for conn in self.connections:
+                conn.close()
+        return WorkerSummary(
+            status="interrupted" if self._interrupted else "ok",
+            measure_start_ns=self._measure_start_ns,
+            measure_end_ns=self._measure_end_ns,
+            errors=dict(self.errors),
+            last_error=self.last_error,
+        )
+
+    def stop(self) -> None:
+        """End the measured window now (Ctrl-C); in-flight requests still drain."""
+        if self._finished is None or self._finished.is_set():
+            return
+        self._interrupted = True
+        now = _now()
+        if self.phase in ("warmup", "measure"):
+            self._measure_end_ns = now
+            if self.phase == "warmup":
+                self._measure_start_ns = now
+            self.next_cut_ns = now
+            self.cut(now)
+        else:
+            self._finish(now)
+
+    def _enter_measure(self) -> None:
+        load = self.spec.config.load
+        self.phase = "measure"
+        self._index = 0
+        self.budget = self.spec.requests
+        self.next_cut_ns = min(self._measure_start_ns + load.interval_ns, self._measure_end_ns)
+
+    def cut(self, now: int) -> None:
+        """Cut every interval whose boundary ``now`` has passed (called on the hot path)."""
+        interval_ns = self.spec.config.load.interval_ns
+        while now >= self.next_cut_ns:
+            boundary = self.next_cut_ns
+            self._emit_interval(boundary)
+            if self.phase == "warmup":
+                self._enter_measure()
+                self.maybe_finished()
+            elif boundary >= self._measure_end_ns:
+                self._enter_drain(boundary)
+            else:
+                self._index += 1
+                self.next_cut_ns = min(boundary + interval_ns, self._measure_end_ns)
+
+    def _emit_interval(self, end_ns: int) -> None:
+        cpu = time.process_time_ns()
+        self.recorder.add_stat("cpu_ns", cpu - self._cpu_mark_ns)
+        self.recorder.add_stat("bytes_in", self.bytes_in)
+        self.recorder.add_stat("bytes_out", self.bytes_out)
+        self._cpu_mark_ns, self.bytes_in, self.bytes_out = cpu, 0, 0
+        snapshot = self.recorder.cut(self.phase, self._index, self._interval_start_ns, end_ns)
+        self._interval_start_ns = end_ns
+        self._emit(snapshot)
+
+    def _enter_drain(self, boundary: int) -> None:
+        self.phase = "drain"
+        self._index = 0
+        self.issuing = False
+        self.next_cut_ns = NEVER
+        self._measure_end_ns = boundary
+        self.maybe_finished()
+
+    def _finish(self, now: int) -> None:
+        if self.phase in ("measure", "drain", "warmup"):
+            self._emit_interval(now)
+        self.phase = "done"
+        self.next_cut_ns = NEVER
+        assert self._finished is not None
+        self._finished.set()
+
+    def maybe_finished(self) -> None:
+        """End the phase once nothing is left to send and nothing is in flight."""
+        if self._finished is None or self._finished.is_set():
+            return
+        exhausted = self.phase == "drain" or (
+            self.phase in ("preload", "measure") and self.budget == 0
+        )
+        if exhausted and all(c.inflight == 0 for c in self.connections):
+            now = _now()
+            if self.phase == "measure":
+                self._measure_end_ns = now
+            if self.phase == "preload":
+                self._finished.set()
+            else:
+                self._finish(now)
+
+    # -- background tasks --------------------------------------------------------------
+
+    async def _tick(self) -> None:
+        """Cut intervals on time even when no reply arrives (a stalled server)."""
+        while True:
+            await asyncio.sleep(
+                max(0, self.next_cut_ns - _now()) / 1e9 if self.next_cut_ns != NEVER else 0.05
+            )
+            now = _now()
+            if now >= self.next_cut_ns:
+                self.cut(now)
+            if (
+                self.phase == "drain"
+                and now >= self._measure_end_ns + self.spec.config.load.timeout_ns
+            ):
+                # Whatever is still in flight has timed out by now (the watchdog counts it).
+                self._check_timeouts(now)
+                self.maybe_finished()
+
+    async def _watch_timeouts(self) -> None:
+        timeout_ns = self.spec.config.load.timeout_ns
+        period_s = min(timeout_ns / 4, 100_000_000) / 1e9
+        while True:
+            await asyncio.sleep(period_s)
+            self._check_timeouts(_now())
+
+    def _check_timeouts(self, now: int) -> None:
+        timeout_ns = self.spec.config.load.timeout_ns
+        for conn in self.connections:
+            conn.check_timeout(now, timeout_ns)
+
+    # -- connection events -------------------------------------------------------------
+
+    def connection_ready(self, conn: Connection) -> None:
+        if self.issuing:
+            conn.fill()
+
+    def connection_broken(self, conn: Connection) -> None:
+        if self._running:
+            self.recorder.add_stat("reconnects", 1)
+            asyncio.get_running_loop().create_task(self._reconnect(conn))
+        self.maybe_finished()
+
+    def protocol_error(self, message: str) -> None:
+        self.errors["protocol_error"] = self.errors.get("protocol_error", 0) + 1
+        self.last_error = message
+
+    async def _reconnect(self, conn: Connection) -> None:
+        delay_ns = RECONNECT_FIRST_NS
+        loop = asyncio.get_running_loop()
+        while self._running and not conn.connected:
+            await asyncio.sleep(delay_ns / 1e9)
+            if not self._running:
+                return
+            try:
+                conn.ready = loop.create_future()
+                async with asyncio.timeout(self.spec.config.load.connect_timeout_ns / 1e9):
+                    await loop.create_connection(lambda: conn, self.target.host, self.target.port)
+                    await conn.ready
+            except (OSError, TimeoutError, SetupFailed) as exc:
+                self.errors["connect_error"] = self.errors.get("connect_error", 0) + 1
+                self.last_error = f"reconnect to {self.target.url}: {connect_error_text(exc)}"
+                delay_ns = min(delay_ns * 2, RECONNECT_MAX_NS)

@@ -1,0 +1,42 @@
+"""The fixed vocabulary of per-op outcomes.
+
+Values 1..20 equal ``protocols.base.ReplyKind`` (a test checks it), so the engine counts a
+reply with ``counts[op][reply.kind]`` and no translation; the rest are outcomes only the
+engine can observe. A miss is an outcome, not an error.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Outcome(enum.IntEnum):
+    """What became of one op."""
+
+    HIT = 1
+    MISS = 2
+    STORED = 3
+    NOT_STORED = 4
+    EXISTS = 5
+    NOT_FOUND = 6
+    DELETED = 7
+    TOUCHED = 8
+    OK = 9
+    VALUE = 10
+    ERROR_REPLY = 20
+    TIMEOUT = 21  # no reply within --timeout; enters the latency histogram at the timeout
+    CONN_ERROR = 22  # in flight when the connection broke (reset, EOF, protocol error)
+    DROPPED = 23  # open loop: not sent, too far behind schedule
+    LATE = 24  # open loop: sent behind its slot (also counted in its reply's outcome)
+
+
+N_OUTCOMES = max(Outcome) + 1
+OUTCOME_NAMES: dict[int, str] = {int(o): o.name.lower() for o in Outcome}
+
+# Outcomes that count as errors in totals and error rates. LATE is a pacing note on a
+# request that still completed, so it is not one.
+ERROR_OUTCOMES = frozenset(
+    {Outcome.ERROR_REPLY, Outcome.TIMEOUT, Outcome.CONN_ERROR, Outcome.DROPPED}
+)
+# Outcomes that end a request (everything but LATE, which is also counted elsewhere).
+FINAL_OUTCOMES = frozenset(o for o in Outcome if o is not Outcome.LATE)

@@ -1,0 +1,28 @@
+"""The codec registry: CLI/URL protocol name -> CodecSpec."""
+
+from __future__ import annotations
+
+from kvbench.protocols.base import CodecSpec, Op
+from kvbench.protocols.memcache_binary import MemcacheBinaryCodec
+from kvbench.protocols.memcache_meta import MemcacheMetaCodec
+from kvbench.protocols.memcache_text import MemcacheTextCodec
+from kvbench.protocols.resp import RespCodec
+
+_MEMCACHE_OPS = frozenset(Op) - {Op.COMMAND}
+_RESP_OPS = frozenset(Op) - {Op.CAS, Op.GETS, Op.PREPEND}
+
+CODECS: dict[str, CodecSpec] = {
+    "memcache-text": CodecSpec(
+        "memcache-text", MemcacheTextCodec, True, _MEMCACHE_OPS - {Op.NOOP}, 11211
+    ),
+    "memcache-binary": CodecSpec(
+        "memcache-binary", MemcacheBinaryCodec, True, _MEMCACHE_OPS, 11211
+    ),
+    "memcache-meta": CodecSpec("memcache-meta", MemcacheMetaCodec, True, _MEMCACHE_OPS, 11211),
+    "resp2": CodecSpec(
+        "resp2", lambda options: RespCodec(options, protocol=2), True, _RESP_OPS, 6379
+    ),
+    "resp3": CodecSpec(
+        "resp3", lambda options: RespCodec(options, protocol=3), True, _RESP_OPS, 6379
+    ),
+}

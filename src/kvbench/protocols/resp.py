@@ -1,0 +1,542 @@
+"""Redis RESP2/RESP3 codec: requests as arrays of bulk strings, replies parsed by hiredis.
+
+Sans-IO: no sockets, no asyncio, no clock. ``hiredis.Reader`` (C) turns bytes into values;
+this module matches each value to the request that announced it and makes it a ``Reply``.
+Wire format: the Redis serialization protocol specification (RESP2 and RESP3).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import hiredis
+
+from kvbench.errors import ProtocolError, ReplyTooLarge
+from kvbench.protocols.base import NEED_DATA, CodecOptions, NeedData, Op, Reply, ReplyKind
+
+# hiredis returns this from gets() when no complete reply is buffered (RESP3 has a real
+# boolean false, so the default False sentinel would be ambiguous).
+_INCOMPLETE = object()
+_DEFAULT_OPTIONS = CodecOptions()
+# Replies without payload repeat (a GET hit of the same size): keep at most this many.
+_REPLY_CACHE_LIMIT = 1024
+
+_new_reply: Callable[[type[Reply], tuple[Any, ...]], Reply] = tuple.__new__
+_ReplyError = hiredis.ReplyError
+_PushNotification = hiredis.PushNotification
+_HIT = ReplyKind.HIT
+_MISS = ReplyKind.MISS
+_VALUE = ReplyKind.VALUE
+
+_Handler = Callable[[Any], Reply]
+_Encoder = Callable[[Any, Any, bytearray, int], int]
+
+
+def _bulk(arg: bytes | bytearray | memoryview | str | int) -> bytes:
+    """One bulk string of a request array (RESP "Bulk strings")."""
+    if isinstance(arg, str):
+        arg = arg.encode()
+    elif isinstance(arg, int):
+        arg = b"%d" % arg
+    return b"$%d\r\n" % len(arg) + arg + b"\r\n"
+
+
+def _array(*args: bytes | bytearray | memoryview | str | int) -> bytes:
+    """A request: an array of bulk strings (RESP "Sending commands to a Redis server")."""
+    return b"*%d\r\n" % len(args) + b"".join(_bulk(arg) for arg in args)
+
+
+def wire_nbytes(value: Any, null_nbytes: int) -> int:
+    """Estimate how many wire bytes a value parsed by hiredis took.
+
+    hiredis does not report sizes, so they are recomputed from the value: exact for bulk
+    strings, nulls, integers, errors and arrays or maps of them; a status reply counts
+    as a bulk string (3 bytes more than ``+OK``); doubles, big numbers and verbatim
+    strings are approximate.
+
+    Args:
+        value: what ``hiredis.Reader.gets`` returned.
+        null_nbytes: 5 (``$-1\\r\\n``) for RESP2, 3 (``_\\r\\n``) for RESP3.
+    """
+    cls = value.__class__
+    if cls is bytes:
+        n = len(value)
+        return n + len(str(n)) + 5
+    if value is None:
+        return int(null_nbytes)
+    if cls is int:
+        return len(str(value)) + 3
+    if cls is bool:
+        return 4
+    if cls is float:
+        return len(repr(value)) + 3
+    if cls is dict:
+        total = len(str(len(value))) + 3
+        for key, item in value.items():
+            total += wire_nbytes(key, null_nbytes) + wire_nbytes(item, null_nbytes)
+        return total
+    if isinstance(value, list):
+        total = len(str(len(value))) + 3
+        for item in value:
+            total += wire_nbytes(item, null_nbytes)
+        return total
+    if isinstance(value, _ReplyError):
+        return len(str(value).encode()) + 3
+    return 0
+
+
+def info_as_stats_text(info: bytes) -> bytes:
+    """Rewrite ``INFO`` output (``name:value`` lines, ``# Section`` headers) as stats lines.
+
+    The result is ``b"name value\\r\\n"`` lines, the STATS payload every codec returns, so
+    ``parse_stats_text`` reads it.
+    """
+    lines = []
+    for line in info.split(b"\r\n"):
+        if line and not line.startswith(b"#"):
+            name, _, value = line.partition(b":")
+            lines.append(name + b" " + value + b"\r\n")
+    return b"".join(lines)
+
+
+class RespCodec:
+    """Client half of RESP2 or RESP3 for one connection.
+
+    Redis answers in request order; each ``encode`` pushes the handler that turns the
+    matching reply into a ``Reply``. RESP3 push messages (``>``), which the server may send
+    at any time, are skipped and counted in ``push_messages``.
+
+    ``Reply.nbytes`` is recomputed from the parsed value (see ``wire_nbytes``): exact for
+    the replies of the fixed ops, approximate for status replies of arbitrary commands and
+    for RESP3 doubles, big numbers and verbatim strings.
+
+    ``CodecOptions.noreply`` and ``flags`` have no RESP form and are ignored; ``ttl_s``
+    adds ``EX ttl`` to SET, ADD (``SET NX``) and REPLACE (``SET XX``).
+
+    Attributes:
+        protocol: 2 or 3. With 3, the caller first sends ``encode_hello``.
+        push_messages: RESP3 push messages skipped.
+    """
+
+    def __init__(self, options: CodecOptions = _DEFAULT_OPTIONS, protocol: int = 2) -> None:
+        if protocol not in (2, 3):
+            raise ValueError(f"RESP protocol must be 2 or 3, not {protocol!r}")
+        self.protocol = protocol
+        self.push_messages = 0
+        self._keep = options.keep_payload
+        self._max = options.max_reply_bytes
+        self._reader = hiredis.Reader(notEnoughData=_INCOMPLETE)
+        self._skip_pushes = protocol == 3
+        self._null_nbytes = 3 if protocol == 3 else 5
+        self._unparsed = 0  # bytes fed since the last complete reply
+        self._eof = False
+        self._failure: str | None = None
+        self._pending: deque[_Handler] = deque()
+        self._build_templates(options.ttl_s)
+        self._build_replies()
+        self._encoders: list[_Encoder] = self._encoder_table()
+
+    def _build_templates(self, ttl_s: int) -> None:
+        expiry = _bulk(b"EX") + _bulk(ttl_s) if ttl_s else b""
+        extra = 2 if ttl_s else 0
+
+        def store_head(argc: int) -> bytes:
+            return b"*%d\r\n$3\r\nSET\r\n$%%d\r\n%%b\r\n$%%d\r\n" % (argc + extra)
+
+        self._set_head = store_head(3)
+        self._set_tail = b"\r\n" + expiry
+        self._add_head = store_head(4)
+        self._add_tail = b"\r\n" + _bulk(b"NX") + expiry
+        self._replace_tail = b"\r\n" + _bulk(b"XX") + expiry
+
+    def _build_replies(self) -> None:
+        null = self._null_nbytes
+        self._stored = Reply(ReplyKind.STORED, 5)  # +OK\r\n
+        self._not_stored = Reply(ReplyKind.NOT_STORED, null)  # SET NX/XX refused: null
+        self._miss = Reply(_MISS, null)
+        self._deleted = Reply(ReplyKind.DELETED, 4)  # :1\r\n
+        self._not_found = Reply(ReplyKind.NOT_FOUND, 4)  # :0\r\n
+        self._touched = Reply(ReplyKind.TOUCHED, 4)
+        self._pong = Reply(ReplyKind.OK, 7)  # +PONG\r\n
+        self._ok = Reply(ReplyKind.OK, 5)
+        self._hit_cache: dict[int, Reply] = {}
+        self._appended: dict[int, Reply] = {}
+        # Bound once: the pending FIFO holds these, so encode() allocates no method objects.
+        self._get_done: _Handler = self._on_get
+        self._set_done: _Handler = self._on_set
+        self._delete_done: _Handler = self._on_delete
+        self._counter_done: _Handler = self._on_counter
+        self._mget_done: _Handler = self._on_mget
+        self._touch_done: _Handler = self._on_touch
+        self._append_done: _Handler = self._on_append
+        self._ping_done: _Handler = self._on_ping
+        self._info_done: _Handler = self._on_info
+        self._command_done: _Handler = self._on_command
+        self._setup_done: _Handler = self._on_setup
+
+    def _encoder_table(self) -> list[_Encoder]:
+        encoders: dict[Op, _Encoder] = {
+            Op.GET: self._encode_get,
+            Op.SET: self._encode_set,
+            Op.ADD: self._encode_add,
+            Op.REPLACE: self._encode_replace,
+            Op.DELETE: self._encode_delete,
+            Op.INCR: self._encode_incr,
+            Op.DECR: self._encode_decr,
+            Op.MGET: self._encode_mget,
+            Op.TOUCH: self._encode_touch,
+            Op.APPEND: self._encode_append,
+            Op.NOOP: self._encode_ping,
+            Op.STATS: self._encode_info,
+            Op.COMMAND: self._encode_command,
+        }
+        return [encoders.get(op) or self._unsupported(op) for op in Op]
+
+    # -- encoding ------------------------------------------------------------------------
+
+    def encode(
+        self,
+        op: Op,
+        key: Any,
+        value: bytes | bytearray | memoryview | None,
+        out: bytearray,
+        arg: int = 0,
+    ) -> int:
+        """Append one request to ``out``.
+
+        GET, SET [EX], SET NX (ADD), SET XX (REPLACE), DEL, INCR/INCRBY, DECR/DECRBY,
+        MGET, EXPIRE (TOUCH), APPEND, PING (NOOP), INFO (STATS), or the argv of COMMAND.
+
+        Args:
+            op: the request kind; GETS, CAS and PREPEND have no Redis form.
+            key: the key; for ``Op.MGET`` a sequence of keys; for ``Op.COMMAND`` the argv
+                (a sequence of bytes or str, or one bytes string split on whitespace); for
+                ``Op.STATS`` an optional INFO section.
+            value: the value of SET/ADD/REPLACE/APPEND, else None.
+            out: the caller's write buffer.
+            arg: the delta of incr/decr (1 sends INCR/DECR, else INCRBY/DECRBY), the expiry
+                in seconds of touch (must be > 0: ``EXPIRE key 0`` deletes the key).
+
+        Returns:
+            1. Send ``out``, then ``feed`` the server's bytes and pull ``next_reply``.
+
+        Raises:
+            ValueError: the op has no Redis form, or touch was given no positive expiry.
+        """
+        return self._encoders[op](key, value, out, arg)
+
+    def encode_hello(
+        self,
+        out: bytearray,
+        username: str | bytes | None = None,
+        password: str | bytes | None = None,
+    ) -> int:
+        """Append ``HELLO 3 [AUTH username password]``; its map reply becomes ``OK``.
+
+        Send it first on a RESP3 connection. Without a username, AUTH uses ``default``.
+
+        Returns:
+            1 (one reply: ``OK``, or ``ERROR_REPLY`` when refused).
+        """
+        if password is None:
+            out += _array(b"HELLO", 3)
+        else:
+            out += _array(b"HELLO", 3, b"AUTH", username or b"default", password)
+        self._pending.append(self._setup_done)
+        return 1
+
+    def encode_auth(
+        self, out: bytearray, password: str | bytes, username: str | bytes | None = None
+    ) -> int:
+        """Append ``AUTH [username] password``; returns 1 (``OK`` or ``ERROR_REPLY``)."""
+        if username is None:
+            out += _array(b"AUTH", password)
+        else:
+            out += _array(b"AUTH", username, password)
+        self._pending.append(self._setup_done)
+        return 1
+
+    def encode_select(self, out: bytearray, db: int) -> int:
+        """Append ``SELECT db``; returns 1 (``OK`` or ``ERROR_REPLY``)."""
+        out += _array(b"SELECT", db)
+        self._pending.append(self._setup_done)
+        return 1
+
+    def _encode_get(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
+        out += b"*2\r\n$3\r\nGET\r\n$%d\r\n%b\r\n" % (len(key), key)
+        self._pending.append(self._get_done)
+        return 1
+
+    def _encode_set(self, key: bytes, value: Any, out: bytearray, arg: int) -> int:
+        out += self._set_head % (len(key), key, len(value))
+        out += value
+        out += self._set_tail
+        self._pending.append(self._set_done)
+        return 1
+
+    def _encode_add(self, key: bytes, value: Any, out: bytearray, arg: int) -> int:
+        out += self._add_head % (len(key), key, len(value))
+        out += value
+        out += self._add_tail
+        self._pending.append(self._set_done)
+        return 1
+
+    def _encode_replace(self, key: bytes, value: Any, out: bytearray, arg: int) -> int:
+        out += self._add_head % (len(key), key, len(value))
+        out += value
+        out += self._replace_tail
+        self._pending.append(self._set_done)
+        return 1
+
+    def _encode_delete(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
+        out += b"*2\r\n$3\r\nDEL\r\n$%d\r\n%b\r\n" % (len(key), key)
+        self._pending.append(self._delete_done)
+        return 1
+
+    def _encode_incr(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
+        if arg == 1:
+            out += b"*2\r\n$4\r\nINCR\r\n$%d\r\n%b\r\n" % (len(key), key)
+        else:
+            delta = b"%d" % arg
+            out += b"*3\r\n$6\r\nINCRBY\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
+                len(key),
+                key,
+                len(delta),
+                delta,
+            )
+        self._pending.append(self._counter_done)
+        return 1
+
+    def _encode_decr(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
+        if arg == 1:
+            out += b"*2\r\n$4\r\nDECR\r\n$%d\r\n%b\r\n" % (len(key), key)
+        else:
+            delta = b"%d" % arg
+            out += b"*3\r\n$6\r\nDECRBY\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
+                len(key),
+                key,
+                len(delta),
+                delta,
+            )
+        self._pending.append(self._counter_done)
+        return 1
+
+    def _encode_mget(self, keys: Any, value: object, out: bytearray, arg: int) -> int:
+        out += b"*%d\r\n$4\r\nMGET\r\n" % (len(keys) + 1)
+        for key in keys:
+            out += b"$%d\r\n%b\r\n" % (len(key), key)
+        self._pending.append(self._mget_done)
+        return 1
+
+    def _encode_touch(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
+        if arg <= 0:
+            raise ValueError("touch needs an expiry > 0 for Redis (EXPIRE key 0 deletes the key)")
+        out += _array(b"EXPIRE", key, arg)
+        self._pending.append(self._touch_done)
+        return 1
+
+    def _encode_append(self, key: bytes, value: Any, out: bytearray, arg: int) -> int:
+        out += b"*3\r\n$6\r\nAPPEND\r\n$%d\r\n%b\r\n$%d\r\n" % (len(key), key, len(value))
+        out += value
+        out += b"\r\n"
+        self._pending.append(self._append_done)
+        return 1
+
+    def _encode_ping(self, key: object, value: object, out: bytearray, arg: int) -> int:
+        out += b"*1\r\n$4\r\nPING\r\n"
+        self._pending.append(self._ping_done)
+        return 1
+
+    def _encode_info(self, key: bytes | None, value: object, out: bytearray, arg: int) -> int:
+        out += _array(b"INFO", key) if key else b"*1\r\n$4\r\nINFO\r\n"
+        self._pending.append(self._info_done)
+        return 1
+
+    def _encode_command(self, argv: Any, value: object, out: bytearray, arg: int) -> int:
+        if isinstance(argv, bytes | bytearray | memoryview):
+            argv = bytes(argv).split()
+        if not argv:
+            raise ValueError("COMMAND needs a non-empty argv")
+        out += _array(*argv)
+        self._pending.append(self._command_done)
+        return 1
+
+    def _unsupported(self, op: Op) -> _Encoder:
+        def encode(key: object, value: object, out: bytearray, arg: int) -> int:
+            raise ValueError(f"Redis has no {op.name} command this codec can send")
+
+        return encode
+
+    # -- parsing -------------------------------------------------------------------------
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Buffer bytes received from the server; then call ``next_reply`` until NEED_DATA.
+
+        Raises:
+            ProtocolError: the codec failed earlier, or ``feed_eof`` was called.
+        """
+        if self._failure is not None:
+            raise ProtocolError(self._failure)
+        if self._eof:
+            raise ProtocolError("data fed after EOF")
+        # hiredis reads any buffer (its stub says str | bytes): no copy of a memoryview.
+        self._reader.feed(data)  # type: ignore[arg-type]
+        self._unparsed += len(data)
+
+    def feed_eof(self) -> None:
+        """Mark the end of the stream: a reply cut short or still owed then raises."""
+        self._eof = True
+
+    def pending(self) -> int:
+        """How many announced replies have not been returned yet."""
+        return len(self._pending)
+
+    def next_reply(self) -> Reply | NeedData:
+        """Return the next complete reply, or ``NEED_DATA``.
+
+        Error replies (``-ERR``, ``-WRONGTYPE`` ...) are ``ERROR_REPLY`` values, not raised.
+
+        Raises:
+            ProtocolError: hiredis rejected the stream, a reply came with no request
+                pending or did not fit its request, or EOF came before all announced replies.
+                ``ReplyTooLarge`` (a subclass) when more than ``max_reply_bytes`` were fed
+                without completing a reply (counted per ``feed``, so the bound holds to
+                within one chunk). The codec is dead afterwards.
+        """
+        if self._failure is not None:
+            raise ProtocolError(self._failure)
+        gets = self._reader.gets
+        while True:
+            try:
+                value = gets()
+            except Exception as exc:
+                # hiredis raises its ProtocolError for most bad input, but TypeError for a
+                # map whose key is an aggregate; any failure to parse the server's bytes
+                # means the stream is broken.
+                self._fail(f"RESP protocol error: {exc!r}")
+            if value is _INCOMPLETE:
+                return self._need_data()
+            self._unparsed = 0
+            if self._skip_pushes and value.__class__ is _PushNotification:
+                self.push_messages += 1
+                continue
+            try:
+                handler = self._pending.popleft()
+            except IndexError:
+                self._fail(f"reply {value!r:.60} with no request pending")
+            return handler(value)
+
+    def _need_data(self) -> NeedData:
+        if self._unparsed > self._max:
+            self._fail(f"reply of more than {self._max} bytes", too_large=True)
+        if self._eof and (self._pending or self._unparsed or self._reader.has_data()):
+            self._fail(f"EOF with {len(self._pending)} replies pending")
+        return NEED_DATA
+
+    def _fail(self, message: str, too_large: bool = False) -> NoReturn:
+        self._failure = message
+        raise (ReplyTooLarge if too_large else ProtocolError)(message)
+
+    # -- reply handlers: one per request shape -------------------------------------------
+
+    def _other(self, value: Any, request: str) -> Reply:
+        """An error reply, or a ProtocolError for a reply that cannot answer ``request``."""
+        if value.__class__ is _ReplyError:
+            text = str(value).encode()
+            return Reply(ReplyKind.ERROR_REPLY, len(text) + 3, text)
+        self._fail(f"reply {value!r:.60} cannot answer {request}")
+
+    def _on_get(self, value: Any) -> Reply:
+        if value.__class__ is bytes:
+            n = len(value)
+            if self._keep:
+                return _new_reply(Reply, (_HIT, n + len(str(n)) + 5, value, 1))
+            reply = self._hit_cache.get(n)
+            if reply is None:
+                reply = Reply(_HIT, n + len(str(n)) + 5, None, 1)
+                if len(self._hit_cache) < _REPLY_CACHE_LIMIT:
+                    self._hit_cache[n] = reply
+            return reply
+        if value is None:
+            return self._miss
+        return self._other(value, "GET")
+
+    def _on_set(self, value: Any) -> Reply:
+        if value == b"OK":
+            return self._stored
+        if value is None:  # SET NX / SET XX whose condition failed
+            return self._not_stored
+        return self._other(value, "SET")
+
+    def _on_delete(self, value: Any) -> Reply:
+        if value.__class__ is int:
+            return self._deleted if value else self._not_found
+        return self._other(value, "DEL")
+
+    def _on_counter(self, value: Any) -> Reply:
+        if value.__class__ is int:
+            text = b"%d" % value
+            return _new_reply(Reply, (_VALUE, len(text) + 3, text if self._keep else None, 0))
+        return self._other(value, "INCR/DECR")
+
+    def _on_mget(self, value: Any) -> Reply:
+        if value.__class__ is not list:
+            return self._other(value, "MGET")
+        null = self._null_nbytes
+        nbytes = len(str(len(value))) + 3
+        keys = 0
+        for item in value:
+            if item is None:
+                nbytes += null
+            elif item.__class__ is bytes:
+                n = len(item)
+                nbytes += n + len(str(n)) + 5
+                keys += 1
+            else:
+                self._fail(f"MGET reply element {item!r:.60} is not a bulk string or null")
+        return _new_reply(Reply, (_HIT if keys else _MISS, nbytes, None, keys))
+
+    def _on_touch(self, value: Any) -> Reply:
+        if value.__class__ is int:
+            return self._touched if value else self._not_found
+        return self._other(value, "EXPIRE")
+
+    def _on_append(self, value: Any) -> Reply:
+        if value.__class__ is int:  # the new length of the value
+            return Reply(ReplyKind.STORED, len(str(value)) + 3)
+        return self._other(value, "APPEND")
+
+    def _on_ping(self, value: Any) -> Reply:
+        if value == b"PONG":
+            return self._pong
+        return self._other(value, "PING")
+
+    def _on_info(self, value: Any) -> Reply:
+        if value.__class__ is bytes:
+            nbytes = wire_nbytes(value, self._null_nbytes)
+            return Reply(_VALUE, nbytes, info_as_stats_text(value))
+        return self._other(value, "INFO")
+
+    def _on_command(self, value: Any) -> Reply:
+        if value == b"OK":
+            return self._ok
+        if value.__class__ is _ReplyError:
+            return self._other(value, "a command")
+        nbytes = wire_nbytes(value, self._null_nbytes)
+        if isinstance(value, list | dict):
+            return Reply(_VALUE, nbytes, None, len(value))
+        payload = None
+        if self._keep and value is not None:
+            payload = value if value.__class__ is bytes else str(value).encode()
+        return Reply(_VALUE, nbytes, payload)
+
+    def _on_setup(self, value: Any) -> Reply:
+        if value.__class__ is _ReplyError:
+            return self._other(value, "connection setup")
+        if value == b"OK":  # AUTH, SELECT
+            return self._ok
+        if isinstance(value, dict | list):  # HELLO: a map (an array under RESP2)
+            return Reply(ReplyKind.OK, wire_nbytes(value, self._null_nbytes))
+        return self._other(value, "connection setup")

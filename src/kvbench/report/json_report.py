@@ -1,0 +1,89 @@
+"""The result document (DESIGN.md §3): a stable, versioned JSON shape other tools read."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kvbench.report.summary import ReportModel
+from kvbench.results.model import SCHEMA_VERSION
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _rounded(values: dict[str, float | None]) -> dict[str, float | None]:
+    return {k: _round(v) for k, v in values.items()}
+
+
+def document(model: ReportModel) -> dict[str, Any]:
+    """The result document of a run."""
+    run = model.run
+    ops: dict[str, Any] = {}
+    for row in model.ops:
+        entry: dict[str, Any] = {
+            "count": row.count,
+            "throughput_per_s": _round(row.throughput_per_s, 1),
+            "outcomes": row.outcomes,
+            "errors": row.errors,
+            "latency_us": _rounded(row.latency_us),
+            "keys": row.keys,
+            "keys_per_s": _round(row.keys_per_s, 1),
+            "hit_ratio": _round(row.hit_ratio, 4),
+        }
+        if row.service_time_us is not None:
+            entry["service_time_us"] = _rounded(row.service_time_us)
+        ops[row.op] = entry
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kvbench_version": run.kvbench_version,
+        "run_id": run.run_id,
+        "started_at": run.started_at,
+        "status": run.status,
+        "mode": run.mode,
+        "targets": run.targets,
+        "config": run.config,
+        "window_s": round(run.window_s, 6),
+        "totals": {
+            "ops": model.total_ops,
+            "throughput_per_s": round(model.throughput_per_s, 1),
+            "errors": model.total_errors,
+            "latency_us": _rounded(model.latency_us),
+        },
+        "ops": ops,
+        "rounds": [
+            {
+                "round": 1,
+                "throughput_per_s": round(model.throughput_per_s, 1),
+                "window_s": round(run.window_s, 6),
+            }
+        ],
+        "throughput_ci95_per_s": None,
+        "intervals": [
+            {
+                **row,
+                "per_s": round(row["per_s"], 1),
+                "cpu_s": round(row["cpu_s"], 4),
+                "ops": {
+                    op: {k: _round(v, 3) if isinstance(v, float) else v for k, v in vals.items()}
+                    for op, vals in row["ops"].items()
+                },
+            }
+            for row in model.intervals
+        ],
+        "phases": model.phases,
+        "workers": run.workers,
+        "server": run.server,
+        "environment": run.environment,
+        "errors": run.errors,
+        "verdicts": [
+            {"id": v.id, "level": v.level, "message": v.message, "evidence": v.evidence}
+            for v in model.verdicts
+        ],
+    }
+
+
+def dumps(model: ReportModel) -> str:
+    """The document as indented JSON text."""
+    return json.dumps(document(model), indent=2, sort_keys=False) + "\n"

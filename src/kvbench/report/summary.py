@@ -1,0 +1,204 @@
+"""Pure: RunResult -> ReportModel (rates, percentiles, outcomes, verdicts).
+
+Every figure any report prints is computed here, once, from the stored run. Percentiles
+come from merged histograms; a percentile with too few samples behind it is None
+("n/a"), never a number the data cannot support.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvbench.metrics.histogram import Histogram
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.results.model import RunResult
+
+# Percentiles reported everywhere, with their JSON names.
+PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("p50", 50.0),
+    ("p90", 90.0),
+    ("p99", 99.0),
+    ("p99_9", 99.9),
+    ("p99_99", 99.99),
+)
+# A percentile q is printed only with at least 10 / (1 - q) samples behind it: ten samples
+# beyond it (p99.9 needs 10,000), else it is one or two outliers, not a distribution.
+TAIL_SAMPLES = 10
+# A worker process busier than this share of one core was likely the bottleneck.
+CLIENT_CPU_LIMIT = 0.9
+ERROR_RATE_LIMIT = 0.01
+
+
+def min_samples(percentile: float) -> int:
+    """Samples needed before ``percentile`` is reported: 10 / (1 - p/100), at least 1."""
+    if percentile >= 100:
+        return 1
+    return max(1, round(TAIL_SAMPLES / (1 - percentile / 100)))
+
+
+def latency_summary(hist: Histogram | None) -> dict[str, float | None]:
+    """Percentiles, max, mean and stddev in microseconds; None where samples are too few."""
+    if hist is None or hist.total_count == 0:
+        empty: dict[str, float | None] = {name: None for name, _ in PERCENTILES}
+        return empty | {"max": None, "mean": None, "stddev": None}
+    values = hist.percentiles([p for _, p in PERCENTILES])
+    out: dict[str, float | None] = {}
+    for name, p in PERCENTILES:
+        out[name] = values[p] / 1000 if hist.total_count >= min_samples(p) else None
+    out["max"] = hist.max_ns / 1000
+    out["mean"] = hist.mean_ns() / 1000
+    out["stddev"] = hist.stddev_ns() / 1000
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class OpRow:
+    """One op's line in the summary."""
+
+    op: str
+    count: int
+    throughput_per_s: float
+    outcomes: dict[str, int]
+    errors: int
+    latency_us: dict[str, float | None]
+    service_time_us: dict[str, float | None] | None
+    keys: int
+    keys_per_s: float
+    hit_ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A statement about whether a figure can be trusted, with its evidence."""
+
+    id: str
+    level: str  # "info", "warning", "error"
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportModel:
+    """Everything a report shows about one run."""
+
+    run: RunResult
+    ops: list[OpRow]
+    total_ops: int
+    total_errors: int
+    throughput_per_s: float
+    latency_us: dict[str, float | None]
+    intervals: list[dict[str, Any]]
+    phases: dict[str, dict[str, Any]]
+    verdicts: list[Verdict]
+
+
+def _op_row(name: str, total: IntervalSnapshot, window_s: float) -> OpRow:
+    outcomes = dict(sorted(total.counts.get(name, {}).items()))
+    count = total.ops(name)
+    hits = outcomes.get("hit", 0)
+    misses = outcomes.get("miss", 0)
+    keys = total.keys.get(name, hits + misses if name in ("get", "gets") else 0)
+    service = total.service.get(name)
+    return OpRow(
+        op=name,
+        count=count,
+        throughput_per_s=count / window_s if window_s else 0.0,
+        outcomes=outcomes,
+        errors=total.errors(name),
+        latency_us=latency_summary(total.latency.get(name)),
+        service_time_us=latency_summary(service) if service is not None else None,
+        keys=keys,
+        keys_per_s=keys / window_s if window_s else 0.0,
+        hit_ratio=hits / (hits + misses) if hits + misses else None,
+    )
+
+
+def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]:
+    length_s = max(1e-9, (snap.end_ns - snap.start_ns) / 1e9)
+    ops: dict[str, Any] = {}
+    for name in snap.counts:
+        hist = snap.latency.get(name)
+        pct = hist.percentiles([50.0, 99.0]) if hist is not None and hist.total_count else {}
+        ops[name] = {
+            "count": snap.ops(name),
+            "per_s": snap.ops(name) / length_s,
+            "p50_us": pct[50.0] / 1000 if pct else None,
+            "p99_us": pct[99.0] / 1000
+            if pct and hist is not None and hist.total_count >= min_samples(99)
+            else None,
+        }
+    return {
+        "t_s": round((snap.end_ns - window_start_ns) / 1e9, 3),
+        "length_s": round(length_s, 3),
+        "ops": ops,
+        "errors": snap.errors(),
+        "per_s": snap.ops() / length_s,
+        "cpu_s": snap.stats.get("cpu_ns", 0) / 1e9,
+        "reconnects": int(snap.stats.get("reconnects", 0)),
+    }
+
+
+def _verdicts(run: RunResult, total_ops: int, total_errors: int) -> list[Verdict]:
+    verdicts: list[Verdict] = []
+    if run.status != "ok":
+        verdicts.append(
+            Verdict(
+                "run.incomplete",
+                "warning",
+                f"the run is {run.status}: figures cover {run.window_s:.2f}s of the planned window",
+                {"status": run.status},
+            )
+        )
+    window_s = run.window_s
+    for worker in run.workers:
+        busy = worker.get("cpu_s", 0) / window_s if window_s else 0
+        if busy > CLIENT_CPU_LIMIT:
+            verdicts.append(
+                Verdict(
+                    "client.cpu",
+                    "warning",
+                    f"worker {worker['index']} used {busy:.0%} of a core: the client may be the "
+                    "bottleneck (add --processes or client machines)",
+                    {"worker": worker["index"], "cpu_share": round(busy, 3)},
+                )
+            )
+    if total_ops and total_errors / total_ops > ERROR_RATE_LIMIT:
+        verdicts.append(
+            Verdict(
+                "errors.rate",
+                "warning",
+                f"{total_errors / total_ops:.1%} of ops failed (limit {ERROR_RATE_LIMIT:.0%})",
+                {"errors": total_errors, "ops": total_ops},
+            )
+        )
+    if total_ops == 0:
+        verdicts.append(Verdict("ops.none", "error", "no op completed in the measured window"))
+    for message in run.errors:
+        verdicts.append(Verdict("run.error", "warning", message))
+    return verdicts
+
+
+def summarize(run: RunResult) -> ReportModel:
+    """Compute the report model of a run."""
+    total = run.total()
+    window_s = run.window_s
+    rows = [_op_row(name, total, window_s) for name in sorted(total.counts)] if total else []
+    total_ops = sum(r.count for r in rows)
+    total_errors = sum(r.errors for r in rows)
+    merged = Histogram.merged(total.latency.values()) if total and total.latency else None
+    phases = {
+        name: {"ops": snap.ops(), "errors": snap.errors(), "counts": snap.counts}
+        for name, snap in run.phases.items()
+    }
+    return ReportModel(
+        run=run,
+        ops=rows,
+        total_ops=total_ops,
+        total_errors=total_errors,
+        throughput_per_s=total_ops / window_s if window_s else 0.0,
+        latency_us=latency_summary(merged),
+        intervals=[interval_row(s, run.window_start_ns) for s in run.intervals],
+        phases=phases,
+        verdicts=_verdicts(run, total_ops, total_errors),
+    )

@@ -1,0 +1,116 @@
+"""Terminal output: the live line per interval and the summary table (rich renderables).
+
+Everything is printed to an injected ``Console`` so tests capture it; the figures come
+from ``summary`` and nothing here computes a statistic of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from kvbench.report.summary import PERCENTILES, ReportModel
+from kvbench.units import format_duration_ns, format_rate
+
+_LEVEL_STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
+
+
+def fmt_us(value_us: float | None) -> str:
+    """A latency in microseconds for a table cell; ``n/a`` when there are too few samples."""
+    return "n/a" if value_us is None else format_duration_ns(value_us * 1000)
+
+
+def live_line(row: dict[str, Any]) -> str:
+    """One interval as one line: total rate, then rate / p50 / p99 per op, errors, CPU."""
+    parts = [f"[{row['t_s']:>6.1f}s] {format_rate(row['per_s']):>7} ops/s"]
+    for op, vals in sorted(row["ops"].items()):
+        parts.append(
+            f"{op} {format_rate(vals['per_s'])}/s p50 {fmt_us(vals['p50_us'])} "
+            f"p99 {fmt_us(vals['p99_us'])}"
+        )
+    parts.append(f"err {row['errors']}")
+    if row.get("length_s"):
+        parts.append(f"cpu {row['cpu_s'] / row['length_s']:.0%}")
+    if row.get("reconnects"):
+        parts.append(f"reconnects {row['reconnects']}")
+    return "  ".join(parts)
+
+
+def summary_table(model: ReportModel) -> Table:
+    """Per-op throughput, outcomes and latency percentiles, and a total row."""
+    run = model.run
+    table = Table(
+        title=f"kvbench {run.run_id}  {', '.join(t['url'] for t in run.targets)}  "
+        f"({run.window_s:.2f}s window, {run.status})",
+        title_justify="left",
+    )
+    table.add_column("op")
+    table.add_column("ops", justify="right")
+    table.add_column("ops/s", justify="right")
+    table.add_column("hit %", justify="right")
+    table.add_column("errors", justify="right")
+    for name, _ in PERCENTILES:
+        table.add_column(name.replace("_", "."), justify="right")
+    table.add_column("max", justify="right")
+    table.add_column("mean", justify="right")
+    for row in model.ops:
+        table.add_row(
+            row.op,
+            f"{row.count:,}",
+            f"{row.throughput_per_s:,.0f}",
+            "" if row.hit_ratio is None else f"{row.hit_ratio:.1%}",
+            f"{row.errors:,}",
+            *(fmt_us(row.latency_us[name]) for name, _ in PERCENTILES),
+            fmt_us(row.latency_us["max"]),
+            fmt_us(row.latency_us["mean"]),
+        )
+    if len(model.ops) > 1:
+        table.add_row(
+            "total",
+            f"{model.total_ops:,}",
+            f"{model.throughput_per_s:,.0f}",
+            "",
+            f"{model.total_errors:,}",
+            *(fmt_us(model.latency_us[name]) for name, _ in PERCENTILES),
+            fmt_us(model.latency_us["max"]),
+            fmt_us(model.latency_us["mean"]),
+            style="bold",
+        )
+    return table
+
+
+def outcome_lines(model: ReportModel) -> Text:
+    """``get: hit 90,112  miss 9,888`` per op."""
+    text = Text()
+    for row in model.ops:
+        counts = "  ".join(f"{name} {n:,}" for name, n in row.outcomes.items())
+        text.append(f"{row.op}: {counts}\n")
+    for name, phase in model.phases.items():
+        text.append(
+            f"{name} (not in the figures): {phase['ops']:,} ops, {phase['errors']:,} errors\n",
+            style="dim",
+        )
+    return text
+
+
+def verdict_lines(model: ReportModel) -> Text:
+    text = Text()
+    for verdict in model.verdicts:
+        text.append(f"{verdict.level}: ", style=_LEVEL_STYLE.get(verdict.level, ""))
+        text.append(f"{verdict.message}\n")
+    return text
+
+
+def summary(model: ReportModel) -> RenderableType:
+    """The end-of-run summary: table, outcomes, verdicts."""
+    parts: list[RenderableType] = [summary_table(model), outcome_lines(model)]
+    if model.verdicts:
+        parts.append(verdict_lines(model))
+    return Group(*parts)
+
+
+def print_summary(console: Console, model: ReportModel) -> None:
+    console.print(summary(model))

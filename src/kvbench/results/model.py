@@ -1,0 +1,62 @@
+"""RunResult: one run as it is stored — metadata plus merged interval snapshots.
+
+Everything a report shows is computed from this (reports never read live objects).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(slots=True)
+class RunResult:
+    """A finished (or interrupted) run.
+
+    Attributes:
+        run_id: short unique id (``20261129-203000-1a2b``).
+        started_at: ISO 8601 UTC wall-clock time the run started.
+        status: ``ok``, ``interrupted`` (Ctrl-C: partial), ``partial`` (a worker failed).
+        mode: ``closed`` or ``open``.
+        kvbench_version: the tool's version.
+        config: the run's config as a dict (seed included, credentials masked).
+        targets: ``{url, protocol, server_version}`` per target.
+        window_start_ns, window_end_ns: the measured window on the monotonic clock.
+        intervals: measure-phase snapshots merged across workers, in order.
+        phases: merged ``preload`` / ``warmup`` / ``drain`` snapshots, when they happened.
+        workers: per worker: index, host, pid, ops, cpu_s, status.
+        errors: one line per problem the run met (worker failures, protocol errors).
+        environment: host, CPU, kernel, Python, event loop.
+        server: server-side stats (before/after) when sampled.
+    """
+
+    run_id: str
+    started_at: str
+    status: str
+    mode: str
+    kvbench_version: str
+    config: dict[str, Any]
+    targets: list[dict[str, Any]]
+    window_start_ns: int
+    window_end_ns: int
+    intervals: list[IntervalSnapshot]
+    phases: dict[str, IntervalSnapshot] = field(default_factory=dict)
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    server: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def window_s(self) -> float:
+        """The measured window's wall-clock length in seconds."""
+        return max(0, self.window_end_ns - self.window_start_ns) / 1e9
+
+    def total(self) -> IntervalSnapshot | None:
+        """Every measure interval merged into one (None if nothing was measured)."""
+        if not self.intervals:
+            return None
+        return merge_snapshots(self.intervals)

@@ -1,0 +1,208 @@
+"""The run history: SQLite, one row per run and one per interval (histograms encoded).
+
+Histograms are stored in the HdrHistogram V2 encoding (base64), so a stored run merges
+exactly as a live one and other HdrHistogram tools can read them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import Any
+
+from kvbench.errors import StoreError
+from kvbench.metrics.histogram import Histogram
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.results.migrations import migrate
+from kvbench.results.model import RunResult
+
+
+def _encode_hists(hists: dict[str, Histogram]) -> str:
+    return json.dumps({op: h.encode_base64() for op, h in hists.items()})
+
+
+def _decode_hists(text: str) -> dict[str, Histogram]:
+    return {op: Histogram.decode(data.encode()) for op, data in json.loads(text).items()}
+
+
+class Store:
+    """The history database at ``path`` (created, with its directory, on first use).
+
+    Raises:
+        StoreError: the file cannot be opened or is not a kvbench database.
+        SchemaVersionError: the database was written by a newer kvbench.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            if path != ":memory:":
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            self._db = sqlite3.connect(path)
+            self._db.execute("PRAGMA foreign_keys = ON")
+            migrate(self._db)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot use history database {path}: {exc}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot create history database {path}: {exc.strerror}") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def save_run(self, run: RunResult, document: dict[str, Any] | None = None) -> None:
+        """Store a run, its intervals and phases, and (optionally) its result document."""
+        throughput = document["totals"]["throughput_per_s"] if document else None
+        try:
+            with self._db:
+                self._db.execute(
+                    "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        run.run_id,
+                        run.started_at,
+                        run.status,
+                        run.mode,
+                        " ".join(t["url"] for t in run.targets),
+                        run.kvbench_version,
+                        run.window_start_ns,
+                        run.window_end_ns,
+                        throughput,
+                        json.dumps(run.config),
+                        json.dumps(run.targets),
+                        json.dumps(run.environment),
+                        json.dumps(run.workers),
+                        json.dumps(run.errors),
+                        json.dumps(run.server),
+                        json.dumps(document) if document else None,
+                    ),
+                )
+                snapshots = list(run.intervals) + list(run.phases.values())
+                self._db.executemany(
+                    "INSERT INTO intervals VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    [
+                        (
+                            run.run_id,
+                            s.phase,
+                            s.index,
+                            s.start_ns,
+                            s.end_ns,
+                            s.workers,
+                            json.dumps(s.counts),
+                            json.dumps(s.keys),
+                            json.dumps(s.keys_hit),
+                            json.dumps(s.stats),
+                            _encode_hists(s.latency),
+                            _encode_hists(s.service),
+                        )
+                        for s in snapshots
+                    ],
+                )
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot save run to {self.path}: {exc}") from None
+
+    def resolve(self, run_ref: str) -> str:
+        """A full run id from an id, a unique prefix of one, or ``last``.
+
+        Raises:
+            StoreError: no run, or more than one, matches.
+        """
+        if run_ref in ("last", "latest"):
+            row = self._db.execute(
+                "SELECT run_id FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1"
+            ).fetchone()
+            if row is None:
+                raise StoreError(f"no runs in {self.path}")
+            return str(row[0])
+        rows = self._db.execute(
+            "SELECT run_id FROM runs WHERE run_id LIKE ? ORDER BY run_id", (run_ref + "%",)
+        ).fetchall()
+        if not rows:
+            raise StoreError(f"no run {run_ref!r} in {self.path}")
+        if len(rows) > 1:
+            raise StoreError(f"{run_ref!r} matches {len(rows)} runs; give more of the id")
+        return str(rows[0][0])
+
+    def load_run(self, run_ref: str) -> RunResult:
+        """Load a stored run (by id, prefix or ``last``)."""
+        run_id = self.resolve(run_ref)
+        row = self._db.execute(
+            "SELECT run_id, started_at, status, mode, kvbench_version, window_start_ns, "
+            "window_end_ns, config, targets, environment, workers, errors, server "
+            "FROM runs WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        intervals: list[IntervalSnapshot] = []
+        phases: dict[str, IntervalSnapshot] = {}
+        for r in self._db.execute(
+            "SELECT phase, idx, start_ns, end_ns, workers, counts, keys, keys_hit, stats, "
+            "latency, service FROM intervals WHERE run_id = ? ORDER BY phase, idx",
+            (run_id,),
+        ):
+            snap = IntervalSnapshot(
+                phase=r[0],
+                index=r[1],
+                start_ns=r[2],
+                end_ns=r[3],
+                workers=r[4],
+                counts=json.loads(r[5]),
+                keys=json.loads(r[6]),
+                keys_hit=json.loads(r[7]),
+                stats=json.loads(r[8]),
+                latency=_decode_hists(r[9]),
+                service=_decode_hists(r[10]),
+            )
+            if snap.phase == "measure":
+                intervals.append(snap)
+            else:
+                phases[snap.phase] = snap
+        return RunResult(
+            run_id=row[0],
+            started_at=row[1],
+            status=row[2],
+            mode=row[3],
+            kvbench_version=row[4],
+            window_start_ns=row[5],
+            window_end_ns=row[6],
+            config=json.loads(row[7]),
+            targets=json.loads(row[8]),
+            environment=json.loads(row[9]),
+            workers=json.loads(row[10]),
+            errors=json.loads(row[11]),
+            server=json.loads(row[12]),
+            intervals=intervals,
+            phases=phases,
+        )
+
+    def list_runs(self, target: str | None = None, last: int = 20) -> list[dict[str, Any]]:
+        """The newest runs first: id, start, status, target, window and throughput."""
+        query = "SELECT run_id, started_at, status, mode, target, window_start_ns, window_end_ns, throughput_per_s FROM runs"
+        params: list[Any] = []
+        if target:
+            query += " WHERE target LIKE ?"
+            params.append(f"%{target}%")
+        query += " ORDER BY started_at DESC, rowid DESC LIMIT ?"
+        params.append(last)
+        return [
+            {
+                "run_id": r[0],
+                "started_at": r[1],
+                "status": r[2],
+                "mode": r[3],
+                "target": r[4],
+                "window_s": (r[6] - r[5]) / 1e9,
+                "throughput_per_s": r[7],
+            }
+            for r in self._db.execute(query, params)
+        ]
+
+    def document(self, run_ref: str) -> dict[str, Any] | None:
+        """The stored result document of a run, if one was saved."""
+        run_id = self.resolve(run_ref)
+        row = self._db.execute("SELECT document FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return json.loads(row[0]) if row and row[0] else None

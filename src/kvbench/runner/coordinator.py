@@ -1,0 +1,331 @@
+"""The coordinator: preflight -> (preload) -> warm-up -> measure -> drain, as phases.
+
+It spawns worker processes, starts them at one common instant, merges their interval
+snapshots as they arrive (a live line per interval), and builds the RunResult. Ctrl-C
+sends Stop to every worker and the partial result is still built; a worker that dies is
+recorded and the others' results are kept.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from multiprocessing.connection import Connection as Pipe
+from multiprocessing.connection import wait
+from typing import Any
+
+from kvbench import __version__
+from kvbench.config.model import RunConfig
+from kvbench.engine.worker import WorkerSpec, WorkerSummary
+from kvbench.errors import RunAborted, TargetUnreachable, WorkerFailed
+from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
+from kvbench.results.environment import describe_environment
+from kvbench.results.model import RunResult
+from kvbench.runner import messages as m
+from kvbench.runner import probe
+from kvbench.runner.process import event_loop_name, worker_main
+
+# The gap between "everyone is ready" and the common start: time for the Start message
+# to reach every worker and for each to arm its timers.
+START_DELAY_NS = 200_000_000
+# How long after the window's end (plus the request timeout) a worker may take to report.
+REPORT_GRACE_NS = 5_000_000_000
+
+
+def split(total: int, parts: int) -> list[int]:
+    """``total`` shared out as evenly as possible: split(10, 3) == [4, 3, 3]."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def worker_specs(config: RunConfig) -> list[WorkerSpec]:
+    """One spec per process, connections and requests shared out."""
+    load = config.load
+    n = load.processes
+    connections = split(load.connections, n)
+    requests = split(load.requests, n) if load.requests is not None else [None] * n
+    return [WorkerSpec(config, i, n, connections[i], requests[i]) for i in range(n)]
+
+
+@dataclass
+class _Tally:
+    """What the coordinator has heard from its workers so far."""
+
+    n_workers: int
+    intervals: dict[int, dict[int, IntervalSnapshot]] = field(default_factory=dict)
+    other: dict[str, list[IntervalSnapshot]] = field(default_factory=dict)
+    summaries: dict[int, WorkerSummary] = field(default_factory=dict)
+    ops_by_worker: dict[int, int] = field(default_factory=dict)
+    cpu_by_worker: dict[int, float] = field(default_factory=dict)
+    failures: dict[int, str] = field(default_factory=dict)
+    emitted: int = 0
+
+
+class Coordinator:
+    """Runs one measurement described by ``config``.
+
+    Args:
+        config: the validated run config.
+        on_interval: called with each measure interval merged across workers, in order.
+        on_event: called with one-line progress notes ("preloading 100000 keys").
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        on_interval: Callable[[IntervalSnapshot], None] | None = None,
+        on_event: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self._on_interval = on_interval or (lambda snap: None)
+        self._on_event = on_event or (lambda text: None)
+        self._pipes: list[Pipe] = []
+        self._procs: list[Any] = []
+        self._hosts: dict[int, dict[str, Any]] = {}
+        self._stopping = False
+
+    def run(self) -> RunResult:
+        """Run all phases and return the result; partial on Ctrl-C or a worker failure.
+
+        Raises:
+            TargetUnreachable: preflight could not reach a target.
+            RunAborted: workers failed before the measurement started.
+        """
+        started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        targets = self._preflight()
+        specs = worker_specs(self.config)
+        tally = _Tally(len(specs))
+        try:
+            self._spawn(specs)
+            self._await_ready(tally)
+            if self.config.workload.preload:
+                self._preload(tally)
+            start_ns = time.monotonic_ns() + START_DELAY_NS
+            self._broadcast(m.Start(start_ns))
+            self._collect(tally, start_ns)
+        except KeyboardInterrupt:
+            self._stop_all(tally)
+        finally:
+            self._shutdown()
+        return self._result(tally, started_at, targets)
+
+    # -- phases ------------------------------------------------------------------------
+
+    def _preflight(self) -> list[dict[str, Any]]:
+        targets = []
+        for target in self.config.targets:
+            stats = probe.fetch_stats(target)
+            targets.append(
+                {
+                    "url": target.url,
+                    "protocol": target.protocol,
+                    "server_version": probe.server_version(stats),
+                }
+            )
+        return targets
+
+    def _spawn(self, specs: list[WorkerSpec]) -> None:
+        context = multiprocessing.get_context("spawn")
+        for spec in specs:
+            parent, child = context.Pipe(duplex=True)
+            proc = context.Process(
+                target=worker_main,
+                args=(spec, child),
+                name=f"kvbench-worker-{spec.worker_index}",
+                daemon=True,
+            )
+            proc.start()
+            child.close()
+            self._pipes.append(parent)
+            self._procs.append(proc)
+
+    def _await_ready(self, tally: _Tally) -> None:
+        ready: set[int] = set()
+        deadline = time.monotonic_ns() + self.config.load.connect_timeout_ns + 30 * 10**9
+        while len(ready) < tally.n_workers:
+            for message in self._receive(tally, deadline):
+                if isinstance(message, m.Ready):
+                    ready.add(message.worker)
+                    self._hosts[message.worker] = {"host": message.host, "pid": message.pid}
+            self._raise_on_failure(tally, "preflight")
+
+    def _preload(self, tally: _Tally) -> None:
+        self._on_event(f"preloading {self.config.workload.keys:,} keys")
+        self._broadcast(m.Preload())
+        while len(tally.other.get("preload", [])) < tally.n_workers:
+            list(self._receive(tally, None))
+            self._raise_on_failure(tally, "preload")
+
+    def _collect(self, tally: _Tally, start_ns: int) -> None:
+        load = self.config.load
+        deadline: int | None = None
+        if load.duration_ns is not None:
+            deadline = (
+                start_ns + load.warmup_ns + load.duration_ns + load.timeout_ns + REPORT_GRACE_NS
+            )
+        while len(tally.summaries) + len(tally.failures) < tally.n_workers:
+            if deadline is not None and time.monotonic_ns() > deadline:
+                for index in range(tally.n_workers):
+                    if index not in tally.summaries:
+                        tally.failures.setdefault(index, "stopped reporting before the run ended")
+                break
+            list(self._receive(tally, deadline))
+
+    def _stop_all(self, tally: _Tally) -> None:
+        """Ctrl-C: end every worker's window now and collect what they measured."""
+        self._stopping = True
+        self._on_event("interrupted: stopping workers, keeping what was measured")
+        self._broadcast(m.Stop())
+        deadline = time.monotonic_ns() + self.config.load.timeout_ns + REPORT_GRACE_NS
+        try:
+            while len(tally.summaries) + len(tally.failures) < tally.n_workers:
+                if time.monotonic_ns() > deadline:
+                    break
+                list(self._receive(tally, deadline))
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C: stop waiting, keep what arrived
+
+    # -- messaging ---------------------------------------------------------------------
+
+    def _broadcast(self, message: m.Message) -> None:
+        for index, pipe in enumerate(self._pipes):
+            try:
+                pipe.send(message)
+            except (BrokenPipeError, OSError):
+                continue  # counted when its process is found dead
+            del index
+
+    def _receive(self, tally: _Tally, deadline: int | None) -> list[m.Message]:
+        """Wait up to 0.2 s for messages, handle them, note dead workers."""
+        received: list[m.Message] = []
+        live = [p for i, p in enumerate(self._pipes) if i not in tally.failures]
+        for pipe in wait(live, timeout=0.2):
+            assert isinstance(pipe, Pipe)
+            index = self._pipes.index(pipe)
+            try:
+                message = m.check(pipe.recv())
+            except (EOFError, OSError):
+                if index not in tally.summaries:
+                    tally.failures.setdefault(index, "worker process exited")
+                continue
+            received.append(message)
+            self._handle(tally, message)
+        for index, proc in enumerate(self._procs):
+            if (
+                proc.exitcode is not None
+                and index not in tally.summaries
+                and not self._pipes[index].poll()
+            ):
+                tally.failures.setdefault(index, f"worker process exited with code {proc.exitcode}")
+        return received
+
+    def _handle(self, tally: _Tally, message: m.Message) -> None:
+        if isinstance(message, m.Snapshot):
+            snap = message.snapshot
+            tally.ops_by_worker[message.worker] = tally.ops_by_worker.get(message.worker, 0) + (
+                snap.ops() if snap.phase == "measure" else 0
+            )
+            tally.cpu_by_worker[message.worker] = (
+                tally.cpu_by_worker.get(message.worker, 0) + snap.stats.get("cpu_ns", 0) / 1e9
+            )
+            if snap.phase == "measure":
+                tally.intervals.setdefault(snap.index, {})[message.worker] = snap
+                self._emit_complete(tally)
+            else:
+                tally.other.setdefault(snap.phase, []).append(snap)
+        elif isinstance(message, m.Done):
+            tally.summaries[message.worker] = message.summary
+            self._emit_complete(tally)
+        elif isinstance(message, m.Failed):
+            tally.failures[message.worker] = message.message
+
+    def _emit_complete(self, tally: _Tally) -> None:
+        """Hand on each interval once every live, unfinished worker has reported it."""
+        live = set(range(tally.n_workers)) - set(tally.failures) - set(tally.summaries)
+        while tally.emitted in tally.intervals:
+            parts = tally.intervals[tally.emitted]
+            if live - set(parts):
+                return
+            self._on_interval(merge_snapshots(parts.values()))
+            tally.emitted += 1
+
+    def _raise_on_failure(self, tally: _Tally, phase: str) -> None:
+        if not tally.failures:
+            return
+        index, message = next(iter(tally.failures.items()))
+        if message.startswith("cannot connect") or "refused" in message:
+            raise TargetUnreachable(message)
+        raise WorkerFailed(phase, f"worker {index}: {message.strip().splitlines()[-1]}")
+
+    def _shutdown(self) -> None:
+        for proc in self._procs:
+            proc.join(timeout=2)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=2)
+        for pipe in self._pipes:
+            pipe.close()
+
+    # -- result ------------------------------------------------------------------------
+
+    def _result(self, tally: _Tally, started_at: str, targets: list[dict[str, Any]]) -> RunResult:
+        intervals = [merge_snapshots(tally.intervals[i].values()) for i in sorted(tally.intervals)]
+        phases = {name: merge_snapshots(snaps) for name, snaps in tally.other.items() if snaps}
+        summaries = list(tally.summaries.values())
+        if summaries:
+            window_start = min(s.measure_start_ns for s in summaries)
+            window_end = max(s.measure_end_ns for s in summaries)
+        elif intervals:
+            window_start, window_end = intervals[0].start_ns, intervals[-1].end_ns
+        else:
+            window_start = window_end = 0
+        errors = [
+            f"worker {i}: {msg.strip().splitlines()[-1]}"
+            for i, msg in sorted(tally.failures.items())
+        ]
+        for index, summary in sorted(tally.summaries.items()):
+            if summary.last_error:
+                errors.append(f"worker {index}: {summary.last_error} ({summary.errors})")
+        if self._stopping or any(s.status == "interrupted" for s in summaries):
+            status = "interrupted"
+        elif tally.failures:
+            status = "partial"
+        else:
+            status = "ok"
+        workers = [
+            {
+                "index": i,
+                **self._hosts.get(i, {}),
+                "ops": tally.ops_by_worker.get(i, 0),
+                "cpu_s": round(tally.cpu_by_worker.get(i, 0.0), 3),
+                "status": "failed" if i in tally.failures else "ok",
+            }
+            for i in range(tally.n_workers)
+        ]
+        if status != "ok" and not intervals and not self._stopping:
+            raise RunAborted("measure", errors[0] if errors else "no worker reported")
+        return RunResult(
+            run_id=new_run_id(),
+            started_at=started_at,
+            status=status,
+            mode="closed",
+            kvbench_version=__version__,
+            config=self.config.to_dict(),
+            targets=targets,
+            window_start_ns=window_start,
+            window_end_ns=window_end,
+            intervals=intervals,
+            phases=phases,
+            workers=workers,
+            errors=errors,
+            environment=describe_environment(event_loop_name()),
+        )
+
+
+def new_run_id() -> str:
+    """A sortable, unique run id: ``20261129-203000-1a2b3c``."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{uuid.uuid4().hex[:6]}"

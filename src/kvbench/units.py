@@ -1,0 +1,110 @@
+"""Parse human quantities from flags and config: "10k", "250us", "2m", "64KiB".
+
+Every parser returns an int in an explicit unit (its name says which) and raises
+ConfigError naming the flag or config path on bad input. Units are converted here (input)
+and in report/ (output), nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kvbench.errors import ConfigError
+
+_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
+_DURATION = re.compile(_NUMBER + r"\s*(ns|us|µs|ms|s|m|h)?$")
+_COUNT = re.compile(_NUMBER + r"\s*([kKmMgG]?)$")
+_SIZE = re.compile(_NUMBER + r"\s*(B|KB|KiB|MB|MiB|GB|GiB|k|K|m|M)?$")
+
+_NS_PER = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "ms": 1_000_000,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+}
+_COUNT_MULT = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
+_SIZE_MULT = {
+    None: 1,
+    "B": 1,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+    "KiB": 1024,
+    "MiB": 1024**2,
+    "GiB": 1024**3,
+    "k": 1024,
+    "K": 1024,
+    "m": 1024**2,
+    "M": 1024**2,
+}
+
+
+def parse_duration_ns(text: str | int | float, where: str, default_unit: str = "s") -> int:
+    """Parse a duration ("10s", "250ms", "1.5m", bare numbers in ``default_unit``) to ns."""
+    if isinstance(text, bool):
+        raise ConfigError(where, f"expected a duration, got {text!r}")
+    if isinstance(text, int | float):
+        text = f"{text}{default_unit}"
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise ConfigError(where, f"{text!r} is not a duration (examples: 10s, 250ms, 2m)")
+    value = float(match.group(1)) * _NS_PER[match.group(2) or default_unit]
+    return round(value)
+
+
+def parse_count(text: str | int, where: str, minimum: int = 0) -> int:
+    """Parse a count ("100000", "100k", "1M") to an int no smaller than ``minimum``."""
+    if isinstance(text, bool):
+        raise ConfigError(where, f"expected a number, got {text!r}")
+    if isinstance(text, int):
+        value = text
+    else:
+        match = _COUNT.match(str(text).strip())
+        if not match:
+            raise ConfigError(where, f"{text!r} is not a count (examples: 50, 10k, 1M)")
+        number = float(match.group(1)) * _COUNT_MULT[match.group(2).lower()]
+        if number != int(number):
+            raise ConfigError(where, f"{text!r} is not a whole number")
+        value = int(number)
+    if value < minimum:
+        raise ConfigError(where, f"must be at least {minimum}, got {value}")
+    return value
+
+
+def parse_size_bytes(text: str | int, where: str, minimum: int = 0) -> int:
+    """Parse a size ("100", "1KiB", "4k" meaning 4096) to bytes."""
+    if isinstance(text, bool):
+        raise ConfigError(where, f"expected a size, got {text!r}")
+    if isinstance(text, int):
+        value = text
+    else:
+        match = _SIZE.match(str(text).strip())
+        if not match:
+            raise ConfigError(where, f"{text!r} is not a size (examples: 100, 1KiB, 64k)")
+        value = round(float(match.group(1)) * _SIZE_MULT[match.group(2)])
+    if value < minimum:
+        raise ConfigError(where, f"must be at least {minimum} bytes, got {value}")
+    return value
+
+
+def format_duration_ns(value_ns: float) -> str:
+    """Render ns with a unit a reader can take in at a glance: 812ns, 35.2us, 1.25ms, 3.40s."""
+    if value_ns < 1_000:
+        return f"{value_ns:.0f}ns"
+    if value_ns < 1_000_000:
+        return f"{value_ns / 1_000:.1f}us"
+    if value_ns < 1_000_000_000:
+        return f"{value_ns / 1_000_000:.2f}ms"
+    return f"{value_ns / 1_000_000_000:.2f}s"
+
+
+def format_rate(per_s: float) -> str:
+    """Render a rate compactly: 812, 35.2k, 1.25M."""
+    if per_s < 10_000:
+        return f"{per_s:,.0f}"
+    if per_s < 1_000_000:
+        return f"{per_s / 1_000:.1f}k"
+    return f"{per_s / 1_000_000:.2f}M"

@@ -1,0 +1,267 @@
+"""``kvbench run`` end to end against a real memcached: counts reconcile with the server's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kvbench.config.targets import parse_target
+from kvbench.runner.probe import fetch_stats
+from tests.support import servers
+from tests.support.cli import all_phase_counts, kvbench_argv, read_json, run_kvbench
+from tests.support.servers import Server
+
+pytestmark = pytest.mark.integration
+
+
+def stats(server: Server) -> dict[str, int]:
+    raw = fetch_stats(parse_target(f"memcached://{server.address}"))
+    return {k: int(v) for k, v in raw.items() if v.isdigit()}
+
+
+@pytest.mark.parametrize("scheme", ["memcached", "memcached+binary", "memcached+meta"])
+def test_client_counts_equal_server_counter_deltas(
+    fresh_memcached: Server, tmp_path: Path, scheme: str
+) -> None:
+    before = stats(fresh_memcached)
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "run",
+        f"{scheme}://{fresh_memcached.address}",
+        "--duration",
+        "2s",
+        "-c",
+        "4",
+        "--processes",
+        "2",
+        "-P",
+        "4",
+        "--ratio",
+        "1:3",
+        "--keys",
+        "500",
+        "--seed",
+        "7",
+        "--json",
+        str(out),
+        "--db",
+        str(tmp_path / "h.db"),
+    )
+    assert result.code == 0, result.stderr
+    after = stats(fresh_memcached)
+    doc = read_json(out)
+    assert doc["status"] == "ok"
+    assert 1.9 < doc["window_s"] < 2.5
+    assert doc["totals"]["ops"] > 1000
+    assert doc["totals"]["errors"] == 0
+    assert all_phase_counts(doc, "set") == after["cmd_set"] - before["cmd_set"]
+    assert all_phase_counts(doc, "get") == after["cmd_get"] - before["cmd_get"]
+    assert all_phase_counts(doc, "get", "hit") == after["get_hits"] - before["get_hits"]
+    assert all_phase_counts(doc, "get", "miss") == after["get_misses"] - before["get_misses"]
+    assert sum(w["ops"] for w in doc["workers"]) == doc["totals"]["ops"]
+    assert doc["targets"][0]["server_version"].startswith("1.")
+    assert "get" in result.stdout and "p99" in result.stdout
+
+
+def test_requests_sends_exactly_n(fresh_memcached: Server, tmp_path: Path) -> None:
+    before = stats(fresh_memcached)
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "run",
+        f"memcached://{fresh_memcached.address}",
+        "-n",
+        "5001",
+        "-c",
+        "3",
+        "--processes",
+        "2",
+        "-P",
+        "8",
+        "--json",
+        str(out),
+        "--no-save",
+    )
+    assert result.code == 0, result.stderr
+    after = stats(fresh_memcached)
+    sent = (after["cmd_get"] - before["cmd_get"]) + (after["cmd_set"] - before["cmd_set"])
+    assert sent == 5001
+    assert read_json(out)["totals"]["ops"] == 5001
+
+
+def test_preload_makes_gets_hit(fresh_memcached: Server, tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "run",
+        f"memcached://{fresh_memcached.address}",
+        "--duration",
+        "1s",
+        "--ratio",
+        "0:1",
+        "--keys",
+        "2000",
+        "--preload",
+        "-c",
+        "4",
+        "--processes",
+        "2",
+        "--json",
+        str(out),
+        "--no-save",
+    )
+    assert result.code == 0, result.stderr
+    doc = read_json(out)
+    assert doc["phases"]["preload"]["counts"]["set"] == {"stored": 2000}
+    assert doc["ops"]["get"]["hit_ratio"] == 1.0
+
+
+def test_run_is_saved_and_shown_from_history(fresh_memcached: Server, tmp_path: Path) -> None:
+    db = str(tmp_path / "h.db")
+    result = run_kvbench(
+        "run",
+        f"memcached://{fresh_memcached.address}",
+        "--duration",
+        "1s",
+        "-c",
+        "2",
+        "--processes",
+        "1",
+        "--db",
+        db,
+    )
+    assert result.code == 0, result.stderr
+    listing = run_kvbench("history", "--db", db)
+    assert listing.code == 0 and fresh_memcached.address in listing.stdout
+    shown = run_kvbench("show", "last", "--db", db, "--json")
+    assert shown.code == 0
+    assert '"schema_version": 1' in shown.stdout
+
+
+def test_unreachable_target_is_one_line_and_exit_3() -> None:
+    port = servers.free_port()
+    result = run_kvbench("run", f"memcached://127.0.0.1:{port}", "--duration", "1s", "--no-save")
+    assert result.code == 3
+    assert result.stderr.strip() == (
+        f"kvbench: error: cannot connect to memcached://127.0.0.1:{port}: connection refused"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--pipeline", "0", "--pipeline: must be at least 1"),
+        ("--duration", "soon", "--duration: 'soon' is not a duration"),
+        ("--ratio", "1:x", "--ratio: 'x' is not a count"),
+    ],
+)
+def test_bad_flag_values_name_the_flag_and_exit_2(flag: str, value: str, message: str) -> None:
+    result = run_kvbench("run", "memcached://127.0.0.1:1", flag, value)
+    assert result.code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_scheme_is_a_usage_error() -> None:
+    result = run_kvbench("run", "mongodb://127.0.0.1:1")
+    assert result.code == 2
+    assert "unknown scheme 'mongodb://'" in result.stderr
+
+
+def test_no_target_starts_a_throwaway_memcached(tmp_path: Path) -> None:
+    servers.require_binary("memcached", "memcached")
+    result = run_kvbench("run", "--duration", "1s", "-c", "2", "--processes", "1", "--no-save")
+    assert result.code == 0, result.stderr
+    assert "started a throwaway memcached at memcached://127.0.0.1:" in result.stdout
+
+
+def test_no_target_without_memcached_says_how_to_install(tmp_path: Path) -> None:
+    result = run_kvbench("run", "--no-save", env={"PATH": str(tmp_path)})
+    assert result.code == 2
+    assert "memcached is not installed" in result.stderr
+    assert "apt-get install memcached" in result.stderr
+
+
+def test_ctrl_c_keeps_and_saves_the_partial_result(fresh_memcached: Server, tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    db = str(tmp_path / "h.db")
+    proc = subprocess.Popen(
+        kvbench_argv(
+            "run",
+            f"memcached://{fresh_memcached.address}",
+            "--duration",
+            "60s",
+            "-c",
+            "4",
+            "--processes",
+            "2",
+            "--json",
+            str(out),
+            "--db",
+            db,
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 30
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:  # wait for the first live line
+        line = proc.stdout.readline()
+        if "ops/s" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    doc = read_json(out)
+    assert doc["status"] == "interrupted"
+    assert doc["totals"]["ops"] > 0
+    assert 0.5 < doc["window_s"] < 30
+    assert "interrupted" in run_kvbench("history", "--db", db).stdout
+
+
+def test_server_dying_mid_run_is_counted_and_the_run_goes_on(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    with servers.memcached() as first:
+        port = first.port
+        proc = subprocess.Popen(
+            kvbench_argv(
+                "run",
+                f"memcached://127.0.0.1:{port}",
+                "--duration",
+                "4s",
+                "-c",
+                "4",
+                "--processes",
+                "1",
+                "-P",
+                "4",
+                "--json",
+                str(out),
+                "--no-save",
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(2.0)
+        first.proc.kill()
+        first.proc.wait()
+    binary = servers.require_binary("memcached", "memcached")
+    with servers.running(
+        "memcached", [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-u", "root"], port
+    ):
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    doc = read_json(out)
+    errors = sum(op["outcomes"].get("conn_error", 0) for op in doc["ops"].values())
+    reconnects = sum(row["reconnects"] for row in doc["intervals"])
+    assert reconnects > 0
+    assert errors > 0  # requests in flight when the server died
+    assert doc["intervals"][-1]["per_s"] > 0  # load resumed after the restart

@@ -1,0 +1,51 @@
+"""Run the ``kvbench`` command as a user would: a subprocess of the installed script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def kvbench_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kvbench", *args]
+
+
+def run_kvbench(*args: str, timeout_s: float = 120, env: dict[str, str] | None = None) -> Result:
+    proc = subprocess.run(
+        kvbench_argv(*args),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text()))
+
+
+def all_phase_counts(doc: dict[str, Any], op: str, outcome: str | None = None) -> int:
+    """An op's count over the window and every phase outside it (what the server saw)."""
+
+    def count(outcomes: dict[str, int]) -> int:
+        if outcome is None:
+            return sum(n for name, n in outcomes.items() if name != "late")
+        return outcomes.get(outcome, 0)
+
+    total = count(doc["ops"].get(op, {}).get("outcomes", {}))
+    for phase in doc["phases"].values():
+        total += count(phase["counts"].get(op, {}))
+    return total

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvbench.config import load_config, parse_ratio, parse_target
+from kvbench.errors import ConfigError
+
+URL = (["memcached://127.0.0.1:11211"], "TARGET")
+
+
+def test_defaults_follow_memtier_habits() -> None:
+    config = load_config(None, {"target.urls": URL}, default_processes=2)
+    assert config.load.connections == 50
+    assert config.load.pipeline == 1
+    assert config.load.duration_ns == 10 * 10**9
+    assert config.load.processes == 2
+    assert dict(config.workload.ratio) == {"set": 1, "get": 10}
+
+
+def test_requests_replace_the_default_duration() -> None:
+    config = load_config(None, {"target.urls": URL, "load.requests": ("1000", "--requests")}, 1)
+    assert config.load.requests == 1000
+    assert config.load.duration_ns is None
+
+
+def test_requests_and_duration_together_are_refused() -> None:
+    with pytest.raises(ConfigError, match="--requests"):
+        load_config(
+            None,
+            {
+                "target.urls": URL,
+                "load.requests": ("10", "--requests"),
+                "load.duration": ("1s", "--duration"),
+            },
+            1,
+        )
+
+
+def test_processes_never_exceed_connections() -> None:
+    config = load_config(None, {"target.urls": URL, "load.connections": ("1", "-c")}, 8)
+    assert config.load.processes == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1:10", {"set": 1, "get": 10}),
+        ("set=1,get=9,delete=1", {"set": 1, "get": 9, "delete": 1}),
+        ("0:1", {"get": 1}),
+    ],
+)
+def test_ratio_forms(text: str, expected: dict[str, int]) -> None:
+    assert dict(parse_ratio(text, "--ratio")) == expected
+
+
+@pytest.mark.parametrize("text", ["1:2:3", "set=1,fly=2", "0:0", "abc"])
+def test_bad_ratios_name_the_flag(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"^--ratio: "):
+        parse_ratio(text, "--ratio")
+
+
+def test_toml_scenario_with_cli_override(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[target]\nurls = ["redis://127.0.0.1:6390/2"]\n[load]\npipeline = 8\nconnections = 10\n'
+        '[workload]\nratio = { set = 1, get = 4 }\nvalue_size = "100-200"\n'
+    )
+    config = load_config(str(scenario), {"load.pipeline": ("16", "--pipeline")}, 1)
+    assert config.load.pipeline == 16
+    assert config.load.connections == 10
+    assert config.targets[0].db == 2
+    assert (config.workload.value_size_min_bytes, config.workload.value_size_max_bytes) == (
+        100,
+        200,
+    )
+
+
+def test_unknown_toml_key_names_file_and_key(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text("[load]\npipelines = 8\n")
+    with pytest.raises(ConfigError, match=r"load\.pipelines in .*s\.toml: unknown setting"):
+        load_config(str(scenario), {}, 1)
+
+
+def test_bad_toml_value_names_its_key(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text("[load]\nconnections = 0\n")
+    with pytest.raises(ConfigError, match=r"load\.connections in .*: must be at least 1"):
+        load_config(str(scenario), {}, 1)
+
+
+def test_missing_scenario_file() -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config("/nonexistent/scenario.toml", {}, 1)
+
+
+def test_redis_url_credentials_are_masked_and_kept_apart() -> None:
+    target = parse_target("redis://alice:s3cret@127.0.0.1:6380/3")
+    assert target.url == "redis://alice:***@127.0.0.1:6380/3"
+    assert (target.username, target.password, target.db, target.port) == (
+        "alice",
+        "s3cret",
+        3,
+        6380,
+    )
+    assert "s3cret" not in repr(target)
+
+
+def test_password_only_redis_url() -> None:
+    target = parse_target("redis://:pw@localhost")
+    assert (target.username, target.password, target.port) == (None, "pw", 6379)
+
+
+@pytest.mark.parametrize(
+    ("url", "protocol"),
+    [
+        ("memcached://h", "memcache-text"),
+        ("memcached+binary://h:1", "memcache-binary"),
+        ("memcached+meta://h", "memcache-meta"),
+        ("redis://h", "resp2"),
+        ("redis://h?resp=3", "resp3"),
+    ],
+)
+def test_scheme_picks_the_protocol(url: str, protocol: str) -> None:
+    assert parse_target(url).protocol == protocol
+
+
+@pytest.mark.parametrize(
+    "url", ["127.0.0.1:11211", "mongodb://h", "memcached://h:99999", "redis://h/x"]
+)
+def test_bad_urls_are_config_errors(url: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_target(url)
+
+
+def test_config_dict_has_no_credentials() -> None:
+    config = load_config(None, {"target.urls": (["redis://u:pw@h"], "TARGET")}, 1)
+    assert "pw" not in str(config.to_dict())

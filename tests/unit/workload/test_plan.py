@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from kvbench.config.model import WorkloadConfig
+from kvbench.errors import ConfigError
+from kvbench.protocols.base import Op
+from kvbench.workload import CHUNK, RequestSource, compile_plan
+from kvbench.workload.keys import build_key_table
+
+
+def test_plan_is_deterministic_in_seed_and_worker() -> None:
+    config = WorkloadConfig(seed=42)
+    a = RequestSource(compile_plan(config, 0, 2))
+    b = RequestSource(compile_plan(config, 0, 2))
+    c = RequestSource(compile_plan(config, 1, 2))
+    assert a.keys == b.keys and a.ops == b.ops
+    assert a.keys != c.keys
+
+
+def test_op_mix_follows_the_ratio() -> None:
+    source = RequestSource(
+        compile_plan(WorkloadConfig(ratio=(("set", 1), ("get", 3)), seed=1), 0, 1)
+    )
+    counts = Counter(source.ops)
+    assert counts[int(Op.GET)] / CHUNK == pytest.approx(0.75, abs=0.03)
+    assert set(counts) == {int(Op.GET), int(Op.SET)}
+
+
+def test_sequential_pattern_walks_and_wraps() -> None:
+    config = WorkloadConfig(keys=10, key_pattern="sequential", key_prefix="k", seed=1)
+    source = RequestSource(compile_plan(config, 0, 1))
+    assert source.keys[:12] == [b"k%d" % (i % 10) for i in range(12)]
+
+
+def test_uniform_keys_stay_in_the_keyspace() -> None:
+    source = RequestSource(compile_plan(WorkloadConfig(keys=50, key_prefix="k", seed=3), 0, 1))
+    assert {int(k[1:]) for k in source.keys} <= set(range(50))  # type: ignore[index,arg-type]
+    assert len(set(source.keys)) == 50
+
+
+def test_value_sizes_respect_the_range() -> None:
+    config = WorkloadConfig(value_size_min_bytes=10, value_size_max_bytes=20, seed=5)
+    sizes = {len(v) for v in compile_plan(config, 0, 1).value_table}
+    assert min(sizes) == 10 and max(sizes) == 20
+
+
+def test_mget_positions_carry_key_tuples() -> None:
+    config = WorkloadConfig(ratio=(("mget", 1),), multiget_keys=4, seed=1)
+    source = RequestSource(compile_plan(config, 0, 1))
+    assert all(isinstance(k, tuple) and len(k) == 4 for k in source.keys)
+
+
+def test_preload_ranges_cover_the_keyspace_once() -> None:
+    config = WorkloadConfig(keys=1001)
+    ranges = [compile_plan(config, i, 3).preload_range() for i in range(3)]
+    covered = [k for r in ranges for k in r]
+    assert sorted(covered) == list(range(1001))
+
+
+def test_keys_with_spaces_are_refused() -> None:
+    with pytest.raises(ConfigError, match=r"workload\.key_prefix"):
+        build_key_table("bad prefix", 10)
