@@ -160,8 +160,9 @@ def answer(step: Step, requests: list[Request], announced: int) -> tuple[bytes, 
     stream = packet(r.opcode, r.opaque, status, extras=extras, value=body)
     if announced == 0:  # a quiet op: only failures answer, and they give no reply
         return (stream if status else b""), None
-    payload = (body or b"status 0x%04x" % status) if kind == K.ERROR_REPLY else None
-    return stream, Reply(kind, len(stream), payload, 1 if kind == K.HIT else 0)
+    if kind == K.ERROR_REPLY:
+        return stream, Reply(kind, len(stream), body or b"status 0x%04x" % status, 0)
+    return stream, Reply(kind, len(stream), None, 1 if kind == K.HIT else 0)
 
 
 def render(scenario: Scenario) -> tuple[bytes, list[Reply], int, bytes]:

@@ -89,6 +89,7 @@ def exchanges(draw: st.DrawFn, protocol: int) -> tuple[Op, Any, bytes | None, in
     key: Any = b"k"
     value: bytes | None = b"v" if op in (Op.SET, Op.ADD, Op.REPLACE, Op.APPEND) else None
     null = 3 if protocol == 3 else 5
+    reply: Any
     if op == Op.GET:
         reply = draw(st.one_of(bulks, st.none(), errors))
     elif op in (Op.SET, Op.ADD, Op.REPLACE):

@@ -221,11 +221,6 @@ class MemcacheBinaryCodec:
         """
         return self._encoders[op](op, key, value, out, arg)
 
-    def _take_opaque(self) -> int:
-        opaque = self._next_opaque
-        self._next_opaque = (opaque + 1) & _OPAQUE_MASK
-        return opaque
-
     def _request(self, opcode: int, key: bytes, out: bytearray, extras: bytes = b"") -> int:
         """Append a request without a value; return its opaque."""
         opaque = self._next_opaque
@@ -251,7 +246,8 @@ class MemcacheBinaryCodec:
 
     def _concat(self, opcode: int, key: bytes, value: Any, out: bytearray) -> int:
         """Append an append/prepend (no extras); return its opaque."""
-        opaque = self._take_opaque()
+        opaque = self._next_opaque
+        self._next_opaque = (opaque + 1) & _OPAQUE_MASK
         n = len(key)
         out += _pack_header(MAGIC_REQUEST, opcode, n, 0, 0, 0, n + len(value), opaque, 0)
         out += key

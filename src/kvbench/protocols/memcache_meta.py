@@ -563,7 +563,7 @@ class MemcacheMetaCodec:
                     raise ProtocolError(f"VA with a token not in this multi-get: {fields[1]!r}")
                 start = eol + 2
                 end = start + int(fields[0])
-                if self._mget_nbytes + end + 2 - pos > self._max:
+                if self._mget_nbytes + end + 2 - pos + 4 > self._max:  # + MN CRLF
                     raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
                 if len(data) < end + 2:
                     return NEED_DATA

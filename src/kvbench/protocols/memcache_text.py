@@ -498,7 +498,7 @@ class MemcacheTextCodec:
                     raise ProtocolError(f"VALUE for unrequested key {bytes(fields[0])[:64]!r}")
                 start = eol + 2
                 end = start + size
-                if self._mget_nbytes + end + 2 - pos > self._max:
+                if self._mget_nbytes + end + 2 - pos + 5 > self._max:  # + END CRLF
                     raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
                 if len(data) < end + 2:
                     return NEED_DATA

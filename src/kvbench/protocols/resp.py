@@ -277,16 +277,15 @@ class RespCodec:
         return 1
 
     def _encode_add(self, key: bytes, value: Any, out: bytearray, arg: int) -> int:
-        out += self._add_head % (len(key), key, len(value))
-        out += value
-        out += self._add_tail
-        self._pending.append(self._set_done)
-        return 1
+        return self._encode_conditional_set(key, value, out, self._add_tail)
 
     def _encode_replace(self, key: bytes, value: Any, out: bytearray, arg: int) -> int:
+        return self._encode_conditional_set(key, value, out, self._replace_tail)
+
+    def _encode_conditional_set(self, key: bytes, value: Any, out: bytearray, tail: bytes) -> int:
         out += self._add_head % (len(key), key, len(value))
         out += value
-        out += self._replace_tail
+        out += tail
         self._pending.append(self._set_done)
         return 1
 
@@ -299,13 +298,7 @@ class RespCodec:
         if arg == 1:
             out += b"*2\r\n$4\r\nINCR\r\n$%d\r\n%b\r\n" % (len(key), key)
         else:
-            delta = b"%d" % arg
-            out += b"*3\r\n$6\r\nINCRBY\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
-                len(key),
-                key,
-                len(delta),
-                delta,
-            )
+            out += b"*3\r\n$6\r\nINCRBY\r\n$%d\r\n%b\r\n" % (len(key), key) + _bulk(arg)
         self._pending.append(self._counter_done)
         return 1
 
@@ -313,13 +306,7 @@ class RespCodec:
         if arg == 1:
             out += b"*2\r\n$4\r\nDECR\r\n$%d\r\n%b\r\n" % (len(key), key)
         else:
-            delta = b"%d" % arg
-            out += b"*3\r\n$6\r\nDECRBY\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (
-                len(key),
-                key,
-                len(delta),
-                delta,
-            )
+            out += b"*3\r\n$6\r\nDECRBY\r\n$%d\r\n%b\r\n" % (len(key), key) + _bulk(arg)
         self._pending.append(self._counter_done)
         return 1
 

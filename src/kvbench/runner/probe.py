@@ -57,7 +57,11 @@ def fetch_stats(target: TargetConfig, timeout_s: float = 3.0) -> dict[str, str]:
             out = bytearray()
             setup = setup_for(target)
             count = setup(codec, out) if setup else 0
-            count += codec.encode(Op.STATS, b"", None, out)
+            if target.family == "redis":
+                # Plain INFO leaves out commandstats, which reconciliation needs.
+                count += codec.encode(Op.COMMAND, [b"INFO", b"all"], None, out)
+            else:
+                count += codec.encode(Op.STATS, b"", None, out)
             replies = _exchange(sock, codec, out, count)
     except (OSError, TimeoutError) as exc:
         raise TargetUnreachable(

@@ -20,6 +20,9 @@ from kvbench.workload.values import build_value_table
 # Requests drawn per refill: large enough that numpy's per-call cost vanishes, small
 # enough that a refill (~0.5 ms) does not stall the loop.
 CHUNK = 4096
+# incr/decr need numeric values, so they work on keys of their own ("<prefix>counter:N"),
+# never on the keys that sets fill with random bytes; this many at most.
+COUNTERS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,7 @@ class WorkloadPlan:
     seed: int
     key_table: list[bytes]
     value_table: list[memoryview]
+    counter_table: list[bytes]
     ops: tuple[Op, ...]
 
     def preload_range(self) -> range:
@@ -54,6 +58,7 @@ def compile_plan(config: WorkloadConfig, worker_index: int, n_workers: int) -> W
         value_table=build_value_table(
             config.value_size_min_bytes, config.value_size_max_bytes, rng
         ),
+        counter_table=build_key_table(config.key_prefix + "counter:", min(config.keys, COUNTERS)),
         ops=tuple(OpMix(config.ratio, rng).ops),
     )
 
@@ -75,7 +80,7 @@ class RequestSource:
         self._mix = OpMix(config.ratio, rng)
         self._rng = rng
         self._mget_width = config.multiget_keys
-        self._has_mget = Op.MGET in self._mix.ops
+        self._special = {int(Op.MGET), int(Op.INCR)} & {int(op) for op in self._mix.ops}
         self.ops: list[int] = []
         self.keys: list[bytes | tuple[bytes, ...]] = []
         self.values: list[memoryview] = []
@@ -83,17 +88,28 @@ class RequestSource:
         self.size = 0
         self.refill()
 
+    def _place_special(
+        self, ops: list[int], indexes: list[int], keys: list[bytes | tuple[bytes, ...]]
+    ) -> None:
+        """Give mget positions their key tuples and incr positions a counter key."""
+        table = self._plan.key_table
+        counters = self._plan.counter_table
+        mget, incr = int(Op.MGET), int(Op.INCR)
+        for i, op in enumerate(ops):
+            if op == mget:
+                keys[i] = tuple(table[j] for j in self._keys.draw(self._mget_width).tolist())
+            elif op == incr:
+                keys[i] = counters[indexes[i] % len(counters)]
+
     def refill(self) -> None:
         """Draw the next chunk and rewind ``pos``."""
         table = self._plan.key_table
         values = self._plan.value_table
         ops = self._mix.draw(CHUNK).tolist()
-        keys: list[bytes | tuple[bytes, ...]] = [table[i] for i in self._keys.draw(CHUNK).tolist()]
-        if self._has_mget:
-            mget = int(Op.MGET)
-            for i, op in enumerate(ops):
-                if op == mget:
-                    keys[i] = tuple(table[j] for j in self._keys.draw(self._mget_width).tolist())
+        indexes = self._keys.draw(CHUNK).tolist()
+        keys: list[bytes | tuple[bytes, ...]] = [table[i] for i in indexes]
+        if self._special:
+            self._place_special(ops, indexes, keys)
         picks = self._rng.integers(0, len(values), CHUNK).tolist()
         self.ops = ops
         self.keys = keys

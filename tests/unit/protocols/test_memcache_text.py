@@ -18,6 +18,7 @@ from kvbench.protocols.base import (
 from kvbench.protocols.memcache_text import MemcacheTextCodec
 
 K = ReplyKind
+DEFAULT = CodecOptions()
 KEEP = CodecOptions(keep_payload=True)
 NOREPLY = CodecOptions(noreply=True)
 
@@ -30,17 +31,29 @@ def drain(codec: MemcacheTextCodec) -> list[Reply]:
     return replies
 
 
-def encoded(op: Op, key: bytes | Sequence[bytes] = b"k", value: bytes | None = None,
-            arg: int = 0, options: CodecOptions = CodecOptions()) -> tuple[bytes, int]:
+def encoded(
+    op: Op,
+    key: bytes | Sequence[bytes] = b"k",
+    value: bytes | None = None,
+    arg: int = 0,
+    options: CodecOptions = DEFAULT,
+) -> tuple[bytes, int]:
     out = bytearray(b"previous;")
     count = MemcacheTextCodec(options).encode(op, key, value, out, arg)
     assert out.startswith(b"previous;"), "encode must append, not overwrite"
-    return bytes(out[len(b"previous;"):]), count
+    return bytes(out[len(b"previous;") :]), count
 
 
-def check_reply(op: Op, wire: bytes, expected: Reply, *, key: bytes | Sequence[bytes] = b"k",
-                value: bytes | None = None, arg: int = 0,
-                options: CodecOptions = CodecOptions()) -> None:
+def check_reply(
+    op: Op,
+    wire: bytes,
+    expected: Reply,
+    *,
+    key: bytes | Sequence[bytes] = b"k",
+    value: bytes | None = None,
+    arg: int = 0,
+    options: CodecOptions = DEFAULT,
+) -> None:
     """The reply parses the same whole, byte by byte, and followed by the next reply."""
     if op in (Op.SET, Op.ADD, Op.REPLACE, Op.APPEND, Op.PREPEND, Op.CAS) and value is None:
         value = b"v"
@@ -116,7 +129,9 @@ def test_cas_encoding_carries_the_unique() -> None:
         (Op.TOUCH, 60, b"touch k 60\r\n", b"touch k 60 noreply\r\n"),
     ],
 )
-def test_keyed_command_encodings_are_byte_exact(op: Op, arg: int, plain: bytes, quiet: bytes) -> None:
+def test_keyed_command_encodings_are_byte_exact(
+    op: Op, arg: int, plain: bytes, quiet: bytes
+) -> None:
     assert encoded(op, b"k", arg=arg) == (plain, 1)
     assert encoded(op, b"k", arg=arg, options=NOREPLY) == (quiet, 0)
 
@@ -261,7 +276,9 @@ MGET_WIRE = b"VALUE a 0 1\r\nx\r\nVALUE c 7 3 99\r\nyyy\r\nEND\r\n"
 def test_multiget_with_some_misses_is_one_hit_reply_counting_values() -> None:
     keys = [b"a", b"b", b"c"]
     check_reply(Op.MGET, MGET_WIRE, Reply(K.HIT, len(MGET_WIRE), None, 2), key=keys)
-    check_reply(Op.MGET, MGET_WIRE, Reply(K.HIT, len(MGET_WIRE), b"xyyy", 2), key=keys, options=KEEP)
+    check_reply(
+        Op.MGET, MGET_WIRE, Reply(K.HIT, len(MGET_WIRE), b"xyyy", 2), key=keys, options=KEEP
+    )
 
 
 def test_multiget_with_only_misses_is_a_miss() -> None:
@@ -275,7 +292,9 @@ def test_multiget_answers_a_repeated_key_twice() -> None:
 
 def test_error_part_way_through_a_multiget_ends_that_reply() -> None:
     wire = b"VALUE a 0 1\r\nx\r\nSERVER_ERROR out of memory writing get response\r\n"
-    expected = Reply(K.ERROR_REPLY, len(wire), b"SERVER_ERROR out of memory writing get response", 1)
+    expected = Reply(
+        K.ERROR_REPLY, len(wire), b"SERVER_ERROR out of memory writing get response", 1
+    )
     check_reply(Op.MGET, wire, expected, key=[b"a", b"b"])
 
 
@@ -498,3 +517,15 @@ def test_pipeline_of_mixed_replies_in_odd_chunks() -> None:
         Reply(K.DELETED, 9),
     ]
     assert codec.pending() == 0
+
+
+def test_multiget_exactly_at_the_bound_counts_the_end_line() -> None:
+    wire = b"VALUE a 0 16\r\n" + b"x" * 16 + b"\r\nVALUE b 0 16\r\n" + b"y" * 16 + b"\r\nEND\r\n"
+    assert len(wire) == 69
+    at_bound = CodecOptions(max_reply_bytes=69)
+    check_reply(Op.MGET, wire, Reply(K.HIT, 69, None, 2), key=[b"a", b"b"], options=at_bound)
+    codec = MemcacheTextCodec(CodecOptions(max_reply_bytes=68))
+    codec.encode(Op.MGET, [b"a", b"b"], None, bytearray())
+    codec.feed(wire[:48])  # through the second VALUE header: its size is now declared
+    with pytest.raises(ReplyTooLarge):
+        codec.next_reply()

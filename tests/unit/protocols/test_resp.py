@@ -52,7 +52,11 @@ Feeder = Callable[[RespCodec, bytes], list[Reply]]
 
 
 def encoded(
-    op: Op, key: object = b"k", value: bytes | None = None, arg: int = 0, **options: object
+    op: Op,
+    key: object = b"k",
+    value: bytes | memoryview | None = None,
+    arg: int = 0,
+    **options: object,
 ) -> bytes:
     codec = RespCodec(CodecOptions(**options))  # type: ignore[arg-type]
     out = bytearray()

@@ -63,3 +63,12 @@ def test_preload_ranges_cover_the_keyspace_once() -> None:
 def test_keys_with_spaces_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"workload\.key_prefix"):
         build_key_table("bad prefix", 10)
+
+
+def test_incr_works_on_counter_keys_not_on_value_keys() -> None:
+    config = WorkloadConfig(ratio=(("incr", 1), ("set", 1)), keys=50, key_prefix="k:", seed=2)
+    source = RequestSource(compile_plan(config, 0, 1))
+    incr_keys = {k for op, k in zip(source.ops, source.keys, strict=True) if op == int(Op.INCR)}
+    set_keys = {k for op, k in zip(source.ops, source.keys, strict=True) if op == int(Op.SET)}
+    assert incr_keys and all(k.startswith(b"k:counter:") for k in incr_keys)  # type: ignore[union-attr]
+    assert not incr_keys & set_keys

@@ -1,0 +1,121 @@
+"""``kvbench run`` end to end against a real redis-server: counts equal INFO commandstats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvbench.config.targets import parse_target
+from kvbench.runner.probe import fetch_stats
+from tests.support import servers
+from tests.support.cli import all_phase_counts, read_json, run_kvbench
+from tests.support.servers import Server
+
+pytestmark = pytest.mark.integration
+
+
+def command_calls(url: str) -> dict[str, int]:
+    """``cmdstat_get:calls=12,...`` -> {"get": 12}."""
+    stats = fetch_stats(parse_target(url))
+    calls = {}
+    for name, value in stats.items():
+        if name.startswith("cmdstat_"):
+            fields = dict(part.split("=") for part in value.split(","))
+            calls[name.removeprefix("cmdstat_")] = int(fields["calls"])
+    return calls
+
+
+@pytest.mark.parametrize("query", ["", "?resp=3"])
+def test_client_counts_equal_commandstats(fresh_redis: Server, tmp_path: Path, query: str) -> None:
+    url = f"redis://{fresh_redis.address}/0{query}"
+    before = command_calls(url)
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "run",
+        url,
+        "--duration",
+        "2s",
+        "-c",
+        "4",
+        "--processes",
+        "2",
+        "-P",
+        "8",
+        "--ratio",
+        "set=1,get=2,delete=1,incr=1",
+        "--keys",
+        "300",
+        "--json",
+        str(out),
+        "--no-save",
+    )
+    assert result.code == 0, result.stderr
+    after = command_calls(url)
+    doc = read_json(out)
+    assert doc["totals"]["errors"] == 0
+    for op, command in (("get", "get"), ("set", "set"), ("delete", "del"), ("incr", "incrby")):
+        client = all_phase_counts(doc, op)
+        server = after.get(command, 0) - before.get(command, 0)
+        if command == "incrby" and server == 0:  # INCR when the delta is 1
+            server = after.get("incr", 0) - before.get("incr", 0)
+        assert client == server, (op, client, server)
+    assert doc["ops"]["get"]["hit_ratio"] is not None
+    assert doc["targets"][0]["server_version"].startswith("7.")
+
+
+def test_database_number_is_selected(fresh_redis: Server, tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "run",
+        f"redis://{fresh_redis.address}/3",
+        "-n",
+        "200",
+        "--ratio",
+        "1:0",
+        "--keys",
+        "50",
+        "-c",
+        "2",
+        "--processes",
+        "1",
+        "--json",
+        str(out),
+        "--no-save",
+    )
+    assert result.code == 0, result.stderr
+    info = fetch_stats(parse_target(f"redis://{fresh_redis.address}"))
+    assert "db3" in info and "db0" not in info
+
+
+def test_password_is_used_and_never_stored(tmp_path: Path) -> None:
+    with servers.redis("--requirepass", "s3cret") as server:
+        out = tmp_path / "run.json"
+        db = tmp_path / "h.db"
+        result = run_kvbench(
+            "run",
+            f"redis://:s3cret@{server.address}",
+            "--duration",
+            "1s",
+            "-c",
+            "2",
+            "--processes",
+            "1",
+            "--json",
+            str(out),
+            "--db",
+            str(db),
+        )
+        assert result.code == 0, result.stderr
+        assert "s3cret" not in out.read_text()
+        assert b"s3cret" not in db.read_bytes()
+        assert "s3cret" not in result.stdout
+        wrong = run_kvbench(
+            "run", f"redis://:nope@{server.address}", "--duration", "1s", "--no-save"
+        )
+        assert wrong.code == 3
+        assert len(wrong.stderr.strip().splitlines()) == 1
+        assert "WRONGPASS" in wrong.stderr or "invalid" in wrong.stderr
+        missing = run_kvbench("run", f"redis://{server.address}", "--duration", "1s", "--no-save")
+        assert missing.code == 3
+        assert "NOAUTH" in missing.stderr

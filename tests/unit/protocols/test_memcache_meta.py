@@ -1,0 +1,596 @@
+"""MemcacheMetaCodec: byte-exact requests, every reply kind, opaques, quiet mode, failures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from kvbench.errors import ProtocolError, ReplyTooLarge
+from kvbench.protocols.base import (
+    NEED_DATA,
+    CodecOptions,
+    Op,
+    Reply,
+    ReplyKind,
+    parse_stats_text,
+)
+from kvbench.protocols.memcache_meta import MemcacheMetaCodec
+
+K = ReplyKind
+DEFAULT = CodecOptions()
+KEEP = CodecOptions(keep_payload=True)
+NOREPLY = CodecOptions(noreply=True)
+STORAGE = (Op.SET, Op.ADD, Op.REPLACE, Op.APPEND, Op.PREPEND, Op.CAS)
+
+
+def drain(codec: MemcacheMetaCodec) -> list[Reply]:
+    replies = []
+    while (reply := codec.next_reply()) is not NEED_DATA:
+        assert isinstance(reply, Reply)
+        replies.append(reply)
+    return replies
+
+
+def encoded(
+    op: Op,
+    key: bytes | Sequence[bytes] = b"k",
+    value: bytes | None = None,
+    arg: int = 0,
+    options: CodecOptions = DEFAULT,
+) -> tuple[bytes, int]:
+    out = bytearray(b"previous;")
+    count = MemcacheMetaCodec(options).encode(op, key, value, out, arg)
+    assert out.startswith(b"previous;"), "encode must append, not overwrite"
+    return bytes(out[len(b"previous;") :]), count
+
+
+def announce(
+    codec: MemcacheMetaCodec, op: Op, key: bytes | Sequence[bytes] = b"k", arg: int = 0
+) -> int:
+    return codec.encode(op, key, b"v" if op in STORAGE else None, bytearray(), arg)
+
+
+def check_reply(
+    op: Op,
+    wire: bytes,
+    expected: Reply,
+    *,
+    key: bytes | Sequence[bytes] = b"k",
+    arg: int = 0,
+    options: CodecOptions = DEFAULT,
+) -> None:
+    """The reply parses the same whole, byte by byte, and followed by the next reply."""
+    assert expected.nbytes == len(wire)
+
+    whole = MemcacheMetaCodec(options)
+    assert announce(whole, op, key, arg) == 1
+    whole.feed(wire)
+    assert drain(whole) == [expected]
+    assert whole.pending() == 0
+
+    bytewise = MemcacheMetaCodec(options)
+    announce(bytewise, op, key, arg)
+    got = []
+    for i in range(len(wire)):
+        bytewise.feed(wire[i : i + 1])
+        got += drain(bytewise)
+        if i < len(wire) - 1:
+            assert got == [], f"reply returned after {i + 1} of {len(wire)} bytes"
+    assert got == [expected]
+
+    trailing = MemcacheMetaCodec(options)
+    announce(trailing, op, key, arg)
+    request = bytearray()
+    trailing.encode(Op.GET, b"next", None, request)
+    token = bytes(request).split(b" O")[1].rstrip(b"\r\n")
+    nxt_wire = b"VA 3 O%s\r\nabc\r\n" % token
+    trailing.feed(wire + nxt_wire[:9])
+    assert drain(trailing) == [expected]
+    assert trailing.pending() == 1
+    trailing.feed(nxt_wire[9:])
+    nxt = drain(trailing)
+    assert [(r.kind, r.nbytes) for r in nxt] == [(K.HIT, len(nxt_wire))]
+
+
+# -- encodings ------------------------------------------------------------------------
+
+STORE_CASES = [
+    (Op.SET, b"ms k 2 T0 F0 O0\r\nhi\r\n", b"ms k 2 T0 F0 q O0\r\nhi\r\n"),
+    (Op.ADD, b"ms k 2 T0 F0 ME O0\r\nhi\r\n", b"ms k 2 T0 F0 ME q O0\r\nhi\r\n"),
+    (Op.REPLACE, b"ms k 2 T0 F0 MR O0\r\nhi\r\n", b"ms k 2 T0 F0 MR q O0\r\nhi\r\n"),
+    (Op.APPEND, b"ms k 2 T0 F0 MA O0\r\nhi\r\n", b"ms k 2 T0 F0 MA q O0\r\nhi\r\n"),
+    (Op.PREPEND, b"ms k 2 T0 F0 MP O0\r\nhi\r\n", b"ms k 2 T0 F0 MP q O0\r\nhi\r\n"),
+]
+
+
+@pytest.mark.parametrize(("op", "plain", "quiet"), STORE_CASES)
+def test_storage_encodings_are_byte_exact(op: Op, plain: bytes, quiet: bytes) -> None:
+    assert encoded(op, b"k", b"hi") == (plain, 1)
+    assert encoded(op, b"k", b"hi", options=NOREPLY) == (quiet, 0)
+
+
+def test_storage_encoding_carries_ttl_and_flags_from_options() -> None:
+    options = CodecOptions(flags=42, ttl_s=300)
+    assert encoded(Op.SET, b"key", b"value", options=options) == (
+        b"ms key 5 T300 F42 O0\r\nvalue\r\n",
+        1,
+    )
+
+
+def test_cas_encoding_carries_the_unique() -> None:
+    assert encoded(Op.CAS, b"k", b"hi", arg=987654321) == (
+        b"ms k 2 T0 F0 C987654321 O0\r\nhi\r\n",
+        1,
+    )
+    assert encoded(Op.CAS, b"k", b"hi", arg=5, options=NOREPLY) == (
+        b"ms k 2 T0 F0 C5 q O0\r\nhi\r\n",
+        0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "arg", "plain", "quiet"),
+    [
+        (Op.DELETE, 0, b"md k O0\r\n", b"md k q O0\r\n"),
+        (Op.INCR, 7, b"ma k D7 v O0\r\n", b"ma k D7 q O0\r\n"),
+        (Op.DECR, 3, b"ma k MD D3 v O0\r\n", b"ma k MD D3 q O0\r\n"),
+    ],
+)
+def test_quietable_command_encodings_are_byte_exact(
+    op: Op, arg: int, plain: bytes, quiet: bytes
+) -> None:
+    assert encoded(op, b"k", arg=arg) == (plain, 1)
+    assert encoded(op, b"k", arg=arg, options=NOREPLY) == (quiet, 0)
+
+
+@pytest.mark.parametrize("options", [CodecOptions(), NOREPLY])
+def test_gets_touch_noop_stats_and_multiget_ignore_noreply(options: CodecOptions) -> None:
+    assert encoded(Op.GET, b"k", options=options) == (b"mg k v O0\r\n", 1)
+    assert encoded(Op.GETS, b"k", options=options) == (b"mg k v c O0\r\n", 1)
+    # mg's q hides misses, not HD, so a quiet touch could not be matched: never quiet.
+    assert encoded(Op.TOUCH, b"k", arg=60, options=options) == (b"mg k T60 O0\r\n", 1)
+    assert encoded(Op.NOOP, b"", options=options) == (b"mn\r\n", 1)
+    assert encoded(Op.STATS, b"", options=options) == (b"stats\r\n", 1)
+    assert encoded(Op.MGET, [b"a", b"bb", b"c"], options=options) == (
+        b"mg a v q O0\r\nmg bb v q O1\r\nmg c v q O2\r\nmn\r\n",
+        1,
+    )
+
+
+def test_every_tokened_request_takes_the_next_opaque() -> None:
+    codec = MemcacheMetaCodec()
+    out = bytearray()
+    codec.encode(Op.GET, b"a", None, out)
+    codec.encode(Op.NOOP, b"", None, out)
+    codec.encode(Op.MGET, [b"b", b"c"], None, out)
+    codec.encode(Op.SET, b"d", b"1", out)
+    codec.encode(Op.STATS, b"", None, out)
+    codec.encode(Op.DELETE, b"e", None, out)
+    assert bytes(out) == (
+        b"mg a v O0\r\nmn\r\nmg b v q O1\r\nmg c v q O2\r\nmn\r\n"
+        b"ms d 1 T0 F0 O3\r\n1\r\nstats\r\nmd e O4\r\n"
+    )
+    assert codec.pending() == 6
+
+
+def test_opaque_wraps_at_two_to_the_32() -> None:
+    codec = MemcacheMetaCodec()
+    codec._token = 2**32 - 1  # white-box: 4 billion requests are too many for a unit test
+    out = bytearray()
+    codec.encode(Op.GET, b"a", None, out)
+    codec.encode(Op.GET, b"b", None, out)
+    assert bytes(out) == b"mg a v O4294967295\r\nmg b v O0\r\n"
+    codec.feed(b"EN O4294967295\r\nEN O0\r\n")
+    assert [r.kind for r in drain(codec)] == [K.MISS, K.MISS]
+
+
+@pytest.mark.parametrize(
+    ("op", "key", "value", "arg"),
+    [
+        (Op.COMMAND, [b"PING"], None, 0),
+        (Op.SET, b"k", None, 0),
+        (Op.CAS, b"k", None, 1),
+        (Op.DECR, b"k", None, -1),
+        (Op.MGET, b"single", None, 0),
+        (Op.MGET, [], None, 0),
+    ],
+)
+def test_inexpressible_requests_raise_value_error(
+    op: Op, key: bytes | list[bytes], value: bytes | None, arg: int
+) -> None:
+    codec = MemcacheMetaCodec()
+    with pytest.raises(ValueError):
+        codec.encode(op, key, value, bytearray(), arg)
+    assert codec.pending() == 0
+
+
+# -- replies --------------------------------------------------------------------------
+
+REPLY_CASES = [
+    (Op.GET, b"EN O0\r\n", K.MISS, None, 0),
+    (Op.GET, b"EN\r\n", K.MISS, None, 0),  # servers before 1.6.10 did not echo O on EN
+    (Op.GET, b"VA 2 O0\r\nhi\r\n", K.HIT, b"hi", 1),
+    (Op.GET, b"VA 0 O0\r\n\r\n", K.HIT, b"", 1),
+    (Op.GET, b"VA 7 O0\r\nHD O0\r\n\r\n", K.HIT, b"HD O0\r\n", 1),
+    (Op.GETS, b"VA 2 c12345 O0\r\nhi\r\n", K.HIT, b"hi", 1),
+    (Op.GETS, b"EN O0\r\n", K.MISS, None, 0),
+    (Op.TOUCH, b"HD O0\r\n", K.TOUCHED, None, 0),
+    (Op.TOUCH, b"EN O0\r\n", K.NOT_FOUND, None, 0),
+    (Op.SET, b"HD O0\r\n", K.STORED, None, 0),
+    (Op.SET, b"NS O0\r\n", K.NOT_STORED, None, 0),
+    (Op.ADD, b"NS O0\r\n", K.NOT_STORED, None, 0),
+    (Op.REPLACE, b"NS O0\r\n", K.NOT_STORED, None, 0),
+    (Op.APPEND, b"HD O0\r\n", K.STORED, None, 0),
+    (Op.PREPEND, b"NS O0\r\n", K.NOT_STORED, None, 0),
+    (Op.CAS, b"EX O0\r\n", K.EXISTS, None, 0),
+    (Op.CAS, b"NF O0\r\n", K.NOT_FOUND, None, 0),
+    (Op.CAS, b"HD O0\r\n", K.STORED, None, 0),
+    (Op.DELETE, b"HD O0\r\n", K.DELETED, None, 0),
+    (Op.DELETE, b"NF O0\r\n", K.NOT_FOUND, None, 0),
+    (Op.INCR, b"VA 2 O0\r\n12\r\n", K.VALUE, b"12", 0),
+    (Op.INCR, b"NF O0\r\n", K.NOT_FOUND, None, 0),
+    (Op.DECR, b"VA 1 O0\r\n0\r\n", K.VALUE, b"0", 0),
+    (Op.NOOP, b"MN\r\n", K.OK, None, 0),
+]
+
+
+@pytest.mark.parametrize(("op", "wire", "kind", "payload", "keys"), REPLY_CASES)
+def test_every_reply_kind_parses_whole_bytewise_and_with_trailing_bytes(
+    op: Op, wire: bytes, kind: ReplyKind, payload: bytes | None, keys: int
+) -> None:
+    check_reply(op, wire, Reply(kind, len(wire), None, keys), arg=1)
+    check_reply(op, wire, Reply(kind, len(wire), payload, keys), arg=1, options=KEEP)
+
+
+def test_stats_reply_payload_is_name_value_lines_always() -> None:
+    wire = b"STAT pid 4242\r\nSTAT version 1.6.18\r\nEND\r\n"
+    payload = b"pid 4242\r\nversion 1.6.18\r\n"
+    check_reply(Op.STATS, wire, Reply(K.VALUE, len(wire), payload))
+    assert parse_stats_text(payload) == {"pid": "4242", "version": "1.6.18"}
+
+
+ERROR_LINES = [
+    b"ERROR",
+    b"CLIENT_ERROR bad command line format",
+    b"CLIENT_ERROR bad data chunk",
+    b"SERVER_ERROR out of memory storing object",
+]
+
+
+@pytest.mark.parametrize("line", ERROR_LINES)
+@pytest.mark.parametrize(
+    "op", [Op.GET, Op.GETS, Op.TOUCH, Op.SET, Op.CAS, Op.DELETE, Op.INCR, Op.NOOP, Op.STATS]
+)
+def test_error_lines_are_reply_values_not_exceptions(op: Op, line: bytes) -> None:
+    wire = line + b"\r\n"
+    check_reply(op, wire, Reply(K.ERROR_REPLY, len(wire), line), arg=1)
+
+
+# -- opaque matching ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "wire"),
+    [
+        (Op.GET, b"EN O1\r\n"),
+        (Op.GET, b"VA 1 O7\r\nx\r\n"),
+        (Op.GET, b"VA 1\r\nx\r\n"),
+        (Op.GET, b"VA 1 O00\r\nx\r\n"),
+        (Op.SET, b"HD O9\r\n"),
+        (Op.DELETE, b"NF O12\r\n"),
+        (Op.INCR, b"VA 1 O3\r\n5\r\n"),
+        (Op.TOUCH, b"HD O1\r\n"),
+    ],
+)
+def test_opaque_mismatch_raises(op: Op, wire: bytes) -> None:
+    codec = MemcacheMetaCodec()
+    announce(codec, op, arg=1)
+    codec.feed(wire)
+    with pytest.raises(ProtocolError):
+        drain(codec)
+    with pytest.raises(ProtocolError):
+        codec.next_reply()
+
+
+def test_replies_out_of_request_order_raise() -> None:
+    codec = MemcacheMetaCodec()
+    announce(codec, Op.GET, b"a")
+    announce(codec, Op.GET, b"b")
+    codec.feed(b"EN O1\r\nEN O0\r\n")
+    with pytest.raises(ProtocolError, match="opaque"):
+        codec.next_reply()
+
+
+# -- multi-get ------------------------------------------------------------------------
+
+MGET_WIRE = b"VA 1 O0\r\nx\r\nVA 3 O2\r\nyyy\r\nMN\r\n"
+
+
+def test_multiget_with_some_misses_is_one_hit_reply_counting_values() -> None:
+    keys = [b"a", b"b", b"c"]
+    check_reply(Op.MGET, MGET_WIRE, Reply(K.HIT, len(MGET_WIRE), None, 2), key=keys)
+    check_reply(
+        Op.MGET, MGET_WIRE, Reply(K.HIT, len(MGET_WIRE), b"xyyy", 2), key=keys, options=KEEP
+    )
+
+
+def test_multiget_with_only_misses_is_a_miss() -> None:
+    check_reply(Op.MGET, b"MN\r\n", Reply(K.MISS, 4, None, 0), key=[b"a", b"b"], options=KEEP)
+
+
+def test_error_line_inside_a_multiget_makes_it_an_error_reply() -> None:
+    wire = b"CLIENT_ERROR bad command line format\r\nVA 1 O1\r\nz\r\nMN\r\n"
+    expected = Reply(K.ERROR_REPLY, len(wire), b"CLIENT_ERROR bad command line format", 1)
+    check_reply(Op.MGET, wire, expected, key=[b"a", b"b"])
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        b"VA 1 O5\r\nx\r\nMN\r\n",  # token of no key in this multi-get
+        b"VA 1 O2\r\nx\r\nVA 1 O0\r\nx\r\nMN\r\n",  # out of order
+        b"VA 1 O1\r\nx\r\nVA 1 O1\r\nx\r\nMN\r\n",  # the same key twice
+        b"VA 1\r\nx\r\nMN\r\n",  # no token
+        b"VA 1 O0\r\nxMN\r\n",  # block not followed by CRLF
+        b"EN O1\r\nMN\r\n",  # misses are quiet
+        b"HD\r\nMN\r\n",
+    ],
+)
+def test_multiget_grammar_violations_raise(wire: bytes) -> None:
+    codec = MemcacheMetaCodec()
+    announce(codec, Op.MGET, [b"a", b"b", b"c"])
+    codec.feed(wire)
+    with pytest.raises(ProtocolError):
+        drain(codec)
+
+
+# -- noreply (quiet mode) -------------------------------------------------------------
+
+
+def test_quiet_failures_are_matched_by_token_and_counted_not_returned() -> None:
+    codec = MemcacheMetaCodec(NOREPLY)
+    out = bytearray()
+    announced = [
+        codec.encode(Op.ADD, b"a", b"1", out),  # O0, fails: NS O0
+        codec.encode(Op.GET, b"a", None, out),  # O1
+        codec.encode(Op.DELETE, b"b", None, out),  # O2, fails: NF O2
+        codec.encode(Op.INCR, b"c", None, out, 1),  # O3, succeeds silently
+        codec.encode(Op.GET, b"c", None, out),  # O4
+    ]
+    assert announced == [0, 1, 0, 0, 1]
+    codec.feed(b"NS O0\r\nEN O1\r\nNF O2\r\nVA 1 O4\r\n2\r\n")
+    assert [(r.kind, r.nbytes) for r in drain(codec)] == [(K.MISS, 7), (K.HIT, 12)]
+    assert codec.quiet_failures == 2
+    assert codec.pending() == 0
+
+
+def test_quiet_failure_with_nothing_pending_is_consumed() -> None:
+    codec = MemcacheMetaCodec(NOREPLY)
+    announce(codec, Op.SET, b"a")
+    announce(codec, Op.SET, b"b")
+    codec.feed(b"NS O1")
+    assert codec.next_reply() is NEED_DATA
+    codec.feed(b"\r\n")
+    assert codec.next_reply() is NEED_DATA
+    assert codec.quiet_failures == 1
+    codec.feed_eof()
+    assert codec.next_reply() is NEED_DATA
+
+
+def test_quiet_failure_before_an_untokened_request_is_consumed() -> None:
+    codec = MemcacheMetaCodec(NOREPLY)
+    announce(codec, Op.SET, b"a")
+    announce(codec, Op.NOOP, b"")
+    codec.feed(b"NS O0\r\nMN\r\n")
+    assert drain(codec) == [Reply(K.OK, 4)]
+    assert codec.quiet_failures == 1
+
+
+def test_error_line_with_nothing_pending_counts_as_a_quiet_failure() -> None:
+    codec = MemcacheMetaCodec(NOREPLY)
+    announce(codec, Op.SET, b"a")
+    codec.feed(b"SERVER_ERROR out of memory storing object\r\n")
+    assert codec.next_reply() is NEED_DATA
+    assert codec.quiet_failures == 1
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        b"NS O1\r\n",  # token not sent yet
+        b"NS O0\r\nNS O0\r\n",  # the same failure twice
+        b"HD O0\r\n",  # success is suppressed by q: an HD is not ours
+        b"NS\r\n",  # no token: cannot be matched
+    ],
+)
+def test_unmatchable_quiet_replies_raise(wire: bytes) -> None:
+    codec = MemcacheMetaCodec(NOREPLY)
+    announce(codec, Op.SET, b"a")
+    codec.feed(wire)
+    with pytest.raises(ProtocolError):
+        drain(codec)
+
+
+def test_quiet_failure_token_of_a_pending_request_raises() -> None:
+    codec = MemcacheMetaCodec(NOREPLY)
+    announce(codec, Op.GET, b"a")  # O0
+    announce(codec, Op.SET, b"b")  # O1, quiet
+    codec.feed(b"NS O1\r\n")  # arrives before the get's reply: out of order
+    with pytest.raises(ProtocolError):
+        drain(codec)
+
+
+def test_without_noreply_any_reply_with_nothing_pending_raises() -> None:
+    codec = MemcacheMetaCodec()
+    codec.feed(b"NS O0\r\n")
+    with pytest.raises(ProtocolError, match="no request pending"):
+        codec.next_reply()
+
+
+def test_error_line_with_nothing_pending_and_no_quiet_request_raises() -> None:
+    codec = MemcacheMetaCodec(NOREPLY)
+    codec.feed(b"SERVER_ERROR out of memory\r\n")
+    with pytest.raises(ProtocolError):
+        codec.next_reply()
+
+
+# -- protocol errors ------------------------------------------------------------------
+
+GARBAGE_CASES = [
+    (Op.SET, b"hd O0\r\n"),
+    (Op.SET, b"HDX O0\r\n"),
+    (Op.SET, b"HD  O0\r\n"),
+    (Op.SET, b"HD O\r\n"),
+    (Op.SET, b"H\r\n"),
+    (Op.SET, b"XX O0\r\n"),
+    (Op.SET, b"EN O0\r\n"),
+    (Op.SET, b"STORED\r\n"),
+    (Op.GET, b"HD O0\r\n"),
+    (Op.GET, b"MN\r\n"),
+    (Op.GET, b"VA x O0\r\nx\r\n"),
+    (Op.GET, b"VA -1 O0\r\nx\r\n"),
+    (Op.GET, b"VA 1 O0\r\nxy\r\n"),
+    (Op.GET, b"VALUE k 0 1\r\nx\r\nEND\r\n"),
+    (Op.INCR, b"HD O0\r\n"),
+    (Op.DELETE, b"NS O0\r\n"),
+    (Op.NOOP, b"HD\r\n"),
+    (Op.STATS, b"STAT a b\r\nMN\r\n"),
+]
+
+
+@pytest.mark.parametrize(("op", "wire"), GARBAGE_CASES)
+def test_garbage_raises_and_the_codec_stays_dead(op: Op, wire: bytes) -> None:
+    codec = MemcacheMetaCodec()
+    announce(codec, op, arg=1)
+    announce(codec, Op.NOOP, b"")
+    codec.feed(wire)
+    with pytest.raises(ProtocolError):
+        drain(codec)
+    with pytest.raises(ProtocolError):
+        codec.next_reply()
+    with pytest.raises(ProtocolError):
+        codec.feed(b"MN\r\n")
+
+
+# -- EOF ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("partial", [b"", b"VA 5 O0\r\nhi", b"VA 2 O0\r\nhi\r", b"EN O", b"E"])
+def test_eof_mid_reply_or_with_replies_pending_raises(partial: bytes) -> None:
+    codec = MemcacheMetaCodec()
+    announce(codec, Op.GET)
+    codec.feed(partial)
+    assert codec.next_reply() is NEED_DATA
+    codec.feed_eof()
+    with pytest.raises(ProtocolError):
+        codec.next_reply()
+    with pytest.raises(ProtocolError):
+        codec.next_reply()
+
+
+def test_eof_mid_multiget_after_some_values_raises() -> None:
+    codec = MemcacheMetaCodec()
+    announce(codec, Op.MGET, [b"a", b"b"])
+    codec.feed(b"VA 1 O0\r\nx\r\n")
+    assert codec.next_reply() is NEED_DATA
+    codec.feed_eof()
+    with pytest.raises(ProtocolError):
+        codec.next_reply()
+
+
+def test_eof_with_nothing_pending_is_a_clean_end() -> None:
+    codec = MemcacheMetaCodec()
+    announce(codec, Op.SET)
+    codec.feed(b"HD O0\r\n")
+    codec.feed_eof()
+    assert codec.next_reply() == Reply(K.STORED, 7)
+    assert codec.next_reply() is NEED_DATA
+
+
+def test_data_after_eof_raises() -> None:
+    codec = MemcacheMetaCodec()
+    codec.feed_eof()
+    with pytest.raises(ProtocolError):
+        codec.feed(b"MN\r\n")
+
+
+# -- bounds ---------------------------------------------------------------------------
+
+SMALL = CodecOptions(max_reply_bytes=64)
+
+
+@pytest.mark.parametrize("op", [Op.GET, Op.INCR])
+def test_declared_value_size_over_the_bound_raises_before_the_data_arrives(op: Op) -> None:
+    codec = MemcacheMetaCodec(SMALL)
+    announce(codec, op, arg=1)
+    codec.feed(b"VA 1000000 O0\r\n")
+    with pytest.raises(ReplyTooLarge):
+        codec.next_reply()
+    with pytest.raises(ProtocolError):
+        codec.next_reply()
+
+
+def test_reply_exactly_at_the_bound_is_accepted() -> None:
+    value = b"x" * (64 - len(b"VA xx O0\r\n\r\n"))
+    wire = b"VA %d O0\r\n%s\r\n" % (len(value), value)
+    assert len(wire) == 64
+    check_reply(Op.GET, wire, Reply(K.HIT, 64, None, 1), options=SMALL)
+
+
+@pytest.mark.parametrize("op", [Op.SET, Op.GET, Op.NOOP, Op.STATS, Op.MGET])
+def test_line_without_crlf_longer_than_the_bound_raises(op: Op) -> None:
+    codec = MemcacheMetaCodec(SMALL)
+    announce(codec, op, [b"a"] if op is Op.MGET else b"k")
+    codec.feed(b"SERVER_ERROR " + b"x" * 40)
+    assert codec.next_reply() is NEED_DATA
+    codec.feed(b"x" * 40)
+    with pytest.raises(ReplyTooLarge):
+        codec.next_reply()
+
+
+def test_multiget_bound_applies_to_the_whole_reply() -> None:
+    codec = MemcacheMetaCodec(SMALL)
+    announce(codec, Op.MGET, [b"a", b"b", b"c"])
+    codec.feed(b"VA 20 O0\r\n" + b"x" * 20 + b"\r\nVA 20 O1\r\n")
+    with pytest.raises(ReplyTooLarge):
+        codec.next_reply()
+
+
+# -- pipelines ------------------------------------------------------------------------
+
+
+def test_pipeline_of_mixed_replies_in_odd_chunks() -> None:
+    codec = MemcacheMetaCodec(KEEP)
+    out = bytearray()
+    codec.encode(Op.SET, b"a", b"1", out)  # O0
+    codec.encode(Op.GET, b"a", None, out)  # O1
+    codec.encode(Op.MGET, [b"a", b"b"], None, out)  # O2 O3
+    codec.encode(Op.INCR, b"a", None, out, 2)  # O4
+    codec.encode(Op.STATS, b"", None, out)
+    codec.encode(Op.NOOP, b"", None, out)
+    codec.encode(Op.DELETE, b"a", None, out)  # O5
+    pieces = [
+        b"HD O0\r\n",
+        b"VA 1 O1\r\n1\r\n",
+        b"VA 2 O3\r\nbb\r\nMN\r\n",
+        b"VA 1 O4\r\n3\r\n",
+        b"STAT pid 1\r\nEND\r\n",
+        b"MN\r\n",
+        b"HD O5\r\n",
+    ]
+    wire = b"".join(pieces)
+    got: list[Reply] = []
+    for start in range(0, len(wire), 5):
+        codec.feed(wire[start : start + 5])
+        got += drain(codec)
+    assert got == [
+        Reply(K.STORED, len(pieces[0])),
+        Reply(K.HIT, len(pieces[1]), b"1", 1),
+        Reply(K.HIT, len(pieces[2]), b"bb", 1),
+        Reply(K.VALUE, len(pieces[3]), b"3"),
+        Reply(K.VALUE, len(pieces[4]), b"pid 1\r\n"),
+        Reply(K.OK, 4),
+        Reply(K.DELETED, len(pieces[6])),
+    ]
+    assert codec.pending() == 0
