@@ -43,6 +43,9 @@ OPTION_PATHS = {
     "seed": "workload.seed",
     "json_path": "report.json",
     "db": "report.db",
+    "rate": "load.rate",
+    "arrival": "load.arrival",
+    "max_lag": "load.max_lag",
 }
 
 
@@ -125,6 +128,13 @@ def publish(console: Console, run: RunResult, config: RunConfig) -> None:
     "--preload", is_flag=True, default=None, help="Store every key once before measuring."
 )
 @click.option("--seed", help="Seed of the workload (recorded with the run). [random]")
+@click.option(
+    "--rate", help="Open loop: requests/s offered in total (10k); latency from intended send times."
+)
+@click.option("--arrival", help="Open loop: uniform or poisson gaps. [uniform]")
+@click.option(
+    "--max-lag", help="Open loop: drop (count, never send) a request this far behind. [1s]"
+)
 @click.option("--timeout", help="Per-request timeout, e.g. 500ms. [5s]")
 @click.option("--interval", help="Live line and snapshot period. [1s]")
 @click.option(

@@ -27,6 +27,7 @@ from kvbench.units import parse_count, parse_duration_ns, parse_size_bytes
 Settings = dict[str, tuple[Any, str]]
 
 KEY_PATTERNS = ("uniform", "sequential")
+ARRIVALS = ("uniform", "poisson")
 
 # (section.key) -> parser(value, origin) -> typed value. Unknown keys are errors.
 _FIELDS: dict[str, Callable[[Any, str], Any]] = {}
@@ -88,6 +89,25 @@ def parse_ratio(value: Any, where: str) -> tuple[tuple[str, int], ...]:
     return tuple((op, w) for op, w in weights if w > 0)
 
 
+def _rate(value: Any, where: str) -> float:
+    """An open-loop rate: ``1000``, ``10k``, ``2.5k`` requests per second, > 0."""
+    text = str(value).strip().lower().removesuffix("/s")
+    scale = {"k": 1e3, "m": 1e6}.get(text[-1:], 1.0)
+    try:
+        rate = float(text[:-1] if scale != 1.0 else text) * scale
+    except ValueError:
+        raise ConfigError(where, f"{value!r} is not a rate (examples: 1000, 10k, 2.5k)") from None
+    if not rate > 0:
+        raise ConfigError(where, f"must be above 0, got {value!r}")
+    return rate
+
+
+def _choice(value: Any, where: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigError(where, f"{value!r} is not one of {', '.join(choices)}")
+    return str(value)
+
+
 def _key_pattern(value: Any, where: str) -> str:
     if value not in KEY_PATTERNS:
         raise ConfigError(
@@ -125,6 +145,9 @@ _field("load.warmup")(lambda v, w: parse_duration_ns(v, w))
 _field("load.timeout")(lambda v, w: parse_duration_ns(v, w, default_unit="ms"))
 _field("load.connect_timeout")(lambda v, w: parse_duration_ns(v, w, default_unit="ms"))
 _field("load.interval")(lambda v, w: parse_duration_ns(v, w))
+_field("load.rate")(lambda v, w: _rate(v, w))
+_field("load.arrival")(lambda v, w: _choice(v, w, ARRIVALS))
+_field("load.max_lag")(lambda v, w: parse_duration_ns(v, w, default_unit="ms"))
 _field("report.json")(_text)
 _field("report.db")(_text)
 _field("report.save")(_boolean)
@@ -229,6 +252,9 @@ def _build_load(values: dict[str, Any], default_processes: int, settings: Settin
         timeout_ns=values.get("load.timeout", defaults.timeout_ns),
         connect_timeout_ns=values.get("load.connect_timeout", defaults.connect_timeout_ns),
         interval_ns=values.get("load.interval", defaults.interval_ns),
+        rate_per_s=values.get("load.rate"),
+        arrival=values.get("load.arrival", defaults.arrival),
+        max_lag_ns=values.get("load.max_lag", defaults.max_lag_ns),
     )
 
 

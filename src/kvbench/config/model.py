@@ -84,6 +84,10 @@ class LoadConfig:
         timeout_ns: a request unanswered this long counts as ``timeout``.
         connect_timeout_ns: how long to wait for a connection to open.
         interval_ns: snapshot and live-line period.
+        rate_per_s: open loop: requests per second offered in total (all processes and
+            connections); None means closed loop.
+        arrival: open loop: ``uniform`` (fixed gaps) or ``poisson`` (exponential gaps).
+        max_lag_ns: open loop: a request this far behind its slot is dropped, not sent.
     """
 
     connections: int = 50
@@ -95,6 +99,9 @@ class LoadConfig:
     timeout_ns: int = 5 * 10**9
     connect_timeout_ns: int = 3 * 10**9
     interval_ns: int = 10**9
+    rate_per_s: float | None = None
+    arrival: str = "uniform"
+    max_lag_ns: int = 10**9
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,21 +2,23 @@
 
 It owns the transport, the codec, the write buffer and the in-flight FIFO, and is the one
 place where transport failures become counters (``conn_error``, ``timeout``) instead of
-exceptions. Hot path rules: one clock read per socket read and one per write batch,
-requests appended to one bytearray and written once, latencies appended to arrays.
+exceptions. Hot path rules: one clock read per socket read and one per write batch;
+requests encoded by the codec in one call per batch and written once; replies counted in
+bulk (C-level list slices and array extends), never with Python work per reply.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import Callable
+from itertools import repeat
+from operator import sub
 from typing import TYPE_CHECKING, Any, cast
 
 from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome
-from kvbench.protocols.base import NEED_DATA, ClientCodec, Op, ReplyKind
+from kvbench.protocols.base import NEED_DATA, ClientCodec, ReplyKind
 
 if TYPE_CHECKING:
     from kvbench.engine.worker import Worker
@@ -24,7 +26,11 @@ if TYPE_CHECKING:
 _now = time.monotonic_ns
 _CONN_ERROR = int(Outcome.CONN_ERROR)
 _TIMEOUT = int(Outcome.TIMEOUT)
-_MGET = int(Op.MGET)
+_LATE = int(Outcome.LATE)
+# A send this far behind its slot is counted late: beyond what timer granularity explains.
+LATE_NS = 2_000_000
+# Compact the FIFO lists once this many answered entries sit at their front.
+_COMPACT_AT = 4096
 
 
 class SetupFailed(Exception):
@@ -33,6 +39,10 @@ class SetupFailed(Exception):
 
 class Connection(asyncio.Protocol):
     """One client connection, reconnected by its worker when it breaks.
+
+    The in-flight FIFO is two lists, ``_sent_ops`` and ``_sent_ns``, read from ``_head``:
+    replies come back in request order, so the n replies of a read are the n entries from
+    the head, taken with one slice each.
 
     Args:
         worker: the owning worker (request source, recorder, phase flags).
@@ -51,10 +61,16 @@ class Connection(asyncio.Protocol):
         self._worker = worker
         self._codec_factory = codec_factory
         self._setup = setup
-        self._pipeline = pipeline
+        self.pipeline = pipeline
         self._codec: ClientCodec = codec_factory()
         self._transport: asyncio.Transport | None = None
-        self._inflight: deque[tuple[int, int]] = deque()
+        self._sent_ops: list[int] = []
+        self._sent_ns: list[int] = []
+        # Open loop only: when each in-flight request was due (latency is measured from it).
+        self._intended_ns: list[int] = []
+        self.closed_loop = True
+        self._head = 0
+        self._codes: list[int] = []
         self._setup_left = 0
         self.ready: asyncio.Future[None] | None = None
         self.connected = False
@@ -64,15 +80,14 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
-        transport = cast(asyncio.Transport, transport)
-        self._transport = transport
+        self._transport = cast(asyncio.Transport, transport)
         self._codec = self._codec_factory()
-        self._inflight.clear()
+        self._clear_fifo()
         self.connected = True
         out = bytearray()
         self._setup_left = self._setup(self._codec, out) if self._setup else 0
         if self._setup_left:
-            transport.write(bytes(out))
+            self._transport.write(bytes(out))
         else:
             self._set_ready()
 
@@ -96,7 +111,11 @@ class Connection(asyncio.Protocol):
 
     @property
     def inflight(self) -> int:
-        return len(self._inflight)
+        return len(self._sent_ops) - self._head
+
+    def oldest_sent_ns(self) -> int | None:
+        """When the oldest unanswered request was sent, or None."""
+        return self._sent_ns[self._head] if self._head < len(self._sent_ns) else None
 
     # -- the hot path ------------------------------------------------------------------
 
@@ -105,32 +124,48 @@ class Connection(asyncio.Protocol):
         worker = self._worker
         if now >= worker.next_cut_ns:
             worker.cut(now)
-        codec = self._codec
         worker.bytes_in += len(data)
+        codec = self._codec
+        codes = self._codes
         try:
             codec.feed(data)
             if self._setup_left:
                 self._receive_setup()
                 return
-            next_reply = codec.next_reply
-            popleft = self._inflight.popleft
-            recorder = worker.recorder
-            latency = recorder.latency_ns
-            counts = recorder.counts
-            done = 0
-            while (reply := next_reply()) is not NEED_DATA:
-                sent_ns, op = popleft()
-                latency[op].append(now - sent_ns)
-                counts[op][reply[0]] += 1  # type: ignore[index]
-                if op == _MGET:
-                    recorder.keys_hit[op] += reply[3]  # type: ignore[index]
-                done += 1
+            done = codec.read_kinds(codes)
         except ProtocolError as exc:
+            self._account(len(codes), now)
             worker.protocol_error(str(exc))
             self._abort()
             return
         if done:
-            self.issue(done)
+            self._account(done, now)
+            if self.closed_loop:
+                self.issue(done)
+            elif not worker.issuing or worker.budget == 0:
+                worker.maybe_finished()
+
+    def _account(self, done: int, now: int) -> None:
+        """Hand the ``done`` replies just parsed to the recorder, in bulk."""
+        if not done:
+            return
+        head = self._head
+        stop = head + done
+        recorder = self._worker.recorder
+        recorder.reply_ops.extend(self._sent_ops[head:stop])
+        recorder.reply_codes.extend(self._codes)
+        sent = self._sent_ns[head:stop]
+        if self.closed_loop:
+            recorder.reply_latency_ns.extend(map(sub, repeat(now, done), sent))
+        else:
+            intended = self._intended_ns[head:stop]
+            recorder.reply_latency_ns.extend(map(sub, repeat(now, done), intended))
+            recorder.reply_service_ns.extend(map(sub, repeat(now, done), sent))
+        self._codes.clear()
+        if stop >= _COMPACT_AT and stop * 2 >= len(self._sent_ops):
+            del self._sent_ops[:stop], self._sent_ns[:stop], self._intended_ns[:stop]
+            stop = 0
+        self._head = stop
 
     def issue(self, n: int) -> None:
         """Send up to ``n`` more requests from the worker's source, in one write."""
@@ -145,26 +180,64 @@ class Connection(asyncio.Protocol):
                 return
             worker.budget -= n
         source = worker.source
-        encode = self._codec.encode
-        append = self._inflight.append
+        encode_many = self._codec.encode_many
+        sent_ops = self._sent_ops
         out = bytearray()
         sent_ns = _now()
         position = source.pos
-        for _ in range(n):
+        remaining = n
+        while remaining:
             if position == source.size:
                 source.refill()
                 position = 0
-            op = source.ops[position]
-            if encode(op, source.keys[position], source.values[position], out):  # type: ignore[arg-type]
-                append((sent_ns, op))
-            position += 1
+            stop = min(source.size, position + remaining)
+            encode_many(source.ops, source.keys, source.values, position, stop, out)
+            sent_ops.extend(source.ops[position:stop])
+            remaining -= stop - position
+            position = stop
         source.pos = position
+        self._sent_ns.extend(repeat(sent_ns, n))
+        worker.bytes_out += len(out)
+        self._transport.write(out)
+
+    def issue_scheduled(self, intended_ns: list[int], now: int) -> None:
+        """Open loop: send one request per intended time, in one write; record the lags."""
+        worker = self._worker
+        if self._transport is None:
+            return
+        n = len(intended_ns)
+        source = worker.source
+        out = bytearray()
+        first = len(self._sent_ops)
+        position = source.pos
+        remaining = n
+        while remaining:
+            if position == source.size:
+                source.refill()
+                position = 0
+            stop = min(source.size, position + remaining)
+            self._codec.encode_many(source.ops, source.keys, source.values, position, stop, out)
+            self._sent_ops.extend(source.ops[position:stop])
+            remaining -= stop - position
+            position = stop
+        source.pos = position
+        sent_ns = _now()
+        self._sent_ns.extend(repeat(sent_ns, n))
+        self._intended_ns.extend(intended_ns)
+        recorder = worker.recorder
+        lags = [sent_ns - t for t in intended_ns]
+        recorder.lag_ns.extend(lags)
+        ops = self._sent_ops
+        for i, lag in enumerate(lags):
+            if lag > LATE_NS:
+                recorder.counts[ops[first + i]][_LATE] += 1
+        recorder.add_stat("sent", n)
         worker.bytes_out += len(out)
         self._transport.write(out)
 
     def fill(self) -> None:
         """Top the pipeline up (after connecting, or when issuing resumes)."""
-        missing = self._pipeline - len(self._inflight)
+        missing = self.pipeline - self.inflight
         if missing > 0:
             self.issue(missing)
 
@@ -190,21 +263,34 @@ class Connection(asyncio.Protocol):
         connection is closed and reopened. Timed-out requests enter the latency histogram
         at the timeout; the younger ones still in flight count as ``conn_error``.
         """
-        inflight = self._inflight
-        if not inflight or now - inflight[0][0] < timeout_ns:
+        oldest = self.oldest_sent_ns()
+        if oldest is None or now - oldest < timeout_ns:
             return
         recorder = self._worker.recorder
-        while inflight and now - inflight[0][0] >= timeout_ns:
-            _, op = inflight.popleft()
+        while self._head < len(self._sent_ops) and now - self._sent_ns[self._head] >= timeout_ns:
+            op = self._sent_ops[self._head]
             recorder.counts[op][_TIMEOUT] += 1
-            recorder.latency_ns[op].append(timeout_ns)
+            if self.closed_loop:
+                recorder.latency_ns[op].append(timeout_ns)
+            else:  # from the intended time, as every open-loop latency
+                late_by = self._sent_ns[self._head] - self._intended_ns[self._head]
+                recorder.latency_ns[op].append(timeout_ns + late_by)
+                recorder.service_ns[op].append(timeout_ns)
+            self._head += 1
         self._abort()
 
     def _fail_inflight(self, outcome: int) -> None:
         counts = self._worker.recorder.counts
-        while self._inflight:
-            _, op = self._inflight.popleft()
+        for op in self._sent_ops[self._head :]:
             counts[op][outcome] += 1
+        self._clear_fifo()
+
+    def _clear_fifo(self) -> None:
+        self._sent_ops.clear()
+        self._sent_ns.clear()
+        self._intended_ns.clear()
+        self._codes.clear()
+        self._head = 0
 
     def _abort(self) -> None:
         self._fail_inflight(_CONN_ERROR)

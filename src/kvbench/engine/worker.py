@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.engine.connection import Connection, SetupFailed
+from kvbench.engine.open_loop import OpenLoopDispatcher
+from kvbench.engine.pacing import Schedule
 from kvbench.engine.setup import codec_factory_for, setup_for
 from kvbench.errors import TargetUnreachable
 from kvbench.metrics.recorder import Recorder
@@ -87,7 +89,8 @@ class Worker:
         self._emit = emit
         self.plan: WorkloadPlan = compile_plan(config.workload, spec.worker_index, spec.n_workers)
         self.source = RequestSource(self.plan)
-        self.recorder = Recorder(OP_NAMES)
+        keys_per_op = [config.workload.multiget_keys if op == Op.MGET else 1 for op in Op]
+        self.recorder = Recorder(OP_NAMES, keys_per_op)
         self.connections: list[Connection] = []
         self.issuing = False
         self.budget: int | None = None
@@ -101,6 +104,7 @@ class Worker:
         self._measure_end_ns = NEVER
         self._cpu_mark_ns = time.process_time_ns()
         self._finished: asyncio.Event | None = None
+        self.dispatcher: OpenLoopDispatcher | None = None
         self._running = False
         self._interrupted = False
         self.errors: dict[str, int] = {}
@@ -159,9 +163,9 @@ class Worker:
         self.issuing = True
         self._running = True
         for conn in self.connections:
-            conn._pipeline, saved_depth = PRELOAD_PIPELINE, conn._pipeline
+            conn.pipeline, saved_depth = PRELOAD_PIPELINE, conn.pipeline
             conn.fill()
-            conn._pipeline = saved_depth
+            conn.pipeline = saved_depth
         watchdog = asyncio.create_task(self._watch_timeouts())
         self.maybe_finished()
         await self._finished.wait()
@@ -198,9 +202,13 @@ class Worker:
             asyncio.create_task(self._tick()),
             asyncio.create_task(self._watch_timeouts()),
         ]
+        if load.rate_per_s is not None:
+            self.dispatcher = self._open_loop(start_ns, load.rate_per_s)
+            tasks.append(asyncio.create_task(self.dispatcher.run()))
         try:
-            for conn in self.connections:
-                conn.fill()
+            if self.dispatcher is None:
+                for conn in self.connections:
+                    conn.fill()
             await self._finished.wait()
         finally:
             gc.enable()
@@ -218,6 +226,21 @@ class Worker:
             errors=dict(self.errors),
             last_error=self.last_error,
         )
+
+    def _open_loop(self, start_ns: int, total_rate_per_s: float) -> OpenLoopDispatcher:
+        """This worker's share of the rate; workers staggered by one slot of the total."""
+        spec = self.spec
+        load = spec.config.load
+        first_ns = start_ns + round(spec.worker_index * 1e9 / total_rate_per_s)
+        schedule = Schedule(
+            total_rate_per_s / spec.n_workers,
+            first_ns,
+            load.arrival,
+            seed=spec.config.workload.seed * 1000 + spec.worker_index,
+        )
+        for conn in self.connections:
+            conn.closed_loop = False
+        return OpenLoopDispatcher(self, schedule, load.max_lag_ns)
 
     def stop(self) -> None:
         """End the measured window now (Ctrl-C); in-flight requests still drain."""
@@ -261,6 +284,10 @@ class Worker:
         self.recorder.add_stat("cpu_ns", cpu - self._cpu_mark_ns)
         self.recorder.add_stat("bytes_in", self.bytes_in)
         self.recorder.add_stat("bytes_out", self.bytes_out)
+        if self.dispatcher is not None:
+            self.recorder.add_stat(
+                "offered", self.dispatcher.offered(self._interval_start_ns, end_ns)
+            )
         self._cpu_mark_ns, self.bytes_in, self.bytes_out = cpu, 0, 0
         snapshot = self.recorder.cut(self.phase, self._index, self._interval_start_ns, end_ns)
         self._interval_start_ns = end_ns

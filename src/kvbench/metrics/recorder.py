@@ -1,9 +1,15 @@
 """Recorder: one worker's counters and latency buffers, cut into interval snapshots.
 
-The engine writes to the recorder's lists directly on the hot path (``latency_ns[op]`` is
-an ``array('q')`` to append to, ``counts[op][outcome]`` an int to bump); latencies are
-folded into histograms in bulk when an interval is cut. Cutting resets everything *in
-place*, so references the engine holds stay valid. Not thread-safe: one per event loop.
+Two ways in, both cheap on the hot path:
+
+- replies, in bulk: per socket read the engine extends ``reply_ops``, ``reply_codes``
+  (``kind | keys << 8``) and ``reply_latency_ns`` with C-level calls; no Python work per
+  reply. At each cut these are folded with numpy into per-op histograms and counters.
+- engine-observed outcomes (timeout, conn_error), one by one: ``counts[op][outcome]``
+  and ``latency_ns[op]`` (a timed-out request enters the histogram at the timeout).
+
+Cutting resets everything *in place*, so references the engine holds stay valid. Not
+thread-safe: one per event loop.
 """
 
 from __future__ import annotations
@@ -11,9 +17,16 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 
+import numpy as np
+
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.outcome import N_OUTCOMES, OUTCOME_NAMES
 from kvbench.metrics.snapshot import IntervalSnapshot
+
+# Reply codes carry the reply kind in the low byte and the number of values it returned
+# above it (protocols.base KIND_MASK / KEYS_SHIFT).
+KIND_MASK = 0xFF
+KEYS_SHIFT = 8
 
 
 class Recorder:
@@ -21,16 +34,21 @@ class Recorder:
 
     Args:
         op_names: names of the ops, indexed by the engine's op numbers.
+        keys_per_op: how many keys each op asks for (1 for get, K for a K-key multi-get).
     """
 
-    def __init__(self, op_names: Sequence[str]) -> None:
+    def __init__(self, op_names: Sequence[str], keys_per_op: Sequence[int] | None = None) -> None:
         self.op_names = tuple(op_names)
         n_ops = len(self.op_names)
+        self.keys_per_op = tuple(keys_per_op) if keys_per_op is not None else (1,) * n_ops
+        self.reply_ops: array[int] = array("q")
+        self.reply_codes: array[int] = array("q")
+        self.reply_latency_ns: array[int] = array("q")
+        self.reply_service_ns: array[int] = array("q")  # open loop: from the actual send
+        self.lag_ns: array[int] = array("q")  # open loop: how far behind its slot each send went
         self.latency_ns: list[array[int]] = [array("q") for _ in range(n_ops)]
         self.service_ns: list[array[int]] = [array("q") for _ in range(n_ops)]
         self.counts: list[list[int]] = [[0] * N_OUTCOMES for _ in range(n_ops)]
-        self.keys: list[int] = [0] * n_ops
-        self.keys_hit: list[int] = [0] * n_ops
         self.stats: dict[str, float] = {}
 
     def add_stat(self, name: str, value: float) -> None:
@@ -39,45 +57,83 @@ class Recorder:
 
     def cut(self, phase: str, index: int, start_ns: int, end_ns: int) -> IntervalSnapshot:
         """Fold the buffers into histograms, return the interval's snapshot, reset in place."""
-        counts: dict[str, dict[str, int]] = {}
         latency: dict[str, Histogram] = {}
         service: dict[str, Histogram] = {}
         keys: dict[str, int] = {}
         keys_hit: dict[str, int] = {}
+        counts = self._fold_replies(latency, service, keys, keys_hit)
+        lag: Histogram | None = None
+        if self.lag_ns:
+            lag = Histogram()
+            lag.record_many(self.lag_ns)
+            del self.lag_ns[:]
         for op, name in enumerate(self.op_names):
             row = self.counts[op]
-            nonzero = {OUTCOME_NAMES[i]: n for i, n in enumerate(row) if n}
-            if nonzero:
-                counts[name] = nonzero
-                for i in range(N_OUTCOMES):
+            for i, n in enumerate(row):
+                if n:
+                    counts[op][i] += n
                     row[i] = 0
-            latency_values = self.latency_ns[op]
-            if latency_values:
-                hist = Histogram()
-                hist.record_many(latency_values)
-                latency[name] = hist
-                del latency_values[:]
-            service_values = self.service_ns[op]
-            if service_values:
-                hist = Histogram()
-                hist.record_many(service_values)
-                service[name] = hist
-                del service_values[:]
-            if self.keys[op]:
-                keys[name] = self.keys[op]
-                keys_hit[name] = self.keys_hit[op]
-                self.keys[op] = 0
-                self.keys_hit[op] = 0
+            for source, into in ((self.latency_ns[op], latency), (self.service_ns[op], service)):
+                if source:
+                    into.setdefault(name, Histogram()).record_many(source)
+                    del source[:]
         stats, self.stats = self.stats, {}
+        named = {
+            self.op_names[op]: {OUTCOME_NAMES[i]: int(n) for i, n in enumerate(row) if n}
+            for op, row in enumerate(counts)
+            if any(row)
+        }
         return IntervalSnapshot(
             phase=phase,
             index=index,
             start_ns=start_ns,
             end_ns=end_ns,
-            counts=counts,
+            counts=named,
             latency=latency,
             service=service,
             keys=keys,
             keys_hit=keys_hit,
             stats=stats,
+            lag=lag,
         )
+
+    def _fold_replies(
+        self,
+        latency: dict[str, Histogram],
+        service: dict[str, Histogram],
+        keys: dict[str, int],
+        keys_hit: dict[str, int],
+    ) -> list[list[int]]:
+        """Counters and histograms of the bulk reply buffers; the buffers are emptied."""
+        n_ops = len(self.op_names)
+        counts = [[0] * N_OUTCOMES for _ in range(n_ops)]
+        if not self.reply_ops:
+            return counts
+        ops = np.frombuffer(self.reply_ops, dtype=np.int64)
+        codes = np.frombuffer(self.reply_codes, dtype=np.int64)
+        values = np.frombuffer(self.reply_latency_ns, dtype=np.int64)
+        service_values = (
+            np.frombuffer(self.reply_service_ns, dtype=np.int64) if self.reply_service_ns else None
+        )
+        kinds = codes & KIND_MASK
+        by_pair = np.bincount(ops * N_OUTCOMES + kinds, minlength=n_ops * N_OUTCOMES)
+        for op, row in enumerate(by_pair.reshape(n_ops, N_OUTCOMES).tolist()):
+            counts[op] = row
+        hits_by_op = np.bincount(ops, weights=codes >> KEYS_SHIFT, minlength=n_ops).tolist()
+        replies_by_op = np.bincount(ops, minlength=n_ops).tolist()
+        for op in np.flatnonzero(replies_by_op).tolist():
+            name = self.op_names[op]
+            hist = Histogram()
+            mask = ops == op
+            hist.record_many(values[mask])
+            latency[name] = hist
+            if service_values is not None:
+                service[name] = Histogram()
+                service[name].record_many(service_values[mask])
+            keys[name] = replies_by_op[op] * self.keys_per_op[op]
+            keys_hit[name] = int(hits_by_op[op])
+        # The numpy views export the arrays' buffers; drop them before resizing.
+        del ops, codes, values, kinds, service_values
+        del self.reply_ops[:], self.reply_codes[:], self.reply_latency_ns[:]
+        del self.reply_service_ns[:]
+        return counts

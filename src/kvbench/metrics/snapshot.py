@@ -14,6 +14,8 @@ from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.outcome import ERROR_OUTCOMES, FINAL_OUTCOMES, Outcome
 
 _ERROR_NAMES = frozenset(o.name.lower() for o in ERROR_OUTCOMES)
+# Outcomes that mean a reply arrived: the op completed (an error reply is a completion).
+_REPLY_NAMES = frozenset(o.name.lower() for o in Outcome if o <= Outcome.ERROR_REPLY)
 _FINAL_NAMES = frozenset(o.name.lower() for o in FINAL_OUTCOMES)
 
 
@@ -33,6 +35,7 @@ class IntervalSnapshot:
         keys_hit: op name -> values returned.
         stats: worker figures: ``cpu_ns``, ``reconnects``, ``bytes_in``, ``bytes_out`` ...
         workers: how many worker snapshots were merged into this one.
+        lag: open loop: how far behind its intended time each request was sent (ns).
     """
 
     phase: str
@@ -46,6 +49,7 @@ class IntervalSnapshot:
     keys_hit: dict[str, int] = field(default_factory=dict)
     stats: dict[str, float] = field(default_factory=dict)
     workers: int = 1
+    lag: Histogram | None = None
 
     def ops(self, op: str | None = None) -> int:
         """Completed-or-failed ops (every final outcome), for one op or all."""
@@ -55,6 +59,16 @@ class IntervalSnapshot:
             for name in names
             for outcome, n in self.counts.get(name, {}).items()
             if outcome in _FINAL_NAMES
+        )
+
+    def completed(self, op: str | None = None) -> int:
+        """Ops answered by the server (any reply, error replies included): throughput counts these."""
+        names = [op] if op is not None else list(self.counts)
+        return sum(
+            n
+            for name in names
+            for outcome, n in self.counts.get(name, {}).items()
+            if outcome in _REPLY_NAMES
         )
 
     def errors(self, op: str | None = None) -> int:
@@ -101,6 +115,7 @@ def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
     keys: dict[str, int] = {}
     keys_hit: dict[str, int] = {}
     stats: dict[str, float] = {}
+    lags = [s.lag for s in items if s.lag is not None]
     for snap in items:
         for op, outcomes in snap.counts.items():
             _add_counts(counts.setdefault(op, {}), outcomes)
@@ -122,4 +137,5 @@ def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
         keys_hit=keys_hit,
         stats=stats,
         workers=sum(s.workers for s in items),
+        lag=Histogram.merged(lags) if lags else None,
     )

@@ -171,6 +171,83 @@ class ClientCodec(Protocol):
         """How many announced replies have not been returned yet."""
         ...
 
+    def encode_many(
+        self,
+        ops: Sequence[int],
+        keys: Sequence[bytes | Sequence[bytes]],
+        values: Sequence[bytes | bytearray | memoryview | None],
+        start: int,
+        stop: int,
+        out: bytearray,
+    ) -> int:
+        """Append requests ``i in range(start, stop)`` (``ops[i]``, ``keys[i]``, ``values[i]``).
+
+        The engine's batch path: the loop runs inside the codec. Every request must produce
+        exactly one reply (no noreply or quiet ops; ``arg`` is 0); returns ``stop - start``.
+        """
+        ...
+
+    def read_kinds(self, kinds: list[int]) -> int:
+        """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
+
+        The engine's batch path for counting outcomes without a call per reply.
+
+        Returns:
+            How many replies were appended.
+
+        Raises:
+            ProtocolError: as ``next_reply``; replies parsed before the bad bytes are
+                appended to ``kinds`` first.
+        """
+        ...
+
+
+KIND_MASK = 0xFF
+KEYS_SHIFT = 8
+
+
+class BatchDefaults:
+    """``encode_many`` and ``read_kinds`` built on ``encode`` and ``next_reply``.
+
+    Codecs inherit these and override them with faster loops where it pays.
+    """
+
+    def encode(
+        self,
+        op: Op,
+        key: bytes | Sequence[bytes],
+        value: bytes | bytearray | memoryview | None,
+        out: bytearray,
+        arg: int = 0,
+    ) -> int:
+        raise NotImplementedError
+
+    def next_reply(self) -> Reply | NeedData:
+        raise NotImplementedError
+
+    def encode_many(
+        self,
+        ops: Sequence[int],
+        keys: Sequence[bytes | Sequence[bytes]],
+        values: Sequence[bytes | bytearray | memoryview | None],
+        start: int,
+        stop: int,
+        out: bytearray,
+    ) -> int:
+        encode = self.encode
+        for i in range(start, stop):
+            encode(ops[i], keys[i], values[i], out)  # type: ignore[arg-type]
+        return stop - start
+
+    def read_kinds(self, kinds: list[int]) -> int:
+        count = 0
+        next_reply = self.next_reply
+        append = kinds.append
+        while (reply := next_reply()) is not NEED_DATA:
+            append(reply.kind | reply.keys << KEYS_SHIFT)  # type: ignore[union-attr]
+            count += 1
+        return count
+
 
 @dataclass(frozen=True, slots=True)
 class CodecSpec:

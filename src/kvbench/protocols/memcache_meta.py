@@ -13,7 +13,15 @@ from typing import Any, TypeAlias
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
 from kvbench.protocols._buffer import ReceiveBuffer
-from kvbench.protocols.base import NEED_DATA, CodecOptions, NeedData, Op, Reply, ReplyKind
+from kvbench.protocols.base import (
+    NEED_DATA,
+    BatchDefaults,
+    CodecOptions,
+    NeedData,
+    Op,
+    Reply,
+    ReplyKind,
+)
 from kvbench.protocols.memcache_text import (
     Value,
     error_reply,
@@ -42,22 +50,20 @@ def _by_length(kind: ReplyKind) -> tuple[Reply, ...]:
     return tuple(Reply(kind, nbytes) for nbytes in range(_CACHED_LENGTHS))
 
 
-_STORED_BY_LEN = _by_length(ReplyKind.STORED)
-_DELETED_BY_LEN = _by_length(ReplyKind.DELETED)
-_TOUCHED_BY_LEN = _by_length(ReplyKind.TOUCHED)
-_MISS_BY_LEN = _by_length(ReplyKind.MISS)
 _BY_LENGTH = {
     kind: _by_length(kind)
-    for kind in (ReplyKind.NOT_STORED, ReplyKind.EXISTS, ReplyKind.NOT_FOUND, ReplyKind.OK)
+    for kind in (
+        ReplyKind.STORED,
+        ReplyKind.NOT_STORED,
+        ReplyKind.EXISTS,
+        ReplyKind.NOT_FOUND,
+        ReplyKind.DELETED,
+        ReplyKind.TOUCHED,
+        ReplyKind.MISS,
+        ReplyKind.OK,
+    )
 }
-_BY_LENGTH.update(
-    {
-        ReplyKind.STORED: _STORED_BY_LEN,
-        ReplyKind.DELETED: _DELETED_BY_LEN,
-        ReplyKind.TOUCHED: _TOUCHED_BY_LEN,
-        ReplyKind.MISS: _MISS_BY_LEN,
-    }
-)
+_MISS_BY_LEN = _BY_LENGTH[ReplyKind.MISS]
 _MN = Reply(ReplyKind.OK, 4)
 
 # Return code -> outcome, per command (protocol.txt "Meta Get/Set/Delete/Arithmetic").
@@ -119,7 +125,7 @@ def _token_value(token: bytes | bytearray) -> int:
     return -1
 
 
-class MemcacheMetaCodec:
+class MemcacheMetaCodec(BatchDefaults):
     """Client side of memcached's meta protocol, for one connection.
 
     Mapping: GET ``mg <k> v``, GETS ``mg <k> v c``, TOUCH ``mg <k> T<arg>``, SET/ADD/
@@ -172,11 +178,12 @@ class MemcacheMetaCodec:
             Op.DECR: b"ma %%s MD D%%d%s%%s" % value_flag,
         }
         self._get_formats = {Op.GET: b"mg %s v%s", Op.GETS: b"mg %s v c%s"}
+        # Parsers bound once: FIFO entries then hold a reference, not a new bound method.
         self._parse_get_ = self._parse_get
-        self._parse_store_ = self._parse_store
-        self._parse_delete_ = self._parse_delete
         self._parse_arith_ = self._parse_arith
-        self._parse_touch_ = self._parse_touch
+        self._parse_store_ = self._hd_parser(ReplyKind.STORED, _STORE_CODES)
+        self._parse_delete_ = self._hd_parser(ReplyKind.DELETED, _DELETE_CODES)
+        self._parse_touch_ = self._hd_parser(ReplyKind.TOUCHED, _TOUCH_CODES)
         encoders: dict[Op, _Encoder] = {
             Op.GET: self._encode_get,
             Op.GETS: self._encode_get,
@@ -240,7 +247,7 @@ class MemcacheMetaCodec:
     def _encode_unsupported(
         self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int
     ) -> int:
-        raise ValueError(f"the memcached meta protocol has no {op.name} command")
+        raise ValueError(f"the memcached meta protocol has no {Op(op).name} command")
 
     def _encode_get(self, op: Op, key: bytes, value: Value | None, out: bytearray, arg: int) -> int:
         token, otok = self._next_token()
@@ -400,8 +407,11 @@ class MemcacheMetaCodec:
         reply = self._status(idle, _NO_CODES)
         if reply is None or isinstance(reply, NeedData):
             return reply
-        if self._token == self._done_below:  # an error line, and no quiet request sent
+        # An error line carries no token: charge it to the oldest quiet request that may
+        # still answer, so there are never more failures than quiet requests.
+        if self._token == self._done_below:
             raise ProtocolError(f"a reply arrived with no request pending: {reply.payload!r}")
+        self._done_below = (self._done_below + 1) & _TOKEN_MASK
         self._quiet_failures += 1
         return None
 
@@ -489,35 +499,22 @@ class MemcacheMetaCodec:
             return self._value(entry, ReplyKind.VALUE, 0)
         return self._status(entry, _ARITH_CODES)
 
-    def _parse_store(self, entry: _Entry) -> Reply | NeedData | None:
+    def _hd_parser(self, success: ReplyKind, codes: dict[bytes, ReplyKind]) -> _Parser:
+        """A parser for commands that answer ``HD O<t>`` on success (ms, md, mg with T)."""
         rb = self._rb
-        pos = rb.pos
-        otok = entry[1]
-        if rb.data.startswith(b"HD", pos) and rb.data.startswith(otok, pos + 2):
-            nbytes = len(otok) + 2
-            rb.pos = pos + nbytes
-            return _STORED_BY_LEN[nbytes]
-        return self._status(entry, _STORE_CODES)
+        by_length = _BY_LENGTH[success]
+        status = self._status
 
-    def _parse_delete(self, entry: _Entry) -> Reply | NeedData | None:
-        rb = self._rb
-        pos = rb.pos
-        otok = entry[1]
-        if rb.data.startswith(b"HD", pos) and rb.data.startswith(otok, pos + 2):
-            nbytes = len(otok) + 2
-            rb.pos = pos + nbytes
-            return _DELETED_BY_LEN[nbytes]
-        return self._status(entry, _DELETE_CODES)
+        def parse(entry: _Entry) -> Reply | NeedData | None:
+            pos = rb.pos
+            otok = entry[1]
+            if rb.data.startswith(b"HD", pos) and rb.data.startswith(otok, pos + 2):
+                nbytes = len(otok) + 2
+                rb.pos = pos + nbytes
+                return by_length[nbytes]
+            return status(entry, codes)
 
-    def _parse_touch(self, entry: _Entry) -> Reply | NeedData | None:
-        rb = self._rb
-        pos = rb.pos
-        otok = entry[1]
-        if rb.data.startswith(b"HD", pos) and rb.data.startswith(otok, pos + 2):
-            nbytes = len(otok) + 2
-            rb.pos = pos + nbytes
-            return _TOUCHED_BY_LEN[nbytes]
-        return self._status(entry, _TOUCH_CODES)
+        return parse
 
     def _parse_noop(self, entry: _Entry) -> Reply | NeedData | None:
         rb = self._rb

@@ -13,7 +13,15 @@ from typing import Any
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
 from kvbench.protocols._buffer import ReceiveBuffer
-from kvbench.protocols.base import NEED_DATA, CodecOptions, NeedData, Op, Reply, ReplyKind
+from kvbench.protocols.base import (
+    NEED_DATA,
+    BatchDefaults,
+    CodecOptions,
+    NeedData,
+    Op,
+    Reply,
+    ReplyKind,
+)
 
 Value = bytes | bytearray | memoryview
 # A parser for the reply at the head of the FIFO, called with what encode() stored for it.
@@ -148,7 +156,7 @@ def _value_size(fields: list[bytearray]) -> int:
     return int(fields[2])
 
 
-class MemcacheTextCodec:
+class MemcacheTextCodec(BatchDefaults):
     """Client side of memcached's text protocol, for one connection.
 
     Supports get, gets, multi-get, set, add, replace, append, prepend, cas, delete,
@@ -253,7 +261,7 @@ class MemcacheTextCodec:
     def _encode_unsupported(
         self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int
     ) -> int:
-        raise ValueError(f"the memcached text protocol has no {op.name} command")
+        raise ValueError(f"the memcached text protocol has no {Op(op).name} command")
 
     def _encode_get(self, op: Op, key: bytes, value: Value | None, out: bytearray, arg: int) -> int:
         out += self._get_formats[op] % key

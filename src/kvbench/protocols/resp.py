@@ -65,7 +65,7 @@ def wire_nbytes(value: Any, null_nbytes: int) -> int:
         n = len(value)
         return n + len(str(n)) + 5
     if value is None:
-        return int(null_nbytes)
+        return null_nbytes
     if cls is int:
         return len(str(value)) + 3
     if cls is bool:
@@ -482,7 +482,7 @@ class RespCodec:
                 nbytes += n + len(str(n)) + 5
                 keys += 1
             else:
-                self._fail(f"MGET reply element {item!r:.60} is not a bulk string or null")
+                self._fail(f"element {item!r:.60} cannot answer MGET: not a bulk string or null")
         return _new_reply(Reply, (_HIT if keys else _MISS, nbytes, None, keys))
 
     def _on_touch(self, value: Any) -> Reply:

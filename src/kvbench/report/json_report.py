@@ -24,6 +24,7 @@ def document(model: ReportModel) -> dict[str, Any]:
     for row in model.ops:
         entry: dict[str, Any] = {
             "count": row.count,
+            "completed": row.completed,
             "throughput_per_s": _round(row.throughput_per_s, 1),
             "outcomes": row.outcomes,
             "errors": row.errors,
@@ -47,6 +48,7 @@ def document(model: ReportModel) -> dict[str, Any]:
         "window_s": round(run.window_s, 6),
         "totals": {
             "ops": model.total_ops,
+            "completed": sum(r.completed for r in model.ops),
             "throughput_per_s": round(model.throughput_per_s, 1),
             "errors": model.total_errors,
             "latency_us": _rounded(model.latency_us),

@@ -57,8 +57,9 @@ class OpRow:
     """One op's line in the summary."""
 
     op: str
-    count: int
-    throughput_per_s: float
+    count: int  # every op that ended in the window, whatever its outcome
+    completed: int  # those the server answered
+    throughput_per_s: float  # completed / window
     outcomes: dict[str, int]
     errors: int
     latency_us: dict[str, float | None]
@@ -96,6 +97,7 @@ class ReportModel:
 def _op_row(name: str, total: IntervalSnapshot, window_s: float) -> OpRow:
     outcomes = dict(sorted(total.counts.get(name, {}).items()))
     count = total.ops(name)
+    completed = total.completed(name)
     hits = outcomes.get("hit", 0)
     misses = outcomes.get("miss", 0)
     keys = total.keys.get(name, hits + misses if name in ("get", "gets") else 0)
@@ -103,7 +105,8 @@ def _op_row(name: str, total: IntervalSnapshot, window_s: float) -> OpRow:
     return OpRow(
         op=name,
         count=count,
-        throughput_per_s=count / window_s if window_s else 0.0,
+        completed=completed,
+        throughput_per_s=completed / window_s if window_s else 0.0,
         outcomes=outcomes,
         errors=total.errors(name),
         latency_us=latency_summary(total.latency.get(name)),
@@ -122,7 +125,7 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         pct = hist.percentiles([50.0, 99.0]) if hist is not None and hist.total_count else {}
         ops[name] = {
             "count": snap.ops(name),
-            "per_s": snap.ops(name) / length_s,
+            "per_s": snap.completed(name) / length_s,
             "p50_us": pct[50.0] / 1000 if pct else None,
             "p99_us": pct[99.0] / 1000
             if pct and hist is not None and hist.total_count >= min_samples(99)
@@ -133,8 +136,9 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         "length_s": round(length_s, 3),
         "ops": ops,
         "errors": snap.errors(),
-        "per_s": snap.ops() / length_s,
+        "per_s": snap.completed() / length_s,
         "cpu_s": snap.stats.get("cpu_ns", 0) / 1e9,
+        "offered_per_s": snap.stats["offered"] / length_s if "offered" in snap.stats else None,
         "reconnects": int(snap.stats.get("reconnects", 0)),
     }
 
@@ -185,6 +189,7 @@ def summarize(run: RunResult) -> ReportModel:
     window_s = run.window_s
     rows = [_op_row(name, total, window_s) for name in sorted(total.counts)] if total else []
     total_ops = sum(r.count for r in rows)
+    total_completed = sum(r.completed for r in rows)
     total_errors = sum(r.errors for r in rows)
     merged = Histogram.merged(total.latency.values()) if total and total.latency else None
     phases = {
@@ -196,7 +201,7 @@ def summarize(run: RunResult) -> ReportModel:
         ops=rows,
         total_ops=total_ops,
         total_errors=total_errors,
-        throughput_per_s=total_ops / window_s if window_s else 0.0,
+        throughput_per_s=total_completed / window_s if window_s else 0.0,
         latency_us=latency_summary(merged),
         intervals=[interval_row(s, run.window_start_ns) for s in run.intervals],
         phases=phases,

@@ -26,6 +26,8 @@ def fmt_us(value_us: float | None) -> str:
 def live_line(row: dict[str, Any]) -> str:
     """One interval as one line: total rate, then rate / p50 / p99 per op, errors, CPU."""
     parts = [f"[{row['t_s']:>6.1f}s] {format_rate(row['per_s']):>7} ops/s"]
+    if row.get("offered_per_s") is not None:
+        parts.append(f"(offered {format_rate(row['offered_per_s'])}/s)")
     for op, vals in sorted(row["ops"].items()):
         parts.append(
             f"{op} {format_rate(vals['per_s'])}/s p50 {fmt_us(vals['p50_us'])} "
@@ -67,6 +69,18 @@ def summary_table(model: ReportModel) -> Table:
             fmt_us(row.latency_us["max"]),
             fmt_us(row.latency_us["mean"]),
         )
+        if row.service_time_us is not None:
+            table.add_row(
+                f"{row.op} service",
+                "",
+                "",
+                "",
+                "",
+                *(fmt_us(row.service_time_us[name]) for name, _ in PERCENTILES),
+                fmt_us(row.service_time_us["max"]),
+                fmt_us(row.service_time_us["mean"]),
+                style="dim",
+            )
     if len(model.ops) > 1:
         table.add_row(
             "total",

@@ -53,6 +53,12 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         );
         """,
     ),
+    (
+        "0002_interval_lag_histogram",
+        """
+        ALTER TABLE intervals ADD COLUMN lag TEXT NOT NULL DEFAULT ''
+        """,
+    ),
 )
 
 

@@ -84,7 +84,7 @@ class Store:
                 )
                 snapshots = list(run.intervals) + list(run.phases.values())
                 self._db.executemany(
-                    "INSERT INTO intervals VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO intervals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     [
                         (
                             run.run_id,
@@ -99,6 +99,7 @@ class Store:
                             json.dumps(s.stats),
                             _encode_hists(s.latency),
                             _encode_hists(s.service),
+                            s.lag.encode_base64() if s.lag is not None else "",
                         )
                         for s in snapshots
                     ],
@@ -141,7 +142,7 @@ class Store:
         phases: dict[str, IntervalSnapshot] = {}
         for r in self._db.execute(
             "SELECT phase, idx, start_ns, end_ns, workers, counts, keys, keys_hit, stats, "
-            "latency, service FROM intervals WHERE run_id = ? ORDER BY phase, idx",
+            "latency, service, lag FROM intervals WHERE run_id = ? ORDER BY phase, idx",
             (run_id,),
         ):
             snap = IntervalSnapshot(
@@ -156,6 +157,7 @@ class Store:
                 stats=json.loads(r[8]),
                 latency=_decode_hists(r[9]),
                 service=_decode_hists(r[10]),
+                lag=Histogram.decode(r[11].encode()) if r[11] else None,
             )
             if snap.phase == "measure":
                 intervals.append(snap)

@@ -311,7 +311,7 @@ class Coordinator:
             run_id=new_run_id(),
             started_at=started_at,
             status=status,
-            mode="closed",
+            mode="open" if self.config.load.rate_per_s is not None else "closed",
             kvbench_version=__version__,
             config=self.config.to_dict(),
             targets=targets,

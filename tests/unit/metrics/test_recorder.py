@@ -11,19 +11,35 @@ def test_outcome_numbers_equal_reply_kinds() -> None:
         assert Outcome[kind.name] == kind.value
 
 
-def test_cut_folds_latencies_and_resets_in_place() -> None:
-    recorder = Recorder(["get", "set"])
+def test_cut_folds_bulk_replies_and_engine_outcomes_and_resets_in_place() -> None:
+    recorder = Recorder(["get", "set", "mget"], keys_per_op=[1, 1, 4])
+    hit, miss, stored = int(Outcome.HIT), int(Outcome.MISS), int(Outcome.STORED)
+    recorder.reply_ops.extend([0, 0, 1, 0, 2])
+    recorder.reply_codes.extend([hit | 1 << 8, miss, stored, hit | 1 << 8, hit | 3 << 8])
+    recorder.reply_latency_ns.extend([1000, 2000, 3000, 4000, 5000])
     latency, counts = recorder.latency_ns, recorder.counts
-    latency[0].extend([1000, 2000, 3000])
-    counts[0][Outcome.HIT] += 2
-    counts[0][Outcome.MISS] += 1
+    latency[1].append(9_000_000)  # a timed-out set, at the timeout
+    counts[1][Outcome.TIMEOUT] += 1
     snap = recorder.cut("measure", 0, 10, 20)
-    assert snap.counts == {"get": {"hit": 2, "miss": 1}}
+    assert snap.counts == {
+        "get": {"hit": 2, "miss": 1},
+        "set": {"stored": 1, "timeout": 1},
+        "mget": {"hit": 1},
+    }
     assert snap.latency["get"].total_count == 3
-    assert "set" not in snap.latency
-    assert recorder.latency_ns is latency and not latency[0]
-    assert recorder.counts is counts and sum(counts[0]) == 0
-    assert recorder.cut("measure", 1, 20, 30).counts == {}
+    assert snap.latency["get"].max_ns == 4000
+    assert snap.latency["set"].total_count == 2
+    assert snap.latency["set"].max_ns == 9_000_000
+    assert (snap.keys["mget"], snap.keys_hit["mget"]) == (4, 3)
+    assert (snap.keys["get"], snap.keys_hit["get"]) == (3, 2)
+    assert recorder.latency_ns is latency and not latency[1]
+    assert recorder.counts is counts and sum(counts[1]) == 0
+    assert not recorder.reply_ops and not recorder.reply_codes and not recorder.reply_latency_ns
+    recorder.reply_ops.append(0)  # the buffers are still usable after the fold
+    recorder.reply_codes.append(miss)
+    recorder.reply_latency_ns.append(7)
+    assert recorder.cut("measure", 1, 20, 30).counts == {"get": {"miss": 1}}
+    assert recorder.cut("measure", 2, 30, 40).counts == {}
 
 
 def _snap(index: int, hits: int, values: list[int], start: int, end: int) -> IntervalSnapshot:

@@ -352,6 +352,15 @@ def test_getkq_response_outside_the_multiget_is_a_protocol_error() -> None:
         codec.next_reply()
 
 
+def test_getkq_response_for_a_quiet_op_opaque_is_a_protocol_error() -> None:
+    codec = MemcacheBinaryCodec(CodecOptions(noreply=True))
+    announce(codec, Op.DELETE)  # opaque 0, quiet
+    announce(codec, Op.MGET, [b"a"])  # getkq opaque 1, noop opaque 2
+    codec.feed(response(0x0D, 0, key=b"a", extras=FLAGS, value=b"1"))
+    with pytest.raises(ProtocolError, match="no multi-get key"):
+        codec.next_reply()
+
+
 def test_keep_payload_mget_reports_count_not_values() -> None:
     codec = MemcacheBinaryCodec(CodecOptions(keep_payload=True))
     announce(codec, Op.MGET, [b"a"])

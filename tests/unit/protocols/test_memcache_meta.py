@@ -594,3 +594,80 @@ def test_pipeline_of_mixed_replies_in_odd_chunks() -> None:
         Reply(K.DELETED, len(pieces[6])),
     ]
     assert codec.pending() == 0
+
+
+def test_no_more_quiet_error_lines_than_quiet_requests() -> None:
+    codec = MemcacheMetaCodec(NOREPLY)
+    announce(codec, Op.SET, b"a")
+    announce(codec, Op.SET, b"b")
+    codec.feed(b"SERVER_ERROR out of memory\r\nSERVER_ERROR out of memory\r\n")
+    assert codec.next_reply() is NEED_DATA
+    assert codec.quiet_failures == 2
+    codec.feed(b"SERVER_ERROR out of memory\r\n")
+    with pytest.raises(ProtocolError):
+        codec.next_reply()
+
+
+@pytest.mark.parametrize(
+    ("op", "wire"),
+    [
+        (Op.GET, b"VA 1 " + b"c" * 80),  # header line with no CRLF yet
+        (Op.MGET, b"VA 1 " + b"c" * 80),
+        (Op.SET, b"SERVER_ERROR " + b"x" * 80 + b"\r\n"),  # complete, but too long
+        (Op.SET, b"NS k" + b"x" * 80 + b" O0\r\n"),
+    ],
+)
+def test_any_line_over_the_bound_raises_whole_or_partial(op: Op, wire: bytes) -> None:
+    codec = MemcacheMetaCodec(SMALL)
+    announce(codec, op, [b"k"] if op is Op.MGET else b"k")
+    codec.feed(wire)
+    with pytest.raises(ReplyTooLarge):
+        codec.next_reply()
+
+
+def test_status_line_with_extra_flags_is_measured_exactly() -> None:
+    wire = b"HD k" + b"x" * 40 + b" O0\r\n"  # the k flag echoes the key
+    check_reply(Op.SET, wire, Reply(K.STORED, len(wire)))
+
+
+@pytest.mark.parametrize("wire", [b"NS Oabc\r\n", b"NS O99999999999\r\n", b"NS O-1\r\n"])
+def test_tokens_we_never_send_are_not_quiet_failures(wire: bytes) -> None:
+    codec = MemcacheMetaCodec(NOREPLY)
+    announce(codec, Op.SET, b"a")
+    codec.feed(wire)
+    with pytest.raises(ProtocolError):
+        codec.next_reply()
+
+
+def test_multiget_token_we_never_send_raises() -> None:
+    codec = MemcacheMetaCodec()
+    announce(codec, Op.MGET, [b"a"])
+    codec.feed(b"VA 1 Oabc\r\nx\r\nMN\r\n")
+    with pytest.raises(ProtocolError):
+        codec.next_reply()
+
+
+def test_quiet_failure_before_a_multiget_is_consumed() -> None:
+    codec = MemcacheMetaCodec(NOREPLY)
+    announce(codec, Op.ADD, b"a")  # O0, quiet
+    announce(codec, Op.MGET, [b"a", b"b"])  # O1 O2
+    codec.feed(b"NS O0\r\nVA 1 O1\r\nx\r\nMN\r\n")
+    assert drain(codec) == [Reply(K.HIT, len(b"VA 1 O1\r\nx\r\nMN\r\n"), None, 1)]
+    assert codec.quiet_failures == 1
+
+
+def test_batch_paths_take_plain_int_ops_and_report_kinds_with_key_counts() -> None:
+    codec = MemcacheMetaCodec()
+    out = bytearray()
+    ops = [int(Op.SET), int(Op.GET), int(Op.MGET)]
+    keys: list[bytes | list[bytes]] = [b"a", b"a", [b"a", b"b"]]
+    assert codec.encode_many(ops, keys, [b"1", None, None], 0, 3, out) == 3
+    assert bytes(out) == (
+        b"ms a 1 T0 F0 O0\r\n1\r\nmg a v O1\r\nmg a v q O2\r\nmg b v q O3\r\nmn\r\n"
+    )
+    codec.feed(b"HD O0\r\nEN O1\r\nVA 1 O2\r\n1\r\nVA 1 O3\r\n2\r\nMN\r\n")
+    kinds: list[int] = []
+    assert codec.read_kinds(kinds) == 3
+    assert kinds == [K.STORED, K.MISS, K.HIT | 2 << 8]
+    with pytest.raises(ValueError, match="COMMAND"):
+        codec.encode_many([int(Op.COMMAND)], [b""], [None], 0, 1, out)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
+from kvbench.protocols._buffer import ReceiveBuffer
 from kvbench.protocols.base import (
     NEED_DATA,
     CodecOptions,
@@ -529,3 +530,52 @@ def test_multiget_exactly_at_the_bound_counts_the_end_line() -> None:
     codec.feed(wire[:48])  # through the second VALUE header: its size is now declared
     with pytest.raises(ReplyTooLarge):
         codec.next_reply()
+
+
+@pytest.mark.parametrize(
+    ("op", "wire"),
+    [
+        (Op.GET, b"VALUE " + b"k" * 80),  # header line with no CRLF yet
+        (Op.MGET, b"VALUE " + b"k" * 80),
+        (Op.SET, b"SERVER_ERROR " + b"x" * 80 + b"\r\n"),  # complete, but too long
+        (Op.INCR, b"1" * 80 + b"\r\n"),
+    ],
+)
+def test_any_line_over_the_bound_raises_whole_or_partial(op: Op, wire: bytes) -> None:
+    codec = MemcacheTextCodec(SMALL)
+    codec.encode(
+        op, [b"k"] if op is Op.MGET else b"k", b"v" if op is Op.SET else None, bytearray(), 1
+    )
+    codec.feed(wire)
+    with pytest.raises(ReplyTooLarge):
+        codec.next_reply()
+
+
+def test_receive_buffer_finds_lines_takes_bytes_and_compacts_on_feed() -> None:
+    buf = ReceiveBuffer()
+    buf.feed(b"abc\r\ndef")
+    assert (buf.find_line(0, 100), len(buf)) == (3, 8)
+    assert buf.take(5) == b"abc\r\n"
+    assert (buf.pos, len(buf), buf.find_line(buf.pos, 100)) == (5, 3, -1)
+    buf.feed(memoryview(b"\r\n"))
+    assert (bytes(buf.data), buf.pos, buf.find_line(0, 100)) == (b"def\r\n", 0, 3)
+    assert buf.take(5) == b"def\r\n"
+    buf.feed(b"xxxx")
+    assert (bytes(buf.data), buf.find_line(0, 4)) == (b"xxxx", -1)
+    with pytest.raises(ReplyTooLarge):
+        buf.find_line(0, 3)
+
+
+def test_batch_paths_take_plain_int_ops_and_report_kinds_with_key_counts() -> None:
+    codec = MemcacheTextCodec()
+    out = bytearray()
+    ops = [int(Op.SET), int(Op.GET), int(Op.MGET)]
+    keys: list[bytes | list[bytes]] = [b"a", b"a", [b"a", b"b"]]
+    assert codec.encode_many(ops, keys, [b"1", None, None], 0, 3, out) == 3
+    assert bytes(out) == b"set a 0 0 1\r\n1\r\nget a\r\nget a b\r\n"
+    codec.feed(b"STORED\r\nEND\r\nVALUE a 0 1\r\n1\r\nVALUE b 0 1\r\n2\r\nEND\r\n")
+    kinds: list[int] = []
+    assert codec.read_kinds(kinds) == 3
+    assert kinds == [K.STORED, K.MISS, K.HIT | 2 << 8]
+    with pytest.raises(ValueError, match="NOOP"):
+        codec.encode_many([int(Op.NOOP)], [b""], [None], 0, 1, out)

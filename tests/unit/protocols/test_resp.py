@@ -306,6 +306,18 @@ def test_setup_replies() -> None:
     ]
 
 
+def test_setup_reply_of_the_wrong_shape_is_a_protocol_error() -> None:
+    codec = RespCodec()
+    codec.encode_select(bytearray(), 1)
+    codec.feed(b":1\r\n")
+    with pytest.raises(ProtocolError, match="connection setup"):
+        codec.next_reply()
+
+
+def test_wire_nbytes_of_an_unknown_value_is_zero() -> None:
+    assert wire_nbytes(object(), 5) == 0
+
+
 @pytest.mark.parametrize("feeder", FEEDERS)
 def test_resp3_push_messages_are_skipped(feeder: Feeder) -> None:
     codec = RespCodec(protocol=3)
@@ -385,6 +397,8 @@ def test_reply_with_nothing_pending_is_a_protocol_error() -> None:
         (Op.APPEND, b"+OK\r\n"),
         (Op.NOOP, b"+OK\r\n"),
         (Op.STATS, b":1\r\n"),
+        (Op.MGET, b"*2\r\n$1\r\na\r\n:1\r\n"),
+        (Op.MGET, b"*1\r\n*0\r\n"),
     ],
 )
 def test_reply_that_cannot_answer_its_request_is_a_protocol_error(op: Op, wire: bytes) -> None:

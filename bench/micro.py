@@ -1,0 +1,152 @@
+"""ns per op for each codec's encode and parse, and for the recorder's bulk fold.
+
+    python bench/micro.py
+
+Replies are prebuilt by encoding requests with one codec and answering them with the
+bytes a server would send; parsing runs over 16-reply batches, as a pipelined read would.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable
+
+from kvbench.metrics.histogram import Histogram
+from kvbench.protocols.base import NEED_DATA, ClientCodec, CodecOptions, Op
+from kvbench.protocols.registry import CODECS
+
+BATCH = 16
+ROUNDS = 20_000
+VALUE = b"x" * 100
+KEY = b"kvbench:12345"
+
+# One GET hit and one SET reply per protocol, as the server sends them.
+REPLIES: dict[str, tuple[bytes, bytes]] = {
+    "memcache-text": (b"VALUE kvbench:12345 0 100\r\n" + VALUE + b"\r\nEND\r\n", b"STORED\r\n"),
+    "resp2": (b"$100\r\n" + VALUE + b"\r\n", b"+OK\r\n"),
+}
+
+
+def per_op_ns(fn: Callable[[], None], ops_per_call: int, rounds: int = ROUNDS) -> float:
+    start = time.perf_counter_ns()
+    for _ in range(rounds):
+        fn()
+    return (time.perf_counter_ns() - start) / (rounds * ops_per_call)
+
+
+def bench_codec(name: str) -> None:
+    codec = CODECS[name].factory(CodecOptions())
+    out = bytearray()
+    value = memoryview(VALUE)
+
+    def encode() -> None:
+        out.clear()
+        for _ in range(BATCH):
+            codec.encode(Op.GET, KEY, None, out)
+
+    encode_ns = per_op_ns(encode, BATCH)
+    hit, _ = REPLIES[name]
+    stream = hit * BATCH
+    fresh = CODECS[name].factory(CodecOptions())
+    scratch = bytearray()
+
+    def parse() -> None:
+        for _ in range(BATCH):
+            fresh.encode(Op.GET, KEY, None, scratch)
+        scratch.clear()
+        fresh.feed(stream)
+        while fresh.next_reply() is not NEED_DATA:
+            pass
+
+    parse_ns = per_op_ns(parse, BATCH)
+    set_out = bytearray()
+
+    def encode_set() -> None:
+        set_out.clear()
+        for _ in range(BATCH):
+            codec.encode(Op.SET, KEY, value, set_out)
+
+    set_ns = per_op_ns(encode_set, BATCH)
+    print(
+        f"{name:15} encode get {encode_ns:6.0f} ns  encode set {set_ns:6.0f} ns  "
+        f"encode+parse get hit {parse_ns:6.0f} ns"
+    )
+
+
+# Batch paths (encode_many, read_kinds): per protocol, the replies to the request with
+# opaque number t, as (get hit, set success, get miss); protocols without opaques ignore t.
+BATCH_REPLIES: dict[str, Callable[[int], tuple[bytes, bytes, bytes]]] = {
+    "memcache-text": lambda t: (REPLIES["memcache-text"][0], b"STORED\r\n", b"END\r\n"),
+    "memcache-meta": lambda t: (
+        b"VA 100 O%d\r\n" % t + VALUE + b"\r\n",
+        b"HD O%d\r\n" % t,
+        b"EN O%d\r\n" % t,
+    ),
+}
+
+
+def bench_encode_many(name: str) -> None:
+    """encode_many over 16-request batches of GET and of SET (100-byte memoryview value)."""
+    codec = CODECS[name].factory(CodecOptions())
+    out = bytearray()
+    keys = [KEY] * BATCH
+    values = [memoryview(VALUE)] * BATCH
+    row = []
+    for op in (Op.GET, Op.SET):
+        ops = [int(op)] * BATCH
+
+        def encode_many(ops: list[int] = ops) -> None:
+            out.clear()
+            codec.encode_many(ops, keys, values, 0, BATCH, out)
+
+        row.append(f"encode_many {op.name.lower()} {per_op_ns(encode_many, BATCH):6.0f} ns")
+    print(f"{name:15} " + "  ".join(row))
+
+
+def feed_and_read_kinds(codec: ClientCodec, chunks: list[bytes]) -> Callable[[], None]:
+    """One call per chunk: feed it and collect its replies with read_kinds."""
+    stream = iter(chunks)
+    kinds: list[int] = []
+
+    def read() -> None:
+        codec.feed(next(stream))
+        codec.read_kinds(kinds)
+        kinds.clear()
+
+    return read
+
+
+def bench_read_kinds(name: str, rounds: int = ROUNDS // 4) -> None:
+    """feed + read_kinds over 16-reply batches: GET hits, SET successes, GET misses."""
+    row = []
+    for which, (shape, op) in enumerate(
+        (("get hit", Op.GET), ("set", Op.SET), ("get miss", Op.GET))
+    ):
+        codec = CODECS[name].factory(CodecOptions())
+        n = rounds * BATCH
+        codec.encode_many([int(op)] * n, [KEY] * n, [memoryview(VALUE)] * n, 0, n, bytearray())
+        reply = BATCH_REPLIES[name]
+        chunks = [
+            b"".join(reply(r * BATCH + i)[which] for i in range(BATCH)) for r in range(rounds)
+        ]
+
+        read = feed_and_read_kinds(codec, chunks)
+        row.append(f"read_kinds {shape} {per_op_ns(read, BATCH, rounds):6.0f} ns")
+    print(f"{name:15} " + "  ".join(row))
+
+
+def bench_fold() -> None:
+    values = array("q", range(10_000, 110_000))
+    hist = Histogram()
+    ns = per_op_ns(lambda: hist.record_many(values), len(values), rounds=50)
+    print(f"histogram record_many: {ns:.2f} ns per value (100k batch)")
+
+
+if __name__ == "__main__":
+    for name in REPLIES:
+        bench_codec(name)
+    for name in BATCH_REPLIES:
+        bench_encode_many(name)
+        bench_read_kinds(name)
+    bench_fold()

@@ -1,0 +1,140 @@
+"""The connection driver against a scripted in-memory transport (no sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kvbench.config import load_config
+from kvbench.engine.connection import Connection
+from kvbench.engine.setup import codec_factory_for
+from kvbench.engine.worker import Worker, WorkerSpec
+
+NEVER = 2**63 - 1
+
+
+class ScriptedTransport(asyncio.Transport):
+    """Collects writes; records aborts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = bytearray()
+        self.aborted = False
+
+    def write(self, data: Any) -> None:
+        self.written += data
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def take_requests(self) -> list[bytes]:
+        """The request lines written so far (``get k`` / ``set k ...``), consumed."""
+        lines = bytes(self.written).split(b"\r\n")
+        self.written.clear()
+        requests, skip = [], False
+        for line in lines:
+            if skip:
+                skip = False
+                continue
+            if line:
+                requests.append(line)
+                skip = line.startswith(b"set ")
+        return requests
+
+
+def text_reply(request: bytes) -> bytes:
+    return b"STORED\r\n" if request.startswith(b"set ") else b"END\r\n"
+
+
+def make(
+    pipeline: int = 4, ratio: str = "1:1", budget: int | None = None
+) -> tuple[Worker, Connection, ScriptedTransport]:
+    config = load_config(
+        None,
+        {
+            "target.urls": (["memcached://127.0.0.1:1"], "T"),
+            "load.pipeline": (str(pipeline), "-P"),
+            "workload.ratio": (ratio, "--ratio"),
+            "workload.seed": (3, "--seed"),
+        },
+        1,
+    )
+    worker = Worker(WorkerSpec(config, 0, 1, 1, budget), lambda snap: None)
+    worker.issuing = True
+    worker.budget = budget
+    worker.next_cut_ns = NEVER
+    conn = Connection(worker, codec_factory_for(config.targets[0]), None, pipeline)
+    worker.connections = [conn]
+    transport = ScriptedTransport()
+    conn.connection_made(transport)
+    return worker, conn, transport
+
+
+def test_pipeline_is_kept_full_and_replies_are_counted_in_order() -> None:
+    worker, conn, transport = make(pipeline=4)
+    requests = transport.take_requests()
+    assert len(requests) == 4 and conn.inflight == 4
+    conn.data_received(b"".join(text_reply(r) for r in requests[:3]))
+    assert conn.inflight == 4  # three answered, three more sent
+    assert len(transport.take_requests()) == 3
+    snap = worker.recorder.cut("measure", 0, 0, 1)
+    expected_sets = sum(r.startswith(b"set ") for r in requests[:3])
+    assert snap.counts.get("set", {}).get("stored", 0) == expected_sets
+    assert snap.counts.get("get", {}).get("miss", 0) == 3 - expected_sets
+    assert sum(h.total_count for h in snap.latency.values()) == 3
+
+
+def test_a_reply_split_across_reads_is_counted_once() -> None:
+    worker, conn, transport = make(pipeline=1, ratio="0:1")
+    transport.take_requests()
+    conn.data_received(b"EN")
+    assert conn.inflight == 1
+    conn.data_received(b"D\r\n")
+    assert worker.recorder.cut("measure", 0, 0, 1).counts == {"get": {"miss": 1}}
+
+
+def test_budget_is_never_exceeded() -> None:
+    worker, _conn, transport = make(pipeline=8, budget=5)
+    assert len(transport.take_requests()) == 5
+    assert worker.budget == 0
+
+
+def test_connection_loss_counts_inflight_as_conn_error() -> None:
+    worker, conn, _transport = make(pipeline=3, ratio="0:1")
+    conn.connection_lost(ConnectionResetError())
+    assert conn.inflight == 0
+    assert worker.recorder.cut("measure", 0, 0, 1).counts == {"get": {"conn_error": 3}}
+
+
+def test_garbage_is_a_protocol_error_that_fails_inflight_and_aborts() -> None:
+    worker, conn, transport = make(pipeline=2, ratio="0:1")
+    conn.data_received(b"END\r\nWHAT IS THIS\r\n")
+    assert transport.aborted
+    counts = worker.recorder.cut("measure", 0, 0, 1).counts
+    assert counts["get"]["miss"] == 1  # the good reply before the garbage still counts
+    assert counts["get"]["conn_error"] == 1  # the other one; nothing new is sent after garbage
+    assert worker.errors == {"protocol_error": 1}
+
+
+def test_timeout_counts_old_requests_at_the_timeout_and_drops_the_connection() -> None:
+    worker, conn, transport = make(pipeline=2, ratio="0:1")
+    sent = conn.oldest_sent_ns()
+    assert sent is not None
+    conn.check_timeout(sent + 999, timeout_ns=1000)
+    assert not transport.aborted
+    conn.check_timeout(sent + 1000, timeout_ns=1000)
+    assert transport.aborted
+    snap = worker.recorder.cut("measure", 0, 0, 1)
+    assert snap.counts == {"get": {"timeout": 2}}
+    assert snap.latency["get"].max_ns == pytest.approx(1000, rel=0.001)
+
+
+def test_nothing_is_sent_once_issuing_stops() -> None:
+    worker, conn, transport = make(pipeline=2, ratio="0:1")
+    transport.take_requests()
+    worker.issuing = False
+    conn.data_received(b"END\r\nEND\r\n")
+    assert transport.take_requests() == []
+    assert conn.inflight == 0
