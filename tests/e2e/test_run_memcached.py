@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -265,3 +266,42 @@ def test_server_dying_mid_run_is_counted_and_the_run_goes_on(tmp_path: Path) -> 
     assert reconnects > 0
     assert errors > 0  # requests in flight when the server died
     assert doc["intervals"][-1]["per_s"] > 0  # load resumed after the restart
+
+
+def test_rounds_give_a_spread_and_merge_latency(fresh_memcached: Server, tmp_path: Path) -> None:
+    before = stats(fresh_memcached)
+    out = tmp_path / "run.json"
+    db = str(tmp_path / "h.db")
+    result = run_kvbench(
+        "run",
+        f"memcached://{fresh_memcached.address}",
+        "--rounds",
+        "3",
+        "--duration",
+        "1s",
+        "-c",
+        "2",
+        "--processes",
+        "1",
+        "--keys",
+        "100",
+        "--json",
+        str(out),
+        "--db",
+        db,
+    )
+    assert result.code == 0, result.stderr
+    after = stats(fresh_memcached)
+    doc = read_json(out)
+    rounds = doc["rounds"]
+    assert [r["round"] for r in rounds] == [1, 2, 3]
+    assert doc["window_s"] == pytest.approx(sum(r["window_s"] for r in rounds))
+    assert sum(r["completed"] for r in rounds) == doc["totals"]["completed"]
+    lo, hi = doc["throughput_ci95_per_s"]
+    spread = doc["throughput_per_s_spread"]
+    assert lo <= spread["mean"] <= hi and spread["min"] <= spread["max"]
+    assert {i["round"] for i in doc["intervals"]} == {0, 1, 2}
+    gets = all_phase_counts(doc, "get")
+    assert gets == after["cmd_get"] - before["cmd_get"]  # every round's ops reached the server
+    shown = run_kvbench("show", "last", "--db", db, "--json")
+    assert json.loads(shown.stdout)["throughput_ci95_per_s"] == [lo, hi]

@@ -46,6 +46,7 @@ OPTION_PATHS = {
     "rate": "load.rate",
     "arrival": "load.arrival",
     "max_lag": "load.max_lag",
+    "rounds": "load.rounds",
 }
 
 
@@ -114,6 +115,7 @@ def publish(console: Console, run: RunResult, config: RunConfig) -> None:
 @click.option(
     "-n", "--requests", help="Send exactly N requests in the window instead of a duration."
 )
+@click.option("--rounds", help="Repeat the measurement N times (fresh processes each). [1]")
 @click.option("--warmup", help="Load before the window, excluded from every figure. [0s]")
 @click.option(
     "--ratio", help="SET:GET (1:10), or op=weight,... over set/get/delete/incr/mget. [1:10]"
@@ -173,13 +175,13 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
 
 
 def _measure(console: Console, config: RunConfig) -> RunResult:
-    origin: list[int] = []
+    origins: dict[int, int] = {}  # round -> its first interval's start
 
     def on_interval(snap: IntervalSnapshot) -> None:
-        if not origin:
-            origin.append(snap.start_ns)
+        origin = origins.setdefault(snap.round, snap.start_ns)
         if config.report.live:
-            console.print(live_line(interval_row(snap, origin[0])))
+            prefix = f"round {snap.round + 1} " if config.load.rounds > 1 else ""
+            console.print(prefix + live_line(interval_row(snap, origin)))
 
     load = config.load
     span = (
@@ -189,7 +191,10 @@ def _measure(console: Console, config: RunConfig) -> RunResult:
     )
     console.print(
         f"kvbench: {config.targets[0].url}  {load.connections} connections x pipeline {load.pipeline}"
-        f" on {load.processes} process(es), {span}, seed {config.workload.seed}",
+        f" on {load.processes} process(es), {span}"
+        + (f" x {load.rounds} rounds" if load.rounds > 1 else "")
+        + (f", open loop {load.rate_per_s:,.0f}/s" if load.rate_per_s else "")
+        + f", seed {config.workload.seed}",
     )
     coordinator = Coordinator(config, on_interval, lambda text: console.print(text))
     result = coordinator.run()

@@ -144,6 +144,7 @@ _field("load.requests")(_positive(1))
 _field("load.warmup")(lambda v, w: parse_duration_ns(v, w))
 _field("load.timeout")(lambda v, w: parse_duration_ns(v, w, default_unit="ms"))
 _field("load.connect_timeout")(lambda v, w: parse_duration_ns(v, w, default_unit="ms"))
+_field("load.rounds")(_positive(1))
 _field("load.interval")(lambda v, w: parse_duration_ns(v, w))
 _field("load.rate")(lambda v, w: _rate(v, w))
 _field("load.arrival")(lambda v, w: _choice(v, w, ARRIVALS))
@@ -255,6 +256,7 @@ def _build_load(values: dict[str, Any], default_processes: int, settings: Settin
         rate_per_s=values.get("load.rate"),
         arrival=values.get("load.arrival", defaults.arrival),
         max_lag_ns=values.get("load.max_lag", defaults.max_lag_ns),
+        rounds=values.get("load.rounds", defaults.rounds),
     )
 
 

@@ -88,6 +88,7 @@ class LoadConfig:
             connections); None means closed loop.
         arrival: open loop: ``uniform`` (fixed gaps) or ``poisson`` (exponential gaps).
         max_lag_ns: open loop: a request this far behind its slot is dropped, not sent.
+        rounds: how many times the measurement is repeated, each with fresh processes.
     """
 
     connections: int = 50
@@ -102,6 +103,7 @@ class LoadConfig:
     rate_per_s: float | None = None
     arrival: str = "uniform"
     max_lag_ns: int = 10**9
+    rounds: int = 1
 
 
 @dataclass(frozen=True, slots=True)

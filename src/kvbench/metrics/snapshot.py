@@ -36,6 +36,7 @@ class IntervalSnapshot:
         stats: worker figures: ``cpu_ns``, ``reconnects``, ``bytes_in``, ``bytes_out`` ...
         workers: how many worker snapshots were merged into this one.
         lag: open loop: how far behind its intended time each request was sent (ns).
+        round: the round (0-based) the interval belongs to.
     """
 
     phase: str
@@ -50,6 +51,7 @@ class IntervalSnapshot:
     stats: dict[str, float] = field(default_factory=dict)
     workers: int = 1
     lag: Histogram | None = None
+    round: int = 0
 
     def ops(self, op: str | None = None) -> int:
         """Completed-or-failed ops (every final outcome), for one op or all."""
@@ -138,4 +140,5 @@ def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
         stats=stats,
         workers=sum(s.workers for s in items),
         lag=Histogram.merged(lags) if lags else None,
+        round=items[0].round,
     )

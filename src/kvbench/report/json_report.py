@@ -17,6 +17,26 @@ def _rounded(values: dict[str, float | None]) -> dict[str, float | None]:
     return {k: _round(v) for k, v in values.items()}
 
 
+def _spread(model: ReportModel) -> dict[str, float] | None:
+    s = model.throughput_spread()
+    if s is None:
+        return None
+    return {
+        "n": s.n,
+        "mean": round(s.mean, 1),
+        "stddev": round(s.stddev, 1),
+        "min": round(s.minimum, 1),
+        "max": round(s.maximum, 1),
+    }
+
+
+def _ci95(model: ReportModel) -> list[float] | None:
+    s = model.throughput_spread()
+    if s is None or s.ci95 is None:
+        return None
+    return [round(s.ci95[0], 1), round(s.ci95[1], 1)]
+
+
 def document(model: ReportModel) -> dict[str, Any]:
     """The result document of a run."""
     run = model.run
@@ -56,12 +76,14 @@ def document(model: ReportModel) -> dict[str, Any]:
         "ops": ops,
         "rounds": [
             {
-                "round": 1,
-                "throughput_per_s": round(model.throughput_per_s, 1),
-                "window_s": round(run.window_s, 6),
+                **r,
+                "throughput_per_s": round(r["throughput_per_s"], 1),
+                "window_s": round(r["window_s"], 6),
             }
+            for r in model.rounds
         ],
-        "throughput_ci95_per_s": None,
+        "throughput_per_s_spread": _spread(model),
+        "throughput_ci95_per_s": _ci95(model),
         "intervals": [
             {
                 **row,

@@ -12,6 +12,7 @@ from typing import Any
 
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report.stats import Spread, spread
 from kvbench.results.model import RunResult
 
 # Percentiles reported everywhere, with their JSON names.
@@ -92,6 +93,12 @@ class ReportModel:
     intervals: list[dict[str, Any]]
     phases: dict[str, dict[str, Any]]
     verdicts: list[Verdict]
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+
+    def throughput_spread(self) -> Spread | None:
+        """Throughput over complete rounds (mean, stddev, min, max, 95% CI), or None."""
+        values = [r["throughput_per_s"] for r in self.rounds if r["status"] == "ok"]
+        return spread(values) if values else None
 
 
 def _op_row(name: str, total: IntervalSnapshot, window_s: float) -> OpRow:
@@ -132,6 +139,7 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
             else None,
         }
     return {
+        "round": snap.round,
         "t_s": round((snap.end_ns - window_start_ns) / 1e9, 3),
         "length_s": round(length_s, 3),
         "ops": ops,
@@ -183,6 +191,30 @@ def _verdicts(run: RunResult, total_ops: int, total_errors: int) -> list[Verdict
     return verdicts
 
 
+def _round_start(run: RunResult, index: int) -> int:
+    if index < len(run.rounds):
+        return int(run.rounds[index]["window_start_ns"])
+    return run.window_start_ns
+
+
+def _rounds(run: RunResult) -> list[dict[str, Any]]:
+    """Per round: its throughput (completions in its intervals / its window)."""
+    rows = []
+    for index, record in enumerate(run.rounds):
+        window_s = run.round_window_s(index)
+        completed = sum(s.completed() for s in run.intervals if s.round == record["round"])
+        rows.append(
+            {
+                "round": record["round"] + 1,
+                "status": record["status"],
+                "window_s": window_s,
+                "completed": completed,
+                "throughput_per_s": completed / window_s if window_s else 0.0,
+            }
+        )
+    return rows
+
+
 def summarize(run: RunResult) -> ReportModel:
     """Compute the report model of a run."""
     total = run.total()
@@ -203,7 +235,8 @@ def summarize(run: RunResult) -> ReportModel:
         total_errors=total_errors,
         throughput_per_s=total_completed / window_s if window_s else 0.0,
         latency_us=latency_summary(merged),
-        intervals=[interval_row(s, run.window_start_ns) for s in run.intervals],
+        intervals=[interval_row(s, _round_start(run, s.round)) for s in run.intervals],
+        rounds=_rounds(run),
         phases=phases,
         verdicts=_verdicts(run, total_ops, total_errors),
     )

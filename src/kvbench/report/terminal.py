@@ -110,6 +110,24 @@ def outcome_lines(model: ReportModel) -> Text:
     return text
 
 
+def round_lines(model: ReportModel) -> Text:
+    """Per-round throughput and its spread, when there was more than one round."""
+    text = Text()
+    if len(model.rounds) < 2:
+        return text
+    rates = "  ".join(f"{format_rate(r['throughput_per_s'])}" for r in model.rounds)
+    text.append(f"rounds: {rates} ops/s\n")
+    s = model.throughput_spread()
+    if s is not None:
+        ci = f", 95% CI {format_rate(s.ci95[0])} .. {format_rate(s.ci95[1])}" if s.ci95 else ""
+        text.append(
+            f"throughput over {s.n} rounds: mean {format_rate(s.mean)} ops/s, "
+            f"stddev {format_rate(s.stddev)}, min {format_rate(s.minimum)}, "
+            f"max {format_rate(s.maximum)}{ci}\n"
+        )
+    return text
+
+
 def verdict_lines(model: ReportModel) -> Text:
     text = Text()
     for verdict in model.verdicts:
@@ -120,7 +138,7 @@ def verdict_lines(model: ReportModel) -> Text:
 
 def summary(model: ReportModel) -> RenderableType:
     """The end-of-run summary: table, outcomes, verdicts."""
-    parts: list[RenderableType] = [summary_table(model), outcome_lines(model)]
+    parts: list[RenderableType] = [summary_table(model), outcome_lines(model), round_lines(model)]
     if model.verdicts:
         parts.append(verdict_lines(model))
     return Group(*parts)

@@ -59,6 +59,35 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE intervals ADD COLUMN lag TEXT NOT NULL DEFAULT ''
         """,
     ),
+    (
+        "0003_rounds",
+        """
+        ALTER TABLE runs ADD COLUMN rounds TEXT NOT NULL DEFAULT '[]';
+        CREATE TABLE intervals_by_round (
+            run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+            round INTEGER NOT NULL,
+            phase TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            start_ns INTEGER NOT NULL,
+            end_ns INTEGER NOT NULL,
+            workers INTEGER NOT NULL,
+            counts TEXT NOT NULL,
+            keys TEXT NOT NULL,
+            keys_hit TEXT NOT NULL,
+            stats TEXT NOT NULL,
+            latency TEXT NOT NULL,
+            service TEXT NOT NULL,
+            lag TEXT NOT NULL,
+            PRIMARY KEY (run_id, round, phase, idx)
+        );
+        INSERT INTO intervals_by_round
+            SELECT run_id, 0, phase, idx, start_ns, end_ns, workers, counts, keys, keys_hit,
+                   stats, latency, service, lag
+            FROM intervals;
+        DROP TABLE intervals;
+        ALTER TABLE intervals_by_round RENAME TO intervals
+        """,
+    ),
 )
 
 

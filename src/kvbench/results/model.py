@@ -32,6 +32,7 @@ class RunResult:
         errors: one line per problem the run met (worker failures, protocol errors).
         environment: host, CPU, kernel, Python, event loop.
         server: server-side stats (before/after) when sampled.
+        rounds: per round: ``round``, ``window_start_ns``, ``window_end_ns``, ``status``.
     """
 
     run_id: str
@@ -49,11 +50,21 @@ class RunResult:
     errors: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
     server: dict[str, Any] = field(default_factory=dict)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def window_s(self) -> float:
-        """The measured window's wall-clock length in seconds."""
+        """The measured windows' wall-clock length in seconds, summed over rounds."""
+        if self.rounds:
+            return float(
+                sum(max(0, r["window_end_ns"] - r["window_start_ns"]) for r in self.rounds) / 1e9
+            )
         return max(0, self.window_end_ns - self.window_start_ns) / 1e9
+
+    def round_window_s(self, index: int) -> float:
+        """One round's window length in seconds."""
+        r = self.rounds[index]
+        return float(max(0, r["window_end_ns"] - r["window_start_ns"]) / 1e9)
 
     def total(self) -> IntervalSnapshot | None:
         """Every measure interval merged into one (None if nothing was measured)."""

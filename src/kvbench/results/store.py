@@ -62,7 +62,10 @@ class Store:
         try:
             with self._db:
                 self._db.execute(
-                    "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO runs (run_id, started_at, status, mode, target, kvbench_version, "
+                    "window_start_ns, window_end_ns, throughput_per_s, config, targets, "
+                    "environment, workers, errors, server, document, rounds) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         run.run_id,
                         run.started_at,
@@ -80,14 +83,18 @@ class Store:
                         json.dumps(run.errors),
                         json.dumps(run.server),
                         json.dumps(document) if document else None,
+                        json.dumps(run.rounds),
                     ),
                 )
                 snapshots = list(run.intervals) + list(run.phases.values())
                 self._db.executemany(
-                    "INSERT INTO intervals VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO intervals (run_id, round, phase, idx, start_ns, end_ns, workers, "
+                    "counts, keys, keys_hit, stats, latency, service, lag) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     [
                         (
                             run.run_id,
+                            s.round,
                             s.phase,
                             s.index,
                             s.start_ns,
@@ -134,7 +141,7 @@ class Store:
         run_id = self.resolve(run_ref)
         row = self._db.execute(
             "SELECT run_id, started_at, status, mode, kvbench_version, window_start_ns, "
-            "window_end_ns, config, targets, environment, workers, errors, server "
+            "window_end_ns, config, targets, environment, workers, errors, server, rounds "
             "FROM runs WHERE run_id = ?",
             (run_id,),
         ).fetchone()
@@ -142,7 +149,8 @@ class Store:
         phases: dict[str, IntervalSnapshot] = {}
         for r in self._db.execute(
             "SELECT phase, idx, start_ns, end_ns, workers, counts, keys, keys_hit, stats, "
-            "latency, service, lag FROM intervals WHERE run_id = ? ORDER BY phase, idx",
+            "latency, service, lag, round FROM intervals WHERE run_id = ? "
+            "ORDER BY round, phase, idx",
             (run_id,),
         ):
             snap = IntervalSnapshot(
@@ -158,6 +166,7 @@ class Store:
                 latency=_decode_hists(r[9]),
                 service=_decode_hists(r[10]),
                 lag=Histogram.decode(r[11].encode()) if r[11] else None,
+                round=r[12],
             )
             if snap.phase == "measure":
                 intervals.append(snap)
@@ -179,6 +188,7 @@ class Store:
             server=json.loads(row[12]),
             intervals=intervals,
             phases=phases,
+            rounds=json.loads(row[13]),
         )
 
     def list_runs(self, target: str | None = None, last: int = 20) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ import multiprocessing
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection as Pipe
 from multiprocessing.connection import wait
@@ -55,6 +55,7 @@ class _Tally:
     """What the coordinator has heard from its workers so far."""
 
     n_workers: int
+    round: int = 0
     intervals: dict[int, dict[int, IntervalSnapshot]] = field(default_factory=dict)
     other: dict[str, list[IntervalSnapshot]] = field(default_factory=dict)
     summaries: dict[int, WorkerSummary] = field(default_factory=dict)
@@ -96,12 +97,25 @@ class Coordinator:
         """
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         targets = self._preflight()
+        tallies: list[_Tally] = []
+        for round_index in range(self.config.load.rounds):
+            if round_index:
+                self._on_event(f"round {round_index + 1} of {self.config.load.rounds}")
+            tally = self._run_round(round_index)
+            tallies.append(tally)
+            if self._stopping or tally.failures:
+                break
+        return self._result(tallies, started_at, targets)
+
+    def _run_round(self, round_index: int) -> _Tally:
+        """One round: fresh worker processes, start together, collect (pyperf-style)."""
         specs = worker_specs(self.config)
-        tally = _Tally(len(specs))
+        tally = _Tally(len(specs), round_index)
+        self._pipes, self._procs = [], []
         try:
             self._spawn(specs)
             self._await_ready(tally)
-            if self.config.workload.preload:
+            if self.config.workload.preload and round_index == 0:
                 self._preload(tally)
             start_ns = time.monotonic_ns() + START_DELAY_NS
             self._broadcast(m.Start(start_ns))
@@ -110,7 +124,7 @@ class Coordinator:
             self._stop_all(tally)
         finally:
             self._shutdown()
-        return self._result(tally, started_at, targets)
+        return tally
 
     # -- phases ------------------------------------------------------------------------
 
@@ -224,7 +238,7 @@ class Coordinator:
 
     def _handle(self, tally: _Tally, message: m.Message) -> None:
         if isinstance(message, m.Snapshot):
-            snap = message.snapshot
+            snap = replace(message.snapshot, round=tally.round)
             tally.ops_by_worker[message.worker] = tally.ops_by_worker.get(message.worker, 0) + (
                 snap.ops() if snap.phase == "measure" else 0
             )
@@ -271,41 +285,38 @@ class Coordinator:
 
     # -- result ------------------------------------------------------------------------
 
-    def _result(self, tally: _Tally, started_at: str, targets: list[dict[str, Any]]) -> RunResult:
-        intervals = [merge_snapshots(tally.intervals[i].values()) for i in sorted(tally.intervals)]
-        phases = {name: merge_snapshots(snaps) for name, snaps in tally.other.items() if snaps}
-        summaries = list(tally.summaries.values())
-        if summaries:
-            window_start = min(s.measure_start_ns for s in summaries)
-            window_end = max(s.measure_end_ns for s in summaries)
-        elif intervals:
-            window_start, window_end = intervals[0].start_ns, intervals[-1].end_ns
-        else:
-            window_start = window_end = 0
-        errors = [
-            f"worker {i}: {msg.strip().splitlines()[-1]}"
-            for i, msg in sorted(tally.failures.items())
-        ]
-        for index, summary in sorted(tally.summaries.items()):
-            if summary.last_error:
-                errors.append(f"worker {index}: {summary.last_error} ({summary.errors})")
-        if self._stopping or any(s.status == "interrupted" for s in summaries):
+    def _result(
+        self, tallies: list[_Tally], started_at: str, targets: list[dict[str, Any]]
+    ) -> RunResult:
+        intervals: list[IntervalSnapshot] = []
+        others: dict[str, list[IntervalSnapshot]] = {}
+        rounds: list[dict[str, Any]] = []
+        errors: list[str] = []
+        workers: dict[int, dict[str, Any]] = {}
+        for tally in tallies:
+            merged = [merge_snapshots(tally.intervals[i].values()) for i in sorted(tally.intervals)]
+            intervals.extend(merged)
+            for name, snaps in tally.other.items():
+                others.setdefault(name, []).extend(snaps)
+            rounds.append(self._round_record(tally, merged))
+            errors.extend(self._round_errors(tally, len(tallies) > 1))
+            for i in range(tally.n_workers):
+                entry = workers.setdefault(
+                    i,
+                    {"index": i, **self._hosts.get(i, {}), "ops": 0, "cpu_s": 0.0, "status": "ok"},
+                )
+                entry["ops"] += tally.ops_by_worker.get(i, 0)
+                entry["cpu_s"] = round(entry["cpu_s"] + tally.cpu_by_worker.get(i, 0.0), 3)
+                if i in tally.failures:
+                    entry["status"] = "failed"
+        statuses = [r["status"] for r in rounds]
+        if self._stopping or "interrupted" in statuses:
             status = "interrupted"
-        elif tally.failures:
+        elif "partial" in statuses:
             status = "partial"
         else:
             status = "ok"
-        workers = [
-            {
-                "index": i,
-                **self._hosts.get(i, {}),
-                "ops": tally.ops_by_worker.get(i, 0),
-                "cpu_s": round(tally.cpu_by_worker.get(i, 0.0), 3),
-                "status": "failed" if i in tally.failures else "ok",
-            }
-            for i in range(tally.n_workers)
-        ]
-        if status != "ok" and not intervals and not self._stopping:
+        if not intervals and not self._stopping and status != "ok":
             raise RunAborted("measure", errors[0] if errors else "no worker reported")
         return RunResult(
             run_id=new_run_id(),
@@ -315,14 +326,48 @@ class Coordinator:
             kvbench_version=__version__,
             config=self.config.to_dict(),
             targets=targets,
-            window_start_ns=window_start,
-            window_end_ns=window_end,
+            window_start_ns=rounds[0]["window_start_ns"],
+            window_end_ns=rounds[-1]["window_end_ns"],
             intervals=intervals,
-            phases=phases,
-            workers=workers,
+            phases={name: merge_snapshots(snaps) for name, snaps in others.items() if snaps},
+            workers=list(workers.values()),
             errors=errors,
             environment=describe_environment(event_loop_name()),
+            rounds=rounds,
         )
+
+    def _round_record(self, tally: _Tally, merged: list[IntervalSnapshot]) -> dict[str, Any]:
+        summaries = list(tally.summaries.values())
+        if summaries:
+            start = min(s.measure_start_ns for s in summaries)
+            end = max(s.measure_end_ns for s in summaries)
+        elif merged:
+            start, end = merged[0].start_ns, merged[-1].end_ns
+        else:
+            start = end = 0
+        if self._stopping or any(s.status == "interrupted" for s in summaries):
+            status = "interrupted"
+        elif tally.failures:
+            status = "partial"
+        else:
+            status = "ok"
+        return {
+            "round": tally.round,
+            "window_start_ns": start,
+            "window_end_ns": end,
+            "status": status,
+        }
+
+    def _round_errors(self, tally: _Tally, label: bool) -> list[str]:
+        prefix = f"round {tally.round + 1}: " if label else ""
+        errors = [
+            f"{prefix}worker {i}: {msg.strip().splitlines()[-1]}"
+            for i, msg in sorted(tally.failures.items())
+        ]
+        for index, summary in sorted(tally.summaries.items()):
+            if summary.last_error:
+                errors.append(f"{prefix}worker {index}: {summary.last_error} ({summary.errors})")
+        return errors
 
 
 def new_run_id() -> str:
