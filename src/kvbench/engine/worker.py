@@ -31,6 +31,11 @@ NEVER = 2**63 - 1
 RECONNECT_FIRST_NS = 50_000_000
 RECONNECT_MAX_NS = 1_000_000_000
 PRELOAD_PIPELINE = 64
+# The hiccup task sleeps this long and records how late it wakes (jHiccup's idea): a
+# busy or blocked event loop delays every reply it reads by as much.
+HICCUP_PERIOD_NS = 1_000_000
+# In-flight requests are sampled for Little's law this often.
+INFLIGHT_SAMPLE_EVERY = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +206,7 @@ class Worker:
         tasks = [
             asyncio.create_task(self._tick()),
             asyncio.create_task(self._watch_timeouts()),
+            asyncio.create_task(self._hiccups()),
         ]
         if load.rate_per_s is not None:
             self.dispatcher = self._open_loop(start_ns, load.rate_per_s)
@@ -289,6 +295,12 @@ class Worker:
                 "offered", self.dispatcher.offered(self._interval_start_ns, end_ns)
             )
         self._cpu_mark_ns, self.bytes_in, self.bytes_out = cpu, 0, 0
+        stats = self.recorder.stats
+        samples = stats.pop("inflight_samples", 0)
+        inflight_sum = stats.pop("inflight_sum", 0)
+        if samples:
+            # Per interval and worker; merging workers adds these up to the run's total.
+            stats["inflight_mean"] = inflight_sum / samples
         snapshot = self.recorder.cut(self.phase, self._index, self._interval_start_ns, end_ns)
         self._interval_start_ns = end_ns
         self._emit(snapshot)
@@ -343,6 +355,19 @@ class Worker:
                 # Whatever is still in flight has timed out by now (the watchdog counts it).
                 self._check_timeouts(now)
                 self.maybe_finished()
+
+    async def _hiccups(self) -> None:
+        """Record event-loop stalls, and sample requests in flight every 10th wake-up."""
+        hiccups = self.recorder.hiccup_ns
+        wakes = 0
+        while True:
+            before = _now()
+            await asyncio.sleep(HICCUP_PERIOD_NS / 1e9)
+            hiccups.append(max(0, _now() - before - HICCUP_PERIOD_NS))
+            wakes += 1
+            if wakes % INFLIGHT_SAMPLE_EVERY == 0 and self.phase == "measure":
+                self.recorder.add_stat("inflight_sum", sum(c.inflight for c in self.connections))
+                self.recorder.add_stat("inflight_samples", 1)
 
     async def _watch_timeouts(self) -> None:
         timeout_ns = self.spec.config.load.timeout_ns

@@ -29,6 +29,16 @@ KIND_MASK = 0xFF
 KEYS_SHIFT = 8
 
 
+def _fold(values: array[int]) -> Histogram | None:
+    """A histogram of ``values`` (emptied), or None when there are none."""
+    if not values:
+        return None
+    hist = Histogram()
+    hist.record_many(values)
+    del values[:]
+    return hist
+
+
 class Recorder:
     """Per-worker measurements for the current interval.
 
@@ -46,6 +56,7 @@ class Recorder:
         self.reply_latency_ns: array[int] = array("q")
         self.reply_service_ns: array[int] = array("q")  # open loop: from the actual send
         self.lag_ns: array[int] = array("q")  # open loop: how far behind its slot each send went
+        self.hiccup_ns: array[int] = array("q")  # event-loop stalls seen by the hiccup task
         self.latency_ns: list[array[int]] = [array("q") for _ in range(n_ops)]
         self.service_ns: list[array[int]] = [array("q") for _ in range(n_ops)]
         self.counts: list[list[int]] = [[0] * N_OUTCOMES for _ in range(n_ops)]
@@ -62,11 +73,8 @@ class Recorder:
         keys: dict[str, int] = {}
         keys_hit: dict[str, int] = {}
         counts = self._fold_replies(latency, service, keys, keys_hit)
-        lag: Histogram | None = None
-        if self.lag_ns:
-            lag = Histogram()
-            lag.record_many(self.lag_ns)
-            del self.lag_ns[:]
+        lag = _fold(self.lag_ns)
+        hiccup = _fold(self.hiccup_ns)
         for op, name in enumerate(self.op_names):
             row = self.counts[op]
             for i, n in enumerate(row):
@@ -95,6 +103,7 @@ class Recorder:
             keys_hit=keys_hit,
             stats=stats,
             lag=lag,
+            hiccup=hiccup,
         )
 
     def _fold_replies(

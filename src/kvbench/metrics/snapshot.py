@@ -37,6 +37,7 @@ class IntervalSnapshot:
         workers: how many worker snapshots were merged into this one.
         lag: open loop: how far behind its intended time each request was sent (ns).
         round: the round (0-based) the interval belongs to.
+        hiccup: how late the worker's 1 ms hiccup timer fired (event-loop stalls, ns).
     """
 
     phase: str
@@ -52,6 +53,7 @@ class IntervalSnapshot:
     workers: int = 1
     lag: Histogram | None = None
     round: int = 0
+    hiccup: Histogram | None = None
 
     def ops(self, op: str | None = None) -> int:
         """Completed-or-failed ops (every final outcome), for one op or all."""
@@ -118,6 +120,7 @@ def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
     keys_hit: dict[str, int] = {}
     stats: dict[str, float] = {}
     lags = [s.lag for s in items if s.lag is not None]
+    hiccups = [s.hiccup for s in items if s.hiccup is not None]
     for snap in items:
         for op, outcomes in snap.counts.items():
             _add_counts(counts.setdefault(op, {}), outcomes)
@@ -141,4 +144,5 @@ def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
         workers=sum(s.workers for s in items),
         lag=Histogram.merged(lags) if lags else None,
         round=items[0].round,
+        hiccup=Histogram.merged(hiccups) if hiccups else None,
     )

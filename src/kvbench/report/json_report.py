@@ -98,7 +98,22 @@ def document(model: ReportModel) -> dict[str, Any]:
         ],
         "phases": model.phases,
         "workers": run.workers,
-        "server": run.server,
+        "server": {
+            **run.server,
+            "reconciliation": [
+                {
+                    "name": r.name,
+                    "client": r.client,
+                    "server": r.server,
+                    "ambiguous": r.ambiguous,
+                    "matches": r.matches,
+                }
+                for r in model.reconciliation
+            ],
+            "cpu_cores": round(model.server_cpu.cores, 3) if model.server_cpu else None,
+            "threads": model.server_cpu.threads if model.server_cpu else None,
+        },
+        "client": {"loop_lag_us": _rounded(model.loop_lag_us)},
         "environment": run.environment,
         "errors": run.errors,
         "verdicts": [

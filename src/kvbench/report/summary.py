@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvbench.metrics.histogram import Histogram
-from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
+from kvbench.report.reconcile import Reconciled, ServerCpu, reconcile, server_cpu
 from kvbench.report.stats import Spread, spread
+from kvbench.report.verdicts import Evidence, Verdict, all_verdicts
 from kvbench.results.model import RunResult
 
 # Percentiles reported everywhere, with their JSON names.
@@ -26,9 +28,6 @@ PERCENTILES: tuple[tuple[str, float], ...] = (
 # A percentile q is printed only with at least 10 / (1 - q) samples behind it: ten samples
 # beyond it (p99.9 needs 10,000), else it is one or two outliers, not a distribution.
 TAIL_SAMPLES = 10
-# A worker process busier than this share of one core was likely the bottleneck.
-CLIENT_CPU_LIMIT = 0.9
-ERROR_RATE_LIMIT = 0.01
 
 
 def min_samples(percentile: float) -> int:
@@ -71,16 +70,6 @@ class OpRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
-    """A statement about whether a figure can be trusted, with its evidence."""
-
-    id: str
-    level: str  # "info", "warning", "error"
-    message: str
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
 class ReportModel:
     """Everything a report shows about one run."""
 
@@ -94,6 +83,9 @@ class ReportModel:
     phases: dict[str, dict[str, Any]]
     verdicts: list[Verdict]
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    reconciliation: list[Reconciled] = field(default_factory=list)
+    server_cpu: ServerCpu | None = None
+    loop_lag_us: dict[str, float | None] = field(default_factory=dict)
 
     def throughput_spread(self) -> Spread | None:
         """Throughput over complete rounds (mean, stddev, min, max, 95% CI), or None."""
@@ -151,46 +143,6 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
     }
 
 
-def _verdicts(run: RunResult, total_ops: int, total_errors: int) -> list[Verdict]:
-    verdicts: list[Verdict] = []
-    if run.status != "ok":
-        verdicts.append(
-            Verdict(
-                "run.incomplete",
-                "warning",
-                f"the run is {run.status}: figures cover {run.window_s:.2f}s of the planned window",
-                {"status": run.status},
-            )
-        )
-    window_s = run.window_s
-    for worker in run.workers:
-        busy = worker.get("cpu_s", 0) / window_s if window_s else 0
-        if busy > CLIENT_CPU_LIMIT:
-            verdicts.append(
-                Verdict(
-                    "client.cpu",
-                    "warning",
-                    f"worker {worker['index']} used {busy:.0%} of a core: the client may be the "
-                    "bottleneck (add --processes or client machines)",
-                    {"worker": worker["index"], "cpu_share": round(busy, 3)},
-                )
-            )
-    if total_ops and total_errors / total_ops > ERROR_RATE_LIMIT:
-        verdicts.append(
-            Verdict(
-                "errors.rate",
-                "warning",
-                f"{total_errors / total_ops:.1%} of ops failed (limit {ERROR_RATE_LIMIT:.0%})",
-                {"errors": total_errors, "ops": total_ops},
-            )
-        )
-    if total_ops == 0:
-        verdicts.append(Verdict("ops.none", "error", "no op completed in the measured window"))
-    for message in run.errors:
-        verdicts.append(Verdict("run.error", "warning", message))
-    return verdicts
-
-
 def _round_start(run: RunResult, index: int) -> int:
     if index < len(run.rounds):
         return int(run.rounds[index]["window_start_ns"])
@@ -215,19 +167,52 @@ def _rounds(run: RunResult) -> list[dict[str, Any]]:
     return rows
 
 
+def _family(run: RunResult) -> str:
+    protocol = run.targets[0]["protocol"] if run.targets else ""
+    return "redis" if str(protocol).startswith("resp") else "memcache"
+
+
 def summarize(run: RunResult) -> ReportModel:
     """Compute the report model of a run."""
     total = run.total()
     window_s = run.window_s
     rows = [_op_row(name, total, window_s) for name in sorted(total.counts)] if total else []
     total_ops = sum(r.count for r in rows)
-    total_completed = sum(r.completed for r in rows)
     total_errors = sum(r.errors for r in rows)
+    total_completed = sum(r.completed for r in rows)
     merged = Histogram.merged(total.latency.values()) if total and total.latency else None
+    service = Histogram.merged(total.service.values()) if total and total.service else None
     phases = {
         name: {"ops": snap.ops(), "errors": snap.errors(), "counts": snap.counts}
         for name, snap in run.phases.items()
     }
+    everything = run.intervals + list(run.phases.values())
+    mget_width = int(run.config.get("workload", {}).get("multiget_keys", 1))
+    reconciliation = (
+        reconcile(_family(run), merge_snapshots(everything), run.server, mget_width)
+        if everything
+        else []
+    )
+    cpu = server_cpu(_family(run), run.server)
+    hiccup = total.hiccup if total else None
+    outcomes: dict[str, int] = {}
+    for row in rows:
+        for name, n in row.outcomes.items():
+            outcomes[name] = outcomes.get(name, 0) + n
+    mean_for_little = service if run.mode == "open" else merged
+    evidence = Evidence(
+        run=run,
+        total_ops=total_ops,
+        total_errors=total_errors,
+        completed=total_completed,
+        mean_latency_ns=mean_for_little.mean_ns()
+        if mean_for_little and mean_for_little.total_count
+        else None,
+        hiccup=hiccup,
+        reconciliation=reconciliation,
+        server_cpu=cpu,
+        outcomes=outcomes,
+    )
     return ReportModel(
         run=run,
         ops=rows,
@@ -238,5 +223,8 @@ def summarize(run: RunResult) -> ReportModel:
         intervals=[interval_row(s, _round_start(run, s.round)) for s in run.intervals],
         rounds=_rounds(run),
         phases=phases,
-        verdicts=_verdicts(run, total_ops, total_errors),
+        verdicts=all_verdicts(evidence),
+        reconciliation=reconciliation,
+        server_cpu=cpu,
+        loop_lag_us=latency_summary(hiccup),
     )

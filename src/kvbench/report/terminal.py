@@ -128,6 +128,29 @@ def round_lines(model: ReportModel) -> Text:
     return text
 
 
+def reconciliation_lines(model: ReportModel) -> Text:
+    """Client vs server counts, one line per counter."""
+    text = Text()
+    if not model.reconciliation:
+        return text
+    text.append("server counters (all phases) vs client: ")
+    parts = []
+    for r in model.reconciliation:
+        mark = "ok" if r.matches else "MISMATCH"
+        parts.append(f"{r.name} {r.client:,}/{r.server:,} {mark}")
+    text.append(
+        "  ".join(parts) + "\n",
+        style="" if all(r.matches for r in model.reconciliation) else "yellow",
+    )
+    if model.server_cpu is not None:
+        text.append(
+            f"server CPU {model.server_cpu.cores:.2f} cores of {model.server_cpu.threads} thread(s)"
+        )
+        lag = model.loop_lag_us.get("p99")
+        text.append(f"; client loop lag p99 {fmt_us(lag)}\n" if lag is not None else "\n")
+    return text
+
+
 def verdict_lines(model: ReportModel) -> Text:
     text = Text()
     for verdict in model.verdicts:
@@ -138,7 +161,12 @@ def verdict_lines(model: ReportModel) -> Text:
 
 def summary(model: ReportModel) -> RenderableType:
     """The end-of-run summary: table, outcomes, verdicts."""
-    parts: list[RenderableType] = [summary_table(model), outcome_lines(model), round_lines(model)]
+    parts: list[RenderableType] = [
+        summary_table(model),
+        outcome_lines(model),
+        round_lines(model),
+        reconciliation_lines(model),
+    ]
     if model.verdicts:
         parts.append(verdict_lines(model))
     return Group(*parts)

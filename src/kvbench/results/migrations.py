@@ -88,6 +88,12 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE intervals_by_round RENAME TO intervals
         """,
     ),
+    (
+        "0004_hiccups_and_server_samples",
+        """
+        ALTER TABLE intervals ADD COLUMN hiccup TEXT NOT NULL DEFAULT ''
+        """,
+    ),
 )
 
 

@@ -89,8 +89,8 @@ class Store:
                 snapshots = list(run.intervals) + list(run.phases.values())
                 self._db.executemany(
                     "INSERT INTO intervals (run_id, round, phase, idx, start_ns, end_ns, workers, "
-                    "counts, keys, keys_hit, stats, latency, service, lag) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "counts, keys, keys_hit, stats, latency, service, lag, hiccup) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     [
                         (
                             run.run_id,
@@ -107,6 +107,7 @@ class Store:
                             _encode_hists(s.latency),
                             _encode_hists(s.service),
                             s.lag.encode_base64() if s.lag is not None else "",
+                            s.hiccup.encode_base64() if s.hiccup is not None else "",
                         )
                         for s in snapshots
                     ],
@@ -149,7 +150,7 @@ class Store:
         phases: dict[str, IntervalSnapshot] = {}
         for r in self._db.execute(
             "SELECT phase, idx, start_ns, end_ns, workers, counts, keys, keys_hit, stats, "
-            "latency, service, lag, round FROM intervals WHERE run_id = ? "
+            "latency, service, lag, round, hiccup FROM intervals WHERE run_id = ? "
             "ORDER BY round, phase, idx",
             (run_id,),
         ):
@@ -167,6 +168,7 @@ class Store:
                 service=_decode_hists(r[10]),
                 lag=Histogram.decode(r[11].encode()) if r[11] else None,
                 round=r[12],
+                hiccup=Histogram.decode(r[13].encode()) if r[13] else None,
             )
             if snap.phase == "measure":
                 intervals.append(snap)

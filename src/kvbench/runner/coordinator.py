@@ -87,6 +87,8 @@ class Coordinator:
         self._procs: list[Any] = []
         self._hosts: dict[int, dict[str, Any]] = {}
         self._stopping = False
+        self._server: dict[str, Any] = {}
+        self._sample_errors: list[str] = []
 
     def run(self) -> RunResult:
         """Run all phases and return the result; partial on Ctrl-C or a worker failure.
@@ -97,6 +99,7 @@ class Coordinator:
         """
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         targets = self._preflight()
+        self._server = {"before": self._sample(), "intervals": []}
         tallies: list[_Tally] = []
         for round_index in range(self.config.load.rounds):
             if round_index:
@@ -105,7 +108,16 @@ class Coordinator:
             tallies.append(tally)
             if self._stopping or tally.failures:
                 break
+        self._server["after"] = self._sample()
         return self._result(tallies, started_at, targets)
+
+    def _sample(self, keys: tuple[str, ...] | None = None) -> dict[str, Any] | None:
+        """Server stats on a side connection; None (and a note) when they cannot be had."""
+        try:
+            return probe.sample(self.config.targets[0], keys)
+        except TargetUnreachable as exc:
+            self._sample_errors.append(str(exc))
+            return None
 
     def _run_round(self, round_index: int) -> _Tally:
         """One round: fresh worker processes, start together, collect (pyperf-style)."""
@@ -263,7 +275,13 @@ class Coordinator:
             parts = tally.intervals[tally.emitted]
             if live - set(parts):
                 return
-            self._on_interval(merge_snapshots(parts.values()))
+            merged = merge_snapshots(parts.values())
+            sample = self._sample(probe.INTERVAL_STATS)
+            if sample is not None:
+                self._server["intervals"].append(
+                    {"round": tally.round, "index": merged.index, **sample}
+                )
+            self._on_interval(merged)
             tally.emitted += 1
 
     def _raise_on_failure(self, tally: _Tally, phase: str) -> None:
@@ -334,6 +352,7 @@ class Coordinator:
             errors=errors,
             environment=describe_environment(event_loop_name()),
             rounds=rounds,
+            server={**self._server, "sample_errors": self._sample_errors[:5]},
         )
 
     def _round_record(self, tally: _Tally, merged: list[IntervalSnapshot]) -> dict[str, Any]:

@@ -86,7 +86,31 @@ def server_version(stats: dict[str, str]) -> str:
     return stats.get("version") or stats.get("redis_version") or "unknown"
 
 
-def sample(target: TargetConfig) -> dict[str, Any]:
-    """Stats plus the monotonic time they were taken, for before/after deltas."""
+# The server figures kept for every interval (the full set is kept before and after).
+INTERVAL_STATS = (
+    # memcached "stats"
+    "cmd_get", "cmd_set", "get_hits", "get_misses", "delete_hits", "delete_misses",
+    "incr_hits", "incr_misses", "curr_connections", "curr_items", "evictions",
+    "rusage_user", "rusage_system", "threads", "bytes",
+    # Redis INFO
+    "used_cpu_user", "used_cpu_sys", "connected_clients", "total_commands_processed",
+    "keyspace_hits", "keyspace_misses", "evicted_keys", "instantaneous_ops_per_sec",
+    "cmdstat_get", "cmdstat_set", "cmdstat_del", "cmdstat_incr", "cmdstat_incrby", "cmdstat_mget",
+)  # fmt: skip
+
+
+def sample(target: TargetConfig, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The server's stats and the monotonic time they were taken (for deltas and rates).
+
+    Args:
+        target: the server.
+        keys: keep only these stats (None: all).
+
+    Raises:
+        TargetUnreachable: as ``fetch_stats``.
+    """
     taken_ns = time.monotonic_ns()
-    return {"taken_ns": taken_ns, "stats": fetch_stats(target)}
+    stats = fetch_stats(target)
+    if keys is not None:
+        stats = {k: v for k, v in stats.items() if k in keys}
+    return {"taken_ns": taken_ns, "stats": stats}

@@ -1,0 +1,213 @@
+"""Verdicts: whether a run's figures can be trusted, each with the evidence behind it.
+
+Pure functions of the summary's inputs. Each verdict names what it saw, so a reader can
+judge it: "worker 0 used 97% of a core" is evidence, "client-bound" alone is not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvbench.metrics.histogram import Histogram
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report.reconcile import Reconciled, ServerCpu
+from kvbench.results.model import RunResult
+
+# A worker above this share of one core was likely the bottleneck (DESIGN.md §3).
+CLIENT_CPU_LIMIT = 0.9
+# Event-loop stalls above this at p99 delay replies by as much: client-bound.
+LOOP_LAG_P99_NS = 1_000_000
+# The server is saturated when it uses this share of the cores its threads can use.
+SERVER_CPU_SHARE = 0.85
+ERROR_RATE_LIMIT = 0.01
+LITTLE_TOLERANCE = 0.10
+# Open loop: achieved below this share of the offered rate is a warning.
+ACHIEVED_SHARE = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A statement about whether a figure can be trusted, with its evidence."""
+
+    id: str
+    level: str  # "info", "warning", "error"
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What the verdicts look at."""
+
+    run: RunResult
+    total_ops: int
+    total_errors: int
+    completed: int
+    mean_latency_ns: float | None
+    hiccup: Histogram | None
+    reconciliation: list[Reconciled]
+    server_cpu: ServerCpu | None
+    outcomes: dict[str, int]
+
+
+def client_verdicts(ev: Evidence) -> list[Verdict]:
+    out: list[Verdict] = []
+    window_s = ev.run.window_s
+    for worker in ev.run.workers:
+        busy = worker.get("cpu_s", 0) / window_s if window_s else 0
+        if busy > CLIENT_CPU_LIMIT:
+            out.append(
+                Verdict(
+                    "client.cpu",
+                    "warning",
+                    f"worker {worker['index']} used {busy:.0%} of a core: the client may be the "
+                    "bottleneck (add --processes or client machines)",
+                    {"worker": worker["index"], "cpu_share": round(busy, 3)},
+                )
+            )
+    if ev.hiccup is not None and ev.hiccup.total_count:
+        p99 = ev.hiccup.value_at_percentile(99)
+        if p99 > LOOP_LAG_P99_NS:
+            out.append(
+                Verdict(
+                    "client.loop_lag",
+                    "warning",
+                    f"the client's event loop stalled {p99 / 1e6:.1f} ms at p99 (limit "
+                    f"{LOOP_LAG_P99_NS / 1e6:.0f} ms): latencies include client delay",
+                    {"loop_lag_p99_us": round(p99 / 1000, 1)},
+                )
+            )
+    return out
+
+
+def server_verdicts(ev: Evidence) -> list[Verdict]:
+    out: list[Verdict] = []
+    cpu = ev.server_cpu
+    if cpu is not None and cpu.cores >= SERVER_CPU_SHARE * cpu.threads:
+        out.append(
+            Verdict(
+                "server.cpu",
+                "info",
+                f"the server used {cpu.cores:.2f} cores of its {cpu.threads} thread(s): it is "
+                "saturated, so this throughput is its limit at these settings",
+                {"server_cores": round(cpu.cores, 3), "server_threads": cpu.threads},
+            )
+        )
+    bad = [r for r in ev.reconciliation if not r.matches]
+    if bad:
+        names = ", ".join(f"{r.name} client {r.client:,} server {r.server:,}" for r in bad)
+        out.append(
+            Verdict(
+                "server.reconciliation",
+                "warning",
+                f"the server's counters disagree with the client's ({names}): another client may "
+                "be using the server, or requests were lost",
+                {r.name: {"client": r.client, "server": r.server} for r in bad},
+            )
+        )
+    return out
+
+
+def measurement_verdicts(ev: Evidence) -> list[Verdict]:
+    out: list[Verdict] = []
+    run = ev.run
+    if run.status != "ok":
+        out.append(
+            Verdict(
+                "run.incomplete",
+                "warning",
+                f"the run is {run.status}: figures cover {run.window_s:.2f}s of the planned window",
+                {"status": run.status},
+            )
+        )
+    if ev.total_ops == 0:
+        out.append(Verdict("ops.none", "error", "no op completed in the measured window"))
+    elif ev.total_errors / ev.total_ops > ERROR_RATE_LIMIT:
+        out.append(
+            Verdict(
+                "errors.rate",
+                "warning",
+                f"{ev.total_errors / ev.total_ops:.1%} of ops failed (limit {ERROR_RATE_LIMIT:.0%})",
+                {"errors": ev.total_errors, "ops": ev.total_ops},
+            )
+        )
+    little = littles_law(run.intervals, ev.completed, run.window_s, ev.mean_latency_ns)
+    if little is not None and abs(little[0] - little[1]) > LITTLE_TOLERANCE * little[1]:
+        out.append(
+            Verdict(
+                "little.law",
+                "warning",
+                f"throughput x mean latency = {little[0]:.1f} requests in flight, but "
+                f"{little[1]:.1f} were measured (Little's law, tolerance {LITTLE_TOLERANCE:.0%}): "
+                "time was spent outside the measured span (client queueing?)",
+                {
+                    "expected_inflight": round(little[0], 2),
+                    "measured_inflight": round(little[1], 2),
+                },
+            )
+        )
+    for message in run.errors:
+        out.append(Verdict("run.error", "warning", message))
+    return out
+
+
+def open_loop_verdicts(ev: Evidence) -> list[Verdict]:
+    run = ev.run
+    if run.mode != "open":
+        return []
+    out: list[Verdict] = []
+    offered = sum(s.stats.get("offered", 0) for s in run.intervals)
+    if offered and ev.completed < ACHIEVED_SHARE * offered:
+        out.append(
+            Verdict(
+                "open.achieved",
+                "warning",
+                f"achieved {ev.completed:,} of {offered:,.0f} offered requests "
+                f"({ev.completed / offered:.1%}): the target rate was not sustained",
+                {"offered": int(offered), "achieved": ev.completed},
+            )
+        )
+    late, dropped = ev.outcomes.get("late", 0), ev.outcomes.get("dropped", 0)
+    if late or dropped:
+        out.append(
+            Verdict(
+                "open.late",
+                "warning" if dropped else "info",
+                f"{late:,} requests were sent late and {dropped:,} dropped (never sent): the "
+                "schedule fell behind",
+                {"late": late, "dropped": dropped},
+            )
+        )
+    return out
+
+
+def littles_law(
+    intervals: list[IntervalSnapshot],
+    completed: int,
+    window_s: float,
+    mean_latency_ns: float | None,
+) -> tuple[float, float] | None:
+    """(throughput x mean latency, measured mean in flight), or None without samples."""
+    means = [
+        (s.stats["inflight_mean"], s.end_ns - s.start_ns)
+        for s in intervals
+        if "inflight_mean" in s.stats
+    ]
+    span = sum(length for _, length in means)
+    if not means or not span or not window_s or mean_latency_ns is None:
+        return None
+    measured = sum(mean * length for mean, length in means) / span
+    expected = completed / window_s * mean_latency_ns / 1e9
+    if measured < 1:  # too little in flight for the comparison to mean anything
+        return None
+    return expected, measured
+
+
+def all_verdicts(ev: Evidence) -> list[Verdict]:
+    return (
+        client_verdicts(ev)
+        + server_verdicts(ev)
+        + open_loop_verdicts(ev)
+        + measurement_verdicts(ev)
+    )

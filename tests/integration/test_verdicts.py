@@ -1,0 +1,140 @@
+"""Each verdict triggered on purpose against a real server."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import servers
+from tests.support.cli import read_json, run_kvbench
+
+pytestmark = pytest.mark.integration
+
+
+def verdict_ids(doc: dict[str, Any]) -> set[str]:
+    return {v["id"] for v in doc["verdicts"]}
+
+
+def run_json(tmp_path: Path, *args: str) -> dict[str, Any]:
+    out = tmp_path / "run.json"
+    result = run_kvbench("run", *args, "--json", str(out), "--no-save", "-q")
+    assert result.code in (0, 4), result.stderr
+    return read_json(out)
+
+
+def test_one_process_against_pipelined_redis_is_client_bound(tmp_path: Path) -> None:
+    with servers.redis() as server:
+        doc = run_json(
+            tmp_path,
+            f"redis://{server.address}",
+            "--duration",
+            "2s",
+            "-c",
+            "50",
+            "-P",
+            "32",
+            "--processes",
+            "1",
+        )
+    assert "client.cpu" in verdict_ids(doc)
+
+
+def test_single_threaded_memcached_pipelined_is_server_bound(tmp_path: Path) -> None:
+    with servers.memcached("-t", "1") as server:
+        doc = run_json(
+            tmp_path,
+            f"memcached://{server.address}",
+            "--duration",
+            "3s",
+            "-c",
+            "50",
+            "-P",
+            "16",
+            "--processes",
+            "2",
+            "--ratio",
+            "0:1",
+        )
+    assert doc["server"]["threads"] == 1
+    assert "server.cpu" in verdict_ids(doc), doc["server"]["cpu_cores"]
+
+
+def test_another_client_on_the_server_breaks_reconciliation(tmp_path: Path) -> None:
+    with servers.memcached() as server:
+        stop = threading.Event()
+
+        def intruder() -> None:
+            with socket.create_connection((server.host, server.port)) as sock:
+                while not stop.is_set():
+                    sock.sendall(b"get intruder\r\n")
+                    sock.recv(100)
+                    time.sleep(0.001)
+
+        thread = threading.Thread(target=intruder)
+        thread.start()
+        try:
+            doc = run_json(
+                tmp_path,
+                f"memcached://{server.address}",
+                "--duration",
+                "1s",
+                "-c",
+                "2",
+                "--processes",
+                "1",
+            )
+        finally:
+            stop.set()
+            thread.join()
+    assert "server.reconciliation" in verdict_ids(doc)
+    rows = {r["name"]: r for r in doc["server"]["reconciliation"]}
+    assert rows["get (keys)"]["server"] > rows["get (keys)"]["client"]
+
+
+def test_values_too_large_for_the_server_give_an_error_rate_verdict(tmp_path: Path) -> None:
+    # items up to 1 KiB (the chunk size must shrink with it); values are 2 KiB
+    with servers.memcached("-I", "1k", "-o", "slab_chunk_max=512") as server:
+        doc = run_json(
+            tmp_path,
+            f"memcached://{server.address}",
+            "--duration",
+            "1s",
+            "-c",
+            "2",
+            "--processes",
+            "1",
+            "--value-size",
+            "2000",
+            "--ratio",
+            "1:1",
+        )
+    assert doc["ops"]["set"]["outcomes"].get("error_reply", 0) > 0
+    assert "errors.rate" in verdict_ids(doc)
+
+
+def test_an_unreachable_rate_gives_open_loop_verdicts(tmp_path: Path) -> None:
+    with servers.memcached() as server:
+        doc = run_json(
+            tmp_path,
+            f"memcached://{server.address}",
+            "--duration",
+            "2s",
+            "-c",
+            "1",
+            "-P",
+            "1",
+            "--processes",
+            "1",
+            "--rate",
+            "500k",
+            "--max-lag",
+            "50ms",
+        )
+    ids = verdict_ids(doc)
+    assert {"open.achieved", "open.late"} <= ids
+    assert sum(op["outcomes"].get("dropped", 0) for op in doc["ops"].values()) > 0

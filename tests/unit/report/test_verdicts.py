@@ -1,0 +1,153 @@
+"""Verdicts and reconciliation from fixed inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvbench.metrics import Histogram, IntervalSnapshot
+from kvbench.report.reconcile import reconcile, server_cpu
+from kvbench.report.summary import latency_summary, min_samples
+from kvbench.report.verdicts import Evidence, all_verdicts, littles_law
+from kvbench.results.model import RunResult
+
+S = 1_000_000_000
+
+
+def snap(counts: dict[str, dict[str, int]], **stats: float) -> IntervalSnapshot:
+    return IntervalSnapshot("measure", 0, 0, S, counts, {}, stats=dict(stats))
+
+
+def run(intervals: list[IntervalSnapshot], **kw: Any) -> RunResult:
+    return RunResult(
+        "r",
+        "t",
+        kw.pop("status", "ok"),
+        kw.pop("mode", "closed"),
+        "0",
+        {},
+        [],
+        0,
+        S,
+        intervals,
+        **kw,
+    )
+
+
+def evidence(r: RunResult, **kw: Any) -> Evidence:
+    base: dict[str, Any] = dict(
+        run=r,
+        total_ops=1000,
+        total_errors=0,
+        completed=1000,
+        mean_latency_ns=None,
+        hiccup=None,
+        reconciliation=[],
+        server_cpu=None,
+        outcomes={},
+    )
+    base.update(kw)
+    return Evidence(**base)
+
+
+def ids(ev: Evidence) -> set[str]:
+    return {v.id for v in all_verdicts(ev)}
+
+
+def test_a_clean_run_has_no_verdicts() -> None:
+    assert ids(evidence(run([snap({"get": {"hit": 1000}})]))) == set()
+
+
+def test_littles_law_mismatch_is_flagged() -> None:
+    r = run([snap({"get": {"hit": 1000}}, inflight_mean=10.0)])
+    # 1000 ops/s x 10 ms = 10 in flight: consistent
+    assert "little.law" not in ids(evidence(r, mean_latency_ns=10_000_000))
+    # 1000 ops/s x 20 ms = 20 expected, 10 measured
+    assert "little.law" in ids(evidence(r, mean_latency_ns=20_000_000))
+    assert littles_law(r.intervals, 1000, 1.0, 20_000_000) == (20.0, 10.0)
+
+
+def test_event_loop_stalls_are_flagged() -> None:
+    hiccup = Histogram()
+    for _ in range(100):
+        hiccup.record(5_000_000)
+    assert "client.loop_lag" in ids(evidence(run([]), hiccup=hiccup))
+
+
+def test_busy_worker_is_flagged_with_its_share() -> None:
+    r = run([], workers=[{"index": 0, "cpu_s": 0.97}])
+    verdicts = [v for v in all_verdicts(evidence(r)) if v.id == "client.cpu"]
+    assert verdicts and verdicts[0].evidence == {"worker": 0, "cpu_share": 0.97}
+
+
+def test_open_loop_shortfall_is_flagged() -> None:
+    r = run([snap({"get": {"hit": 900}}, offered=1000)], mode="open")
+    assert "open.achieved" in ids(evidence(r, completed=900))
+    assert "open.achieved" not in ids(evidence(r, completed=990))
+
+
+def test_interrupted_runs_and_errors_are_flagged() -> None:
+    r = run([], status="interrupted", errors=["worker 0: boom"])
+    assert {"run.incomplete", "run.error"} <= ids(evidence(r, total_errors=20))
+    assert "errors.rate" in ids(evidence(r, total_errors=20))
+
+
+def stats_sample(**stats: Any) -> dict[str, Any]:
+    return {"taken_ns": 0, "stats": {k: str(v) for k, v in stats.items()}}
+
+
+def test_memcached_reconciliation_counts_multiget_keys_and_tolerates_unknowns() -> None:
+    total = IntervalSnapshot(
+        "measure",
+        0,
+        0,
+        S,
+        {"get": {"hit": 5, "miss": 5, "conn_error": 2}, "mget": {"hit": 3}, "set": {"stored": 7}},
+        {},
+        keys={"mget": 12},
+        keys_hit={"mget": 9},
+    )
+    server = {
+        "before": stats_sample(cmd_get=100, get_hits=50, cmd_set=0),
+        "after": stats_sample(cmd_get=123, get_hits=64, cmd_set=7),
+    }
+    rows = {r.name: r for r in reconcile("memcache", total, server, mget_width=4)}
+    assert (rows["get (keys)"].client, rows["get (keys)"].server) == (22, 23)
+    assert rows["get (keys)"].matches  # within the two connection errors
+    assert (rows["get hits"].client, rows["get hits"].server) == (14, 14)
+    assert rows["set"].matches
+
+
+def test_redis_reconciliation_reads_commandstats() -> None:
+    total = IntervalSnapshot("measure", 0, 0, S, {"get": {"miss": 4}}, {})
+    server = {
+        "before": stats_sample(cmdstat_get="calls=10,usec=1"),
+        "after": stats_sample(cmdstat_get="calls=15,usec=2"),
+    }
+    (row,) = reconcile("redis", total, server)
+    assert (row.client, row.server, row.matches) == (4, 5, False)
+
+
+def test_server_cpu_from_interval_samples() -> None:
+    server = {
+        "intervals": [
+            {
+                "taken_ns": 0,
+                "stats": {"rusage_user": "1.0", "rusage_system": "0.5", "threads": "4"},
+            },
+            {
+                "taken_ns": 2 * S,
+                "stats": {"rusage_user": "3.0", "rusage_system": "1.5", "threads": "4"},
+            },
+        ]
+    }
+    cpu = server_cpu("memcache", server)
+    assert cpu is not None and (cpu.cores, cpu.threads) == (1.5, 4)
+
+
+def test_percentiles_with_too_few_samples_are_not_reported() -> None:
+    assert (min_samples(99.9), min_samples(99), min_samples(50)) == (10_000, 1000, 20)
+    hist = Histogram()
+    for v in range(1, 2001):
+        hist.record(v * 1000)
+    summary = latency_summary(hist)
+    assert summary["p99"] is not None and summary["p99_9"] is None and summary["p99_99"] is None
