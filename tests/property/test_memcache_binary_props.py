@@ -128,7 +128,9 @@ def steps(draw: st.DrawFn) -> Step:
         )
     value = draw(values_st) if op in VALUE_OPS else None
     outcome = draw(st.integers(0, len(OUTCOMES[op]) - 1))
-    return Step(op, draw(keys_st), value, draw(st.integers(0, 2**32)), outcome, draw(values_st))
+    # arg is a 32-bit touch expiry (or a 64-bit delta): 2**32 does not fit the former.
+    arg = draw(st.integers(0, 2**32 - 1))
+    return Step(op, draw(keys_st), value, arg, outcome, draw(values_st))
 
 
 scenarios = st.builds(Scenario, st.lists(steps(), max_size=8), st.booleans())

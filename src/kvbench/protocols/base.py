@@ -183,7 +183,9 @@ class ClientCodec(Protocol):
         """Append requests ``i in range(start, stop)`` (``ops[i]``, ``keys[i]``, ``values[i]``).
 
         The engine's batch path: the loop runs inside the codec. Every request must produce
-        exactly one reply (no noreply or quiet ops; ``arg`` is 0); returns ``stop - start``.
+        exactly one reply (no noreply or quiet ops). Requests are encoded as ``encode`` would
+        with ``arg`` 1 for INCR/DECR (one step) and 0 for every other op. Returns
+        ``stop - start``.
         """
         ...
 
@@ -236,7 +238,9 @@ class BatchDefaults:
     ) -> int:
         encode = self.encode
         for i in range(start, stop):
-            encode(ops[i], keys[i], values[i], out)  # type: ignore[arg-type]
+            op = ops[i]
+            step = 1 if op in (Op.INCR, Op.DECR) else 0
+            encode(op, keys[i], values[i], out, step)  # type: ignore[arg-type]
         return stop - start
 
     def read_kinds(self, kinds: list[int]) -> int:

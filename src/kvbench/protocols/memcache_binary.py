@@ -8,12 +8,20 @@ memcached's ``doc/protocol-binary.xml`` ("Memcache Binary Protocol", draft-stone
 from __future__ import annotations
 
 import struct
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
-from kvbench.protocols.base import NEED_DATA, CodecOptions, NeedData, Op, Reply, ReplyKind
+from kvbench.protocols.base import (
+    KEYS_SHIFT,
+    NEED_DATA,
+    BatchDefaults,
+    CodecOptions,
+    NeedData,
+    Op,
+    Reply,
+    ReplyKind,
+)
 
 # magic, opcode, key length, extras length, data type, vbucket/status, total body, opaque, cas
 HEADER = struct.Struct(">BBHBBHIIQ")
@@ -110,6 +118,8 @@ _STATUS_KINDS: dict[Op, dict[int, ReplyKind]] = {
 
 # Replies without payload repeat (same kind, same size): keep at most this many per kind.
 _REPLY_CACHE_LIMIT = 1024
+# Compact the pending FIFO (lists read from ``_head``) once this many entries were answered.
+_COMPACT_AT = 1024
 
 
 _new_reply: Callable[[type[Reply], tuple[Any, ...]], Reply] = tuple.__new__
@@ -120,13 +130,62 @@ _VALUE = ReplyKind.VALUE
 _MGET = Op.MGET
 _STATS = Op.STATS
 
+# encode_many and read_kinds: the common ops inline.
+_GET = int(Op.GET)
+_SET = int(Op.SET)
+_DELETE = int(Op.DELETE)
+_INCR = int(Op.INCR)
+_DECR = int(Op.DECR)
+# encode_many: one step (delta 1), as the workload's incr means.
+_COUNTER_STEP_EXTRAS = _COUNTER_EXTRAS.pack(1, 0, _COUNTER_NO_CREATE)
+# read_kinds values (``int(kind) | keys << KEYS_SHIFT``) that need a body check.
+_HIT_1 = int(_HIT) | 1 << KEYS_SHIFT
+_VALUE_0 = int(_VALUE)
+# A response header's first 16 bytes as (magic, opcode, key length, extras length, data
+# type and status in one word; total body; opaque).
+_unpack_response = struct.Struct(">QII").unpack_from
+_FLAGS_BYTES = 4  # a get hit's extras
+
+
+def _response_word(opcode: int, extlen: int, status: int) -> int:
+    """The first 8 bytes of a response header without key, as a big-endian int."""
+    return MAGIC_RESPONSE << 56 | opcode << 48 | extlen << 24 | status
+
+
+def _fast_kinds() -> list[dict[int, int]]:
+    """Per op: response word -> read_kinds value, for each reply that needs no more parsing.
+
+    Multi-get and stats replies span packets and error replies carry text: not here.
+    """
+    table: list[dict[int, int]] = []
+    for op in Op:
+        words: dict[int, int] = {}
+        if op not in (Op.MGET, Op.STATS) and op in _OPCODES:
+            for status, kind in _STATUS_KINDS[op].items():
+                hit = kind == ReplyKind.HIT
+                word = _response_word(_OPCODES[op], _FLAGS_BYTES if hit else 0, status)
+                words[word] = _HIT_1 if hit else int(kind)
+        table.append(words)
+    return table
+
+
+_FAST_KINDS = _fast_kinds()
+# Request packers cached per key length: at most this many per op.
+_PACKER_CACHE_LIMIT = 256
+_Packer = tuple[Callable[..., bytes], bytes]
+
+
+class _NearWrap(Exception):
+    """encode_many's fast loop would pass the end of the opaque space."""
+
+
 _DEFAULT_OPTIONS = CodecOptions()
 
 # Every encoder takes (op, key, value, out, arg) and returns the number of replies announced.
 _Encoder = Callable[[Op, Any, Any, bytearray, int], int]
 
 
-class MemcacheBinaryCodec:
+class MemcacheBinaryCodec(BatchDefaults):
     """Client half of the memcached binary protocol for one connection.
 
     Every request carries a fresh 32-bit opaque. memcached answers in request order, so a
@@ -152,8 +211,13 @@ class MemcacheBinaryCodec:
         self._pos = 0
         self._eof = False
         self._failure: str | None = None
-        # (opaque, op, getkq count) per announced reply, oldest first.
-        self._pending: deque[tuple[int, Op, int]] = deque()
+        # The pending FIFO, two aligned lists read from ``_head``: the op (an ``Op`` value)
+        # and the opaque that completes each announced reply, oldest first; and the getkq
+        # count of each pending multi-get, by the opaque of its noop.
+        self._pending_ops: list[int] = []
+        self._pending_opaques: list[int] = []
+        self._head = 0
+        self._mget_keys: dict[int, int] = {}
         self._next_opaque = 0
         self._answered = _OPAQUE_MASK  # opaque of the last response consumed
         # Packets consumed so far for a multi-get or stats reply still being assembled.
@@ -165,6 +229,12 @@ class MemcacheBinaryCodec:
         self._cache: dict[int, dict[int, Reply]] = {kind: {} for kind in ReplyKind}
         self._hit_cache = self._cache[_HIT]
         self._encoders: list[_Encoder] = self._encoder_table(options.noreply)
+        self._noreply = options.noreply
+        # encode_many's packers, per key length: (struct pack, header start).
+        self._get_packers: dict[int, _Packer] = {}
+        self._set_packers: dict[int, _Packer] = {}
+        self._delete_packers: dict[int, _Packer] = {}
+        self._incr_packers: dict[int, _Packer] = {}
 
     def _encoder_table(self, noreply: bool) -> list[_Encoder]:
         replying: dict[Op, _Encoder] = {
@@ -221,6 +291,149 @@ class MemcacheBinaryCodec:
         """
         return self._encoders[op](op, key, value, out, arg)
 
+    def encode_many(
+        self,
+        ops: Sequence[int],
+        keys: Sequence[bytes | Sequence[bytes]],
+        values: Sequence[bytes | bytearray | memoryview | None],
+        start: int,
+        stop: int,
+        out: bytearray,
+    ) -> int:
+        """Append requests ``start`` to ``stop``, as ``encode(ops[i], keys[i], values[i], out)``.
+
+        GET, SET, DELETE and INCR are packed inline (one struct call each, packers cached
+        per key length); other ops go through their encoder. The runs of requests between
+        those are added to the pending FIFO in bulk, opaques as ranges. Bytes are identical
+        to ``encode`` with ``arg`` 1 for INCR/DECR (one step) and 0 for every other op.
+
+        Returns:
+            ``stop - start``.
+
+        Raises:
+            ValueError: an op has no binary form, or the codec was built with ``noreply``
+                (whose quiet ops announce no reply). A batch is all or nothing: on any
+                exception ``out`` and the pending FIFO are left as they were.
+        """
+        if start >= stop:
+            return 0
+        if self._noreply:
+            raise ValueError("encode_many announces a reply per request: not with noreply")
+        pending_ops = self._pending_ops
+        pending_opaques = self._pending_opaques
+        encoders = self._encoders
+        get_packers = self._get_packers
+        set_packers = self._set_packers
+        store_extras = self._store_extras
+        mark = len(out)
+        announced = len(pending_ops)
+        first = o = seg = self._next_opaque  # seg: opaque of ops[flushed], not yet pending
+        flushed = start
+        try:
+            if first + (stop - start) > _OPAQUE_MASK:
+                raise _NearWrap
+            for i in range(start, stop):
+                op = ops[i]
+                if op == _GET:
+                    key: Any = keys[i]
+                    try:
+                        pack, head = get_packers[len(key)]
+                    except KeyError:
+                        pack, head = self._packer(get_packers, OPCODE_GET, b"", len(key))
+                    out += pack(head, o, key)
+                elif op == _SET:
+                    key = keys[i]
+                    value: Any = values[i]
+                    n = len(key)
+                    try:
+                        pack, head = set_packers[n]
+                    except KeyError:
+                        pack, head = self._set_packer(n)
+                    out += pack(head, 8 + n + len(value), o, store_extras, key)
+                    out += value
+                elif op == _DELETE:
+                    key = keys[i]
+                    try:
+                        pack, head = self._delete_packers[len(key)]
+                    except KeyError:
+                        pack, head = self._packer(
+                            self._delete_packers, OPCODE_DELETE, b"", len(key)
+                        )
+                    out += pack(head, o, key)
+                elif op == _INCR:
+                    key = keys[i]
+                    try:
+                        pack, head = self._incr_packers[len(key)]
+                    except KeyError:
+                        pack, head = self._packer(
+                            self._incr_packers, OPCODE_INCR, _COUNTER_STEP_EXTRAS, len(key)
+                        )
+                    out += pack(head, o, _COUNTER_STEP_EXTRAS, key)
+                else:
+                    # The encoder takes its own opaques and announces its reply: announce
+                    # the run before it first.
+                    pending_ops += ops[flushed:i]
+                    pending_opaques += range(seg, o)
+                    flushed = i + 1
+                    if op == _MGET and o + len(keys[i]) + (stop - i) > _OPAQUE_MASK:
+                        raise _NearWrap
+                    self._next_opaque = o
+                    step = 1 if op == _DECR else 0
+                    encoders[op](op, keys[i], values[i], out, step)  # type: ignore[arg-type]
+                    o = seg = self._next_opaque
+                    continue
+                o += 1
+        except _NearWrap:
+            # Once per 2**32 packets: redo the batch one request at a time (they wrap).
+            self._roll_back(out, mark, announced, first)
+            try:
+                for i in range(start, stop):
+                    op = ops[i]
+                    step = 1 if op in (_INCR, _DECR) else 0
+                    encoders[op](op, keys[i], values[i], out, step)  # type: ignore[arg-type]
+            except BaseException:
+                self._roll_back(out, mark, announced, first)
+                raise
+            return stop - start
+        except BaseException:
+            self._roll_back(out, mark, announced, first)
+            raise
+        pending_ops += ops[flushed:stop]
+        pending_opaques += range(seg, o)
+        self._next_opaque = o
+        return stop - start
+
+    def _roll_back(self, out: bytearray, mark: int, announced: int, opaque: int) -> None:
+        """Undo a failed ``encode_many``: bytes, pending entries and opaques."""
+        del out[mark:]
+        for op, noop in zip(
+            self._pending_ops[announced:], self._pending_opaques[announced:], strict=True
+        ):
+            if op == _MGET:
+                del self._mget_keys[noop]
+        del self._pending_ops[announced:], self._pending_opaques[announced:]
+        self._next_opaque = opaque
+
+    def _packer(
+        self, table: dict[int, _Packer], opcode: int, extras: bytes, keylen: int
+    ) -> _Packer:
+        """A request without value: pack(header start, opaque[, extras], key)."""
+        e = len(extras)
+        head = _pack_header(MAGIC_REQUEST, opcode, keylen, e, 0, 0, e + keylen, 0, 0)[:12]
+        layout = f">12sI8x{e}s{keylen}s" if e else f">12sI8x{keylen}s"
+        packer = (struct.Struct(layout).pack, head)
+        if len(table) < _PACKER_CACHE_LIMIT:
+            table[keylen] = packer
+        return packer
+
+    def _set_packer(self, keylen: int) -> _Packer:
+        """A set without its value: pack(header start, total body, opaque, extras, key)."""
+        head = _pack_header(MAGIC_REQUEST, OPCODE_SET, keylen, 8, 0, 0, 0, 0, 0)[:8]
+        packer = (struct.Struct(f">8sII8x8s{keylen}s").pack, head)
+        if len(self._set_packers) < _PACKER_CACHE_LIMIT:
+            self._set_packers[keylen] = packer
+        return packer
+
     def _request(self, opcode: int, key: bytes, out: bytearray, extras: bytes = b"") -> int:
         """Append a request without a value; return its opaque."""
         opaque = self._next_opaque
@@ -260,41 +473,49 @@ class MemcacheBinaryCodec:
         n = len(key)
         out += _pack_header(MAGIC_REQUEST, OPCODE_GET, n, 0, 0, 0, n, opaque, 0)
         out += key
-        self._pending.append((opaque, op, 0))
+        self._pending_ops.append(op)
+        self._pending_opaques.append(opaque)
         return 1
 
     def _encode_store(self, op: Op, key: bytes, value: Any, out: bytearray, arg: int) -> int:
         # CAS is a set whose header carries the cas unique (protocol-binary "Set, Add, Replace").
         opaque = self._store(_OPCODES[op], key, value, out, arg if op == Op.CAS else 0)
-        self._pending.append((opaque, op, 0))
+        self._pending_ops.append(op)
+        self._pending_opaques.append(opaque)
         return 1
 
     def _encode_concat(self, op: Op, key: bytes, value: Any, out: bytearray, arg: int) -> int:
-        self._pending.append((self._concat(_OPCODES[op], key, value, out), op, 0))
+        self._pending_ops.append(op)
+        self._pending_opaques.append(self._concat(_OPCODES[op], key, value, out))
         return 1
 
     def _encode_delete(self, op: Op, key: bytes, value: object, out: bytearray, arg: int) -> int:
-        self._pending.append((self._request(OPCODE_DELETE, key, out), op, 0))
+        self._pending_ops.append(op)
+        self._pending_opaques.append(self._request(OPCODE_DELETE, key, out))
         return 1
 
     def _encode_counter(self, op: Op, key: bytes, value: object, out: bytearray, arg: int) -> int:
         extras = _COUNTER_EXTRAS.pack(arg, 0, _COUNTER_NO_CREATE)
-        self._pending.append((self._request(_OPCODES[op], key, out, extras), op, 0))
+        self._pending_ops.append(op)
+        self._pending_opaques.append(self._request(_OPCODES[op], key, out, extras))
         return 1
 
     def _encode_touch(self, op: Op, key: bytes, value: object, out: bytearray, arg: int) -> int:
         opaque = self._request(OPCODE_TOUCH, key, out, _TOUCH_EXTRAS.pack(arg))
-        self._pending.append((opaque, op, 0))
+        self._pending_ops.append(op)
+        self._pending_opaques.append(opaque)
         return 1
 
     def _encode_noop(self, op: Op, key: object, value: object, out: bytearray, arg: int) -> int:
-        self._pending.append((self._request(OPCODE_NOOP, b"", out), op, 0))
+        self._pending_ops.append(op)
+        self._pending_opaques.append(self._request(OPCODE_NOOP, b"", out))
         return 1
 
     def _encode_stats(
         self, op: Op, key: bytes | None, value: object, out: bytearray, arg: int
     ) -> int:
-        self._pending.append((self._request(OPCODE_STAT, key or b"", out), _STATS, 0))
+        self._pending_ops.append(_STATS)
+        self._pending_opaques.append(self._request(OPCODE_STAT, key or b"", out))
         return 1
 
     def _encode_mget(self, op: Op, keys: Any, value: object, out: bytearray, arg: int) -> int:
@@ -303,7 +524,10 @@ class MemcacheBinaryCodec:
         request = self._request
         for key in keys:
             request(OPCODE_GETKQ, key, out)
-        self._pending.append((request(OPCODE_NOOP, b"", out), _MGET, len(keys)))
+        opaque = request(OPCODE_NOOP, b"", out)
+        self._pending_ops.append(_MGET)
+        self._pending_opaques.append(opaque)
+        self._mget_keys[opaque] = len(keys)
         return 1
 
     def _encode_quiet(self, op: Op, key: bytes, value: Any, out: bytearray, arg: int) -> int:
@@ -346,7 +570,7 @@ class MemcacheBinaryCodec:
 
     def pending(self) -> int:
         """How many announced replies have not been returned yet."""
-        return len(self._pending)
+        return len(self._pending_ops) - self._head
 
     def next_reply(self) -> Reply | NeedData:
         """Return the next complete reply, or ``NEED_DATA``.
@@ -363,7 +587,8 @@ class MemcacheBinaryCodec:
         if self._failure is not None:
             raise ProtocolError(self._failure)
         buf = self._buf
-        pending = self._pending
+        pending_ops = self._pending_ops
+        pending_opaques = self._pending_opaques
         while True:
             pos = self._pos
             size = len(buf)
@@ -381,19 +606,22 @@ class MemcacheBinaryCodec:
                 return self._need_data()
             if keylen + extlen > bodylen:
                 self._fail(f"key ({keylen}) + extras ({extlen}) exceed the body ({bodylen})")
-            if not pending or pending[0][0] != opaque:
+            head = self._head
+            if head == len(pending_ops) or pending_opaques[head] != opaque:
                 self._consume_unannounced(opcode, status, opaque, pos, end)
                 continue
-            op = pending[0][1]
+            op = pending_ops[head]
             if opcode != self._expected_opcode[op]:
                 self._fail(f"opcode 0x{opcode:02x} answers a {Op(op).name} request")
             self._pos = end
             self._answered = opaque
             nbytes = HEADER_BYTES + bodylen
-            if op is _STATS and status == STATUS_OK and keylen:
+            if op == _STATS and status == STATUS_OK and keylen:
                 self._add_stat(pos, pos + HEADER_BYTES + extlen, keylen, end)
                 continue
-            pending.popleft()
+            self._head = head + 1
+            if head >= _COMPACT_AT:
+                self._compact()
             kind = self._kinds[op].get(status)
             if kind is _HIT:
                 if self._keep:
@@ -402,23 +630,111 @@ class MemcacheBinaryCodec:
                 reply = self._hit_cache.get(nbytes)
                 return reply if reply is not None else self._cached(_HIT, nbytes, 1)
             if kind is None:
+                if op == _MGET:
+                    del self._mget_keys[opaque]
                 return self._error_reply(status, nbytes, pos + HEADER_BYTES + extlen + keylen, end)
-            if op is _MGET:
-                return self._mget_reply(nbytes)
+            if op == _MGET:
+                return self._mget_reply(nbytes, opaque)
             if kind is _VALUE:
-                if op is _STATS:
+                if op == _STATS:
                     return self._stats_reply(nbytes)
                 return self._counter_reply(nbytes, pos + HEADER_BYTES + extlen + keylen, end)
             reply = self._cache[kind].get(nbytes)
             return reply if reply is not None else self._cached(kind, nbytes, 0)
 
+    def read_kinds(self, kinds: list[int]) -> int:
+        """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
+
+        The values are those of ``next_reply``'s ``Reply.kind`` and ``Reply.keys``. A
+        response that is the next pending request's, with the expected opcode and a common
+        status of GET, SET, DELETE or INCR, is classified inline; any other packet (multi-
+        get, stats, errors, quiet-op failures, malformed input) goes through ``next_reply``.
+
+        Returns:
+            How many values were appended.
+
+        Raises:
+            ProtocolError: as ``next_reply``, after appending the replies parsed before the
+                bad packet. The codec is dead afterwards.
+        """
+        if self._failure is not None:
+            raise ProtocolError(self._failure)
+        buf = self._buf
+        size = len(buf)
+        pos = self._pos
+        head = self._head
+        pending_ops = self._pending_ops
+        pending_opaques = self._pending_opaques
+        fast_kinds = _FAST_KINDS
+        unpack = _unpack_response
+        hit = _HIT_1
+        header = HEADER_BYTES
+        max_body = self._max
+        append = kinds.append
+        before = len(kinds)
+        answered = -1  # opaque of the last response consumed here, if any
+        while size - pos >= header:
+            word, bodylen, opaque = unpack(buf, pos)
+            try:
+                kind = fast_kinds[pending_ops[head]].get(word, 0)
+                expected = pending_opaques[head]
+            except IndexError:
+                kind = expected = 0
+            # The table's words carry no key: a hit's body holds 4 bytes of flags, and a
+            # counter's value is 8 bytes.
+            if (
+                kind
+                and opaque == expected
+                and (
+                    _FLAGS_BYTES <= bodylen <= max_body
+                    if kind == hit
+                    else (bodylen == _COUNTER.size if kind == _VALUE_0 else bodylen <= max_body)
+                )
+            ):
+                end = pos + header + bodylen
+                if end > size:
+                    break
+                append(kind)
+                head += 1
+                pos = end
+                answered = opaque
+                continue
+            # Anything else, from the same state: next_reply consumes what completes no
+            # reply, raises on bad input, and returns a reply or NEED_DATA.
+            self._pos = pos
+            self._head = head
+            if answered >= 0:
+                self._answered = answered
+                answered = -1
+            reply = self.next_reply()
+            pos = self._pos
+            head = self._head
+            if reply is NEED_DATA:
+                break
+            append(reply.kind | reply.keys << KEYS_SHIFT)  # type: ignore[union-attr]
+        self._pos = pos
+        self._head = head
+        if answered >= 0:
+            self._answered = answered
+        if head >= _COMPACT_AT:
+            self._compact()
+        self._need_data()
+        return len(kinds) - before
+
     def _need_data(self) -> NeedData:
         if self._eof:
             if self._pos < len(self._buf):
                 self._fail("EOF in the middle of a response")
-            if self._pending:
-                self._fail(f"EOF with {len(self._pending)} replies pending")
+            if self.pending():
+                self._fail(f"EOF with {self.pending()} replies pending")
         return NEED_DATA
+
+    def _compact(self) -> None:
+        """Drop the answered entries from the front of the pending FIFO."""
+        head = self._head
+        if head * 2 >= len(self._pending_ops):
+            del self._pending_ops[:head], self._pending_opaques[:head]
+            self._head = 0
 
     def _fail(self, message: str, too_large: bool = False) -> NoReturn:
         self._failure = message
@@ -435,8 +751,9 @@ class MemcacheBinaryCodec:
         self, opcode: int, status: int, opaque: int, pos: int, end: int
     ) -> None:
         """Consume a packet that completes no reply: a multi-get hit or a quiet-op error."""
-        pending = self._pending
-        bound = pending[0][0] if pending else self._next_opaque
+        head = self._head
+        pending = head < len(self._pending_ops)
+        bound = self._pending_opaques[head] if pending else self._next_opaque
         answered = self._answered
         # Answers come in request order: this packet must belong to a request sent after the
         # last one answered and before the oldest one still pending.
@@ -444,8 +761,8 @@ class MemcacheBinaryCodec:
             if not pending:
                 self._fail(f"response (opaque {opaque}) with no request pending")
             self._fail(f"response opaque {opaque} out of order (oldest pending {bound})")
-        if opcode == OPCODE_GETKQ and pending and pending[0][1] is _MGET:
-            if (bound - opaque) & _OPAQUE_MASK > pending[0][2]:
+        if opcode == OPCODE_GETKQ and pending and self._pending_ops[head] == _MGET:
+            if (bound - opaque) & _OPAQUE_MASK > self._mget_keys[bound]:
                 self._fail(f"getkq response (opaque {opaque}) to no multi-get key")
             if status == STATUS_OK:
                 self._acc_keys += 1
@@ -481,7 +798,8 @@ class MemcacheBinaryCodec:
         self._acc_lines = []
         return acc
 
-    def _mget_reply(self, nbytes: int) -> Reply:
+    def _mget_reply(self, nbytes: int, opaque: int) -> Reply:
+        del self._mget_keys[opaque]
         acc_nbytes, keys, _lines = self._take_accumulated()
         return Reply(ReplyKind.HIT if keys else ReplyKind.MISS, acc_nbytes + nbytes, None, keys)
 

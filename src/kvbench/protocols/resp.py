@@ -7,14 +7,22 @@ Wire format: the Redis serialization protocol specification (RESP2 and RESP3).
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import hiredis
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
-from kvbench.protocols.base import NEED_DATA, CodecOptions, NeedData, Op, Reply, ReplyKind
+from kvbench.protocols.base import (
+    KEYS_SHIFT,
+    NEED_DATA,
+    BatchDefaults,
+    CodecOptions,
+    NeedData,
+    Op,
+    Reply,
+    ReplyKind,
+)
 
 # hiredis returns this from gets() when no complete reply is buffered (RESP3 has a real
 # boolean false, so the default False sentinel would be ambiguous).
@@ -32,6 +40,31 @@ _VALUE = ReplyKind.VALUE
 
 _Handler = Callable[[Any], Reply]
 _Encoder = Callable[[Any, Any, bytearray, int], int]
+
+# The pending FIFO holds one code per announced reply: the ``Op`` value of the request, or
+# ``_SETUP`` for HELLO/AUTH/SELECT. ``_handlers[code]`` turns the reply into a ``Reply``.
+_SETUP = len(Op)
+_GET = int(Op.GET)
+_SET = int(Op.SET)
+_DELETE = int(Op.DELETE)
+_INCR = int(Op.INCR)
+_DECR = int(Op.DECR)
+# read_kinds values (``int(kind) | keys << KEYS_SHIFT``) of the common replies.
+_HIT_1 = int(_HIT) | 1 << KEYS_SHIFT
+_MISS_0 = int(_MISS)
+_STORED_0 = int(ReplyKind.STORED)
+_DELETED_0 = int(ReplyKind.DELETED)
+_NOT_FOUND_0 = int(ReplyKind.NOT_FOUND)
+_VALUE_0 = int(_VALUE)
+# encode_many's request heads (each begins with the CRLF that ends the request before),
+# cached per key or value length: at most this many per table.
+_GET_HEAD = b"\r\n*2\r\n$3\r\nGET\r\n$%d\r\n"
+_DEL_HEAD = b"\r\n*2\r\n$3\r\nDEL\r\n$%d\r\n"
+_INCR_HEAD = b"\r\n*2\r\n$4\r\nINCR\r\n$%d\r\n"
+_HEAD_CACHE_LIMIT = 4096
+_CRLF = b"\r\n"
+# Compact the pending FIFO (a list read from ``_head``) once this many codes were answered.
+_COMPACT_AT = 1024
 
 
 def _bulk(arg: bytes | bytearray | memoryview | str | int) -> bytes:
@@ -101,12 +134,15 @@ def info_as_stats_text(info: bytes) -> bytes:
     return b"".join(lines)
 
 
-class RespCodec:
+class RespCodec(BatchDefaults):
     """Client half of RESP2 or RESP3 for one connection.
 
-    Redis answers in request order; each ``encode`` pushes the handler that turns the
-    matching reply into a ``Reply``. RESP3 push messages (``>``), which the server may send
-    at any time, are skipped and counted in ``push_messages``.
+    Redis answers in request order; each ``encode`` pushes a code (the op) naming the
+    handler that turns the matching reply into a ``Reply``. ``encode_many`` and
+    ``read_kinds`` are the batch forms, with the common ops (GET, SET, DEL, INCR) inline;
+    they share the FIFO with ``encode`` and ``next_reply``, so the styles mix freely. RESP3
+    push messages (``>``), which the server may send at any time, are skipped and counted
+    in ``push_messages``.
 
     ``Reply.nbytes`` is recomputed from the parsed value (see ``wire_nbytes``): exact for
     the replies of the fixed ops, approximate for status replies of arbitrary commands and
@@ -133,10 +169,22 @@ class RespCodec:
         self._unparsed = 0  # bytes fed since the last complete reply
         self._eof = False
         self._failure: str | None = None
-        self._pending: deque[_Handler] = deque()
+        # The pending FIFO: codes from ``_head`` on are announced and not yet answered.
+        self._pending: list[int] = []
+        self._head = 0
         self._build_templates(options.ttl_s)
         self._build_replies()
         self._encoders: list[_Encoder] = self._encoder_table()
+        self._handlers: list[_Handler] = self._handler_table()
+        # What encode_many reads, in one attribute.
+        self._batch = (
+            self._pending,
+            self._encoders,
+            self._get_heads,
+            self._set_heads,
+            self._value_lines,
+            self._batch_set_tail,
+        )
 
     def _build_templates(self, ttl_s: int) -> None:
         expiry = _bulk(b"EX") + _bulk(ttl_s) if ttl_s else b""
@@ -147,6 +195,15 @@ class RespCodec:
 
         self._set_head = store_head(3)
         self._set_tail = b"\r\n" + expiry
+        self._batch_set_tail = self._set_tail[:-2]  # encode_many's: the final CRLF comes later
+        # encode_many's pieces: a head per key length (``*N ... $len\r\n``) and a value
+        # length line (``\r\n$len\r\n``) per value length.
+        self._set_head_template = b"\r\n*%d\r\n$3\r\nSET\r\n$%%d\r\n" % (3 + extra)
+        self._get_heads: dict[int, bytes] = {}
+        self._set_heads: dict[int, bytes] = {}
+        self._del_heads: dict[int, bytes] = {}
+        self._incr_heads: dict[int, bytes] = {}
+        self._value_lines: dict[int, bytes] = {}
         self._add_head = store_head(4)
         self._add_tail = b"\r\n" + _bulk(b"NX") + expiry
         self._replace_tail = b"\r\n" + _bulk(b"XX") + expiry
@@ -162,19 +219,6 @@ class RespCodec:
         self._pong = Reply(ReplyKind.OK, 7)  # +PONG\r\n
         self._ok = Reply(ReplyKind.OK, 5)
         self._hit_cache: dict[int, Reply] = {}
-        self._appended: dict[int, Reply] = {}
-        # Bound once: the pending FIFO holds these, so encode() allocates no method objects.
-        self._get_done: _Handler = self._on_get
-        self._set_done: _Handler = self._on_set
-        self._delete_done: _Handler = self._on_delete
-        self._counter_done: _Handler = self._on_counter
-        self._mget_done: _Handler = self._on_mget
-        self._touch_done: _Handler = self._on_touch
-        self._append_done: _Handler = self._on_append
-        self._ping_done: _Handler = self._on_ping
-        self._info_done: _Handler = self._on_info
-        self._command_done: _Handler = self._on_command
-        self._setup_done: _Handler = self._on_setup
 
     def _encoder_table(self) -> list[_Encoder]:
         encoders: dict[Op, _Encoder] = {
@@ -193,6 +237,25 @@ class RespCodec:
             Op.COMMAND: self._encode_command,
         }
         return [encoders.get(op) or self._unsupported(op) for op in Op]
+
+    def _handler_table(self) -> list[_Handler]:
+        handlers: dict[Op, _Handler] = {
+            Op.GET: self._on_get,
+            Op.SET: self._on_set,
+            Op.ADD: self._on_set,
+            Op.REPLACE: self._on_set,
+            Op.DELETE: self._on_delete,
+            Op.INCR: self._on_counter,
+            Op.DECR: self._on_counter,
+            Op.MGET: self._on_mget,
+            Op.TOUCH: self._on_touch,
+            Op.APPEND: self._on_append,
+            Op.NOOP: self._on_ping,
+            Op.STATS: self._on_info,
+            Op.COMMAND: self._on_command,
+        }
+        # Ops without an encoder are never pending; _SETUP comes last.
+        return [handlers.get(op, self._on_setup) for op in Op] + [self._on_setup]
 
     # -- encoding ------------------------------------------------------------------------
 
@@ -227,6 +290,103 @@ class RespCodec:
         """
         return self._encoders[op](key, value, out, arg)
 
+    def encode_many(
+        self,
+        ops: Sequence[int],
+        keys: Sequence[bytes | Sequence[bytes]],
+        values: Sequence[bytes | bytearray | memoryview | None],
+        start: int,
+        stop: int,
+        out: bytearray,
+    ) -> int:
+        """Append requests ``start`` to ``stop``, as ``encode(ops[i], keys[i], values[i], out)``.
+
+        GET, SET, DEL and INCR are written inline from heads cached per key length; other
+        ops go through their encoder. The ops are then added to the pending FIFO in one
+        extend. Bytes are identical to ``encode`` with ``arg`` 1 for INCR/DECR (one step:
+        ``INCR key``) and 0 for every other op.
+
+        Returns:
+            ``stop - start``.
+
+        Raises:
+            ValueError: an op has no Redis form (or is TOUCH, which needs an expiry). A
+                batch is all or nothing: on any exception ``out`` and the pending FIFO are
+                left as they were.
+        """
+        if start >= stop:
+            return 0
+        pending, encoders, get_heads, set_heads, value_lines, set_tail = self._batch
+        announced = len(pending)
+        crlf = _CRLF
+        # Each request is written without its final CRLF, which the next head begins with
+        # (one append fewer per request); the CRLF owed before the first is removed at the
+        # end. ops[flushed:i] are written but not yet pending.
+        mark = len(out)
+        flushed = start
+        try:
+            for i in range(start, stop):
+                op = ops[i]
+                if op == _GET:
+                    key: Any = keys[i]
+                    try:
+                        out += get_heads[len(key)]
+                    except KeyError:
+                        out += self._head_for(get_heads, _GET_HEAD, len(key))
+                    out += key
+                elif op == _SET:
+                    key = keys[i]
+                    value: Any = values[i]
+                    try:
+                        out += set_heads[len(key)]
+                    except KeyError:
+                        out += self._head_for(set_heads, self._set_head_template, len(key))
+                    out += key
+                    try:
+                        out += value_lines[len(value)]
+                    except KeyError:
+                        out += self._head_for(value_lines, b"\r\n$%d\r\n", len(value))
+                    out += value
+                    if set_tail:  # EX ttl
+                        out += set_tail
+                elif op == _DELETE:
+                    key = keys[i]
+                    try:
+                        out += self._del_heads[len(key)]
+                    except KeyError:
+                        out += self._head_for(self._del_heads, _DEL_HEAD, len(key))
+                    out += key
+                elif op == _INCR:  # one step: INCR key
+                    key = keys[i]
+                    try:
+                        out += self._incr_heads[len(key)]
+                    except KeyError:
+                        out += self._head_for(self._incr_heads, _INCR_HEAD, len(key))
+                    out += key
+                else:
+                    # The encoder writes a whole request and pushes its own code: announce
+                    # the requests before it first.
+                    pending += ops[flushed:i]
+                    flushed = i + 1
+                    out += crlf
+                    encoders[op](keys[i], values[i], out, 1 if op == _DECR else 0)
+                    del out[-2:]
+        except BaseException:
+            del out[mark:]
+            del pending[announced:]
+            raise
+        out += crlf
+        del out[mark : mark + 2]
+        pending += ops[flushed:stop]
+        return stop - start
+
+    def _head_for(self, table: dict[int, bytes], template: bytes, n: int) -> bytes:
+        """``template % n``, cached in ``table`` while it holds fewer than the limit."""
+        head = template % n
+        if len(table) < _HEAD_CACHE_LIMIT:
+            table[n] = head
+        return head
+
     def encode_hello(
         self,
         out: bytearray,
@@ -244,7 +404,7 @@ class RespCodec:
             out += _array(b"HELLO", 3)
         else:
             out += _array(b"HELLO", 3, b"AUTH", username or b"default", password)
-        self._pending.append(self._setup_done)
+        self._pending.append(_SETUP)
         return 1
 
     def encode_auth(
@@ -255,25 +415,25 @@ class RespCodec:
             out += _array(b"AUTH", password)
         else:
             out += _array(b"AUTH", username, password)
-        self._pending.append(self._setup_done)
+        self._pending.append(_SETUP)
         return 1
 
     def encode_select(self, out: bytearray, db: int) -> int:
         """Append ``SELECT db``; returns 1 (``OK`` or ``ERROR_REPLY``)."""
         out += _array(b"SELECT", db)
-        self._pending.append(self._setup_done)
+        self._pending.append(_SETUP)
         return 1
 
     def _encode_get(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
         out += b"*2\r\n$3\r\nGET\r\n$%d\r\n%b\r\n" % (len(key), key)
-        self._pending.append(self._get_done)
+        self._pending.append(_GET)
         return 1
 
     def _encode_set(self, key: bytes, value: Any, out: bytearray, arg: int) -> int:
         out += self._set_head % (len(key), key, len(value))
         out += value
         out += self._set_tail
-        self._pending.append(self._set_done)
+        self._pending.append(_SET)
         return 1
 
     def _encode_add(self, key: bytes, value: Any, out: bytearray, arg: int) -> int:
@@ -286,12 +446,12 @@ class RespCodec:
         out += self._add_head % (len(key), key, len(value))
         out += value
         out += tail
-        self._pending.append(self._set_done)
+        self._pending.append(_SET)
         return 1
 
     def _encode_delete(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
         out += b"*2\r\n$3\r\nDEL\r\n$%d\r\n%b\r\n" % (len(key), key)
-        self._pending.append(self._delete_done)
+        self._pending.append(_DELETE)
         return 1
 
     def _encode_incr(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
@@ -299,7 +459,7 @@ class RespCodec:
             out += b"*2\r\n$4\r\nINCR\r\n$%d\r\n%b\r\n" % (len(key), key)
         else:
             out += b"*3\r\n$6\r\nINCRBY\r\n$%d\r\n%b\r\n" % (len(key), key) + _bulk(arg)
-        self._pending.append(self._counter_done)
+        self._pending.append(_INCR)
         return 1
 
     def _encode_decr(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
@@ -307,38 +467,38 @@ class RespCodec:
             out += b"*2\r\n$4\r\nDECR\r\n$%d\r\n%b\r\n" % (len(key), key)
         else:
             out += b"*3\r\n$6\r\nDECRBY\r\n$%d\r\n%b\r\n" % (len(key), key) + _bulk(arg)
-        self._pending.append(self._counter_done)
+        self._pending.append(_INCR)
         return 1
 
     def _encode_mget(self, keys: Any, value: object, out: bytearray, arg: int) -> int:
         out += b"*%d\r\n$4\r\nMGET\r\n" % (len(keys) + 1)
         for key in keys:
             out += b"$%d\r\n%b\r\n" % (len(key), key)
-        self._pending.append(self._mget_done)
+        self._pending.append(Op.MGET)
         return 1
 
     def _encode_touch(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
         if arg <= 0:
             raise ValueError("touch needs an expiry > 0 for Redis (EXPIRE key 0 deletes the key)")
         out += _array(b"EXPIRE", key, arg)
-        self._pending.append(self._touch_done)
+        self._pending.append(Op.TOUCH)
         return 1
 
     def _encode_append(self, key: bytes, value: Any, out: bytearray, arg: int) -> int:
         out += b"*3\r\n$6\r\nAPPEND\r\n$%d\r\n%b\r\n$%d\r\n" % (len(key), key, len(value))
         out += value
         out += b"\r\n"
-        self._pending.append(self._append_done)
+        self._pending.append(Op.APPEND)
         return 1
 
     def _encode_ping(self, key: object, value: object, out: bytearray, arg: int) -> int:
         out += b"*1\r\n$4\r\nPING\r\n"
-        self._pending.append(self._ping_done)
+        self._pending.append(Op.NOOP)
         return 1
 
     def _encode_info(self, key: bytes | None, value: object, out: bytearray, arg: int) -> int:
         out += _array(b"INFO", key) if key else b"*1\r\n$4\r\nINFO\r\n"
-        self._pending.append(self._info_done)
+        self._pending.append(Op.STATS)
         return 1
 
     def _encode_command(self, argv: Any, value: object, out: bytearray, arg: int) -> int:
@@ -347,7 +507,7 @@ class RespCodec:
         if not argv:
             raise ValueError("COMMAND needs a non-empty argv")
         out += _array(*argv)
-        self._pending.append(self._command_done)
+        self._pending.append(Op.COMMAND)
         return 1
 
     def _unsupported(self, op: Op) -> _Encoder:
@@ -378,7 +538,7 @@ class RespCodec:
 
     def pending(self) -> int:
         """How many announced replies have not been returned yet."""
-        return len(self._pending)
+        return len(self._pending) - self._head
 
     def next_reply(self) -> Reply | NeedData:
         """Return the next complete reply, or ``NEED_DATA``.
@@ -409,18 +569,106 @@ class RespCodec:
             if self._skip_pushes and value.__class__ is _PushNotification:
                 self.push_messages += 1
                 continue
+            pending = self._pending
+            head = self._head
             try:
-                handler = self._pending.popleft()
+                code = pending[head]
             except IndexError:
                 self._fail(f"reply {value!r:.60} with no request pending")
-            return handler(value)
+            self._head = head + 1
+            if head >= _COMPACT_AT:
+                self._compact()
+            return self._handlers[code](value)
+
+    def read_kinds(self, kinds: list[int]) -> int:
+        """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
+
+        The values are those of ``next_reply``'s ``Reply.kind`` and ``Reply.keys``; the
+        common replies (GET hit or miss, SET ``+OK``, DEL and INCR integers) are classified
+        inline, the others by the ``next_reply`` handlers.
+
+        Returns:
+            How many values were appended.
+
+        Raises:
+            ProtocolError: as ``next_reply``, after appending the replies parsed before the
+                bad one. The codec is dead afterwards.
+        """
+        if self._failure is not None:
+            raise ProtocolError(self._failure)
+        gets = self._reader.gets
+        pending = self._pending
+        handlers = self._handlers
+        append = kinds.append
+        incomplete = _INCOMPLETE
+        before = len(kinds)
+        head = self._head
+        pushes = self.push_messages
+        try:
+            while True:
+                try:
+                    value = gets()
+                except Exception as exc:
+                    self._fail(f"RESP protocol error: {exc!r}")
+                if value is incomplete:
+                    break
+                try:
+                    code = pending[head]
+                    head += 1
+                except IndexError:
+                    code = -1
+                if code == _GET:
+                    if value.__class__ is bytes:
+                        append(_HIT_1)
+                        continue
+                    if value is None:
+                        append(_MISS_0)
+                        continue
+                elif code == _SET:
+                    if value == b"OK":
+                        append(_STORED_0)
+                        continue
+                elif code == _DELETE:
+                    if value.__class__ is int:
+                        append(_DELETED_0 if value else _NOT_FOUND_0)
+                        continue
+                elif code == _INCR and value.__class__ is int:
+                    append(_VALUE_0)
+                    continue
+                # Anything else: a push message, a reply to a rarer op, an error reply, or
+                # a reply that cannot answer its request.
+                if self._skip_pushes and value.__class__ is _PushNotification:
+                    if code >= 0:
+                        head -= 1  # a push answers no request
+                    self.push_messages += 1
+                    continue
+                if code < 0:
+                    self._fail(f"reply {value!r:.60} with no request pending")
+                reply = handlers[code](value)
+                append(reply.kind | reply.keys << KEYS_SHIFT)
+        finally:
+            self._head = head
+        if head >= _COMPACT_AT:
+            self._compact()
+        if len(kinds) != before or self.push_messages != pushes:
+            self._unparsed = 0
+        self._need_data()
+        return len(kinds) - before
 
     def _need_data(self) -> NeedData:
         if self._unparsed > self._max:
             self._fail(f"reply of more than {self._max} bytes", too_large=True)
-        if self._eof and (self._pending or self._unparsed or self._reader.has_data()):
-            self._fail(f"EOF with {len(self._pending)} replies pending")
+        pending = len(self._pending) - self._head
+        if self._eof and (pending or self._unparsed or self._reader.has_data()):
+            self._fail(f"EOF with {pending} replies pending")
         return NEED_DATA
+
+    def _compact(self) -> None:
+        """Drop the answered codes from the front of the pending FIFO."""
+        head = self._head
+        if head * 2 >= len(self._pending):
+            del self._pending[:head]
+            self._head = 0
 
     def _fail(self, message: str, too_large: bool = False) -> NoReturn:
         self._failure = message
