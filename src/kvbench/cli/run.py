@@ -12,11 +12,10 @@ import click
 from rich.console import Console
 
 from kvbench.cli.console import make_console
+from kvbench.cli.live import LiveView
 from kvbench.config import RunConfig, Settings, load_config
-from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report import document, dumps, summarize
-from kvbench.report.summary import interval_row
-from kvbench.report.terminal import live_line, print_summary
+from kvbench.report.terminal import print_summary
 from kvbench.results.model import RunResult
 from kvbench.results.store import Store
 from kvbench.runner.coordinator import Coordinator
@@ -175,14 +174,6 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
 
 
 def _measure(console: Console, config: RunConfig) -> RunResult:
-    origins: dict[int, int] = {}  # round -> its first interval's start
-
-    def on_interval(snap: IntervalSnapshot) -> None:
-        origin = origins.setdefault(snap.round, snap.start_ns)
-        if config.report.live:
-            prefix = f"round {snap.round + 1} " if config.load.rounds > 1 else ""
-            console.print(prefix + live_line(interval_row(snap, origin)))
-
     load = config.load
     span = (
         f"{load.duration_ns / 1e9:g}s"
@@ -196,7 +187,7 @@ def _measure(console: Console, config: RunConfig) -> RunResult:
         + (f", open loop {load.rate_per_s:,.0f}/s" if load.rate_per_s else "")
         + f", seed {config.workload.seed}",
     )
-    coordinator = Coordinator(config, on_interval, lambda text: console.print(text))
-    result = coordinator.run()
+    with LiveView(console, config) as view:
+        result = Coordinator(config, view.interval, view.note).run()
     sys.stdout.flush()
     return result

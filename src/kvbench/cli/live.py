@@ -1,0 +1,126 @@
+"""The live view of a running measurement.
+
+On a terminal: a rich Live display with a progress bar (rounds included, with ETA) over a
+table of the latest intervals. Otherwise (a pipe, a file, CI): one plain line per
+interval, so logs stay readable. It only ever sees merged interval snapshots that the
+coordinator hands out; it never reads the engine.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from kvbench.config import RunConfig
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report.summary import interval_row
+from kvbench.report.terminal import fmt_us, live_line
+from kvbench.units import format_rate
+
+# Intervals kept on screen.
+LIVE_ROWS = 10
+
+
+class LiveView:
+    """Shows intervals as they arrive; a context manager around one run.
+
+    Args:
+        console: where to draw.
+        config: the run's config (for the progress total and labels).
+    """
+
+    def __init__(self, console: Console, config: RunConfig) -> None:
+        self._console = console
+        self._config = config
+        self._origins: dict[int, int] = {}
+        self._rows: deque[dict[str, Any]] = deque(maxlen=LIVE_ROWS)
+        self._interactive = console.is_terminal and config.report.live
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        load = config.load
+        if load.duration_ns is not None:
+            total, unit = load.rounds * load.duration_ns / 1e9, "s"
+        else:
+            total, unit = float(load.rounds * (load.requests or 0)), "requests"
+        self._by_time = unit == "s"
+        self._task = self._progress.add_task("measuring", total=total or None)
+        self._live: Live | None = None
+
+    def __enter__(self) -> LiveView:
+        if self._interactive:
+            self._live = Live(self._render(), console=self._console, refresh_per_second=4)
+            self._live.__enter__()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._live is not None:
+            self._live.__exit__(kind, exc, tb)
+            self._live = None
+
+    def note(self, text: str) -> None:
+        """A one-line event (preloading, next round, interrupted)."""
+        if self._live is not None:
+            self._live.console.print(text)
+        else:
+            self._console.print(text)
+
+    def interval(self, snap: IntervalSnapshot) -> None:
+        """Show one merged interval."""
+        origin = self._origins.setdefault(snap.round, snap.start_ns)
+        row = interval_row(snap, origin)
+        rounds = self._config.load.rounds
+        self._progress.update(
+            self._task,
+            advance=row["length_s"] if self._by_time else snap.ops(),
+            description=f"round {snap.round + 1}/{rounds}" if rounds > 1 else "measuring",
+        )
+        if self._live is not None:
+            self._rows.append(row)
+            self._live.update(self._render())
+        elif self._config.report.live:
+            prefix = f"round {snap.round + 1} " if rounds > 1 else ""
+            self._console.print(prefix + live_line(row))
+
+    def _render(self) -> Group:
+        table = Table(box=None, pad_edge=False)
+        for name in ("round", "t", "ops/s", "offered/s", "errors", "cpu"):
+            table.add_column(name, justify="right")
+        ops = sorted({op for row in self._rows for op in row["ops"]})
+        for op in ops:
+            table.add_column(f"{op} /s", justify="right")
+            table.add_column(f"{op} p50", justify="right")
+            table.add_column(f"{op} p99", justify="right")
+        for row in self._rows:
+            cells = [
+                str(row["round"] + 1),
+                f"{row['t_s']:.1f}s",
+                format_rate(row["per_s"]),
+                "" if row.get("offered_per_s") is None else format_rate(row["offered_per_s"]),
+                f"{row['errors']:,}",
+                f"{row['cpu_s'] / row['length_s']:.0%}" if row["length_s"] else "",
+            ]
+            for op in ops:
+                vals = row["ops"].get(op)
+                if vals is None:
+                    cells += ["", "", ""]
+                else:
+                    cells += [
+                        format_rate(vals["per_s"]),
+                        fmt_us(vals["p50_us"]),
+                        fmt_us(vals["p99_us"]),
+                    ]
+            table.add_row(*cells)
+        return Group(self._progress, table)
