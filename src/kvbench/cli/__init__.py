@@ -14,6 +14,7 @@ import click
 
 from kvbench import __version__
 from kvbench.cli.history import history, show
+from kvbench.cli.levels import compare, sweep
 from kvbench.cli.run import run
 from kvbench.errors import ConfigError, KvbenchError, RunAborted, StoreError, TargetUnreachable
 
@@ -42,6 +43,8 @@ def cli() -> None:
 cli.add_command(run)
 cli.add_command(history)
 cli.add_command(show)
+cli.add_command(sweep)
+cli.add_command(compare)
 
 
 def main(argv: list[str] | None = None) -> None:

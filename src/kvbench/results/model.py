@@ -5,7 +5,7 @@ Everything a report shows is computed from this (reports never read live objects
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
@@ -71,3 +71,56 @@ class RunResult:
         if not self.intervals:
             return None
         return merge_snapshots(self.intervals)
+
+
+def combine_rounds(results: list[RunResult]) -> RunResult:
+    """Several one-round results of the same target as one multi-round result.
+
+    Used by comparisons, whose rounds are separate runs interleaved with other targets.
+    The server's before/after samples are kept per round (other targets' traffic falls
+    between them, so no reconciliation across rounds is claimed).
+
+    Raises:
+        ValueError: no results.
+    """
+    if not results:
+        raise ValueError("combine_rounds needs at least one result")
+    first = results[0]
+    intervals: list[IntervalSnapshot] = []
+    phases: dict[str, list[IntervalSnapshot]] = {}
+    rounds: list[dict[str, Any]] = []
+    for index, result in enumerate(results):
+        intervals.extend(replace(s, round=index) for s in result.intervals)
+        for name, snap in result.phases.items():
+            phases.setdefault(name, []).append(snap)
+        record = (
+            result.rounds[0]
+            if result.rounds
+            else {
+                "window_start_ns": result.window_start_ns,
+                "window_end_ns": result.window_end_ns,
+                "status": result.status,
+            }
+        )
+        rounds.append({**record, "round": index})
+    statuses = {r.status for r in results}
+    status = (
+        "ok" if statuses == {"ok"} else ("interrupted" if "interrupted" in statuses else "partial")
+    )
+    return replace(
+        first,
+        status=status,
+        intervals=intervals,
+        phases={name: merge_snapshots(snaps) for name, snaps in phases.items()},
+        rounds=rounds,
+        window_start_ns=rounds[0]["window_start_ns"],
+        window_end_ns=rounds[-1]["window_end_ns"],
+        errors=[e for r in results for e in r.errors],
+        server={
+            "intervals": [i for r in results for i in r.server.get("intervals", [])],
+            "rounds": [
+                {"before": r.server.get("before"), "after": r.server.get("after")} for r in results
+            ],
+        },
+        config={**first.config, "load": {**first.config.get("load", {}), "rounds": len(results)}},
+    )

@@ -1,0 +1,220 @@
+"""``kvbench sweep`` and ``kvbench compare``: many runs, one answer.
+
+Both take every option of ``kvbench run`` (copied from it, so they never drift apart);
+the swept axis is the one of --connections, --pipeline or --rate given as a range.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from kvbench.cli.console import make_console
+from kvbench.cli.live import LiveView
+from kvbench.cli.run import default_processes, run, settings_from_options
+from kvbench.config import RunConfig, load_config
+from kvbench.errors import ConfigError
+from kvbench.report import document, summarize
+from kvbench.report.levels import (
+    LevelRow,
+    best_level,
+    comparison,
+    comparison_sentence,
+    knee,
+    level_row,
+    parse_slo,
+    target_column,
+)
+from kvbench.report.terminal import fmt_us, print_summary
+from kvbench.results.model import SCHEMA_VERSION, RunResult
+from kvbench.results.store import Store
+from kvbench.runner.levels import AXES, parse_levels, run_comparison, run_sweep
+from kvbench.units import format_rate
+
+_AXIS_OPTION = {"connections": "connections", "pipeline": "pipeline", "rate": "rate"}
+
+
+def _copy_run_options(command: click.Command, skip: set[str]) -> click.Command:
+    command.params.extend(p for p in run.params if p.name not in skip)
+    return command
+
+
+def _save(config: RunConfig, results: list[RunResult]) -> None:
+    if config.report.save:
+        with Store(config.report.db_path) as store:
+            for result in results:
+                store.save_run(result, document(summarize(result)))
+
+
+def _write_json(path: str | None, doc: dict[str, Any], console: Console) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(doc, handle, indent=2)
+            handle.write("\n")
+        console.print(f"result document written to {path}")
+
+
+def _split_axis(options: dict[str, Any]) -> tuple[str, list[float]]:
+    ranged = [
+        a
+        for a in AXES
+        if isinstance(options.get(a), str) and (":" in options[a] or "," in options[a])
+    ]
+    if len(ranged) != 1:
+        raise ConfigError(
+            "sweep",
+            "give exactly one of --connections, --pipeline or --rate as a range, e.g. --connections 64:2048:64",
+        )
+    axis = ranged[0]
+    levels = parse_levels(options.pop(axis), f"--{axis}")
+    return axis, levels
+
+
+def _level_table(rows: list[LevelRow], axis: str) -> Table:
+    table = Table(title=f"sweep over {axis}", title_justify="left")
+    for name in (axis, "status", "ops/s", "95% CI", "p50", "p99", "errors", "SLO"):
+        table.add_column(name, justify="right")
+    for row in rows:
+        t = row.throughput
+        ci = f"{format_rate(t.ci95[0])}..{format_rate(t.ci95[1])}" if t and t.ci95 else ""
+        table.add_row(
+            f"{row.level:g}",
+            row.status if not row.reason else f"failed: {row.reason}",
+            format_rate(t.mean) if t else "",
+            ci,
+            fmt_us(row.latency_us.get("p50")),
+            fmt_us(row.latency_us.get("p99")),
+            f"{row.errors:,}",
+            {True: "met", False: "missed", None: ""}[row.slo_met],
+        )
+    return table
+
+
+@click.command()
+@click.argument("target")
+@click.option(
+    "--slo", help="A latency objective, e.g. 'p99<1ms': report the highest level meeting it."
+)
+def sweep(
+    target: str, config_path: str | None = None, slo: str | None = None, **options: Any
+) -> None:
+    """Run TARGET at each level of one axis and find where it saturates.
+
+    Give one of --connections, --pipeline or --rate as START:STOP:STEP or a list.
+    Per level: throughput mean with a 95% CI over --rounds, p50/p99, errors; then the
+    knee (where throughput stops rising while p99 climbs) and, with --slo, the highest
+    level that meets it. A level that fails is reported as failed, never skipped.
+
+    \b
+    Example:
+        kvbench sweep memcached://127.0.0.1:11211 --connections 64:2048:64 --rounds 5
+        kvbench sweep redis://127.0.0.1:6379 --pipeline 1,2,4,8,16,32 --slo 'p99<1ms'
+    """
+    console = make_console()
+    json_path = options.pop("json_path", None)
+    axis, levels = _split_axis(options)
+    objective = parse_slo(slo) if slo else None
+    settings = settings_from_options((target,), options)
+    config = load_config(config_path, settings, default_processes())
+    with LiveView(console, config) as view:
+        outcomes = run_sweep(config, axis, levels, view.interval, view.note)
+    rows = [level_row(level, result, reason, objective) for level, result, reason in outcomes]
+    _save(config, [r for _, r, _ in outcomes if r is not None])
+    console.print(_level_table(rows, axis))
+    knee_level = knee(rows)
+    console.print(
+        f"knee: {axis} = {knee_level:g}"
+        if knee_level is not None
+        else "knee: none within the swept range"
+    )
+    best = best_level(rows) if objective else None
+    if objective:
+        console.print(
+            f"highest level meeting {slo}: {best:g}" if best is not None else f"no level met {slo}"
+        )
+    _write_json(
+        json_path,
+        {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "sweep",
+            "axis": axis,
+            "target": config.targets[0].url,
+            "levels": [_row_doc(r) for r in rows],
+            "knee": knee_level,
+            "slo": slo,
+            "best_level": best,
+        },
+        console,
+    )
+
+
+def _row_doc(row: LevelRow) -> dict[str, Any]:
+    t = row.throughput
+    return {
+        "level": row.level,
+        "status": row.status,
+        "reason": row.reason,
+        "run_id": row.run_id,
+        "throughput_per_s": round(t.mean, 1) if t else None,
+        "throughput_ci95_per_s": [round(t.ci95[0], 1), round(t.ci95[1], 1)]
+        if t and t.ci95
+        else None,
+        "latency_us": row.latency_us,
+        "errors": row.errors,
+        "slo_met": row.slo_met,
+    }
+
+
+@click.command()
+@click.argument("targets", nargs=-1, required=True, metavar="TARGET_A TARGET_B [...]")
+def compare(targets: tuple[str, ...], config_path: str | None = None, **options: Any) -> None:
+    """Run the same seeded workload against each TARGET, rounds interleaved A B A B.
+
+    Prints each target's summary and its throughput and p99 relative to the first, with
+    95% confidence intervals from the paired per-round ratios (use --rounds 5 or more).
+
+    \b
+    Example:
+        kvbench compare memcached://127.0.0.1:11211 memcached+binary://127.0.0.1:11211 --rounds 5
+    """
+    if len(targets) < 2:
+        raise ConfigError("compare", "give at least two targets")
+    console = make_console()
+    json_path = options.pop("json_path", None)
+    base_settings = settings_from_options((targets[0],), options)
+    seed_config = load_config(config_path, base_settings, default_processes())
+    configs = []
+    for url in targets:  # one seed for all: the same requests against each target
+        settings = {
+            **base_settings,
+            "target.urls": ([url], "TARGET"),
+            "workload.seed": (seed_config.workload.seed, "--seed"),
+        }
+        configs.append(load_config(config_path, settings, default_processes()))
+    with LiveView(console, seed_config) as view:
+        results = run_comparison(configs, seed_config.load.rounds, view.interval, view.note)
+    _save(seed_config, results)
+    columns = [target_column(r) for r in results]
+    for result in results:
+        print_summary(console, summarize(result))
+    rows = comparison(columns)
+    for row in rows:
+        console.print(comparison_sentence(row))
+    _write_json(
+        json_path,
+        {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "compare",
+            "targets": [document(c.model) for c in columns],
+            "comparison": rows,
+        },
+        console,
+    )
+
+
+_copy_run_options(sweep, {"targets"})
+_copy_run_options(compare, {"targets"})

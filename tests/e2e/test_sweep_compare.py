@@ -1,0 +1,95 @@
+"""``kvbench sweep`` and ``kvbench compare`` end to end against real servers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support import servers
+from tests.support.cli import read_json, run_kvbench
+from tests.support.servers import Server
+
+pytestmark = pytest.mark.integration
+
+SHORT = ("--duration", "1s", "--processes", "1", "-q")
+
+
+def test_sweep_reports_every_level_with_a_ci_and_an_slo(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    out = tmp_path / "sweep.json"
+    db = str(tmp_path / "h.db")
+    result = run_kvbench(
+        "sweep",
+        f"memcached://{fresh_memcached.address}",
+        "--connections",
+        "1:3:2",
+        "--rounds",
+        "2",
+        "--slo",
+        "p99<1s",
+        "--json",
+        str(out),
+        "--db",
+        db,
+        *SHORT,
+    )
+    assert result.code == 0, result.stderr
+    doc = read_json(out)
+    assert doc["axis"] == "connections"
+    assert [row["level"] for row in doc["levels"]] == [1.0, 3.0]
+    for row in doc["levels"]:
+        assert row["status"] == "ok" and row["throughput_per_s"] > 0
+        lo, hi = row["throughput_ci95_per_s"]
+        assert lo <= row["throughput_per_s"] <= hi
+        assert row["slo_met"] is True
+    assert doc["best_level"] == 3.0
+    assert "sweep over connections" in result.stdout
+    assert run_kvbench("history", "--db", db).stdout.count(fresh_memcached.address) == 2
+
+
+def test_a_failing_level_is_reported_not_skipped(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.json"
+    port = servers.free_port()
+    result = run_kvbench(
+        "sweep",
+        f"memcached://127.0.0.1:{port}",
+        "--pipeline",
+        "1,2",
+        "--json",
+        str(out),
+        "--no-save",
+        *SHORT,
+    )
+    doc = read_json(out)
+    assert [row["status"] for row in doc["levels"]] == ["failed", "failed"]
+    assert "connection refused" in doc["levels"][0]["reason"]
+    assert result.code == 0
+
+
+def test_sweep_needs_exactly_one_ranged_axis() -> None:
+    result = run_kvbench("sweep", "memcached://127.0.0.1:1", "--connections", "4")
+    assert result.code == 2
+    assert "give exactly one of --connections, --pipeline or --rate as a range" in result.stderr
+
+
+def test_compare_interleaves_rounds_and_gives_ratios(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    out = tmp_path / "compare.json"
+    a = f"memcached://{fresh_memcached.address}"
+    b = f"memcached+meta://{fresh_memcached.address}"
+    result = run_kvbench(
+        "compare", a, b, "--rounds", "3", "-c", "2", "--json", str(out), "--no-save", *SHORT
+    )
+    assert result.code == 0, result.stderr
+    doc = read_json(out)
+    (row,) = doc["comparison"]
+    assert row["baseline"] == a and row["target"] == b
+    lo, hi = row["throughput_ratio_ci95"]
+    assert lo <= row["throughput_ratio"] <= hi and 0.2 < row["throughput_ratio"] < 5
+    assert [len(t["rounds"]) for t in doc["targets"]] == [3, 3]
+    seeds = {t["config"]["workload"]["seed"] for t in doc["targets"]}
+    assert len(seeds) == 1  # the same workload against both
+    assert f"{b}: " in result.stdout and f"of {a} throughput (95% CI" in result.stdout
