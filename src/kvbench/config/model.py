@@ -24,6 +24,10 @@ class TargetConfig:
         db: Redis database number (SELECT), 0 by default.
         username, password: Redis AUTH credentials; never stored or printed.
         path: the rest of the URL path (queue name, HTTP path), without the leading slash.
+        tls: connect with TLS (``rediss://``).
+        tls_ca: CA bundle to verify the server with (``?ca=PATH``); None: system CAs.
+        tls_insecure: do not verify the server's certificate (``?insecure=1``).
+        tls_cert, tls_key: client certificate and key (``?cert=PATH&key=PATH``).
     """
 
     url: str
@@ -35,6 +39,11 @@ class TargetConfig:
     username: str | None = field(default=None, repr=False)
     password: str | None = field(default=None, repr=False)
     path: str = ""
+    tls: bool = False
+    tls_ca: str | None = None
+    tls_insecure: bool = False
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
     @property
     def family(self) -> str:
@@ -49,24 +58,47 @@ class WorkloadConfig:
     Attributes:
         keys: keyspace size: keys are ``key_prefix`` + a number in [0, keys).
         key_prefix: prepended to every key.
-        key_pattern: how keys are picked: ``uniform`` or ``sequential``.
+        key_pattern: how keys are picked: ``uniform``, ``sequential``, ``zipf`` or
+            ``gaussian``.
+        zipf_exponent: ``zipf``: P(rank r) is proportional to 1 / r**s over the keyspace.
+        gaussian_mean, gaussian_stddev: ``gaussian``: in keys (absolute); None means
+            keys / 2 and keys / 6.
+        key_template: ``number`` (prefix + number), ``random`` (prefix + random URL-safe
+            characters) or ``float-counter`` (prefix + str(random float) + number).
+        key_size: every key is exactly this many bytes (``number``: zero-padded;
+            ``random``: required), or None.
         value_size_min_bytes, value_size_max_bytes: value sizes, uniform in the range.
+        value_size_weights: (bytes, weight) pairs; when given, sizes follow these weights
+            and min/max are the smallest and largest size.
+        value_kind: ``random``, ``compressible`` or ``timestamp`` (8-byte big-endian ms).
         ratio: weight per op name (``get``, ``set``, ``delete``, ``incr``, ``mget``).
         multiget_keys: keys per ``mget`` op.
-        ttl_s: expiry sent with stores (0: none).
+        ttl_s: expiry sent with stores (0: none); with ``ttl_max_s`` the low end of a
+            range from which each connection draws its own ttl.
+        ttl_max_s: the high end of the ttl range, or None (a fixed ``ttl_s``).
         preload: store every key once before measuring, so gets can hit.
+        verify: values derived from (key, version); every get hit is checked.
         seed: the run's seed; worker i uses a seed derived from it and i.
     """
 
     keys: int = 100_000
     key_prefix: str = "kvbench:"
     key_pattern: str = "uniform"
+    zipf_exponent: float = 0.99
+    gaussian_mean: float | None = None
+    gaussian_stddev: float | None = None
+    key_template: str = "number"
+    key_size: int | None = None
     value_size_min_bytes: int = 100
     value_size_max_bytes: int = 100
+    value_size_weights: tuple[tuple[int, int], ...] = ()
+    value_kind: str = "random"
     ratio: tuple[tuple[str, int], ...] = (("set", 1), ("get", 10))
     multiget_keys: int = 10
     ttl_s: int = 0
+    ttl_max_s: int | None = None
     preload: bool = False
+    verify: bool = False
     seed: int = 0
 
 
@@ -89,6 +121,11 @@ class LoadConfig:
         arrival: open loop: ``uniform`` (fixed gaps) or ``poisson`` (exponential gaps).
         max_lag_ns: open loop: a request this far behind its slot is dropped, not sent.
         rounds: how many times the measurement is repeated, each with fresh processes.
+        cluster: ``tcp://HOST:PORT`` of a Dask scheduler: the load workers run on its
+            workers (one per Dask worker process, at most ``processes``); None: local
+            processes.
+        cluster_listen: ``HOST:PORT`` the coordinator listens on for the Dask workers to
+            connect back to; None: the interface facing the scheduler, a free port.
     """
 
     connections: int = 50
@@ -104,6 +141,8 @@ class LoadConfig:
     arrival: str = "uniform"
     max_lag_ns: int = 10**9
     rounds: int = 1
+    cluster: str | None = None
+    cluster_listen: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

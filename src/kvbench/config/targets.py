@@ -7,6 +7,8 @@ apart from the masked URL that is printed and stored.
 
 from __future__ import annotations
 
+import os
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from kvbench.config.model import TargetConfig
@@ -19,6 +21,7 @@ SCHEMES: dict[str, tuple[str, int]] = {
     "memcached+binary": ("memcache-binary", 11211),
     "memcached+meta": ("memcache-meta", 11211),
     "redis": ("resp2", 6379),
+    "rediss": ("resp2", 6379),
 }
 
 
@@ -53,6 +56,7 @@ def parse_target(url: str, where: str = "target") -> TargetConfig:
             if not path.isdigit():
                 raise ConfigError(where, f"redis database must be a number, got {path!r}")
             db = int(path)
+    tls = _tls_options(scheme, parse_qs(parts.query), where)
     username = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password else None
     if username is not None and password is None:
@@ -67,6 +71,7 @@ def parse_target(url: str, where: str = "target") -> TargetConfig:
         db=db,
         username=username or None,
         password=password,
+        **tls,
         path=path,
     )
 
@@ -80,3 +85,22 @@ def mask_url(url: str) -> str:
     userinfo = f"{user}:***" if user else "***"
     netloc = f"{userinfo}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
     return parts._replace(netloc=netloc).geturl()
+
+
+def _tls_options(scheme: str, query: dict[str, list[str]], where: str) -> dict[str, Any]:
+    """TLS settings from a ``rediss://`` URL's query: ca, insecure, cert, key."""
+    if scheme != "rediss":
+        if any(k in query for k in ("ca", "insecure", "cert", "key")):
+            raise ConfigError(where, "TLS options (ca, insecure, cert, key) need rediss://")
+        return {}
+    options: dict[str, Any] = {"tls": True}
+    for name in ("ca", "cert", "key"):
+        if name in query:
+            path = query[name][-1]
+            if not os.path.isfile(path):
+                raise ConfigError(where, f"{name}={path}: no such file")
+            options[f"tls_{name}"] = path
+    options["tls_insecure"] = query.get("insecure", ["0"])[-1] in ("1", "true", "yes")
+    if ("tls_cert" in options) != ("tls_key" in options):
+        raise ConfigError(where, "give both cert= and key= for a client certificate")
+    return options

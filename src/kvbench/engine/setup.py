@@ -6,6 +6,7 @@ memcached connections need nothing.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -41,3 +42,16 @@ def setup_for(target: TargetConfig) -> Callable[[Any, bytearray], int] | None:
         return int(count)
 
     return write_setup
+
+
+def ssl_context_for(target: TargetConfig) -> ssl.SSLContext | None:
+    """The TLS client context for a ``rediss://`` target, or None for plain TCP."""
+    if not target.tls:
+        return None
+    context = ssl.create_default_context(cafile=target.tls_ca)
+    if target.tls_insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if target.tls_cert and target.tls_key:
+        context.load_cert_chain(target.tls_cert, target.tls_key)
+    return context

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.engine.connection import Connection, SetupFailed
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
-from kvbench.engine.setup import codec_factory_for, setup_for
+from kvbench.engine.setup import codec_factory_for, setup_for, ssl_context_for
 from kvbench.errors import TargetUnreachable
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
@@ -73,6 +74,8 @@ def connect_error_text(exc: BaseException) -> str:
         return "connection refused"
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
         return "timed out"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS handshake failed: {exc.reason or exc}"
     if isinstance(exc, SetupFailed):
         return f"the server refused the connection setup: {exc}"
     text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
@@ -94,6 +97,7 @@ class Worker:
         self._emit = emit
         self.plan: WorkloadPlan = compile_plan(config.workload, spec.worker_index, spec.n_workers)
         self.source = RequestSource(self.plan)
+        self._ssl = ssl_context_for(self.target)
         keys_per_op = [config.workload.multiget_keys if op == Op.MGET else 1 for op in Op]
         self.recorder = Recorder(OP_NAMES, keys_per_op)
         self.connections: list[Connection] = []
@@ -141,11 +145,21 @@ class Worker:
                     f"cannot connect to {self.target.url}: {connect_error_text(result)}"
                 )
 
+    async def _connect(self, loop: asyncio.AbstractEventLoop, conn: Connection) -> None:
+        """Open ``conn``'s transport (TLS for rediss://)."""
+        await loop.create_connection(
+            lambda: conn,
+            self.target.host,
+            self.target.port,
+            ssl=self._ssl,
+            server_hostname=self.target.host if self._ssl else None,
+        )
+
     async def _open(self, conn: Connection, timeout_ns: int) -> None:
         loop = asyncio.get_running_loop()
         conn.ready = loop.create_future()
         async with asyncio.timeout(timeout_ns / 1e9):
-            await loop.create_connection(lambda: conn, self.target.host, self.target.port)
+            await self._connect(loop, conn)
             await conn.ready
 
     # -- preload -----------------------------------------------------------------------
@@ -407,7 +421,7 @@ class Worker:
             try:
                 conn.ready = loop.create_future()
                 async with asyncio.timeout(self.spec.config.load.connect_timeout_ns / 1e9):
-                    await loop.create_connection(lambda: conn, self.target.host, self.target.port)
+                    await self._connect(loop, conn)
                     await conn.ready
             except (OSError, TimeoutError, SetupFailed) as exc:
                 self.errors["connect_error"] = self.errors.get("connect_error", 0) + 1

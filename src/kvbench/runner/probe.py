@@ -11,8 +11,10 @@ import socket
 import time
 from typing import Any
 
+import hiredis
+
 from kvbench.config.model import TargetConfig
-from kvbench.engine.setup import codec_factory_for, setup_for
+from kvbench.engine.setup import codec_factory_for, setup_for, ssl_context_for
 from kvbench.engine.worker import connect_error_text
 from kvbench.errors import ProtocolError, TargetUnreachable
 from kvbench.protocols.base import NEED_DATA, CodecOptions, Op, Reply, ReplyKind, parse_stats_text
@@ -44,6 +46,19 @@ def parse_redis_info(text: bytes) -> dict[str, str]:
     return stats
 
 
+def open_socket(target: TargetConfig, timeout_s: float) -> socket.socket:
+    """A connected blocking socket to ``target``, TLS-wrapped for ``rediss://``."""
+    sock = socket.create_connection((target.host, target.port), timeout=timeout_s)
+    context = ssl_context_for(target)
+    if context is None:
+        return sock
+    try:
+        return context.wrap_socket(sock, server_hostname=target.host)
+    except BaseException:
+        sock.close()
+        raise
+
+
 def fetch_stats(target: TargetConfig, timeout_s: float = 3.0) -> dict[str, str]:
     """Connect, set up, ask for the server's stats (memcached ``stats``, Redis ``INFO``).
 
@@ -53,7 +68,7 @@ def fetch_stats(target: TargetConfig, timeout_s: float = 3.0) -> dict[str, str]:
     """
     codec = codec_factory_for(target, CodecOptions(keep_payload=True))()
     try:
-        with socket.create_connection((target.host, target.port), timeout=timeout_s) as sock:
+        with open_socket(target, timeout_s) as sock:
             out = bytearray()
             setup = setup_for(target)
             count = setup(codec, out) if setup else 0
@@ -84,6 +99,113 @@ def fetch_stats(target: TargetConfig, timeout_s: float = 3.0) -> dict[str, str]:
 def server_version(stats: dict[str, str]) -> str:
     """The version string out of a stats dict (memcached ``version``, Redis ``redis_version``)."""
     return stats.get("version") or stats.get("redis_version") or "unknown"
+
+
+# Redis settings worth recording next to a benchmark: memory limit and eviction, I/O
+# threads, persistence, client limit, background task frequency (CONFIG GET patterns; one
+# pattern per command, as Redis before 7.0 takes only one).
+REDIS_CONFIG_PATTERNS = (
+    "maxmemory*", "io-threads*", "appendonly", "appendfsync", "save", "maxclients", "hz",
+)  # fmt: skip
+# INFO server fields that change while the server runs: not settings.
+_REDIS_VOLATILE = {"server_time_usec", "uptime_in_seconds", "uptime_in_days", "lru_clock"}
+
+
+def fetch_settings(target: TargetConfig, timeout_s: float = 3.0) -> dict[str, str]:
+    """The server's settings: memcached ``stats settings``; Redis CONFIG GET + INFO server.
+
+    memcached text and meta targets are asked in the text protocol (the text codecs send
+    plain ``stats`` only), binary targets through the binary codec (STAT with the key
+    ``settings``). Redis is asked over RESP2 on its own connection, parsed by hiredis (the
+    RESP codec keeps no array payloads): ``AUTH`` when the URL has a password, then
+    ``CONFIG GET`` of ``REDIS_CONFIG_PATTERNS`` and the stable ``INFO server`` fields. A
+    refused CONFIG (renamed, or not allowed by an ACL) is recorded as ``config_error``.
+
+    Raises:
+        TargetUnreachable: cannot connect, the server refused the request or the password,
+            or it does not speak the protocol.
+    """
+    try:
+        with open_socket(target, timeout_s) as sock:
+            if target.family == "redis":
+                return _redis_settings(sock, target)
+            if target.protocol == "memcache-binary":
+                codec = codec_factory_for(target, CodecOptions(keep_payload=True))()
+                out = bytearray()
+                count = codec.encode(Op.STATS, b"settings", None, out)
+                reply = _exchange(sock, codec, out, count)[-1]
+                if reply.kind == ReplyKind.ERROR_REPLY:
+                    text = (reply.payload or b"").decode("utf-8", "replace").strip()
+                    raise TargetUnreachable(f"{target.url} refused stats settings: {text}")
+                return parse_stats_text(reply.payload or b"")
+            return _memcache_text_settings(sock, target)
+    except (OSError, TimeoutError) as exc:
+        raise TargetUnreachable(
+            f"cannot connect to {target.url}: {connect_error_text(exc)}"
+        ) from None
+    except ProtocolError as exc:
+        raise TargetUnreachable(
+            f"{target.url} does not answer as {target.protocol} expects: {exc}"
+        ) from None
+
+
+def _memcache_text_settings(sock: socket.socket, target: TargetConfig) -> dict[str, str]:
+    """``stats settings`` in the text protocol: ``STAT name value`` lines, then ``END``."""
+    sock.sendall(b"stats settings\r\n")
+    data = bytearray()
+    while not (data == b"END\r\n" or data.endswith(b"\r\nEND\r\n")):
+        if data.endswith(b"\r\n") and data.startswith((b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR")):
+            text = data.decode("utf-8", "replace").strip()
+            raise TargetUnreachable(f"{target.url} refused stats settings: {text}")
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("connection closed during stats settings")
+        data += chunk
+    settings: dict[str, str] = {}
+    for line in data.decode("utf-8", "replace").split("\r\n"):
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[0] == "STAT":
+            settings[parts[1]] = parts[2]
+    return settings
+
+
+def _redis_settings(sock: socket.socket, target: TargetConfig) -> dict[str, str]:
+    commands: list[tuple[str, ...]] = []
+    if target.password is not None:
+        user = (target.username,) if target.username else ()
+        commands.append(("AUTH", *user, target.password))
+    commands += [("CONFIG", "GET", pattern) for pattern in REDIS_CONFIG_PATTERNS]
+    commands.append(("INFO", "server"))
+    sock.sendall(b"".join(hiredis.pack_command(command) for command in commands))
+    reader = hiredis.Reader()
+    replies: list[Any] = []
+    while len(replies) < len(commands):
+        reply = reader.gets()
+        if reply is False:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed while reading settings")
+            reader.feed(chunk)
+            continue
+        replies.append(reply)
+    if target.password is not None:
+        auth = replies.pop(0)
+        if isinstance(auth, hiredis.ReplyError):
+            raise TargetUnreachable(f"{target.url} refused the request: {auth}")
+    settings: dict[str, str] = {}
+    for reply in replies[:-1]:
+        if isinstance(reply, hiredis.ReplyError):
+            settings["config_error"] = str(reply)
+        elif isinstance(reply, list):
+            for name, value in zip(reply[::2], reply[1::2], strict=True):
+                settings[name.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    info = replies[-1]
+    if isinstance(info, hiredis.ReplyError):
+        raise TargetUnreachable(f"{target.url} refused INFO server: {info}")
+    for name, value in parse_redis_info(info).items():
+        if name not in _REDIS_VOLATILE:
+            settings[name] = value
+    return settings
 
 
 # The server figures kept for every interval (the full set is kept before and after).
