@@ -4,8 +4,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Servers the tests start on loopback, and the peer tools bench/peers compares against.
-APT_PACKAGES := memcached redis-server redis-tools libmemcached-tools
+# Servers the tests start on loopback, the peer tools bench/peers compares against, and
+# the headless browser the HTML report test opens its page in.
+APT_PACKAGES := memcached redis-server redis-tools libmemcached-tools chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 

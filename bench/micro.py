@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from kvbench.metrics.histogram import Histogram
 from kvbench.protocols.base import NEED_DATA, ClientCodec, CodecOptions, Op
+from kvbench.protocols.memcache_binary import HEADER
 from kvbench.protocols.registry import CODECS
 
 BATCH = 16
@@ -83,7 +84,19 @@ BATCH_REPLIES: dict[str, Callable[[int], tuple[bytes, bytes, bytes]]] = {
         b"HD O%d\r\n" % t,
         b"EN O%d\r\n" % t,
     ),
+    "resp2": lambda t: (REPLIES["resp2"][0], b"+OK\r\n", b"$-1\r\n"),
+    "memcache-binary": lambda t: (
+        binary_response(0x00, t, 0, b"\x00\x00\x00\x00" + VALUE),  # 4 bytes of flags
+        binary_response(0x01, t, 0, b""),
+        binary_response(0x00, t, 1, b"Not found"),
+    ),
 }
+
+
+def binary_response(opcode: int, opaque: int, status: int, body: bytes) -> bytes:
+    """A memcached binary response without key; a get hit's body starts with 4 extras bytes."""
+    extras = 4 if opcode == 0x00 and status == 0 else 0
+    return HEADER.pack(0x81, opcode, 0, extras, 0, status, len(body), opaque, 0) + body
 
 
 def bench_encode_many(name: str) -> None:
@@ -93,14 +106,15 @@ def bench_encode_many(name: str) -> None:
     keys = [KEY] * BATCH
     values = [memoryview(VALUE)] * BATCH
     row = []
-    for op in (Op.GET, Op.SET):
-        ops = [int(op)] * BATCH
+    mixes = {"get": [Op.GET], "set": [Op.SET], "get/set": [Op.GET, Op.SET]}
+    for label, mix in mixes.items():
+        ops = [int(mix[i % len(mix)]) for i in range(BATCH)]
 
         def encode_many(ops: list[int] = ops) -> None:
             out.clear()
             codec.encode_many(ops, keys, values, 0, BATCH, out)
 
-        row.append(f"encode_many {op.name.lower()} {per_op_ns(encode_many, BATCH):6.0f} ns")
+        row.append(f"encode_many {label} {per_op_ns(encode_many, BATCH):6.0f} ns")
     print(f"{name:15} " + "  ".join(row))
 
 

@@ -38,3 +38,11 @@ def test_readme_documents_every_run_option() -> None:
     for param in run.params:
         if isinstance(param, click.Option):
             assert any(opt in readme for opt in param.opts), param.opts
+
+
+def test_presets_doc_covers_every_preset() -> None:
+    from kvbench.config.presets import PRESETS
+
+    text = (ROOT / "docs" / "presets.md").read_text()
+    for name in PRESETS:
+        assert f"## {name}" in text and f"--preset {name}" in text

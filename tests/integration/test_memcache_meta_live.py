@@ -5,10 +5,19 @@ from __future__ import annotations
 import socket
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
-from kvbench.protocols.base import NEED_DATA, CodecOptions, Op, Reply, ReplyKind, parse_stats_text
+from kvbench.protocols.base import (
+    KEYS_SHIFT,
+    NEED_DATA,
+    CodecOptions,
+    Op,
+    Reply,
+    ReplyKind,
+    parse_stats_text,
+)
 from kvbench.protocols.memcache_meta import MemcacheMetaCodec
 from tests.support.servers import Server
 
@@ -175,3 +184,58 @@ def test_large_value_arrives_over_many_reads(memcached_server: Server, prefix: b
     assert [r.kind for r in replies] == [K.STORED, K.HIT]
     assert replies[1].payload == value
     assert replies[1].nbytes == len(b"VA %d O1\r\n" % len(value)) + len(value) + 2
+
+
+def run_batches(
+    server: Server, codec: MemcacheMetaCodec, ops: list[Op], keys: list[Any], values: list[Any]
+) -> list[int]:
+    """The engine's path: encode_many per batch of 5, one write, read_kinds per recv()."""
+    out = bytearray()
+    for start in range(0, len(ops), 5):
+        stop = min(start + 5, len(ops))
+        codec.encode_many([int(op) for op in ops], keys, values, start, stop, out)
+    kinds: list[int] = []
+    with socket.create_connection((server.host, server.port), timeout=10) as sock:
+        sock.sendall(out)
+        while len(kinds) < len(ops):
+            data = sock.recv(4096)
+            assert data, "server closed the connection early"
+            codec.feed(data)
+            codec.read_kinds(kinds)
+    assert codec.pending() == 0
+    return kinds
+
+
+def test_batch_paths_against_the_server(memcached_server: Server, prefix: bytes) -> None:
+    a, n, missing = prefix + b"a", prefix + b"n", prefix + b"missing"
+    big = memoryview(bytes(range(256)) * 400)  # 102400 bytes: hits arrive over many reads
+    ops = [Op.SET, Op.GET, Op.GET, Op.SET, Op.INCR, Op.INCR, Op.DECR, Op.MGET, Op.SET]
+    ops += [Op.GET, Op.GET, Op.DELETE, Op.DELETE, Op.GET, Op.ADD, Op.TOUCH, Op.NOOP]
+    keys: list[Any] = [a, a, missing, n, n, missing, n, (a, missing, n), a, a, a, a, a, a]
+    keys += [missing, missing, b""]
+    values: list[Any] = [memoryview(b"hello"), None, None, memoryview(b"10"), None, None]
+    values += [None, None, big, None, None, None, None, None, b"bytes", None, None]
+    kinds = run_batches(memcached_server, MemcacheMetaCodec(), ops, keys, values)
+    hit = K.HIT | 1 << KEYS_SHIFT
+    assert kinds == [
+        K.STORED,
+        hit,
+        K.MISS,
+        K.STORED,
+        K.VALUE,  # incr by one step
+        K.NOT_FOUND,
+        K.VALUE,
+        K.HIT | 2 << KEYS_SHIFT,
+        K.STORED,
+        hit,
+        hit,
+        K.DELETED,
+        K.NOT_FOUND,
+        K.MISS,
+        K.STORED,
+        K.TOUCHED,
+        K.OK,
+    ]
+    codec = MemcacheMetaCodec(CodecOptions(keep_payload=True))
+    replies = run_pipeline(memcached_server, codec, [(Op.GET, n, None, 0)])
+    assert replies[0].payload == b"10"  # +1 -1

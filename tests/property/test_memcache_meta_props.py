@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kvbench.errors import ProtocolError
 from kvbench.protocols.base import (
     DEFAULT_MAX_REPLY_BYTES,
+    KEYS_SHIFT,
     NEED_DATA,
     CodecOptions,
     Op,
@@ -302,3 +303,140 @@ def test_random_bytes_give_replies_or_protocol_error_only(
     assert all(r.nbytes > 0 for r in replies)
     quietable = (*STORAGE, Op.CAS, Op.DELETE, Op.INCR, Op.DECR)
     assert codec.quiet_failures <= (sum(op in quietable for op in requests) if noreply else 0)
+
+
+# -- batch paths: encode_many and read_kinds against encode and next_reply ---------------
+
+
+def code_of(reply: Reply) -> int:
+    return reply.kind | reply.keys << KEYS_SHIFT
+
+
+@settings(deadline=None)
+@given(data=st.data(), keep=st.booleans())
+def test_batch_paths_write_and_read_what_the_per_op_paths_do(
+    data: st.DataObject, keep: bool
+) -> None:
+    plan = data.draw(st.lists(exchanges(False), min_size=1, max_size=12))
+    ops = [int(e.op) for e in plan]
+    keys: list[Any] = [
+        list(e.key) if e.op is Op.MGET and data.draw(st.booleans()) else e.key for e in plan
+    ]
+    values: list[Any] = [
+        data.draw(st.sampled_from([memoryview(e.value), e.value]))
+        if e.value is not None
+        else data.draw(st.sampled_from([memoryview(b"ignored"), None]))
+        for e in plan
+    ]
+    options = CodecOptions(keep_payload=keep, ttl_s=9, flags=3)
+    one, many = MemcacheMetaCodec(options), MemcacheMetaCodec(options)
+    out_one, out_many = bytearray(), bytearray()
+    wire = b""
+    expected: list[int] = []
+    for e, op, key, value in zip(plan, ops, keys, values, strict=True):
+        request = bytearray()
+        one.encode(Op(op), key, value, request, 1 if op in (Op.INCR, Op.DECR) else 0)
+        out_one += request
+        reply_wire, reply = render(e, bytes(request), keep, False)
+        assert reply is not None
+        wire += reply_wire
+        expected.append(code_of(reply))
+    # encode_many over random windows, some requests through encode between them.
+    bounds = sorted(data.draw(st.lists(st.integers(0, len(plan)), max_size=4)))
+    position = 0
+    for bound in [*bounds, len(plan)]:
+        stop = max(bound, position)
+        assert many.encode_many(ops, keys, values, position, stop, out_many) == stop - position
+        position = stop
+        if position < len(plan) and data.draw(st.booleans()):
+            step = 1 if ops[position] in (Op.INCR, Op.DECR) else 0
+            many.encode(Op(ops[position]), keys[position], values[position], out_many, step)
+            position += 1
+    assert bytes(out_many) == bytes(out_one)
+    assert many.pending() == one.pending() == len(plan)
+
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=8)))
+    assert [code_of(r) for r in parse_all(one, wire, cuts)] == expected
+    codes: list[int] = []
+    for start, end in itertools.pairwise([0, *cuts, len(wire)]):
+        many.feed(wire[start:end])
+        if data.draw(st.booleans()):
+            codes.extend(code_of(r) for r in parse_all(many, b"", []))
+        before = len(codes)
+        assert many.read_kinds(codes) == len(codes) - before
+    assert codes == expected
+    assert many.pending() == 0
+
+
+def outcome(
+    codec: MemcacheMetaCodec, wire: bytes, cuts: list[int], eof: bool, batch: list[bool]
+) -> tuple[list[int], str | None, int]:
+    """The codes a codec produces for ``wire``, the error that stopped it, if any, and
+    how many quiet failures it counted."""
+    codes: list[int] = []
+    try:
+        for index, (start, end) in enumerate(itertools.pairwise([0, *cuts, len(wire), -1])):
+            if end < 0:
+                if not eof:
+                    break
+                codec.feed_eof()
+            else:
+                codec.feed(wire[start:end])
+            if batch[index % len(batch)]:
+                codec.read_kinds(codes)
+            else:
+                while (reply := codec.next_reply()) is not NEED_DATA:
+                    codes.append(code_of(reply))  # type: ignore[arg-type]
+    except ProtocolError as exc:
+        for call in (codec.next_reply, lambda: codec.read_kinds(codes)):
+            try:
+                call()
+            except ProtocolError:
+                pass
+            else:
+                raise AssertionError("codec answered after a ProtocolError") from None
+        return codes, f"{type(exc).__name__}: {exc}", codec.quiet_failures
+    return codes, None, codec.quiet_failures
+
+
+BATCH_TOKENS = [*TOKENS, b"VA 1 O0\r\n", b"HD O1\r\n", b"EN O2\r\n", b" O1\r\n", b"+", b"_"]
+batch_noise = st.lists(st.binary(max_size=8) | st.sampled_from(BATCH_TOKENS), max_size=40).map(
+    b"".join
+)
+
+
+@settings(deadline=None, max_examples=400)
+@given(
+    requests=st.lists(
+        st.tuples(st.sampled_from([op for op in Op if op is not Op.COMMAND]), st.booleans()),
+        max_size=8,
+    ),
+    wire=batch_noise,
+    cuts=st.lists(st.integers(0, 400), max_size=8),
+    eof=st.booleans(),
+    noreply=st.booleans(),
+    bound=st.sampled_from([16, 40, 64, DEFAULT_MAX_REPLY_BYTES]),
+    mixed=st.lists(st.booleans(), min_size=1, max_size=6),
+)
+def test_read_kinds_accepts_and_rejects_exactly_what_next_reply_does(
+    requests: list[tuple[Op, bool]],
+    wire: bytes,
+    cuts: list[int],
+    eof: bool,
+    noreply: bool,
+    bound: int,
+    mixed: list[bool],
+) -> None:
+    results = []
+    for batch in ([False], [True], mixed):
+        codec = MemcacheMetaCodec(CodecOptions(noreply=noreply, max_reply_bytes=bound))
+        for op, in_batch in requests:
+            key: bytes | list[bytes] = [b"k", b"a"] if op is Op.MGET else b"k"
+            value = b"v" if op in STORAGE or op is Op.CAS else None
+            if in_batch and not noreply:
+                codec.encode_many([int(op)], [key], [value], 0, 1, bytearray())
+            else:
+                codec.encode(op, key, value, bytearray(), 1)
+        results.append(outcome(codec, wire, sorted(c for c in cuts if c <= len(wire)), eof, batch))
+    assert results[1] == results[0]
+    assert results[2] == results[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from kvbench.errors import ProtocolError
 from kvbench.protocols.base import (
     DEFAULT_MAX_REPLY_BYTES,
+    KEYS_SHIFT,
     NEED_DATA,
     CodecOptions,
     Op,
@@ -244,6 +246,12 @@ def test_requests_read_back_with_their_arguments(
 
 TOKENS = [
     b"VALUE ",
+    b"VALUE k 0 1\r\n",
+    b"VALUE a 0 1\r\n",
+    b"VALUE k 0 ",
+    b"\r\nEND\r\n",
+    b"+",
+    b"_",
     b"k",
     b"a",
     b" ",
@@ -313,3 +321,140 @@ def test_random_bytes_give_replies_or_protocol_error_only(
     assert len(replies) <= announced
     assert sum(r.nbytes for r in replies) <= len(wire)
     assert all(r.nbytes > 0 for r in replies)
+
+
+# -- batch paths: encode_many and read_kinds against encode and next_reply ---------------
+
+
+def code_of(reply: Reply) -> int:
+    return reply.kind | reply.keys << KEYS_SHIFT
+
+
+def batch_arguments(
+    draw: st.DrawFn, plan: list[Exchange]
+) -> tuple[list[int], list[Any], list[Any]]:
+    """The engine's view of a plan: int ops, keys (MGET: a tuple, or any sequence) and
+    values (a memoryview for every op, or bytes or None)."""
+    ops = [int(e.op) for e in plan]
+    keys: list[Any] = [
+        (list(e.key) if draw(st.booleans()) else e.key) if e.op is Op.MGET else e.key for e in plan
+    ]
+    values: list[Any] = []
+    for e in plan:
+        if e.value is not None:
+            values.append(draw(st.sampled_from([memoryview(e.value), e.value])))
+        else:
+            values.append(draw(st.sampled_from([memoryview(b"ignored"), None])))
+    return ops, keys, values
+
+
+@settings(deadline=None)
+@given(data=st.data(), keep=st.booleans(), flags=st.sampled_from([0, 0, 5]))
+def test_batch_paths_write_and_read_what_the_per_op_paths_do(
+    data: st.DataObject, keep: bool, flags: int
+) -> None:
+    plan = data.draw(
+        st.lists(exchanges(keep, False), min_size=1, max_size=12).filter(
+            lambda p: all(e.op is not Op.CAS for e in p)  # cas needs its arg
+        )
+    )
+    ops, keys, values = batch_arguments(data.draw, plan)
+    options = CodecOptions(keep_payload=keep, flags=flags, ttl_s=9)
+    one, many = MemcacheTextCodec(options), MemcacheTextCodec(options)
+    out_one, out_many = bytearray(), bytearray()
+    for op, key, value in zip(ops, keys, values, strict=True):
+        one.encode(Op(op), key, value, out_one, 1 if op in (Op.INCR, Op.DECR) else 0)
+    # encode_many over random windows, some requests through encode between them.
+    bounds = sorted(data.draw(st.lists(st.integers(0, len(plan)), max_size=4)))
+    position = 0
+    for bound in [*bounds, len(plan)]:
+        stop = max(bound, position)
+        assert many.encode_many(ops, keys, values, position, stop, out_many) == stop - position
+        position = stop
+        if position < len(plan) and data.draw(st.booleans()):
+            step = 1 if ops[position] in (Op.INCR, Op.DECR) else 0
+            many.encode(Op(ops[position]), keys[position], values[position], out_many, step)
+            position += 1
+    assert bytes(out_many) == bytes(out_one)
+    assert many.pending() == one.pending() == len(plan)
+
+    wire = b"".join(e.wire for e in plan)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=8)))
+    expected = [code_of(e.expected) for e in plan if e.expected is not None]
+    assert [code_of(r) for r in parse_all(one, wire, cuts)] == expected
+    codes: list[int] = []
+    for start, end in itertools.pairwise([0, *cuts, len(wire)]):
+        many.feed(wire[start:end])
+        if data.draw(st.booleans()):
+            codes.extend(code_of(r) for r in parse_all(many, b"", []))
+        before = len(codes)
+        assert many.read_kinds(codes) == len(codes) - before
+    assert codes == expected
+    assert many.pending() == 0
+
+
+def outcome(
+    codec: MemcacheTextCodec, wire: bytes, cuts: list[int], eof: bool, batch: list[bool]
+) -> tuple[list[int], str | None]:
+    """The codes a codec produces for ``wire``, and the error that stopped it, if any."""
+    codes: list[int] = []
+    try:
+        for index, (start, end) in enumerate(itertools.pairwise([0, *cuts, len(wire), -1])):
+            if end < 0:
+                if not eof:
+                    break
+                codec.feed_eof()
+            else:
+                codec.feed(wire[start:end])
+            if batch[index % len(batch)]:
+                codec.read_kinds(codes)
+            else:
+                while (reply := codec.next_reply()) is not NEED_DATA:
+                    codes.append(code_of(reply))  # type: ignore[arg-type]
+    except ProtocolError as exc:
+        for call in (codec.next_reply, lambda: codec.read_kinds(codes)):
+            try:
+                call()
+            except ProtocolError:
+                pass
+            else:
+                raise AssertionError("codec answered after a ProtocolError") from None
+        return codes, f"{type(exc).__name__}: {exc}"
+    return codes, None
+
+
+@settings(deadline=None, max_examples=400)
+@given(
+    requests=st.lists(st.tuples(ops, st.sampled_from([b"k", b"a"])), max_size=8),
+    wire=noise,
+    cuts=st.lists(st.integers(0, 400), max_size=8),
+    eof=st.booleans(),
+    noreply=st.booleans(),
+    bound=st.sampled_from([16, 40, 64, DEFAULT_MAX_REPLY_BYTES]),
+    mixed=st.lists(st.booleans(), min_size=1, max_size=6),
+    warm=st.booleans(),
+)
+def test_read_kinds_accepts_and_rejects_exactly_what_next_reply_does(
+    requests: list[tuple[Op, bytes]],
+    wire: bytes,
+    cuts: list[int],
+    eof: bool,
+    noreply: bool,
+    bound: int,
+    mixed: list[bool],
+    warm: bool,
+) -> None:
+    if warm:  # a first hit of 1 byte: read_kinds then guesses the next hits are 1 byte
+        requests = [(Op.GET, b"k"), *requests]
+        wire = b"VALUE k 0 1\r\nx\r\nEND\r\n" + wire
+        cuts = [c + 20 for c in cuts]
+    results = []
+    for batch in ([False], [True], mixed):
+        codec = MemcacheTextCodec(CodecOptions(noreply=noreply, max_reply_bytes=bound))
+        for op, one_key in requests:
+            key: bytes | list[bytes] = [b"k", b"a"] if op is Op.MGET else one_key
+            value = b"v" if op in STORE_VERBS or op is Op.CAS else None
+            codec.encode(op, key, value, bytearray(), 1)
+        results.append(outcome(codec, wire, sorted(c for c in cuts if c <= len(wire)), eof, batch))
+    assert results[1] == results[0]
+    assert results[2] == results[0]

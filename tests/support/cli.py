@@ -42,7 +42,8 @@ def all_phase_counts(doc: dict[str, Any], op: str, outcome: str | None = None) -
 
     def count(outcomes: dict[str, int]) -> int:
         if outcome is None:
-            return sum(n for name, n in outcomes.items() if name != "late")
+            # late and mismatch are notes counted besides an op's real outcome
+            return sum(n for name, n in outcomes.items() if name not in ("late", "mismatch"))
         return outcomes.get(outcome, 0)
 
     total = count(doc["ops"].get(op, {}).get("outcomes", {}))

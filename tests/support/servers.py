@@ -139,3 +139,86 @@ def redis(*extra_args: str) -> Iterator[Server]:
     ]
     with running("redis-server", argv, port, workdir) as server:
         yield server
+
+
+# Debian's libnginx-mod-http-memc installs the memc module here.
+MEMC_MODULE = "/usr/lib/nginx/modules/ngx_http_memc_module.so"
+# nginx in front of memcached, as the memc README sets a location up (its third synopsis).
+# keepalive_requests is raised from nginx's 1000: a close every 1000 requests would make
+# a reconnect (and a conn_error for the request already sent) part of every run; the
+# upstream keeps connections to memcached open (the README's keep-alive section) so a run
+# does not spend loopback ports on one connection per request; max_fails=0 lets memcached
+# come back at once after a restart; short memc timeouts turn a stopped memcached into 504.
+NGINX_MEMC_CONF = """\
+load_module {module};
+pid {workdir}/nginx.pid;
+error_log {workdir}/error.log warn;
+worker_processes 1;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {workdir}/body;
+    proxy_temp_path {workdir}/proxy;
+    fastcgi_temp_path {workdir}/fastcgi;
+    uwsgi_temp_path {workdir}/uwsgi;
+    scgi_temp_path {workdir}/scgi;
+    keepalive_requests 1000000;
+    upstream memcached {{
+        server 127.0.0.1:{memcached_port} max_fails=0;
+        keepalive 16;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location /memc {{
+            set $memc_cmd $arg_cmd;
+            set $memc_key $arg_key;
+            set $memc_value $arg_val;
+            set $memc_exptime $arg_exptime;
+            set $memc_flags $arg_flags;
+            memc_connect_timeout 1s;
+            memc_send_timeout 1s;
+            memc_read_timeout 1s;
+            memc_pass memcached;
+        }}
+    }}
+}}
+"""
+
+
+@contextmanager
+def nginx_memc(memcached_server: Server) -> Iterator[Server]:
+    """nginx with the memc module on a free loopback port, location /memc in front of
+    ``memcached_server`` (``extra["path"]`` is the location, ``extra["memcached"]`` the
+    server). Its own prefix, config, pid, logs and temp paths live in a private work dir."""
+    binary = require_binary("nginx", "nginx")
+    if not os.path.exists(MEMC_MODULE):
+        message = f"{MEMC_MODULE} is missing (apt-get install libnginx-mod-http-memc)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="kvbench-nginx-")
+    conf = os.path.join(workdir, "nginx.conf")
+    with open(conf, "w") as handle:
+        handle.write(
+            NGINX_MEMC_CONF.format(
+                module=MEMC_MODULE,
+                workdir=workdir,
+                port=port,
+                memcached_port=memcached_server.port,
+            )
+        )
+    argv = [
+        binary,
+        "-p",
+        workdir,
+        "-c",
+        conf,
+        "-e",
+        os.path.join(workdir, "error.log"),
+        "-g",
+        "daemon off; master_process off;",
+    ]
+    with running("nginx", argv, port, workdir) as server:
+        server.extra.update(path="memc", memcached=memcached_server)
+        yield server

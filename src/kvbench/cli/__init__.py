@@ -13,8 +13,13 @@ import sys
 import click
 
 from kvbench import __version__
+from kvbench.cli.diff import diff
+from kvbench.cli.export import export
 from kvbench.cli.history import history, show
 from kvbench.cli.levels import compare, sweep
+from kvbench.cli.presets import presets
+from kvbench.cli.queue import queue
+from kvbench.cli.report import report
 from kvbench.cli.run import run
 from kvbench.errors import ConfigError, KvbenchError, RunAborted, StoreError, TargetUnreachable
 
@@ -43,8 +48,13 @@ def cli() -> None:
 cli.add_command(run)
 cli.add_command(history)
 cli.add_command(show)
+cli.add_command(diff)
+cli.add_command(export)
 cli.add_command(sweep)
 cli.add_command(compare)
+cli.add_command(presets)
+cli.add_command(queue)
+cli.add_command(report)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -117,9 +117,21 @@ def sweep(
     console = make_console()
     json_path = options.pop("json_path", None)
     axis, levels = _split_axis(options)
-    objective = parse_slo(slo) if slo else None
     settings = settings_from_options((target,), options)
     config = load_config(config_path, settings, default_processes())
+    sweep_and_report(console, config, axis, levels, slo, json_path)
+
+
+def sweep_and_report(
+    console: Console,
+    config: RunConfig,
+    axis: str,
+    levels: list[float],
+    slo: str | None,
+    json_path: str | None,
+) -> None:
+    """Run a sweep, save its runs, print its table, knee and SLO level, write its JSON."""
+    objective = parse_slo(slo) if slo else None
     with LiveView(console, config) as view:
         outcomes = run_sweep(config, axis, levels, view.interval, view.note)
     rows = [level_row(level, result, reason, objective) for level, result, reason in outcomes]

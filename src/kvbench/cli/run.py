@@ -12,9 +12,12 @@ import click
 from rich.console import Console
 
 from kvbench.cli.console import make_console
+from kvbench.cli.export import write_exports
 from kvbench.cli.live import LiveView
+from kvbench.cli.report import write_report
 from kvbench.config import RunConfig, Settings, load_config
 from kvbench.report import document, dumps, summarize
+from kvbench.report.html import render as render_html
 from kvbench.report.terminal import print_summary
 from kvbench.results.model import RunResult
 from kvbench.results.store import Store
@@ -35,7 +38,11 @@ OPTION_PATHS = {
     "keys": "workload.keys",
     "key_prefix": "workload.key_prefix",
     "key_pattern": "workload.key_pattern",
+    "key_size": "workload.key_size",
+    "key_template": "workload.key_template",
     "value_size": "workload.value_size",
+    "value_kind": "workload.value_kind",
+    "verify": "workload.verify",
     "multiget": "workload.multiget_keys",
     "ttl": "workload.ttl_s",
     "preload": "workload.preload",
@@ -46,6 +53,8 @@ OPTION_PATHS = {
     "arrival": "load.arrival",
     "max_lag": "load.max_lag",
     "rounds": "load.rounds",
+    "cluster": "load.cluster",
+    "cluster_listen": "load.cluster_listen",
 }
 
 
@@ -85,8 +94,15 @@ def _targets(config_targets: int, console: Console) -> Iterator[str | None]:
         yield url
 
 
-def publish(console: Console, run: RunResult, config: RunConfig) -> None:
-    """Print the summary, write --json, save to the history."""
+def publish(
+    console: Console,
+    run: RunResult,
+    config: RunConfig,
+    csv_path: str | None = None,
+    hdr_log_path: str | None = None,
+    html_path: str | None = None,
+) -> None:
+    """Print the summary, write --json, save to the history, write --csv, --hdr-log, --report."""
     model = summarize(run)
     print_summary(console, model)
     if config.report.json_path:
@@ -97,6 +113,10 @@ def publish(console: Console, run: RunResult, config: RunConfig) -> None:
         with Store(config.report.db_path) as store:
             store.save_run(run, document(model))
         console.print(f"saved as run {run.run_id} in {config.report.db_path}")
+    write_exports(console, run, model, csv_path=csv_path, hdr_log_path=hdr_log_path)
+    if html_path:
+        size = write_report(html_path, render_html([run]))
+        console.print(f"HTML report written to {html_path} ({size / 1024:,.0f} KiB)")
 
 
 @click.command()
@@ -114,6 +134,7 @@ def publish(console: Console, run: RunResult, config: RunConfig) -> None:
 @click.option(
     "-n", "--requests", help="Send exactly N requests in the window instead of a duration."
 )
+@click.option("--preset", help="Run a classic experiment (see kvbench presets); flags override it.")
 @click.option("--rounds", help="Repeat the measurement N times (fresh processes each). [1]")
 @click.option("--warmup", help="Load before the window, excluded from every figure. [0s]")
 @click.option(
@@ -121,10 +142,33 @@ def publish(console: Console, run: RunResult, config: RunConfig) -> None:
 )
 @click.option("--keys", help="Keyspace size. [100000]")
 @click.option("--key-prefix", help="Prefix of every key. [kvbench:]")
-@click.option("--key-pattern", help="uniform or sequential. [uniform]")
-@click.option("--value-size", help="Value bytes: 100, or a range 100-1000. [100]")
+@click.option(
+    "--key-pattern",
+    help="sequential, uniform, zipf[:S] (S=0.99) or gaussian[:MEAN,STDDEV] "
+    "(fractions of the keyspace below 1, else keys). [uniform]",
+)
+@click.option("--key-size", help="Keys of exactly N bytes (prefix + zero-padded number).")
+@click.option(
+    "--key-template", help="number, random:N (N-byte random keys) or float-counter. [number]"
+)
+@click.option(
+    "--value-size", help="Value bytes: 100, a range 100-1000, or weights 100:70,1000:30. [100]"
+)
+@click.option(
+    "--value-kind", help="random, compressible (~3:1 zlib) or timestamp (8-byte ms). [random]"
+)
 @click.option("--multiget", help="Keys per mget op. [10]")
-@click.option("--ttl", help="Expiry in seconds sent with stores. [0: none]")
+@click.option(
+    "--ttl",
+    help="Expiry in seconds sent with stores; a range 60-120 gives each connection "
+    "its own. [0: none]",
+)
+@click.option(
+    "--verify",
+    is_flag=True,
+    default=None,
+    help="Store values derived from their key; check every get hit, count mismatches.",
+)
 @click.option(
     "--preload", is_flag=True, default=None, help="Store every key once before measuring."
 )
@@ -139,7 +183,33 @@ def publish(console: Console, run: RunResult, config: RunConfig) -> None:
 @click.option("--timeout", help="Per-request timeout, e.g. 500ms. [5s]")
 @click.option("--interval", help="Live line and snapshot period. [1s]")
 @click.option(
+    "--cluster",
+    help="Run the load workers on a Dask cluster: tcp://SCHEDULER:8786, one per Dask worker.",
+)
+@click.option(
+    "--cluster-listen",
+    help="HOST:PORT the Dask workers connect back to. [scheduler-facing address, any port]",
+)
+@click.option(
     "--json", "json_path", type=click.Path(dir_okay=False), help="Write the result document here."
+)
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False),
+    help="Write the per-interval series (CSV).",
+)
+@click.option(
+    "--hdr-log",
+    "hdr_log_path",
+    type=click.Path(dir_okay=False),
+    help="Write the interval histograms as an HdrHistogram log.",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False),
+    help="Write the self-contained HTML report here.",
 )
 @click.option(
     "--db",
@@ -160,7 +230,15 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
         kvbench run memcached://127.0.0.1:11211 -c 50 -P 16 --duration 10s --ratio 1:10 \\
             --keys 100000 --value-size 100
         kvbench run redis://127.0.0.1:6379 --processes 2 --json out.json
+        kvbench run --preset memcached-storm memcached://127.0.0.1:11211
     """
+    preset = options.pop("preset", None)
+    if preset:
+        from kvbench.cli.presets import run_preset
+
+        return run_preset(
+            preset, targets, settings_from_options((), options), config_path, default_processes()
+        )
     console = make_console()
     settings = settings_from_options(targets, options)
     config = load_config(config_path, settings, default_processes())
@@ -168,12 +246,20 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
         if url is not None:
             settings["target.urls"] = ([url], "TARGET")
             config = load_config(config_path, settings, default_processes())
-        result = _measure(console, config)
-    publish(console, result, config)
+        result = measure(console, config)
+    publish(
+        console,
+        result,
+        config,
+        options.get("csv_path"),
+        options.get("hdr_log_path"),
+        html_path=options.get("report_path"),
+    )
     return {"ok": 0, "interrupted": 130}.get(result.status, 4)
 
 
-def _measure(console: Console, config: RunConfig) -> RunResult:
+def measure(console: Console, config: RunConfig) -> RunResult:
+    """Run one measurement with the live view; return its result."""
     load = config.load
     span = (
         f"{load.duration_ns / 1e9:g}s"
@@ -182,7 +268,11 @@ def _measure(console: Console, config: RunConfig) -> RunResult:
     )
     console.print(
         f"kvbench: {config.targets[0].url}  {load.connections} connections x pipeline {load.pipeline}"
-        f" on {load.processes} process(es), {span}"
+        + (
+            f" on the Dask cluster at {load.cluster}, {span}"
+            if load.cluster
+            else f" on {load.processes} process(es), {span}"
+        )
         + (f" x {load.rounds} rounds" if load.rounds > 1 else "")
         + (f", open loop {load.rate_per_s:,.0f}/s" if load.rate_per_s else "")
         + f", seed {config.workload.seed}",
@@ -190,4 +280,12 @@ def _measure(console: Console, config: RunConfig) -> RunResult:
     with LiveView(console, config) as view:
         result = Coordinator(config, view.interval, view.note).run()
     sys.stdout.flush()
+    if load.cluster:
+        console.print(
+            "workers: "
+            + "  ".join(
+                f"{w.get('host', '?')} pid {w.get('pid', '?')} {w['share']:.1%} ({w['status']})"
+                for w in result.workers
+            )
+        )
     return result

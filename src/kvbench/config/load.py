@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from kvbench.config.cluster import parse_listen_address, parse_scheduler_url
 from kvbench.config.model import (
     WORKLOAD_OPS,
     LoadConfig,
@@ -20,13 +21,23 @@ from kvbench.config.model import (
     RunConfig,
     WorkloadConfig,
 )
-from kvbench.config.targets import parse_target
+from kvbench.config.targets import check_http_targets, parse_target
+from kvbench.config.workload_fields import (
+    MIN_VERIFY_VALUE_BYTES,
+    TIMESTAMP_VALUE_BYTES,
+    check_keys,
+    parse_key_pattern,
+    parse_key_template,
+    parse_ttl,
+    parse_value_kind,
+    parse_value_size,
+    resolve_gaussian,
+)
 from kvbench.errors import ConfigError
 from kvbench.units import parse_count, parse_duration_ns, parse_size_bytes
 
 Settings = dict[str, tuple[Any, str]]
 
-KEY_PATTERNS = ("uniform", "sequential")
 ARRIVALS = ("uniform", "poisson")
 
 # (section.key) -> parser(value, origin) -> typed value. Unknown keys are errors.
@@ -108,32 +119,17 @@ def _choice(value: Any, where: str, choices: tuple[str, ...]) -> str:
     return str(value)
 
 
-def _key_pattern(value: Any, where: str) -> str:
-    if value not in KEY_PATTERNS:
-        raise ConfigError(
-            where, f"{value!r} is not a key pattern (known: {', '.join(KEY_PATTERNS)})"
-        )
-    return str(value)
-
-
-def _value_size(value: Any, where: str) -> tuple[int, int]:
-    """``100`` or ``100-1000`` (uniform in the range) -> (min, max) bytes."""
-    text = str(value)
-    low, _, high = text.partition("-")
-    low_bytes = parse_size_bytes(low.strip(), where, minimum=1)
-    high_bytes = parse_size_bytes(high.strip(), where, minimum=1) if high else low_bytes
-    if high_bytes < low_bytes:
-        raise ConfigError(where, f"{text!r}: the range's maximum is below its minimum")
-    return low_bytes, high_bytes
-
-
 _field("workload.keys")(_positive(1))
 _field("workload.key_prefix")(_text)
-_field("workload.key_pattern")(_key_pattern)
-_field("workload.value_size")(_value_size)
+_field("workload.key_pattern")(parse_key_pattern)
+_field("workload.key_template")(parse_key_template)
+_field("workload.key_size")(lambda v, w: parse_size_bytes(v, w, minimum=1))
+_field("workload.value_size")(parse_value_size)
+_field("workload.value_kind")(parse_value_kind)
+_field("workload.verify")(_boolean)
 _field("workload.ratio")(parse_ratio)
 _field("workload.multiget_keys")(_positive(1))
-_field("workload.ttl_s")(_positive(0))
+_field("workload.ttl_s")(parse_ttl)
 _field("workload.preload")(_boolean)
 _field("workload.seed")(_positive(0))
 _field("load.connections")(_positive(1))
@@ -149,6 +145,8 @@ _field("load.interval")(lambda v, w: parse_duration_ns(v, w))
 _field("load.rate")(lambda v, w: _rate(v, w))
 _field("load.arrival")(lambda v, w: _choice(v, w, ARRIVALS))
 _field("load.max_lag")(lambda v, w: parse_duration_ns(v, w, default_unit="ms"))
+_field("load.cluster")(parse_scheduler_url)
+_field("load.cluster_listen")(parse_listen_address)
 _field("report.json")(_text)
 _field("report.db")(_text)
 _field("report.save")(_boolean)
@@ -200,9 +198,11 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
     targets = tuple(parse_target(url, f"target {url!r}") for url in urls)
     families = {t.family for t in targets}
     if len(families) > 1:
-        raise ConfigError("target", "memcached and redis targets cannot share one run")
-    workload = _build_workload(values)
+        kinds = " and ".join(sorted(families))
+        raise ConfigError("target", f"{kinds} targets cannot share one run")
+    workload = _build_workload(values, settings)
     load = _build_load(values, default_processes, settings)
+    check_http_targets(targets, workload, load.pipeline, lambda key: _origin(settings, key))
     report = ReportConfig(
         json_path=values.get("report.json"),
         db_path=values.get("report.db") or default_db_path(),
@@ -212,23 +212,75 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
     return RunConfig(targets=targets, workload=workload, load=load, report=report)
 
 
-def _build_workload(values: dict[str, Any]) -> WorkloadConfig:
+def _origin(settings: Settings, key: str) -> str:
+    return settings[key][1] if key in settings else key
+
+
+def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfig:
     defaults = WorkloadConfig()
-    size_min, size_max = values.get(
-        "workload.value_size", (defaults.value_size_min_bytes, defaults.value_size_max_bytes)
+    keys = values.get("workload.keys", defaults.keys)
+    size_min, size_max, size_weights = values.get(
+        "workload.value_size", (defaults.value_size_min_bytes, defaults.value_size_max_bytes, ())
     )
-    return WorkloadConfig(
-        keys=values.get("workload.keys", defaults.keys),
-        key_prefix=values.get("workload.key_prefix", defaults.key_prefix),
-        key_pattern=values.get("workload.key_pattern", defaults.key_pattern),
+    pattern, pattern_params = values.get("workload.key_pattern", (defaults.key_pattern, ()))
+    mean, stddev = resolve_gaussian(pattern_params, keys) if pattern == "gaussian" else (None, None)
+    template, template_size = values.get("workload.key_template", ("number", None))
+    key_size = values.get("workload.key_size", template_size)
+    prefix = values.get("workload.key_prefix", defaults.key_prefix)
+    size_origin = "workload.key_size" if "workload.key_size" in values else "workload.key_template"
+    check_keys(prefix, template, key_size, keys, _origin(settings, size_origin))
+    ttl_s, ttl_max_s = values.get("workload.ttl_s", (defaults.ttl_s, None))
+    value_kind = values.get("workload.value_kind", defaults.value_kind)
+    if value_kind == "timestamp":
+        size_min = size_max = TIMESTAMP_VALUE_BYTES
+        size_weights = ()
+    workload = WorkloadConfig(
+        keys=keys,
+        key_prefix=prefix,
+        key_pattern=pattern,
+        zipf_exponent=pattern_params[0] if pattern == "zipf" else defaults.zipf_exponent,
+        gaussian_mean=mean,
+        gaussian_stddev=stddev,
+        key_template=template,
+        key_size=key_size,
         value_size_min_bytes=size_min,
         value_size_max_bytes=size_max,
+        value_size_weights=size_weights,
+        value_kind=value_kind,
         ratio=values.get("workload.ratio", defaults.ratio),
         multiget_keys=values.get("workload.multiget_keys", defaults.multiget_keys),
-        ttl_s=values.get("workload.ttl_s", defaults.ttl_s),
+        ttl_s=ttl_s,
+        ttl_max_s=ttl_max_s,
         preload=values.get("workload.preload", defaults.preload),
+        verify=values.get("workload.verify", defaults.verify),
         seed=values.get("workload.seed", int.from_bytes(os.urandom(4), "big")),
     )
+    _check_values(workload, values, settings)
+    return workload
+
+
+def _check_values(workload: WorkloadConfig, values: dict[str, Any], settings: Settings) -> None:
+    """Value settings that contradict each other, named by the flag that asked for them."""
+    given_size = values.get("workload.value_size", (TIMESTAMP_VALUE_BYTES,) * 2)[:2]
+    if workload.value_kind == "timestamp" and given_size != (TIMESTAMP_VALUE_BYTES,) * 2:
+        raise ConfigError(
+            _origin(settings, "workload.value_size"),
+            f"timestamp values are {TIMESTAMP_VALUE_BYTES} bytes; drop the value size",
+        )
+    if not workload.verify:
+        return
+    where = _origin(settings, "workload.verify")
+    if workload.value_kind != "random":
+        raise ConfigError(
+            where,
+            f"verified values are derived from their key; drop --value-kind {workload.value_kind}",
+        )
+    if workload.value_size_min_bytes < MIN_VERIFY_VALUE_BYTES:
+        raise ConfigError(
+            where,
+            f"verified values need at least {MIN_VERIFY_VALUE_BYTES} bytes "
+            f"(an 8-byte header and check bytes), got {workload.value_size_min_bytes}",
+        )
 
 
 def _build_load(values: dict[str, Any], default_processes: int, settings: Settings) -> LoadConfig:
@@ -242,7 +294,14 @@ def _build_load(values: dict[str, Any], default_processes: int, settings: Settin
             settings["load.requests"][1], "give a duration or a request count, not both"
         )
     connections = values.get("load.connections", defaults.connections)
-    processes = min(values.get("load.processes", default_processes), connections)
+    cluster = values.get("load.cluster")
+    if "load.cluster_listen" in values and cluster is None:
+        raise ConfigError(
+            settings["load.cluster_listen"][1], "only used with a cluster (--cluster)"
+        )
+    # On a cluster the load workers are the Dask workers: all of them unless capped.
+    local_default = connections if cluster is not None else default_processes
+    processes = min(values.get("load.processes", local_default), connections)
     return LoadConfig(
         connections=connections,
         processes=processes,
@@ -257,6 +316,8 @@ def _build_load(values: dict[str, Any], default_processes: int, settings: Settin
         arrival=values.get("load.arrival", defaults.arrival),
         max_lag_ns=values.get("load.max_lag", defaults.max_lag_ns),
         rounds=values.get("load.rounds", defaults.rounds),
+        cluster=cluster,
+        cluster_listen=values.get("load.cluster_listen"),
     )
 
 

@@ -28,6 +28,9 @@ class TargetConfig:
         tls_ca: CA bundle to verify the server with (``?ca=PATH``); None: system CAs.
         tls_insecure: do not verify the server's certificate (``?insecure=1``).
         tls_cert, tls_key: client certificate and key (``?cert=PATH&key=PATH``).
+        stats_url: an HTTP gateway's backing memcached (``?stats=memcached://H:P``), whose
+            stats stand in for the gateway's in samples and reconciliation; None: no stats.
+        pipelining: an HTTP gateway may take ``--pipeline`` > 1 (``?pipeline=1``).
     """
 
     url: str
@@ -44,11 +47,15 @@ class TargetConfig:
     tls_insecure: bool = False
     tls_cert: str | None = None
     tls_key: str | None = None
+    stats_url: str | None = None
+    pipelining: bool = False
 
     @property
     def family(self) -> str:
-        """``memcache`` or ``redis``: which server's stats and key rules apply."""
-        return "redis" if self.protocol.startswith("resp") else "memcache"
+        """``memcache``, ``redis`` or ``http``: which server's stats and key rules apply."""
+        if self.protocol.startswith("resp"):
+            return "redis"
+        return "http" if self.protocol.startswith("http") else "memcache"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Per-target connection setup: which codec, and what to send before the first request.
 
 Redis connections authenticate (AUTH, or HELLO 3 with AUTH), then SELECT their database;
-memcached connections need nothing.
+memcached connections need nothing; HTTP gateway codecs get the URL's path and Host.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 from kvbench.config.model import TargetConfig
 from kvbench.protocols.base import ClientCodec, CodecOptions
+from kvbench.protocols.http1 import HttpMemcCodec, host_header
 from kvbench.protocols.registry import CODECS
 
 
@@ -21,6 +22,9 @@ def codec_factory_for(
     """A zero-argument factory of fresh codecs for ``target``."""
     spec = CODECS[target.protocol]
     opts = options or CodecOptions()
+    if target.family == "http":  # the gateway's location and Host come from the URL
+        host = host_header(target.host, target.port)
+        return lambda: HttpMemcCodec(opts, path=target.path, host=host)
     return lambda: spec.factory(opts)
 
 

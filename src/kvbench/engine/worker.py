@@ -16,10 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kvbench.config.model import RunConfig, TargetConfig
+from kvbench.engine.codec_choice import connection_codec_factories
 from kvbench.engine.connection import Connection, SetupFailed
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
-from kvbench.engine.setup import codec_factory_for, setup_for, ssl_context_for
+from kvbench.engine.setup import setup_for, ssl_context_for
+from kvbench.engine.verify import Verifier
 from kvbench.errors import TargetUnreachable
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
@@ -66,6 +68,7 @@ class WorkerSummary:
     measure_end_ns: int
     errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
+    mismatch_keys: list[str] = field(default_factory=list)  # --verify: example keys
 
 
 def connect_error_text(exc: BaseException) -> str:
@@ -100,6 +103,7 @@ class Worker:
         self._ssl = ssl_context_for(self.target)
         keys_per_op = [config.workload.multiget_keys if op == Op.MGET else 1 for op in Op]
         self.recorder = Recorder(OP_NAMES, keys_per_op)
+        self.verifier = Verifier(self.recorder) if config.workload.verify else None
         self.connections: list[Connection] = []
         self.issuing = False
         self.budget: int | None = None
@@ -127,11 +131,14 @@ class Worker:
         Raises:
             TargetUnreachable: a connection could not be opened or set up.
         """
-        load = self.spec.config.load
-        factory = codec_factory_for(self.target)
+        spec = self.spec
+        load = spec.config.load
+        factories = connection_codec_factories(
+            self.target, spec.config.workload, spec.worker_index, spec.connections, self.verifier
+        )
         setup = setup_for(self.target)
         self.connections = [
-            Connection(self, factory, setup, load.pipeline) for _ in range(self.spec.connections)
+            Connection(self, factory, setup, load.pipeline) for factory in factories
         ]
         results = await asyncio.gather(
             *(self._open(c, load.connect_timeout_ns) for c in self.connections),
@@ -170,10 +177,9 @@ class Worker:
         source = self.source
         saved = (source.ops, source.keys, source.values, source.pos, source.size)
         table = self.plan.key_table
-        values = self.plan.value_table
         source.ops = [int(Op.SET)] * len(keys)
         source.keys = [table[i] for i in keys]
-        source.values = [values[i % len(values)] for i in keys]
+        source.values = source.preload_values(keys)
         source.pos, source.size = 0, len(keys)
         start = _now()
         self.phase = "preload"
@@ -181,8 +187,11 @@ class Worker:
         self._finished = asyncio.Event()
         self.issuing = True
         self._running = True
+        # HTTP/1.1 gateways take one request at a time unless the URL says ?pipeline=1.
+        http = self.target.family == "http" and not self.target.pipelining
+        depth = 1 if http else PRELOAD_PIPELINE
         for conn in self.connections:
-            conn.pipeline, saved_depth = PRELOAD_PIPELINE, conn.pipeline
+            conn.pipeline, saved_depth = depth, conn.pipeline
             conn.fill()
             conn.pipeline = saved_depth
         watchdog = asyncio.create_task(self._watch_timeouts())
@@ -245,6 +254,7 @@ class Worker:
             measure_end_ns=self._measure_end_ns,
             errors=dict(self.errors),
             last_error=self.last_error,
+            mismatch_keys=list(self.verifier.examples) if self.verifier else [],
         )
 
     def _open_loop(self, start_ns: int, total_rate_per_s: float) -> OpenLoopDispatcher:

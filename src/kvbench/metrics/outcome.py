@@ -28,6 +28,7 @@ class Outcome(enum.IntEnum):
     CONN_ERROR = 22  # in flight when the connection broke (reset, EOF, protocol error)
     DROPPED = 23  # open loop: not sent, too far behind schedule
     LATE = 24  # open loop: sent behind its slot (also counted in its reply's outcome)
+    MISMATCH = 25  # --verify: a get hit whose value is not ours (also counted as its hit)
 
 
 N_OUTCOMES = max(Outcome) + 1
@@ -38,5 +39,7 @@ OUTCOME_NAMES: dict[int, str] = {int(o): o.name.lower() for o in Outcome}
 ERROR_OUTCOMES = frozenset(
     {Outcome.ERROR_REPLY, Outcome.TIMEOUT, Outcome.CONN_ERROR, Outcome.DROPPED}
 )
-# Outcomes that end a request (everything but LATE, which is also counted elsewhere).
-FINAL_OUTCOMES = frozenset(o for o in Outcome if o is not Outcome.LATE)
+# Notes counted besides an op's real outcome: they never end a request on their own.
+NOTE_OUTCOMES = frozenset({Outcome.LATE, Outcome.MISMATCH})
+# Outcomes that end a request (everything but the notes, which are counted besides).
+FINAL_OUTCOMES = frozenset(o for o in Outcome if o not in NOTE_OUTCOMES)

@@ -2,85 +2,22 @@
 
 Sans-IO: mg/ms/md/ma/mn requests are appended to a caller-owned bytearray and replies are
 parsed from fed bytes; no sockets, no clock, no event loop. Every request carries an opaque
-token (``O<n>``) that its reply must echo, so a misaligned stream is caught at once.
+token (``O<n>``) that its reply must echo, so a misaligned stream is caught at once. This
+module writes requests; the replies are parsed by ``MetaReplies`` (_memcache_meta_replies.py).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from typing import Any
 
-from kvbench.errors import ProtocolError, ReplyTooLarge
-from kvbench.protocols._buffer import ReceiveBuffer
-from kvbench.protocols.base import (
-    NEED_DATA,
-    BatchDefaults,
-    CodecOptions,
-    NeedData,
-    Op,
-    Reply,
-    ReplyKind,
-)
-from kvbench.protocols.memcache_text import (
-    Value,
-    error_reply,
-    multiget_keys,
-    parse_stats_block,
-    value_length,
-)
+from kvbench.protocols._memcache_lines import TOKEN_MASK, Value, multiget_keys, value_length
+from kvbench.protocols._memcache_meta_replies import MetaReplies
+from kvbench.protocols.base import CodecOptions, Op
 
-# A FIFO entry: (parser, b" O<t>\r\n" or b"", first token, end token). Tokens
-# first..end-1 (mod 2**32) belong to the request; untokened requests have first == end.
-# A parser returns None when it consumed a quiet failure and must be called again.
-_Parser: TypeAlias = "Callable[[_Entry], Reply | NeedData | None]"
-_Entry: TypeAlias = "tuple[_Parser, bytes, int, int]"
 _Encoder = Callable[[Op, Any, Value | None, bytearray, int], int]
 
 _DEFAULT_OPTIONS = CodecOptions()
-
-# Opaque tokens are a counter mod 2**32 (protocol.txt: O(token), up to 32 bytes, echoed).
-_TOKEN_MASK = 0xFFFFFFFF
-
-# Fixed replies differ only in length (the echoed token has 1-10 digits): build them once.
-_CACHED_LENGTHS = 32
-
-
-def _by_length(kind: ReplyKind) -> tuple[Reply, ...]:
-    return tuple(Reply(kind, nbytes) for nbytes in range(_CACHED_LENGTHS))
-
-
-_BY_LENGTH = {
-    kind: _by_length(kind)
-    for kind in (
-        ReplyKind.STORED,
-        ReplyKind.NOT_STORED,
-        ReplyKind.EXISTS,
-        ReplyKind.NOT_FOUND,
-        ReplyKind.DELETED,
-        ReplyKind.TOUCHED,
-        ReplyKind.MISS,
-        ReplyKind.OK,
-    )
-}
-_MISS_BY_LEN = _BY_LENGTH[ReplyKind.MISS]
-_MN = Reply(ReplyKind.OK, 4)
-
-# Return code -> outcome, per command (protocol.txt "Meta Get/Set/Delete/Arithmetic").
-_GET_CODES = {b"EN": ReplyKind.MISS}
-_TOUCH_CODES = {b"HD": ReplyKind.TOUCHED, b"EN": ReplyKind.NOT_FOUND}
-_STORE_CODES = {
-    b"HD": ReplyKind.STORED,
-    b"NS": ReplyKind.NOT_STORED,
-    b"EX": ReplyKind.EXISTS,
-    b"NF": ReplyKind.NOT_FOUND,
-}
-_DELETE_CODES = {b"HD": ReplyKind.DELETED, b"NF": ReplyKind.NOT_FOUND, b"EX": ReplyKind.EXISTS}
-_ARITH_CODES = {b"NF": ReplyKind.NOT_FOUND, b"NS": ReplyKind.NOT_STORED, b"EX": ReplyKind.EXISTS}
-_NOOP_CODES = {b"MN": ReplyKind.OK}
-_NO_CODES: dict[bytes, ReplyKind] = {}
-# What the q flag lets through for ms/md/ma (success HD is suppressed, failures are not).
-_QUIET_FAILURE_CODES = frozenset({b"NS", b"EX", b"NF"})
 
 # ms mode flag (protocol.txt "Meta Set": M(token) E add, A append, P prepend, R replace).
 _STORE_MODES = {
@@ -91,41 +28,13 @@ _STORE_MODES = {
     Op.PREPEND: b" MP",
 }
 
-
-def _fixed(kind: ReplyKind, nbytes: int) -> Reply:
-    cache = _BY_LENGTH.get(kind)
-    if cache is not None and nbytes < _CACHED_LENGTHS:
-        return cache[nbytes]
-    return Reply(kind, nbytes)
+# encode_many compares the ops as the engine passes them: plain ints.
+_GET, _SET, _DELETE, _INCR = int(Op.GET), int(Op.SET), int(Op.DELETE), int(Op.INCR)
+# The ops encode_many sends with arg 1 (one step); every other op gets 0.
+_STEPPED = frozenset({_INCR, int(Op.DECR)})
 
 
-def _split_status(line: bytes) -> tuple[bytes, bytes | None]:
-    """Split ``XX [flag ...]`` into the return code and the opaque token, if any."""
-    code = line[:2]
-    if len(code) != 2 or not code.isalpha() or not code.isupper():
-        raise ProtocolError(f"not a meta reply: {line[:64]!r}")
-    token = None
-    if len(line) > 2:
-        if line[2] != 0x20:
-            raise ProtocolError(f"not a meta reply: {line[:64]!r}")
-        for flag in line[3:].split(b" "):
-            if not flag or flag == b"O":
-                raise ProtocolError(f"bad flags in meta reply: {line[:64]!r}")
-            if flag[0] == 0x4F:  # O
-                token = flag[1:]
-    return code, token
-
-
-def _token_value(token: bytes | bytearray) -> int:
-    """The integer of an echoed opaque token, or -1 if it is not one of ours."""
-    if 0 < len(token) <= 10 and token.isdigit():
-        value = int(token)
-        if value <= _TOKEN_MASK:
-            return value
-    return -1
-
-
-class MemcacheMetaCodec(BatchDefaults):
+class MemcacheMetaCodec(MetaReplies):
     """Client side of memcached's meta protocol, for one connection.
 
     Mapping: GET ``mg <k> v``, GETS ``mg <k> v c``, TOUCH ``mg <k> T<arg>``, SET/ADD/
@@ -142,27 +51,15 @@ class MemcacheMetaCodec(BatchDefaults):
     outstanding; with replies pending it is taken as the head's reply, as in the text
     protocol. TOUCH never gets ``q``: for mg it hides misses, not ``HD``.
 
+    The pending FIFO holds each announced request's op and first token; ``encode_many``
+    extends it with a slice and a range per batch.
+
     Args:
         options: per-connection settings (payload keeping, reply bound, ttl, flags, noreply).
     """
 
     def __init__(self, options: CodecOptions = _DEFAULT_OPTIONS) -> None:
-        self._keep = options.keep_payload
-        self._max = options.max_reply_bytes
-        self._noreply = options.noreply
-        self._rb = ReceiveBuffer()
-        self._pending: deque[_Entry] = deque()
-        self._eof = False
-        self._dead: str | None = None
-        self._token = 0  # the next opaque token to send
-        self._done_below = 0  # every token before this one has been answered or is quiet
-        self._quiet_failures = 0
-        # Multi-get state kept across NEED_DATA: blocks already consumed.
-        self._mget_next = -1
-        self._mget_count = 0
-        self._mget_nbytes = 0
-        self._mget_values: list[bytes] = []
-        self._mget_error: bytes | None = None
+        super().__init__(options)
         # Request templates with options baked in; the last %s is b" O<t>\r\n".
         quiet = b" q" if options.noreply else b""
         ttl_flags = b"T%d F%d" % (options.ttl_s, options.flags)
@@ -178,21 +75,12 @@ class MemcacheMetaCodec(BatchDefaults):
             Op.DECR: b"ma %%s MD D%%d%s%%s" % value_flag,
         }
         self._get_formats = {Op.GET: b"mg %s v%s", Op.GETS: b"mg %s v c%s"}
-        # Parsers bound once: FIFO entries then hold a reference, not a new bound method.
-        self._parse_get_ = self._parse_get
-        self._parse_arith_ = self._parse_arith
-        self._parse_store_ = self._hd_parser(ReplyKind.STORED, _STORE_CODES)
-        self._parse_delete_ = self._hd_parser(ReplyKind.DELETED, _DELETE_CODES)
-        self._parse_touch_ = self._hd_parser(ReplyKind.TOUCHED, _TOUCH_CODES)
+        # encode_many's set: b"ms " key b" <bytes> T<ttl> F<flags> O" token CRLF value CRLF.
+        self._set_tail = b" %%d %s O" % ttl_flags
         encoders: dict[Op, _Encoder] = {
             Op.GET: self._encode_get,
             Op.GETS: self._encode_get,
             Op.MGET: self._encode_mget,
-            Op.SET: self._encode_store,
-            Op.ADD: self._encode_store,
-            Op.REPLACE: self._encode_store,
-            Op.APPEND: self._encode_store,
-            Op.PREPEND: self._encode_store,
             Op.CAS: self._encode_cas,
             Op.DELETE: self._encode_delete,
             Op.INCR: self._encode_arith,
@@ -201,14 +89,8 @@ class MemcacheMetaCodec(BatchDefaults):
             Op.NOOP: self._encode_noop,
             Op.STATS: self._encode_stats,
         }
+        encoders.update(dict.fromkeys(_STORE_MODES, self._encode_store))
         self._encoders = [encoders.get(op, self._encode_unsupported) for op in Op]
-
-    @property
-    def quiet_failures(self) -> int:
-        """Failures (NS/EX/NF or error lines) answered to ``noreply`` requests so far."""
-        return self._quiet_failures
-
-    # -- requests ---------------------------------------------------------------------
 
     def encode(
         self,
@@ -239,9 +121,99 @@ class MemcacheMetaCodec(BatchDefaults):
         """
         return self._encoders[op](op, key, value, out, arg)
 
+    def encode_many(
+        self,
+        ops: Sequence[int],
+        keys: Sequence[bytes | Sequence[bytes]],
+        values: Sequence[Value | None],
+        start: int,
+        stop: int,
+        out: bytearray,
+    ) -> int:
+        """Append requests ``start`` to ``stop`` (see ``ClientCodec.encode_many``).
+
+        Bytes, tokens and FIFO entries are those ``encode(ops[i], keys[i], values[i], out,
+        arg)`` gives for each ``i`` (``arg`` 1 for INCR/DECR, else 0): gets, sets of
+        memoryviews, deletes and incrs inline, other ops through ``encode``. The FIFO is
+        extended with a slice and a range. On an exception, what was written is announced
+        and nothing else (requests are joined once, so a bad key fails the requests
+        collected with it; a failing ``encode`` leaves the requests before it written).
+
+        Returns:
+            ``stop - start``.
+        """
+        token = self._token
+        if self._noreply or token + (stop - start) > TOKEN_MASK:
+            # Quiet requests announce nothing; near the wrap, tokens go one by one.
+            return super().encode_many(ops, keys, values, start, stop, out)
+        batch = ops[start:stop]
+        if batch.count(_GET) == stop - start:  # only gets: one format
+            args: list[Any] = [None] * (2 * (stop - start))
+            args[::2] = keys[start:stop]
+            args[1::2] = range(token, token + stop - start)
+            out += b"mg %s v O%d\r\n" * (stop - start) % tuple(args)
+            self._announce(batch, 0, stop - start, token)
+            return stop - start
+        # Requests are collected as parts and joined once. ``run``: the first request not
+        # collected yet; ``segment``: not announced yet, its first token ``segment_token``.
+        parts: list[Any] = []
+        add = parts.extend
+        set_tail = b""
+        tail_size = -1
+        segment = run = start
+        segment_token = token
+        try:
+            for i in range(start, stop):
+                op = ops[i]
+                if op == _GET:
+                    add((b"mg ", keys[i], b" v O%d\r\n" % token))
+                elif op == _SET and values[i].__class__ is memoryview:
+                    value = values[i]
+                    if value.nbytes != tail_size:  # type: ignore[union-attr]
+                        tail_size = value.nbytes  # type: ignore[union-attr]
+                        set_tail = self._set_tail % tail_size
+                    add((b"ms ", keys[i], set_tail, b"%d\r\n" % token, value, b"\r\n"))
+                elif op == _DELETE:
+                    add((b"md ", keys[i], b" O%d\r\n" % token))
+                elif op == _INCR:
+                    add((b"ma ", keys[i], b" D1 v O%d\r\n" % token))  # one step
+                else:
+                    # Rare ops and other value types: bytes and FIFO catch up, then encode().
+                    out += b"".join(parts)
+                    parts.clear()
+                    self._announce(ops, segment, i, segment_token)
+                    segment = run = i
+                    self._token = token
+                    step = 1 if op in _STEPPED else 0
+                    self.encode(op, keys[i], values[i], out, step)  # type: ignore[arg-type]
+                    segment = run = i + 1
+                    segment_token = token = self._token
+                    if token + (stop - segment) > TOKEN_MASK:
+                        super().encode_many(ops, keys, values, segment, stop, out)
+                        return stop - start
+                    continue
+                token += 1
+                run = i + 1
+        finally:
+            out += b"".join(parts)
+            self._announce(ops, segment, run, segment_token)
+        return stop - start
+
+    def _announce(self, ops: Sequence[int], start: int, stop: int, token: int) -> None:
+        """Announce batch requests ``start`` to ``stop``, one token each from ``token``."""
+        if start < stop:
+            self._ops.extend(ops[start:stop])
+            end = token + stop - start
+            self._args += range(token, end)
+            self._token = end
+
+    def _push(self, op: Op, first: int) -> None:
+        self._ops.append(op)
+        self._args.append(first)
+
     def _next_token(self) -> tuple[int, bytes]:
         token = self._token
-        self._token = (token + 1) & _TOKEN_MASK
+        self._token = (token + 1) & TOKEN_MASK
         return token, b" O%d\r\n" % token
 
     def _encode_unsupported(
@@ -252,7 +224,7 @@ class MemcacheMetaCodec(BatchDefaults):
     def _encode_get(self, op: Op, key: bytes, value: Value | None, out: bytearray, arg: int) -> int:
         token, otok = self._next_token()
         out += self._get_formats[op] % (key, otok)
-        self._pending.append((self._parse_get_, otok, token, self._token))
+        self._push(op, token)
         return 1
 
     def _encode_touch(
@@ -260,7 +232,7 @@ class MemcacheMetaCodec(BatchDefaults):
     ) -> int:
         token, otok = self._next_token()
         out += b"mg %s T%d%s" % (key, arg, otok)
-        self._pending.append((self._parse_touch_, otok, token, self._token))
+        self._push(op, token)
         return 1
 
     def _encode_mget(
@@ -270,10 +242,11 @@ class MemcacheMetaCodec(BatchDefaults):
         token = first
         for one_key in multiget_keys(key):
             out += b"mg %s v q O%d\r\n" % (one_key, token)
-            token = (token + 1) & _TOKEN_MASK
+            token = (token + 1) & TOKEN_MASK
         out += b"mn\r\n"
         self._token = token
-        self._pending.append((self._parse_mget, b"", first, token))
+        self._mget_ends[first] = token
+        self._push(op, first)
         return 1
 
     def _encode_store(
@@ -284,10 +257,7 @@ class MemcacheMetaCodec(BatchDefaults):
         out += self._store_formats[op] % (key, size, otok)
         out += value  # type: ignore[arg-type]  # value_length() rejected None
         out += b"\r\n"
-        if self._noreply:
-            return 0
-        self._pending.append((self._parse_store_, otok, token, self._token))
-        return 1
+        return self._expect(op, token)
 
     def _encode_cas(self, op: Op, key: bytes, value: Value | None, out: bytearray, arg: int) -> int:
         size = value_length(value)
@@ -295,20 +265,14 @@ class MemcacheMetaCodec(BatchDefaults):
         out += self._cas_format % (key, size, arg, otok)
         out += value  # type: ignore[arg-type]  # value_length() rejected None
         out += b"\r\n"
-        if self._noreply:
-            return 0
-        self._pending.append((self._parse_store_, otok, token, self._token))
-        return 1
+        return self._expect(op, token)
 
     def _encode_delete(
         self, op: Op, key: bytes, value: Value | None, out: bytearray, arg: int
     ) -> int:
         token, otok = self._next_token()
         out += self._delete_format % (key, otok)
-        if self._noreply:
-            return 0
-        self._pending.append((self._parse_delete_, otok, token, self._token))
-        return 1
+        return self._expect(op, token)
 
     def _encode_arith(
         self, op: Op, key: bytes, value: Value | None, out: bytearray, arg: int
@@ -317,288 +281,21 @@ class MemcacheMetaCodec(BatchDefaults):
             raise ValueError("incr/decr take a non-negative delta")
         token, otok = self._next_token()
         out += self._arith_formats[op] % (key, arg, otok)
+        return self._expect(op, token)
+
+    def _expect(self, op: Op, token: int) -> int:
+        """Announce the reply of a request that may be quiet (noreply)."""
         if self._noreply:
             return 0
-        self._pending.append((self._parse_arith_, otok, token, self._token))
+        self._push(op, token)
         return 1
 
     def _encode_noop(self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int) -> int:
         out += b"mn\r\n"
-        self._pending.append((self._parse_noop, b"", self._token, self._token))
+        self._push(op, self._token)
         return 1
 
     def _encode_stats(self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int) -> int:
         out += b"stats\r\n"
-        self._pending.append((self._parse_stats, b"", self._token, self._token))
+        self._push(op, self._token)
         return 1
-
-    # -- replies ----------------------------------------------------------------------
-
-    def feed(self, data: bytes | bytearray | memoryview) -> None:
-        """Buffer bytes received from the server; call ``next_reply`` until ``NEED_DATA``.
-
-        Raises:
-            ProtocolError: the codec already failed, or EOF was already fed.
-        """
-        if self._dead is not None:
-            raise ProtocolError(f"codec unusable after an earlier error: {self._dead}")
-        if self._eof:
-            raise self._kill("data fed after EOF")
-        self._rb.feed(data)
-
-    def feed_eof(self) -> None:
-        """Mark the end of the stream; a reply cut short then fails at ``next_reply``."""
-        self._eof = True
-
-    def pending(self) -> int:
-        """How many announced replies have not been returned yet."""
-        return len(self._pending)
-
-    def next_reply(self) -> Reply | NeedData:
-        """Return the next complete reply, or ``NEED_DATA`` until more bytes are fed.
-
-        Quiet failures (see the class docstring) are consumed on the way.
-
-        Raises:
-            ProtocolError: the bytes broke the grammar, a token did not match, a reply came
-                with no request pending, or EOF cut a reply short. Every later call raises
-                too; the caller closes the connection.
-            ReplyTooLarge: a reply exceeded ``max_reply_bytes``.
-        """
-        if self._dead is not None:
-            raise ProtocolError(f"codec unusable after an earlier error: {self._dead}")
-        pending = self._pending
-        rb = self._rb
-        try:
-            while True:
-                if pending:
-                    entry = pending[0]
-                    reply = entry[0](entry)
-                    if reply is None:
-                        continue
-                    if reply is NEED_DATA:
-                        break
-                    pending.popleft()
-                    self._done_below = entry[3]
-                    return reply
-                if rb.pos == len(rb.data) or self._unsolicited() is NEED_DATA:
-                    break
-        except ProtocolError as exc:
-            self._dead = str(exc)
-            raise
-        if self._eof and (pending or len(rb)):
-            raise self._kill(f"connection closed with {len(pending)} replies pending")
-        return NEED_DATA
-
-    def _kill(self, message: str) -> ProtocolError:
-        self._dead = message
-        return ProtocolError(message)
-
-    def _is_quiet(self, token: int, before: int) -> bool:
-        """Whether ``token`` was sent quietly after the last answer and before ``before``."""
-        done = self._done_below
-        return token >= 0 and (token - done) & _TOKEN_MASK < (before - done) & _TOKEN_MASK
-
-    def _unsolicited(self) -> NeedData | None:
-        """Bytes with nothing pending: only a quiet request's failure may be there."""
-        if not self._noreply:
-            raise ProtocolError("a reply arrived with no request pending")
-        idle: _Entry = (self._parse_noop, b"", self._token, self._token)
-        reply = self._status(idle, _NO_CODES)
-        if reply is None or isinstance(reply, NeedData):
-            return reply
-        # An error line carries no token: charge it to the oldest quiet request that may
-        # still answer, so there are never more failures than quiet requests.
-        if self._token == self._done_below:
-            raise ProtocolError(f"a reply arrived with no request pending: {reply.payload!r}")
-        self._done_below = (self._done_below + 1) & _TOKEN_MASK
-        self._quiet_failures += 1
-        return None
-
-    def _status(self, entry: _Entry, codes: dict[bytes, ReplyKind]) -> Reply | NeedData | None:
-        """Parse one status line (no data block): a code from ``codes``, an error line,
-        or a quiet request's failure (consumed, returns None)."""
-        rb = self._rb
-        pos = rb.pos
-        eol = rb.find_line(pos, self._max)
-        if eol < 0:
-            return NEED_DATA
-        nbytes = eol + 2 - pos
-        if nbytes > self._max:
-            raise ReplyTooLarge(f"reply line longer than {self._max} bytes")
-        line = bytes(rb.data[pos:eol])
-        reply = error_reply(line, nbytes)
-        if reply is not None:
-            rb.pos = eol + 2
-            return reply
-        code, token = _split_status(line)
-        expected = entry[1][2:-2]
-        # A missing token is tolerated (older servers left it off EN); a wrong one is not.
-        if token is None or token == expected:
-            kind = codes.get(code)
-            if kind is None:
-                raise ProtocolError(f"unexpected meta reply {line[:64]!r}")
-            rb.pos = eol + 2
-            return _fixed(kind, nbytes)
-        value = _token_value(token)
-        if code in _QUIET_FAILURE_CODES and self._is_quiet(value, entry[2]):
-            rb.pos = eol + 2
-            self._quiet_failures += 1
-            self._done_below = (value + 1) & _TOKEN_MASK
-            return None
-        raise ProtocolError(f"opaque mismatch: expected O{expected.decode()}, got {line[:64]!r}")
-
-    def _value(self, entry: _Entry, kind: ReplyKind, keys: int) -> Reply | NeedData:
-        """``VA <size> [flags] O<t>\\r\\n<data>\\r\\n`` (the caller saw ``VA ``)."""
-        rb = self._rb
-        data = rb.data
-        pos = rb.pos
-        otok = entry[1]
-        eol = data.find(b"\r\n", pos)
-        if eol < 0:
-            if len(data) - pos > self._max:
-                raise ReplyTooLarge(f"reply line longer than {self._max} bytes")
-            return NEED_DATA
-        token_at = eol + 2 - len(otok)
-        if not data.startswith(otok, token_at):
-            raise ProtocolError(f"VA without our opaque {otok[1:-2]!r}: {bytes(data[pos:eol])!r}")
-        size = data[pos + 3 : token_at]
-        space = size.find(b" ")
-        if space >= 0:
-            size = size[:space]
-        if not size.isdigit():
-            raise ProtocolError(f"bad VA line: {bytes(data[pos:eol])[:64]!r}")
-        start = eol + 2
-        end = start + int(size)
-        nbytes = end + 2 - pos
-        # Checked on the declared size, before the data block is buffered.
-        if nbytes > self._max:
-            raise ReplyTooLarge(f"reply of {nbytes} bytes, bound {self._max}")
-        if len(data) < end + 2:
-            return NEED_DATA
-        if not data.startswith(b"\r\n", end):
-            raise ProtocolError("data block not followed by CRLF")
-        rb.pos = end + 2
-        return Reply(kind, nbytes, bytes(data[start:end]) if self._keep else None, keys)
-
-    def _parse_get(self, entry: _Entry) -> Reply | NeedData | None:
-        rb = self._rb
-        data = rb.data
-        pos = rb.pos
-        if data.startswith(b"VA ", pos):
-            return self._value(entry, ReplyKind.HIT, 1)
-        otok = entry[1]
-        if data.startswith(b"EN", pos) and data.startswith(otok, pos + 2):
-            nbytes = len(otok) + 2
-            rb.pos = pos + nbytes
-            return _MISS_BY_LEN[nbytes]
-        return self._status(entry, _GET_CODES)
-
-    def _parse_arith(self, entry: _Entry) -> Reply | NeedData | None:
-        if self._rb.data.startswith(b"VA ", self._rb.pos):
-            return self._value(entry, ReplyKind.VALUE, 0)
-        return self._status(entry, _ARITH_CODES)
-
-    def _hd_parser(self, success: ReplyKind, codes: dict[bytes, ReplyKind]) -> _Parser:
-        """A parser for commands that answer ``HD O<t>`` on success (ms, md, mg with T)."""
-        rb = self._rb
-        by_length = _BY_LENGTH[success]
-        status = self._status
-
-        def parse(entry: _Entry) -> Reply | NeedData | None:
-            pos = rb.pos
-            otok = entry[1]
-            if rb.data.startswith(b"HD", pos) and rb.data.startswith(otok, pos + 2):
-                nbytes = len(otok) + 2
-                rb.pos = pos + nbytes
-                return by_length[nbytes]
-            return status(entry, codes)
-
-        return parse
-
-    def _parse_noop(self, entry: _Entry) -> Reply | NeedData | None:
-        rb = self._rb
-        if rb.data.startswith(b"MN\r\n", rb.pos):
-            rb.pos += 4
-            return _MN
-        return self._status(entry, _NOOP_CODES)
-
-    def _parse_stats(self, entry: _Entry) -> Reply | NeedData | None:
-        rb = self._rb
-        if rb.data.startswith((b"STAT ", b"END\r\n"), rb.pos):
-            return parse_stats_block(rb, self._max)
-        return self._status(entry, _NO_CODES)
-
-    def _parse_mget(self, entry: _Entry) -> Reply | NeedData | None:
-        """One multi-get: ``VA`` blocks for the hits, error lines, then ``MN``.
-
-        A loop over blocks (longer than most functions here on purpose): each complete
-        block is consumed at once, so a reply arriving over many reads is parsed once.
-        """
-        rb = self._rb
-        data = rb.data
-        end_token = entry[3]
-        if self._mget_next < 0:
-            self._mget_next = entry[2]
-        while True:
-            pos = rb.pos
-            if data.startswith(b"VA ", pos):
-                eol = data.find(b"\r\n", pos)
-                if eol < 0:
-                    if self._mget_nbytes + len(data) - pos > self._max:
-                        raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
-                    return NEED_DATA
-                fields = data[pos + 3 : eol].split(b" ")
-                if len(fields) != 2 or not fields[0].isdigit() or not fields[1].startswith(b"O"):
-                    raise ProtocolError(f"bad VA line in multi-get: {bytes(data[pos:eol])[:64]!r}")
-                token = _token_value(fields[1][1:])
-                following = self._mget_next
-                if (
-                    token < 0
-                    or (token - following) & _TOKEN_MASK >= (end_token - following) & _TOKEN_MASK
-                ):
-                    raise ProtocolError(f"VA with a token not in this multi-get: {fields[1]!r}")
-                start = eol + 2
-                end = start + int(fields[0])
-                if self._mget_nbytes + end + 2 - pos + 4 > self._max:  # + MN CRLF
-                    raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
-                if len(data) < end + 2:
-                    return NEED_DATA
-                if not data.startswith(b"\r\n", end):
-                    raise ProtocolError("data block not followed by CRLF")
-                if self._keep:
-                    self._mget_values.append(bytes(data[start:end]))
-                self._mget_next = (token + 1) & _TOKEN_MASK
-                self._mget_count += 1
-                self._mget_nbytes += end + 2 - pos
-                rb.pos = end + 2
-                continue
-            if data.startswith(b"MN\r\n", pos):
-                rb.pos = pos + 4
-                return self._finish_mget()
-            reply = self._status(entry, _NO_CODES)
-            if reply is None:
-                continue
-            if isinstance(reply, NeedData):
-                return reply
-            # An error line answers one of the mg (e.g. a bad key); MN still follows.
-            self._mget_nbytes += reply.nbytes
-            if self._mget_error is None:
-                self._mget_error = reply.payload
-
-    def _finish_mget(self) -> Reply:
-        count = self._mget_count
-        nbytes = self._mget_nbytes + 4
-        if self._mget_error is not None:
-            reply = Reply(ReplyKind.ERROR_REPLY, nbytes, self._mget_error, count)
-        elif count:
-            payload = b"".join(self._mget_values) if self._keep else None
-            reply = Reply(ReplyKind.HIT, nbytes, payload, count)
-        else:
-            reply = Reply(ReplyKind.MISS, nbytes, None, 0)
-        self._mget_next = -1
-        self._mget_count = 0
-        self._mget_nbytes = 0
-        self._mget_values = []
-        self._mget_error = None
-        return reply

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvbench.protocols.base import CodecSpec, Op
+from kvbench.protocols.http1 import HttpMemcCodec
 from kvbench.protocols.memcache_binary import MemcacheBinaryCodec
 from kvbench.protocols.memcache_meta import MemcacheMetaCodec
 from kvbench.protocols.memcache_text import MemcacheTextCodec
@@ -10,6 +11,20 @@ from kvbench.protocols.resp import RespCodec
 
 _MEMCACHE_OPS = frozenset(Op) - {Op.COMMAND}
 _RESP_OPS = frozenset(Op) - {Op.CAS, Op.GETS, Op.PREPEND}
+_HTTP_MEMC_OPS = frozenset(
+    {
+        Op.GET,
+        Op.SET,
+        Op.ADD,
+        Op.REPLACE,
+        Op.APPEND,
+        Op.PREPEND,
+        Op.DELETE,
+        Op.INCR,
+        Op.DECR,
+        Op.STATS,
+    }
+)
 
 CODECS: dict[str, CodecSpec] = {
     "memcache-text": CodecSpec(
@@ -25,4 +40,7 @@ CODECS: dict[str, CodecSpec] = {
     "resp3": CodecSpec(
         "resp3", lambda options: RespCodec(options, protocol=3), True, _RESP_OPS, 6379
     ),
+    # The factory's codecs speak to location /memc of localhost; engine.setup gives each
+    # target's codec its own path and Host.
+    "http-memc": CodecSpec("http-memc", HttpMemcCodec, True, _HTTP_MEMC_OPS, 80),
 }

@@ -114,6 +114,15 @@ def document(model: ReportModel) -> dict[str, Any]:
             "threads": model.server_cpu.threads if model.server_cpu else None,
         },
         "client": {"loop_lag_us": _rounded(model.loop_lag_us)},
+        "verify": (
+            {
+                "checked": model.verification.checked,
+                "mismatches": model.verification.mismatches,
+                "example_keys": model.verification.example_keys,
+            }
+            if model.verification is not None
+            else None
+        ),
         "environment": run.environment,
         "errors": run.errors,
         "verdicts": [

@@ -13,7 +13,8 @@ from typing import Any
 
 from kvbench.metrics.snapshot import IntervalSnapshot
 
-_NOT_SENT = {"late", "dropped"}
+# "late" and "mismatch" are notes counted besides an op's outcome, "dropped" was never sent.
+_NOT_SENT = {"late", "mismatch", "dropped"}
 _AMBIGUOUS = {"timeout", "conn_error"}
 
 
@@ -31,11 +32,11 @@ class Reconciled:
         return abs(self.server - self.client) <= self.ambiguous
 
 
-def _ops(total: IntervalSnapshot, op: str) -> tuple[int, int]:
+def _ops(total: IntervalSnapshot, op: str, ambiguous: set[str] = _AMBIGUOUS) -> tuple[int, int]:
     """(surely sent and answered, fate unknown) for one op."""
     outcomes = total.counts.get(op, {})
-    sure = sum(n for name, n in outcomes.items() if name not in _NOT_SENT | _AMBIGUOUS)
-    unsure = sum(n for name, n in outcomes.items() if name in _AMBIGUOUS)
+    sure = sum(n for name, n in outcomes.items() if name not in _NOT_SENT | ambiguous)
+    unsure = sum(n for name, n in outcomes.items() if name in ambiguous)
     return sure, unsure
 
 
@@ -60,15 +61,18 @@ def reconcile(
     """Compare per-op client counts with the server's counter deltas (before -> after).
 
     Args:
-        family: ``memcache`` or ``redis``.
+        family: ``memcache``, ``redis``, or ``http``: a gateway whose stats are those of its
+            backing memcached (its error replies, 502/504, may or may not have reached it);
+            anything else is not reconciled.
         total: every snapshot of the run (all phases and rounds) merged.
         server: the run's server samples (``before``, ``after``).
         mget_width: keys per multi-get (memcached counts each key as a get).
     """
     before = (server.get("before") or {}).get("stats")
     after = (server.get("after") or {}).get("stats")
-    if not before or not after:
+    if not before or not after or family not in ("memcache", "redis", "http"):
         return []
+    ambiguous = _AMBIGUOUS | {"error_reply"} if family == "http" else _AMBIGUOUS
     rows: list[Reconciled] = []
 
     def add(name: str, client: tuple[int, int], *server_names: str) -> None:
@@ -76,15 +80,15 @@ def reconcile(
         if client[0] or client[1] or server_count:
             rows.append(Reconciled(name, client[0], server_count, client[1]))
 
-    get, mget = _ops(total, "get"), _ops(total, "mget")
-    if family == "memcache":
+    get, mget = _ops(total, "get", ambiguous), _ops(total, "mget", ambiguous)
+    if family in ("memcache", "http"):
         mget_keys = total.keys.get("mget", 0)
         add("get (keys)", (get[0] + mget_keys, get[1] + mget[1] * mget_width), "cmd_get")
         hits = total.counts.get("get", {}).get("hit", 0) + total.keys_hit.get("mget", 0)
         add("get hits", (hits, get[1] + mget[1] * mget_width), "get_hits")
-        add("set", _ops(total, "set"), "cmd_set")
-        add("delete", _ops(total, "delete"), "delete_hits", "delete_misses")
-        add("incr", _ops(total, "incr"), "incr_hits", "incr_misses")
+        add("set", _ops(total, "set", ambiguous), "cmd_set")
+        add("delete", _ops(total, "delete", ambiguous), "delete_hits", "delete_misses")
+        add("incr", _ops(total, "incr", ambiguous), "incr_hits", "incr_misses")
     else:
         add("get", get, "cmdstat_get")
         add("set", _ops(total, "set"), "cmdstat_set")
@@ -111,7 +115,7 @@ def server_cpu(family: str, server: dict[str, Any]) -> ServerCpu | None:
     wall_s = (last["taken_ns"] - first["taken_ns"]) / 1e9
     if wall_s <= 0:
         return None
-    if family == "memcache":
+    if family in ("memcache", "http"):  # http: the backing memcached (?stats=)
         names = ("rusage_user", "rusage_system")
         threads = int(_number(last["stats"], "threads") or 1)
     else:

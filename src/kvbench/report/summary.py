@@ -15,6 +15,7 @@ from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.report.reconcile import Reconciled, ServerCpu, reconcile, server_cpu
 from kvbench.report.stats import Spread, spread
 from kvbench.report.verdicts import Evidence, Verdict, all_verdicts
+from kvbench.report.verification import Verification, verification, verification_verdicts
 from kvbench.results.model import RunResult
 
 # Percentiles reported everywhere, with their JSON names.
@@ -86,6 +87,7 @@ class ReportModel:
     reconciliation: list[Reconciled] = field(default_factory=list)
     server_cpu: ServerCpu | None = None
     loop_lag_us: dict[str, float | None] = field(default_factory=dict)
+    verification: Verification | None = None  # --verify only
 
     def throughput_spread(self) -> Spread | None:
         """Throughput over complete rounds (mean, stddev, min, max, 95% CI), or None."""
@@ -168,8 +170,10 @@ def _rounds(run: RunResult) -> list[dict[str, Any]]:
 
 
 def _family(run: RunResult) -> str:
-    protocol = run.targets[0]["protocol"] if run.targets else ""
-    return "redis" if str(protocol).startswith("resp") else "memcache"
+    protocol = str(run.targets[0]["protocol"]) if run.targets else ""
+    if protocol.startswith("http"):
+        return "http"
+    return "redis" if protocol.startswith("resp") else "memcache"
 
 
 def summarize(run: RunResult) -> ReportModel:
@@ -223,8 +227,9 @@ def summarize(run: RunResult) -> ReportModel:
         intervals=[interval_row(s, _round_start(run, s.round)) for s in run.intervals],
         rounds=_rounds(run),
         phases=phases,
-        verdicts=all_verdicts(evidence),
+        verdicts=all_verdicts(evidence) + verification_verdicts(verification(run)),
         reconciliation=reconciliation,
         server_cpu=cpu,
         loop_lag_us=latency_summary(hiccup),
+        verification=verification(run),
     )

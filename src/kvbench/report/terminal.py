@@ -97,10 +97,12 @@ def summary_table(model: ReportModel) -> Table:
 
 
 def outcome_lines(model: ReportModel) -> Text:
-    """``get: hit 90,112  miss 9,888`` per op."""
+    """``get: hit 90,112  miss 9,888`` per op; multi-gets add their keys and keys/s."""
     text = Text()
     for row in model.ops:
         counts = "  ".join(f"{name} {n:,}" for name, n in row.outcomes.items())
+        if row.op == "mget" and row.keys:
+            counts += f"  ({row.keys:,} keys, {format_rate(row.keys_per_s)} keys/s)"
         text.append(f"{row.op}: {counts}\n")
     for name, phase in model.phases.items():
         text.append(
@@ -151,6 +153,21 @@ def reconciliation_lines(model: ReportModel) -> Text:
     return text
 
 
+def verify_lines(model: ReportModel) -> Text:
+    """``--verify``: get hits checked and mismatches (all phases), with example keys."""
+    text = Text()
+    found = model.verification
+    if found is None:
+        return text
+    text.append(f"verify: {found.checked:,} get hits checked (all phases), ")
+    if not found.mismatches:
+        text.append("0 mismatches\n")
+    else:
+        keys = ", ".join(found.example_keys)
+        text.append(f"{found.mismatches:,} MISMATCHES, e.g. {keys}\n", style="yellow")
+    return text
+
+
 def verdict_lines(model: ReportModel) -> Text:
     text = Text()
     for verdict in model.verdicts:
@@ -166,6 +183,7 @@ def summary(model: ReportModel) -> RenderableType:
         outcome_lines(model),
         round_lines(model),
         reconciliation_lines(model),
+        verify_lines(model),
     ]
     if model.verdicts:
         parts.append(verdict_lines(model))

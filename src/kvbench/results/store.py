@@ -26,6 +26,15 @@ def _decode_hists(text: str) -> dict[str, Histogram]:
     return {op: Histogram.decode(data.encode()) for op, data in json.loads(text).items()}
 
 
+def _window_s(start_ns: int, end_ns: int, rounds: list[dict[str, Any]]) -> float:
+    """The measured window in seconds: the rounds' windows summed (not the span across them)."""
+    if rounds:
+        return (
+            sum(max(0, int(r["window_end_ns"]) - int(r["window_start_ns"])) for r in rounds) / 1e9
+        )
+    return max(0, end_ns - start_ns) / 1e9
+
+
 class Store:
     """The history database at ``path`` (created, with its directory, on first use).
 
@@ -195,7 +204,10 @@ class Store:
 
     def list_runs(self, target: str | None = None, last: int = 20) -> list[dict[str, Any]]:
         """The newest runs first: id, start, status, target, window and throughput."""
-        query = "SELECT run_id, started_at, status, mode, target, window_start_ns, window_end_ns, throughput_per_s FROM runs"
+        query = (
+            "SELECT run_id, started_at, status, mode, target, window_start_ns, window_end_ns, "
+            "throughput_per_s, rounds FROM runs"
+        )
         params: list[Any] = []
         if target:
             query += " WHERE target LIKE ?"
@@ -209,7 +221,7 @@ class Store:
                 "status": r[2],
                 "mode": r[3],
                 "target": r[4],
-                "window_s": (r[6] - r[5]) / 1e9,
+                "window_s": _window_s(r[5], r[6], json.loads(r[8])),
                 "throughput_per_s": r[7],
             }
             for r in self._db.execute(query, params)

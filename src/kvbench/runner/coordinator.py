@@ -1,14 +1,14 @@
 """The coordinator: preflight -> (preload) -> warm-up -> measure -> drain, as phases.
 
-It spawns worker processes, starts them at one common instant, merges their interval
-snapshots as they arrive (a live line per interval), and builds the RunResult. Ctrl-C
+A launcher starts the workers (local processes, or Dask workers: runner/launcher.py); the
+coordinator starts them at one common instant, merges their interval snapshots as they
+arrive (a live line per interval), and builds the RunResult. Ctrl-C
 sends Stop to every worker and the partial result is still built; a worker that dies is
 recorded and the others' results are kept.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 import uuid
 from collections.abc import Callable
@@ -27,11 +27,9 @@ from kvbench.results.environment import describe_environment
 from kvbench.results.model import RunResult
 from kvbench.runner import messages as m
 from kvbench.runner import probe
-from kvbench.runner.process import event_loop_name, worker_main
+from kvbench.runner.launcher import WorkerLauncher, launcher_for
+from kvbench.runner.process import event_loop_name
 
-# The gap between "everyone is ready" and the common start: time for the Start message
-# to reach every worker and for each to arm its timers.
-START_DELAY_NS = 200_000_000
 # How long after the window's end (plus the request timeout) a worker may take to report.
 REPORT_GRACE_NS = 5_000_000_000
 
@@ -72,6 +70,8 @@ class Coordinator:
         config: the validated run config.
         on_interval: called with each measure interval merged across workers, in order.
         on_event: called with one-line progress notes ("preloading 100000 keys").
+        launcher: starts the workers; by default local processes, or the Dask cluster
+            named by ``config.load.cluster``.
     """
 
     def __init__(
@@ -79,12 +79,13 @@ class Coordinator:
         config: RunConfig,
         on_interval: Callable[[IntervalSnapshot], None] | None = None,
         on_event: Callable[[str], None] | None = None,
+        launcher: WorkerLauncher | None = None,
     ) -> None:
         self.config = config
+        self._launcher = launcher or launcher_for(config)
         self._on_interval = on_interval or (lambda snap: None)
         self._on_event = on_event or (lambda text: None)
         self._pipes: list[Pipe] = []
-        self._procs: list[Any] = []
         self._hosts: dict[int, dict[str, Any]] = {}
         self._stopping = False
         self._server: dict[str, Any] = {}
@@ -98,8 +99,25 @@ class Coordinator:
             RunAborted: workers failed before the measurement started.
         """
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        try:
+            self._open_workers()
+            return self._run_rounds(started_at)
+        finally:
+            self._launcher.close()
+
+    def _open_workers(self) -> None:
+        """Learn how many workers the launcher has; the recorded config says that number."""
+        load = self.config.load
+        count = self._launcher.open(load.processes)
+        if count != load.processes:
+            self.config = replace(self.config, load=replace(load, processes=count))
+        if load.cluster is not None:
+            self._on_event(f"{count} load worker(s) on the Dask cluster at {load.cluster}")
+
+    def _run_rounds(self, started_at: str) -> RunResult:
+        """Preflight, the rounds, the result (``run`` keeps the launcher open meanwhile)."""
         targets = self._preflight()
-        self._server = {"before": self._sample(), "intervals": []}
+        self._server = {"before": self._sample(), "settings": self._settings(), "intervals": []}
         tallies: list[_Tally] = []
         for round_index in range(self.config.load.rounds):
             if round_index:
@@ -119,17 +137,25 @@ class Coordinator:
             self._sample_errors.append(str(exc))
             return None
 
+    def _settings(self) -> dict[str, str] | None:
+        """The server's settings, once before the run; None (and a note) when refused."""
+        try:
+            return probe.fetch_settings(self.config.targets[0])
+        except TargetUnreachable as exc:
+            self._sample_errors.append(str(exc))
+            return None
+
     def _run_round(self, round_index: int) -> _Tally:
         """One round: fresh worker processes, start together, collect (pyperf-style)."""
         specs = worker_specs(self.config)
         tally = _Tally(len(specs), round_index)
-        self._pipes, self._procs = [], []
+        self._pipes = []
         try:
-            self._spawn(specs)
+            self._pipes = self._launcher.start(specs)
             self._await_ready(tally)
             if self.config.workload.preload and round_index == 0:
                 self._preload(tally)
-            start_ns = time.monotonic_ns() + START_DELAY_NS
+            start_ns = time.monotonic_ns() + self._launcher.start_delay_ns
             self._broadcast(m.Start(start_ns))
             self._collect(tally, start_ns)
         except KeyboardInterrupt:
@@ -152,21 +178,6 @@ class Coordinator:
                 }
             )
         return targets
-
-    def _spawn(self, specs: list[WorkerSpec]) -> None:
-        context = multiprocessing.get_context("spawn")
-        for spec in specs:
-            parent, child = context.Pipe(duplex=True)
-            proc = context.Process(
-                target=worker_main,
-                args=(spec, child),
-                name=f"kvbench-worker-{spec.worker_index}",
-                daemon=True,
-            )
-            proc.start()
-            child.close()
-            self._pipes.append(parent)
-            self._procs.append(proc)
 
     def _await_ready(self, tally: _Tally) -> None:
         ready: set[int] = set()
@@ -239,13 +250,9 @@ class Coordinator:
                 continue
             received.append(message)
             self._handle(tally, message)
-        for index, proc in enumerate(self._procs):
-            if (
-                proc.exitcode is not None
-                and index not in tally.summaries
-                and not self._pipes[index].poll()
-            ):
-                tally.failures.setdefault(index, f"worker process exited with code {proc.exitcode}")
+        for index, reason in self._launcher.exited().items():
+            if index not in tally.summaries and not self._pipes[index].poll():
+                tally.failures.setdefault(index, reason)
         return received
 
     def _handle(self, tally: _Tally, message: m.Message) -> None:
@@ -293,11 +300,7 @@ class Coordinator:
         raise WorkerFailed(phase, f"worker {index}: {message.strip().splitlines()[-1]}")
 
     def _shutdown(self) -> None:
-        for proc in self._procs:
-            proc.join(timeout=2)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=2)
+        self._launcher.stop()
         for pipe in self._pipes:
             pipe.close()
 
@@ -327,6 +330,12 @@ class Coordinator:
                 entry["cpu_s"] = round(entry["cpu_s"] + tally.cpu_by_worker.get(i, 0.0), 3)
                 if i in tally.failures:
                     entry["status"] = "failed"
+                summary = tally.summaries.get(i)
+                if summary is not None and summary.mismatch_keys:  # --verify examples
+                    entry.setdefault("mismatch_keys", []).extend(summary.mismatch_keys)
+        total_ops = sum(entry["ops"] for entry in workers.values())
+        for entry in workers.values():
+            entry["share"] = round(entry["ops"] / total_ops, 4) if total_ops else 0.0
         statuses = [r["status"] for r in rounds]
         if self._stopping or "interrupted" in statuses:
             status = "interrupted"

@@ -16,6 +16,15 @@ VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
+class Hello:
+    """Cluster worker -> coordinator, first on a connection opened back to it: who I am."""
+
+    worker: int
+    kvbench_version: str
+    version: int = VERSION
+
+
+@dataclass(frozen=True, slots=True)
 class Ready:
     """Worker -> coordinator: every connection is open and set up."""
 
@@ -75,7 +84,7 @@ class Done:
     version: int = VERSION
 
 
-Message = Ready | Failed | Preload | Start | Stop | Snapshot | Done
+Message = Hello | Ready | Failed | Preload | Start | Stop | Snapshot | Done
 
 
 def check(message: object) -> Message:
@@ -84,7 +93,7 @@ def check(message: object) -> Message:
     Raises:
         MessageError: anything else.
     """
-    if not isinstance(message, Ready | Failed | Preload | Start | Stop | Snapshot | Done):
+    if not isinstance(message, Hello | Ready | Failed | Preload | Start | Stop | Snapshot | Done):
         raise MessageError(f"unexpected message {type(message).__name__}")
     if message.version != VERSION:
         raise MessageError(f"message version {message.version}, expected {VERSION}")

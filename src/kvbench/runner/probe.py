@@ -14,6 +14,7 @@ from typing import Any
 import hiredis
 
 from kvbench.config.model import TargetConfig
+from kvbench.config.targets import parse_target
 from kvbench.engine.setup import codec_factory_for, setup_for, ssl_context_for
 from kvbench.engine.worker import connect_error_text
 from kvbench.errors import ProtocolError, TargetUnreachable
@@ -62,10 +63,16 @@ def open_socket(target: TargetConfig, timeout_s: float) -> socket.socket:
 def fetch_stats(target: TargetConfig, timeout_s: float = 3.0) -> dict[str, str]:
     """Connect, set up, ask for the server's stats (memcached ``stats``, Redis ``INFO``).
 
+    An HTTP gateway answers one ``?cmd=version`` (``gateway_version``: its ``Server`` field
+    and its memcached's version); the stats are those of its backing memcached when the URL
+    names one (``?stats=memcached://...``), else there are none.
+
     Raises:
         TargetUnreachable: cannot connect, setup refused (e.g. bad password), or the
             server does not speak the protocol.
     """
+    if target.family == "http":
+        return _gateway_stats(target, timeout_s)
     codec = codec_factory_for(target, CodecOptions(keep_payload=True))()
     try:
         with open_socket(target, timeout_s) as sock:
@@ -96,9 +103,48 @@ def fetch_stats(target: TargetConfig, timeout_s: float = 3.0) -> dict[str, str]:
     return parse_stats_text(payload)
 
 
+def _gateway_stats(target: TargetConfig, timeout_s: float) -> dict[str, str]:
+    """``?cmd=version`` through an HTTP gateway, and its backing memcached's stats if named."""
+    codec: Any = codec_factory_for(target, CodecOptions(keep_payload=True))()  # HttpMemcCodec
+    try:
+        with open_socket(target, timeout_s) as sock:
+            out = bytearray()
+            reply = _exchange(sock, codec, out, codec.encode_version(out))[-1]
+    except (OSError, TimeoutError) as exc:
+        raise TargetUnreachable(
+            f"cannot connect to {target.url}: {connect_error_text(exc)}"
+        ) from None
+    except ProtocolError as exc:
+        raise TargetUnreachable(
+            f"{target.url} does not answer as an HTTP memc gateway: {exc}"
+        ) from None
+    text = (reply.payload or b"").decode("utf-8", "replace").strip()
+    if reply.kind == ReplyKind.ERROR_REPLY:
+        raise TargetUnreachable(f"{target.url} answered ?cmd=version with {text}")
+    memcached = text.removeprefix("VERSION ").strip() or "unknown"
+    server = codec.server_software or "unknown server"
+    backing = _stats_source(target)
+    stats = fetch_stats(backing, timeout_s) if backing is not None else {}
+    return {**stats, "gateway_version": f"{server}, memcached {memcached}"}
+
+
+def _stats_source(target: TargetConfig) -> TargetConfig | None:
+    """Where ``target``'s server stats come from: itself, an HTTP gateway's backing
+    memcached (``?stats=``), or nowhere (a gateway without one)."""
+    if target.family != "http":
+        return target
+    return parse_target(target.stats_url, "stats=") if target.stats_url else None
+
+
 def server_version(stats: dict[str, str]) -> str:
-    """The version string out of a stats dict (memcached ``version``, Redis ``redis_version``)."""
-    return stats.get("version") or stats.get("redis_version") or "unknown"
+    """The version string out of a stats dict (an HTTP gateway's ``gateway_version``,
+    memcached ``version``, Redis ``redis_version``)."""
+    return (
+        stats.get("gateway_version")
+        or stats.get("version")
+        or stats.get("redis_version")
+        or "unknown"
+    )
 
 
 # Redis settings worth recording next to a benchmark: memory limit and eviction, I/O
@@ -121,10 +167,15 @@ def fetch_settings(target: TargetConfig, timeout_s: float = 3.0) -> dict[str, st
     ``CONFIG GET`` of ``REDIS_CONFIG_PATTERNS`` and the stable ``INFO server`` fields. A
     refused CONFIG (renamed, or not allowed by an ACL) is recorded as ``config_error``.
 
+    An HTTP gateway's settings are those of its backing memcached (``?stats=``), or none.
+
     Raises:
         TargetUnreachable: cannot connect, the server refused the request or the password,
             or it does not speak the protocol.
     """
+    if target.family == "http":
+        backing = _stats_source(target)
+        return fetch_settings(backing, timeout_s) if backing is not None else {}
     try:
         with open_socket(target, timeout_s) as sock:
             if target.family == "redis":
@@ -176,7 +227,9 @@ def _redis_settings(sock: socket.socket, target: TargetConfig) -> dict[str, str]
         commands.append(("AUTH", *user, target.password))
     commands += [("CONFIG", "GET", pattern) for pattern in REDIS_CONFIG_PATTERNS]
     commands.append(("INFO", "server"))
-    sock.sendall(b"".join(hiredis.pack_command(command) for command in commands))
+    # hiredis's stub types pack_command's argument as a 1-tuple; any length is accepted.
+    packed = [hiredis.pack_command(command) for command in commands]  # type: ignore[arg-type]
+    sock.sendall(b"".join(packed))
     reader = hiredis.Reader()
     replies: list[Any] = []
     while len(replies) < len(commands):
@@ -232,7 +285,8 @@ def sample(target: TargetConfig, keys: tuple[str, ...] | None = None) -> dict[st
         TargetUnreachable: as ``fetch_stats``.
     """
     taken_ns = time.monotonic_ns()
-    stats = fetch_stats(target)
+    source = _stats_source(target)  # an HTTP gateway: its backing memcached, if named
+    stats = fetch_stats(source) if source is not None else {}
     if keys is not None:
         stats = {k: v for k, v in stats.items() if k in keys}
     return {"taken_ns": taken_ns, "stats": stats}

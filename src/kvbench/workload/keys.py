@@ -1,7 +1,12 @@
 """The key table and key pickers.
 
-Keys are prebuilt once per worker (``prefix + number``) so the hot path only indexes a
-list. Pickers draw indexes in chunks with numpy, seeded, so a run is reproducible.
+Keys are prebuilt once per worker so the hot path only indexes a list; every worker builds
+the same table (it depends on the run's seed only). Templates: ``number`` (prefix +
+number, zero-padded to ``key_size``), ``random`` (prefix + random URL-safe characters up
+to ``key_size``) and ``float-counter`` (prefix + str(random float) + number, as the old
+Java benchmarks did). Pickers draw indexes in chunks with numpy, seeded, so a run is
+reproducible: ``sequential``, ``uniform``, ``zipf`` (bounded, inverse CDF) and
+``gaussian`` (clipped to the keyspace).
 """
 
 from __future__ import annotations
@@ -9,17 +14,18 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from kvbench.config.model import WorkloadConfig
 from kvbench.errors import ConfigError
 
 # memcached's text protocol: keys are at most 250 bytes, no spaces or control characters
 # (protocol.txt, "Keys").
 MAX_MEMCACHED_KEY_BYTES = 250
+# RFC 4648 §5 "base64url": safe in memcached keys, Redis keys and URLs alike.
+URL_SAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 
-def build_key_table(prefix: str, count: int) -> list[bytes]:
-    """``[prefix + "0", prefix + "1", ...]`` as bytes."""
-    head = prefix.encode()
-    if len(head) + len(str(max(count - 1, 0))) > MAX_MEMCACHED_KEY_BYTES:
+def _check_prefix(head: bytes, longest: int) -> None:
+    if longest > MAX_MEMCACHED_KEY_BYTES:
         raise ConfigError(
             "workload.key_prefix", f"keys would exceed {MAX_MEMCACHED_KEY_BYTES} bytes"
         )
@@ -27,30 +33,128 @@ def build_key_table(prefix: str, count: int) -> list[bytes]:
         raise ConfigError(
             "workload.key_prefix", "keys may not contain spaces or control characters"
         )
+
+
+def build_key_table(
+    prefix: str,
+    count: int,
+    template: str = "number",
+    size: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> list[bytes]:
+    """The keyspace as a list of bytes, index i being key i.
+
+    Args:
+        prefix: starts every key.
+        count: how many keys.
+        template: ``number``, ``random`` or ``float-counter``.
+        size: key length in bytes (``number``: zero-padded; ``random``: required).
+        rng: draws the random parts (``random``, ``float-counter``); same seed, same keys.
+
+    Raises:
+        ConfigError: keys would be too long or contain spaces or control characters.
+    """
+    head = prefix.encode()
+    digits = len(str(max(count - 1, 0)))
+    if template == "random":
+        if size is None:
+            raise ConfigError("workload.key_size", "random keys need a length")
+        _check_prefix(head, size)
+        return _random_keys(head, count, size - len(head), rng or np.random.default_rng(0))
+    if template == "float-counter":
+        # repr of a float in [0, 1) is at most 22 characters ("0.0001234567890123456"...)
+        _check_prefix(head, len(head) + 24 + digits)
+        floats = (rng or np.random.default_rng(0)).random(count).tolist()
+        return [b"%s%r%d" % (head, f, i) for i, f in enumerate(floats)]
+    if size is not None:
+        _check_prefix(head, size)
+        width = size - len(head)
+        return [b"%s%0*d" % (head, width, i) for i in range(count)]
+    _check_prefix(head, len(head) + digits)
     return [head + str(i).encode() for i in range(count)]
+
+
+def _random_keys(head: bytes, count: int, length: int, rng: np.random.Generator) -> list[bytes]:
+    """``count`` distinct keys: ``head`` + ``length`` random URL-safe characters."""
+    alphabet = np.frombuffer(URL_SAFE, dtype=np.uint8)
+    blob = alphabet[rng.integers(0, len(URL_SAFE), count * length)].tobytes()
+    keys = [head + blob[i * length : (i + 1) * length] for i in range(count)]
+    seen: set[bytes] = set()
+    for i, key in enumerate(keys):  # collisions are all but impossible; redraw if one occurs
+        while key in seen:
+            key = head + alphabet[rng.integers(0, len(URL_SAFE), length)].tobytes()
+        seen.add(key)
+        keys[i] = key
+    return keys
+
+
+def zipf_cdf(count: int, exponent: float) -> npt.NDArray[np.float64]:
+    """Cumulative probabilities of ranks 1..count with P(r) proportional to 1 / r**exponent."""
+    weights = np.arange(1, count + 1, dtype=np.float64) ** -exponent
+    cdf = np.cumsum(weights)
+    cdf /= cdf[-1]
+    return cdf
 
 
 class KeyPicker:
     """Draws key indexes in chunks.
 
     Args:
-        pattern: ``uniform`` (independent uniform draws) or ``sequential`` (walk the
-            keyspace from ``start``, wrapping).
+        pattern: ``uniform`` (independent uniform draws), ``sequential`` (walk the
+            keyspace from ``start``, wrapping), ``zipf`` (rank r, i.e. key r - 1, with
+            probability proportional to 1 / r**zipf_exponent; key 0 is the hottest) or
+            ``gaussian`` (normal around ``mean`` with ``stddev``, rounded, clipped to the
+            keyspace).
         count: keyspace size.
         rng: the worker's generator.
         start: where a sequential walk begins (workers start at different places).
+        zipf_exponent: the Zipf exponent s (> 0).
+        mean, stddev: the gaussian's parameters in keys; None: count / 2 and count / 6.
     """
 
-    def __init__(self, pattern: str, count: int, rng: np.random.Generator, start: int = 0) -> None:
+    def __init__(
+        self,
+        pattern: str,
+        count: int,
+        rng: np.random.Generator,
+        start: int = 0,
+        *,
+        zipf_exponent: float = 0.99,
+        mean: float | None = None,
+        stddev: float | None = None,
+    ) -> None:
         self._pattern = pattern
         self._count = count
         self._rng = rng
         self._next = start % count
+        # 8 bytes per key: the CDF a Zipf draw is searched in (numpy's zipf is unbounded).
+        self._cdf = zipf_cdf(count, zipf_exponent) if pattern == "zipf" else None
+        self._mean = count / 2 if mean is None else mean
+        self._stddev = count / 6 if stddev is None else stddev
+
+    @classmethod
+    def for_config(cls, config: WorkloadConfig, rng: np.random.Generator, start: int) -> KeyPicker:
+        """The picker ``config`` asks for."""
+        return cls(
+            config.key_pattern,
+            config.keys,
+            rng,
+            start,
+            zipf_exponent=config.zipf_exponent,
+            mean=config.gaussian_mean,
+            stddev=config.gaussian_stddev,
+        )
 
     def draw(self, n: int) -> npt.NDArray[np.int64]:
-        """The next ``n`` key indexes."""
+        """The next ``n`` key indexes, each in [0, count)."""
         if self._pattern == "sequential":
             indexes = (np.arange(n, dtype=np.int64) + self._next) % self._count
             self._next = int((self._next + n) % self._count)
             return indexes
+        if self._cdf is not None:
+            found = np.searchsorted(self._cdf, self._rng.random(n), side="right")
+            return np.minimum(found, self._count - 1).astype(np.int64)
+        if self._pattern == "gaussian":
+            drawn = np.rint(self._rng.normal(self._mean, self._stddev, n))
+            return np.clip(drawn, 0, self._count - 1).astype(np.int64)
         return self._rng.integers(0, self._count, n, dtype=np.int64)

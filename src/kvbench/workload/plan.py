@@ -2,11 +2,15 @@
 
 ``compile_plan(config, worker_index, n_workers)`` builds the key table, value slices and
 seeded pickers; ``RequestSource`` then hands the engine chunks of (op, key, value) as
-plain lists so the hot path does list indexing only.
+plain lists so the hot path does list indexing only. Work that cannot be prebuilt
+(timestamp values, verified values) is done per chunk in ``refill``, never per request on
+the hot path.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -16,7 +20,8 @@ from kvbench.config.model import WorkloadConfig
 from kvbench.protocols.base import Op
 from kvbench.workload.keys import KeyPicker, build_key_table
 from kvbench.workload.mix import OpMix
-from kvbench.workload.values import build_value_table
+from kvbench.workload.values import timestamp_value, value_table_for
+from kvbench.workload.verify import derive_value
 
 # Requests drawn per refill: large enough that numpy's per-call cost vanishes, small
 # enough that a refill (~0.5 ms) does not stall the loop.
@@ -50,15 +55,17 @@ class WorkloadPlan:
 def compile_plan(config: WorkloadConfig, worker_index: int, n_workers: int) -> WorkloadPlan:
     """Build a worker's plan; deterministic in (config.seed, worker_index)."""
     rng = np.random.default_rng([config.seed, worker_index, 0])
+    # Every worker builds the same key table: it depends on the run's seed only.
+    key_rng = np.random.default_rng([config.seed, 2])
     return WorkloadPlan(
         config=config,
         worker_index=worker_index,
         n_workers=n_workers,
         seed=config.seed,
-        key_table=build_key_table(config.key_prefix, config.keys),
-        value_table=build_value_table(
-            config.value_size_min_bytes, config.value_size_max_bytes, rng
+        key_table=build_key_table(
+            config.key_prefix, config.keys, config.key_template, config.key_size, key_rng
         ),
+        value_table=value_table_for(config, rng),
         counter_table=build_key_table(config.key_prefix + "counter:", min(config.keys, COUNTERS)),
         ops=tuple(OpMix(config.ratio, rng).ops),
     )
@@ -67,24 +74,33 @@ def compile_plan(config: WorkloadConfig, worker_index: int, n_workers: int) -> W
 class RequestSource:
     """Chunks of requests for one worker; all its connections draw from it.
 
+    Args:
+        plan: the worker's compiled plan.
+        wall_clock_ns: the wall clock timestamp values are taken from (injected for tests).
+
     Attributes:
         ops, keys, values: the current chunk; position ``pos`` is the next request.
             ``keys[i]`` is a tuple of keys where ``ops[i]`` is ``Op.MGET``.
     """
 
-    def __init__(self, plan: WorkloadPlan) -> None:
+    def __init__(self, plan: WorkloadPlan, wall_clock_ns: Callable[[], int] = time.time_ns) -> None:
         config = plan.config
         rng = np.random.default_rng([plan.seed, plan.worker_index, 1])
         start = len(plan.key_table) * plan.worker_index // plan.n_workers
         self._plan = plan
-        self._keys = KeyPicker(config.key_pattern, config.keys, rng, start)
+        self._wall_clock_ns = wall_clock_ns
+        self._timestamps = config.value_kind == "timestamp"
+        self._verify = config.verify
+        # Verified values carry a version: this worker's sets count up from worker << 24.
+        self._version = plan.worker_index << 24
+        self._keys = KeyPicker.for_config(config, rng, start)
         self._mix = OpMix(config.ratio, rng)
         self._rng = rng
         self._mget_width = config.multiget_keys
         self._special = {int(Op.MGET), int(Op.INCR)} & {int(op) for op in self._mix.ops}
         self.ops: list[int] = []
         self.keys: list[bytes | tuple[bytes, ...]] = []
-        self.values: list[memoryview] = []
+        self.values: list[bytes | memoryview] = []
         self.pos = 0
         self.size = 0
         self.refill()
@@ -112,9 +128,35 @@ class RequestSource:
         keys: list[bytes | tuple[bytes, ...]] = list(itemgetter(*indexes)(table))
         if self._special:
             self._place_special(ops, indexes, keys)
-        picks = self._rng.integers(0, len(values), CHUNK).tolist()
+        if self._timestamps:
+            # One wall-clock reading per chunk: every value of the chunk carries it.
+            self.values = [timestamp_value(self._wall_clock_ns())] * CHUNK
+        else:
+            picks = self._rng.integers(0, len(values), CHUNK).tolist()
+            self.values = list(itemgetter(*picks)(values))
+        if self._verify:
+            self._derive_values(ops, keys)
         self.ops = ops
         self.keys = keys
-        self.values = list(itemgetter(*picks)(values))
         self.pos = 0
         self.size = CHUNK
+
+    def _derive_values(self, ops: list[int], keys: list[bytes | tuple[bytes, ...]]) -> None:
+        """Verify mode: replace each set's value by one derived from its key and a version."""
+        values = self.values
+        set_op = int(Op.SET)
+        for i, op in enumerate(ops):
+            if op == set_op:
+                self._version += 1
+                values[i] = derive_value(keys[i], self._version, len(values[i]))  # type: ignore[arg-type]
+
+    def preload_values(self, indexes: range) -> list[bytes | memoryview]:
+        """Values to store under the keys ``indexes`` during preload."""
+        table = self._plan.key_table
+        if self._verify:
+            sizes = self._plan.value_table
+            return [derive_value(table[i], 0, len(sizes[i % len(sizes)])) for i in indexes]
+        if self._timestamps:
+            return [timestamp_value(self._wall_clock_ns())] * len(indexes)
+        values = self._plan.value_table
+        return [values[i % len(values)] for i in indexes]

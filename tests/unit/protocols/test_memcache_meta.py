@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import pytest
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
 from kvbench.protocols.base import (
+    KEYS_SHIFT,
     NEED_DATA,
     CodecOptions,
     Op,
@@ -78,6 +80,17 @@ def check_reply(
         if i < len(wire) - 1:
             assert got == [], f"reply returned after {i + 1} of {len(wire)} bytes"
     assert got == [expected]
+
+    code = expected.kind | expected.keys << KEYS_SHIFT
+    for chunks in ([wire], [wire[i : i + 1] for i in range(len(wire))]):
+        batch = MemcacheMetaCodec(options)
+        announce(batch, op, key, arg)
+        kinds: list[int] = []
+        for count, chunk in enumerate(chunks, 1):
+            batch.feed(chunk)
+            assert batch.read_kinds(kinds) == (count == len(chunks))
+        assert kinds == [code]
+        assert batch.pending() == 0
 
     trailing = MemcacheMetaCodec(options)
     announce(trailing, op, key, arg)
@@ -671,3 +684,297 @@ def test_batch_paths_take_plain_int_ops_and_report_kinds_with_key_counts() -> No
     assert kinds == [K.STORED, K.MISS, K.HIT | 2 << 8]
     with pytest.raises(ValueError, match="COMMAND"):
         codec.encode_many([int(Op.COMMAND)], [b""], [None], 0, 1, out)
+
+
+# -- batch paths: encode_many and read_kinds ------------------------------------------
+
+STEPPED = (Op.INCR, Op.DECR)  # encode_many sends them with arg 1
+
+Key = bytes | tuple[bytes, ...] | list[bytes]
+Value = bytes | memoryview | None
+
+
+def per_op(ops: list[int], keys: list[Key], values: list[Value]) -> tuple[bytes, int, int]:
+    """What encode() writes for the requests, how many it announces, the next token."""
+    codec = MemcacheMetaCodec()
+    out = bytearray()
+    for op, key, value in zip(ops, keys, values, strict=True):
+        codec.encode(Op(op), key, value, out, 1 if op in STEPPED else 0)
+    return bytes(out), codec.pending(), codec._token
+
+
+def test_encode_many_matches_encode_for_every_op_and_value_type() -> None:
+    ops = [int(op) for op in (Op.GET, Op.GET, Op.SET, Op.GET, Op.DELETE, Op.INCR, Op.MGET)]
+    ops += [int(op) for op in (Op.SET, Op.ADD, Op.GETS, Op.DECR, Op.TOUCH, Op.NOOP, Op.STATS)]
+    ops += [int(Op.GET), int(Op.CAS), int(Op.MGET), int(Op.GET)]
+    keys: list[Key] = [b"k%d" % i for i in range(len(ops))]
+    keys[6] = (b"a", b"b", b"c")
+    keys[16] = [b"d"]
+    values: list[Value] = [VALUE_100 if op in (1, 6, 10) else None for op in ops]
+    values[7] = b"bytes value"  # not a memoryview: the per-op path
+    codec = MemcacheMetaCodec()
+    out = bytearray(b"previous;")
+    assert codec.encode_many(ops, keys, values, 0, len(ops), out) == len(ops)
+    assert (bytes(out[9:]), codec.pending(), codec._token) == per_op(ops, keys, values)
+
+
+VALUE_100 = memoryview(b"v" * 100)
+
+
+def test_encode_many_of_gets_only_and_a_window() -> None:
+    codec = MemcacheMetaCodec()
+    out = bytearray()
+    keys: list[Key] = [b"a", b"b", b"c", b"d"]
+    assert codec.encode_many([0] * 4, keys, [None] * 4, 1, 3, out) == 2
+    assert bytes(out) == b"mg b v O0\r\nmg c v O1\r\n"
+    assert codec.encode_many([1, 2], keys, [memoryview(b"xy"), None], 0, 2, out) == 2
+    assert bytes(out[22:]) == b"ms a 2 T0 F0 O2\r\nxy\r\nmd b O3\r\n"
+    assert codec.pending() == 4
+
+
+def test_encode_many_hands_the_tokens_near_the_wrap_to_encode() -> None:
+    codec = MemcacheMetaCodec()
+    codec._token = 2**32 - 2  # white-box, as in test_opaque_wraps_at_two_to_the_32
+    out = bytearray()
+    keys: list[Key] = [b"a", (b"b", b"c"), b"d", b"e"]
+    codec.encode_many([0, int(Op.MGET), 0, 1], keys, [None, None, None, VALUE_100], 0, 4, out)
+    assert bytes(out) == (
+        b"mg a v O4294967294\r\nmg b v q O4294967295\r\nmg c v q O0\r\nmn\r\nmg d v O1\r\n"
+        b"ms e 100 T0 F0 O2\r\n" + b"v" * 100 + b"\r\n"
+    )
+    codec.feed(b"EN O4294967294\r\nVA 1 O0\r\nx\r\nMN\r\nEN O1\r\nHD O2\r\n")
+    kinds: list[int] = []
+    assert codec.read_kinds(kinds) == 4
+    assert kinds == [K.MISS, K.HIT | 1 << 8, K.MISS, K.STORED]
+    # A multi-get that brings the wrap near hands the rest of the batch to encode().
+    codec = MemcacheMetaCodec()
+    codec._token = 2**32 - 6
+    out.clear()
+    keys = [b"a", (b"b", b"c", b"d"), b"e", b"f"]
+    codec.encode_many([0, int(Op.MGET), 0, 0], keys, [None] * 4, 0, 4, out)
+    codec.encode(Op.GET, b"g", None, out)
+    assert bytes(out).endswith(b"mn\r\nmg e v O4294967294\r\nmg f v O4294967295\r\nmg g v O0\r\n")
+    assert (codec._token, codec.pending()) == (1, 5)
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "written"),
+    [
+        ((int(Op.COMMAND), b"k", None), ValueError, 2),
+        ((int(Op.SET), b"k", None), ValueError, 2),
+        ((int(Op.MGET), b"k", None), ValueError, 2),
+        # Requests are joined once: a bad key fails what was collected with it.
+        ((int(Op.GET), None, None), TypeError, 0),
+    ],
+)
+def test_encode_many_failing_midway_announces_exactly_what_it_wrote(
+    bad: tuple[int, Key | None, Value], error: type[Exception], written: int
+) -> None:
+    ops = [int(Op.SET), int(Op.GET), bad[0], int(Op.GET)]
+    keys = [b"a", b"b", bad[1], b"d"]
+    values: list[Value] = [memoryview(b"1"), None, bad[2], None]
+    codec = MemcacheMetaCodec()
+    out = bytearray()
+    with pytest.raises(error):
+        codec.encode_many(ops, keys, values, 0, 4, out)  # type: ignore[arg-type]
+    assert (
+        (bytes(out), codec.pending(), codec._token)
+        == per_op(
+            ops[:written],
+            keys[:written],  # type: ignore[arg-type]
+            values[:written],
+        )
+    )
+    codec.feed(b"HD O0\r\nEN O1\r\n"[: 7 * written])
+    kinds: list[int] = []
+    assert codec.read_kinds(kinds) == written
+    assert kinds == [K.STORED, K.MISS][:written]
+
+
+def test_encode_many_with_noreply_writes_what_encode_writes() -> None:
+    codec = MemcacheMetaCodec(NOREPLY)
+    out = bytearray()
+    assert codec.encode_many([1, 0], [b"a", b"b"], [memoryview(b"1"), None], 0, 2, out) == 2
+    assert bytes(out) == b"ms a 1 T0 F0 q O0\r\n1\r\nmg b v O1\r\n"
+    assert codec.pending() == 1
+
+
+def reads(codec: MemcacheMetaCodec, wire: bytes, cuts: Sequence[int]) -> list[int]:
+    kinds: list[int] = []
+    bounds = [0, *cuts, len(wire)]
+    for start, stop in itertools.pairwise(bounds):
+        codec.feed(wire[start:stop])
+        codec.read_kinds(kinds)
+    return kinds
+
+
+def test_read_kinds_counts_hits_misses_and_statuses_inline_and_not() -> None:
+    codec = MemcacheMetaCodec()
+    ops = [Op.GET, Op.GET, Op.GET, Op.GET, Op.SET, Op.DELETE, Op.DELETE, Op.INCR, Op.SET]
+    ops += [Op.GETS, Op.MGET, Op.GET, Op.INCR, Op.TOUCH, Op.NOOP]
+    for op in ops:
+        announce(codec, op, [b"k", b"j"] if op is Op.MGET else b"k")
+    wire = (
+        b"VA 3 O0\r\nabc\r\n"
+        b"VA 3 O1\r\nxyz\r\n"  # the guessed size
+        b"VA 2 f5 O2\r\nab\r\n"  # flags: the parser
+        b"EN O3\r\nHD O4\r\nHD O5\r\nNF O6\r\nVA 2 O7\r\n42\r\nNS O8\r\n"
+        b"VA 1 c9 O9\r\nz\r\n"
+        b"VA 1 O11\r\nz\r\nMN\r\n"
+        b"SERVER_ERROR out of memory\r\n"
+        b"NF O13\r\nHD O14\r\nMN\r\n"
+    )
+    expected = [K.HIT | 1 << 8, K.HIT | 1 << 8, K.HIT | 1 << 8, K.MISS, K.STORED, K.DELETED]
+    expected += [K.NOT_FOUND, K.VALUE, K.NOT_STORED, K.HIT | 1 << 8, K.HIT | 1 << 8]
+    expected += [K.ERROR_REPLY, K.NOT_FOUND, K.TOUCHED, K.OK]
+    assert reads(codec, wire, []) == expected
+    assert codec.pending() == 0
+
+
+def test_read_kinds_interleaves_with_next_reply_in_order() -> None:
+    codec = MemcacheMetaCodec()
+    out = bytearray()
+    codec.encode_many([0, 1], [b"a", b"b"], [None, memoryview(b"1")], 0, 2, out)
+    codec.encode(Op.DELETE, b"c", None, out)
+    codec.encode_many([0], [b"d"], [None], 0, 1, out)
+    codec.feed(b"EN O0\r\nHD O1\r\nHD O2\r\nVA 1 O3\r\nx\r\n")
+    assert codec.next_reply() == Reply(K.MISS, 7)
+    kinds: list[int] = []
+    assert codec.read_kinds(kinds) == 3
+    assert kinds == [K.STORED, K.DELETED, K.HIT | 1 << 8]
+    assert codec.next_reply() is NEED_DATA
+
+
+def test_read_kinds_waits_for_a_split_reply() -> None:
+    wire = b"VA 3 O0\r\nabc\r\nVA 3 O1\r\nabc\r\nHD O2\r\n"
+    for cut in range(len(wire) + 1):
+        codec = MemcacheMetaCodec()
+        codec.encode_many([0, 0, 1], [b"a", b"b", b"c"], [None, None, VALUE_100], 0, 3, bytearray())
+        assert reads(codec, wire, [cut]) == [K.HIT | 1 << 8] * 2 + [K.STORED]
+
+
+def test_read_kinds_consumes_quiet_failures_like_next_reply() -> None:
+    codec = MemcacheMetaCodec(NOREPLY)
+    announce(codec, Op.SET, b"a")  # O0, quiet
+    announce(codec, Op.GET, b"b")  # O1
+    announce(codec, Op.ADD, b"c")  # O2, quiet
+    codec.feed(b"NS O0\r\nEN O1\r\nNS O2\r\nSERVER_ERROR x\r\n")
+    kinds: list[int] = []
+    with pytest.raises(ProtocolError, match="no request pending"):
+        codec.read_kinds(kinds)  # two quiet requests, three failures
+    assert kinds == [K.MISS]
+    assert codec.quiet_failures == 2
+
+
+@pytest.mark.parametrize(
+    ("ops", "wire", "good"),
+    [
+        ([Op.SET, Op.GET, Op.GET], b"HD O0\r\nEN O1\r\nGARBAGE\r\n", 2),
+        ([Op.GET, Op.GET], b"VA 1 O0\r\nx\r\nVA 1 O7\r\nx\r\n", 1),
+        ([Op.GET, Op.GET], b"EN O0\r\nVA 1 O1\r\nxyz\r\n", 1),
+        ([Op.DELETE, Op.SET], b"HD O0\r\nHD O0\r\n", 1),
+        ([Op.SET], b"HD O0\r\nHD O1\r\n", 1),  # a reply with nothing pending
+        ([Op.GET], b"VA " + b"9" * 5000 + b" O0\r\n", 0),  # a size int() refuses
+    ],
+)
+def test_read_kinds_appends_good_replies_then_raises_and_stays_dead(
+    ops: list[Op], wire: bytes, good: int
+) -> None:
+    codec = MemcacheMetaCodec()
+    for op in ops:
+        announce(codec, op)
+    codec.feed(wire)
+    kinds: list[int] = []
+    with pytest.raises(ProtocolError):
+        codec.read_kinds(kinds)
+    assert len(kinds) == good
+    for call in (lambda: codec.read_kinds(kinds), codec.next_reply, lambda: codec.feed(b"x")):
+        with pytest.raises(ProtocolError, match="unusable"):
+            call()
+    assert len(kinds) == good
+
+
+def test_read_kinds_fails_on_eof_mid_reply_after_the_complete_ones() -> None:
+    codec = MemcacheMetaCodec()
+    codec.encode_many([1, 0], [b"a", b"b"], [memoryview(b"1"), None], 0, 2, bytearray())
+    codec.feed(b"HD O0\r\nVA 5 O1\r\nab")
+    codec.feed_eof()
+    kinds: list[int] = []
+    with pytest.raises(ProtocolError, match="closed with 1 replies pending"):
+        codec.read_kinds(kinds)
+    assert kinds == [K.STORED]
+
+
+def test_read_kinds_keeps_the_reply_bound() -> None:
+    hit = b"VA 10 O0\r\n0123456789\r\n"
+    codec = MemcacheMetaCodec(CodecOptions(max_reply_bytes=len(hit) + 1))
+    codec.encode_many([0, 0], [b"a", b"b"], [None, None], 0, 2, bytearray())
+    codec.feed(hit + b"VA 30 O1\r\n" + b"x" * 30 + b"\r\n")
+    kinds: list[int] = []
+    with pytest.raises(ReplyTooLarge):
+        codec.read_kinds(kinds)
+    assert kinds == [K.HIT | 1 << 8]
+
+
+@pytest.mark.parametrize("size", [b" 1", b"+1", b"1_0", b""])
+def test_read_kinds_refuses_sizes_int_would_take(size: bytes) -> None:
+    codec = MemcacheMetaCodec()
+    codec.encode_many([0, 0], [b"k", b"k"], [None, None], 0, 2, bytearray())
+    codec.feed(b"VA 1 O0\r\nx\r\nVA %s O1\r\nx\r\n" % size)
+    kinds: list[int] = []
+    with pytest.raises(ProtocolError):
+        codec.read_kinds(kinds)
+    assert kinds == [K.HIT | 1 << 8]
+
+
+def test_fifo_is_compacted_and_multiget_ends_are_dropped() -> None:
+    codec = MemcacheMetaCodec()
+    out = bytearray()
+    kinds: list[int] = []
+    for _ in range(40):
+        first = codec._token
+        codec.encode_many([0] * 30, [b"k"] * 30, [None] * 30, 0, 30, out)
+        codec.encode(Op.MGET, [b"a"], None, out)
+        codec.feed(b"".join(b"EN O%d\r\n" % (first + i) for i in range(30)) + b"MN\r\n")
+        assert codec.read_kinds(kinds) == 31
+    assert codec.pending() == 0
+    assert len(codec._ops) <= 62 and not codec._mget_ends  # white-box: nothing kept
+
+
+def test_read_kinds_does_not_take_an_answered_token_for_a_quiet_failure() -> None:
+    for wire in (b"EN O0\r\nNS O0\r\n", b"VA 1 c5 O0\r\nx\r\nNS O0\r\n"):
+        results = []
+        for batch in (False, True):
+            codec = MemcacheMetaCodec(NOREPLY)
+            announce(codec, Op.GETS if b"c5" in wire else Op.GET, b"a")  # O0
+            announce(codec, Op.SET, b"b")  # O1, quiet
+            announce(codec, Op.GET, b"c")  # O2
+            codec.feed(wire)
+            kinds: list[int] = []
+            with pytest.raises(ProtocolError, match="opaque mismatch"):
+                if batch:
+                    codec.read_kinds(kinds)
+                while not batch and (reply := codec.next_reply()) is not NEED_DATA:
+                    kinds.append(reply.kind | reply.keys << KEYS_SHIFT)  # type: ignore[union-attr]
+            results.append(kinds)
+        assert results[0] == results[1] == [K.MISS if b"EN" in wire else K.HIT | 1 << 8]
+
+
+def test_common_replies_never_reach_the_parsers() -> None:
+    """The inline paths of read_kinds, not the per-reply parsers, take the common replies."""
+    codec = MemcacheMetaCodec()
+    ops = [int(op) for op in (Op.GET, Op.GET, Op.GET, Op.SET, Op.DELETE, Op.INCR)]
+    codec.encode_many(ops, [b"k"] * 6, [VALUE_100] * 6, 0, 6, bytearray())
+    codec._parsers = [None] * len(codec._parsers)  # type: ignore[list-item]  # white-box
+    codec.feed(b"VA 3 O0\r\nabc\r\nVA 3 O1\r\nabc\r\nEN O2\r\nHD O3\r\nHD O4\r\nVA 2 O5\r\n12\r\n")
+    kinds: list[int] = []
+    assert codec.read_kinds(kinds) == 6
+    assert kinds == [K.HIT | 1 << 8] * 2 + [K.MISS, K.STORED, K.DELETED, K.VALUE]
+    assert codec._guess_format == b"VA 3 O%d\r\n"
+
+
+def test_encode_many_sends_incr_and_decr_as_one_step() -> None:
+    codec = MemcacheMetaCodec()
+    out = bytearray()
+    codec.encode_many([int(Op.INCR), int(Op.DECR)], [b"a", b"b"], [None, None], 0, 2, out)
+    assert bytes(out) == b"ma a D1 v O0\r\nma b MD D1 v O1\r\n"

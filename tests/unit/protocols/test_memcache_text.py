@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from kvbench.errors import ProtocolError, ReplyTooLarge
 from kvbench.protocols._buffer import ReceiveBuffer
 from kvbench.protocols.base import (
+    KEYS_SHIFT,
     NEED_DATA,
     CodecOptions,
     Op,
@@ -75,6 +77,17 @@ def check_reply(
         if i < len(wire) - 1:
             assert got == [], f"reply returned after {i + 1} of {len(wire)} bytes"
     assert got == [expected]
+
+    code = expected.kind | expected.keys << KEYS_SHIFT
+    for chunks in ([wire], [wire[i : i + 1] for i in range(len(wire))]):
+        batch = MemcacheTextCodec(options)
+        batch.encode(op, key, value, bytearray(), arg)
+        kinds: list[int] = []
+        for count, chunk in enumerate(chunks, 1):
+            batch.feed(chunk)
+            assert batch.read_kinds(kinds) == (count == len(chunks))
+        assert kinds == [code]
+        assert batch.pending() == 0
 
     trailing = MemcacheTextCodec(options)
     trailing.encode(op, key, value, bytearray(), arg)
@@ -579,3 +592,323 @@ def test_batch_paths_take_plain_int_ops_and_report_kinds_with_key_counts() -> No
     assert kinds == [K.STORED, K.MISS, K.HIT | 2 << 8]
     with pytest.raises(ValueError, match="NOOP"):
         codec.encode_many([int(Op.NOOP)], [b""], [None], 0, 1, out)
+
+
+# -- batch paths: encode_many and read_kinds ------------------------------------------
+
+STEPPED = (Op.INCR, Op.DECR)  # encode_many sends them with arg 1
+
+VALUE_100 = memoryview(b"v" * 100)
+
+
+def per_op_bytes(ops: list[int], keys: list[Key], values: list[Value]) -> tuple[bytes, int]:
+    codec = MemcacheTextCodec()
+    out = bytearray()
+    for op, key, value in zip(ops, keys, values, strict=True):
+        codec.encode(Op(op), key, value, out, 1 if op in STEPPED else 0)
+    return bytes(out), codec.pending()
+
+
+Key = bytes | tuple[bytes, ...] | list[bytes]
+Value = bytes | memoryview | None
+
+
+def test_encode_many_matches_encode_for_every_op_and_value_type() -> None:
+    ops = [int(op) for op in (Op.GET, Op.GET, Op.SET, Op.GET, Op.DELETE, Op.INCR, Op.MGET)]
+    ops += [int(op) for op in (Op.SET, Op.ADD, Op.GETS, Op.DECR, Op.TOUCH, Op.MGET, Op.STATS)]
+    ops += [int(Op.GET), int(Op.CAS), int(Op.GET), int(Op.GET)]
+    keys: list[Key] = [b"k%d" % i for i in range(len(ops))]
+    keys[6] = (b"a", b"b")
+    keys[12] = [b"c"]  # a list, not a tuple: the per-op path
+    values: list[Value] = [VALUE_100 if op in (1, 6, 10) else None for op in ops]
+    values[7] = b"bytes value"  # not a memoryview: the per-op path
+    codec = MemcacheTextCodec()
+    out = bytearray(b"previous;")
+    assert codec.encode_many(ops, keys, values, 0, len(ops), out) == len(ops)
+    assert (bytes(out[9:]), codec.pending()) == per_op_bytes(ops, keys, values)
+
+
+def test_encode_many_takes_a_window_and_flags_and_ttl_from_options() -> None:
+    ops = [int(Op.SET), int(Op.GET), int(Op.SET), int(Op.GET), int(Op.DELETE)]
+    keys: list[Key] = [b"a", b"b", b"c", b"d", b"e"]
+    values: list[Value] = [memoryview(b"1"), None, memoryview(b"22"), None, None]
+    codec = MemcacheTextCodec(CodecOptions(flags=7, ttl_s=60))
+    out = bytearray()
+    assert codec.encode_many(ops, keys, values, 1, 4, out) == 3
+    assert bytes(out) == b"get b\r\nset c 7 60 2\r\n22\r\nget d\r\n"
+    assert codec.pending() == 3
+    assert codec.encode_many(ops, keys, values, 2, 2, out) == 0
+    assert codec.pending() == 3
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "written"),
+    [
+        ((int(Op.NOOP), b"k", None), ValueError, 2),
+        ((int(Op.SET), b"k", None), ValueError, 2),
+        ((int(Op.MGET), b"k", None), ValueError, 2),
+        # A run of gets is written with one join: a bad key fails the whole run.
+        ((int(Op.GET), None, None), TypeError, 1),
+    ],
+)
+def test_encode_many_failing_midway_announces_exactly_what_it_wrote(
+    bad: tuple[int, Key | None, Value], error: type[Exception], written: int
+) -> None:
+    ops = [int(Op.SET), int(Op.GET), bad[0], int(Op.GET)]
+    keys = [b"a", b"b", bad[1], b"d"]
+    values: list[Value] = [memoryview(b"1"), None, bad[2], None]
+    codec = MemcacheTextCodec()
+    out = bytearray()
+    with pytest.raises(error):
+        codec.encode_many(ops, keys, values, 0, 4, out)  # type: ignore[arg-type]
+    assert (
+        (bytes(out), codec.pending())
+        == per_op_bytes(
+            ops[:written],
+            keys[:written],  # type: ignore[arg-type]
+            values[:written],
+        )
+    )
+    codec.feed(b"STORED\r\nEND\r\n"[: 8 + 5 * (written - 1)])
+    kinds: list[int] = []
+    assert codec.read_kinds(kinds) == written
+    assert kinds == [K.STORED, K.MISS][:written]
+
+
+def test_encode_many_with_noreply_writes_what_encode_writes() -> None:
+    ops = [int(Op.SET), int(Op.GET), int(Op.DELETE)]
+    codec = MemcacheTextCodec(NOREPLY)
+    out = bytearray()
+    assert codec.encode_many(ops, [b"a", b"b", b"c"], [memoryview(b"1"), None, None], 0, 3, out)
+    assert bytes(out) == b"set a 0 0 1 noreply\r\n1\r\nget b\r\ndelete c noreply\r\n"
+    assert codec.pending() == 1
+
+
+def reads(codec: MemcacheTextCodec, wire: bytes, cuts: Sequence[int]) -> list[int]:
+    kinds: list[int] = []
+    bounds = [0, *cuts, len(wire)]
+    for start, stop in itertools.pairwise(bounds):
+        codec.feed(wire[start:stop])
+        codec.read_kinds(kinds)
+    return kinds
+
+
+def test_read_kinds_counts_hits_misses_and_statuses_inline_and_not() -> None:
+    codec = MemcacheTextCodec()
+    ops = [Op.GET, Op.GET, Op.GET, Op.GET, Op.SET, Op.DELETE, Op.DELETE, Op.INCR, Op.SET]
+    ops += [Op.GETS, Op.MGET, Op.GET, Op.INCR, Op.TOUCH]
+    for op in ops:
+        codec.encode(op, [b"k", b"j"] if op is Op.MGET else b"k", b"v", bytearray())
+    wire = (
+        b"VALUE k 0 3\r\nabc\r\nEND\r\n"
+        b"VALUE k 0 3\r\nxyz\r\nEND\r\n"  # the guessed size
+        b"VALUE k 9 7\r\n\r\nEND\r\n\r\nEND\r\n"  # other flags; CRLF END CRLF as data
+        b"END\r\n"
+        b"STORED\r\nDELETED\r\nNOT_FOUND\r\n42\r\nNOT_STORED\r\n"
+        b"VALUE k 0 1 77\r\nz\r\nEND\r\n"
+        b"VALUE k 0 1\r\nz\r\nVALUE j 0 2\r\nzz\r\nEND\r\n"
+        b"SERVER_ERROR out of memory\r\n"
+        b"NOT_FOUND\r\nTOUCHED\r\n"
+    )
+    expected = [K.HIT | 1 << 8, K.HIT | 1 << 8, K.HIT | 1 << 8, K.MISS, K.STORED, K.DELETED]
+    expected += [K.NOT_FOUND, K.VALUE, K.NOT_STORED, K.HIT | 1 << 8, K.HIT | 2 << 8]
+    expected += [K.ERROR_REPLY, K.NOT_FOUND, K.TOUCHED]
+    assert reads(codec, wire, []) == expected
+    assert codec.pending() == 0
+
+
+def test_read_kinds_interleaves_with_next_reply_in_order() -> None:
+    codec = MemcacheTextCodec()
+    out = bytearray()
+    codec.encode_many([0, 1], [b"a", b"b"], [None, memoryview(b"1")], 0, 2, out)
+    codec.encode(Op.DELETE, b"c", None, out)
+    codec.encode_many([0], [b"d"], [None], 0, 1, out)
+    assert bytes(out) == b"get a\r\nset b 0 0 1\r\n1\r\ndelete c\r\nget d\r\n"
+    codec.feed(b"END\r\nSTORED\r\nDELETED\r\nVALUE d 0 1\r\nx\r\nEND\r\n")
+    assert codec.next_reply() == Reply(K.MISS, 5)
+    kinds: list[int] = []
+    assert codec.read_kinds(kinds) == 3
+    assert kinds == [K.STORED, K.DELETED, K.HIT | 1 << 8]
+    assert codec.next_reply() is NEED_DATA
+
+
+def test_read_kinds_waits_for_a_split_reply_and_returns_zero() -> None:
+    wire = b"VALUE a 0 3\r\nabc\r\nEND\r\nVALUE b 0 3\r\nabc\r\nEND\r\n"
+    for cut in range(len(wire) + 1):
+        codec = MemcacheTextCodec()
+        codec.encode_many([0, 0], [b"a", b"b"], [None, None], 0, 2, bytearray())
+        assert reads(codec, wire, [cut]) == [K.HIT | 1 << 8] * 2
+    codec = MemcacheTextCodec()
+    codec.encode_many([0], [b"a"], [None], 0, 1, bytearray())
+    codec.feed(wire[:10])
+    kinds: list[int] = []
+    assert codec.read_kinds(kinds) == 0
+    assert (kinds, codec.pending()) == ([], 1)
+
+
+def test_fifo_is_compacted_and_survives_long_runs() -> None:
+    codec = MemcacheTextCodec()
+    out = bytearray()
+    kinds: list[int] = []
+    for round_ in range(50):
+        codec.encode_many([1] * 40, [b"k"] * 40, [memoryview(b"v")] * 40, 0, 40, out)
+        codec.feed(b"STORED\r\n" * 30)
+        assert codec.read_kinds(kinds) == 30
+        if round_ % 2:
+            codec.feed(b"STORED\r\n" * 5)
+            assert drain(codec) == [Reply(K.STORED, 8)] * 5
+    assert codec.pending() == 50 * 40 - len(kinds) - 25 * 5
+    assert len(codec._ops) <= 2 * (codec.pending() + 40)  # white-box: answered ones dropped
+
+
+@pytest.mark.parametrize(
+    ("ops", "wire", "good"),
+    [
+        ([Op.SET, Op.GET, Op.GET], b"STORED\r\nEND\r\nGARBAGE\r\n", 2),
+        ([Op.GET, Op.GET], b"VALUE k 0 1\r\nx\r\nEND\r\nVALUE other 0 1\r\nx\r\nEND\r\n", 1),
+        ([Op.GET, Op.GET], b"END\r\nVALUE k 0 1\r\nx\r\nEXD\r\n", 1),
+        ([Op.DELETE, Op.SET], b"DELETED\r\nDELETED\r\n", 1),
+        ([Op.SET], b"STORED\r\nSTORED\r\n", 1),  # a reply with nothing pending
+        ([Op.GET], b"VALUE k 0 " + b"9" * 5000 + b"\r\n", 0),  # a size int() refuses
+    ],
+)
+def test_read_kinds_appends_good_replies_then_raises_and_stays_dead(
+    ops: list[Op], wire: bytes, good: int
+) -> None:
+    codec = MemcacheTextCodec()
+    for op in ops:
+        codec.encode(op, b"k", b"v", bytearray())
+    codec.feed(wire)
+    kinds: list[int] = []
+    with pytest.raises(ProtocolError):
+        codec.read_kinds(kinds)
+    assert len(kinds) == good
+    for call in (lambda: codec.read_kinds(kinds), codec.next_reply, lambda: codec.feed(b"x")):
+        with pytest.raises(ProtocolError, match="unusable"):
+            call()
+    assert len(kinds) == good
+
+
+def test_read_kinds_fails_on_eof_mid_reply_after_the_complete_ones() -> None:
+    codec = MemcacheTextCodec()
+    codec.encode_many([1, 0], [b"a", b"b"], [memoryview(b"1"), None], 0, 2, bytearray())
+    codec.feed(b"STORED\r\nVALUE b 0 5\r\nab")
+    codec.feed_eof()
+    kinds: list[int] = []
+    with pytest.raises(ProtocolError, match="closed with 1 replies pending"):
+        codec.read_kinds(kinds)
+    assert kinds == [K.STORED]
+
+
+def test_read_kinds_keeps_the_reply_bound() -> None:
+    small = CodecOptions(max_reply_bytes=40)
+    codec = MemcacheTextCodec(small)
+    codec.encode_many([0, 0], [b"a", b"b"], [None, None], 0, 2, bytearray())
+    hit = b"VALUE a 0 10\r\n0123456789\r\nEND\r\n"
+    codec.feed(hit + b"VALUE b 0 30\r\n" + b"x" * 30 + b"\r\nEND\r\n")
+    kinds: list[int] = []
+    with pytest.raises(ReplyTooLarge):
+        codec.read_kinds(kinds)
+    assert kinds == [K.HIT | 1 << 8]
+    # A reply just under the bound passes, whatever else is buffered behind it.
+    codec = MemcacheTextCodec(CodecOptions(max_reply_bytes=len(hit)))
+    codec.encode_many([0, 0], [b"a", b"a"], [None, None], 0, 2, bytearray())
+    codec.feed(hit + hit)
+    assert codec.read_kinds(kinds) == 2
+
+
+@pytest.mark.parametrize("size", [b" 1", b"+1", b"-1", b"1_0", b"1 ", b"", b"\xd9\xa1"])
+def test_read_kinds_refuses_sizes_int_would_take(size: bytes) -> None:
+    codec = MemcacheTextCodec()
+    codec.encode_many([0, 0], [b"k", b"k"], [None, None], 0, 2, bytearray())
+    codec.feed(b"VALUE k 0 1\r\nx\r\nEND\r\nVALUE k 0 %s\r\nx\r\nEND\r\n" % size)
+    kinds: list[int] = []
+    with pytest.raises(ProtocolError):
+        codec.read_kinds(kinds)
+    assert kinds == [K.HIT | 1 << 8]
+
+
+def test_read_kinds_checks_the_key_of_a_hit_of_the_guessed_size() -> None:
+    codec = MemcacheTextCodec()
+    codec.encode_many([0, 0], [b"k", b"a"], [None, None], 0, 2, bytearray())
+    codec.feed(b"VALUE k 0 1\r\nx\r\nEND\r\nVALUE k 0 1\r\nx\r\nEND\r\n")
+    kinds: list[int] = []
+    with pytest.raises(ProtocolError, match="asked for b'a'"):
+        codec.read_kinds(kinds)
+    assert kinds == [K.HIT | 1 << 8]
+
+
+def test_read_kinds_guesses_the_next_hit_declares_the_last_size() -> None:
+    codec = MemcacheTextCodec(CodecOptions(flags=3))
+    codec.encode_many([0, 0], [b"k", b"a"], [None, None], 0, 2, bytearray())
+    codec.feed(b"VALUE k 3 12\r\n0123456789ab\r\nEND\r\nEND\r\n")
+    assert codec.read_kinds([]) == 2
+    assert codec._guess_tail == b" 3 12\r\n"  # white-box: the guess is the fast path
+
+
+def test_common_replies_never_reach_the_parsers() -> None:
+    """The inline paths of read_kinds, not the per-reply parsers, take the common replies."""
+    codec = MemcacheTextCodec()
+    ops = [int(op) for op in (Op.GET, Op.GET, Op.GET, Op.SET, Op.DELETE, Op.DELETE, Op.INCR)]
+    codec.encode_many(ops, [b"k"] * 7, [VALUE_100] * 7, 0, 7, bytearray())
+    codec._parsers = [None] * len(codec._parsers)  # type: ignore[list-item]  # white-box
+    codec.feed(
+        b"VALUE k 0 3\r\nabc\r\nEND\r\nVALUE k 0 3\r\nabc\r\nEND\r\nEND\r\n"
+        b"STORED\r\nDELETED\r\nNOT_FOUND\r\n12\r\n"
+    )
+    kinds: list[int] = []
+    assert codec.read_kinds(kinds) == 7
+    assert kinds == [K.HIT | 1 << 8] * 2 + [K.MISS, K.STORED, K.DELETED, K.NOT_FOUND, K.VALUE]
+
+
+def test_encode_many_sends_incr_and_decr_as_one_step() -> None:
+    codec = MemcacheTextCodec()
+    out = bytearray()
+    codec.encode_many([int(Op.INCR), int(Op.DECR)], [b"a", b"b"], [None, None], 0, 2, out)
+    assert bytes(out) == b"incr a 1\r\ndecr b 1\r\n"
+
+
+def guessing_codec() -> MemcacheTextCodec:
+    """A codec that has read one hit of 1 byte: its next hits are guessed to be 1 byte."""
+    codec = MemcacheTextCodec()
+    codec.encode_many([0], [b"k"], [None], 0, 1, bytearray())
+    codec.feed(b"VALUE k 0 1\r\nx\r\nEND\r\n")
+    assert codec.read_kinds([]) == 1
+    return codec
+
+
+HIT_K = b"VALUE k 0 1\r\nx\r\nEND\r\n"
+
+
+@pytest.mark.parametrize(
+    ("ops", "keys", "wire", "good"),
+    [
+        ([Op.GET, Op.GET, Op.GET], [b"k", b"k", b"k"], HIT_K * 3, 3),
+        ([Op.GET, Op.GET], [b"k", b"a"], HIT_K * 2, 1),  # the second is not for "a"
+        ([Op.GET, Op.SET], [b"k", b"k"], HIT_K * 2, 1),  # a set is not answered by VALUE
+        ([Op.GET, Op.GET], [b"k", b"k"], HIT_K.replace(b"END", b"EXD") + HIT_K, 0),
+        ([Op.GET, Op.GET, Op.GET], [b"k"] * 3, HIT_K * 2 + b"VALUE k 0 2\r\nxy\r\nEND\r\n", 3),
+    ],
+)
+def test_read_kinds_runs_of_hits_check_every_trailer_and_key(
+    ops: list[Op], keys: list[bytes], wire: bytes, good: int
+) -> None:
+    codec = guessing_codec()
+    for op, key in zip(ops, keys, strict=True):
+        codec.encode(op, key, b"v", bytearray())
+    codec.feed(wire)
+    kinds: list[int] = []
+    if good == len(ops):
+        assert codec.read_kinds(kinds) == good
+    else:
+        with pytest.raises(ProtocolError):
+            codec.read_kinds(kinds)
+    assert kinds == [K.HIT | 1 << 8] * good
+
+
+@pytest.mark.parametrize("cut", range(len(HIT_K) * 2, len(HIT_K) * 3))
+def test_read_kinds_run_of_hits_cut_in_the_last_one(cut: int) -> None:
+    codec = guessing_codec()
+    codec.encode_many([0, 0, 0], [b"k"] * 3, [None] * 3, 0, 3, bytearray())
+    wire = HIT_K * 3
+    assert reads(codec, wire, [cut]) == [K.HIT | 1 << 8] * 3

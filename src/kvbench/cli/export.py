@@ -1,0 +1,90 @@
+"""``kvbench export``: a stored run as a result document, a CSV series or an HdrHistogram log.
+
+``write_exports`` is shared with ``kvbench run --csv/--hdr-log``.
+"""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+
+from kvbench.cli.console import make_console
+from kvbench.config.load import default_db_path
+from kvbench.errors import ConfigError
+from kvbench.report import dumps, summarize
+from kvbench.report.exports import hdr_log, interval_csv
+from kvbench.report.summary import ReportModel
+from kvbench.results.model import RunResult
+from kvbench.results.store import Store
+
+
+def _write(flag: str, path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise ConfigError(flag, f"cannot write {path}: {exc.strerror}") from None
+
+
+def write_exports(
+    console: Console,
+    run: RunResult,
+    model: ReportModel,
+    *,
+    json_path: str | None = None,
+    csv_path: str | None = None,
+    hdr_log_path: str | None = None,
+) -> None:
+    """Write the files asked for, and say so on ``console``.
+
+    Raises:
+        ConfigError: a file cannot be written (names the flag).
+    """
+    if json_path:
+        _write("--json", json_path, dumps(model))
+        console.print(f"result document written to {json_path}")
+    if csv_path:
+        _write("--csv", csv_path, interval_csv(run, model))
+        console.print(f"per-interval CSV written to {csv_path}")
+    if hdr_log_path:
+        _write("--hdr-log", hdr_log_path, hdr_log(run))
+        console.print(f"HdrHistogram interval log written to {hdr_log_path}")
+
+
+@click.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Result document.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Per-interval CSV.")
+@click.option(
+    "--hdr-log",
+    "hdr_log_path",
+    type=click.Path(dir_okay=False),
+    help="HdrHistogram interval log (HistogramLogReader / HistogramLogProcessor).",
+)
+@click.option("--db", type=click.Path(dir_okay=False), help="History database.")
+def export(
+    run_ref: str,
+    json_path: str | None,
+    csv_path: str | None,
+    hdr_log_path: str | None,
+    db: str | None,
+) -> None:
+    """Write a stored run (an id, a unique prefix of one, or 'last') to files.
+
+    \b
+    Example:
+        kvbench export last --csv intervals.csv
+        kvbench export 20261129-2030 --json run.json --hdr-log run.hlog
+    """
+    if not (json_path or csv_path or hdr_log_path):
+        raise click.UsageError("give at least one of --json FILE, --csv FILE, --hdr-log FILE")
+    with Store(db or default_db_path()) as store:
+        run = store.load_run(run_ref)
+    write_exports(
+        make_console(),
+        run,
+        summarize(run),
+        json_path=json_path,
+        csv_path=csv_path,
+        hdr_log_path=hdr_log_path,
+    )

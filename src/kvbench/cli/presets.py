@@ -1,0 +1,153 @@
+"""``kvbench presets`` and ``kvbench run --preset NAME TARGET``: the classic experiments."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from kvbench.cli.console import make_console
+from kvbench.cli.live import LiveView
+from kvbench.config import Settings, load_config
+from kvbench.config.presets import PRESETS, Preset, get_preset, with_scheme
+from kvbench.errors import ConfigError
+from kvbench.report.levels import comparison, target_column
+from kvbench.report.terminal import fmt_us
+from kvbench.runner.levels import at_level, parse_levels, run_comparison
+from kvbench.units import format_rate
+
+
+@click.command()
+@click.argument("name", required=False)
+def presets(name: str | None) -> None:
+    """List the classic experiments, or describe one.
+
+    \b
+    Example:
+        kvbench presets
+        kvbench presets gateway-vs-native
+        kvbench run --preset memcached-storm memcached://127.0.0.1:11211
+    """
+    console = make_console()
+    if name is None:
+        table = Table("preset", "shape", "targets", "what")
+        for preset in PRESETS.values():
+            table.add_row(preset.name, preset.shape, str(preset.targets), preset.title)
+        console.print(table)
+        console.print("details: kvbench presets NAME; run: kvbench run --preset NAME TARGET")
+        return
+    preset = get_preset(name)
+    console.print(f"[bold]{preset.name}[/bold]: {preset.title}")
+    console.print(f"the original: {preset.original}")
+    console.print(f"kvbench measures: {preset.measures}")
+    settings = ", ".join(f"{k} = {v!r}" for k, v in preset.settings.items())
+    console.print(f"settings: {settings}")
+    if preset.steps:
+        console.print("steps: " + "; then ".join(f"{s.label} ({s.settings})" for s in preset.steps))
+    if preset.axis:
+        console.print(f"sweeps {preset.axis} over {preset.levels}")
+
+
+def _preset_settings(preset: Preset, extra: dict[str, Any] | None = None) -> Settings:
+    values = {**preset.settings, **(extra or {})}
+    return {path: (value, f"preset {preset.name}: {path}") for path, value in values.items()}
+
+
+def run_preset(
+    name: str, targets: tuple[str, ...], flags: Settings, config_path: str | None, processes: int
+) -> int:
+    """Run a preset with ``flags`` (the command line's settings) on top of its own."""
+    from kvbench.cli.levels import sweep_and_report  # the CLI's own modules, no cycle at import
+    from kvbench.cli.run import measure, publish
+
+    preset = get_preset(name)
+    if len(targets) != preset.targets:
+        raise ConfigError(
+            "TARGET", f"preset {name} takes {preset.targets} target(s), got {len(targets)}"
+        )
+    urls = [with_scheme(url, preset) for url in targets]
+    console = make_console()
+    json_path = flags.pop("report.json", (None, ""))[0]
+    if "workload.seed" not in flags:  # every step and target sends the same keys
+        flags["workload.seed"] = (int.from_bytes(os.urandom(4), "big"), "seed")
+    if preset.shape == "steps":
+        status = 0
+        for step in preset.steps:
+            settings = {
+                **_preset_settings(preset, step.settings),
+                **flags,
+                "target.urls": (urls, "TARGET"),
+            }
+            config = load_config(config_path, settings, processes)
+            console.print(f"[bold]{preset.name}: {step.label}[/bold]")
+            result = measure(console, config)
+            publish(console, result, config)
+            status = max(status, {"ok": 0, "interrupted": 130}.get(result.status, 4))
+            if result.status == "interrupted":
+                break
+        return status
+    assert preset.axis is not None and preset.levels is not None
+    axis_path = f"load.{preset.axis}"
+    level_text = preset.levels
+    given = flags.get(axis_path, (None, ""))[0]
+    if isinstance(given, str) and (":" in given or "," in given):  # narrow the preset's range
+        level_text = flags.pop(axis_path)[0]
+    settings = {**_preset_settings(preset), **flags, "target.urls": (urls[:1], "TARGET")}
+    config = load_config(config_path, settings, processes)
+    levels = parse_levels(level_text, f"--{preset.axis}")
+    if preset.shape == "sweep":
+        sweep_and_report(console, config, preset.axis, levels, None, json_path)
+        return 0
+    configs = [
+        load_config(
+            config_path,
+            {
+                **settings,
+                "target.urls": ([url], "TARGET"),
+                "workload.seed": (config.workload.seed, "seed"),
+            },
+            processes,
+        )
+        for url in urls
+    ]
+    _compare_at_levels(console, configs, preset.axis, levels)
+    return 0
+
+
+def _compare_at_levels(
+    console: Console, configs: list[Any], axis: str, levels: list[float]
+) -> None:
+    table = Table(
+        title=f"{configs[1].targets[0].url} vs {configs[0].targets[0].url}", title_justify="left"
+    )
+    for column in (axis, "A ops/s", "B ops/s", "B/A", "95% CI", "B/A p99", "A p99", "B p99"):
+        table.add_column(column, justify="right")
+    base = configs[0]
+    with LiveView(console, base) as view:
+        for level in levels:
+            view.note(f"level {axis} = {level:g}")
+            results = run_comparison(
+                [at_level(c, axis, level) for c in configs],
+                base.load.rounds,
+                view.interval,
+                view.note,
+            )
+            columns = [target_column(r) for r in results]
+            (row,) = comparison(columns[:2])
+            ci = row["throughput_ratio_ci95"]
+            table.add_row(
+                f"{level:g}",
+                format_rate(columns[0].model.throughput_per_s),
+                format_rate(columns[1].model.throughput_per_s),
+                f"{row['throughput_ratio']:.0%}" if row["throughput_ratio"] is not None else "",
+                f"{ci[0]:.0%}..{ci[1]:.0%}" if ci else "",
+                f"{row['p99_ratio']:.2f}x" if row["p99_ratio"] else "",
+                fmt_us(columns[0].model.latency_us.get("p99")),
+                fmt_us(columns[1].model.latency_us.get("p99")),
+            )
+            if any(r.status == "interrupted" for r in results):
+                break
+    console.print(table)

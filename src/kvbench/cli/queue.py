@@ -1,0 +1,131 @@
+"""``kvbench queue``: producers and consumers on a memcacheq queue or a Redis list."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+
+from kvbench.cli.console import make_console
+from kvbench.config.load import default_db_path
+from kvbench.config.model import ReportConfig
+from kvbench.config.queue import QueueConfig, build_queue_config
+from kvbench.report.queue_report import (
+    print_queue_summary,
+    queue_document,
+    queue_interval_row,
+    queue_live_line,
+)
+from kvbench.results.queue import QueueIntervalRecord
+from kvbench.results.store import Store
+from kvbench.runner.queue import QueueCoordinator
+
+# Flags passed to build_queue_config as they were typed (None: not given).
+QUEUE_OPTIONS = (
+    "producers",
+    "consumers",
+    "messages",
+    "message_size",
+    "pipeline",
+    "consumers_start_after",
+    "duration",
+    "grace",
+    "poll_interval",
+    "timeout",
+    "interval",
+)
+
+
+@click.command()
+@click.argument("target", metavar="TARGET")
+@click.option("--producers", help="Producer processes, one connection each. [1]")
+@click.option("--consumers", help="Consumer processes, one connection each. [1]")
+@click.option("-n", "--messages", help="Messages sent in total, shared across producers. [100000]")
+@click.option("--message-size", help="Bytes per message, its 28-byte header included. [100]")
+@click.option("-P", "--pipeline", help="Requests in flight per connection. [1]")
+@click.option(
+    "--consumers-start-after", help="Consumers start once this many messages are stored. [0]"
+)
+@click.option("--duration", help="Stop everything after this long, drained or not. [no limit]")
+@click.option(
+    "--grace", help="After the producers finish, an empty queue this long ends the run. [1s]"
+)
+@click.option(
+    "--poll-interval", help="After an empty answer a consumer asks again this much later. [1ms]"
+)
+@click.option("--timeout", help="Per-request timeout. [5s]")
+@click.option("--interval", help="Live line and snapshot period. [1s]")
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), help="Write the result document here."
+)
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False),
+    help="History database. [~/.local/share/kvbench/history.db]",
+)
+@click.option("--no-save", is_flag=True, help="Do not store the run in the history.")
+@click.option("-q", "--quiet", is_flag=True, help="No live line per interval.")
+def queue(
+    target: str, json_path: str | None, db: str | None, no_save: bool, quiet: bool, **options: Any
+) -> int:
+    """Produce and consume messages through TARGET; check that none was lost.
+
+    TARGET is memcacheq://HOST:22201/QUEUE (set enqueues, get dequeues) or
+    redis-queue://[USER:PASS@]HOST:6379/LIST (LPUSH / RPOP; add ?block=100ms for BRPOP).
+    Every message carries its producer, sequence number and send time: the run reports
+    puts/s, gets/s, end-to-end latency, the backlog, and per producer the lost,
+    duplicated and out-of-order messages. Exit 1 when a message was lost or duplicated.
+
+    \b
+    Example:
+        kvbench queue memcacheq://127.0.0.1:22201/q --producers 2 --consumers 2 \\
+            --messages 1000000 --message-size 100 -P 16
+        kvbench queue redis-queue://127.0.0.1:6379/jobs?block=100ms --consumers-start-after 100000
+    """
+    console = make_console()
+    report = ReportConfig(
+        json_path=json_path, db_path=db or default_db_path(), save=not no_save, live=not quiet
+    )
+    config = build_queue_config(target, {k: options.get(k) for k in QUEUE_OPTIONS}, report)
+    _announce(console, config)
+    origin: list[int] = []
+
+    def show_interval(record: QueueIntervalRecord) -> None:
+        if not origin:
+            origin.append(record.snapshot.start_ns)
+        if config.report.live:
+            console.print(queue_live_line(queue_interval_row(record, origin[0])))
+
+    result = QueueCoordinator(config, show_interval, console.print).run()
+    sys.stdout.flush()
+    document = queue_document(result)
+    print_queue_summary(console, document)
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(document, indent=2) + "\n")
+        console.print(f"result document written to {json_path}")
+    if report.save:
+        with Store(report.db_path) as store:
+            store.save_run(result.to_run_result(), document)
+        console.print(f"saved as run {result.run_id} in {report.db_path}")
+    if result.status != "ok":
+        return {"interrupted": 130}.get(result.status, 4)
+    queue_figures = document["queue"]
+    return 1 if queue_figures["lost"] or queue_figures["duplicated"] else 0
+
+
+def _announce(console: Console, config: QueueConfig) -> None:
+    start = (
+        f", consumers start after {config.consumers_start_after:,} stored"
+        if config.consumers_start_after
+        else ""
+    )
+    console.print(
+        f"kvbench queue: {config.target.url}  {config.producers} producer(s) x "
+        f"{config.consumers} consumer(s), {config.messages:,} messages of "
+        f"{config.message_size_bytes} bytes, pipeline {config.pipeline}, "
+        f"{config.pop_command}{start}"
+    )

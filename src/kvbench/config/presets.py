@@ -1,0 +1,193 @@
+"""The classic experiments as presets (DESIGN.md §1): settings, not code.
+
+A preset names the command shape it needs (a run in steps, a sweep, a comparison at each
+level, a queue run) and the settings it applies, keyed by config path like a scenario
+file. Flags given on the command line override a preset's settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvbench.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One measurement of a preset run, with the settings that differ for it."""
+
+    label: str
+    settings: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """A classic experiment.
+
+    Attributes:
+        name: what ``--preset`` takes.
+        title: one line.
+        original: what the published benchmark did, and what it got wrong.
+        measures: what kvbench measures instead.
+        shape: ``steps`` (runs in order), ``sweep``, ``compare-sweep`` (a comparison at
+            every level) or ``queue``.
+        settings: config path -> value, applied before the command line's flags.
+        steps: for ``steps``: the runs, in order.
+        axis, levels: for sweeps: the swept option and its levels (``64:2048:64``).
+        scheme: rewrite a memcached target's scheme to this one (the protocol it used).
+        targets: how many targets the preset takes.
+    """
+
+    name: str
+    title: str
+    original: str
+    measures: str
+    shape: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    steps: tuple[Step, ...] = ()
+    axis: str | None = None
+    levels: str | None = None
+    scheme: str | None = None
+    targets: int = 1
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            name="memcached-storm",
+            title="memcached set/get storm: binary protocol, 128 workers, set-only then get-only",
+            original=(
+                "128 concurrent workers over the binary protocol, keys a random float plus a "
+                "counter, values the current time in ms (8 bytes); set-only, then get-only; a "
+                "throughput line every second. Nothing separated client limits from server "
+                "limits: '4 client machines reach 500k/s' was found by hand."
+            ),
+            measures=(
+                "the same load with a line per second and percentiles; client CPU, event-loop "
+                "lag and the server's own CPU and counters decide whether the client or the "
+                "server was the limit (verdicts); --cluster spreads the load over machines."
+            ),
+            shape="steps",
+            scheme="memcached+binary",
+            settings={
+                "load.connections": 128,
+                "workload.key_template": "float-counter",
+                "workload.value_kind": "timestamp",
+                "workload.value_size": 8,
+                "load.interval": "1s",
+                "load.duration": "10s",
+            },
+            steps=(
+                Step("set-only", {"workload.ratio": "1:0"}),
+                Step("get-only", {"workload.ratio": "0:1"}),
+            ),
+        ),
+        Preset(
+            name="put-get-batches",
+            title="per-worker put/get batches: text protocol, 1..10 workers, ~1 KB values",
+            original=(
+                "1..10 workers, each doing `runs` sets then `runs` gets of ~1 KB values on "
+                "test_key0.., over two servers with client-side hashing; throughput computed "
+                "from summed per-thread times instead of wall-clock."
+            ),
+            measures=(
+                "a sweep over 1..10 connections, sets then gets on sequential test_key keys; "
+                "throughput is completions over one wall-clock window shared by every worker, "
+                "with a 95% CI over rounds. (Client-side hashing over several servers is not "
+                "supported yet: give one server.)"
+            ),
+            shape="sweep",
+            axis="connections",
+            levels="1:10:1",
+            scheme="memcached",
+            settings={
+                "workload.key_prefix": "test_key",
+                "workload.key_pattern": "sequential",
+                "workload.value_size": 1000,
+                "workload.ratio": "1:1",
+                "workload.keys": 10_000,
+                "load.duration": "5s",
+                "load.rounds": 3,
+            },
+        ),
+        Preset(
+            name="gateway-vs-native",
+            title="HTTP gateway (nginx memc) vs direct memcached, concurrency 64..2048",
+            original=(
+                "an HTTP gateway against direct memcached, concurrency 64..2048 step 64, 5 "
+                "rounds per level averaged, 96-char random keys, 400-char random values, failed "
+                "requests counted, the gateway as a % of native; rounds not interleaved, no "
+                "variance, different request counts made the runs incomparable."
+            ),
+            measures=(
+                "at every level the same seeded workload against both, rounds interleaved "
+                "A B A B, the gateway's throughput as a % of native with a 95% CI from paired "
+                "rounds, and p99 ratios; errors (502/504) counted per target."
+            ),
+            shape="compare-sweep",
+            axis="connections",
+            levels="64:2048:64",
+            targets=2,
+            settings={
+                "workload.key_template": "random",
+                "workload.key_size": 96,
+                "workload.value_size": 400,
+                "workload.ratio": "1:1",
+                "load.rounds": 5,
+                "load.duration": "2s",
+            },
+        ),
+        Preset(
+            name="single-key-readers",
+            title="single-key readers: Redis, one 672-byte key, 2/4/6/8 readers",
+            original=(
+                "one 672-byte key read in a loop by 2, 4, 6 and 8 readers, 1 s warm-up "
+                "excluded, a report every 15 s of per-second, per-minute and per-hour "
+                "throughput: averages only, no latency."
+            ),
+            measures=(
+                "a sweep over 2, 4, 6, 8 connections reading one preloaded 672-byte key, 1 s "
+                "warm-up excluded, a line every 15 s, throughput with a CI and latency "
+                "percentiles from merged histograms."
+            ),
+            shape="sweep",
+            axis="connections",
+            levels="2,4,6,8",
+            settings={
+                "workload.keys": 1,
+                "workload.value_size": 672,
+                "workload.preload": True,
+                "workload.ratio": "0:1",
+                "load.warmup": "1s",
+                "load.interval": "15s",
+                "load.duration": "30s",
+            },
+        ),
+    )
+}
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called ``name``.
+
+    Raises:
+        ConfigError: no such preset (the message lists them).
+    """
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(
+            "--preset", f"no preset {name!r} (see kvbench presets: {', '.join(PRESETS)})"
+        ) from None
+
+
+def with_scheme(url: str, preset: Preset) -> str:
+    """A memcached target's URL with the preset's scheme (memcached:// -> memcached+binary://)."""
+    if preset.scheme is None or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    if scheme.startswith("memcached"):
+        return f"{preset.scheme}://{rest}"
+    return url

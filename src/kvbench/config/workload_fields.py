@@ -1,0 +1,159 @@
+"""Parsers for the [workload] settings that have a small grammar of their own.
+
+Key pattern (``zipf:1.1``, ``gaussian:0.5,0.1``), key template (``random:96``), value
+size (``100``, ``100-1000``, ``100:70,1000:30``), value kind and ttl (``60``, ``60-120``).
+Each takes the raw value and where it came from, and raises ConfigError naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvbench.errors import ConfigError
+from kvbench.units import parse_count, parse_size_bytes
+
+KEY_PATTERNS = ("uniform", "sequential", "zipf", "gaussian")
+KEY_TEMPLATES = ("number", "random", "float-counter")
+VALUE_KINDS = ("random", "compressible", "timestamp")
+# memcached's text protocol: keys are at most 250 bytes (protocol.txt, "Keys").
+MAX_KEY_BYTES = 250
+# YCSB's default Zipf constant, and the one most write-ups quote.
+DEFAULT_ZIPF_EXPONENT = 0.99
+# Verified values carry an 8-byte header (version, length) and at least 4 check bytes.
+MIN_VERIFY_VALUE_BYTES = 12
+TIMESTAMP_VALUE_BYTES = 8
+
+
+def _number(text: str, where: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(where, f"{text!r} is not a number ({what})") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ConfigError(where, f"{text!r} is not a finite number ({what})")
+    return value
+
+
+def parse_key_pattern(value: Any, where: str) -> tuple[str, tuple[float, ...]]:
+    """``uniform``, ``sequential``, ``zipf[:S]`` or ``gaussian[:MEAN,STDDEV]``.
+
+    Returns:
+        (name, parameters): zipf gives ``(s,)``; gaussian gives ``()`` or ``(mean,
+        stddev)`` as written (fractions of the keyspace below 1, else numbers of keys;
+        ``resolve_gaussian`` turns them into keys).
+    """
+    text = str(value).strip().lower()
+    name, _, params = text.partition(":")
+    known = ", ".join(("uniform", "sequential", "zipf[:S]", "gaussian[:MEAN,STDDEV]"))
+    if name not in KEY_PATTERNS:
+        raise ConfigError(where, f"{value!r} is not a key pattern (known: {known})")
+    if name in ("uniform", "sequential"):
+        if params:
+            raise ConfigError(where, f"{value!r}: {name} takes no parameters")
+        return name, ()
+    if name == "zipf":
+        s = _number(params, where, "the Zipf exponent") if params else DEFAULT_ZIPF_EXPONENT
+        if not s > 0:
+            raise ConfigError(where, f"{value!r}: the Zipf exponent must be above 0")
+        return name, (s,)
+    if not params:
+        return name, ()
+    parts = params.split(",")
+    if len(parts) != 2:
+        raise ConfigError(where, f"{value!r}: expected gaussian:MEAN,STDDEV, e.g. gaussian:0.5,0.1")
+    mean = _number(parts[0].strip(), where, "the mean")
+    stddev = _number(parts[1].strip(), where, "the standard deviation")
+    if mean < 0 or not stddev > 0:
+        raise ConfigError(where, f"{value!r}: the mean must be >= 0 and the stddev above 0")
+    return name, (mean, stddev)
+
+
+def resolve_gaussian(params: tuple[float, ...], keys: int) -> tuple[float, float]:
+    """(mean, stddev) in keys: defaults keys/2 and keys/6; values below 1 are fractions."""
+    if not params:
+        return keys / 2, keys / 6
+    return tuple(v * keys if 0 < v < 1 else v for v in params)  # type: ignore[return-value]
+
+
+def parse_key_template(value: Any, where: str) -> tuple[str, int | None]:
+    """``number``, ``random:N`` (N-byte keys) or ``float-counter`` -> (template, size)."""
+    text = str(value).strip().lower()
+    name, _, size = text.partition(":")
+    if name not in KEY_TEMPLATES:
+        raise ConfigError(
+            where, f"{value!r} is not a key template (known: number, random:N, float-counter)"
+        )
+    if not size:
+        return name, None
+    if name != "random":
+        raise ConfigError(where, f"{value!r}: only random takes a length (random:96)")
+    return name, parse_count(size, where, minimum=1)
+
+
+def parse_value_size(value: Any, where: str) -> tuple[int, int, tuple[tuple[int, int], ...]]:
+    """``100``, ``100-1000`` (uniform) or ``100:70,1000:30`` (weighted) -> (min, max, weights)."""
+    text = str(value).strip()
+    if ":" in text:
+        weights: list[tuple[int, int]] = []
+        for part in text.split(","):
+            size, sep, weight = part.partition(":")
+            if not sep:
+                raise ConfigError(where, f"{text!r}: expected SIZE:WEIGHT,... e.g. 100:70,1000:30")
+            weights.append(
+                (parse_size_bytes(size.strip(), where, minimum=1), parse_count(weight, where))
+            )
+        if sum(w for _, w in weights) == 0:
+            raise ConfigError(where, f"{text!r}: the weights add up to 0")
+        kept = tuple((s, w) for s, w in weights if w > 0)
+        sizes = [s for s, _ in kept]
+        return min(sizes), max(sizes), kept
+    low, _, high = text.partition("-")
+    low_bytes = parse_size_bytes(low.strip(), where, minimum=1)
+    high_bytes = parse_size_bytes(high.strip(), where, minimum=1) if high else low_bytes
+    if high_bytes < low_bytes:
+        raise ConfigError(where, f"{text!r}: the range's maximum is below its minimum")
+    return low_bytes, high_bytes, ()
+
+
+def parse_value_kind(value: Any, where: str) -> str:
+    if value not in VALUE_KINDS:
+        raise ConfigError(where, f"{value!r} is not a value kind (known: {', '.join(VALUE_KINDS)})")
+    return str(value)
+
+
+def parse_ttl(value: Any, where: str) -> tuple[int, int | None]:
+    """``60`` (seconds) or a range ``60-120`` -> (low, high or None)."""
+    text = str(value).strip()
+    low, sep, high = text.partition("-")
+    low_s = parse_count(low.strip(), where)
+    if not sep:
+        return low_s, None
+    high_s = parse_count(high.strip(), where)
+    if high_s < low_s:
+        raise ConfigError(where, f"{text!r}: the range's maximum is below its minimum")
+    return low_s, high_s
+
+
+def check_keys(prefix: str, template: str, size: int | None, keys: int, where: str) -> None:
+    """Refuse key settings that cannot give ``keys`` valid keys of ``size`` bytes.
+
+    Args:
+        where: the flag or file key to name (the template's or the size's origin).
+    """
+    head = len(prefix.encode())
+    if template == "random" and size is None:
+        raise ConfigError(where, "random keys need a length: random:96 or --key-size 96")
+    if template == "float-counter" and size is not None:
+        raise ConfigError(where, "float-counter keys have no fixed size; drop --key-size")
+    if size is None:
+        return
+    if size > MAX_KEY_BYTES:
+        raise ConfigError(where, f"keys are at most {MAX_KEY_BYTES} bytes (memcached), got {size}")
+    digits = len(str(max(keys - 1, 0)))
+    if template == "number" and size < head + digits:
+        raise ConfigError(
+            where, f"{size} bytes cannot hold the prefix ({head}) and {digits}-digit key numbers"
+        )
+    # Random keys: enough random characters that collisions are out of the question.
+    if template == "random" and size < head + 8:
+        raise ConfigError(where, f"random keys need at least {head + 8} bytes (prefix + 8)")

@@ -1,0 +1,460 @@
+"""Queue traffic on one connection: a producer's puts or a consumer's gets, closed loop.
+
+``QueueLink`` is the asyncio.Protocol driver (transport, codec, setup, in-flight send
+times, timeouts, transport failures as counters), in the manner of engine/connection.py;
+``Producer`` and ``Consumer`` are its two roles. The codecs are the existing ones:
+memcacheq is the memcached text codec (``set QUEUE`` / ``get QUEUE``; an empty queue's
+``END`` is a MISS), Redis lists are ``RespQueueCodec`` (LPUSH / RPOP / BRPOP).
+Hot path: one clock read per socket read and per write batch; replies recorded by
+appending to the recorder's arrays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from array import array
+from collections.abc import Callable
+from itertools import repeat
+from operator import sub
+from typing import Any, Protocol, cast
+
+from kvbench.config.queue import QueueConfig
+from kvbench.errors import ProtocolError
+from kvbench.metrics.outcome import Outcome
+from kvbench.metrics.recorder import Recorder
+from kvbench.protocols.base import NEED_DATA, ClientCodec, CodecOptions, Op, ReplyKind
+from kvbench.protocols.memcache_text import MemcacheTextCodec
+from kvbench.protocols.resp_queue import RespQueueCodec
+from kvbench.workload.queue import HEADER, HEADER_BYTES, MAGIC, MessageFormat
+
+_now = time.monotonic_ns
+# Op numbers in the queue recorder.
+PUT, GET = 0, 1
+QUEUE_OPS = ("put", "get")
+_STORED = int(ReplyKind.STORED)
+_HIT = ReplyKind.HIT
+_MISS = ReplyKind.MISS
+_ERROR_REPLY = ReplyKind.ERROR_REPLY
+_CONN_ERROR = int(Outcome.CONN_ERROR)
+_TIMEOUT = int(Outcome.TIMEOUT)
+# Drop answered entries from the front of the in-flight lists once this many pile up.
+_COMPACT_AT = 4096
+
+
+class QueueCommands:
+    """How one backend enqueues and dequeues, written through a codec.
+
+    Args:
+        config: the queue run's config (backend, queue name, BRPOP block time).
+    """
+
+    def __init__(self, config: QueueConfig) -> None:
+        self.backend = config.backend
+        self._queue = config.queue.encode("utf-8")
+        options = CodecOptions(keep_payload=True)
+        if config.backend == "memcacheq":
+            self.codec_factory: Callable[[], ClientCodec] = lambda: MemcacheTextCodec(options)
+            self._get_argv: tuple[bytes, ...] = ()
+        else:
+            resp = 3 if config.target.protocol == "resp3" else 2
+            self.codec_factory = lambda: RespQueueCodec(options, resp)
+            if config.block_ns is None:
+                self._get_argv = (b"RPOP", self._queue)
+            else:
+                # BRPOP's timeout is in seconds; Redis >= 6 takes a decimal.
+                seconds = b"%.3f" % (config.block_ns / 1e9)
+                self._get_argv = (b"BRPOP", self._queue, seconds)
+
+    def put(self, codec: ClientCodec, value: bytes, out: bytearray) -> None:
+        """Append one enqueue: ``set QUEUE 0 0 n`` or ``LPUSH LIST value``."""
+        if self.backend == "memcacheq":
+            codec.encode(Op.SET, self._queue, value, out)
+        else:
+            codec.encode(Op.COMMAND, (b"LPUSH", self._queue, value), None, out)
+
+    def get(self, codec: ClientCodec, n: int, out: bytearray) -> None:
+        """Append ``n`` dequeues: ``get QUEUE``, ``RPOP LIST`` or ``BRPOP LIST timeout``."""
+        if self.backend == "memcacheq":
+            codec.encode_many([int(Op.GET)] * n, [self._queue] * n, [None] * n, 0, n, out)
+        else:
+            for _ in range(n):
+                codec.encode(Op.COMMAND, self._get_argv, None, out)
+
+
+class LinkOwner(Protocol):
+    """What a link tells its worker."""
+
+    def link_ready(self) -> None: ...
+    def link_broken(self) -> None: ...
+    def link_progressed(self) -> None: ...
+    def note_error(self, kind: str, text: str) -> None: ...
+
+
+class SetupRefused(Exception):
+    """The server refused the connection's setup (AUTH, SELECT, HELLO)."""
+
+
+class QueueLink(asyncio.Protocol):
+    """One connection of a producer or consumer; reopened by its worker when it breaks.
+
+    Args:
+        owner: the worker (told when the link is ready, broken, or made progress).
+        commands: the backend's enqueue/dequeue writers and codec factory.
+        setup: appends setup requests (AUTH/SELECT/HELLO); returns their count.
+        recorder: counters and latency arrays for ``put`` and ``get``.
+        pipeline: requests kept in flight.
+    """
+
+    op = PUT
+
+    def __init__(
+        self,
+        owner: LinkOwner,
+        commands: QueueCommands,
+        setup: Callable[[Any, bytearray], int] | None,
+        recorder: Recorder,
+        pipeline: int,
+    ) -> None:
+        self._owner = owner
+        self._commands = commands
+        self._setup = setup
+        self._recorder = recorder
+        self.pipeline = pipeline
+        self._codec: ClientCodec = commands.codec_factory()
+        self._transport: asyncio.Transport | None = None
+        self._sent_ns: list[int] = []
+        self._head = 0
+        self._setup_left = 0
+        self.issuing = False
+        self.connected = False
+        self.ready: asyncio.Future[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self._transport = cast(asyncio.Transport, transport)
+        self._codec = self._commands.codec_factory()
+        self._clear()
+        self.connected = True
+        out = bytearray()
+        self._setup_left = self._setup(self._codec, out) if self._setup else 0
+        if self._setup_left:
+            self._transport.write(bytes(out))
+        else:
+            self._set_ready()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connected = False
+        self._transport = None
+        self._fail_inflight(_CONN_ERROR)
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_exception(ConnectionError(str(exc) if exc else "closed by the server"))
+        self._owner.link_broken()
+
+    def _set_ready(self) -> None:
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_result(None)
+        self._owner.link_ready()
+
+    def close(self) -> None:
+        """Close the connection (in-flight requests count as ``conn_error``)."""
+        if self._transport is not None:
+            self._transport.abort()
+
+    @property
+    def inflight(self) -> int:
+        return len(self._sent_ns) - self._head
+
+    # -- replies ---------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        now = _now()
+        try:
+            self._codec.feed(data)
+            if self._setup_left:
+                self._receive_setup()
+                return
+            self._on_replies(now)
+        except ProtocolError as exc:
+            self._owner.note_error("protocol_error", str(exc))
+            self.close()
+            return
+        self._compact()
+        self._owner.link_progressed()
+
+    def _on_replies(self, now: int) -> None:
+        raise NotImplementedError
+
+    def fill(self) -> None:
+        """Top the pipeline up, if the link is issuing."""
+        raise NotImplementedError
+
+    def _receive_setup(self) -> None:
+        while self._setup_left and (reply := self._codec.next_reply()) is not NEED_DATA:
+            self._setup_left -= 1
+            if reply.kind == _ERROR_REPLY:  # type: ignore[union-attr]
+                text = (reply.payload or b"error").decode("utf-8", "replace").strip()  # type: ignore[union-attr]
+                if self.ready is not None and not self.ready.done():
+                    self.ready.set_exception(SetupRefused(text))
+                self.close()
+                return
+        if not self._setup_left:
+            self._set_ready()
+
+    # -- failures --------------------------------------------------------------------
+
+    def check_timeout(self, now: int, timeout_ns: int) -> None:
+        """Count requests unanswered for ``timeout_ns`` as timeouts and drop the connection.
+
+        Replies come back in order, so the ones behind a stuck request are stuck too:
+        they count as ``conn_error`` when the connection is closed.
+        """
+        if self._head >= len(self._sent_ns) or now - self._sent_ns[self._head] < timeout_ns:
+            return
+        counts = self._recorder.counts[self.op]
+        latencies = self._recorder.latency_ns[self.op]
+        while self._head < len(self._sent_ns) and now - self._sent_ns[self._head] >= timeout_ns:
+            counts[_TIMEOUT] += 1
+            latencies.append(timeout_ns)
+            self._forget(self._head)
+            self._head += 1
+        self.close()
+
+    def _fail_inflight(self, outcome: int) -> None:
+        self._recorder.counts[self.op][outcome] += self.inflight
+        for index in range(self._head, len(self._sent_ns)):
+            self._forget(index)
+        self._clear()
+
+    def _forget(self, index: int) -> None:
+        """The request at ``index`` will get no reply (timeout or broken connection)."""
+
+    def _clear(self) -> None:
+        self._sent_ns.clear()
+        self._head = 0
+
+    def _compact(self) -> None:
+        head = self._head
+        if head >= _COMPACT_AT and head * 2 >= len(self._sent_ns):
+            del self._sent_ns[:head]
+            self._head = 0
+
+
+class Producer(QueueLink):
+    """Sends its ``quota`` messages, seq 0 .. quota-1, keeping ``pipeline`` puts in flight.
+
+    Attributes:
+        next_seq: the next message's sequence number (= messages sent).
+        stored: puts the server acknowledged.
+        unacknowledged: seqs of puts answered otherwise, timed out, or lost in flight:
+            they may or may not be in the queue.
+        first_send_ns, last_ack_ns: the producer's first write and last acknowledgement.
+    """
+
+    op = PUT
+
+    def __init__(
+        self,
+        owner: LinkOwner,
+        commands: QueueCommands,
+        setup: Callable[[Any, bytearray], int] | None,
+        recorder: Recorder,
+        pipeline: int,
+        message_format: MessageFormat,
+        quota: int,
+    ) -> None:
+        super().__init__(owner, commands, setup, recorder, pipeline)
+        self._format = message_format
+        self.quota = quota
+        self.next_seq = 0
+        self._seqs: list[int] = []
+        self._codes: list[int] = []
+        self.stored = 0
+        self.unacknowledged: list[int] = []
+        self.first_send_ns: int | None = None
+        self.last_ack_ns = 0
+
+    @property
+    def exhausted(self) -> bool:
+        """Every message was sent and answered (or given up on)."""
+        return self.next_seq >= self.quota and self.inflight == 0
+
+    def fill(self) -> None:
+        if not self.issuing or self._transport is None:
+            return
+        n = min(self.pipeline - self.inflight, self.quota - self.next_seq)
+        if n <= 0:
+            return
+        now = _now()
+        if self.first_send_ns is None:
+            self.first_send_ns = now
+        build = self._format.build
+        put = self._commands.put
+        codec = self._codec
+        out = bytearray()
+        first = self.next_seq
+        for seq in range(first, first + n):
+            put(codec, build(seq, now), out)
+        self._seqs.extend(range(first, first + n))
+        self._sent_ns.extend(repeat(now, n))
+        self.next_seq = first + n
+        self._transport.write(out)
+
+    def _on_replies(self, now: int) -> None:
+        codes = self._codes
+        done = self._codec.read_kinds(codes)
+        if not done:
+            return
+        head = self._head
+        stop = head + done
+        recorder = self._recorder
+        recorder.reply_ops.extend(repeat(PUT, done))
+        recorder.reply_codes.extend(codes)
+        recorder.reply_latency_ns.extend(map(sub, repeat(now, done), self._sent_ns[head:stop]))
+        stored = codes.count(_STORED)
+        if stored != done:
+            for i, code in enumerate(codes):
+                if code != _STORED:
+                    self.unacknowledged.append(self._seqs[head + i])
+                    kind = ReplyKind(code & 0xFF).name.lower()
+                    self._owner.note_error("put_not_stored", f"a put was answered {kind}")
+        if stored:
+            self.stored += stored
+            self.last_ack_ns = now
+        codes.clear()
+        self._head = stop
+        self.fill()
+
+    def _forget(self, index: int) -> None:
+        self.unacknowledged.append(self._seqs[index])
+
+    def _clear(self) -> None:
+        super()._clear()
+        self._seqs.clear()
+
+    def _compact(self) -> None:
+        head = self._head
+        if head >= _COMPACT_AT and head * 2 >= len(self._sent_ns):
+            del self._seqs[:head]
+        super()._compact()
+
+
+class Consumer(QueueLink):
+    """Keeps ``pipeline`` dequeues in flight and records every message it gets.
+
+    A read that brought a message refills the pipeline at once; one that found the queue
+    empty refills it after ``poll_interval_ns`` (0 with BRPOP, which waits on the server).
+
+    Attributes:
+        producers, seqs: the (producer, seq) of each message received since the worker
+            last took them, in order of receipt.
+        e2e_ns: receive time - send time of those messages.
+        received: messages of this run received; foreign: messages of other runs or tools.
+        empties: dequeues that found the queue empty.
+        empty_since_ns: when the current run of empty answers began (None after a message).
+        last_receive_ns: when the last message arrived.
+    """
+
+    op = GET
+
+    def __init__(
+        self,
+        owner: LinkOwner,
+        commands: QueueCommands,
+        setup: Callable[[Any, bytearray], int] | None,
+        recorder: Recorder,
+        pipeline: int,
+        run_tag: int,
+        poll_interval_ns: int,
+    ) -> None:
+        super().__init__(owner, commands, setup, recorder, pipeline)
+        self._run_tag = run_tag
+        self._poll_s = poll_interval_ns / 1e9
+        self._timer: asyncio.TimerHandle | None = None
+        self.producers: array[int] = array("I")
+        self.seqs: array[int] = array("Q")
+        self.e2e_ns: array[int] = array("q")
+        self.received = 0
+        self.foreign = 0
+        self.empties = 0
+        self.empty_since_ns: int | None = None
+        self.last_receive_ns = 0
+
+    def fill(self) -> None:
+        if not self.issuing or self._transport is None or self._timer is not None:
+            return
+        n = self.pipeline - self.inflight
+        if n <= 0:
+            return
+        out = bytearray()
+        self._commands.get(self._codec, n, out)
+        self._sent_ns.extend(repeat(_now(), n))
+        self._transport.write(out)
+
+    def stop_issuing(self) -> None:
+        self.issuing = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _wake(self) -> None:
+        self._timer = None
+        self.fill()
+
+    def _on_replies(self, now: int) -> None:
+        next_reply = self._codec.next_reply
+        recorder = self._recorder
+        ops, codes, latencies = recorder.reply_ops, recorder.reply_codes, recorder.reply_latency_ns
+        add_producer, add_seq, add_e2e = self.producers.append, self.seqs.append, self.e2e_ns.append
+        unpack = HEADER.unpack_from
+        tag = self._run_tag
+        sent_ns = self._sent_ns
+        head = self._head
+        messages = empties = valid = 0
+        while (reply := next_reply()) is not NEED_DATA:
+            kind = reply.kind  # type: ignore[union-attr]
+            ops.append(GET)
+            codes.append(kind | reply.keys << 8)  # type: ignore[union-attr]
+            latencies.append(now - sent_ns[head])
+            head += 1
+            if kind is _HIT:
+                messages += 1
+                payload = reply.payload  # type: ignore[union-attr]
+                if payload is not None and len(payload) >= HEADER_BYTES:
+                    magic, run_tag, producer, seq, sent = unpack(payload)
+                    if magic == MAGIC and run_tag == tag:
+                        add_producer(producer)
+                        add_seq(seq)
+                        add_e2e(now - sent)
+                        valid += 1
+                        continue
+                self.foreign += 1
+            elif kind is _MISS:
+                empties += 1
+            else:
+                text = (reply.payload or b"").decode("utf-8", "replace")  # type: ignore[union-attr]
+                self._owner.note_error("get_error_reply", text.strip() or "error reply")
+        self._head = head
+        self.received += valid
+        self.empties += empties
+        if messages:
+            self.last_receive_ns = now
+            self.empty_since_ns = None
+            self.fill()
+        elif empties:
+            if self.empty_since_ns is None:
+                self.empty_since_ns = now
+            if self._poll_s > 0 and self.issuing and self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(self._poll_s, self._wake)
+            else:
+                self.fill()
+        else:
+            self.fill()
+
+    def take_receipts(self) -> tuple[array[int], array[int]]:
+        """The (producers, seqs) received since the last call; the buffers start afresh."""
+        producers, seqs = self.producers, self.seqs
+        self.producers, self.seqs = array("I"), array("Q")
+        return producers, seqs

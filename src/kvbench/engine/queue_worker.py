@@ -1,0 +1,400 @@
+"""A queue worker: one producer or one consumer, on the current event loop.
+
+It connects, waits for the common start instant, then produces its quota (a producer) or
+dequeues until told to stop (a consumer). Every ``PROGRESS_NS`` it emits a
+``QueueProgress`` (counters, and the consumer's new receipts); at every interval boundary
+on the common grid a ``QueueInterval`` (snapshot of put/get outcomes and latencies, the
+end-to-end latency histogram). Transport failures are counted and the connection is
+reopened; nothing here raises during a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvbench.config.queue import QueueConfig
+from kvbench.engine.queue_link import (
+    QUEUE_OPS,
+    Consumer,
+    Producer,
+    QueueCommands,
+    QueueLink,
+    SetupRefused,
+)
+from kvbench.engine.setup import setup_for
+from kvbench.errors import TargetUnreachable
+from kvbench.metrics.histogram import Histogram
+from kvbench.metrics.recorder import Recorder
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.workload.queue import MessageFormat
+
+_now = time.monotonic_ns
+NEVER = 2**63 - 1
+# Progress reports (counters, receipts) go to the coordinator this often: it starts the
+# consumers (--consumers-start-after) and decides the end of the run from them.
+PROGRESS_NS = 50_000_000
+# Reconnect backoff, as engine/worker.py: fast first, capped at 1 s.
+RECONNECT_FIRST_NS = 50_000_000
+RECONNECT_MAX_NS = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class QueueWorkerSpec:
+    """What one queue worker process does.
+
+    Attributes:
+        config: the queue run's config.
+        role: ``producer`` or ``consumer``.
+        index: the producer's or consumer's id (0-based, per role).
+        quota: a producer's share of the messages (0 for a consumer).
+        run_tag: the run's tag, written into every message.
+    """
+
+    config: QueueConfig
+    role: str
+    index: int
+    quota: int
+    run_tag: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProgress:
+    """A worker's counters now, and a consumer's receipts since its previous report.
+
+    Attributes:
+        taken_ns: when (monotonic clock).
+        sent, stored: a producer's messages sent and acknowledged so far.
+        received, foreign: a consumer's messages of this run / of others so far.
+        empty_since_ns: a consumer: since when every answer said "empty" (None: the last
+            answer brought a message, or it has not asked yet).
+        finished: the worker is done.
+        producers, seqs: a consumer's new receipts, in order.
+    """
+
+    taken_ns: int
+    sent: int = 0
+    stored: int = 0
+    received: int = 0
+    foreign: int = 0
+    empty_since_ns: int | None = None
+    finished: bool = False
+    producers: array[int] = field(default_factory=lambda: array("I"))
+    seqs: array[int] = field(default_factory=lambda: array("Q"))
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInterval:
+    """One interval of one worker.
+
+    Attributes:
+        snapshot: put/get outcomes and request latencies (the op names are ``put``/``get``).
+        e2e: end-to-end latency of the messages received (consumers), or None.
+        stored_total, received_total: cumulative at the interval's end.
+    """
+
+    snapshot: IntervalSnapshot
+    e2e: Histogram | None
+    stored_total: int
+    received_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSummary:
+    """What a worker reports when it is done.
+
+    Attributes:
+        status: ``ok`` or ``interrupted`` (stopped before its work was done).
+        sent, stored, unacknowledged: a producer's messages sent, acknowledged, and the
+            seqs of those not acknowledged.
+        first_send_ns, last_ack_ns: a producer's first write and last acknowledgement.
+        consume_start_ns, last_receive_ns: a consumer's start and its last message.
+        received, foreign, empties: a consumer's messages and empty answers.
+        cpu_s, active_s: CPU time used and wall-clock time from start to finish.
+        errors: problem kind -> count; last_error: the latest one's text.
+    """
+
+    status: str
+    sent: int = 0
+    stored: int = 0
+    unacknowledged: tuple[int, ...] = ()
+    first_send_ns: int | None = None
+    last_ack_ns: int = 0
+    consume_start_ns: int | None = None
+    last_receive_ns: int = 0
+    received: int = 0
+    foreign: int = 0
+    empties: int = 0
+    cpu_s: float = 0.0
+    active_s: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)
+    last_error: str | None = None
+
+
+QueueReport = QueueProgress | QueueInterval
+
+
+class QueueWorker:
+    """Runs one producer or consumer on the current event loop.
+
+    Args:
+        spec: what to do.
+        emit: called with every progress report and interval as it is made.
+    """
+
+    def __init__(self, spec: QueueWorkerSpec, emit: Callable[[QueueReport], None]) -> None:
+        config = spec.config
+        self.spec = spec
+        self._emit = emit
+        self.recorder = Recorder(QUEUE_OPS)
+        commands = QueueCommands(config)
+        setup = setup_for(config.target)
+        self.link: QueueLink
+        if spec.role == "producer":
+            message_format = MessageFormat(spec.run_tag, spec.index, config.message_size_bytes)
+            self.link = Producer(
+                self, commands, setup, self.recorder, config.pipeline, message_format, spec.quota
+            )
+        else:
+            poll_ns = 0 if config.block_ns is not None else config.poll_interval_ns
+            self.link = Consumer(
+                self, commands, setup, self.recorder, config.pipeline, spec.run_tag, poll_ns
+            )
+        self._stop_requested = False
+        self._finished: asyncio.Event | None = None
+        self._running = False
+        self._interrupted = False
+        self._consume_start_ns: int | None = None
+        self._start_ns = 0
+        self._next_cut_ns = NEVER
+        self._index = 0
+        self._cpu_mark_ns = 0
+        self.errors: dict[str, int] = {}
+        self.last_error: str | None = None
+
+    # -- preflight ---------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Open the connection and run its setup.
+
+        Raises:
+            TargetUnreachable: it could not be opened or set up.
+        """
+        try:
+            await self._open()
+        except (OSError, TimeoutError, SetupRefused) as exc:
+            self.link.close()
+            raise TargetUnreachable(
+                f"cannot connect to {self.spec.config.target.url}: {_connect_error(exc)}"
+            ) from None
+
+    async def _open(self) -> None:
+        config = self.spec.config
+        loop = asyncio.get_running_loop()
+        self.link.ready = loop.create_future()
+        async with asyncio.timeout(config.connect_timeout_ns / 1e9):
+            await loop.create_connection(lambda: self.link, config.target.host, config.target.port)
+            await self.link.ready
+
+    # -- the run -----------------------------------------------------------------------
+
+    async def run(self, start_ns: int, consume: bool) -> QueueSummary:
+        """Start at ``start_ns``; a consumer dequeues from then on only if ``consume``.
+
+        Returns when a producer has sent its quota and had every put answered, or when
+        ``stop`` was called and the requests in flight were answered.
+        """
+        self._finished = asyncio.Event()
+        await asyncio.sleep(max(0, start_ns - _now()) / 1e9)
+        self._start_ns = start_ns
+        self._next_cut_ns = start_ns + self.spec.config.interval_ns
+        self._cpu_mark_ns = time.process_time_ns()
+        cpu_start_ns = self._cpu_mark_ns
+        self._running = True
+        gc.collect()
+        gc.freeze()
+        gc.disable()
+        ticker = asyncio.create_task(self._tick())
+        try:
+            if isinstance(self.link, Producer):
+                self.link.issuing = True
+                self.link.fill()
+                self.maybe_finished()
+            elif consume:
+                self.begin_consuming()
+            await self._finished.wait()
+        finally:
+            gc.enable()
+            gc.unfreeze()
+            ticker.cancel()
+            self._running = False
+        end_ns = _now()
+        self._cut(end_ns)
+        self._emit(self._progress(end_ns, finished=True))
+        self.link.close()
+        return self._summary(
+            (time.process_time_ns() - cpu_start_ns) / 1e9, (end_ns - start_ns) / 1e9
+        )
+
+    def begin_consuming(self) -> None:
+        """A consumer starts dequeuing now (--consumers-start-after)."""
+        if not isinstance(self.link, Consumer) or self._consume_start_ns is not None:
+            return
+        if self._finished is None or self._finished.is_set():
+            return
+        self._consume_start_ns = _now()
+        self.link.issuing = True
+        self.link.fill()
+
+    def stop(self) -> None:
+        """Stop issuing now; the requests in flight are still answered and counted."""
+        if self._finished is None or self._finished.is_set():
+            return
+        self._stop_requested = True
+        link = self.link
+        if isinstance(link, Producer) and link.next_seq < link.quota:
+            self._interrupted = True
+        if isinstance(link, Consumer):
+            link.stop_issuing()
+        link.issuing = False
+        self.maybe_finished()
+
+    def maybe_finished(self) -> None:
+        """End the run once nothing is left to send and nothing is in flight."""
+        if self._finished is None or self._finished.is_set():
+            return
+        link = self.link
+        if link.inflight:
+            return
+        if self._stop_requested or (isinstance(link, Producer) and link.next_seq >= link.quota):
+            link.issuing = False
+            self._finished.set()
+
+    # -- reports -----------------------------------------------------------------------
+
+    async def _tick(self) -> None:
+        """Progress every PROGRESS_NS, intervals on the grid, timeouts checked."""
+        config = self.spec.config
+        next_progress_ns = _now() + PROGRESS_NS
+        while True:
+            wake_ns = min(self._next_cut_ns, next_progress_ns)
+            await asyncio.sleep(max(0, wake_ns - _now()) / 1e9)
+            now = _now()
+            self.link.check_timeout(now, config.timeout_ns)
+            while now >= self._next_cut_ns:
+                self._cut(self._next_cut_ns)
+                self._next_cut_ns += config.interval_ns
+            if now >= next_progress_ns:
+                self._emit(self._progress(now))
+                next_progress_ns = now + PROGRESS_NS
+
+    def _progress(self, now: int, finished: bool = False) -> QueueProgress:
+        link = self.link
+        if isinstance(link, Producer):
+            return QueueProgress(now, sent=link.next_seq, stored=link.stored, finished=finished)
+        assert isinstance(link, Consumer)
+        producers, seqs = link.take_receipts()
+        return QueueProgress(
+            now,
+            received=link.received,
+            foreign=link.foreign,
+            empty_since_ns=link.empty_since_ns,
+            finished=finished,
+            producers=producers,
+            seqs=seqs,
+        )
+
+    def _cut(self, end_ns: int) -> None:
+        cpu = time.process_time_ns()
+        self.recorder.add_stat("cpu_ns", cpu - self._cpu_mark_ns)
+        self._cpu_mark_ns = cpu
+        start_ns = self._start_ns + self._index * self.spec.config.interval_ns
+        snapshot = self.recorder.cut("measure", self._index, start_ns, end_ns)
+        e2e: Histogram | None = None
+        link = self.link
+        if isinstance(link, Consumer):
+            if link.e2e_ns:
+                # Received after it was sent on the same clock, so never negative; the
+                # clamp only guards the histogram against a forged header.
+                values = np.array(link.e2e_ns, dtype=np.int64)
+                del link.e2e_ns[:]
+                e2e = Histogram()
+                e2e.record_many(np.maximum(values, 0, out=values))
+            self._emit(QueueInterval(snapshot, e2e, 0, link.received))
+        else:
+            assert isinstance(link, Producer)
+            self._emit(QueueInterval(snapshot, None, link.stored, 0))
+        self._index += 1
+
+    def _summary(self, cpu_s: float, active_s: float) -> QueueSummary:
+        link = self.link
+        common = {
+            "cpu_s": cpu_s,
+            "active_s": active_s,
+            "errors": dict(self.errors),
+            "last_error": self.last_error,
+        }
+        if isinstance(link, Producer):
+            return QueueSummary(
+                status="interrupted" if self._interrupted else "ok",
+                sent=link.next_seq,
+                stored=link.stored,
+                unacknowledged=tuple(link.unacknowledged),
+                first_send_ns=link.first_send_ns,
+                last_ack_ns=link.last_ack_ns,
+                **common,  # type: ignore[arg-type]
+            )
+        assert isinstance(link, Consumer)
+        return QueueSummary(
+            status="ok",
+            consume_start_ns=self._consume_start_ns,
+            last_receive_ns=link.last_receive_ns,
+            received=link.received,
+            foreign=link.foreign,
+            empties=link.empties,
+            **common,  # type: ignore[arg-type]
+        )
+
+    # -- link events -------------------------------------------------------------------
+
+    def link_ready(self) -> None:
+        self.link.fill()
+
+    def link_progressed(self) -> None:
+        self.maybe_finished()
+
+    def link_broken(self) -> None:
+        if self._running:
+            self.recorder.add_stat("reconnects", 1)
+            asyncio.get_running_loop().create_task(self._reconnect())
+        self.maybe_finished()
+
+    def note_error(self, kind: str, text: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        self.last_error = text
+
+    async def _reconnect(self) -> None:
+        delay_ns = RECONNECT_FIRST_NS
+        while self._running and not self.link.connected and self.link.issuing:
+            await asyncio.sleep(delay_ns / 1e9)
+            try:
+                await self._open()
+            except (OSError, TimeoutError, SetupRefused) as exc:
+                self.note_error("connect_error", f"reconnect: {_connect_error(exc)}")
+                delay_ns = min(delay_ns * 2, RECONNECT_MAX_NS)
+
+
+def _connect_error(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, SetupRefused):
+        return f"the server refused the connection setup: {exc}"
+    return str(getattr(exc, "strerror", None) or exc or type(exc).__name__)

@@ -1,0 +1,198 @@
+"""HTTP/1.1 response framing (RFC 9112): the status line and header fields, chunked bodies.
+
+Sans-IO and stateless: pure functions of bytes, used by ``http1.HttpMemcCodec``. They say
+where a response's body ends; what the status means is the codec's business.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from kvbench.errors import ProtocolError, ReplyTooLarge
+
+# Body framing of a response (``Head.framing``); a value >= 0 is the Content-Length.
+CHUNKED = -1
+UNTIL_EOF = -2  # close-delimited (RFC 9112 section 6.3, rule 8)
+
+# RFC 9112 section 4: HTTP-version SP status-code SP [reason-phrase] CRLF. A missing SP
+# before an empty reason is tolerated, as most clients do.
+_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([1-9][0-9][0-9])(?: [^\r\n]*)?\r\n")
+# RFC 9110 section 5.1 (field-name is a token) and 5.5 (no CR or LF in a value); obs-fold
+# (a line starting with whitespace) is rejected, as RFC 9112 section 5.2 allows.
+_FIELD_LINES = re.compile(rb"(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+:[^\r\n]*\r\n)*")
+# The fields that decide framing and keep-alive, found in the lower-cased head.
+_FRAMING_FIELDS = re.compile(
+    rb"\r\n(content-length|transfer-encoding|connection):[ \t]*([^\r\n]*?)[ \t]*(?=\r\n)"
+)
+# RFC 9112 section 7.1: chunk-size [chunk-ext] CRLF; 16 hex digits hold any 64-bit size.
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?")
+# A chunk-size line or trailer field longer than this is no answer from a gateway.
+MAX_CHUNK_LINE_BYTES = 4096
+# Content-Length digits beyond this cannot be a size anyone buffers (and int() of thousands
+# of digits is slow).
+_MAX_LENGTH_DIGITS = 18
+
+
+class Head(NamedTuple):
+    """What a response's status line and header fields say.
+
+    Attributes:
+        status: the status code.
+        framing: the Content-Length (>= 0), ``CHUNKED`` or ``UNTIL_EOF``.
+        close: the server closes the connection after this response.
+        status_line: the status line without its CRLF (an error reply's text).
+    """
+
+    status: int
+    framing: int
+    close: bool
+    status_line: bytes
+
+
+def parse_head(head: bytes, max_body_bytes: int) -> Head:
+    """Parse a status line and header fields (``head`` ends with the last field's CRLF).
+
+    Raises:
+        ProtocolError: not a status line, a malformed field, a bad or conflicting
+            Content-Length, or a 101 (this client never asks to switch protocols).
+        ReplyTooLarge: the Content-Length is above ``max_body_bytes``.
+    """
+    match = _STATUS_LINE.match(head)
+    if match is None:
+        raise ProtocolError(f"not an HTTP/1.x status line: {head[:60]!r}")
+    if _FIELD_LINES.fullmatch(head, match.end()) is None:
+        raise ProtocolError(f"malformed header field in {head[match.end() :][:80]!r}")
+    status = int(match[2])
+    if status == 101:
+        raise ProtocolError("101 Switching Protocols: no upgrade was asked for")
+    length: int | None = None
+    codings: bytes | None = None
+    tokens: set[bytes] = set()
+    for name, value in _FRAMING_FIELDS.findall(head.lower()):
+        if name == b"connection":
+            tokens.update(token.strip() for token in value.split(b","))
+        elif name == b"transfer-encoding":
+            codings = value if codings is None else codings + b"," + value
+        else:
+            length = _content_length(value, length)
+    close = b"close" in tokens or (match[1] == b"0" and b"keep-alive" not in tokens)
+    if status < 200 or status in (204, 304):
+        framing = 0  # RFC 9112 section 6.3, rule 1: never a body
+    elif codings is not None:
+        # Rule 4: Transfer-Encoding wins over Content-Length; only a final "chunked" frames.
+        framing = CHUNKED if codings.rsplit(b",", 1)[-1].strip() == b"chunked" else UNTIL_EOF
+    elif length is not None:
+        framing = length
+        if length > max_body_bytes:
+            raise ReplyTooLarge(f"Content-Length {length} is above {max_body_bytes} bytes")
+    else:
+        framing = UNTIL_EOF
+    if framing == UNTIL_EOF:
+        close = True
+    return Head(status, framing, close, head[: match.end() - 2])
+
+
+def _content_length(value: bytes, seen: int | None) -> int:
+    """One Content-Length field value (a list of equal numbers is allowed: RFC 9110 8.6)."""
+    for part in value.split(b","):
+        part = part.strip()
+        if not part.isdigit() or len(part) > _MAX_LENGTH_DIGITS:
+            raise ProtocolError(f"bad Content-Length {value[:40]!r}")
+        number = int(part)
+        if seen is not None and number != seen:
+            raise ProtocolError(f"conflicting Content-Length values {seen} and {number}")
+        seen = number
+    if seen is None:
+        raise ProtocolError("empty Content-Length")
+    return seen
+
+
+def find_header(head: bytes, name: bytes) -> bytes:
+    """The value of the first field called ``name`` (lower case) in ``head``, or b""."""
+    at = head.lower().find(b"\r\n" + name + b":")
+    if at < 0:
+        return b""
+    start = at + len(name) + 3
+    return head[start : head.find(b"\r\n", start)].strip()
+
+
+def _line_end(data: bytearray, start: int) -> int:
+    """The CRLF ending the line at ``start``, -1 if not here yet; bounded."""
+    eol = data.find(b"\r\n", start)
+    if eol < 0 and len(data) - start > MAX_CHUNK_LINE_BYTES:
+        raise ProtocolError(f"chunk line longer than {MAX_CHUNK_LINE_BYTES} bytes")
+    if eol - start > MAX_CHUNK_LINE_BYTES:
+        raise ProtocolError(f"chunk line longer than {MAX_CHUNK_LINE_BYTES} bytes")
+    return eol
+
+
+# Where scan_chunks stands in a chunked body.
+IN_CHUNKS = 0
+IN_TRAILER = 1  # the zero-size chunk was read
+DONE = 2
+
+
+def scan_chunks(
+    data: bytearray, start: int, size: int, state: int, max_body_bytes: int
+) -> tuple[int, int, int]:
+    """Walk a chunked body from ``start`` as far as ``data`` goes.
+
+    Args:
+        data: the receive buffer.
+        start: where a chunk-size line (IN_CHUNKS) or a trailer line (IN_TRAILER) begins.
+        size: body bytes in the chunks before ``start``.
+        state: IN_CHUNKS or IN_TRAILER.
+        max_body_bytes: the bound on the body.
+
+    Returns:
+        ``(position, size, state)``: with DONE, ``position`` is just past the body (trailer
+        included); else it is where to resume, with the size and state, once more bytes
+        have come.
+
+    Raises:
+        ProtocolError: a bad chunk-size line, a chunk not followed by CRLF, a bad trailer
+            field. ReplyTooLarge: the body grew past ``max_body_bytes``.
+    """
+    while state == IN_CHUNKS:
+        eol = _line_end(data, start)
+        if eol < 0:
+            return start, size, state
+        match = _CHUNK_SIZE.fullmatch(data, start, eol)
+        if match is None:
+            raise ProtocolError(f"bad chunk-size line {bytes(data[start:eol])[:40]!r}")
+        chunk = int(match[1], 16)
+        if chunk == 0:
+            start, state = eol + 2, IN_TRAILER
+            break
+        if size + chunk > max_body_bytes:
+            raise ReplyTooLarge(f"chunked body above {max_body_bytes} bytes")
+        end = eol + 2 + chunk
+        if len(data) < end + 2:
+            return start, size, state
+        if data[end : end + 2] != b"\r\n":
+            raise ProtocolError("chunk data not followed by CRLF")
+        start, size = end + 2, size + chunk
+    while True:  # trailer fields, then an empty line (RFC 9112 section 7.1.2)
+        eol = _line_end(data, start)
+        if eol < 0:
+            return start, size, state
+        if eol == start:
+            return eol + 2, size, DONE
+        if _FIELD_LINES.fullmatch(data, start, eol + 2) is None:
+            raise ProtocolError(f"bad trailer field {bytes(data[start:eol])[:40]!r}")
+        start = eol + 2
+
+
+def chunked_body(data: bytearray, start: int) -> bytes:
+    """The payload of a complete chunked body at ``start`` (checked by ``scan_chunks``)."""
+    parts: list[bytes] = []
+    while True:
+        eol = data.find(b"\r\n", start)
+        match = _CHUNK_SIZE.fullmatch(data, start, eol)
+        assert match is not None
+        chunk = int(match[1], 16)
+        if chunk == 0:
+            return b"".join(parts)
+        parts.append(bytes(data[eol + 2 : eol + 2 + chunk]))
+        start = eol + 4 + chunk

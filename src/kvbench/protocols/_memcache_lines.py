@@ -1,0 +1,257 @@
+"""What the memcached text and meta codecs share: line helpers and per-connection state.
+
+memcached ``doc/protocol.txt``: error strings, the ``stats`` reply, storage values and
+multi-get keys look the same in both protocols, and both codecs keep a receive buffer and
+a FIFO of pending requests. Sans-IO, like the codecs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import attrgetter
+from typing import Any
+
+from kvbench.errors import ProtocolError, ReplyTooLarge
+from kvbench.protocols._buffer import ReceiveBuffer
+from kvbench.protocols.base import (
+    NEED_DATA,
+    BatchDefaults,
+    CodecOptions,
+    NeedData,
+    Reply,
+    ReplyKind,
+)
+
+Value = bytes | bytearray | memoryview
+
+# protocol.txt "Error strings": ERROR, CLIENT_ERROR <error>, SERVER_ERROR <error>. They can
+# answer any command (SERVER_ERROR out of memory ...), so every parser accepts them.
+_ERROR_WORDS = frozenset({b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR"})
+_ERROR_PREFIXES = (b"ERROR ", b"CLIENT_ERROR ", b"SERVER_ERROR ")
+
+# A declared data block size with more digits than this is refused as a bad header: no
+# bound is that large (and int() refuses strings of more than 4300 digits).
+MAX_SIZE_DIGITS = 18
+
+# Pending-request FIFOs are lists read from a head index; the answered prefix is dropped
+# once it is at least this long and at least half the list (amortized O(1) per reply).
+COMPACT_AT = 64
+
+
+def error_reply(line: bytes, nbytes: int) -> Reply | None:
+    """Recognize a memcached error line.
+
+    Args:
+        line: one reply line without its CRLF.
+        nbytes: the line's size on the wire, CRLF included.
+
+    Returns:
+        An ``ERROR_REPLY`` whose payload is the line, or None if it is no error line.
+    """
+    if line.startswith(_ERROR_PREFIXES) or line in _ERROR_WORDS:
+        return Reply(ReplyKind.ERROR_REPLY, nbytes, line)
+    return None
+
+
+def parse_stats_block(buf: ReceiveBuffer, limit: int) -> Reply | NeedData:
+    """Parse a ``STAT <name> <value>`` ... ``END`` reply (protocol.txt "Statistics").
+
+    Args:
+        buf: the receive buffer, positioned at the reply's first byte.
+        limit: the most bytes the whole reply may take.
+
+    Returns:
+        ``Reply(VALUE, nbytes, b"name value\\r\\n"...)``, an ``ERROR_REPLY`` when the server
+        answered with an error line, or ``NEED_DATA`` (nothing consumed; call again later).
+
+    Raises:
+        ProtocolError: a line that is neither ``STAT`` nor ``END``.
+        ReplyTooLarge: the reply grew past ``limit``.
+    """
+    data = buf.data
+    start = pos = buf.pos
+    lines: list[bytearray] = []
+    while True:
+        eol = buf.find_line(pos, limit - (pos - start))
+        if eol < 0:
+            return NEED_DATA
+        if eol + 2 - start > limit:
+            raise ReplyTooLarge(f"stats reply larger than {limit} bytes")
+        if data.startswith(b"STAT ", pos):
+            lines.append(data[pos + 5 : eol + 2])
+        elif eol == pos + 3 and data.startswith(b"END", pos):
+            buf.pos = eol + 2
+            return Reply(ReplyKind.VALUE, eol + 2 - start, b"".join(lines))
+        else:
+            line = bytes(data[pos:eol])
+            error = error_reply(line, eol + 2 - pos) if pos == start else None
+            if error is None:
+                raise ProtocolError(f"unexpected line in stats reply: {line[:64]!r}")
+            buf.pos = eol + 2
+            return error
+        pos = eol + 2
+
+
+def value_length(value: Value | None) -> int:
+    """The byte length of a storage command's value (a memoryview counts its bytes).
+
+    Raises:
+        ValueError: no value was given.
+    """
+    if value is None:
+        raise ValueError("storage commands need a value")
+    if isinstance(value, memoryview):
+        return value.nbytes
+    return len(value)
+
+
+def multiget_keys(key: bytes | Sequence[bytes]) -> tuple[bytes, ...]:
+    """The keys of a multi-get as a tuple.
+
+    Raises:
+        ValueError: ``key`` is a single bytes-like key, or empty.
+    """
+    if isinstance(key, bytes | bytearray | memoryview):
+        raise ValueError("MGET takes a sequence of keys, not one key")
+    keys = tuple(key)
+    if not keys:
+        raise ValueError("MGET needs at least one key")
+    return keys
+
+
+# The byte size of a memoryview; AttributeError for anything else (the batch paths'
+# per-op fallback then handles bytes, bytearray and None the way encode does).
+nbytes_of = attrgetter("nbytes")
+
+
+def formatted_sizes(sizes: list[int], cache: dict[int, bytes], size_format: bytes) -> list[bytes]:
+    """``size_format % size`` for each of ``sizes``, through ``cache`` (a few sizes recur)."""
+    try:
+        return list(map(cache.__getitem__, sizes))
+    except KeyError:
+        if len(cache) > 1024:
+            cache.clear()
+        for size in sizes:
+            if size not in cache:
+                cache[size] = size_format % size
+        return list(map(cache.__getitem__, sizes))
+
+
+# -- meta protocol lines ("Meta Commands") --------------------------------------------
+
+# Opaque tokens are a counter mod 2**32 (protocol.txt: O(token), up to 32 bytes, echoed).
+TOKEN_MASK = 0xFFFFFFFF
+
+# Status replies differ only in length (the echoed token has 1-10 digits): built once.
+_CACHED_LENGTHS = 32
+_BY_LENGTH = {
+    kind: tuple(Reply(kind, nbytes) for nbytes in range(_CACHED_LENGTHS))
+    for kind in (
+        ReplyKind.STORED,
+        ReplyKind.NOT_STORED,
+        ReplyKind.EXISTS,
+        ReplyKind.NOT_FOUND,
+        ReplyKind.DELETED,
+        ReplyKind.TOUCHED,
+        ReplyKind.MISS,
+        ReplyKind.OK,
+    )
+}
+
+
+def replies_by_length(kind: ReplyKind) -> tuple[Reply, ...]:
+    """``Reply(kind, n)`` for n below 32, indexed by n (``kind`` is a status kind)."""
+    return _BY_LENGTH[kind]
+
+
+def fixed_reply(kind: ReplyKind, nbytes: int) -> Reply:
+    """``Reply(kind, nbytes)``, shared when it is a status reply of a usual length."""
+    cache = _BY_LENGTH.get(kind)
+    if cache is not None and nbytes < _CACHED_LENGTHS:
+        return cache[nbytes]
+    return Reply(kind, nbytes)
+
+
+def split_meta_status(line: bytes) -> tuple[bytes, bytes | None]:
+    """Split ``XX [flag ...]`` into the return code and the opaque token, if any.
+
+    Raises:
+        ProtocolError: not a meta status line.
+    """
+    code = line[:2]
+    if len(code) != 2 or not code.isalpha() or not code.isupper():
+        raise ProtocolError(f"not a meta reply: {line[:64]!r}")
+    token = None
+    if len(line) > 2:
+        if line[2] != 0x20:
+            raise ProtocolError(f"not a meta reply: {line[:64]!r}")
+        for flag in line[3:].split(b" "):
+            if not flag or flag == b"O":
+                raise ProtocolError(f"bad flags in meta reply: {line[:64]!r}")
+            if flag[0] == 0x4F:  # O
+                token = flag[1:]
+    return code, token
+
+
+def meta_token(token: bytes | bytearray) -> int:
+    """The integer of an echoed opaque token, or -1 if it is not one of ours."""
+    if 0 < len(token) <= 10 and token.isdigit():
+        value = int(token)
+        if value <= TOKEN_MASK:
+            return value
+    return -1
+
+
+class MemcacheCore(BatchDefaults):
+    """What both memcached codecs keep per connection, and the calls that only touch it.
+
+    The pending FIFO is two aligned sequences read from ``_head``: ``_ops``, the op of each
+    announced request (a bytearray, so ``count`` sees runs of one op without a loop), and
+    ``_args``, what that request's reply parser needs. ``encode_many`` extends both with a
+    slice or a range per batch; the answered prefix is dropped now and then.
+
+    Args:
+        options: per-connection settings.
+    """
+
+    def __init__(self, options: CodecOptions) -> None:
+        self._keep = options.keep_payload
+        self._max = options.max_reply_bytes
+        self._noreply = options.noreply
+        self._rb = ReceiveBuffer()
+        self._ops = bytearray()
+        self._args: list[Any] = []
+        self._head = 0
+        self._eof = False
+        self._dead: str | None = None
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Buffer bytes received from the server; call ``next_reply`` until ``NEED_DATA``.
+
+        Raises:
+            ProtocolError: the codec already failed, or EOF was already fed.
+        """
+        if self._dead is not None:
+            raise ProtocolError(f"codec unusable after an earlier error: {self._dead}")
+        if self._eof:
+            raise self._kill("data fed after EOF")
+        self._rb.feed(data)
+
+    def feed_eof(self) -> None:
+        """Mark the end of the stream; a reply cut short then fails at ``next_reply``."""
+        self._eof = True
+
+    def pending(self) -> int:
+        """How many announced replies have not been returned yet."""
+        return len(self._ops) - self._head
+
+    def _advance(self, head: int) -> None:
+        """Move the FIFO head, dropping the answered prefix once it is long enough."""
+        if head >= COMPACT_AT and head * 2 >= len(self._ops):
+            del self._ops[:head], self._args[:head]
+            head = 0
+        self._head = head
+
+    def _kill(self, message: str) -> ProtocolError:
+        self._dead = message
+        return ProtocolError(message)

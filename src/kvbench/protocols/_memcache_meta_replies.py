@@ -1,0 +1,517 @@
+"""The reply half of the memcached meta codec (``doc/protocol.txt``, "Meta Commands").
+
+``MetaReplies`` parses replies one by one (``next_reply``) and per read (``read_kinds``),
+matching each to its request by the opaque token it echoes; ``MemcacheMetaCodec`` in
+memcache_meta.py adds the request half and hands out the tokens. Sans-IO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kvbench.errors import ProtocolError, ReplyTooLarge
+from kvbench.protocols._memcache_lines import (
+    COMPACT_AT,
+    MAX_SIZE_DIGITS,
+    TOKEN_MASK,
+    MemcacheCore,
+    error_reply,
+    fixed_reply,
+    meta_token,
+    parse_stats_block,
+    replies_by_length,
+    split_meta_status,
+)
+from kvbench.protocols.base import (
+    KEYS_SHIFT,
+    NEED_DATA,
+    CodecOptions,
+    NeedData,
+    Op,
+    Reply,
+    ReplyKind,
+)
+
+# A parser gets the request's first token. Tokens first..end-1 (mod 2**32) belong to the
+# request: one for most, one per key for a multi-get, none (end == first) for mn and stats.
+# It returns None when it consumed a quiet failure and must be called again.
+_Parser = Callable[[int], Reply | NeedData | None]
+# Return code -> outcome, per command (protocol.txt "Meta Get/Set/Delete/Arithmetic").
+_GET_CODES = {b"EN": ReplyKind.MISS}
+_TOUCH_CODES = {b"HD": ReplyKind.TOUCHED, b"EN": ReplyKind.NOT_FOUND}
+_STORE_CODES = {
+    b"HD": ReplyKind.STORED,
+    b"NS": ReplyKind.NOT_STORED,
+    b"EX": ReplyKind.EXISTS,
+    b"NF": ReplyKind.NOT_FOUND,
+}
+_DELETE_CODES = {b"HD": ReplyKind.DELETED, b"NF": ReplyKind.NOT_FOUND, b"EX": ReplyKind.EXISTS}
+_ARITH_CODES = {b"NF": ReplyKind.NOT_FOUND, b"NS": ReplyKind.NOT_STORED, b"EX": ReplyKind.EXISTS}
+_NOOP_CODES = {b"MN": ReplyKind.OK}
+_NO_CODES: dict[bytes, ReplyKind] = {}
+_MISS_BY_LEN = replies_by_length(ReplyKind.MISS)
+_MN = Reply(ReplyKind.OK, 4)
+# What the q flag lets through for ms/md/ma (success HD is suppressed, failures are not).
+_QUIET_FAILURE_CODES = frozenset({b"NS", b"EX", b"NF"})
+
+# The batch paths compare plain ints: ops as the engine passes them, and the
+# ``kind | keys << KEYS_SHIFT`` codes read_kinds appends.
+_GET, _SET, _DELETE, _INCR = int(Op.GET), int(Op.SET), int(Op.DELETE), int(Op.INCR)
+_MGET, _UNTOKENED = int(Op.MGET), (int(Op.NOOP), int(Op.STATS))
+_STORE_OPS = (Op.SET, Op.ADD, Op.REPLACE, Op.APPEND, Op.PREPEND, Op.CAS)
+_HIT_CODE = int(ReplyKind.HIT) | 1 << KEYS_SHIFT
+_MISS_CODE = int(ReplyKind.MISS)
+_HD_CODES = {_SET: int(ReplyKind.STORED), _DELETE: int(ReplyKind.DELETED)}
+_VALUE_CODE = int(ReplyKind.VALUE)
+# The status line answering each of a run of the same op, most of the time.
+_RUNS = {
+    _GET: (b"EN O%d\r\n", _MISS_CODE),
+    _SET: (b"HD O%d\r\n", _HD_CODES[_SET]),
+    _DELETE: (b"HD O%d\r\n", _HD_CODES[_DELETE]),
+}
+
+
+class MetaReplies(MemcacheCore):
+    """Reply parsing for ``MemcacheMetaCodec``: per reply, and per read for the engine.
+
+    The FIFO's ``_args`` holds each pending request's first token; a multi-get's end token
+    is in ``_mget_ends``.
+
+    Args:
+        options: per-connection settings (payload keeping, reply bound, noreply).
+    """
+
+    def __init__(self, options: CodecOptions) -> None:
+        super().__init__(options)
+        self._mget_ends: dict[int, int] = {}  # a pending multi-get's first -> end token
+        self._token = 0  # the next opaque token to send
+        self._done_below = 0  # every token before this one has been answered or is quiet
+        self._quiet_failures = 0
+        # Multi-get state kept across NEED_DATA: blocks already consumed.
+        self._mget_next = -1
+        self._mget_count = 0
+        self._mget_nbytes = 0
+        self._mget_values: list[bytes] = []
+        self._mget_error: bytes | None = None
+        # read_kinds: a get hit's header is first guessed to declare the previous size.
+        self._guess_format = b"VA 0 O%d\r\n"
+        self._guess_size = 0
+        hd_store = self._hd_parser(ReplyKind.STORED, _STORE_CODES)
+        parsers: dict[Op, _Parser] = {
+            Op.GET: self._parse_get,
+            Op.GETS: self._parse_get,
+            Op.MGET: self._parse_mget,
+            Op.DELETE: self._hd_parser(ReplyKind.DELETED, _DELETE_CODES),
+            Op.INCR: self._parse_arith,
+            Op.DECR: self._parse_arith,
+            Op.TOUCH: self._hd_parser(ReplyKind.TOUCHED, _TOUCH_CODES),
+            Op.NOOP: self._parse_noop,
+            Op.STATS: self._parse_stats,
+        }
+        parsers.update(dict.fromkeys(_STORE_OPS, hd_store))
+        # Indexed by op; ops encode() refuses never reach the FIFO.
+        self._parsers: list[_Parser] = [parsers.get(op, self._parse_noop) for op in Op]
+
+    @property
+    def quiet_failures(self) -> int:
+        """Failures (NS/EX/NF or error lines) answered to ``noreply`` requests so far."""
+        return self._quiet_failures
+
+    def _end_of(self, op: int, first: int) -> int:
+        """The token after the last of the pending request ``op`` sent with ``first``."""
+        if op == _MGET:
+            return self._mget_ends[first]
+        return first if op in _UNTOKENED else (first + 1) & TOKEN_MASK
+
+    def next_reply(self) -> Reply | NeedData:
+        """Return the next complete reply, or ``NEED_DATA`` until more bytes are fed.
+
+        Quiet failures (see the class docstring) are consumed on the way.
+
+        Raises:
+            ProtocolError: the bytes broke the grammar, a token did not match, a reply came
+                with no request pending, or EOF cut a reply short. Every later call raises
+                too; the caller closes the connection.
+            ReplyTooLarge: a reply exceeded ``max_reply_bytes``.
+        """
+        if self._dead is not None:
+            raise ProtocolError(f"codec unusable after an earlier error: {self._dead}")
+        head = self._head
+        try:
+            if head < len(self._ops):
+                op = self._ops[head]
+                parse = self._parsers[op]
+                first = self._args[head]
+                end = self._end_of(op, first)
+                while (reply := parse(first)) is None:
+                    pass
+                if reply is not NEED_DATA:
+                    self._done_below = end
+                    if head < COMPACT_AT:
+                        self._head = head + 1
+                    else:
+                        self._advance(head + 1)
+                    return reply
+            else:
+                self._drain_unsolicited()
+        except ProtocolError as exc:
+            self._dead = str(exc)
+            raise
+        self._check_eof()
+        return NEED_DATA
+
+    def read_kinds(self, kinds: list[int]) -> int:
+        """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
+
+        The same replies, in the same order, as ``next_reply`` would return; common
+        replies (``VA`` get hits without flags, ``EN`` misses, ``HD`` for sets and
+        deletes, each with our token) are recognized inline and never copied, the rest
+        go to the op's parser.
+
+        Returns:
+            How many codes were appended.
+
+        Raises:
+            ProtocolError: as ``next_reply``, after appending the replies before it.
+        """
+        if self._dead is not None:
+            raise ProtocolError(f"codec unusable after an earlier error: {self._dead}")
+        rb = self._rb
+        data = rb.data
+        size = len(data)
+        pos = rb.pos
+        if size - pos > self._max:
+            # Then a complete reply may be too large: the parsers check the bound.
+            return super().read_kinds(kinds)
+        ops = self._ops
+        firsts = self._args
+        append = kinds.append
+        # A hit's header is first guessed to declare the same size as the previous hit.
+        guess = self._guess_format
+        block = self._guess_size
+        first = head = self._head
+        parsed = -1  # the last entry answered by its parser (not inline)
+        n = len(ops)
+        if n - head > 1 and (run := _RUNS.get(ops[head])):
+            # A run of the same op: try its usual status line for all the buffer can hold.
+            line_format, code = run
+            length = len(line_format % firsts[head])
+            count = min(n - head, (size - pos) // length)
+            if (
+                count > 1  # the last one first (all have the same length, most of the time)
+                and data.startswith(
+                    line_format % firsts[head + count - 1], pos + (count - 1) * length
+                )
+                and ops.count(ops[head], head, head + count) == count
+                and data.startswith(
+                    lines := b"".join(map(line_format.__mod__, firsts[head : head + count])), pos
+                )
+            ):
+                kinds += [code] * count
+                pos += len(lines)
+                head += count
+        start = head
+        try:
+            for head in range(start, n):  # head is read after the loop
+                if pos == size:
+                    break
+                op = ops[head]
+                if op == _GET:
+                    byte = data[pos]
+                    if byte == 86:  # V: VA <bytes> O<token>\r\n<data>\r\n
+                        if data.startswith(header := guess % firsts[head], pos):
+                            end = pos + len(header) + block
+                        else:
+                            end = self._va_block(pos, firsts[head])
+                            if end > 0:
+                                block = end - data.find(b"\r\n", pos) - 2
+                                guess = b"VA %d O%%d\r\n" % block
+                        if end > 0 and data.startswith(b"\r\n", end):
+                            append(_HIT_CODE)
+                            pos = end + 2
+                            continue
+                    elif byte == 69 and data.startswith(
+                        header := b"EN O%d\r\n" % firsts[head], pos
+                    ):
+                        append(_MISS_CODE)
+                        pos += len(header)
+                        continue
+                elif op in _HD_CODES:
+                    if data.startswith(header := b"HD O%d\r\n" % firsts[head], pos):
+                        append(_HD_CODES[op])
+                        pos += len(header)
+                        continue
+                elif op == _INCR:
+                    end = self._va_block(pos, firsts[head])
+                    if end > 0 and data.startswith(b"\r\n", end):
+                        append(_VALUE_CODE)
+                        pos = end + 2
+                        continue
+                # Anything else (and anything incomplete or wrong): the op's own parser.
+                rb.pos = pos
+                if head > first and head - 1 != parsed:  # answered inline: one token
+                    self._done_below = (firsts[head - 1] + 1) & TOKEN_MASK
+                parse = self._parsers[op]
+                end = self._end_of(op, firsts[head])
+                while (reply := parse(firsts[head])) is None:
+                    pass
+                pos = rb.pos
+                if reply is NEED_DATA:
+                    break
+                append(reply.kind | reply.keys << KEYS_SHIFT)  # type: ignore[union-attr]
+                self._done_below = end
+                parsed = head
+            else:
+                head = n
+            rb.pos = pos
+            if head > first and head - 1 != parsed:
+                self._done_below = (firsts[head - 1] + 1) & TOKEN_MASK
+            if head == n and pos < size:
+                self._drain_unsolicited()
+        except ProtocolError as exc:
+            self._dead = str(exc)
+            self._head = head
+            raise
+        self._guess_format = guess
+        self._guess_size = block
+        self._advance(head)
+        self._check_eof()
+        return head - first
+
+    def _va_block(self, pos: int, token: int) -> int:
+        """Where the data block of ``VA <bytes> O<token>\\r\\n`` at ``pos`` ends, or -1
+        when the line is not exactly that (or not complete): the parser decides then."""
+        data = self._rb.data
+        if not data.startswith(b"VA ", pos):
+            return -1
+        otok = b" O%d\r\n" % token
+        eol = data.find(b"\r\n", pos + 3, pos + 5 + MAX_SIZE_DIGITS + len(otok))
+        at = eol + 2 - len(otok)
+        if eol < 0 or at <= pos + 3 or not data.startswith(otok, at):
+            return -1
+        digits = data[pos + 3 : at]
+        return eol + 2 + int(digits) if digits.isdigit() else -1
+
+    def _check_eof(self) -> None:
+        if self._eof and (len(self._ops) > self._head or len(self._rb)):
+            raise self._kill(f"connection closed with {self.pending()} replies pending")
+
+    def _is_quiet(self, token: int, before: int) -> bool:
+        """Whether ``token`` was sent quietly after the last answer and before ``before``."""
+        done = self._done_below
+        return token >= 0 and (token - done) & TOKEN_MASK < (before - done) & TOKEN_MASK
+
+    def _drain_unsolicited(self) -> None:
+        """Bytes with nothing pending: only quiet requests' failures may be there."""
+        rb = self._rb
+        while rb.pos < len(rb.data) and self._unsolicited() is None:
+            pass
+
+    def _unsolicited(self) -> NeedData | None:
+        """Parse one reply with nothing pending: it must be a quiet request's failure."""
+        if not self._noreply:
+            raise ProtocolError("a reply arrived with no request pending")
+        reply = self._status(self._token, b"", _NO_CODES)
+        if reply is None or isinstance(reply, NeedData):
+            return reply
+        # An error line carries no token: charge it to the oldest quiet request that may
+        # still answer, so there are never more failures than quiet requests.
+        if self._token == self._done_below:
+            raise ProtocolError(f"a reply arrived with no request pending: {reply.payload!r}")
+        self._done_below = (self._done_below + 1) & TOKEN_MASK
+        self._quiet_failures += 1
+        return None
+
+    def _status(
+        self, first: int, expected: bytes, codes: dict[bytes, ReplyKind]
+    ) -> Reply | NeedData | None:
+        """Parse one status line (no data block): a code from ``codes`` with the token
+        ``expected`` (b"" when untokened), an error line, or a quiet request's failure
+        (consumed, returns None)."""
+        rb = self._rb
+        pos = rb.pos
+        eol = rb.find_line(pos, self._max)
+        if eol < 0:
+            return NEED_DATA
+        nbytes = eol + 2 - pos
+        if nbytes > self._max:
+            raise ReplyTooLarge(f"reply line longer than {self._max} bytes")
+        line = bytes(rb.data[pos:eol])
+        reply = error_reply(line, nbytes)
+        if reply is not None:
+            rb.pos = eol + 2
+            return reply
+        code, token = split_meta_status(line)
+        # A missing token is tolerated (older servers left it off EN); a wrong one is not.
+        if token is None or token == expected:
+            kind = codes.get(code)
+            if kind is None:
+                raise ProtocolError(f"unexpected meta reply {line[:64]!r}")
+            rb.pos = eol + 2
+            return fixed_reply(kind, nbytes)
+        value = meta_token(token)
+        if code in _QUIET_FAILURE_CODES and self._is_quiet(value, first):
+            rb.pos = eol + 2
+            self._quiet_failures += 1
+            self._done_below = (value + 1) & TOKEN_MASK
+            return None
+        raise ProtocolError(f"opaque mismatch: expected O{expected.decode()}, got {line[:64]!r}")
+
+    def _value(self, token: int, kind: ReplyKind, keys: int) -> Reply | NeedData:
+        """``VA <size> [flags] O<t>\\r\\n<data>\\r\\n`` (the caller saw ``VA ``)."""
+        rb = self._rb
+        data = rb.data
+        pos = rb.pos
+        otok = b" O%d\r\n" % token
+        eol = data.find(b"\r\n", pos)
+        if eol < 0:
+            if len(data) - pos > self._max:
+                raise ReplyTooLarge(f"reply line longer than {self._max} bytes")
+            return NEED_DATA
+        token_at = eol + 2 - len(otok)
+        if not data.startswith(otok, token_at):
+            raise ProtocolError(f"VA without our opaque {otok[1:-2]!r}: {bytes(data[pos:eol])!r}")
+        size = data[pos + 3 : token_at]
+        space = size.find(b" ")
+        if space >= 0:
+            size = size[:space]
+        if not size.isdigit() or len(size) > MAX_SIZE_DIGITS:
+            raise ProtocolError(f"bad VA line: {bytes(data[pos:eol])[:64]!r}")
+        start = eol + 2
+        end = start + int(size)
+        nbytes = end + 2 - pos
+        # Checked on the declared size, before the data block is buffered.
+        if nbytes > self._max:
+            raise ReplyTooLarge(f"reply of {nbytes} bytes, bound {self._max}")
+        if len(data) < end + 2:
+            return NEED_DATA
+        if not data.startswith(b"\r\n", end):
+            raise ProtocolError("data block not followed by CRLF")
+        rb.pos = end + 2
+        return Reply(kind, nbytes, bytes(data[start:end]) if self._keep else None, keys)
+
+    def _parse_get(self, first: int) -> Reply | NeedData | None:
+        rb = self._rb
+        data = rb.data
+        pos = rb.pos
+        if data.startswith(b"VA ", pos):
+            return self._value(first, ReplyKind.HIT, 1)
+        miss = b"EN O%d\r\n" % first
+        if data.startswith(miss, pos):
+            rb.pos = pos + len(miss)
+            return _MISS_BY_LEN[len(miss)]
+        return self._status(first, b"%d" % first, _GET_CODES)
+
+    def _parse_arith(self, first: int) -> Reply | NeedData | None:
+        if self._rb.data.startswith(b"VA ", self._rb.pos):
+            return self._value(first, ReplyKind.VALUE, 0)
+        return self._status(first, b"%d" % first, _ARITH_CODES)
+
+    def _hd_parser(self, success: ReplyKind, codes: dict[bytes, ReplyKind]) -> _Parser:
+        """A parser for commands that answer ``HD O<t>`` on success (ms, md, mg with T)."""
+        rb = self._rb
+        by_length = replies_by_length(success)
+        status = self._status
+
+        def parse(first: int) -> Reply | NeedData | None:
+            pos = rb.pos
+            hd = b"HD O%d\r\n" % first
+            if rb.data.startswith(hd, pos):
+                rb.pos = pos + len(hd)
+                return by_length[len(hd)]
+            return status(first, b"%d" % first, codes)
+
+        return parse
+
+    def _parse_noop(self, first: int) -> Reply | NeedData | None:
+        rb = self._rb
+        if rb.data.startswith(b"MN\r\n", rb.pos):
+            rb.pos += 4
+            return _MN
+        return self._status(first, b"", _NOOP_CODES)
+
+    def _parse_stats(self, first: int) -> Reply | NeedData | None:
+        rb = self._rb
+        if rb.data.startswith((b"STAT ", b"END\r\n"), rb.pos):
+            return parse_stats_block(rb, self._max)
+        return self._status(first, b"", _NO_CODES)
+
+    def _parse_mget(self, first: int) -> Reply | NeedData | None:
+        """One multi-get: ``VA`` blocks for the hits, error lines, then ``MN``.
+
+        A loop over blocks (longer than most functions here on purpose): each complete
+        block is consumed at once, so a reply arriving over many reads is parsed once.
+        """
+        rb = self._rb
+        data = rb.data
+        end_token = self._mget_ends[first]
+        if self._mget_next < 0:
+            self._mget_next = first
+        while True:
+            pos = rb.pos
+            if data.startswith(b"VA ", pos):
+                eol = data.find(b"\r\n", pos)
+                if eol < 0:
+                    if self._mget_nbytes + len(data) - pos > self._max:
+                        raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
+                    return NEED_DATA
+                fields = data[pos + 3 : eol].split(b" ")
+                if (
+                    len(fields) != 2
+                    or not fields[0].isdigit()
+                    or len(fields[0]) > MAX_SIZE_DIGITS
+                    or not fields[1].startswith(b"O")
+                ):
+                    raise ProtocolError(f"bad VA line in multi-get: {bytes(data[pos:eol])[:64]!r}")
+                token = meta_token(fields[1][1:])
+                following = self._mget_next
+                if (
+                    token < 0
+                    or (token - following) & TOKEN_MASK >= (end_token - following) & TOKEN_MASK
+                ):
+                    raise ProtocolError(f"VA with a token not in this multi-get: {fields[1]!r}")
+                start = eol + 2
+                end = start + int(fields[0])
+                if self._mget_nbytes + end + 2 - pos + 4 > self._max:  # + MN CRLF
+                    raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
+                if len(data) < end + 2:
+                    return NEED_DATA
+                if not data.startswith(b"\r\n", end):
+                    raise ProtocolError("data block not followed by CRLF")
+                if self._keep:
+                    self._mget_values.append(bytes(data[start:end]))
+                self._mget_next = (token + 1) & TOKEN_MASK
+                self._mget_count += 1
+                self._mget_nbytes += end + 2 - pos
+                rb.pos = end + 2
+                continue
+            if data.startswith(b"MN\r\n", pos):
+                rb.pos = pos + 4
+                del self._mget_ends[first]
+                return self._finish_mget()
+            reply = self._status(first, b"", _NO_CODES)
+            if reply is None:
+                continue
+            if isinstance(reply, NeedData):
+                return reply
+            # An error line answers one of the mg (e.g. a bad key); MN still follows.
+            self._mget_nbytes += reply.nbytes
+            if self._mget_error is None:
+                self._mget_error = reply.payload
+
+    def _finish_mget(self) -> Reply:
+        count = self._mget_count
+        nbytes = self._mget_nbytes + 4
+        if self._mget_error is not None:
+            reply = Reply(ReplyKind.ERROR_REPLY, nbytes, self._mget_error, count)
+        elif count:
+            payload = b"".join(self._mget_values) if self._keep else None
+            reply = Reply(ReplyKind.HIT, nbytes, payload, count)
+        else:
+            reply = Reply(ReplyKind.MISS, nbytes, None, 0)
+        self._mget_next = -1
+        self._mget_count = 0
+        self._mget_nbytes = 0
+        self._mget_values = []
+        self._mget_error = None
+        return reply

@@ -1,0 +1,443 @@
+"""The reply half of the memcached text codec (``doc/protocol.txt``, "Commands").
+
+``TextReplies`` parses replies one by one (``next_reply``) and per read (``read_kinds``);
+``MemcacheTextCodec`` in memcache_text.py adds the request half. Sans-IO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kvbench.errors import ProtocolError, ReplyTooLarge
+from kvbench.protocols._memcache_lines import (
+    COMPACT_AT,
+    MAX_SIZE_DIGITS,
+    MemcacheCore,
+    error_reply,
+    parse_stats_block,
+)
+from kvbench.protocols.base import (
+    KEYS_SHIFT,
+    NEED_DATA,
+    CodecOptions,
+    NeedData,
+    Op,
+    Reply,
+    ReplyKind,
+)
+
+# A parser for the reply at the head of the FIFO, called with what encode() stored for it.
+_Parser = Callable[[Any], Reply | NeedData]
+
+_STORED = Reply(ReplyKind.STORED, 8)
+_DELETED = Reply(ReplyKind.DELETED, 9)
+_TOUCHED = Reply(ReplyKind.TOUCHED, 9)
+_MISS = Reply(ReplyKind.MISS, 5)
+_NOT_FOUND = Reply(ReplyKind.NOT_FOUND, 11)
+
+# Status line (without CRLF) -> reply, per command family (protocol.txt per command).
+_STORE_REPLIES = {
+    b"STORED": _STORED,
+    b"NOT_STORED": Reply(ReplyKind.NOT_STORED, 12),
+    b"EXISTS": Reply(ReplyKind.EXISTS, 8),
+    b"NOT_FOUND": _NOT_FOUND,
+}
+_DELETE_REPLIES = {b"DELETED": _DELETED, b"NOT_FOUND": _NOT_FOUND}
+_TOUCH_REPLIES = {b"TOUCHED": _TOUCHED, b"NOT_FOUND": _NOT_FOUND}
+_ARITH_REPLIES = {b"NOT_FOUND": _NOT_FOUND}
+_NO_STATUS: dict[bytes, Reply] = {}
+_STORE_OPS = (Op.SET, Op.ADD, Op.REPLACE, Op.APPEND, Op.PREPEND, Op.CAS)
+
+# The batch paths compare plain ints: ops as the engine passes them, and the
+# ``kind | keys << KEYS_SHIFT`` codes read_kinds appends.
+_GET, _SET, _DELETE, _INCR = int(Op.GET), int(Op.SET), int(Op.DELETE), int(Op.INCR)
+_HIT_CODE = int(ReplyKind.HIT) | 1 << KEYS_SHIFT
+_MISS_CODE = int(ReplyKind.MISS)
+_STORED_CODE = int(ReplyKind.STORED)
+_DELETED_CODE = int(ReplyKind.DELETED)
+_NOT_FOUND_CODE = int(ReplyKind.NOT_FOUND)
+_VALUE_CODE = int(ReplyKind.VALUE)
+# The status line answering each of a run of the same op, most of the time.
+_RUNS = {
+    _GET: (b"END\r\n", _MISS_CODE),
+    _SET: (b"STORED\r\n", _STORED_CODE),
+    _DELETE: (b"DELETED\r\n", _DELETED_CODE),
+}
+
+
+def _value_size(fields: list[bytearray]) -> int:
+    """Check the fields after ``VALUE `` (key, flags, bytes[, cas]) and return the byte count."""
+    nfields = len(fields)
+    if (
+        (nfields != 3 and nfields != 4)
+        or not fields[1].isdigit()
+        or not fields[2].isdigit()
+        or len(fields[2]) > MAX_SIZE_DIGITS
+        or (nfields == 4 and not fields[3].isdigit())
+    ):
+        raise ProtocolError(f"bad VALUE header: {bytes(b' '.join(fields))[:64]!r}")
+    return int(fields[2])
+
+
+class TextReplies(MemcacheCore):
+    """Reply parsing for ``MemcacheTextCodec``: per reply, and per read for the engine.
+
+    Args:
+        options: per-connection settings (payload keeping, reply bound, flags).
+    """
+
+    def __init__(self, options: CodecOptions) -> None:
+        super().__init__(options)
+        # Multi-get state kept across NEED_DATA: blocks already consumed.
+        self._mget_index = 0
+        self._mget_count = 0
+        self._mget_nbytes = 0
+        self._mget_values: list[bytes] = []
+        # read_kinds: the header of a get hit on an item stored with our flags, up to the
+        # byte count, and what follows the key when the size is the previous hit's.
+        self._hit_format = b"VALUE %%s %d " % options.flags
+        self._guess_tail = b" %d 0\r\n" % options.flags
+        self._guess_size = 0
+        parsers: dict[Op, _Parser] = {
+            Op.GET: self._parse_get,
+            Op.GETS: self._parse_get,
+            Op.MGET: self._parse_mget,
+            Op.DELETE: self._parse_delete,
+            Op.INCR: self._parse_arith,
+            Op.DECR: self._parse_arith,
+            Op.TOUCH: self._parse_touch,
+            Op.STATS: self._parse_stats,
+        }
+        parsers.update(dict.fromkeys(_STORE_OPS, self._parse_store))
+        # Indexed by op; ops encode() refuses never reach the FIFO.
+        self._parsers: list[_Parser] = [parsers.get(op, self._parse_store) for op in Op]
+
+    def next_reply(self) -> Reply | NeedData:
+        """Return the next complete reply, or ``NEED_DATA`` until more bytes are fed.
+
+        Raises:
+            ProtocolError: the bytes broke the grammar, a reply came with no request
+                pending, or EOF cut a reply short. Every later call raises too; the
+                caller closes the connection.
+            ReplyTooLarge: a reply exceeded ``max_reply_bytes``.
+        """
+        if self._dead is not None:
+            raise ProtocolError(f"codec unusable after an earlier error: {self._dead}")
+        head = self._head
+        if head < len(self._ops):
+            try:
+                reply = self._parsers[self._ops[head]](self._args[head])
+            except ProtocolError as exc:
+                self._dead = str(exc)
+                raise
+            if reply is not NEED_DATA:
+                if head < COMPACT_AT:
+                    self._head = head + 1
+                else:
+                    self._advance(head + 1)
+                return reply
+        self._check_idle(head)
+        return NEED_DATA
+
+    def read_kinds(self, kinds: list[int]) -> int:
+        """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
+
+        The same replies, in the same order, as ``next_reply`` would return; common
+        replies (get hit on an item with our flags, get miss, STORED, DELETED,
+        NOT_FOUND, an incr number) are recognized inline and never copied, the rest go
+        to the op's parser.
+
+        Returns:
+            How many codes were appended.
+
+        Raises:
+            ProtocolError: as ``next_reply``, after appending the replies before it.
+        """
+        if self._dead is not None:
+            raise ProtocolError(f"codec unusable after an earlier error: {self._dead}")
+        ops = self._ops
+        args = self._args
+        parsers = self._parsers
+        hit_format = self._hit_format
+        # A hit's header is first guessed to declare the same size as the previous hit:
+        # b"VALUE " + key + tail, tail being b" <flags> <bytes>\r\n".
+        tail = self._guess_tail
+        block = self._guess_size
+        append = kinds.append
+        rb = self._rb
+        data = rb.data
+        size = len(data)
+        pos = rb.pos
+        if size - pos > self._max:
+            # Then a complete reply may be too large: the parsers check the bound.
+            return super().read_kinds(kinds)
+        first = head = self._head
+        n = len(ops)
+        if n - head > 1 and (run := _RUNS.get(ops[head])):
+            # A run of the same op: try its usual status line for all the buffer can hold.
+            line, code = run
+            count = min(n - head, (size - pos) // len(line))
+            if (
+                count > 1
+                and data.startswith(line, pos + (count - 1) * len(line))  # the last one first
+                and ops.count(ops[head], head, head + count) == count
+                and data.startswith(line * count, pos)
+            ):
+                kinds += [code] * count
+                pos += len(line) * count
+                head += count
+        try:
+            while head < n and pos < size:
+                op = ops[head]
+                if op == _GET:
+                    byte = data[pos]
+                    if byte == 86:  # V: VALUE <key> <flags> <bytes>\r\n<data>\r\nEND\r\n
+                        key = args[head]
+                        header = b"VALUE " + key + tail
+                        if data.startswith(header, pos):
+                            end = pos + len(header) + block
+                            # Hits of the same size that follow: the trailer before each one
+                            # and its header are checked in one compare.
+                            head += 1
+                            while (
+                                head < n
+                                and ops[head] == _GET
+                                and data.startswith(
+                                    joint := b"\r\nEND\r\nVALUE " + args[head] + tail, end
+                                )
+                            ):
+                                append(_HIT_CODE)
+                                pos = end + 7
+                                end += len(joint) + block
+                                head += 1
+                            head -= 1  # the last hit: its trailer is still to be checked
+                        elif data.startswith(header := hit_format % key, pos):
+                            at = pos + len(header)
+                            eol = data.find(b"\r\n", at, at + MAX_SIZE_DIGITS + 2)
+                            end = size
+                            if eol > at and (digits := data[at:eol]).isdigit():
+                                tail = header[6 + len(key) :] + digits + b"\r\n"
+                                block = int(digits)
+                                end = eol + 2 + block
+                        else:
+                            end = size
+                        if data.startswith(b"\r\nEND\r\n", end):
+                            append(_HIT_CODE)
+                            pos = end + 7
+                            head += 1
+                            continue
+                    elif byte == 69 and data.startswith(b"END\r\n", pos):
+                        append(_MISS_CODE)
+                        pos += 5
+                        head += 1
+                        continue
+                elif op == _SET:
+                    if data.startswith(b"STORED\r\n", pos):
+                        append(_STORED_CODE)
+                        pos += 8
+                        head += 1
+                        continue
+                elif op == _DELETE:
+                    if data.startswith(b"DELETED\r\n", pos):
+                        append(_DELETED_CODE)
+                        pos += 9
+                        head += 1
+                        continue
+                    if data.startswith(b"NOT_FOUND\r\n", pos):
+                        append(_NOT_FOUND_CODE)
+                        pos += 11
+                        head += 1
+                        continue
+                elif op == _INCR:
+                    eol = data.find(b"\r\n", pos, pos + 22)
+                    if eol > pos and data[pos:eol].isdigit():
+                        append(_VALUE_CODE)
+                        pos = eol + 2
+                        head += 1
+                        continue
+                # Anything else (and anything incomplete or wrong): the op's own parser.
+                rb.pos = pos
+                reply = parsers[op](args[head])
+                pos = rb.pos
+                if reply is NEED_DATA:
+                    break
+                append(reply.kind | reply.keys << KEYS_SHIFT)  # type: ignore[union-attr]
+                head += 1
+        except ProtocolError as exc:
+            self._dead = str(exc)
+            self._head = head
+            raise
+        rb.pos = pos
+        self._guess_tail = tail
+        self._guess_size = block
+        self._advance(head)
+        if self._eof or (head == n and pos < size):
+            self._check_idle(self._head)
+        return head - first
+
+    def _check_idle(self, head: int) -> None:
+        """Nothing more parses: fail on bytes nobody asked for, or on EOF mid-reply."""
+        waiting = len(self._ops) - head
+        if not waiting and len(self._rb):
+            raise self._kill("a reply arrived with no request pending")
+        if self._eof and (waiting or len(self._rb)):
+            raise self._kill(f"connection closed with {waiting} replies pending")
+
+    def _need_line(self, pos: int) -> NeedData:
+        """No CRLF yet after ``pos``: wait for more, unless the line is already too long."""
+        if len(self._rb.data) - pos > self._max:
+            raise ReplyTooLarge(f"reply line longer than {self._max} bytes")
+        return NEED_DATA
+
+    def _status(self, table: dict[bytes, Reply], what: str) -> Reply | NeedData:
+        """Parse one status line: a word from ``table`` or an error line."""
+        rb = self._rb
+        pos = rb.pos
+        eol = rb.find_line(pos, self._max)
+        if eol < 0:
+            return NEED_DATA
+        line = bytes(rb.data[pos:eol])
+        reply = table.get(line)
+        if reply is None:
+            reply = error_reply(line, eol + 2 - pos)
+            if reply is None:
+                raise ProtocolError(f"unexpected reply to {what}: {line[:64]!r}")
+            if reply.nbytes > self._max:
+                raise ReplyTooLarge(f"error line longer than {self._max} bytes")
+        rb.pos = eol + 2
+        return reply
+
+    def _parse_store(self, _: None) -> Reply | NeedData:
+        rb = self._rb
+        if rb.data.startswith(b"STORED\r\n", rb.pos):
+            rb.pos += 8
+            return _STORED
+        return self._status(_STORE_REPLIES, "a storage command")
+
+    def _parse_delete(self, _: None) -> Reply | NeedData:
+        rb = self._rb
+        if rb.data.startswith(b"DELETED\r\n", rb.pos):
+            rb.pos += 9
+            return _DELETED
+        return self._status(_DELETE_REPLIES, "delete")
+
+    def _parse_touch(self, _: None) -> Reply | NeedData:
+        rb = self._rb
+        if rb.data.startswith(b"TOUCHED\r\n", rb.pos):
+            rb.pos += 9
+            return _TOUCHED
+        return self._status(_TOUCH_REPLIES, "touch")
+
+    def _parse_arith(self, _: None) -> Reply | NeedData:
+        rb = self._rb
+        pos = rb.pos
+        eol = rb.find_line(pos, self._max)
+        if eol < 0:
+            return NEED_DATA
+        line = bytes(rb.data[pos:eol])
+        if line.isdigit():
+            if eol + 2 - pos > self._max:
+                raise ReplyTooLarge(f"incr/decr reply longer than {self._max} bytes")
+            rb.pos = eol + 2
+            return Reply(ReplyKind.VALUE, eol + 2 - pos, line if self._keep else None)
+        return self._status(_ARITH_REPLIES, "incr/decr")
+
+    def _parse_stats(self, _: None) -> Reply | NeedData:
+        return parse_stats_block(self._rb, self._max)
+
+    def _parse_get(self, key: bytes) -> Reply | NeedData:
+        """``VALUE <key> <flags> <bytes> [<cas>]\\r\\n<data>\\r\\nEND\\r\\n``, or ``END\\r\\n``."""
+        rb = self._rb
+        data = rb.data
+        pos = rb.pos
+        if data.startswith(b"VALUE ", pos):
+            eol = data.find(b"\r\n", pos)
+            if eol < 0:
+                return self._need_line(pos)
+            fields = data[pos + 6 : eol].split(b" ")
+            size = _value_size(fields)
+            if fields[0] != key:
+                raise ProtocolError(f"VALUE for {bytes(fields[0])[:64]!r}, asked for {key[:64]!r}")
+            start = eol + 2
+            end = start + size
+            nbytes = end + 7 - pos
+            # Checked on the declared size, before the data block is buffered.
+            if nbytes > self._max:
+                raise ReplyTooLarge(f"get reply of {nbytes} bytes, bound {self._max}")
+            if len(data) < end + 7:
+                # Fail as soon as the bytes after the block cannot become CRLF END CRLF.
+                if len(data) > end and not b"\r\nEND\r\n".startswith(data[end:]):
+                    raise ProtocolError("get: data block not followed by CRLF END CRLF")
+                return NEED_DATA
+            if not data.startswith(b"\r\nEND\r\n", end):
+                raise ProtocolError("get: data block not followed by CRLF END CRLF")
+            rb.pos = end + 7
+            return Reply(ReplyKind.HIT, nbytes, bytes(data[start:end]) if self._keep else None, 1)
+        if data.startswith(b"END\r\n", pos):
+            rb.pos = pos + 5
+            return _MISS
+        return self._status(_NO_STATUS, "get")
+
+    def _parse_mget(self, keys: tuple[bytes, ...]) -> Reply | NeedData:
+        """One multi-get reply: VALUE blocks for the hits, in key order, then ``END``.
+
+        A loop over blocks (longer than most functions here on purpose): each complete
+        block is consumed at once, so a reply arriving over many reads is parsed once.
+        """
+        rb = self._rb
+        data = rb.data
+        while True:
+            pos = rb.pos
+            if data.startswith(b"VALUE ", pos):
+                eol = data.find(b"\r\n", pos)
+                if eol < 0:
+                    if self._mget_nbytes + len(data) - pos > self._max:
+                        raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
+                    return NEED_DATA
+                fields = data[pos + 6 : eol].split(b" ")
+                size = _value_size(fields)
+                index = self._mget_index
+                while index < len(keys) and keys[index] != fields[0]:
+                    index += 1
+                if index == len(keys):
+                    raise ProtocolError(f"VALUE for unrequested key {bytes(fields[0])[:64]!r}")
+                start = eol + 2
+                end = start + size
+                if self._mget_nbytes + end + 2 - pos + 5 > self._max:  # + END CRLF
+                    raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
+                if len(data) < end + 2:
+                    return NEED_DATA
+                if not data.startswith(b"\r\n", end):
+                    raise ProtocolError("get: data block not followed by CRLF")
+                if self._keep:
+                    self._mget_values.append(bytes(data[start:end]))
+                self._mget_index = index + 1
+                self._mget_count += 1
+                self._mget_nbytes += end + 2 - pos
+                rb.pos = end + 2
+                continue
+            if data.startswith(b"END\r\n", pos):
+                rb.pos = pos + 5
+                return self._finish_mget(5, None)
+            error = self._status(_NO_STATUS, "get")
+            if isinstance(error, NeedData):
+                return error
+            # memcached can fail part way through a multi-get (out of memory, bad key).
+            return self._finish_mget(error.nbytes, error.payload)
+
+    def _finish_mget(self, tail_nbytes: int, error: bytes | None) -> Reply:
+        values = self._mget_values
+        count = self._mget_count
+        nbytes = self._mget_nbytes + tail_nbytes
+        if error is not None:
+            reply = Reply(ReplyKind.ERROR_REPLY, nbytes, error, count)
+        elif count:
+            reply = Reply(ReplyKind.HIT, nbytes, b"".join(values) if self._keep else None, count)
+        else:
+            reply = Reply(ReplyKind.MISS, nbytes, None, 0)
+        self._mget_index = 0
+        self._mget_count = 0
+        self._mget_nbytes = 0
+        self._mget_values = []
+        return reply

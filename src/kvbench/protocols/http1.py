@@ -1,0 +1,612 @@
+"""HTTP/1.1 client codec for memc-style gateways: memcached behind nginx's memc module.
+
+Sans-IO: no sockets, no asyncio, no clock. Every op is one keep-alive ``GET`` with the
+memcached command in the query string, the way the memc README's third synopsis sets a
+location up (``set $memc_cmd $arg_cmd; set $memc_key $arg_key; set $memc_value
+$arg_val;``). Responses are framed per RFC 9112 (status line, header fields, then a
+Content-Length, chunked or close-delimited body) by ``_http_response``; their status codes
+become reply kinds as the memc README documents them per command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from kvbench.errors import ProtocolError, ReplyTooLarge
+from kvbench.protocols._http_response import (
+    CHUNKED,
+    DONE,
+    IN_CHUNKS,
+    Head,
+    chunked_body,
+    find_header,
+    parse_head,
+    scan_chunks,
+)
+from kvbench.protocols.base import (
+    KEYS_SHIFT,
+    NEED_DATA,
+    BatchDefaults,
+    CodecOptions,
+    NeedData,
+    Op,
+    Reply,
+    ReplyKind,
+)
+
+# RFC 3986 section 2.3: unreserved characters stand for themselves anywhere in a URL.
+UNRESERVED = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
+# What a key may hold: unreserved characters, and those a query may carry literally (RFC 3986
+# section 3.4: pchar, "/") that mean nothing to nginx's ``$arg_`` split. "&", "=", "+", "%",
+# "#" and "?" are left out: they split, encode or end arguments, and memc does not URL-decode.
+KEY_SAFE = UNRESERVED + b":@!$'()*,;/"
+# Value bytes -> URL-safe bytes, one for one (a value keeps its size): an unreserved byte
+# stays, any other byte becomes the unreserved byte at (its value mod 66). One
+# ``bytes.translate`` applies it in C; the gateway stores the translated bytes.
+VALUE_TABLE = bytes(b if b in UNRESERVED else UNRESERVED[b % len(UNRESERVED)] for b in range(256))
+# A status line plus header fields above this is no gateway response: h11's
+# DEFAULT_MAX_INCOMPLETE_EVENT_SIZE (16 KiB). nginx's own responses take ~160 bytes.
+MAX_HEAD_BYTES = 16 * 1024
+# Heads repeat (same status, length and Date within a second): their parse is cached, this
+# many at most before the cache starts over.
+_HEAD_CACHE_LIMIT = 256
+_HEAD_END = b"\r\n\r\n"
+_PREFIX = b"HTTP/1."
+_DEFAULT_OPTIONS = CodecOptions()
+
+_K = ReplyKind
+# The pending FIFO holds the Op value of each request, or _VERSION for ``encode_version``.
+_VERSION = len(Op)
+_STORES = {
+    Op.SET: b"set",
+    Op.ADD: b"add",
+    Op.REPLACE: b"replace",
+    Op.APPEND: b"append",
+    Op.PREPEND: b"prepend",
+}
+_STORE_CODES = frozenset(int(op) for op in _STORES)
+# status -> kind per request (memc README, per command). A store's 2xx is looked at again:
+# memc answers ``200`` with the body ``NOT_STORED`` for a refused add/replace/append.
+_GET_KINDS = {200: _K.HIT, 404: _K.MISS}
+_STORE_KINDS = {201: _K.STORED, 200: _K.STORED, 404: _K.NOT_FOUND}
+_DELETE_KINDS = {200: _K.DELETED, 404: _K.NOT_FOUND}
+_COUNTER_KINDS = {200: _K.VALUE, 201: _K.VALUE, 404: _K.NOT_FOUND}  # memc answers incr 201
+_VALUE_KINDS = {200: _K.VALUE}
+_GET = int(Op.GET)
+_SET = int(Op.SET)
+_DELETE = int(Op.DELETE)
+_INCR = int(Op.INCR)
+_DECR = int(Op.DECR)
+_STATS = int(Op.STATS)
+_PAYLOAD_CODES = frozenset((_STATS, _VERSION))  # replies whose payload is always kept
+# read_kinds values (``int(kind) | keys << KEYS_SHIFT``).
+_ERROR_0 = int(_K.ERROR_REPLY)
+_STORED_0 = int(_K.STORED)
+_VALUE_0 = int(_K.VALUE)
+# Replies without payload repeat (a hit of the same size): keep at most this many.
+_REPLY_CACHE_LIMIT = 1024
+_COMPACT_AT = 1024
+
+_Encoder = Callable[[Any, Any, bytearray, int], None]
+
+
+def _kinds_for(code: int) -> dict[int, ReplyKind]:
+    """The status -> kind table of the request announced as ``code``."""
+    if code == _GET:
+        return _GET_KINDS
+    if code in _STORE_CODES:
+        return _STORE_KINDS
+    if code == _DELETE:
+        return _DELETE_KINDS
+    if code in (_INCR, _DECR):
+        return _COUNTER_KINDS
+    return _VALUE_KINDS  # stats, version
+
+
+def check_key(key: bytes | bytearray | memoryview) -> bytes:
+    """Return ``key`` as bytes if it can go into a memc query string unencoded.
+
+    Raises:
+        ValueError: the key is empty or holds a byte outside ``KEY_SAFE``.
+    """
+    if key.__class__ is not bytes:
+        key = bytes(key)
+    assert isinstance(key, bytes)
+    if not key or key.translate(None, KEY_SAFE):
+        raise ValueError(
+            f"key {key!r:.60} cannot go into a memc gateway URL: keys may hold only letters, "
+            "digits and -._~:@!$'()*,;/ (the gateway does not URL-decode)"
+        )
+    return key
+
+
+def url_safe_value(value: bytes | bytearray | memoryview) -> bytes:
+    """The bytes a memc gateway is sent (and stores) for ``value``: ``VALUE_TABLE`` applied."""
+    if value.__class__ is not bytes:
+        value = bytes(value)
+    assert isinstance(value, bytes)
+    return value.translate(VALUE_TABLE)
+
+
+def host_header(host: str, port: int) -> str:
+    """The ``Host`` field value for ``host:port`` (RFC 9110 section 7.2; IPv6 in brackets)."""
+    name = f"[{host}]" if ":" in host else host
+    return name if port == 80 else f"{name}:{port}"
+
+
+class HttpMemcCodec(BatchDefaults):
+    """Client half of a memc-style HTTP gateway for one keep-alive connection.
+
+    Requests: ``GET /PATH?cmd=get&key=K``, ``?cmd=set&key=K&val=V`` (also add, replace,
+    append, prepend; ``&exptime=N`` with a ttl, ``&flags=N`` with flags), ``?cmd=delete&key=K``,
+    ``?cmd=incr&key=K&val=N`` (decr), ``?cmd=stats``, ``?cmd=version``. Keys must be
+    URL-safe (``check_key``); values are mapped to URL-safe bytes (``VALUE_TABLE``).
+
+    Replies, by status: get 200 hit, 404 miss; store 201 (or another 200) stored, 200 with
+    the body ``NOT_STORED`` not stored, 404 not found; delete 200 deleted, 404 not found;
+    incr/decr 200/201 value, 404 not found. Every other status (5xx such as 502 and 504,
+    other 4xx, 3xx) is an ``ERROR_REPLY`` whose payload is the status line.
+
+    A response that asks to close the connection (``Connection: close``, HTTP/1.0 without
+    keep-alive, a close-delimited body) is returned normally; ``closing`` is then True and
+    any byte after it is a ProtocolError: the server closes, and the caller sees EOF.
+
+    Args:
+        options: keep_payload returns get bodies, incr numbers; ttl_s and flags add
+            ``&exptime=`` and ``&flags=`` to stores (the location must map them to
+            ``$memc_exptime``/``$memc_flags``); noreply has no HTTP form and is ignored.
+        path: the gateway location, e.g. ``memc`` or ``/memc``.
+        host: the ``Host`` field value (``host_header``).
+
+    Attributes:
+        server_software: the ``Server`` field of the last version response ("" before).
+    """
+
+    def __init__(
+        self, options: CodecOptions = _DEFAULT_OPTIONS, path: str = "memc", host: str = "localhost"
+    ) -> None:
+        self._keep = options.keep_payload
+        self._max = options.max_reply_bytes
+        self.server_software = ""
+        self._data = bytearray()
+        self._pos = 0
+        self._scan = 0  # where the search for the current head's end resumes, from _pos
+        # The current reply's chunked body so far: (offset from _pos, size, scan state).
+        self._resume: tuple[int, int, int] | None = None
+        self._heads: dict[bytes, Head] = {}
+        self._eof = False
+        self._closing = False
+        self._failure: str | None = None
+        self._pending: list[int] = []
+        self._head = 0
+        self._build_templates(path, host, options)
+        self._encoders = self._encoder_table()
+        # status -> kind, and -> read_kinds value, per pending code.
+        self._kinds = [_kinds_for(code) for code in range(_VERSION + 1)]
+        self._codes = [
+            {status: int(kind) | (kind is _K.HIT) << KEYS_SHIFT for status, kind in table.items()}
+            for table in self._kinds
+        ]
+        self._replies: dict[tuple[int, int], Reply] = {}
+
+    def _build_templates(self, path: str, host: str, options: CodecOptions) -> None:
+        location = path.lstrip("/").encode("utf-8")
+        if location.translate(None, KEY_SAFE + b"%"):
+            raise ValueError(f"path {path!r} is not URL-safe (percent-encode it)")
+        target = b"GET /" + location + b"?cmd="
+        host_bytes = host.encode("ascii") if host.isascii() else host.encode("idna")
+        self._tail = b" HTTP/1.1\r\nHost: " + host_bytes + b"\r\n\r\n"
+        self._get_head = target + b"get&key="
+        self._delete_head = target + b"delete&key="
+        self._store_heads = {int(op): target + cmd + b"&key=" for op, cmd in _STORES.items()}
+        self._set_head = self._store_heads[_SET]
+        self._counter_heads = {_INCR: target + b"incr&key=", int(Op.DECR): target + b"decr&key="}
+        self._stats_request = target + b"stats" + self._tail
+        self._version_request = target + b"version" + self._tail
+        extra = b""
+        if options.ttl_s:
+            extra += b"&exptime=%d" % options.ttl_s
+        if options.flags:
+            extra += b"&flags=%d" % options.flags
+        self._store_tail = extra + self._tail
+
+    def _encoder_table(self) -> list[_Encoder]:
+        encoders: dict[Op, _Encoder] = {
+            Op.GET: self._encode_get,
+            Op.DELETE: self._encode_delete,
+            Op.STATS: self._encode_stats,
+        }
+        for op in _STORES:
+            encoders[op] = self._store_encoder(self._store_heads[op])
+        for op in (Op.INCR, Op.DECR):
+            encoders[op] = self._counter_encoder(self._counter_heads[op])
+        return [encoders.get(op) or self._unsupported(op) for op in Op]
+
+    @property
+    def closing(self) -> bool:
+        """True once a response said the server will close the connection after it."""
+        return self._closing
+
+    # -- encoding ------------------------------------------------------------------------
+
+    def encode(
+        self,
+        op: Op,
+        key: Any,
+        value: bytes | bytearray | memoryview | None,
+        out: bytearray,
+        arg: int = 0,
+    ) -> int:
+        """Append one request to ``out``.
+
+        Args:
+            op: GET, SET, ADD, REPLACE, APPEND, PREPEND, DELETE, INCR, DECR or STATS.
+            key: the key (URL-safe: ``check_key``); ignored by STATS.
+            value: the value of a store (sent through ``VALUE_TABLE``), else None.
+            out: the caller's write buffer.
+            arg: the delta of incr/decr (>= 0).
+
+        Returns:
+            1. Send ``out``, then ``feed`` the server's bytes and pull ``next_reply``.
+
+        Raises:
+            ValueError: the op has no memc form (MGET, GETS, CAS, TOUCH, NOOP, COMMAND),
+                the key is not URL-safe, a store has no value or a delta is negative.
+                Nothing is appended then.
+        """
+        self._encoders[op](key, value, out, arg)
+        self._pending.append(op)
+        return 1
+
+    def encode_version(self, out: bytearray) -> int:
+        """Append ``?cmd=version``; its reply is a VALUE whose payload is memcached's line.
+
+        The response's ``Server`` field lands in ``server_software``. Returns 1.
+        """
+        out += self._version_request
+        self._pending.append(_VERSION)
+        return 1
+
+    def encode_many(
+        self,
+        ops: Sequence[int],
+        keys: Sequence[bytes | Sequence[bytes]],
+        values: Sequence[bytes | bytearray | memoryview | None],
+        start: int,
+        stop: int,
+        out: bytearray,
+    ) -> int:
+        """Append requests ``start`` to ``stop``, as ``encode(ops[i], keys[i], values[i], out)``.
+
+        GET, SET, DELETE and INCR (one step) are written inline; other ops go through their
+        encoder. Bytes are identical to ``encode`` with ``arg`` 1 for INCR/DECR and 0 else.
+
+        Returns:
+            ``stop - start``.
+
+        Raises:
+            ValueError: as ``encode``. A batch is all or nothing: on any exception ``out``
+                and the pending FIFO are left as they were.
+        """
+        if start >= stop:
+            return 0
+        mark = len(out)
+        tail, store_tail = self._tail, self._store_tail
+        get_head, set_head, delete_head = self._get_head, self._set_head, self._delete_head
+        incr_head = self._counter_heads[_INCR]
+        encoders = self._encoders
+        safe, table = KEY_SAFE, VALUE_TABLE
+        try:
+            for i in range(start, stop):
+                op = ops[i]
+                key: Any = keys[i]
+                if op > _INCR:  # the rarer ops check their own arguments
+                    encoders[op](key, values[i], out, 1 if op == _DECR else 0)
+                    continue
+                if key.__class__ is not bytes or not key or key.translate(None, safe):
+                    key = check_key(key)
+                if op == _GET:
+                    out += get_head
+                    out += key
+                    out += tail
+                elif op == _SET:
+                    value: Any = values[i]
+                    out += set_head
+                    out += key
+                    out += b"&val="
+                    out += (value if value.__class__ is bytes else bytes(value)).translate(table)
+                    out += store_tail
+                elif op == _DELETE:
+                    out += delete_head
+                    out += key
+                    out += tail
+                else:
+                    out += incr_head
+                    out += key
+                    out += b"&val=1"
+                    out += tail
+        except BaseException:
+            del out[mark:]
+            raise
+        self._pending += ops[start:stop]
+        return stop - start
+
+    def _encode_get(self, key: Any, value: Any, out: bytearray, arg: int) -> None:
+        key = check_key(key)
+        out += self._get_head
+        out += key
+        out += self._tail
+
+    def _store_encoder(self, head: bytes) -> _Encoder:
+        def encode(key: Any, value: Any, out: bytearray, arg: int) -> None:
+            key = check_key(key)
+            if value is None:
+                raise ValueError("a store needs a value")
+            out += head
+            out += key
+            out += b"&val="
+            out += url_safe_value(value)
+            out += self._store_tail
+
+        return encode
+
+    def _encode_delete(self, key: Any, value: Any, out: bytearray, arg: int) -> None:
+        key = check_key(key)
+        out += self._delete_head
+        out += key
+        out += self._tail
+
+    def _counter_encoder(self, head: bytes) -> _Encoder:
+        def encode(key: Any, value: Any, out: bytearray, arg: int) -> None:
+            key = check_key(key)
+            if arg < 0:
+                raise ValueError(f"memcached counters take deltas >= 0, not {arg}")
+            out += head
+            out += key
+            out += b"&val=%d" % arg
+            out += self._tail
+
+        return encode
+
+    def _encode_stats(self, key: Any, value: Any, out: bytearray, arg: int) -> None:
+        out += self._stats_request
+
+    def _unsupported(self, op: Op) -> _Encoder:
+        def encode(key: Any, value: Any, out: bytearray, arg: int) -> None:
+            raise ValueError(f"a memc gateway has no {op.name} request this codec can send")
+
+        return encode
+
+    # -- parsing -------------------------------------------------------------------------
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Buffer bytes received from the server; then call ``next_reply`` until NEED_DATA.
+
+        Raises:
+            ProtocolError: the codec failed earlier, or ``feed_eof`` was called.
+        """
+        if self._failure is not None:
+            raise ProtocolError(self._failure)
+        if self._eof:
+            raise ProtocolError("data fed after EOF")
+        if self._pos:
+            del self._data[: self._pos]  # offsets kept in _scan and _resume are from _pos
+            self._pos = 0
+        self._data += data
+
+    def feed_eof(self) -> None:
+        """Mark the end of the stream: a response cut short or still owed then raises."""
+        self._eof = True
+
+    def pending(self) -> int:
+        """How many announced replies have not been returned yet."""
+        return len(self._pending) - self._head
+
+    def next_reply(self) -> Reply | NeedData:
+        """Return the next complete reply, or ``NEED_DATA``.
+
+        Error statuses (5xx, 4xx other than a 404 the request expects, 3xx) are
+        ``ERROR_REPLY`` values whose payload is the status line; they are not raised.
+
+        Raises:
+            ProtocolError: bytes that are no HTTP/1.x response, a response with no request
+                pending, bytes after a response that closed the connection, or EOF before
+                every announced reply. ``ReplyTooLarge`` (a subclass) when the head passes
+                ``MAX_HEAD_BYTES`` or the body ``max_reply_bytes``. The codec is dead after.
+        """
+        if self._failure is not None:
+            raise ProtocolError(self._failure)
+        frame = self._next_frame()
+        if frame is None:
+            return NEED_DATA
+        head, start, body_start, stop = frame
+        code = self._pending[self._head]
+        self._head += 1
+        if self._head >= _COMPACT_AT:
+            self._compact()
+        return self._reply(code, head, start, body_start, stop)
+
+    def read_kinds(self, kinds: list[int]) -> int:
+        """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
+
+        The values are those of ``next_reply``'s ``Reply.kind`` and ``Reply.keys``.
+
+        Returns:
+            How many values were appended.
+
+        Raises:
+            ProtocolError: as ``next_reply``, after appending the replies parsed before the
+                bad bytes. The codec is dead afterwards.
+        """
+        if self._failure is not None:
+            raise ProtocolError(self._failure)
+        append = kinds.append
+        pending = self._pending
+        codes = self._codes
+        next_frame = self._next_frame
+        count = 0
+        while (frame := next_frame()) is not None:
+            head, start, body_start, stop = frame
+            code = pending[self._head]
+            self._head += 1
+            kind = codes[code].get(head.status, _ERROR_0)
+            if kind == _STORED_0 and head.status == 200:
+                kind = int(self._store_kind(body_start, stop, head))
+            elif kind == _VALUE_0 and code in _PAYLOAD_CODES:
+                self._reply(code, head, start, body_start, stop)  # server_software, checks
+            append(kind)
+            count += 1
+        if self._head >= _COMPACT_AT:
+            self._compact()
+        return count
+
+    def _next_frame(self) -> tuple[Head, int, int, int] | None:
+        """The next complete response, consumed: ``(head, start, body_start, stop)``."""
+        try:
+            if len(self._data) > self._pos:
+                if self._closing:
+                    raise ProtocolError("bytes after a response that closed the connection")
+                if self._head >= len(self._pending):
+                    data = bytes(self._data[self._pos : self._pos + 40])
+                    raise ProtocolError(f"response bytes {data!r} with no request pending")
+                frame = self._frame()
+                if frame is not None:
+                    return frame
+            if self._eof and (len(self._data) > self._pos or self._head < len(self._pending)):
+                raise ProtocolError(
+                    f"EOF with {len(self._pending) - self._head} replies pending"
+                    + (" (one cut short)" if len(self._data) > self._pos else "")
+                )
+        except ProtocolError as exc:
+            self._fail(str(exc), isinstance(exc, ReplyTooLarge))
+        return None
+
+    def _frame(self) -> tuple[Head, int, int, int] | None:
+        """Frame the response at ``_pos`` (1xx interim responses skipped), or None."""
+        data = self._data
+        while True:
+            pos = self._pos
+            end = data.find(_HEAD_END, pos + self._scan)
+            if end < 0:
+                self._check_partial_head(pos)
+                return None
+            if end - pos > MAX_HEAD_BYTES:
+                raise ReplyTooLarge(f"response head above {MAX_HEAD_BYTES} bytes")
+            raw = bytes(data[pos : end + 2])
+            head = self._heads.get(raw) or self._parse_head(raw)
+            body_start = end + 4
+            framing = head.framing
+            if framing >= 0:
+                stop = body_start + framing
+                if len(data) < stop:
+                    self._scan = end - pos
+                    return None
+            elif framing == CHUNKED:
+                stop = self._chunked_stop(pos, body_start)
+                if stop < 0:
+                    self._scan = end - pos
+                    return None
+            else:
+                if len(data) - body_start > self._max:
+                    raise ReplyTooLarge(f"close-delimited body above {self._max} bytes")
+                if not self._eof:
+                    self._scan = end - pos
+                    return None
+                stop = len(data)
+            self._pos = stop
+            self._scan = 0
+            if head.status >= 200:
+                if head.close:
+                    self._closing = True
+                return head, pos, body_start, stop
+            # 1xx: an interim response (100 Continue, 103 Early Hints) answers nothing.
+            if len(data) == stop:
+                return None
+
+    def _check_partial_head(self, pos: int) -> None:
+        data = self._data
+        buffered = len(data) - pos
+        prefix = min(buffered, len(_PREFIX))
+        if data[pos : pos + prefix] != _PREFIX[:prefix]:
+            raise ProtocolError(f"not an HTTP/1.x response: {bytes(data[pos : pos + 40])!r}")
+        if buffered > MAX_HEAD_BYTES:
+            raise ReplyTooLarge(f"response head above {MAX_HEAD_BYTES} bytes")
+        self._scan = max(0, buffered - 3)
+
+    def _parse_head(self, raw: bytes) -> Head:
+        head = parse_head(raw, self._max)
+        if len(self._heads) >= _HEAD_CACHE_LIMIT:
+            self._heads.clear()
+        self._heads[raw] = head
+        return head
+
+    def _chunked_stop(self, pos: int, body_start: int) -> int:
+        """Where the chunked body at ``body_start`` ends, or -1 while incomplete."""
+        if self._resume is None:
+            at, size, state = body_start, 0, IN_CHUNKS
+        else:
+            at, size, state = self._resume
+            at += pos
+        at, size, state = scan_chunks(self._data, at, size, state, self._max)
+        if state != DONE:
+            self._resume = (at - pos, size, state)
+            return -1
+        self._resume = None
+        return at
+
+    def _body(self, head: Head, body_start: int, stop: int) -> bytes:
+        if head.framing == CHUNKED:
+            return chunked_body(self._data, body_start)
+        return bytes(self._data[body_start:stop])
+
+    def _store_kind(self, body_start: int, stop: int, head: Head) -> ReplyKind:
+        """A store's 200: memc sends it with the body ``NOT_STORED``; other gateways' 200s
+        with their own bodies count as stored."""
+        if head.framing == CHUNKED:
+            body = chunked_body(self._data, body_start)
+        else:
+            body = bytes(self._data[body_start : min(stop, body_start + 10)])
+        return _K.NOT_STORED if body.startswith(b"NOT_STORED") else _K.STORED
+
+    def _reply(self, code: int, head: Head, start: int, body_start: int, stop: int) -> Reply:
+        status = head.status
+        nbytes = stop - start
+        kind = self._kinds[code].get(status)
+        if kind is None:
+            return Reply(_K.ERROR_REPLY, nbytes, head.status_line)
+        if code in _PAYLOAD_CODES:
+            body = self._body(head, body_start, stop)
+            if code == _VERSION:
+                raw = bytes(self._data[start : body_start - 2])
+                self.server_software = find_header(raw, b"server").decode("latin-1")
+                return Reply(kind, nbytes, body)
+            return Reply(kind, nbytes, stats_text(body))
+        if kind is _K.STORED and status == 200:
+            kind = self._store_kind(body_start, stop, head)
+        keys = 1 if kind is _K.HIT else 0
+        if self._keep and kind in (_K.HIT, _K.VALUE):
+            body = self._body(head, body_start, stop)
+            return Reply(kind, nbytes, body if kind is _K.HIT else body.strip(), keys)
+        reply = self._replies.get((kind, nbytes))
+        if reply is None:
+            reply = Reply(kind, nbytes, None, keys)
+            if len(self._replies) < _REPLY_CACHE_LIMIT:
+                self._replies[kind, nbytes] = reply
+        return reply
+
+    def _compact(self) -> None:
+        """Drop the answered codes from the front of the pending FIFO."""
+        head = self._head
+        if head * 2 >= len(self._pending):
+            del self._pending[:head]
+            self._head = 0
+
+    def _fail(self, message: str, too_large: bool = False) -> NoReturn:
+        self._failure = message
+        raise (ReplyTooLarge if too_large else ProtocolError)(message)
+
+
+def stats_text(body: bytes) -> bytes:
+    """memcached's ``STAT name value`` lines (``END`` dropped) as ``name value`` lines."""
+    return b"".join(line[5:] + b"\r\n" for line in body.split(b"\r\n") if line.startswith(b"STAT "))

@@ -1,0 +1,480 @@
+// kvbench report charts. Reads the embedded result documents (#kvbench-data) and draws
+// SVG line, bar and stacked-bar charts into every <figure data-chart>. No library, no
+// network: every number drawn comes from the embedded JSON.
+(function () {
+  "use strict";
+
+  var NS = "http://www.w3.org/2000/svg";
+  var COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#edc948", "#9c755f"];
+  var INK = "#3b4250";
+  var OUTCOME_COLORS = {
+    hit: "#59a14f", miss: "#c4c9d1", stored: "#4e79a7", not_stored: "#edc948",
+    exists: "#b07aa1", not_found: "#9c755f", deleted: "#76b7b2", touched: "#86bcb6",
+    ok: "#4e79a7", value: "#a0cbe8", error_reply: "#e15759", timeout: "#b3261e",
+    conn_error: "#7f1d1d", dropped: "#ff9da7"
+  };
+  var LIGHT = { miss: true, not_stored: true, value: true, dropped: true, touched: true };
+  var HEIGHT = 250;
+  var MARGIN = { l: 70, r: 16, t: 12, b: 44 };
+  var DATA = JSON.parse(document.getElementById("kvbench-data").textContent);
+
+  // -- formatting ---------------------------------------------------------------------
+
+  function trim(text) { return text.replace(/\.0+$|(\.\d*?)0+$/, "$1"); }
+
+  function fmtRate(v) {
+    var a = Math.abs(v);
+    if (a >= 1e6) return trim((v / 1e6).toFixed(2)) + "M";
+    if (a >= 1e4) return trim((v / 1e3).toFixed(1)) + "k";
+    if (a >= 1e3) return trim((v / 1e3).toFixed(2)) + "k";
+    return trim(a >= 10 ? v.toFixed(0) : v.toFixed(2));
+  }
+
+  function fmtUs(v) {
+    if (v === 0) return "0";
+    if (v >= 1e6) return trim((v / 1e6).toFixed(2)) + " s";
+    if (v >= 1e3) return trim((v / 1e3).toFixed(v >= 1e5 ? 0 : v >= 1e4 ? 1 : 2)) + " ms";
+    if (v >= 1) return trim(v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)) + " µs";
+    return trim((v * 1e3).toFixed(0)) + " ns";
+  }
+
+  function fmtPlain(v) { return trim(v.toFixed(Math.abs(v) >= 10 ? 0 : 2)); }
+
+  function fmtPercentile(p) { return p === 0 ? "min" : "p" + trim(p.toFixed(3)); }
+
+  // -- scales and ticks ---------------------------------------------------------------
+
+  function max(values) { return values.reduce(function (a, v) { return v > a ? v : a; }, -Infinity); }
+  function min(values) { return values.reduce(function (a, v) { return v < a ? v : a; }, Infinity); }
+
+  // A point is drawn when it has a value (a log axis needs it above zero too).
+  function drawable(p, log) { return p[1] !== null && p[1] !== undefined && (!log || p[1] > 0); }
+
+  function niceStep(span, count) {
+    var raw = span / count;
+    var mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    var f = raw / mag;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+  }
+
+  // Ticks from lo down to a step, up to the first step at or above hi.
+  function linearTicks(lo, hi, count) {
+    var step = niceStep(hi - lo || 1, count);
+    var ticks = [];
+    for (var i = Math.floor(lo / step); i <= Math.ceil(hi / step - 1e-9); i++) {
+      ticks.push(Number((i * step).toPrecision(12)));
+    }
+    return ticks;
+  }
+
+  function logTicks(lo, hi) {
+    var ticks = [];
+    for (var d = Math.floor(Math.log10(lo)); d <= Math.ceil(Math.log10(hi)); d++) {
+      [1, 2, 5].forEach(function (m) {
+        var v = m * Math.pow(10, d);
+        if (v >= lo * 0.999 && v <= hi * 1.001) ticks.push(v);
+      });
+    }
+    return ticks;
+  }
+
+  // The percentile axis counts nines: p90 is 1, p99 is 2, p99.999 is 5.
+  function nines(p) { return -Math.log10(1 - Math.min(p, 99.9999) / 100); }
+  var NINES_TICKS = [[0, "0"], [Math.log10(2), "50"], [1, "90"], [2, "99"], [3, "99.9"],
+                     [4, "99.99"], [5, "99.999"]];
+
+  function scale(kind, d0, d1, r0, r1) {
+    if (kind === "log") {
+      var l0 = Math.log10(d0), l1 = Math.log10(d1);
+      return function (v) { return r0 + (Math.log10(v) - l0) / (l1 - l0) * (r1 - r0); };
+    }
+    return function (v) { return r0 + (v - d0) / (d1 - d0 || 1) * (r1 - r0); };
+  }
+
+  // -- SVG helpers --------------------------------------------------------------------
+
+  function el(name, attrs, parent, text) {
+    var node = document.createElementNS(NS, name);
+    Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    if (text !== undefined) node.textContent = text;
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+
+  function svgFor(plot, height) {
+    var width = Math.max(300, Math.round(plot.clientWidth || 560));
+    var svg = el("svg", { viewBox: "0 0 " + width + " " + height, role: "img" }, plot);
+    return { svg: svg, w: width, h: height };
+  }
+
+  function legend(plot, items) {
+    var box = document.createElement("div");
+    box.className = "legend";
+    items.forEach(function (item) {
+      var span = document.createElement("span");
+      var mark = document.createElement("i");
+      if (item.box) { mark.className = "box"; mark.style.background = item.color; }
+      else { mark.style.borderColor = item.color; if (item.dash) mark.className = "dashed"; }
+      span.appendChild(mark);
+      span.appendChild(document.createTextNode(item.name));
+      box.appendChild(span);
+    });
+    plot.appendChild(box);
+  }
+
+  function empty(plot, text) {
+    var div = document.createElement("div");
+    div.className = "empty";
+    div.textContent = text;
+    plot.appendChild(div);
+  }
+
+  function axes(g, box, x, y, spec) {
+    var grid = el("g", { "class": "grid" }, g);
+    var axis = el("g", { "class": "axis" }, g);
+    y.ticks.forEach(function (t) {
+      var py = y.pos(t[0]);
+      el("line", { x1: box.l, x2: box.r, y1: py, y2: py }, grid);
+      el("text", { x: box.l - 7, y: py + 3.5, "text-anchor": "end" }, axis, t[1]);
+    });
+    x.ticks.forEach(function (t) {
+      var px = x.pos(t[0]);
+      el("line", { x1: px, x2: px, y1: box.b, y2: box.b + 4 }, axis);
+      el("text", { x: px, y: box.b + 16, "text-anchor": "middle" }, axis, t[1]);
+    });
+    el("line", { x1: box.l, x2: box.r, y1: box.b, y2: box.b }, axis);
+    el("text", { x: (box.l + box.r) / 2, y: box.b + 34, "text-anchor": "middle", "class": "label" },
+       axis, spec.x.label);
+    el("text", { x: 0, y: 0, "text-anchor": "middle", "class": "label",
+                 transform: "translate(13," + (box.t + box.b) / 2 + ") rotate(-90)" },
+       axis, spec.y.label);
+  }
+
+  // -- charts -------------------------------------------------------------------------
+
+  // spec: {series: [{name, color, dash, points: [[x, y|null]]}], x: {label, kind, fmt},
+  //        y: {label, kind: "linear"|"log", fmt}}
+  function lineChart(plot, spec) {
+    var log = spec.y.kind === "log";
+    var series = spec.series.filter(function (s) {
+      return s.points.some(function (p) { return drawable(p, log); });
+    });
+    if (!series.length) return empty(plot, spec.none || "no data");
+    var xs = [], ys = [];
+    series.forEach(function (s) {
+      s.points.forEach(function (p) {
+        if (!drawable(p, log)) return;
+        xs.push(spec.x.kind === "nines" ? nines(p[0]) : p[0]);
+        ys.push(p[1]);
+      });
+    });
+    var c = svgFor(plot, HEIGHT);
+    var box = { l: MARGIN.l, r: c.w - MARGIN.r, t: MARGIN.t, b: HEIGHT - MARGIN.b };
+    var x = {}, y = {};
+    if (spec.x.kind === "nines") {
+      var top = Math.max(2, Math.ceil(max(xs)));
+      x.pos = scale("linear", 0, top, box.l, box.r);
+      x.ticks = NINES_TICKS.filter(function (t) { return t[0] <= top; });
+    } else {
+      var x0 = min(xs), x1 = max(xs);
+      if (x1 === x0) { x0 -= 1; x1 += 1; }
+      x.pos = scale("linear", x0, x1, box.l, box.r);
+      x.ticks = linearTicks(x0, x1, Math.max(3, Math.floor(c.w / 90)))
+        .filter(function (t) { return t >= x0 - 1e-9 && t <= x1 + 1e-9; })
+        .map(function (t) { return [t, spec.x.fmt(t)]; });
+    }
+    if (log) {
+      var lo = Math.pow(10, Math.floor(Math.log10(min(ys))));
+      var hi = Math.pow(10, Math.ceil(Math.log10(max(ys) * 1.0001)));
+      y.pos = scale("log", lo, hi, box.b, box.t);
+      var lt = logTicks(lo, hi);
+      var labelled = lt.length > 9 ? lt.filter(function (v) { return /^1/.test(v.toExponential()); }) : lt;
+      y.ticks = labelled.map(function (t) { return [t, spec.y.fmt(t)]; });
+    } else {
+      var ticks = linearTicks(0, max(ys) || 1, 5);
+      y.pos = scale("linear", 0, ticks[ticks.length - 1], box.b, box.t);
+      y.ticks = ticks.map(function (t) { return [t, spec.y.fmt(t)]; });
+    }
+    var g = el("g", {}, c.svg);
+    axes(g, box, x, y, spec);
+    (spec.marks || []).forEach(function (m) {
+      var px = x.pos(m[0]);
+      el("line", { x1: px, x2: px, y1: box.t, y2: box.b, stroke: "#9aa2ae", "stroke-dasharray": "2 3" }, g);
+      el("text", { x: px + 4, y: box.t + 9 }, g, m[1]);
+    });
+    var toX = spec.x.kind === "nines" ? function (v) { return x.pos(nines(v)); } : x.pos;
+    series.sort(function (a, b) { return (b.under ? 1 : 0) - (a.under ? 1 : 0); });
+    series.forEach(function (s) {
+      var d = "", pen = "M";  // a missing value (too few samples) breaks the line
+      var shown = s.points.filter(function (p) { return drawable(p, log); });
+      s.points.forEach(function (p) {
+        if (!drawable(p, log)) { pen = "M"; return; }
+        d += pen + toX(p[0]).toFixed(1) + "," + y.pos(p[1]).toFixed(1);
+        pen = "L";
+      });
+      var path = el("path", { d: d, "class": "series", stroke: s.color }, g);
+      if (s.dash) path.setAttribute("stroke-dasharray", "6 4");
+      if (s.under) path.setAttribute("style", "stroke-width:5;stroke-opacity:0.25");
+      el("title", {}, path, s.name);
+      if (shown.length <= 40) {
+        shown.forEach(function (p) {
+          var dot = el("circle", { cx: toX(p[0]), cy: y.pos(p[1]), r: shown.length === 1 ? 3.5 : 2.4,
+                                   fill: s.color, "class": "dot" }, g);
+          el("title", {}, dot, s.name + " at " + spec.x.fmt(p[0]) + ": " + spec.y.fmt(p[1]));
+        });
+      }
+    });
+    legend(plot, series.map(function (s) { return { name: s.name, color: s.color, dash: s.dash }; })
+      .sort(function (a, b) { return (a.name.indexOf("all ops") === 0) - (b.name.indexOf("all ops") === 0); }));
+  }
+
+  // spec: {bars: [{label, value|null, color, lo, hi}], x: {label}, y: {label, fmt}}
+  function barChart(plot, spec) {
+    var bars = spec.bars.filter(function (b) { return b.value !== null && b.value !== undefined; });
+    if (!bars.length) return empty(plot, spec.none || "no data");
+    var c = svgFor(plot, HEIGHT);
+    var box = { l: MARGIN.l, r: c.w - MARGIN.r, t: MARGIN.t + 8, b: HEIGHT - MARGIN.b };
+    var top = max(bars.map(function (b) { return Math.max(b.value, b.hi || 0); }));
+    var ticks = linearTicks(0, top || 1, 5);
+    var y = { pos: scale("linear", 0, ticks[ticks.length - 1], box.b, box.t) };
+    y.ticks = ticks.map(function (t) { return [t, spec.y.fmt(t)]; });
+    var band = (box.r - box.l) / spec.bars.length;
+    var x = { pos: function (i) { return box.l + band * (i + 0.5); } };
+    x.ticks = spec.bars.map(function (b, i) { return [i, b.label]; });
+    var g = el("g", {}, c.svg);
+    axes(g, box, x, y, spec);
+    spec.bars.forEach(function (b, i) {
+      if (b.value === null || b.value === undefined) return;
+      var width = Math.min(band * 0.56, 90);
+      var rect = el("rect", { x: x.pos(i) - width / 2, y: y.pos(b.value), width: width,
+                              height: Math.max(0.5, box.b - y.pos(b.value)), fill: b.color, rx: 2 }, g);
+      el("title", {}, rect, b.label + ": " + spec.y.fmt(b.value));
+      if (b.lo !== undefined && b.hi !== undefined) {
+        var cx = x.pos(i);
+        el("path", { d: "M" + (cx - 6) + "," + y.pos(b.lo) + "H" + (cx + 6) + "M" + cx + "," + y.pos(b.lo) +
+                        "V" + y.pos(b.hi) + "M" + (cx - 6) + "," + y.pos(b.hi) + "H" + (cx + 6),
+                     "class": "whisker" }, g);
+      }
+      var above = b.hi !== undefined ? Math.min(y.pos(b.hi), y.pos(b.value)) : y.pos(b.value);
+      el("text", { x: x.pos(i), y: above - 5, "text-anchor": "middle", "class": "label" }, g, spec.y.fmt(b.value));
+    });
+  }
+
+  // spec: {rows: [{label, parts: [{name, value}]}]}: one 100% bar per row.
+  function stackChart(plot, spec) {
+    var rows = spec.rows.filter(function (r) { return r.total > 0; });
+    if (!rows.length) return empty(plot, "no ops");
+    var rowH = 34, height = MARGIN.t + rows.length * rowH + 30;
+    var c = svgFor(plot, height);
+    var box = { l: MARGIN.l, r: c.w - MARGIN.r, t: MARGIN.t, b: height - 30 };
+    var g = el("g", {}, c.svg);
+    var grid = el("g", { "class": "grid" }, g);
+    var axis = el("g", { "class": "axis" }, g);
+    var x = scale("linear", 0, 1, box.l, box.r);
+    [0, 0.25, 0.5, 0.75, 1].forEach(function (t) {
+      el("line", { x1: x(t), x2: x(t), y1: box.t, y2: box.b }, grid);
+      el("text", { x: x(t), y: box.b + 15, "text-anchor": "middle" }, axis, Math.round(t * 100) + "%");
+    });
+    var seen = {};
+    rows.forEach(function (row, i) {
+      var top = box.t + i * rowH + 5, at = 0;
+      el("text", { x: box.l - 8, y: top + 16, "text-anchor": "end", "class": "label" }, axis, row.label);
+      row.parts.forEach(function (part) {
+        if (!part.value) return;
+        seen[part.name] = true;
+        var share = part.value / row.total;
+        var color = OUTCOME_COLORS[part.name] || "#bab0ac";
+        var rect = el("rect", { x: x(at), y: top, width: Math.max(0.5, x(at + share) - x(at)),
+                                height: rowH - 10, fill: color }, g);
+        el("title", {}, rect, row.label + " " + part.name + ": " + part.value.toLocaleString("en-US") +
+           " (" + (share * 100).toFixed(1) + "%)");
+        var text = part.name + " " + (share * 100).toFixed(1) + "%";
+        if (x(at + share) - x(at) > text.length * 6.3 + 12) {
+          el("text", { x: x(at) + 6, y: top + 16, style: "fill:" + (LIGHT[part.name] ? INK : "#fff") },
+             g, text);
+        }
+        at += share;
+      });
+    });
+    legend(plot, Object.keys(seen).map(function (name) {
+      return { name: name, color: OUTCOME_COLORS[name] || "#bab0ac", box: true };
+    }));
+  }
+
+  // -- what each figure shows ---------------------------------------------------------
+
+  function opColor(ops, op) {
+    return op === "all ops" ? INK : COLORS[ops.indexOf(op) % COLORS.length];
+  }
+
+  // Elapsed time across rounds: each round's intervals follow the previous rounds' windows.
+  function elapsed(doc) {
+    var offsets = [0];
+    (doc.rounds || []).forEach(function (r, i) { offsets[i + 1] = offsets[i] + r.window_s; });
+    return function (round, t) { return (offsets[round] || 0) + t; };
+  }
+
+  // Dotted lines where rounds 2, 3, ... begin.
+  function roundMarks(doc) {
+    var marks = [], at = 0, rounds = doc.rounds || [];
+    rounds.forEach(function (r, i) {
+      if (i > 0) marks.push([at, "round " + (i + 1)]);
+      at += r.window_s;
+    });
+    return marks;
+  }
+
+  var TIME = { label: "time in the window (s)", fmt: function (v) { return trim(v.toFixed(1)) + " s"; } };
+
+  function throughputSeries(run) {
+    var doc = run.document, at = elapsed(doc), ops = Object.keys(doc.ops);
+    var series = ops.map(function (op) {
+      return { name: op, color: opColor(ops, op), points: doc.intervals.map(function (r) {
+        return [at(r.round, r.t_s), r.ops[op] ? r.ops[op].per_s : 0];
+      }) };
+    });
+    if (ops.length > 1) {
+      series.push({ name: "all ops", color: INK, points: doc.intervals.map(function (r) {
+        return [at(r.round, r.t_s), r.per_s];
+      }) });
+    }
+    if (doc.intervals.some(function (r) { return r.offered_per_s !== null && r.offered_per_s !== undefined; })) {
+      series.push({ name: "offered", color: "#8a93a3", dash: true, points: doc.intervals.map(function (r) {
+        return [at(r.round, r.t_s), r.offered_per_s];
+      }) });
+    }
+    return series;
+  }
+
+  function spectrumOf(run, op, kind) {
+    var found = run.spectrum.filter(function (s) { return s.op === op && s.kind === kind; })[0];
+    return found ? found.points : [];
+  }
+
+  var SPECTRUM_AXES = {
+    x: { label: "percentile (log scale of nines)", kind: "nines", fmt: fmtPercentile },
+    y: { label: "latency (log scale)", kind: "log", fmt: fmtUs }
+  };
+
+  var RATE_AXIS = { label: "ops/s", fmt: fmtRate };
+
+  var CHARTS = {
+    throughput: function (plot, run) {
+      lineChart(plot, { series: throughputSeries(run), marks: roundMarks(run.document), x: TIME, y: RATE_AXIS });
+    },
+    p99: function (plot, run) {
+      var doc = run.document, at = elapsed(doc), ops = Object.keys(doc.ops);
+      lineChart(plot, {
+        none: "too few samples per interval for a p99 (1,000 needed)",
+        series: ops.map(function (op) {
+          return { name: op + " p99", color: opColor(ops, op), points: doc.intervals.map(function (r) {
+            return [at(r.round, r.t_s), r.ops[op] ? r.ops[op].p99_us : null];
+          }) };
+        }),
+        marks: roundMarks(doc), x: TIME, y: { label: "p99 latency", fmt: fmtUs }
+      });
+    },
+    spectrum: function (plot, run) {
+      var ops = Object.keys(run.document.ops).concat(["all ops"]);
+      lineChart(plot, {
+        none: "no latencies recorded",
+        series: run.spectrum.map(function (s) {
+          return { name: s.op + (s.kind === "service" ? " service time" : run.document.mode === "open" ? " latency (intended)" : ""),
+                   color: opColor(ops, s.op), dash: s.kind === "service", under: s.op === "all ops",
+                   points: s.points };
+        }),
+        x: SPECTRUM_AXES.x, y: SPECTRUM_AXES.y
+      });
+    },
+    outcomes: function (plot, run) {
+      var ops = run.document.ops;
+      stackChart(plot, { rows: Object.keys(ops).map(function (op) {
+        var parts = Object.keys(ops[op].outcomes).filter(function (n) { return n !== "late"; })
+          .map(function (n) { return { name: n, value: ops[op].outcomes[n] }; });
+        var total = parts.reduce(function (a, p) { return a + p.value; }, 0);
+        return { label: op, parts: parts, total: total };
+      }) });
+    },
+    "server-ops": function (plot, run) {
+      var doc = run.document, at = elapsed(doc);
+      if (!run.server.length) return empty(plot, "no server samples stored");
+      lineChart(plot, {
+        series: [
+          { name: "server", color: COLORS[0], points: run.server.map(function (s) { return [at(s.round, s.t_s), s.ops_per_s]; }) },
+          { name: "client completions", color: COLORS[1], dash: true,
+            points: doc.intervals.map(function (r) { return [at(r.round, r.t_s), r.per_s]; }) }
+        ],
+        x: TIME, y: RATE_AXIS
+      });
+    },
+    "server-cpu": function (plot, run) {
+      var at = elapsed(run.document);
+      lineChart(plot, {
+        none: "no server CPU samples",
+        series: [{ name: "server CPU", color: COLORS[3], points: run.server.map(function (s) { return [at(s.round, s.t_s), s.cpu_cores]; }) }],
+        x: TIME, y: { label: "CPU (cores)", fmt: fmtPlain }
+      });
+    },
+    "server-connections": function (plot, run) {
+      var at = elapsed(run.document);
+      lineChart(plot, {
+        none: "no connection counts sampled",
+        series: [{ name: "open connections", color: COLORS[4], points: run.server.map(function (s) { return [at(s.round, s.t_s), s.connections]; }) }],
+        x: TIME, y: { label: "connections", fmt: fmtPlain }
+      });
+    },
+    "compare-throughput": function (plot) {
+      barChart(plot, {
+        bars: DATA.runs.map(function (run, i) {
+          var ci = run.document.throughput_ci95_per_s;
+          return { label: run.label, value: run.document.totals.throughput_per_s, color: COLORS[i % 8],
+                   lo: ci ? ci[0] : undefined, hi: ci ? ci[1] : undefined };
+        }),
+        x: { label: "run (whiskers: 95% CI over rounds)" }, y: RATE_AXIS
+      });
+    },
+    "compare-p99": function (plot) {
+      barChart(plot, {
+        none: "too few samples for a p99",
+        bars: DATA.runs.map(function (run, i) {
+          return { label: run.label, value: run.document.totals.latency_us.p99, color: COLORS[i % 8] };
+        }),
+        x: { label: "run" }, y: { label: "p99 latency", fmt: fmtUs }
+      });
+    },
+    "compare-intervals": function (plot) {
+      lineChart(plot, {
+        series: DATA.runs.map(function (run, i) {
+          var at = elapsed(run.document);
+          return { name: run.label + " " + run.document.run_id, color: COLORS[i % 8],
+                   points: run.document.intervals.map(function (r) { return [at(r.round, r.t_s), r.per_s]; }) };
+        }),
+        x: TIME, y: RATE_AXIS
+      });
+    },
+    "compare-spectrum": function (plot) {
+      lineChart(plot, {
+        none: "no latencies recorded",
+        series: DATA.runs.map(function (run, i) {
+          var ops = Object.keys(run.document.ops);
+          var points = spectrumOf(run, ops.length > 1 ? "all ops" : ops[0], "latency");
+          return { name: run.label + " " + run.document.run_id, color: COLORS[i % 8], points: points };
+        }),
+        x: SPECTRUM_AXES.x, y: SPECTRUM_AXES.y
+      });
+    }
+  };
+
+  Array.prototype.forEach.call(document.querySelectorAll("figure[data-chart]"), function (figure) {
+    var plot = figure.querySelector(".plot");
+    var name = figure.getAttribute("data-chart");
+    var index = figure.getAttribute("data-run");
+    try {
+      CHARTS[name](plot, index === null ? null : DATA.runs[Number(index)]);
+      figure.setAttribute("data-drawn", "yes");
+    } catch (err) {
+      console.error("kvbench: chart " + name + " failed: " + err);
+      empty(plot, "this chart could not be drawn: " + err);
+    }
+  });
+})();

@@ -1,0 +1,61 @@
+"""Local workers: fresh processes (multiprocessing ``spawn``) with a duplex pipe each.
+
+Processes are spawned, not forked, so each starts clean (pyperf does the same); they share
+the host's monotonic clock with the coordinator, so a start time needs no conversion.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from multiprocessing.connection import Connection as Pipe
+from typing import Any
+
+from kvbench.engine.worker import WorkerSpec
+from kvbench.runner.process import worker_main
+
+
+class LocalLauncher:
+    """Spawns one worker process per spec on this machine."""
+
+    start_delay_ns = 200_000_000
+
+    def __init__(self) -> None:
+        self._procs: list[Any] = []
+
+    def open(self, wanted: int) -> int:
+        return wanted
+
+    def start(self, specs: list[WorkerSpec]) -> list[Pipe]:
+        context = multiprocessing.get_context("spawn")
+        pipes: list[Pipe] = []
+        self._procs = []
+        for spec in specs:
+            parent, child = context.Pipe(duplex=True)
+            proc = context.Process(
+                target=worker_main,
+                args=(spec, child),
+                name=f"kvbench-worker-{spec.worker_index}",
+                daemon=True,
+            )
+            proc.start()
+            child.close()
+            pipes.append(parent)
+            self._procs.append(proc)
+        return pipes
+
+    def exited(self) -> dict[int, str]:
+        return {
+            index: f"worker process exited with code {proc.exitcode}"
+            for index, proc in enumerate(self._procs)
+            if proc.exitcode is not None
+        }
+
+    def stop(self) -> None:
+        for proc in self._procs:
+            proc.join(timeout=2)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=2)
+
+    def close(self) -> None:
+        self._procs = []

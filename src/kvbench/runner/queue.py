@@ -1,0 +1,457 @@
+"""The queue coordinator: producers and consumers in processes of their own, one run.
+
+Phases: preflight (server version, the queue's backlog) -> spawn and connect -> start at
+one instant -> consumers start (at once, or when the producers report
+--consumers-start-after messages stored) -> producers finish -> consumers stop when every
+acknowledged message was received, or when the queue stayed empty for the grace period
+(the rest is lost), or at the --duration limit -> accounting. Receipts arrive with the
+50 ms progress reports and are folded into a ``DeliveryLedger`` as they come.
+
+Producers and consumers may run in different processes: their clocks agree because
+CLOCK_MONOTONIC is one clock for every process of a Linux host. Runs across hosts are
+not supported (end-to-end latency would mix two clocks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from multiprocessing.connection import Connection as Pipe
+from multiprocessing.connection import wait
+from typing import Any
+
+from kvbench import __version__
+from kvbench.config.queue import QueueConfig
+from kvbench.engine.queue_worker import QueueInterval, QueueProgress, QueueSummary, QueueWorkerSpec
+from kvbench.errors import RunAborted, TargetUnreachable, WorkerFailed
+from kvbench.metrics.delivery import Acknowledged, DeliveryLedger
+from kvbench.metrics.histogram import Histogram
+from kvbench.metrics.snapshot import merge_snapshots
+from kvbench.results.environment import describe_environment
+from kvbench.results.queue import QueueIntervalRecord, QueueRunResult
+from kvbench.runner import probe
+from kvbench.runner import queue_messages as m
+from kvbench.runner.coordinator import new_run_id
+from kvbench.runner.process import event_loop_name
+from kvbench.runner.queue_probe import server_backlog
+from kvbench.runner.queue_process import queue_worker_main
+from kvbench.workload.queue import split
+
+# The gap between "everyone is ready" and the common start (as for runs): time for Start
+# to reach every process.
+START_DELAY_NS = 200_000_000
+# How long the coordinator waits for messages before looking at the clock again.
+POLL_S = 0.01
+# After Stop, how long (beyond the request timeout) a worker may take to report.
+REPORT_GRACE_NS = 5_000_000_000
+# How long spawned processes may take to import, connect and say Ready.
+READY_TIMEOUT_NS = 60_000_000_000
+
+
+@dataclass
+class _Worker:
+    """What the coordinator knows of one producer or consumer process."""
+
+    spec: QueueWorkerSpec
+    pipe: Pipe
+    proc: Any
+    host: dict[str, Any] = field(default_factory=dict)
+    progress: QueueProgress | None = None
+    intervals: dict[int, QueueInterval] = field(default_factory=dict)
+    summary: QueueSummary | None = None
+    failure: str | None = None
+
+    @property
+    def over(self) -> bool:
+        return self.summary is not None or self.failure is not None
+
+    @property
+    def producing(self) -> bool:
+        return self.spec.role == "producer"
+
+
+class QueueCoordinator:
+    """Runs one queue measurement described by ``config``.
+
+    Args:
+        config: the validated queue config.
+        on_interval: called with each interval merged across workers, in order.
+        on_event: called with one-line notes ("consumers started after 5,000 stored").
+    """
+
+    def __init__(
+        self,
+        config: QueueConfig,
+        on_interval: Callable[[QueueIntervalRecord], None] | None = None,
+        on_event: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self._on_interval = on_interval or (lambda record: None)
+        self._on_event = on_event or (lambda text: None)
+        self.run_tag = int.from_bytes(os.urandom(4), "big")
+        self._quotas = split(config.messages, config.producers)
+        self._ledger = DeliveryLedger(self._quotas)
+        self._workers: list[_Worker] = []
+        self._records: list[QueueIntervalRecord] = []
+        self._server: dict[str, Any] = {"intervals": []}
+        self._start_ns = 0
+        self._consume_start_ns: int | None = None
+        self._producers_done_ns: int | None = None
+        self._stopped_consumers = False
+        self._stopped_all = False
+        self._stop_reason = ""
+        self._drained = True
+        self._interrupted = False
+        self._backlog_peak = 0
+        self._backlog_peak_ns: int | None = None
+
+    def run(self) -> QueueRunResult:
+        """Run the whole queue measurement.
+
+        Raises:
+            TargetUnreachable: preflight or a worker could not reach the server.
+            RunAborted: workers failed before the run started.
+        """
+        started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        target = self.config.target
+        stats = probe.fetch_stats(target)
+        targets = [
+            {
+                "url": target.url,
+                "protocol": target.protocol,
+                "server_version": probe.server_version(stats),
+            }
+        ]
+        self._server["before"] = server_backlog(self.config)
+        try:
+            self._spawn()
+            self._await_ready()
+            self._start_ns = time.monotonic_ns() + START_DELAY_NS
+            consume_now = self.config.consumers_start_after == 0
+            if consume_now:
+                self._consume_start_ns = self._start_ns
+            for worker in self._workers:
+                self._send(worker, m.Start(self._start_ns, consume_now))
+            self._collect()
+        finally:
+            self._shutdown()
+        self._server["after"] = server_backlog(self.config)
+        return self._result(started_at, targets)
+
+    # -- processes ---------------------------------------------------------------------
+
+    def _spawn(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        config = self.config
+        specs = [
+            QueueWorkerSpec(config, "producer", i, quota, self.run_tag)
+            for i, quota in enumerate(self._quotas)
+        ] + [
+            QueueWorkerSpec(config, "consumer", i, 0, self.run_tag) for i in range(config.consumers)
+        ]
+        for number, spec in enumerate(specs):
+            parent, child = context.Pipe(duplex=True)
+            proc = context.Process(
+                target=queue_worker_main,
+                args=(spec, number, child),
+                name=f"kvbench-{spec.role}-{spec.index}",
+                daemon=True,
+            )
+            proc.start()
+            child.close()
+            self._workers.append(_Worker(spec, parent, proc))
+
+    def _await_ready(self) -> None:
+        deadline = time.monotonic_ns() + READY_TIMEOUT_NS
+        ready: set[int] = set()
+        while len(ready) < len(self._workers):
+            if time.monotonic_ns() > deadline:
+                raise WorkerFailed("preflight", "workers did not start within 60 s")
+            for number, message in self._receive():
+                if isinstance(message, m.Ready):
+                    ready.add(number)
+                    self._workers[number].host = {"host": message.host, "pid": message.pid}
+            failed = [w for w in self._workers if w.failure is not None]
+            if failed:
+                text = failed[0].failure or ""
+                if text.startswith("cannot connect"):
+                    raise TargetUnreachable(text)
+                raise WorkerFailed("preflight", text.strip().splitlines()[-1])
+
+    def _shutdown(self) -> None:
+        for worker in self._workers:
+            worker.proc.join(timeout=2)
+            if worker.proc.is_alive():
+                worker.proc.terminate()
+                worker.proc.join(timeout=2)
+            worker.pipe.close()
+
+    def _send(self, worker: _Worker, message: m.Message) -> None:
+        if worker.over:
+            return
+        with contextlib.suppress(OSError):  # a dead process is noticed by _receive
+            worker.pipe.send(message)
+
+    # -- the run -----------------------------------------------------------------------
+
+    def _collect(self) -> None:
+        """Handle reports and decide the phases until every worker is done."""
+        config = self.config
+        deadline = self._start_ns + config.duration_ns if config.duration_ns is not None else None
+        report_deadline: int | None = None
+        while not all(w.over for w in self._workers):
+            try:
+                self._receive()
+            except KeyboardInterrupt:
+                self._interrupted = True
+                self._stop_all("interrupted")
+                self._on_event("interrupted: stopping producers and consumers, keeping the counts")
+            now = time.monotonic_ns()
+            if deadline is not None and now >= deadline and not self._stopped_all:
+                self._drained = False
+                self._stop_all("--duration limit reached")
+                self._on_event("duration limit reached: stopping producers and consumers")
+            self._decide(now)
+            if self._stopped_all and report_deadline is None:
+                report_deadline = now + config.timeout_ns + REPORT_GRACE_NS
+            if report_deadline is not None and now > report_deadline:
+                for worker in self._workers:
+                    if not worker.over:
+                        worker.failure = "stopped reporting after Stop"
+        self._emit_intervals(final=True)
+
+    def _decide(self, now: int) -> None:
+        """Start consumers, note the producers' end, stop consumers: from the counts."""
+        stored = sum(w.progress.stored for w in self._workers if w.producing and w.progress)
+        producers = [w for w in self._workers if w.producing]
+        if self._producers_done_ns is None and all(
+            w.over or (w.progress is not None and w.progress.finished) for w in producers
+        ):
+            self._producers_done_ns = now
+        if self._consume_start_ns is None and (
+            stored >= self.config.consumers_start_after or self._producers_done_ns is not None
+        ):
+            self._consume_start_ns = now
+            for worker in self._workers:
+                if not worker.producing:
+                    self._send(worker, m.Consume())
+            self._on_event(f"consumers started: {stored:,} messages stored")
+        if self._stopped_consumers or self._producers_done_ns is None:
+            return
+        if self._ledger.unique_total >= stored:
+            self._stop_consumers("every acknowledged message was received")
+        elif self._queue_empty_for_grace(now):
+            self._stop_consumers(
+                f"the queue stayed empty for {self.config.grace_ns / 1e9:g}s after the producers finished"
+            )
+        elif all(w.over for w in self._workers if not w.producing):
+            self._stop_consumers("every consumer failed")
+
+    def _queue_empty_for_grace(self, now: int) -> bool:
+        assert self._producers_done_ns is not None
+        consumers = [w for w in self._workers if not w.producing and not w.over]
+        if not consumers or self._consume_start_ns is None:
+            return False
+        for worker in consumers:
+            since = worker.progress.empty_since_ns if worker.progress else None
+            if since is None or now - max(since, self._producers_done_ns) < self.config.grace_ns:
+                return False
+        return True
+
+    def _stop_consumers(self, reason: str) -> None:
+        self._stopped_consumers = True
+        self._stop_reason = self._stop_reason or reason
+        for worker in self._workers:
+            if not worker.producing:
+                self._send(worker, m.Stop())
+
+    def _stop_all(self, reason: str) -> None:
+        self._stopped_all = True
+        self._stop_reason = self._stop_reason or reason
+        self._stopped_consumers = True
+        for worker in self._workers:
+            self._send(worker, m.Stop())
+
+    # -- messages ----------------------------------------------------------------------
+
+    def _receive(self) -> list[tuple[int, m.Message]]:
+        """Wait up to POLL_S for messages, handle them, note dead workers."""
+        received: list[tuple[int, m.Message]] = []
+        pipes = {w.pipe: number for number, w in enumerate(self._workers) if not w.over}
+        for pipe in wait(list(pipes), timeout=POLL_S):
+            assert isinstance(pipe, Pipe)
+            number = pipes[pipe]
+            worker = self._workers[number]
+            while not worker.over:
+                try:
+                    if not pipe.poll():
+                        break
+                    message = m.check(pipe.recv())
+                except (EOFError, OSError):
+                    worker.failure = worker.failure or "worker process exited"
+                    break
+                received.append((number, message))
+                self._handle(worker, message)
+        for worker in self._workers:
+            if not worker.over and worker.proc.exitcode is not None and not worker.pipe.poll():
+                worker.failure = f"worker process exited with code {worker.proc.exitcode}"
+        return received
+
+    def _handle(self, worker: _Worker, message: m.Message) -> None:
+        if isinstance(message, m.Report):
+            report = message.report
+            if isinstance(report, QueueProgress):
+                worker.progress = report
+                if not worker.producing and report.seqs:
+                    self._ledger.add(worker.spec.index, report.producers, report.seqs)
+                self._note_backlog(report.taken_ns)
+            else:
+                worker.intervals[report.snapshot.index] = report
+                self._emit_intervals()
+        elif isinstance(message, m.Done):
+            worker.summary = message.summary
+            self._emit_intervals()
+        elif isinstance(message, m.Failed):
+            worker.failure = message.message
+
+    def _note_backlog(self, taken_ns: int) -> None:
+        stored = sum(w.progress.stored for w in self._workers if w.producing and w.progress)
+        received = sum(w.progress.received for w in self._workers if not w.producing and w.progress)
+        if stored - received > self._backlog_peak:
+            self._backlog_peak = stored - received
+            self._backlog_peak_ns = taken_ns
+
+    # -- intervals ---------------------------------------------------------------------
+
+    def _emit_intervals(self, final: bool = False) -> None:
+        """Merge and hand on each interval once every worker still running has reported it."""
+        while True:
+            index = len(self._records)
+            parts = [w.intervals[index] for w in self._workers if index in w.intervals]
+            waiting = [w for w in self._workers if not w.over and index not in w.intervals]
+            if not parts or (waiting and not final):
+                return
+            record = self._merge(index, parts)
+            self._records.append(record)
+            self._on_interval(record)
+
+    def _merge(self, index: int, parts: list[QueueInterval]) -> QueueIntervalRecord:
+        e2e = [p.e2e for p in parts if p.e2e is not None]
+        stored = received = 0
+        for worker in self._workers:
+            latest = _latest(worker, index)
+            if latest is not None:
+                stored += latest.stored_total
+                received += latest.received_total
+        if stored - received > self._backlog_peak:
+            self._backlog_peak = stored - received
+            self._backlog_peak_ns = max(p.snapshot.end_ns for p in parts)
+        sample = server_backlog(self.config)
+        if sample is not None:
+            self._server["intervals"].append({"index": index, **sample})
+        return QueueIntervalRecord(
+            snapshot=merge_snapshots(p.snapshot for p in parts),
+            e2e=Histogram.merged(e2e) if e2e else None,
+            stored_total=stored,
+            received_total=received,
+            server_backlog=sample["backlog"] if sample is not None else None,
+        )
+
+    # -- result ------------------------------------------------------------------------
+
+    def _result(self, started_at: str, targets: list[dict[str, Any]]) -> QueueRunResult:
+        producers = [w for w in self._workers if w.producing]
+        consumers = [w for w in self._workers if not w.producing]
+        acknowledged = [_acknowledged(w) for w in producers]
+        delivery = self._ledger.finish(acknowledged)
+        failed = [w for w in self._workers if w.failure is not None]
+        if failed and not any(w.summary for w in self._workers):
+            raise RunAborted("run", failed[0].failure or "every worker failed")
+        if self._interrupted:
+            status = "interrupted"
+        elif failed:
+            status = "partial"
+        else:
+            status = "ok"
+        out_of_order = delivery.out_of_order_by_consumer
+        summaries = [w.summary for w in consumers if w.summary is not None]
+        consume_starts = [s.consume_start_ns for s in summaries if s.consume_start_ns is not None]
+        return QueueRunResult(
+            run_id=new_run_id(),
+            started_at=started_at,
+            status=status,
+            kvbench_version=__version__,
+            config=self.config.to_dict() | {"run_tag": self.run_tag},
+            targets=targets,
+            start_ns=self._start_ns,
+            produce_end_ns=max((w.summary.last_ack_ns for w in producers if w.summary), default=0),
+            consume_start_ns=min(consume_starts) if consume_starts else self._consume_start_ns,
+            consume_end_ns=max((s.last_receive_ns for s in summaries), default=0),
+            intervals=self._records,
+            delivery=delivery,
+            foreign=sum(s.foreign for s in summaries),
+            empties=sum(s.empties for s in summaries),
+            consumers=[
+                {
+                    "consumer": w.spec.index,
+                    "received": w.summary.received if w.summary else None,
+                    "foreign": w.summary.foreign if w.summary else None,
+                    "empties": w.summary.empties if w.summary else None,
+                    "out_of_order": out_of_order.get(w.spec.index, 0),
+                }
+                for w in consumers
+            ],
+            backlog_peak=self._backlog_peak,
+            backlog_peak_ns=self._backlog_peak_ns,
+            drained=self._drained and not self._interrupted and not failed,
+            stop_reason=self._stop_reason,
+            server=self._server,
+            workers=[_worker_row(w) for w in self._workers],
+            errors=_errors(self._workers),
+            environment=describe_environment(event_loop_name()),
+        )
+
+
+def _latest(worker: _Worker, index: int) -> QueueInterval | None:
+    """The worker's interval ``index``, or its last one before that (it finished early)."""
+    if index in worker.intervals:
+        return worker.intervals[index]
+    earlier = [i for i in worker.intervals if i < index]
+    return worker.intervals[max(earlier)] if earlier else None
+
+
+def _acknowledged(worker: _Worker) -> Acknowledged:
+    if worker.summary is not None:
+        return Acknowledged(worker.summary.sent, worker.summary.unacknowledged)
+    # A producer that died: what it reported last; its puts in flight are unknown.
+    return Acknowledged(worker.progress.stored if worker.progress else 0)
+
+
+def _worker_row(worker: _Worker) -> dict[str, Any]:
+    summary = worker.summary
+    return {
+        "role": worker.spec.role,
+        "index": worker.spec.index,
+        **worker.host,
+        "status": "failed" if worker.failure else (summary.status if summary else "unknown"),
+        "cpu_s": round(summary.cpu_s, 3) if summary else None,
+        "active_s": round(summary.active_s, 3) if summary else None,
+        "errors": summary.errors if summary else {},
+    }
+
+
+def _errors(workers: list[_Worker]) -> list[str]:
+    lines = []
+    for w in workers:
+        name = f"{w.spec.role} {w.spec.index}"
+        if w.failure:
+            lines.append(f"{name}: {w.failure.strip().splitlines()[-1]}")
+        elif w.summary and w.summary.last_error:
+            total = sum(w.summary.errors.values())
+            lines.append(f"{name}: {w.summary.last_error} ({total} problem(s))")
+    return lines

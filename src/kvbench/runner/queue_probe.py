@@ -1,0 +1,77 @@
+"""A blocking side connection to a queue server: its version and the queue's backlog.
+
+memcacheq: ``stats queue`` (``STAT <queue> <enqueued>/<dequeued>``); Redis: ``LLEN``.
+Never on the load's connections. A server that cannot say gives None, not an error: the
+backlog seen by the server is a cross-check, the client's own counts are the figures.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from kvbench.config.queue import QueueConfig
+from kvbench.engine.setup import setup_for
+from kvbench.errors import ProtocolError
+from kvbench.protocols.base import NEED_DATA, CodecOptions, Op, Reply, ReplyKind
+from kvbench.protocols.memcacheq import (
+    STATS_QUEUE_REQUEST,
+    parse_stats_queue,
+    stats_queue_complete,
+)
+from kvbench.protocols.resp import RespCodec
+
+# A stats reply larger than this is not what we asked for.
+MAX_STATS_BYTES = 1 << 20
+
+
+def server_backlog(config: QueueConfig, timeout_s: float = 2.0) -> dict[str, Any] | None:
+    """The queue as the server sees it: ``{"backlog": n}`` plus, for memcacheq, the
+    cumulative ``enqueued`` and ``dequeued`` counts; None when the server cannot tell."""
+    try:
+        with socket.create_connection(
+            (config.target.host, config.target.port), timeout=timeout_s
+        ) as sock:
+            if config.backend == "memcacheq":
+                return _stats_queue(sock, config.queue)
+            return _llen(sock, config)
+    except (OSError, ProtocolError):
+        return None
+
+
+def _stats_queue(sock: socket.socket, queue: str) -> dict[str, Any]:
+    sock.sendall(STATS_QUEUE_REQUEST)
+    data = bytearray()
+    while not stats_queue_complete(data):
+        chunk = sock.recv(65536)
+        if not chunk or len(data) > MAX_STATS_BYTES:
+            raise ProtocolError("stats queue reply cut short")
+        data += chunk
+    enqueued, dequeued = parse_stats_queue(data).get(queue, (0, 0))
+    return {"backlog": enqueued - dequeued, "enqueued": enqueued, "dequeued": dequeued}
+
+
+def _llen(sock: socket.socket, config: QueueConfig) -> dict[str, Any] | None:
+    codec = RespCodec(
+        CodecOptions(keep_payload=True), 3 if config.target.protocol == "resp3" else 2
+    )
+    out = bytearray()
+    setup = setup_for(config.target)
+    expected = setup(codec, out) if setup else 0
+    expected += codec.encode(Op.COMMAND, [b"LLEN", config.queue.encode()], None, out)
+    sock.sendall(out)
+    replies: list[Reply] = []
+    while len(replies) < expected:
+        reply = codec.next_reply()
+        if reply is NEED_DATA:
+            chunk = sock.recv(65536)
+            if not chunk:
+                codec.feed_eof()
+            else:
+                codec.feed(chunk)
+            continue
+        replies.append(reply)  # type: ignore[arg-type]  # not NEED_DATA here
+    last = replies[-1]
+    if last.kind == ReplyKind.ERROR_REPLY or last.payload is None:
+        return None
+    return {"backlog": int(last.payload)}

@@ -1,0 +1,63 @@
+"""Presets end to end against real servers, shortened with flags."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.cli import run_kvbench
+from tests.support.servers import Server
+
+pytestmark = pytest.mark.integration
+
+
+def test_memcached_storm_sets_then_gets_the_same_keys(fresh_memcached: Server) -> None:
+    result = run_kvbench(
+        "run",
+        "--preset",
+        "memcached-storm",
+        f"memcached://{fresh_memcached.address}",
+        "--duration",
+        "1s",
+        "-c",
+        "8",
+        "--processes",
+        "1",
+        "--no-save",
+        "-q",
+    )
+    assert result.code == 0, result.stderr
+    assert (
+        "memcached-storm: set-only" in result.stdout
+        and "memcached-storm: get-only" in result.stdout
+    )
+    assert "100.0%" in result.stdout  # the get-only step hits what the set-only step stored
+    assert "memcached+binary://" in result.stdout
+
+
+def test_single_key_readers_sweeps_readers(fresh_redis: Server) -> None:
+    result = run_kvbench(
+        "run",
+        "--preset",
+        "single-key-readers",
+        f"redis://{fresh_redis.address}",
+        "--connections",
+        "2,4",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--interval",
+        "1s",
+        "--processes",
+        "1",
+        "--no-save",
+        "-q",
+    )
+    assert result.code == 0, result.stderr
+    assert "sweep over connections" in result.stdout
+    assert "knee:" in result.stdout
+
+
+def test_preset_with_the_wrong_number_of_targets() -> None:
+    result = run_kvbench("run", "--preset", "gateway-vs-native", "memcached://127.0.0.1:1")
+    assert result.code == 2 and "takes 2 target(s), got 1" in result.stderr

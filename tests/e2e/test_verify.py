@@ -1,0 +1,127 @@
+"""``kvbench run --verify`` against real servers: clean runs find nothing, interference is caught."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import all_phase_counts, read_json, run_kvbench
+from tests.support.servers import Server
+
+pytestmark = pytest.mark.integration
+
+
+def _run(url: str, tmp_path: Path, *extra: str) -> dict:  # type: ignore[type-arg]
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "run",
+        url,
+        "--verify",
+        "-c",
+        "4",
+        "--processes",
+        "1",
+        "-P",
+        "4",
+        "--json",
+        str(out),
+        "--no-save",
+        "-q",
+        *extra,
+    )
+    assert result.code == 0, result.stderr + result.stdout
+    doc = read_json(out)
+    doc["_stdout"] = result.stdout
+    return doc
+
+
+@pytest.mark.parametrize("scheme", ["memcached", "memcached+binary", "memcached+meta"])
+def test_a_clean_memcached_run_finds_no_mismatch(
+    fresh_memcached: Server, tmp_path: Path, scheme: str
+) -> None:
+    doc = _run(
+        f"{scheme}://{fresh_memcached.address}",
+        tmp_path,
+        "--preload",
+        "--keys",
+        "2000",
+        "--value-size",
+        "16-2000",
+        "--ratio",
+        "set=1,get=4,delete=1",
+        "--duration",
+        "1s",
+    )
+    verify = doc["verify"]
+    assert verify["mismatches"] == 0 and verify["example_keys"] == []
+    assert verify["checked"] == all_phase_counts(doc, "get", "hit") > 1000
+    assert "mismatch" not in doc["ops"]["get"]["outcomes"]
+    assert "0 mismatches" in doc["_stdout"]
+    assert not [v for v in doc["verdicts"] if v["id"] == "verify.mismatch"]
+
+
+def test_a_clean_redis_run_finds_no_mismatch(fresh_redis: Server, tmp_path: Path) -> None:
+    doc = _run(
+        f"redis://{fresh_redis.address}",
+        tmp_path,
+        "--preload",
+        "--keys",
+        "1000",
+        "--duration",
+        "1s",
+    )
+    assert doc["verify"]["mismatches"] == 0
+    assert doc["verify"]["checked"] == all_phase_counts(doc, "get", "hit") > 1000
+
+
+class GarbageWriter(threading.Thread):
+    """Overwrites kvbench's keys with bytes it never wrote, until stopped."""
+
+    def __init__(self, server: Server, keys: list[bytes]) -> None:
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.writes = 0
+        self._server = server
+        self._batch = b"".join(b"set %s 0 0 7 noreply\r\ngarbage\r\n" % k for k in keys)
+
+    def run(self) -> None:
+        with socket.create_connection((self._server.host, self._server.port)) as sock:
+            while not self.stop.wait(0.005):
+                sock.sendall(self._batch)
+                self.writes += 1
+
+
+def test_values_overwritten_behind_kvbench_s_back_are_caught(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    keys = [b"kvbench:%d" % i for i in range(200)]
+    writer = GarbageWriter(fresh_memcached, keys)
+    writer.start()
+    try:
+        doc = _run(
+            f"memcached://{fresh_memcached.address}",
+            tmp_path,
+            "--keys",
+            "200",
+            "--ratio",
+            "set=1,get=9",
+            "--duration",
+            "2s",
+        )
+    finally:
+        writer.stop.set()
+        writer.join()
+    assert writer.writes > 10
+    verify = doc["verify"]
+    assert verify["mismatches"] > 0
+    assert 0 < len(verify["example_keys"]) <= 10
+    assert {k.encode() for k in verify["example_keys"]} <= set(keys)
+    assert doc["ops"]["get"]["outcomes"].get("mismatch", 0) > 0
+    # A mismatching get still counts as the hit the server answered.
+    assert verify["checked"] == all_phase_counts(doc, "get", "hit")
+    (verdict,) = [v for v in doc["verdicts"] if v["id"] == "verify.mismatch"]
+    assert verdict["evidence"]["mismatches"] == verify["mismatches"]
+    assert "MISMATCHES, e.g. kvbench:" in doc["_stdout"]

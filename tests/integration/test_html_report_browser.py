@@ -1,0 +1,132 @@
+"""The HTML report of real runs, opened in headless Chromium from a file:// URL.
+
+Checks that the page loads with no console output (the chart code logs only on failure;
+an uncaught exception shows up as a CONSOLE line too), that every chart was drawn, that
+the figures in the rendered page equal the run's JSON document, and that a screenshot is
+not blank. Needs the Debian ``chromium`` package (skips without it; fails under CI).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from tests.support import servers
+from tests.support.cli import read_json, run_kvbench
+from tests.support.report_page import Figures, parse, resolve
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+)
+
+
+def chromium(tmp_path: Path, page: Path, *args: str) -> tuple[str, str]:
+    """Run headless Chromium on ``page``; returns (stdout, stderr)."""
+    binary = servers.require_binary("chromium", "chromium")
+    profile = tmp_path / f"profile-{page.stem}-{len(args)}"
+    proc = subprocess.run(
+        [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout, proc.stderr
+
+
+def console_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+
+
+def load(tmp_path: Path, page: Path) -> Figures:
+    """The page's DOM after its script ran; no console output allowed."""
+    dom, stderr = chromium(tmp_path, page, "--dump-dom")
+    assert console_lines(stderr) == []
+    parsed = parse(dom)
+    assert parsed.figures, "no charts in the page"
+    undrawn = [f.get("data-chart") for f in parsed.figures if f.get("data-drawn") != "yes"]
+    assert undrawn == []
+    return parsed
+
+
+def png_rows(path: Path) -> tuple[int, int, list[bytes]]:
+    """Width, height and the (filtered) scanlines of a PNG, stdlib only."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width, height, channels = 8, b"", 0, 0, 0
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", body[:10])
+            assert depth == 8
+            channels = {0: 1, 2: 3, 4: 2, 6: 4}[color]
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = 1 + width * channels
+    return width, height, [raw[i : i + stride] for i in range(0, len(raw), stride)]
+
+
+def test_reports_of_real_runs_render_in_chromium(tmp_path: Path) -> None:
+    db = str(tmp_path / "history.db")
+    single, compared = tmp_path / "run.html", tmp_path / "compare.html"
+    with servers.memcached() as server:
+        url = f"memcached://{server.address}"
+        common = ("--processes", "1", "-c", "4", "--db", db, "-q")
+        closed = run_kvbench(
+            "run", url, "--duration", "2s", *common,
+            "--json", str(tmp_path / "closed.json"), "--report", str(single),
+        )  # fmt: skip
+        assert closed.code == 0, closed.stderr
+        opened = run_kvbench(
+            "run", url, "--duration", "1s", "--rounds", "2", "--rate", "2k", *common,
+            "--json", str(tmp_path / "open.json"),
+        )  # fmt: skip
+        assert opened.code in (0, 4), opened.stderr
+    docs = [read_json(tmp_path / "closed.json"), read_json(tmp_path / "open.json")]
+    result = run_kvbench(
+        "report", docs[0]["run_id"], docs[1]["run_id"], "-o", str(compared), "--db", db
+    )
+    assert result.code == 0, result.stderr
+    assert single.stat().st_size < 1_500_000
+
+    page = load(tmp_path, single)
+    assert page.series_paths >= 8  # throughput, p99, spectrum per op; server series
+    assert len(page.cells) > 30
+    for pointer, value, _ in page.cells:
+        assert json.loads(value) == resolve(docs[:1], pointer), pointer
+
+    # `kvbench report` reads the history, so its reference is the stored runs' documents
+    # (`show --json`): a histogram's max is kept at bucket precision by the V2 encoding.
+    stored = [
+        json.loads(run_kvbench("show", doc["run_id"], "--json", "--db", db).stdout) for doc in docs
+    ]
+    both = load(tmp_path, compared)
+    assert {f.get("data-chart") for f in both.figures} >= {"compare-throughput", "compare-spectrum"}
+    assert both.series_paths > page.series_paths
+    for pointer, value, _ in both.cells:
+        assert json.loads(value) == resolve(stored, pointer), pointer
+
+    shot = tmp_path / "run.png"
+    _, stderr = chromium(tmp_path, single, f"--screenshot={shot}", "--window-size=1280,2400")
+    assert console_lines(stderr) == []
+    width, height, rows = png_rows(shot)
+    assert (width, height) == (1280, 2400)
+    assert len(set(rows)) > 200, "the screenshot is (nearly) uniform: nothing was drawn"
