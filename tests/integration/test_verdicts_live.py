@@ -41,7 +41,9 @@ def test_one_process_against_pipelined_redis_is_client_bound(tmp_path: Path) -> 
             "--processes",
             "1",
         )
-    assert "client.cpu" in verdict_ids(doc)
+    # Client-bound is either sign (issue #3): a worker near a full core, or a loop too busy
+    # to read replies promptly; which one shows first depends on what else the host runs.
+    assert verdict_ids(doc) & {"client.cpu", "client.loop_lag"}
 
 
 def test_single_threaded_memcached_pipelined_is_server_bound(tmp_path: Path) -> None:
