@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # Servers the tests start on loopback, the peer tools bench/peers compares against, and
 # the headless browser the HTML report test opens its page in.
-APT_PACKAGES := memcached redis-server redis-tools libmemcached-tools chromium
+APT_PACKAGES := memcached redis-server redis-tools libmemcached-tools chromium nginx libnginx-mod-http-memc nutcracker
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 

@@ -222,3 +222,26 @@ def nginx_memc(memcached_server: Server) -> Iterator[Server]:
     with running("nginx", argv, port, workdir) as server:
         server.extra.update(path="memc", memcached=memcached_server)
         yield server
+
+
+@contextmanager
+def nutcracker(backends: Sequence[Server], hash_name: str = "md5") -> Iterator[Server]:
+    """twemproxy (nutcracker) on a free loopback port: ketama over ``backends``."""
+    binary = require_binary("nutcracker", "nutcracker")
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="kvbench-nutcracker-")
+    servers_yaml = "".join(f"   - {b.host}:{b.port}:1\n" for b in backends)
+    conf = os.path.join(workdir, "nutcracker.yml")
+    with open(conf, "w", encoding="utf-8") as handle:
+        handle.write(
+            "pool:\n"
+            f"  listen: 127.0.0.1:{port}\n"
+            f"  hash: {hash_name}\n"
+            "  distribution: ketama\n"
+            "  auto_eject_hosts: false\n"
+            "  timeout: 2000\n"
+            "  servers:\n" + servers_yaml
+        )
+    argv = [binary, "-c", conf, "-s", str(free_port()), "-o", os.path.join(workdir, "log")]
+    with running("nutcracker", argv, port, workdir) as server:
+        yield server
