@@ -19,11 +19,32 @@ from kvbench.results.model import RunResult
 
 
 def _encode_hists(hists: dict[str, Histogram]) -> str:
-    return json.dumps({op: h.encode_base64() for op, h in hists.items()})
+    """Op -> {V2 base64, and the exact scalars the V2 encoding does not carry}."""
+    return json.dumps({op: _exact(h) for op, h in hists.items()})
+
+
+def _exact(hist: Histogram) -> dict[str, Any]:
+    return {
+        "hdr": hist.encode_base64(),
+        "min_ns": hist.min_ns,
+        "max_ns": hist.max_ns,
+        "sum_ns": hist.sum_ns,
+        "out_of_range": hist.out_of_range,
+    }
 
 
 def _decode_hists(text: str) -> dict[str, Histogram]:
-    return {op: Histogram.decode(data.encode()) for op, data in json.loads(text).items()}
+    hists: dict[str, Histogram] = {}
+    for op, data in json.loads(text).items():
+        if isinstance(data, str):  # written before the exact scalars were kept
+            hists[op] = Histogram.decode(data.encode())
+            continue
+        hist = Histogram.decode(data["hdr"].encode())
+        if hist.total_count:
+            hist.min_ns, hist.max_ns = int(data["min_ns"]), int(data["max_ns"])
+            hist.sum_ns, hist.out_of_range = int(data["sum_ns"]), int(data["out_of_range"])
+        hists[op] = hist
+    return hists
 
 
 def _window_s(start_ns: int, end_ns: int, rounds: list[dict[str, Any]]) -> float:
