@@ -370,9 +370,9 @@ def test_batch_paths_write_and_read_what_the_per_op_paths_do(
 
 def outcome(
     codec: MemcacheMetaCodec, wire: bytes, cuts: list[int], eof: bool, batch: list[bool]
-) -> tuple[list[int], str | None, int]:
-    """The codes a codec produces for ``wire``, the error that stopped it, if any, and
-    how many quiet failures it counted."""
+) -> tuple[object, ...]:
+    """The codes a codec produces for ``wire``, the error that stopped it, if any, how
+    many quiet failures it counted and (without an error) how many replies it awaits."""
     codes: list[int] = []
     try:
         for index, (start, end) in enumerate(itertools.pairwise([0, *cuts, len(wire), -1])):
@@ -396,7 +396,7 @@ def outcome(
             else:
                 raise AssertionError("codec answered after a ProtocolError") from None
         return codes, f"{type(exc).__name__}: {exc}", codec.quiet_failures
-    return codes, None, codec.quiet_failures
+    return codes, None, codec.quiet_failures, codec.pending()
 
 
 BATCH_TOKENS = [*TOKENS, b"VA 1 O0\r\n", b"HD O1\r\n", b"EN O2\r\n", b" O1\r\n", b"+", b"_"]

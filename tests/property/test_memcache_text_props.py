@@ -248,6 +248,9 @@ TOKENS = [
     b"VALUE ",
     b"VALUE k 0 1\r\n",
     b"VALUE a 0 1\r\n",
+    b"VALUE k 0 1\r\nx\r\nEND\r\n",
+    b"VALUE a 0 1\r\nx\r\nEND\r\n",
+    b"VALUE k 0 1\r\nx\r\nEXD\r\n",
     b"VALUE k 0 ",
     b"\r\nEND\r\n",
     b"+",
@@ -395,8 +398,9 @@ def test_batch_paths_write_and_read_what_the_per_op_paths_do(
 
 def outcome(
     codec: MemcacheTextCodec, wire: bytes, cuts: list[int], eof: bool, batch: list[bool]
-) -> tuple[list[int], str | None]:
-    """The codes a codec produces for ``wire``, and the error that stopped it, if any."""
+) -> tuple[object, ...]:
+    """The codes a codec produces for ``wire``, and the error that stopped it, if any, or
+    how many replies it still awaits."""
     codes: list[int] = []
     try:
         for index, (start, end) in enumerate(itertools.pairwise([0, *cuts, len(wire), -1])):
@@ -420,12 +424,15 @@ def outcome(
             else:
                 raise AssertionError("codec answered after a ProtocolError") from None
         return codes, f"{type(exc).__name__}: {exc}"
-    return codes, None
+    return codes, None, codec.pending()
 
 
 @settings(deadline=None, max_examples=400)
 @given(
-    requests=st.lists(st.tuples(ops, st.sampled_from([b"k", b"a"])), max_size=8),
+    requests=st.lists(
+        st.tuples(st.sampled_from([Op.GET] * 8) | ops, st.sampled_from([b"k", b"a"])),
+        max_size=8,
+    ),
     wire=noise,
     cuts=st.lists(st.integers(0, 400), max_size=8),
     eof=st.booleans(),

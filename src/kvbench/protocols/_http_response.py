@@ -103,8 +103,7 @@ def _content_length(value: bytes, seen: int | None) -> int:
         if seen is not None and number != seen:
             raise ProtocolError(f"conflicting Content-Length values {seen} and {number}")
         seen = number
-    if seen is None:
-        raise ProtocolError("empty Content-Length")
+    assert seen is not None  # split() gives at least one part, checked above
     return seen
 
 

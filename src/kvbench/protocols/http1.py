@@ -45,12 +45,19 @@ KEY_SAFE = UNRESERVED + b":@!$'()*,;/"
 # stays, any other byte becomes the unreserved byte at (its value mod 66). One
 # ``bytes.translate`` applies it in C; the gateway stores the translated bytes.
 VALUE_TABLE = bytes(b if b in UNRESERVED else UNRESERVED[b % len(UNRESERVED)] for b in range(256))
+# Key check in one C pass: a KEY_SAFE byte becomes "a", any other a space, and the result
+# ``isalpha()`` only when every byte was safe (and the key not empty). Twice as fast as
+# ``translate(None, KEY_SAFE)``, which builds its table on every call.
+_KEY_CHECK = bytes(ord("a") if b in KEY_SAFE else ord(" ") for b in range(256))
 # A status line plus header fields above this is no gateway response: h11's
 # DEFAULT_MAX_INCOMPLETE_EVENT_SIZE (16 KiB). nginx's own responses take ~160 bytes.
 MAX_HEAD_BYTES = 16 * 1024
 # Heads repeat (same status, length and Date within a second): their parse is cached, this
 # many at most before the cache starts over.
 _HEAD_CACHE_LIMIT = 256
+# read_kinds compares the buffer in place with this many recent heads (a get's hit and miss,
+# a store's answer, a delete's ...) before it parses.
+_RECENT_HEADS = 6
 _HEAD_END = b"\r\n\r\n"
 _PREFIX = b"HTTP/1."
 _DEFAULT_OPTIONS = CodecOptions()
@@ -113,7 +120,7 @@ def check_key(key: bytes | bytearray | memoryview) -> bytes:
     if key.__class__ is not bytes:
         key = bytes(key)
     assert isinstance(key, bytes)
-    if not key or key.translate(None, KEY_SAFE):
+    if not key.translate(_KEY_CHECK).isalpha():
         raise ValueError(
             f"key {key!r:.60} cannot go into a memc gateway URL: keys may hold only letters, "
             "digits and -._~:@!$'()*,;/ (the gateway does not URL-decode)"
@@ -123,7 +130,9 @@ def check_key(key: bytes | bytearray | memoryview) -> bytes:
 
 def url_safe_value(value: bytes | bytearray | memoryview) -> bytes:
     """The bytes a memc gateway is sent (and stores) for ``value``: ``VALUE_TABLE`` applied."""
-    if value.__class__ is not bytes:
+    if value.__class__ is memoryview:
+        value = value.tobytes()  # faster than bytes(view)
+    elif value.__class__ is not bytes:
         value = bytes(value)
     assert isinstance(value, bytes)
     return value.translate(VALUE_TABLE)
@@ -175,6 +184,8 @@ class HttpMemcCodec(BatchDefaults):
         # The current reply's chunked body so far: (offset from _pos, size, scan state).
         self._resume: tuple[int, int, int] | None = None
         self._heads: dict[bytes, Head] = {}
+        # read_kinds' fast path: (head bytes up to the body, Head), most recent first.
+        self._recent: list[tuple[bytes, Head]] = []
         self._eof = False
         self._closing = False
         self._failure: str | None = None
@@ -296,7 +307,7 @@ class HttpMemcCodec(BatchDefaults):
         get_head, set_head, delete_head = self._get_head, self._set_head, self._delete_head
         incr_head = self._counter_heads[_INCR]
         encoders = self._encoders
-        safe, table = KEY_SAFE, VALUE_TABLE
+        check, table = _KEY_CHECK, VALUE_TABLE
         try:
             for i in range(start, stop):
                 op = ops[i]
@@ -304,7 +315,7 @@ class HttpMemcCodec(BatchDefaults):
                 if op > _INCR:  # the rarer ops check their own arguments
                     encoders[op](key, values[i], out, 1 if op == _DECR else 0)
                     continue
-                if key.__class__ is not bytes or not key or key.translate(None, safe):
+                if key.__class__ is not bytes or not key.translate(check).isalpha():
                     key = check_key(key)
                 if op == _GET:
                     out += get_head
@@ -315,7 +326,10 @@ class HttpMemcCodec(BatchDefaults):
                     out += set_head
                     out += key
                     out += b"&val="
-                    out += (value if value.__class__ is bytes else bytes(value)).translate(table)
+                    if value.__class__ is memoryview:
+                        out += value.tobytes().translate(table)
+                    else:
+                        out += url_safe_value(value)
                     out += store_tail
                 elif op == _DELETE:
                     out += delete_head
@@ -444,17 +458,40 @@ class HttpMemcCodec(BatchDefaults):
         append = kinds.append
         pending = self._pending
         codes = self._codes
-        next_frame = self._next_frame
+        recent = self._recent
+        data = self._data
         count = 0
-        while (frame := next_frame()) is not None:
-            head, start, body_start, stop = frame
-            code = pending[self._head]
-            self._head += 1
+        while True:
+            # The common response inline: byte for byte a head seen (and checked) lately,
+            # with Content-Length framing, keep-alive, and the body buffered. Compared in
+            # place: no copy, no hash. Anything else takes _next_frame.
+            pos, index = self._pos, self._head
+            for raw, head in recent:
+                if data.startswith(raw, pos):
+                    body_start = pos + len(raw)
+                    stop = body_start + head.framing
+                    break
+            else:
+                stop = -1
+            if 0 <= stop <= len(data) and index < len(pending) and not self._closing:
+                start = pos
+                self._pos = stop
+                self._scan = 0
+            else:
+                frame = self._next_frame()
+                if frame is None:
+                    break
+                head, start, body_start, stop = frame
+                if head.framing >= 0 and not head.close:
+                    recent.insert(0, (bytes(data[start:body_start]), head))
+                    del recent[_RECENT_HEADS:]
+            code = pending[index]
+            self._head = index + 1
             kind = codes[code].get(head.status, _ERROR_0)
             if kind == _STORED_0 and head.status == 200:
                 kind = int(self._store_kind(body_start, stop, head))
             elif kind == _VALUE_0 and code in _PAYLOAD_CODES:
-                self._reply(code, head, start, body_start, stop)  # server_software, checks
+                self._reply(code, head, start, body_start, stop)  # server_software
             append(kind)
             count += 1
         if self._head >= _COMPACT_AT:

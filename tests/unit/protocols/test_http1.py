@@ -539,3 +539,43 @@ def test_read_kinds_appends_the_replies_before_the_bad_bytes() -> None:
     with pytest.raises(ProtocolError):
         c.read_kinds(kinds)
     assert kinds == [int(K.MISS)]
+
+
+# -- bounds and caches ------------------------------------------------------------------------
+
+
+def test_a_chunk_line_longer_than_the_bound_is_a_protocol_error() -> None:
+    for tail in (b"1;" + b"x" * 5000, b"1;" + b"x" * 5000 + b"\r\n"):
+        c = codec()
+        c.encode(Op.GET, b"k", None, bytearray())
+        c.feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + tail)
+        with pytest.raises(ProtocolError, match="chunk line longer"):
+            c.next_reply()
+
+
+def test_version_without_a_server_field() -> None:
+    c = codec()
+    c.encode_version(bytearray())
+    feed_whole(c, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+    assert c.server_software == ""
+
+
+def test_bytearray_values_and_interim_response_in_one_read() -> None:
+    c = codec()
+    out = bytearray()
+    c.encode(Op.SET, b"k", bytearray(b"a b"), out)
+    assert out.startswith(b"GET /memc?cmd=set&key=k&val=agb ")
+    [reply] = feed_whole(c, b"HTTP/1.1 100 Continue\r\n\r\n" + response(201, "Created"))
+    assert reply.kind == K.STORED
+
+
+def test_many_distinct_replies_through_next_reply() -> None:
+    # Past the reply cache and head cache limits, and past FIFO compaction.
+    c = codec()
+    n = 1500
+    for _ in range(n + 600):
+        c.encode(Op.GET, b"k", None, bytearray())
+    c.feed(b"".join(response(200, body=b"x" * i) for i in range(n)))
+    replies = drain(c)
+    assert [r.nbytes for r in replies] == [len(response(200, body=b"x" * i)) for i in range(n)]
+    assert c.pending() == 600

@@ -1,0 +1,148 @@
+"""``kvbench queue`` end to end against a memcacheq STAND-IN (tests/support/memcacheq_standin.py).
+
+memcacheq is not packaged for Debian, so these runs talk to an asyncio server written for
+the tests that answers as memcacheq documents (set enqueues / STORED, get dequeues /
+``VALUE ... END`` or a bare ``END`` when empty, ``stats queue``, ERROR for the rest). It is
+a stand-in, not the real server: what it proves is kvbench's side of the protocol and its
+accounting, including a variant that loses every 1000th message on purpose.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvbench.workload.queue import read_header
+from tests.support.cli import read_json, run_kvbench
+from tests.support.memcacheq_standin import MemcacheqStandin
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def standin() -> Iterator[MemcacheqStandin]:
+    server = MemcacheqStandin()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def lossy_standin() -> Iterator[MemcacheqStandin]:
+    server = MemcacheqStandin(drop_every=1000)
+    server.start()
+    yield server
+    server.stop()
+
+
+def run_queue(
+    server: MemcacheqStandin, tmp_path: Path, *args: str
+) -> tuple[int, dict[str, Any], str]:
+    out = tmp_path / "queue.json"
+    result = run_kvbench(
+        "queue",
+        f"memcacheq://127.0.0.1:{server.port}/q",
+        *args,
+        "--json",
+        str(out),
+        "--db",
+        str(tmp_path / "history.db"),
+        timeout_s=180,
+    )
+    assert out.exists(), result.stderr
+    return result.code, read_json(out), result.stdout
+
+
+STANDARD = ("--producers", "2", "--consumers", "2", "--messages", "20000", "--message-size", "100")
+
+
+def test_the_standin_answers_as_memcacheq_documents(standin: MemcacheqStandin) -> None:
+    def ask(request: bytes, until: bytes) -> bytes:
+        data = b""
+        sock.sendall(request)
+        while not data.endswith(until):
+            data += sock.recv(4096)
+        return data
+
+    with socket.create_connection(("127.0.0.1", standin.port)) as sock:
+        assert ask(b"get q\r\n", b"END\r\n") == b"END\r\n"
+        assert ask(b"set q 0 0 5\r\nhello\r\n", b"\r\n") == b"STORED\r\n"
+        assert ask(b"set q 0 0 5 noreply\r\n", b"\r\n") == b"ERROR\r\n"
+        assert ask(b"stats queue\r\n", b"END\r\n") == b"STAT q 1/0\r\nEND\r\n"
+        for command in (b"gets q\r\n", b"add q 0 0 1\r\n", b"incr q 1\r\n"):
+            assert ask(command, b"\r\n") == b"ERROR\r\n"
+        assert ask(b"get q\r\n", b"END\r\n") == b"VALUE q 0 5\r\nhello\r\nEND\r\n"
+        assert ask(b"stats queue\r\n", b"END\r\n") == b"STAT q 1/1\r\nEND\r\n"
+
+
+def test_two_producers_two_consumers_lose_and_duplicate_nothing(
+    standin: MemcacheqStandin, tmp_path: Path
+) -> None:
+    code, doc, stdout = run_queue(standin, tmp_path, *STANDARD)
+    queue = doc["queue"]
+    assert code == 0, stdout
+    assert (queue["produced"], queue["received"], queue["unique"]) == (20_000, 20_000, 20_000)
+    assert (queue["lost"], queue["duplicated"], queue["out_of_order"], queue["foreign"]) == (
+        0,
+        0,
+        0,
+        0,
+    )
+    assert [p["sent"] for p in queue["producers"]] == [10_000, 10_000]
+    assert queue["puts_per_s"] > 0 and queue["gets_per_s"] > 0
+    assert queue["e2e_latency_us"]["p50"] is not None
+    # The server's own counts agree with the client's.
+    state = standin.queues[b"q"]
+    assert (state.enqueued, state.dequeued, len(state.messages)) == (20_000, 20_000, 0)
+    assert queue["backlog"]["server_after"] == 0
+    assert doc["ops"]["put"]["outcomes"] == {"stored": 20_000}
+    assert doc["ops"]["get"]["outcomes"]["hit"] == 20_000
+    assert doc["ops"]["get"]["outcomes"].get("miss", 0) == queue["empty_polls"]
+    assert "lost 0" in stdout
+
+
+def test_messages_the_server_drops_are_exactly_the_lost_ones(
+    lossy_standin: MemcacheqStandin, tmp_path: Path
+) -> None:
+    code, doc, stdout = run_queue(lossy_standin, tmp_path, *STANDARD)
+    queue = doc["queue"]
+    dropped = [read_header(data) for data in lossy_standin.dropped]
+    assert len(dropped) == 20 and all(h is not None for h in dropped)
+    dropped_by_producer = Counter(h.producer for h in dropped if h)
+    assert code == 1, stdout  # a lost message fails the run
+    assert queue["lost"] == 20 and queue["duplicated"] == 0
+    assert queue["drained"] is True
+    for row in queue["producers"]:
+        assert row["lost"] == dropped_by_producer[row["producer"]]
+        dropped_seqs = {h.seq for h in dropped if h and h.producer == row["producer"]}
+        assert set(row["lost_examples"]) <= dropped_seqs
+        assert len(row["lost_examples"]) == min(10, len(dropped_seqs))
+    assert any(v["id"] == "delivery.lost" for v in doc["verdicts"])
+
+
+def test_consumers_starting_late_leave_a_backlog(standin: MemcacheqStandin, tmp_path: Path) -> None:
+    code, doc, stdout = run_queue(standin, tmp_path, *STANDARD, "--consumers-start-after", "5000")
+    queue = doc["queue"]
+    assert code == 0, stdout
+    assert queue["backlog"]["peak"] >= 5000
+    assert queue["lost"] == 0 and queue["unique"] == 20_000
+    assert "consumers started" in stdout
+
+
+def test_a_stored_queue_run_shows_again_from_the_history(
+    standin: MemcacheqStandin, tmp_path: Path
+) -> None:
+    code, doc, _ = run_queue(standin, tmp_path, "--messages", "2000", "-P", "4")
+    assert code == 0
+    db = str(tmp_path / "history.db")
+    listed = run_kvbench("history", "--db", db)
+    assert doc["run_id"] in listed.stdout
+    shown = run_kvbench("show", doc["run_id"], "--db", db)
+    assert shown.code == 0 and "delivery per producer" in shown.stdout
+    as_json = run_kvbench("show", "last", "--db", db, "--json")
+    assert '"mode": "queue"' in as_json.stdout
