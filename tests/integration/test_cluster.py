@@ -20,8 +20,11 @@ import pytest
 
 from kvbench.config import load_config
 from kvbench.config.targets import parse_target
+from kvbench.engine.worker import WorkerSpec
+from kvbench.errors import WorkerFailed
+from kvbench.runner import Coordinator, worker_specs
 from kvbench.runner import messages as m
-from kvbench.runner import worker_specs
+from kvbench.runner.local import LocalLauncher
 from kvbench.runner.probe import fetch_stats
 from kvbench.runner.process import run_worker
 from tests.support.cli import all_phase_counts, kvbench_argv, read_json, run_kvbench
@@ -222,3 +225,36 @@ def test_a_worker_on_another_clock_starts_and_reports_on_the_coordinators(
     assert message.summary.measure_start_ns == start_ns
     assert message.summary.measure_end_ns == start_ns + 600_000_000
     assert elapsed_ns >= 900_000_000  # it waited for the start, on its own clock
+
+
+class SecondRoundFails(LocalLauncher):
+    """Local processes for round 1; round 2 cannot start (its scheduler went away, say)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rounds = 0
+
+    def start(self, specs: list[WorkerSpec]) -> list[multiprocessing.connection.Connection]:
+        self.rounds += 1
+        if self.rounds == 2:
+            raise WorkerFailed("preflight", "worker 0: the Dask task was cancelled")
+        return super().start(specs)
+
+
+def test_a_round_that_cannot_start_keeps_the_earlier_rounds(memcached_server: Server) -> None:
+    config = load_config(
+        None,
+        {
+            "target.urls": ([f"memcached://{memcached_server.address}"], "T"),
+            "load.connections": ("2", "-c"),
+            "load.processes": ("1", "--processes"),
+            "load.duration": ("500ms", "--duration"),
+            "load.rounds": ("3", "--rounds"),
+        },
+        1,
+    )
+    result = Coordinator(config, launcher=SecondRoundFails()).run()
+    assert result.status == "partial"
+    assert len(result.rounds) == 1 and result.rounds[0]["status"] == "ok"
+    assert sum(s.ops() for s in result.intervals) > 0
+    assert result.errors[-1].startswith("round 2 could not start: preflight: worker 0")

@@ -181,7 +181,7 @@ def test_probe_failures_are_one_line(gateway: Server, private_gateway: Server) -
     with pytest.raises(TargetUnreachable, match="404 Not Found"):
         probe.fetch_stats(parse_target(f"http+memc://{gateway.address}/elsewhere"))
     private_gateway.extra["memcached"].stop()  # type: ignore[union-attr]
-    with pytest.raises(TargetUnreachable, match="answered \\?cmd=version with HTTP/1.1 502"):
+    with pytest.raises(TargetUnreachable, match=r"answered \?cmd=version with HTTP/1\.1 502"):
         probe.fetch_stats(parse_target(f"http+memc://{private_gateway.address}/memc"))
     port = servers.free_port()
     with pytest.raises(TargetUnreachable, match="connection refused"):

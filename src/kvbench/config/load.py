@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +203,7 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
         raise ConfigError("target", f"{kinds} targets cannot share one run")
     workload = _build_workload(values, settings)
     load = _build_load(values, default_processes, settings)
+    load = _check_shards(targets, load, settings)
     check_http_targets(targets, workload, load.pipeline, lambda key: _origin(settings, key))
     report = ReportConfig(
         json_path=values.get("report.json"),
@@ -210,6 +212,22 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
         live=values.get("report.live", True),
     )
     return RunConfig(targets=targets, workload=workload, load=load, report=report)
+
+
+def _check_shards(targets: tuple[Any, ...], load: LoadConfig, settings: Settings) -> LoadConfig:
+    """Several targets are memcached servers sharded by ketama: every worker needs a
+    connection to each, so processes are capped at connections / servers."""
+    if len(targets) < 2:
+        return load
+    if any(t.family != "memcache" for t in targets):
+        raise ConfigError(
+            "target", "several targets are sharded with ketama: memcached targets only"
+        )
+    if load.connections < len(targets):
+        where = settings.get("load.connections", (None, "--connections"))[1]
+        raise ConfigError(where, f"need at least one connection per server ({len(targets)})")
+    processes = max(1, min(load.processes, load.connections // len(targets)))
+    return replace(load, processes=processes)
 
 
 def _origin(settings: Settings, key: str) -> str:

@@ -21,6 +21,7 @@ from kvbench.metrics.outcome import Outcome
 from kvbench.protocols.base import NEED_DATA, ClientCodec, ReplyKind
 
 if TYPE_CHECKING:
+    from kvbench.engine.shards import Shard
     from kvbench.engine.worker import Worker
 
 _now = time.monotonic_ns
@@ -49,6 +50,7 @@ class Connection(asyncio.Protocol):
         codec_factory: builds a fresh codec for each (re)connection.
         setup: appends setup requests (AUTH/SELECT/HELLO) to a buffer; returns their count.
         pipeline: requests kept in flight.
+        shard: the server this connection talks to (default: the worker's first).
     """
 
     def __init__(
@@ -57,8 +59,11 @@ class Connection(asyncio.Protocol):
         codec_factory: Callable[[], ClientCodec],
         setup: Callable[[Any, bytearray], int] | None,
         pipeline: int,
+        shard: Shard | None = None,
     ) -> None:
         self._worker = worker
+        self.shard: Shard = shard if shard is not None else worker.shards[0]
+        self.source = self.shard.source
         self._codec_factory = codec_factory
         self._setup = setup
         self.pipeline = pipeline
@@ -152,6 +157,7 @@ class Connection(asyncio.Protocol):
         head = self._head
         stop = head + done
         recorder = self._worker.recorder
+        self.shard.completed += done
         recorder.reply_ops.extend(self._sent_ops[head:stop])
         recorder.reply_codes.extend(self._codes)
         sent = self._sent_ns[head:stop]
@@ -179,7 +185,7 @@ class Connection(asyncio.Protocol):
                 worker.maybe_finished()
                 return
             worker.budget -= n
-        source = worker.source
+        source = self.source
         encode_many = self._codec.encode_many
         sent_ops = self._sent_ops
         out = bytearray()
@@ -206,7 +212,7 @@ class Connection(asyncio.Protocol):
         if self._transport is None:
             return
         n = len(intended_ns)
-        source = worker.source
+        source = self.source
         out = bytearray()
         first = len(self._sent_ops)
         position = source.pos

@@ -223,6 +223,7 @@ class QueueWorker:
         ticker = asyncio.create_task(self._tick())
         try:
             if isinstance(self.link, Producer):
+                self._emit(self._progress(_now()))  # the count starts at 0 now
                 self.link.issuing = True
                 self.link.fill()
                 self.maybe_finished()
@@ -249,6 +250,7 @@ class QueueWorker:
         if self._finished is None or self._finished.is_set():
             return
         self._consume_start_ns = _now()
+        self._emit(self._progress(self._consume_start_ns))  # the count starts at 0 now
         self.link.issuing = True
         self.link.fill()
 

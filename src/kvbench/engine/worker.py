@@ -20,13 +20,14 @@ from kvbench.engine.codec_choice import connection_codec_factories
 from kvbench.engine.connection import Connection, SetupFailed
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
-from kvbench.engine.setup import setup_for, ssl_context_for
+from kvbench.engine.setup import setup_for
+from kvbench.engine.shards import Shard, build_shards, share_out
 from kvbench.engine.verify import Verifier
 from kvbench.errors import TargetUnreachable
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.protocols.base import OP_NAMES, Op
-from kvbench.workload.plan import RequestSource, WorkloadPlan, compile_plan
+from kvbench.workload.plan import WorkloadPlan
 
 _now = time.monotonic_ns
 NEVER = 2**63 - 1
@@ -96,11 +97,11 @@ class Worker:
     def __init__(self, spec: WorkerSpec, emit: Callable[[IntervalSnapshot], None]) -> None:
         config = spec.config
         self.spec = spec
-        self.target: TargetConfig = config.targets[0]
         self._emit = emit
-        self.plan: WorkloadPlan = compile_plan(config.workload, spec.worker_index, spec.n_workers)
-        self.source = RequestSource(self.plan)
-        self._ssl = ssl_context_for(self.target)
+        self.shards = build_shards(config, spec.worker_index, spec.n_workers)
+        self.target: TargetConfig = self.shards[0].target
+        self.plan: WorkloadPlan = self.shards[0].plan
+        self.source = self.shards[0].source
         keys_per_op = [config.workload.multiget_keys if op == Op.MGET else 1 for op in Op]
         self.recorder = Recorder(OP_NAMES, keys_per_op)
         self.verifier = Verifier(self.recorder) if config.workload.verify else None
@@ -133,33 +134,38 @@ class Worker:
         """
         spec = self.spec
         load = spec.config.load
-        factories = connection_codec_factories(
-            self.target, spec.config.workload, spec.worker_index, spec.connections, self.verifier
-        )
-        setup = setup_for(self.target)
-        self.connections = [
-            Connection(self, factory, setup, load.pipeline) for factory in factories
-        ]
+        self.connections = []
+        for shard, count in zip(
+            self.shards, share_out(spec.connections, len(self.shards)), strict=True
+        ):
+            factories = connection_codec_factories(
+                shard.target, spec.config.workload, spec.worker_index, count, self.verifier
+            )
+            setup = setup_for(shard.target)
+            self.connections += [
+                Connection(self, factory, setup, load.pipeline, shard) for factory in factories
+            ]
         results = await asyncio.gather(
             *(self._open(c, load.connect_timeout_ns) for c in self.connections),
             return_exceptions=True,
         )
-        for result in results:
+        for conn, result in zip(self.connections, results, strict=True):
             if isinstance(result, BaseException):
-                for conn in self.connections:
-                    conn.close()
+                for other in self.connections:
+                    other.close()
                 raise TargetUnreachable(
-                    f"cannot connect to {self.target.url}: {connect_error_text(result)}"
+                    f"cannot connect to {conn.shard.target.url}: {connect_error_text(result)}"
                 )
 
     async def _connect(self, loop: asyncio.AbstractEventLoop, conn: Connection) -> None:
-        """Open ``conn``'s transport (TLS for rediss://)."""
+        """Open ``conn``'s transport to its shard's server (TLS for rediss://)."""
+        target = conn.shard.target
         await loop.create_connection(
             lambda: conn,
-            self.target.host,
-            self.target.port,
-            ssl=self._ssl,
-            server_hostname=self.target.host if self._ssl else None,
+            target.host,
+            target.port,
+            ssl=conn.shard.ssl,
+            server_hostname=target.host if conn.shard.ssl else None,
         )
 
     async def _open(self, conn: Connection, timeout_ns: int) -> None:
@@ -172,28 +178,34 @@ class Worker:
     # -- preload -----------------------------------------------------------------------
 
     async def preload(self) -> IntervalSnapshot:
-        """Store this worker's share of the keyspace once; return what it took."""
-        keys = self.plan.preload_range()
-        source = self.source
+        """Store this worker's share of the keyspace once (each server its keys)."""
+        start = _now()
+        for shard in self.shards:
+            await self._preload_shard(shard)
+        return self.recorder.cut("preload", 0, start, _now())
+
+    async def _preload_shard(self, shard: Shard) -> None:
+        keys = shard.plan.preload_range()
+        source = shard.source
         saved = (source.ops, source.keys, source.values, source.pos, source.size)
-        table = self.plan.key_table
+        table = shard.plan.key_table
         source.ops = [int(Op.SET)] * len(keys)
         source.keys = [table[i] for i in keys]
         source.values = source.preload_values(keys)
         source.pos, source.size = 0, len(keys)
-        start = _now()
         self.phase = "preload"
         self.budget = len(keys)
         self._finished = asyncio.Event()
         self.issuing = True
         self._running = True
         # HTTP/1.1 gateways take one request at a time unless the URL says ?pipeline=1.
-        http = self.target.family == "http" and not self.target.pipelining
+        http = shard.target.family == "http" and not shard.target.pipelining
         depth = 1 if http else PRELOAD_PIPELINE
         for conn in self.connections:
-            conn.pipeline, saved_depth = depth, conn.pipeline
-            conn.fill()
-            conn.pipeline = saved_depth
+            if conn.shard is shard:
+                conn.pipeline, saved_depth = depth, conn.pipeline
+                conn.fill()
+                conn.pipeline = saved_depth
         watchdog = asyncio.create_task(self._watch_timeouts())
         self.maybe_finished()
         await self._finished.wait()
@@ -202,7 +214,6 @@ class Worker:
         self._running = False
         source.ops, source.keys, source.values, source.pos, source.size = saved
         self.budget = None
-        return self.recorder.cut("preload", 0, start, _now())
 
     # -- the run -----------------------------------------------------------------------
 
@@ -217,6 +228,8 @@ class Worker:
         await asyncio.sleep(max(0, start_ns - _now()) / 1e9)
         self._interval_start_ns = start_ns
         self._cpu_mark_ns = time.process_time_ns()
+        for shard in self.shards:  # preload's replies are not the run's
+            shard.completed = 0
         if load.warmup_ns > 0:
             self.phase, self.next_cut_ns = "warmup", self._measure_start_ns
         else:
@@ -319,6 +332,10 @@ class Worker:
                 "offered", self.dispatcher.offered(self._interval_start_ns, end_ns)
             )
         self._cpu_mark_ns, self.bytes_in, self.bytes_out = cpu, 0, 0
+        if len(self.shards) > 1:
+            for shard in self.shards:
+                self.recorder.add_stat(f"server{shard.index}_completed", shard.completed)
+                shard.completed = 0
         stats = self.recorder.stats
         samples = stats.pop("inflight_samples", 0)
         inflight_sum = stats.pop("inflight_sum", 0)
@@ -435,5 +452,5 @@ class Worker:
                     await conn.ready
             except (OSError, TimeoutError, SetupFailed) as exc:
                 self.errors["connect_error"] = self.errors.get("connect_error", 0) + 1
-                self.last_error = f"reconnect to {self.target.url}: {connect_error_text(exc)}"
+                self.last_error = f"reconnect to {conn.shard.target.url}: {connect_error_text(exc)}"
                 delay_ns = min(delay_ns * 2, RECONNECT_MAX_NS)

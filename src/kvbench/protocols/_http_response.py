@@ -1,7 +1,8 @@
 """HTTP/1.1 response framing (RFC 9112): the status line and header fields, chunked bodies.
 
-Sans-IO and stateless: pure functions of bytes, used by ``http1.HttpMemcCodec``. They say
-where a response's body ends; what the status means is the codec's business.
+Sans-IO: ``ResponseFramer`` buffers one connection's bytes and says where each response
+ends, with pure functions of bytes for heads and chunks; what a status means is the
+business of ``http1.HttpMemcCodec``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,14 @@ from typing import NamedTuple
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
 
+# A status line plus header fields above this is no gateway response: h11's
+# DEFAULT_MAX_INCOMPLETE_EVENT_SIZE (16 KiB). nginx's own responses take ~160 bytes.
+MAX_HEAD_BYTES = 16 * 1024
+# Heads repeat (same status, length and Date within a second): their parse is cached, this
+# many at most before the cache starts over.
+_HEAD_CACHE_LIMIT = 256
+_HEAD_END = b"\r\n\r\n"
+_PREFIX = b"HTTP/1."
 # Body framing of a response (``Head.framing``); a value >= 0 is the Content-Length.
 CHUNKED = -1
 UNTIL_EOF = -2  # close-delimited (RFC 9112 section 6.3, rule 8)
@@ -195,3 +204,131 @@ def chunked_body(data: bytearray, start: int) -> bytes:
             return b"".join(parts)
         parts.append(bytes(data[eol + 2 : eol + 2 + chunk]))
         start = eol + 4 + chunk
+
+
+class ResponseFramer:
+    """One connection's received bytes, and where each response in them ends.
+
+    ``data[pos:]`` is not consumed yet; ``frame`` consumes one complete final response (1xx
+    interim responses are skipped) and gives its offsets into ``data``, valid until the
+    next ``feed``. Parsed heads are cached by their bytes.
+
+    Args:
+        max_body_bytes: a body above this raises ``ReplyTooLarge``.
+
+    Attributes:
+        data, pos: the buffer and the read offset into it.
+        scan: where the search for the current head's end resumes, from ``pos``.
+        eof: the server closed its side (``feed_eof``): a close-delimited body ends.
+        closing: a response said the server closes the connection after it.
+    """
+
+    __slots__ = ("_heads", "_max", "_resume", "closing", "data", "eof", "pos", "scan")
+
+    def __init__(self, max_body_bytes: int) -> None:
+        self.data = bytearray()
+        self.pos = 0
+        self.scan = 0
+        self.eof = False
+        self.closing = False
+        # The current response's chunked body so far: (offset from pos, size, scan state).
+        self._resume: tuple[int, int, int] | None = None
+        self._heads: dict[bytes, Head] = {}
+        self._max = max_body_bytes
+
+    def feed(self, chunk: bytes | bytearray | memoryview) -> None:
+        """Append received bytes, dropping the consumed prefix first (offsets kept in
+        ``scan`` and the chunk progress are from ``pos``, so they stay valid)."""
+        if self.pos:
+            del self.data[: self.pos]
+            self.pos = 0
+        self.data += chunk
+
+    def buffered(self) -> int:
+        """How many bytes are not consumed yet."""
+        return len(self.data) - self.pos
+
+    def frame(self) -> tuple[Head, int, int, int] | None:
+        """Consume the next complete final response: ``(head, start, body_start, stop)``.
+
+        Returns:
+            None while the response at ``pos`` is incomplete (``eof`` ends a
+            close-delimited body; other incomplete responses are the caller's to judge).
+
+        Raises:
+            ProtocolError: the bytes are no HTTP/1.x response, or its framing is broken.
+                ReplyTooLarge: the head passes ``MAX_HEAD_BYTES`` or the body the bound.
+        """
+        data = self.data
+        while True:
+            pos = self.pos
+            end = data.find(_HEAD_END, pos + self.scan)
+            if end < 0:
+                self._check_partial_head(pos)
+                return None
+            if end - pos > MAX_HEAD_BYTES:
+                raise ReplyTooLarge(f"response head above {MAX_HEAD_BYTES} bytes")
+            raw = bytes(data[pos : end + 2])
+            head = self._heads.get(raw) or self._parse_head(raw)
+            body_start = end + 4
+            stop = self._body_stop(head, pos, body_start)
+            if stop < 0:
+                self.scan = end - pos
+                return None
+            self.pos = stop
+            self.scan = 0
+            if head.status >= 200:
+                if head.close:
+                    self.closing = True
+                return head, pos, body_start, stop
+            # 1xx: an interim response (100 Continue, 103 Early Hints) answers nothing.
+            if len(data) == stop:
+                return None
+
+    def body(self, head: Head, body_start: int, stop: int) -> bytes:
+        """The payload of a response ``frame`` just gave (chunks joined)."""
+        if head.framing == CHUNKED:
+            return chunked_body(self.data, body_start)
+        return bytes(self.data[body_start:stop])
+
+    def _body_stop(self, head: Head, pos: int, body_start: int) -> int:
+        """Where the body ends, or -1 while it is incomplete."""
+        framing = head.framing
+        if framing >= 0:
+            stop = body_start + framing
+            return stop if stop <= len(self.data) else -1
+        if framing == CHUNKED:
+            return self._chunked_stop(pos, body_start)
+        if len(self.data) - body_start > self._max:
+            raise ReplyTooLarge(f"close-delimited body above {self._max} bytes")
+        return len(self.data) if self.eof else -1
+
+    def _check_partial_head(self, pos: int) -> None:
+        data = self.data
+        buffered = len(data) - pos
+        prefix = min(buffered, len(_PREFIX))
+        if data[pos : pos + prefix] != _PREFIX[:prefix]:
+            raise ProtocolError(f"not an HTTP/1.x response: {bytes(data[pos : pos + 40])!r}")
+        if buffered > MAX_HEAD_BYTES:
+            raise ReplyTooLarge(f"response head above {MAX_HEAD_BYTES} bytes")
+        self.scan = max(0, buffered - 3)
+
+    def _parse_head(self, raw: bytes) -> Head:
+        head = parse_head(raw, self._max)
+        if len(self._heads) >= _HEAD_CACHE_LIMIT:
+            self._heads.clear()
+        self._heads[raw] = head
+        return head
+
+    def _chunked_stop(self, pos: int, body_start: int) -> int:
+        if self._resume is None:
+            at, size, state = body_start, 0, IN_CHUNKS
+        else:
+            at, size, state = self._resume
+            at += pos
+        at, size, state = scan_chunks(self.data, at, size, state, self._max)
+        if state != DONE:
+            self._resume = (at - pos, size, state)
+            return -1
+        self._resume = None
+        return at

@@ -180,7 +180,7 @@ class MetaReplies(MemcacheCore):
         data = rb.data
         size = len(data)
         pos = rb.pos
-        if False:
+        if size - pos > self._max:
             # Then a complete reply may be too large: the parsers check the bound.
             return super().read_kinds(kinds)
         ops = self._ops
@@ -487,7 +487,7 @@ class MetaReplies(MemcacheCore):
                 continue
             if data.startswith(b"MN\r\n", pos):
                 rb.pos = pos + 4
-                del self._mget_ends[first]
+                pass
                 return self._finish_mget()
             reply = self._status(first, b"", _NO_CODES)
             if reply is None:

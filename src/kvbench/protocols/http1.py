@@ -16,13 +16,20 @@ from typing import Any, NoReturn
 from kvbench.errors import ProtocolError, ReplyTooLarge
 from kvbench.protocols._http_response import (
     CHUNKED,
-    DONE,
-    IN_CHUNKS,
+    MAX_HEAD_BYTES,
     Head,
+    ResponseFramer,
     chunked_body,
     find_header,
-    parse_head,
-    scan_chunks,
+)
+from kvbench.protocols._http_url import (
+    KEY_CHECK,
+    KEY_SAFE,
+    UNRESERVED,
+    VALUE_TABLE,
+    check_key,
+    host_header,
+    url_safe_value,
 )
 from kvbench.protocols.base import (
     KEYS_SHIFT,
@@ -35,32 +42,22 @@ from kvbench.protocols.base import (
     ReplyKind,
 )
 
-# RFC 3986 section 2.3: unreserved characters stand for themselves anywhere in a URL.
-UNRESERVED = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
-# What a key may hold: unreserved characters, and those a query may carry literally (RFC 3986
-# section 3.4: pchar, "/") that mean nothing to nginx's ``$arg_`` split. "&", "=", "+", "%",
-# "#" and "?" are left out: they split, encode or end arguments, and memc does not URL-decode.
-KEY_SAFE = UNRESERVED + b":@!$'()*,;/"
-# Value bytes -> URL-safe bytes, one for one (a value keeps its size): an unreserved byte
-# stays, any other byte becomes the unreserved byte at (its value mod 66). One
-# ``bytes.translate`` applies it in C; the gateway stores the translated bytes.
-VALUE_TABLE = bytes(b if b in UNRESERVED else UNRESERVED[b % len(UNRESERVED)] for b in range(256))
-# Key check in one C pass: a KEY_SAFE byte becomes "a", any other a space, and the result
-# ``isalpha()`` only when every byte was safe (and the key not empty). Twice as fast as
-# ``translate(None, KEY_SAFE)``, which builds its table on every call.
-_KEY_CHECK = bytes(ord("a") if b in KEY_SAFE else ord(" ") for b in range(256))
-# A status line plus header fields above this is no gateway response: h11's
-# DEFAULT_MAX_INCOMPLETE_EVENT_SIZE (16 KiB). nginx's own responses take ~160 bytes.
-MAX_HEAD_BYTES = 16 * 1024
-# Heads repeat (same status, length and Date within a second): their parse is cached, this
-# many at most before the cache starts over.
-_HEAD_CACHE_LIMIT = 256
 # read_kinds compares the buffer in place with this many recent heads (a get's hit and miss,
 # a store's answer, a delete's ...) before it parses.
 _RECENT_HEADS = 6
-_HEAD_END = b"\r\n\r\n"
-_PREFIX = b"HTTP/1."
 _DEFAULT_OPTIONS = CodecOptions()
+
+__all__ = [
+    "KEY_SAFE",
+    "MAX_HEAD_BYTES",
+    "UNRESERVED",
+    "VALUE_TABLE",
+    "HttpMemcCodec",
+    "check_key",
+    "host_header",
+    "stats_text",
+    "url_safe_value",
+]
 
 _K = ReplyKind
 # The pending FIFO holds the Op value of each request, or _VERSION for ``encode_version``.
@@ -111,39 +108,6 @@ def _kinds_for(code: int) -> dict[int, ReplyKind]:
     return _VALUE_KINDS  # stats, version
 
 
-def check_key(key: bytes | bytearray | memoryview) -> bytes:
-    """Return ``key`` as bytes if it can go into a memc query string unencoded.
-
-    Raises:
-        ValueError: the key is empty or holds a byte outside ``KEY_SAFE``.
-    """
-    if key.__class__ is not bytes:
-        key = bytes(key)
-    assert isinstance(key, bytes)
-    if not key.translate(_KEY_CHECK).isalpha():
-        raise ValueError(
-            f"key {key!r:.60} cannot go into a memc gateway URL: keys may hold only letters, "
-            "digits and -._~:@!$'()*,;/ (the gateway does not URL-decode)"
-        )
-    return key
-
-
-def url_safe_value(value: bytes | bytearray | memoryview) -> bytes:
-    """The bytes a memc gateway is sent (and stores) for ``value``: ``VALUE_TABLE`` applied."""
-    if value.__class__ is memoryview:
-        value = value.tobytes()  # faster than bytes(view)
-    elif value.__class__ is not bytes:
-        value = bytes(value)
-    assert isinstance(value, bytes)
-    return value.translate(VALUE_TABLE)
-
-
-def host_header(host: str, port: int) -> str:
-    """The ``Host`` field value for ``host:port`` (RFC 9110 section 7.2; IPv6 in brackets)."""
-    name = f"[{host}]" if ":" in host else host
-    return name if port == 80 else f"{name}:{port}"
-
-
 class HttpMemcCodec(BatchDefaults):
     """Client half of a memc-style HTTP gateway for one keep-alive connection.
 
@@ -178,16 +142,9 @@ class HttpMemcCodec(BatchDefaults):
         self._keep = options.keep_payload
         self._max = options.max_reply_bytes
         self.server_software = ""
-        self._data = bytearray()
-        self._pos = 0
-        self._scan = 0  # where the search for the current head's end resumes, from _pos
-        # The current reply's chunked body so far: (offset from _pos, size, scan state).
-        self._resume: tuple[int, int, int] | None = None
-        self._heads: dict[bytes, Head] = {}
+        self._framer = ResponseFramer(options.max_reply_bytes)
         # read_kinds' fast path: (head bytes up to the body, Head), most recent first.
         self._recent: list[tuple[bytes, Head]] = []
-        self._eof = False
-        self._closing = False
         self._failure: str | None = None
         self._pending: list[int] = []
         self._head = 0
@@ -237,7 +194,7 @@ class HttpMemcCodec(BatchDefaults):
     @property
     def closing(self) -> bool:
         """True once a response said the server will close the connection after it."""
-        return self._closing
+        return self._framer.closing
 
     # -- encoding ------------------------------------------------------------------------
 
@@ -307,7 +264,7 @@ class HttpMemcCodec(BatchDefaults):
         get_head, set_head, delete_head = self._get_head, self._set_head, self._delete_head
         incr_head = self._counter_heads[_INCR]
         encoders = self._encoders
-        check, table = _KEY_CHECK, VALUE_TABLE
+        check, table = KEY_CHECK, VALUE_TABLE
         try:
             for i in range(start, stop):
                 op = ops[i]
@@ -402,16 +359,13 @@ class HttpMemcCodec(BatchDefaults):
         """
         if self._failure is not None:
             raise ProtocolError(self._failure)
-        if self._eof:
+        if self._framer.eof:
             raise ProtocolError("data fed after EOF")
-        if self._pos:
-            del self._data[: self._pos]  # offsets kept in _scan and _resume are from _pos
-            self._pos = 0
-        self._data += data
+        self._framer.feed(data)
 
     def feed_eof(self) -> None:
         """Mark the end of the stream: a response cut short or still owed then raises."""
-        self._eof = True
+        self._framer.eof = True
 
     def pending(self) -> int:
         """How many announced replies have not been returned yet."""
@@ -459,13 +413,14 @@ class HttpMemcCodec(BatchDefaults):
         pending = self._pending
         codes = self._codes
         recent = self._recent
-        data = self._data
+        framer = self._framer
+        data = framer.data
         count = 0
         while True:
             # The common response inline: byte for byte a head seen (and checked) lately,
             # with Content-Length framing, keep-alive, and the body buffered. Compared in
             # place: no copy, no hash. Anything else takes _next_frame.
-            pos, index = self._pos, self._head
+            pos, index = framer.pos, self._head
             for raw, head in recent:
                 if data.startswith(raw, pos):
                     body_start = pos + len(raw)
@@ -473,10 +428,10 @@ class HttpMemcCodec(BatchDefaults):
                     break
             else:
                 stop = -1
-            if 0 <= stop <= len(data) and index < len(pending) and not self._closing:
+            if 0 <= stop <= len(data) and index < len(pending) and not framer.closing:
                 start = pos
-                self._pos = stop
-                self._scan = 0
+                framer.pos = stop
+                framer.scan = 0
             else:
                 frame = self._next_frame()
                 if frame is None:
@@ -500,110 +455,32 @@ class HttpMemcCodec(BatchDefaults):
 
     def _next_frame(self) -> tuple[Head, int, int, int] | None:
         """The next complete response, consumed: ``(head, start, body_start, stop)``."""
+        framer = self._framer
+        owed = len(self._pending) - self._head
         try:
-            if len(self._data) > self._pos:
-                if self._closing:
+            if framer.buffered():
+                if framer.closing:
                     raise ProtocolError("bytes after a response that closed the connection")
-                if self._head >= len(self._pending):
-                    data = bytes(self._data[self._pos : self._pos + 40])
+                if not owed:
+                    data = bytes(framer.data[framer.pos : framer.pos + 40])
                     raise ProtocolError(f"response bytes {data!r} with no request pending")
-                frame = self._frame()
+                frame = framer.frame()
                 if frame is not None:
                     return frame
-            if self._eof and (len(self._data) > self._pos or self._head < len(self._pending)):
-                raise ProtocolError(
-                    f"EOF with {len(self._pending) - self._head} replies pending"
-                    + (" (one cut short)" if len(self._data) > self._pos else "")
-                )
+            if framer.eof and (framer.buffered() or owed):
+                cut = " (one cut short)" if framer.buffered() else ""
+                raise ProtocolError(f"EOF with {owed} replies pending{cut}")
         except ProtocolError as exc:
             self._fail(str(exc), isinstance(exc, ReplyTooLarge))
         return None
-
-    def _frame(self) -> tuple[Head, int, int, int] | None:
-        """Frame the response at ``_pos`` (1xx interim responses skipped), or None."""
-        data = self._data
-        while True:
-            pos = self._pos
-            end = data.find(_HEAD_END, pos + self._scan)
-            if end < 0:
-                self._check_partial_head(pos)
-                return None
-            if end - pos > MAX_HEAD_BYTES:
-                raise ReplyTooLarge(f"response head above {MAX_HEAD_BYTES} bytes")
-            raw = bytes(data[pos : end + 2])
-            head = self._heads.get(raw) or self._parse_head(raw)
-            body_start = end + 4
-            framing = head.framing
-            if framing >= 0:
-                stop = body_start + framing
-                if len(data) < stop:
-                    self._scan = end - pos
-                    return None
-            elif framing == CHUNKED:
-                stop = self._chunked_stop(pos, body_start)
-                if stop < 0:
-                    self._scan = end - pos
-                    return None
-            else:
-                if len(data) - body_start > self._max:
-                    raise ReplyTooLarge(f"close-delimited body above {self._max} bytes")
-                if not self._eof:
-                    self._scan = end - pos
-                    return None
-                stop = len(data)
-            self._pos = stop
-            self._scan = 0
-            if head.status >= 200:
-                if head.close:
-                    self._closing = True
-                return head, pos, body_start, stop
-            # 1xx: an interim response (100 Continue, 103 Early Hints) answers nothing.
-            if len(data) == stop:
-                return None
-
-    def _check_partial_head(self, pos: int) -> None:
-        data = self._data
-        buffered = len(data) - pos
-        prefix = min(buffered, len(_PREFIX))
-        if data[pos : pos + prefix] != _PREFIX[:prefix]:
-            raise ProtocolError(f"not an HTTP/1.x response: {bytes(data[pos : pos + 40])!r}")
-        if buffered > MAX_HEAD_BYTES:
-            raise ReplyTooLarge(f"response head above {MAX_HEAD_BYTES} bytes")
-        self._scan = max(0, buffered - 3)
-
-    def _parse_head(self, raw: bytes) -> Head:
-        head = parse_head(raw, self._max)
-        if len(self._heads) >= _HEAD_CACHE_LIMIT:
-            self._heads.clear()
-        self._heads[raw] = head
-        return head
-
-    def _chunked_stop(self, pos: int, body_start: int) -> int:
-        """Where the chunked body at ``body_start`` ends, or -1 while incomplete."""
-        if self._resume is None:
-            at, size, state = body_start, 0, IN_CHUNKS
-        else:
-            at, size, state = self._resume
-            at += pos
-        at, size, state = scan_chunks(self._data, at, size, state, self._max)
-        if state != DONE:
-            self._resume = (at - pos, size, state)
-            return -1
-        self._resume = None
-        return at
-
-    def _body(self, head: Head, body_start: int, stop: int) -> bytes:
-        if head.framing == CHUNKED:
-            return chunked_body(self._data, body_start)
-        return bytes(self._data[body_start:stop])
 
     def _store_kind(self, body_start: int, stop: int, head: Head) -> ReplyKind:
         """A store's 200: memc sends it with the body ``NOT_STORED``; other gateways' 200s
         with their own bodies count as stored."""
         if head.framing == CHUNKED:
-            body = chunked_body(self._data, body_start)
+            body = chunked_body(self._framer.data, body_start)
         else:
-            body = bytes(self._data[body_start : min(stop, body_start + 10)])
+            body = bytes(self._framer.data[body_start : min(stop, body_start + 10)])
         return _K.NOT_STORED if body.startswith(b"NOT_STORED") else _K.STORED
 
     def _reply(self, code: int, head: Head, start: int, body_start: int, stop: int) -> Reply:
@@ -613,9 +490,9 @@ class HttpMemcCodec(BatchDefaults):
         if kind is None:
             return Reply(_K.ERROR_REPLY, nbytes, head.status_line)
         if code in _PAYLOAD_CODES:
-            body = self._body(head, body_start, stop)
+            body = self._framer.body(head, body_start, stop)
             if code == _VERSION:
-                raw = bytes(self._data[start : body_start - 2])
+                raw = bytes(self._framer.data[start : body_start - 2])
                 self.server_software = find_header(raw, b"server").decode("latin-1")
                 return Reply(kind, nbytes, body)
             return Reply(kind, nbytes, stats_text(body))
@@ -623,7 +500,7 @@ class HttpMemcCodec(BatchDefaults):
             kind = self._store_kind(body_start, stop, head)
         keys = 1 if kind is _K.HIT else 0
         if self._keep and kind in (_K.HIT, _K.VALUE):
-            body = self._body(head, body_start, stop)
+            body = self._framer.body(head, body_start, stop)
             return Reply(kind, nbytes, body if kind is _K.HIT else body.strip(), keys)
         reply = self._replies.get((kind, nbytes))
         if reply is None:

@@ -98,6 +98,7 @@ def document(model: ReportModel) -> dict[str, Any]:
         ],
         "phases": model.phases,
         "workers": run.workers,
+        "servers": model.servers,
         "server": {
             **run.server,
             "reconciliation": [

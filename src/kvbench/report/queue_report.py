@@ -163,6 +163,7 @@ def queue_document(result: QueueRunResult) -> dict[str, Any]:
             else round((result.backlog_peak_ns - result.start_ns) / 1e9, 3),
             "server_before": (result.server.get("before") or {}).get("backlog"),
             "server_after": (result.server.get("after") or {}).get("backlog"),
+            "series": [[round(t, 3), n] for t, n in result.backlog_series],
         },
     }
     document: dict[str, Any] = {
@@ -209,11 +210,16 @@ def queue_verdicts(document: dict[str, Any]) -> list[dict[str, Any]]:
             server_backlog_after=queue["backlog"]["server_after"],
         )
     if queue["lost"]:
+        by_producer = {p["producer"]: p["lost"] for p in queue["producers"] if p["lost"]}
+        if queue["drained"]:
+            message = f"{queue['lost']:,} acknowledged messages were never received"
+        else:
+            message = f"{queue['lost']:,} acknowledged messages were not received before the end"
         add(
             "delivery.lost",
-            "error",
-            f"{queue['lost']:,} acknowledged messages were never received",
-            by_producer={p["producer"]: p["lost"] for p in queue["producers"] if p["lost"]},
+            "error" if queue["drained"] else "warning",
+            message,
+            by_producer=by_producer,
         )
     if queue["duplicated"]:
         add(
@@ -266,10 +272,11 @@ def queue_verdicts(document: dict[str, Any]) -> list[dict[str, Any]]:
                 active_s=active,
             )
     if document["status"] != "ok":
+        causes = "; ".join(document["errors"][:3])
         add(
             "run.incomplete",
             "warning",
-            f"the run is {document['status']}: " + "; ".join(document["errors"][:3]),
+            f"the run is {document['status']}" + (f": {causes}" if causes else ""),
         )
     return verdicts
 

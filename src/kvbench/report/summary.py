@@ -87,6 +87,7 @@ class ReportModel:
     reconciliation: list[Reconciled] = field(default_factory=list)
     server_cpu: ServerCpu | None = None
     loop_lag_us: dict[str, float | None] = field(default_factory=dict)
+    servers: list[dict[str, Any]] = field(default_factory=list)
     verification: Verification | None = None  # --verify only
 
     def throughput_spread(self) -> Spread | None:
@@ -176,6 +177,21 @@ def _family(run: RunResult) -> str:
     return "redis" if protocol.startswith("resp") else "memcache"
 
 
+def _servers(run: RunResult) -> list[dict[str, Any]]:
+    """Sharded runs: each server's completions in the window and its share of them."""
+    if len(run.targets) < 2:
+        return []
+    counts = [
+        sum(s.stats.get(f"server{i}_completed", 0) for s in run.intervals)
+        for i in range(len(run.targets))
+    ]
+    total = sum(counts) or 1
+    return [
+        {"url": t["url"], "completed": int(n), "share": round(n / total, 4)}
+        for t, n in zip(run.targets, counts, strict=True)
+    ]
+
+
 def summarize(run: RunResult) -> ReportModel:
     """Compute the report model of a run."""
     total = run.total()
@@ -232,4 +248,5 @@ def summarize(run: RunResult) -> ReportModel:
         server_cpu=cpu,
         loop_lag_us=latency_summary(hiccup),
         verification=verification(run),
+        servers=_servers(run),
     )

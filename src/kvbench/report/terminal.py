@@ -168,6 +168,17 @@ def verify_lines(model: ReportModel) -> Text:
     return text
 
 
+def server_lines(model: ReportModel) -> Text:
+    """Sharded runs: each server's share of the completions."""
+    text = Text()
+    if model.servers:
+        shares = "  ".join(
+            f"{s['url']} {s['completed']:,} ({s['share']:.0%})" for s in model.servers
+        )
+        text.append(f"servers (ketama): {shares}\n")
+    return text
+
+
 def verdict_lines(model: ReportModel) -> Text:
     text = Text()
     for verdict in model.verdicts:
@@ -182,6 +193,7 @@ def summary(model: ReportModel) -> RenderableType:
         summary_table(model),
         outcome_lines(model),
         round_lines(model),
+        server_lines(model),
         reconciliation_lines(model),
         verify_lines(model),
     ]

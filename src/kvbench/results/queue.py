@@ -58,13 +58,15 @@ class QueueRunResult:
         empties: dequeues that found the queue empty.
         consumers: per consumer: ``consumer``, ``received``, ``foreign``, ``empties``,
             ``out_of_order``.
-        backlog_peak, backlog_peak_ns: the largest backlog seen in the 50 ms progress
-            reports (and at interval ends), and when.
+        backlog_peak, backlog_peak_ns: the largest backlog at any instant a worker
+            reported (metrics/backlog.py), and that instant.
+        backlog_series: (seconds from the start, backlog) every 100 ms.
         drained: the run went on until every message was received or the queue stayed
             empty for the grace period; False when a limit or Ctrl-C ended it first.
         stop_reason: why the consumers stopped.
         server: the server's backlog before, per interval and after.
-        workers: per process: role, index, host, pid, cpu_s, active_s, status, errors.
+        workers: per process: role, index, host, pid, ops, cpu_s, active_s, status,
+            errors.
         errors: one line per problem.
         environment: host, CPU, Python, event loop.
     """
@@ -86,6 +88,7 @@ class QueueRunResult:
     consumers: list[dict[str, Any]] = field(default_factory=list)
     backlog_peak: int = 0
     backlog_peak_ns: int | None = None
+    backlog_series: list[tuple[float, int]] = field(default_factory=list)
     drained: bool = True
     stop_reason: str = ""
     server: dict[str, Any] = field(default_factory=dict)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import queue
 import secrets
 import socket
@@ -42,6 +43,8 @@ CONNECT_BACK_GRACE_NS = 30_000_000_000
 HELLO_TIMEOUT_S = 10.0
 # The Dask client's own connect timeout is at least this (it also handshakes).
 SCHEDULER_TIMEOUT_MIN_S = 5.0
+# distributed's client-side loggers, quieted while a cluster run is open.
+QUIET_LOGGERS = ("distributed", "distributed.client")
 # How long ``stop`` waits for this round's Dask tasks to return before cancelling them.
 STOP_WAIT_S = 2.0
 
@@ -146,6 +149,7 @@ class DaskLauncher:
         self._futures: list[Any] = []
         self._token = uuid.uuid4().hex[:8]
         self._round = 0
+        self._log_levels: dict[str, int] = {}
 
     # -- open / close ------------------------------------------------------------------
 
@@ -157,6 +161,7 @@ class DaskLauncher:
             TargetUnreachable: no scheduler answers, or it has no workers.
         """
         distributed = _distributed()
+        self._quiet_logs()
         host, port = self._scheduler_host_port()
         try:
             socket.create_connection((host, port), timeout=self._timeout_s).close()
@@ -198,13 +203,28 @@ class DaskLauncher:
             ) from None
         self.address = (advertised, int(self._listener.address[1]))
 
+    def _quiet_logs(self) -> None:
+        """Quiet distributed's client-side logs (restored by ``close``).
+
+        On a lost scheduler they print reconnect tracebacks; the run says what matters
+        in one line or as a counted failure.
+        """
+        for name in QUIET_LOGGERS:
+            logger = logging.getLogger(name)
+            self._log_levels.setdefault(name, logger.level)
+            logger.setLevel(logging.CRITICAL)
+
     def close(self) -> None:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
         if self._client is not None:
-            self._client.close()
+            with contextlib.suppress(OSError):  # a scheduler gone by now changes nothing
+                self._client.close(timeout=self._timeout_s)
             self._client = None
+        for name, level in self._log_levels.items():
+            logging.getLogger(name).setLevel(level)
+        self._log_levels = {}
 
     # -- a round -----------------------------------------------------------------------
 
@@ -306,7 +326,8 @@ class DaskLauncher:
         return (self.address[0] if host in ("0.0.0.0", "::") else host), port
 
     def _raise_on_task_error(self) -> None:
-        for index, reason in self.exited().items():
+        """Before all have connected back: a task that ended, or that Dask gave up, never will."""
+        for index, reason in self._ended(abandoned_too=True).items():
             raise WorkerFailed("preflight", f"worker {index} ({self._addresses[index]}): {reason}")
 
     def _not_connected(self, missing: int) -> str:
@@ -319,16 +340,25 @@ class DaskLauncher:
         )
 
     def exited(self) -> dict[int, str]:
-        """Tasks that ended: failed, cancelled, lost, or returned."""
+        """Tasks that ended: they raised or returned.
+
+        A task Dask marks cancelled or lost (say, the scheduler went away) does not count:
+        its worker may still be running and reporting over its own connection, which Dask
+        is not part of. A worker that is really gone closes that connection, or misses
+        the report deadline.
+        """
+        return self._ended(abandoned_too=False)
+
+    def _ended(self, abandoned_too: bool) -> dict[int, str]:
         gone: dict[int, str] = {}
         for index, future in enumerate(self._futures):
             status = future.status
             if status == "error":
                 gone[index] = f"the Dask task failed: {_one_line(future.exception(timeout=1))}"
-            elif status in ("cancelled", "lost"):
-                gone[index] = f"the Dask task was {status}"
             elif status == "finished":
                 gone[index] = "the worker ended without reporting"
+            elif abandoned_too and status in ("cancelled", "lost"):
+                gone[index] = f"the Dask task was {status}"
         return gone
 
     def stop(self) -> None:

@@ -88,6 +88,7 @@ class Coordinator:
         self._pipes: list[Pipe] = []
         self._hosts: dict[int, dict[str, Any]] = {}
         self._stopping = False
+        self._aborted_round: str | None = None
         self._server: dict[str, Any] = {}
         self._sample_errors: list[str] = []
 
@@ -122,7 +123,14 @@ class Coordinator:
         for round_index in range(self.config.load.rounds):
             if round_index:
                 self._on_event(f"round {round_index + 1} of {self.config.load.rounds}")
-            tally = self._run_round(round_index)
+            try:
+                tally = self._run_round(round_index)
+            except (RunAborted, TargetUnreachable) as exc:
+                if not tallies:
+                    raise
+                # A later round that cannot start keeps the earlier ones: a partial result.
+                self._aborted_round = f"round {round_index + 1} could not start: {exc}"
+                break
             tallies.append(tally)
             if self._stopping or tally.failures:
                 break
@@ -130,12 +138,26 @@ class Coordinator:
         return self._result(tallies, started_at, targets)
 
     def _sample(self, keys: tuple[str, ...] | None = None) -> dict[str, Any] | None:
-        """Server stats on a side connection; None (and a note) when they cannot be had."""
-        try:
-            return probe.sample(self.config.targets[0], keys)
-        except TargetUnreachable as exc:
-            self._sample_errors.append(str(exc))
-            return None
+        """Server stats on a side connection; None (and a note) when they cannot be had.
+
+        With several (sharded) servers the counters are summed across them, so the
+        client's totals reconcile against the whole pool; each server's own sample is
+        kept under ``targets``.
+        """
+        samples = []
+        for target in self.config.targets:
+            try:
+                samples.append({"url": target.url, **probe.sample(target, keys)})
+            except TargetUnreachable as exc:
+                self._sample_errors.append(str(exc))
+                return None
+        if len(samples) == 1:
+            return {k: v for k, v in samples[0].items() if k != "url"}
+        return {
+            "taken_ns": samples[0]["taken_ns"],
+            "stats": probe.sum_stats([s["stats"] for s in samples]),
+            "targets": samples,
+        }
 
     def _settings(self) -> dict[str, str] | None:
         """The server's settings, once before the run; None (and a note) when refused."""
@@ -169,13 +191,12 @@ class Coordinator:
     def _preflight(self) -> list[dict[str, Any]]:
         targets = []
         for target in self.config.targets:
-            stats = probe.fetch_stats(target)
+            version, note = probe.preflight(target)
+            if note:
+                self._on_event(note)
+                self._sample_errors.append(note)
             targets.append(
-                {
-                    "url": target.url,
-                    "protocol": target.protocol,
-                    "server_version": probe.server_version(stats),
-                }
+                {"url": target.url, "protocol": target.protocol, "server_version": version}
             )
         return targets
 
@@ -339,10 +360,12 @@ class Coordinator:
         statuses = [r["status"] for r in rounds]
         if self._stopping or "interrupted" in statuses:
             status = "interrupted"
-        elif "partial" in statuses:
+        elif "partial" in statuses or self._aborted_round is not None:
             status = "partial"
         else:
             status = "ok"
+        if self._aborted_round is not None:
+            errors.append(self._aborted_round)
         if not intervals and not self._stopping and status != "ok":
             raise RunAborted("measure", errors[0] if errors else "no worker reported")
         return RunResult(

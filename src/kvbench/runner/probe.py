@@ -290,3 +290,54 @@ def sample(target: TargetConfig, keys: tuple[str, ...] | None = None) -> dict[st
     if keys is not None:
         stats = {k: v for k, v in stats.items() if k in keys}
     return {"taken_ns": taken_ns, "stats": stats}
+
+
+def sum_stats(samples: list[dict[str, str]]) -> dict[str, str]:
+    """Numeric stats added up across servers (counters, CPU, threads); others dropped.
+
+    Redis ``cmdstat_*`` entries add their ``calls``.
+    """
+    total: dict[str, float] = {}
+    for stats in samples:
+        for name, value in stats.items():
+            if name.startswith("cmdstat_"):
+                fields = dict(p.split("=", 1) for p in value.split(",") if "=" in p)
+                number = float(fields.get("calls", 0))
+            else:
+                try:
+                    number = float(value)
+                except ValueError:
+                    continue
+            total[name] = total.get(name, 0.0) + number
+    return {
+        name: (f"calls={value:.0f}" if name.startswith("cmdstat_") else _number_text(value))
+        for name, value in total.items()
+    }
+
+
+def _number_text(value: float) -> str:
+    """Whole numbers without a decimal point or exponent (counters stay exact)."""
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def preflight(target: TargetConfig, timeout_s: float = 3.0) -> tuple[str, str | None]:
+    """Check ``target`` answers before a run: (server version, a note or None).
+
+    A proxy such as twemproxy closes the connection on ``stats``; if a plain connection
+    still opens, the run goes ahead without server-side stats, and the note says so.
+
+    Raises:
+        TargetUnreachable: it cannot be reached, refuses the setup, or speaks another
+            protocol.
+    """
+    try:
+        return server_version(fetch_stats(target, timeout_s)), None
+    except TargetUnreachable as exc:
+        if "connection closed" not in str(exc) or target.family != "memcache":
+            raise
+    with open_socket(target, timeout_s):
+        pass
+    return "unknown", (
+        f"{target.url} closed the connection on 'stats' (a proxy such as twemproxy?): "
+        "no server-side stats for this run"
+    )

@@ -29,6 +29,7 @@ from kvbench import __version__
 from kvbench.config.queue import QueueConfig
 from kvbench.engine.queue_worker import QueueInterval, QueueProgress, QueueSummary, QueueWorkerSpec
 from kvbench.errors import RunAborted, TargetUnreachable, WorkerFailed
+from kvbench.metrics.backlog import backlog_at, backlog_peak
 from kvbench.metrics.delivery import Acknowledged, DeliveryLedger
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import merge_snapshots
@@ -49,6 +50,8 @@ START_DELAY_NS = 200_000_000
 POLL_S = 0.01
 # After Stop, how long (beyond the request timeout) a worker may take to report.
 REPORT_GRACE_NS = 5_000_000_000
+# The backlog-over-time series in the result: one point per this much time.
+BACKLOG_STEP_NS = 100_000_000
 # How long spawned processes may take to import, connect and say Ready.
 READY_TIMEOUT_NS = 60_000_000_000
 
@@ -62,6 +65,7 @@ class _Worker:
     proc: Any
     host: dict[str, Any] = field(default_factory=dict)
     progress: QueueProgress | None = None
+    counts: list[tuple[int, int]] = field(default_factory=list)  # (taken_ns, stored/received)
     intervals: dict[int, QueueInterval] = field(default_factory=dict)
     summary: QueueSummary | None = None
     failure: str | None = None
@@ -107,8 +111,6 @@ class QueueCoordinator:
         self._stop_reason = ""
         self._drained = True
         self._interrupted = False
-        self._backlog_peak = 0
-        self._backlog_peak_ns: int | None = None
 
     def run(self) -> QueueRunResult:
         """Run the whole queue measurement.
@@ -307,9 +309,12 @@ class QueueCoordinator:
             report = message.report
             if isinstance(report, QueueProgress):
                 worker.progress = report
-                if not worker.producing and report.seqs:
-                    self._ledger.add(worker.spec.index, report.producers, report.seqs)
-                self._note_backlog(report.taken_ns)
+                if worker.producing:
+                    worker.counts.append((report.taken_ns, report.stored))
+                else:
+                    worker.counts.append((report.taken_ns, report.received))
+                    if report.seqs:
+                        self._ledger.add(worker.spec.index, report.producers, report.seqs)
             else:
                 worker.intervals[report.snapshot.index] = report
                 self._emit_intervals()
@@ -318,13 +323,6 @@ class QueueCoordinator:
             self._emit_intervals()
         elif isinstance(message, m.Failed):
             worker.failure = message.message
-
-    def _note_backlog(self, taken_ns: int) -> None:
-        stored = sum(w.progress.stored for w in self._workers if w.producing and w.progress)
-        received = sum(w.progress.received for w in self._workers if not w.producing and w.progress)
-        if stored - received > self._backlog_peak:
-            self._backlog_peak = stored - received
-            self._backlog_peak_ns = taken_ns
 
     # -- intervals ---------------------------------------------------------------------
 
@@ -348,9 +346,6 @@ class QueueCoordinator:
             if latest is not None:
                 stored += latest.stored_total
                 received += latest.received_total
-        if stored - received > self._backlog_peak:
-            self._backlog_peak = stored - received
-            self._backlog_peak_ns = max(p.snapshot.end_ns for p in parts)
         sample = server_backlog(self.config)
         if sample is not None:
             self._server["intervals"].append({"index": index, **sample})
@@ -381,6 +376,12 @@ class QueueCoordinator:
         out_of_order = delivery.out_of_order_by_consumer
         summaries = [w.summary for w in consumers if w.summary is not None]
         consume_starts = [s.consume_start_ns for s in summaries if s.consume_start_ns is not None]
+        stored_series = [w.counts for w in producers]
+        received_series = [w.counts for w in consumers]
+        peak, peak_ns = backlog_peak(stored_series, received_series)
+        end_ns = max([self._start_ns, *(t for w in self._workers for t, _ in w.counts[-1:])])
+        grid = list(range(self._start_ns, end_ns + BACKLOG_STEP_NS, BACKLOG_STEP_NS))
+        series = backlog_at(stored_series, received_series, grid)
         return QueueRunResult(
             run_id=new_run_id(),
             started_at=started_at,
@@ -406,8 +407,11 @@ class QueueCoordinator:
                 }
                 for w in consumers
             ],
-            backlog_peak=self._backlog_peak,
-            backlog_peak_ns=self._backlog_peak_ns,
+            backlog_peak=peak,
+            backlog_peak_ns=peak_ns,
+            backlog_series=[
+                ((t - self._start_ns) / 1e9, b) for t, b in zip(grid, series, strict=True)
+            ],
             drained=self._drained and not self._interrupted and not failed,
             stop_reason=self._stop_reason,
             server=self._server,
@@ -438,6 +442,7 @@ def _worker_row(worker: _Worker) -> dict[str, Any]:
         "role": worker.spec.role,
         "index": worker.spec.index,
         **worker.host,
+        "ops": sum(i.snapshot.ops() for i in worker.intervals.values()),
         "status": "failed" if worker.failure else (summary.status if summary else "unknown"),
         "cpu_s": round(summary.cpu_s, 3) if summary else None,
         "active_s": round(summary.active_s, 3) if summary else None,

@@ -978,3 +978,43 @@ def test_encode_many_sends_incr_and_decr_as_one_step() -> None:
     out = bytearray()
     codec.encode_many([int(Op.INCR), int(Op.DECR)], [b"a", b"b"], [None, None], 0, 2, out)
     assert bytes(out) == b"ma a D1 v O0\r\nma b MD D1 v O1\r\n"
+
+
+@pytest.mark.parametrize(
+    ("op", "line"), [(Op.SET, b"HD O%d\r\n"), (Op.DELETE, b"HD O%d\r\n"), (Op.GET, b"EN O%d\r\n")]
+)
+def test_runs_of_one_status_are_taken_in_one_go(op: Op, line: bytes) -> None:
+    codec = MemcacheMetaCodec()
+    codec._token = 95  # white-box: the run's tokens go from 2 to 3 digits
+    codec.encode_many([int(op)] * 8, [b"k"] * 8, [VALUE_100] * 8, 0, 8, bytearray())
+    codec._parsers = [None] * len(codec._parsers)  # type: ignore[list-item]  # white-box
+    kinds: list[int] = []
+    codec.feed(b"".join(line % t for t in range(95, 100)))  # same length: in one go
+    assert codec.read_kinds(kinds) == 5
+    codec.feed(b"".join(line % t for t in range(100, 103)))
+    assert codec.read_kinds(kinds) == 3
+    code = {Op.SET: K.STORED, Op.DELETE: K.DELETED, Op.GET: K.MISS}[op]
+    assert kinds == [code] * 8
+
+
+def test_a_run_of_one_status_with_a_wrong_token_fails_where_it_is_wrong() -> None:
+    codec = MemcacheMetaCodec()
+    codec.encode_many([1] * 6, [b"k"] * 6, [VALUE_100] * 6, 0, 6, bytearray())
+    codec.feed(b"HD O0\r\nHD O1\r\nHD O2\r\nHD O9\r\nHD O4\r\nHD O5\r\n")
+    kinds: list[int] = []
+    with pytest.raises(ProtocolError, match="opaque mismatch"):
+        codec.read_kinds(kinds)
+    assert kinds == [K.STORED] * 3
+
+
+def test_quiet_failure_after_a_noop_answer_is_counted_by_both_paths() -> None:
+    for batch in (False, True):
+        codec = MemcacheMetaCodec(NOREPLY)
+        announce(codec, Op.NOOP)  # untokened: answered with MN
+        announce(codec, Op.SET, b"a")  # O0, quiet
+        codec.feed(b"MN\r\nNS O0\r\n")
+        if batch:
+            assert codec.read_kinds([]) == 1
+        else:
+            assert drain(codec) == [Reply(K.OK, 4)]
+        assert codec.quiet_failures == 1

@@ -1,0 +1,72 @@
+"""Several memcached servers in one run: keys placed by ketama, one shard per server.
+
+The keyspace is partitioned with the ketama ring twemproxy uses (workload.ketama); each
+server gets its own request source over the keys placed on it and its share of the
+connections, so a connection only ever sends keys that live on its server. Load per
+server follows its connections (closed loop) or its share of the schedule (open loop);
+within a server, keys follow the configured pattern over that server's keys.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, replace
+
+from kvbench.config.model import RunConfig, TargetConfig
+from kvbench.engine.setup import ssl_context_for
+from kvbench.errors import ConfigError
+from kvbench.workload.ketama import KetamaRing
+from kvbench.workload.plan import RequestSource, WorkloadPlan, compile_plan
+
+
+@dataclass(slots=True)
+class Shard:
+    """One server of a run and what a worker sends it."""
+
+    index: int
+    target: TargetConfig
+    plan: WorkloadPlan
+    source: RequestSource
+    ssl: ssl.SSLContext | None
+    completed: int = 0  # replies since the last interval cut
+
+
+def server_name(target: TargetConfig) -> str:
+    """The name a server has on the ring: ``host:port``, as in nutcracker's config."""
+    return f"{target.host}:{target.port}"
+
+
+def build_shards(config: RunConfig, worker_index: int, n_workers: int) -> list[Shard]:
+    """One shard per target (a single target is one shard holding the whole keyspace).
+
+    Raises:
+        ConfigError: a server would get no keys.
+    """
+    plan = compile_plan(config.workload, worker_index, n_workers)
+    targets = config.targets
+    if len(targets) == 1:
+        return [Shard(0, targets[0], plan, RequestSource(plan), ssl_context_for(targets[0]))]
+    ring = KetamaRing([server_name(t) for t in targets])
+    key_groups = ring.partition(plan.key_table)
+    counter_groups = ring.partition(plan.counter_table)
+    shards = []
+    for index, target in enumerate(targets):
+        keys = key_groups[index]
+        if not keys:
+            raise ConfigError("--keys", f"too few keys: none is placed on {target.url}")
+        counters = counter_groups[index] or counter_groups[0]
+        shard_plan = replace(
+            plan,
+            config=replace(config.workload, keys=len(keys)),
+            key_table=[plan.key_table[i] for i in keys],
+            counter_table=[plan.counter_table[i] for i in counters],
+        )
+        shards.append(
+            Shard(index, target, shard_plan, RequestSource(shard_plan), ssl_context_for(target))
+        )
+    return shards
+
+
+def share_out(total: int, parts: int) -> list[int]:
+    """``total`` shared out as evenly as possible: share_out(10, 3) == [4, 3, 3]."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
