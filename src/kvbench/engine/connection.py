@@ -137,29 +137,44 @@ class Connection(asyncio.Protocol):
             if self._setup_left:
                 self._receive_setup()
                 return
-            done = codec.read_kinds(codes)
+            codec.read_kinds(codes)
+            done = self._account(now)
         except ProtocolError as exc:
-            self._account(len(codes), now)
+            self._account(now)
             worker.protocol_error(str(exc))
             self._abort()
             return
         if done:
-            self._account(done, now)
             if self.closed_loop:
                 self.issue(done)
             elif not worker.issuing or worker.budget == 0:
                 worker.maybe_finished()
 
-    def _account(self, done: int, now: int) -> None:
-        """Hand the ``done`` replies just parsed to the recorder, in bulk."""
+    def _account(self, now: int) -> int:
+        """Hand the replies just parsed (``self._codes``) to the recorder, in bulk.
+
+        Returns:
+            How many there were.
+
+        Raises:
+            ProtocolError: more replies than requests in flight; the surplus is dropped
+                from the record (it answers nothing this connection sent).
+        """
+        codes = self._codes
+        done = len(codes)
         if not done:
-            return
+            return 0
         head = self._head
         stop = head + done
+        surplus = stop - len(self._sent_ops)
+        if surplus > 0:
+            del codes[done - surplus :]
+            done -= surplus
+            stop -= surplus
         recorder = self._worker.recorder
         self.shard.completed += done
         recorder.reply_ops.extend(self._sent_ops[head:stop])
-        recorder.reply_codes.extend(self._codes)
+        recorder.reply_codes.extend(codes)
         sent = self._sent_ns[head:stop]
         if self.closed_loop:
             recorder.reply_latency_ns.extend(map(sub, repeat(now, done), sent))
@@ -167,11 +182,14 @@ class Connection(asyncio.Protocol):
             intended = self._intended_ns[head:stop]
             recorder.reply_latency_ns.extend(map(sub, repeat(now, done), intended))
             recorder.reply_service_ns.extend(map(sub, repeat(now, done), sent))
-        self._codes.clear()
+        codes.clear()
         if stop >= _COMPACT_AT and stop * 2 >= len(self._sent_ops):
             del self._sent_ops[:stop], self._sent_ns[:stop], self._intended_ns[:stop]
             stop = 0
         self._head = stop
+        if surplus > 0:
+            raise ProtocolError(f"{surplus} more replies than requests in flight")
+        return done
 
     def issue(self, n: int) -> None:
         """Send up to ``n`` more requests from the worker's source, in one write."""

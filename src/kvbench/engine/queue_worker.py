@@ -217,6 +217,8 @@ class QueueWorker:
         self._cpu_mark_ns = time.process_time_ns()
         cpu_start_ns = self._cpu_mark_ns
         self._running = True
+        if not self.link.connected:  # lost between Ready and Start
+            asyncio.get_running_loop().create_task(self._reconnect())
         gc.collect()
         gc.freeze()
         gc.disable()
@@ -372,10 +374,16 @@ class QueueWorker:
         self.maybe_finished()
 
     def link_broken(self) -> None:
-        if self._running:
+        if self._wants_connection():
             self.recorder.add_stat("reconnects", 1)
             asyncio.get_running_loop().create_task(self._reconnect())
         self.maybe_finished()
+
+    def _wants_connection(self) -> bool:
+        """Running, not stopping, and (a producer) with messages left to send."""
+        link = self.link
+        exhausted = isinstance(link, Producer) and link.next_seq >= link.quota
+        return self._running and not self._stop_requested and not exhausted
 
     def note_error(self, kind: str, text: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
@@ -383,7 +391,7 @@ class QueueWorker:
 
     async def _reconnect(self) -> None:
         delay_ns = RECONNECT_FIRST_NS
-        while self._running and not self.link.connected and self.link.issuing:
+        while self._wants_connection() and not self.link.connected:
             await asyncio.sleep(delay_ns / 1e9)
             try:
                 await self._open()

@@ -226,7 +226,7 @@ class MetaReplies(MemcacheCore):
                             if end > 0:
                                 block = end - data.find(b"\r\n", pos) - 2
                                 guess = b"VA %d O%%d\r\n" % block
-                        if end > 0 and data.startswith(b"\r\n", end):
+                        if end > 0:
                             append(_HIT_CODE)
                             pos = end + 2
                             continue
@@ -487,7 +487,7 @@ class MetaReplies(MemcacheCore):
                 continue
             if data.startswith(b"MN\r\n", pos):
                 rb.pos = pos + 4
-                pass
+                del self._mget_ends[first]
                 return self._finish_mget()
             reply = self._status(first, b"", _NO_CODES)
             if reply is None:

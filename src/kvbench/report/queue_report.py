@@ -55,6 +55,7 @@ def queue_interval_row(record: QueueIntervalRecord, origin_ns: int) -> dict[str,
         "backlog": record.backlog,
         "server_backlog": record.server_backlog,
         "cpu_s": round(snap.stats.get("cpu_ns", 0) / 1e9, 4),
+        "reconnects": int(snap.stats.get("reconnects", 0)),
     }
     row["puts_per_s"] = round(row["puts"] / length_s, 1)
     row["gets_per_s"] = round(row["messages"] / length_s, 1)
@@ -81,6 +82,8 @@ def queue_live_line(row: dict[str, Any]) -> str:
     parts.append(f"err {row['errors']}")
     if row["length_s"]:
         parts.append(f"cpu {row['cpu_s'] / row['length_s']:.0%}")
+    if row.get("reconnects"):
+        parts.append(f"reconnects {row['reconnects']}")
     return "  ".join(parts)
 
 

@@ -432,8 +432,12 @@ def _latest(worker: _Worker, index: int) -> QueueInterval | None:
 def _acknowledged(worker: _Worker) -> Acknowledged:
     if worker.summary is not None:
         return Acknowledged(worker.summary.sent, worker.summary.unacknowledged)
-    # A producer that died: what it reported last; its puts in flight are unknown.
-    return Acknowledged(worker.progress.stored if worker.progress else 0)
+    # A producer that died: what it reported last. Replies come in order, so its stored
+    # messages are (but for error replies) the first ones; the rest are unknown.
+    if worker.progress is None:
+        return Acknowledged(0)
+    sent, stored = worker.progress.sent, worker.progress.stored
+    return Acknowledged(sent, tuple(range(stored, sent)))
 
 
 def _worker_row(worker: _Worker) -> dict[str, Any]:

@@ -138,3 +138,13 @@ def test_nothing_is_sent_once_issuing_stops() -> None:
     conn.data_received(b"END\r\nEND\r\n")
     assert transport.take_requests() == []
     assert conn.inflight == 0
+
+
+def test_more_replies_than_requests_is_a_protocol_error_not_a_corrupt_record() -> None:
+    worker, conn, transport = make(pipeline=1, ratio="0:1")
+    transport.take_requests()
+    conn._codec.read_kinds = lambda codes: codes.extend([2, 2, 2]) or 3  # type: ignore[method-assign]
+    conn.data_received(b"")
+    assert transport.aborted and worker.errors == {"protocol_error": 1}
+    snap = worker.recorder.cut("measure", 0, 0, 1)  # the fold still lines up
+    assert snap.counts == {"get": {"miss": 1}}

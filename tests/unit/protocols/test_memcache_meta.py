@@ -1018,3 +1018,12 @@ def test_quiet_failure_after_a_noop_answer_is_counted_by_both_paths() -> None:
         else:
             assert drain(codec) == [Reply(K.OK, 4)]
         assert codec.quiet_failures == 1
+
+
+def test_a_run_of_hd_answers_keeps_each_ops_outcome() -> None:
+    codec = MemcacheMetaCodec()
+    codec.encode_many([1, 1, 2, 1], [b"k"] * 4, [VALUE_100] * 4, 0, 4, bytearray())
+    codec.feed(b"HD O0\r\nHD O1\r\nHD O2\r\nHD O3\r\n")
+    kinds: list[int] = []
+    assert codec.read_kinds(kinds) == 4
+    assert kinds == [K.STORED, K.STORED, K.DELETED, K.STORED]
