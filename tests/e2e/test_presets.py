@@ -61,3 +61,27 @@ def test_single_key_readers_sweeps_readers(fresh_redis: Server) -> None:
 def test_preset_with_the_wrong_number_of_targets() -> None:
     result = run_kvbench("run", "--preset", "gateway-vs-native", "memcached://127.0.0.1:1")
     assert result.code == 2 and "takes 2 target(s), got 1" in result.stderr
+
+
+def test_queue_preset_runs_both_steps_without_loss() -> None:
+    """Against the memcacheq STAND-IN of tests/support (memcacheq itself is not packaged)."""
+    from tests.support.memcacheq_standin import MemcacheqStandin
+
+    server = MemcacheqStandin()
+    server.start()
+    try:
+        result = run_kvbench(
+            "run",
+            "--preset",
+            "queue-producer-consumer",
+            f"memcacheq://127.0.0.1:{server.port}/q",
+            "-n",
+            "20000",
+            "--no-save",
+            "-q",
+        )
+    finally:
+        server.stop()
+    assert result.code == 0, result.stderr + result.stdout
+    assert "queue-producer-consumer: produce, then drain" in result.stdout
+    assert "queue-producer-consumer: mixed" in result.stdout

@@ -71,6 +71,8 @@ def run_preset(
     urls = [with_scheme(url, preset) for url in targets]
     console = make_console()
     json_path = flags.pop("report.json", (None, ""))[0]
+    if preset.shape == "queue":
+        return _run_queue_preset(preset, urls[0], flags)
     if "workload.seed" not in flags:  # every step and target sends the same keys
         flags["workload.seed"] = (int.from_bytes(os.urandom(4), "big"), "seed")
     if preset.shape == "steps":
@@ -151,3 +153,36 @@ def _compare_at_levels(
             if any(r.status == "interrupted" for r in results):
                 break
     console.print(table)
+
+
+def _run_queue_preset(preset: Preset, url: str, flags: Settings) -> int:
+    """Queue presets run ``kvbench queue`` once per step.
+
+    Of the run flags, -n (messages; the start-after points scale with it), --db,
+    --no-save and -q apply; for anything else use ``kvbench queue`` directly.
+    """
+    from kvbench.cli.queue import queue
+
+    context = click.get_current_context()
+    status = 0
+    for step in preset.steps:
+        make_console().print(f"[bold]{preset.name}: {step.label}[/bold]")
+        options = {**preset.settings, **step.settings}
+        messages = flags.get("load.requests", (None, ""))[0]
+        if messages is not None:  # -n N: N messages, the start-after points scaled with it
+            scale = int(messages) / int(preset.settings["messages"])
+            options["messages"] = str(messages)
+            after = options.get("consumers_start_after")
+            if after is not None:
+                options["consumers_start_after"] = str(max(1, round(int(after) * scale)))
+        code = context.invoke(
+            queue,
+            target=url,
+            json_path=None,
+            db=flags.get("report.db", (None, ""))[0],
+            no_save=flags.get("report.save", (True, ""))[0] is False,
+            quiet=flags.get("report.live", (True, ""))[0] is False,
+            **options,
+        )
+        status = max(status, int(code or 0))
+    return status

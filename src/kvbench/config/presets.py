@@ -165,6 +165,34 @@ PRESETS: dict[str, Preset] = {
                 "load.duration": "30s",
             },
         ),
+        Preset(
+            name="queue-producer-consumer",
+            title="queue producer/consumer: 1,000,000 messages of 100 bytes, 2 producers",
+            original=(
+                "memcacheq: 1,000,000 messages of 100 bytes put by 2 producers, then drained "
+                "by consumers, then a mixed run with consumers starting after 100,000 were "
+                "produced; puts/s and gets/s, with no check that no message was lost or "
+                "duplicated."
+            ),
+            measures=(
+                "the same two runs with kvbench queue: every message carries its producer, "
+                "sequence number and send time, so lost, duplicated and out-of-order messages "
+                "are counted per producer (zero expected), with end-to-end latency and the "
+                "backlog over time; a run that lost or duplicated a message fails."
+            ),
+            shape="queue",
+            settings={
+                "producers": "2",
+                "consumers": "2",
+                "messages": "1000000",
+                "message_size": "100",
+                "pipeline": "16",
+            },
+            steps=(
+                Step("produce, then drain", {"consumers_start_after": "1000000"}),
+                Step("mixed", {"consumers_start_after": "100000"}),
+            ),
+        ),
     )
 }
 

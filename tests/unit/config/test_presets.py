@@ -15,6 +15,12 @@ URLS = {
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_every_preset_is_a_valid_config(name: str) -> None:
     preset = PRESETS[name]
+    if preset.shape == "queue":
+        from kvbench.cli.queue import QUEUE_OPTIONS
+
+        for step in preset.steps:
+            assert set(preset.settings) | set(step.settings) <= set(QUEUE_OPTIONS)
+        return
     steps = preset.steps or ()
     for extra in [{}] + [step.settings for step in steps]:
         settings = {k: (v, name) for k, v in {**preset.settings, **extra}.items()}
