@@ -150,6 +150,25 @@ def bench_read_kinds(name: str, rounds: int = ROUNDS // 4) -> None:
     print(f"{name:15} " + "  ".join(row))
 
 
+# A mixed stream, per 4 replies: get hit, get miss, get hit, set success.
+MIXED = ((Op.GET, 0), (Op.GET, 2), (Op.GET, 0), (Op.SET, 1))
+
+
+def bench_read_kinds_mixed(name: str, rounds: int = ROUNDS // 4) -> None:
+    """feed + read_kinds over 16-reply batches mixing hits, misses and sets (no runs)."""
+    codec = CODECS[name].factory(CodecOptions())
+    n = rounds * BATCH
+    ops = [int(MIXED[i % len(MIXED)][0]) for i in range(n)]
+    codec.encode_many(ops, [KEY] * n, [memoryview(VALUE)] * n, 0, n, bytearray())
+    reply = BATCH_REPLIES[name]
+    chunks = [
+        b"".join(reply(r * BATCH + i)[MIXED[(r * BATCH + i) % len(MIXED)][1]] for i in range(BATCH))
+        for r in range(rounds)
+    ]
+    read = feed_and_read_kinds(codec, chunks)
+    print(f"{name:15} read_kinds mixed hit/miss/hit/set {per_op_ns(read, BATCH, rounds):6.0f} ns")
+
+
 def bench_fold() -> None:
     values = array("q", range(10_000, 110_000))
     hist = Histogram()
@@ -163,4 +182,5 @@ if __name__ == "__main__":
     for name in BATCH_REPLIES:
         bench_encode_many(name)
         bench_read_kinds(name)
+        bench_read_kinds_mixed(name)
     bench_fold()

@@ -116,3 +116,35 @@ def test_unreachable_gateway_is_one_line_and_exit_3() -> None:
     assert result.stderr.strip() == (
         f"kvbench: error: cannot connect to http+memc://127.0.0.1:{port}/memc: connection refused"
     )
+
+
+def test_a_gateway_closing_keepalive_connections_costs_no_errors(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    """nginx closes each connection after 100 requests (Connection: close): the engine sends
+    nothing more on it and reopens it at once, so no request is lost to the close."""
+    out = tmp_path / "run.json"
+    with servers.nginx_memc(fresh_memcached, keepalive_requests=100) as gateway:
+        result = run_kvbench(
+            "run",
+            f"http+memc://{gateway.address}/memc",
+            "--duration",
+            "2s",
+            "-c",
+            "2",
+            "--processes",
+            "1",
+            "-P",
+            "1",
+            "--json",
+            str(out),
+            "--no-save",
+            "-q",
+        )
+    assert result.code == 0, result.stderr
+    doc = read_json(out)
+    assert doc["totals"]["errors"] == 0
+    assert doc["totals"]["completed"] > 1000
+    assert (
+        sum(row["reconnects"] for row in doc["intervals"]) >= doc["totals"]["completed"] // 100 - 4
+    )

@@ -15,22 +15,23 @@ from rich.table import Table
 
 from kvbench.cli.console import make_console
 from kvbench.cli.live import LiveView
+from kvbench.cli.report import write_report
 from kvbench.cli.run import default_processes, run, settings_from_options
 from kvbench.config import RunConfig, load_config
 from kvbench.errors import ConfigError
 from kvbench.report import document, summarize
+from kvbench.report.html import render, render_sweep
 from kvbench.report.levels import (
     LevelRow,
-    best_level,
-    comparison,
+    compare_document,
     comparison_sentence,
-    knee,
     level_row,
     parse_slo,
+    sweep_document,
     target_column,
 )
 from kvbench.report.terminal import fmt_us, print_summary
-from kvbench.results.model import SCHEMA_VERSION, RunResult
+from kvbench.results.model import RunResult
 from kvbench.results.store import Store
 from kvbench.runner.levels import AXES, parse_levels, run_comparison, run_sweep
 from kvbench.units import format_rate
@@ -56,6 +57,12 @@ def _write_json(path: str | None, doc: dict[str, Any], console: Console) -> None
             json.dump(doc, handle, indent=2)
             handle.write("\n")
         console.print(f"result document written to {path}")
+
+
+def _write_html(path: str | None, html: str, console: Console) -> None:
+    if path:
+        size = write_report(path, html)
+        console.print(f"HTML report written to {path} ({size / 1024:,.0f} KiB)")
 
 
 def _split_axis(options: dict[str, Any]) -> tuple[str, list[float]]:
@@ -116,10 +123,11 @@ def sweep(
     """
     console = make_console()
     json_path = options.pop("json_path", None)
+    report_path = options.pop("report_path", None)
     axis, levels = _split_axis(options)
     settings = settings_from_options((target,), options)
     config = load_config(config_path, settings, default_processes())
-    sweep_and_report(console, config, axis, levels, slo, json_path)
+    sweep_and_report(console, config, axis, levels, slo, json_path, report_path)
 
 
 def sweep_and_report(
@@ -129,56 +137,31 @@ def sweep_and_report(
     levels: list[float],
     slo: str | None,
     json_path: str | None,
+    report_path: str | None = None,
 ) -> None:
-    """Run a sweep, save its runs, print its table, knee and SLO level, write its JSON."""
+    """Run a sweep, save its runs, print its table, knee and SLO level, write its JSON/HTML."""
     objective = parse_slo(slo) if slo else None
     with LiveView(console, config) as view:
         outcomes = run_sweep(config, axis, levels, view.interval, view.note)
     rows = [level_row(level, result, reason, objective) for level, result, reason in outcomes]
-    _save(config, [r for _, r, _ in outcomes if r is not None])
+    runs = [r for _, r, _ in outcomes if r is not None]
+    _save(config, runs)
     console.print(_level_table(rows, axis))
-    knee_level = knee(rows)
+    doc = sweep_document(axis, config.targets[0].url, rows, slo)
     console.print(
-        f"knee: {axis} = {knee_level:g}"
-        if knee_level is not None
+        f"knee: {axis} = {doc['knee']:g}"
+        if doc["knee"] is not None
         else "knee: none within the swept range"
     )
-    best = best_level(rows) if objective else None
     if objective:
+        best = doc["best_level"]
         console.print(
             f"highest level meeting {slo}: {best:g}" if best is not None else f"no level met {slo}"
         )
-    _write_json(
-        json_path,
-        {
-            "schema_version": SCHEMA_VERSION,
-            "kind": "sweep",
-            "axis": axis,
-            "target": config.targets[0].url,
-            "levels": [_row_doc(r) for r in rows],
-            "knee": knee_level,
-            "slo": slo,
-            "best_level": best,
-        },
-        console,
-    )
-
-
-def _row_doc(row: LevelRow) -> dict[str, Any]:
-    t = row.throughput
-    return {
-        "level": row.level,
-        "status": row.status,
-        "reason": row.reason,
-        "run_id": row.run_id,
-        "throughput_per_s": round(t.mean, 1) if t else None,
-        "throughput_ci95_per_s": [round(t.ci95[0], 1), round(t.ci95[1], 1)]
-        if t and t.ci95
-        else None,
-        "latency_us": row.latency_us,
-        "errors": row.errors,
-        "slo_met": row.slo_met,
-    }
+    _write_json(json_path, doc, console)
+    if report_path:
+        html = render_sweep(axis, config.targets[0].url, rows, runs, slo)
+        _write_html(report_path, html, console)
 
 
 @click.command()
@@ -197,6 +180,7 @@ def compare(targets: tuple[str, ...], config_path: str | None = None, **options:
         raise ConfigError("compare", "give at least two targets")
     console = make_console()
     json_path = options.pop("json_path", None)
+    report_path = options.pop("report_path", None)
     base_settings = settings_from_options((targets[0],), options)
     seed_config = load_config(config_path, base_settings, default_processes())
     configs = []
@@ -213,19 +197,12 @@ def compare(targets: tuple[str, ...], config_path: str | None = None, **options:
     columns = [target_column(r) for r in results]
     for result in results:
         print_summary(console, summarize(result))
-    rows = comparison(columns)
-    for row in rows:
+    doc = compare_document(columns)
+    for row in doc["comparison"]:
         console.print(comparison_sentence(row))
-    _write_json(
-        json_path,
-        {
-            "schema_version": SCHEMA_VERSION,
-            "kind": "compare",
-            "targets": [document(c.model) for c in columns],
-            "comparison": rows,
-        },
-        console,
-    )
+    _write_json(json_path, doc, console)
+    if report_path:
+        _write_html(report_path, render(results), console)
 
 
 _copy_run_options(sweep, {"targets"})

@@ -77,6 +77,7 @@ class Connection(asyncio.Protocol):
         self._head = 0
         self._codes: list[int] = []
         self._setup_left = 0
+        self._close_expected = False
         self.ready: asyncio.Future[None] | None = None
         self.connected = False
         self.setup_error: str | None = None
@@ -102,7 +103,18 @@ class Connection(asyncio.Protocol):
         self._fail_inflight(_CONN_ERROR)
         if self.ready is not None and not self.ready.done():
             self.ready.set_exception(ConnectionError(str(exc) if exc else "closed by the server"))
-        self._worker.connection_broken(self)
+        announced, self._close_expected = self._close_expected, False
+        self._worker.connection_broken(self, announced)
+
+    def _close_announced(self) -> None:
+        """HTTP ``Connection: close``: send nothing more here; reopen as soon as it closes.
+
+        Requests already sent after the announcing reply cannot be answered: they count
+        as ``conn_error`` (with HTTP pipelining off, there are none).
+        """
+        self._close_expected = True
+        if self._transport is not None:
+            self._transport.close()
 
     def _set_ready(self) -> None:
         if self.ready is not None and not self.ready.done():
@@ -143,6 +155,9 @@ class Connection(asyncio.Protocol):
             self._account(now)
             worker.protocol_error(str(exc))
             self._abort()
+            return
+        if getattr(codec, "closing", False):  # the server said it closes after this reply
+            self._close_announced()
             return
         if done:
             if self.closed_loop:

@@ -428,18 +428,20 @@ class Worker:
         if self.issuing:
             conn.fill()
 
-    def connection_broken(self, conn: Connection) -> None:
+    def connection_broken(self, conn: Connection, announced: bool = False) -> None:
+        """Reopen a lost connection; at once when the server announced the close."""
         if self._running:
             self.recorder.add_stat("reconnects", 1)
-            asyncio.get_running_loop().create_task(self._reconnect(conn))
+            first = 0 if announced else RECONNECT_FIRST_NS
+            asyncio.get_running_loop().create_task(self._reconnect(conn, first))
         self.maybe_finished()
 
     def protocol_error(self, message: str) -> None:
         self.errors["protocol_error"] = self.errors.get("protocol_error", 0) + 1
         self.last_error = message
 
-    async def _reconnect(self, conn: Connection) -> None:
-        delay_ns = RECONNECT_FIRST_NS
+    async def _reconnect(self, conn: Connection, first_delay_ns: int = RECONNECT_FIRST_NS) -> None:
+        delay_ns = first_delay_ns
         loop = asyncio.get_running_loop()
         while self._running and not conn.connected:
             await asyncio.sleep(delay_ns / 1e9)
@@ -453,4 +455,4 @@ class Worker:
             except (OSError, TimeoutError, SetupFailed) as exc:
                 self.errors["connect_error"] = self.errors.get("connect_error", 0) + 1
                 self.last_error = f"reconnect to {conn.shard.target.url}: {connect_error_text(exc)}"
-                delay_ns = min(delay_ns * 2, RECONNECT_MAX_NS)
+                delay_ns = min(max(delay_ns, RECONNECT_FIRST_NS) * 2, RECONNECT_MAX_NS)

@@ -8,7 +8,6 @@ a FIFO of pending requests. Sans-IO, like the codecs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import attrgetter
 from typing import Any
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
@@ -33,8 +32,8 @@ _ERROR_PREFIXES = (b"ERROR ", b"CLIENT_ERROR ", b"SERVER_ERROR ")
 # bound is that large (and int() refuses strings of more than 4300 digits).
 MAX_SIZE_DIGITS = 18
 
-# Pending-request FIFOs are lists read from a head index; the answered prefix is dropped
-# once it is at least this long and at least half the list (amortized O(1) per reply).
+# Pending-request FIFOs are read from a head index; the answered prefix is dropped once
+# it is at least this long and at least half the FIFO (amortized O(1) per reply).
 COMPACT_AT = 64
 
 
@@ -117,24 +116,6 @@ def multiget_keys(key: bytes | Sequence[bytes]) -> tuple[bytes, ...]:
     if not keys:
         raise ValueError("MGET needs at least one key")
     return keys
-
-
-# The byte size of a memoryview; AttributeError for anything else (the batch paths'
-# per-op fallback then handles bytes, bytearray and None the way encode does).
-nbytes_of = attrgetter("nbytes")
-
-
-def formatted_sizes(sizes: list[int], cache: dict[int, bytes], size_format: bytes) -> list[bytes]:
-    """``size_format % size`` for each of ``sizes``, through ``cache`` (a few sizes recur)."""
-    try:
-        return list(map(cache.__getitem__, sizes))
-    except KeyError:
-        if len(cache) > 1024:
-            cache.clear()
-        for size in sizes:
-            if size not in cache:
-                cache[size] = size_format % size
-        return list(map(cache.__getitem__, sizes))
 
 
 # -- meta protocol lines ("Meta Commands") --------------------------------------------

@@ -164,9 +164,11 @@ class MetaReplies(MemcacheCore):
         """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
 
         The same replies, in the same order, as ``next_reply`` would return; common
-        replies (``VA`` get hits without flags, ``EN`` misses, ``HD`` for sets and
-        deletes, each with our token) are recognized inline and never copied, the rest
-        go to the op's parser.
+        replies (``VA`` get and incr values without flags, ``EN`` misses, ``HD`` for
+        sets and deletes, each with our token) are recognized inline and never copied,
+        the rest go to the op's parser. A hit's header is first guessed to declare the
+        previous hit's size; a run of one op answered by its usual status line (``EN``,
+        ``HD``) is one compare.
 
         Returns:
             How many codes were appended.
@@ -226,7 +228,7 @@ class MetaReplies(MemcacheCore):
                             if end > 0:
                                 block = end - data.find(b"\r\n", pos) - 2
                                 guess = b"VA %d O%%d\r\n" % block
-                        if end > 0:
+                        if end > 0 and data.startswith(b"\r\n", end):
                             append(_HIT_CODE)
                             pos = end + 2
                             continue

@@ -146,7 +146,10 @@ class TextReplies(MemcacheCore):
         The same replies, in the same order, as ``next_reply`` would return; common
         replies (get hit on an item with our flags, get miss, STORED, DELETED,
         NOT_FOUND, an incr number) are recognized inline and never copied, the rest go
-        to the op's parser.
+        to the op's parser. A hit's header is first guessed to declare the previous
+        hit's size, and then the trailer and the next hit's header are one compare; a
+        run of one op answered by its usual status line (END, STORED, DELETED) is one
+        compare.
 
         Returns:
             How many codes were appended.

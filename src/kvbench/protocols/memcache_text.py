@@ -9,15 +9,10 @@ the replies are parsed by ``TextReplies`` (_memcache_text_replies.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
-from kvbench.protocols._memcache_lines import (
-    Value,
-    formatted_sizes,
-    multiget_keys,
-    nbytes_of,
-    value_length,
-)
+from kvbench.protocols._memcache_lines import Value, multiget_keys, value_length
 from kvbench.protocols._memcache_text_replies import TextReplies
 from kvbench.protocols.base import CodecOptions, Op
 
@@ -43,6 +38,24 @@ _GET, _SET, _DELETE, _INCR, _MGET = (
 )
 # The ops encode_many sends with arg 1 (one step); every other op gets 0.
 _STEPPED = frozenset({_INCR, int(Op.DECR)})
+
+
+# The byte size of a memoryview; AttributeError for anything else (the batch paths'
+# per-op fallback then handles bytes, bytearray and None the way encode does).
+_nbytes = attrgetter("nbytes")
+
+
+def _formatted_sizes(sizes: list[int], cache: dict[int, bytes], size_format: bytes) -> list[bytes]:
+    """``size_format % size`` for each of ``sizes``, through ``cache`` (a few sizes recur)."""
+    try:
+        return list(map(cache.__getitem__, sizes))
+    except KeyError:
+        if len(cache) > 1024:
+            cache.clear()
+        for size in sizes:
+            if size not in cache:
+                cache[size] = size_format % size
+        return list(map(cache.__getitem__, sizes))
 
 
 class MemcacheTextCodec(TextReplies):
@@ -232,13 +245,13 @@ class MemcacheTextCodec(TextReplies):
         a memoryview."""
         chunk = values[start:stop]
         try:
-            sizes = list(map(nbytes_of, chunk))
+            sizes = list(map(len, chunk))
         except AttributeError:
             return False
         parts: list[Any] = [b"\r\nset "] * (4 * len(chunk))
         parts[0] = b"set "
         parts[1::4] = keys[start:stop]
-        parts[2::4] = formatted_sizes(sizes, self._set_tails, self._set_tail_format)
+        parts[2::4] = _formatted_sizes(sizes, self._set_tails, self._set_tail_format)
         parts[3::4] = chunk
         out += b"".join(parts)
         out += b"\r\n"

@@ -1,10 +1,10 @@
 """The self-contained HTML report: stored runs in, one HTML page out (pure).
 
-The page embeds each run's result document (``json_report.document``) with the latency
-spectrum and server series (``series``) as JSON, and a small inline script that draws
-the charts as SVG from it; every figure of the tables is rendered here, on the server
-side, from the same document. Nothing is fetched when the page opens: no CDN, no fonts.
-Everything from a run (targets, errors, config) is escaped by the template engine.
+One run, several compared to the first (as ``kvbench compare`` does), or a sweep's levels
+followed by each level's run. The page embeds each run's result document with its chart
+series as JSON, and an inline script draws the charts as SVG from it; table figures are
+rendered here from the same documents. Nothing is fetched: no CDN, no fonts. Everything
+from a run (targets, errors, config) is escaped by the template engine.
 """
 
 from __future__ import annotations
@@ -22,6 +22,16 @@ from markupsafe import Markup
 
 from kvbench import __version__
 from kvbench.report.json_report import document
+from kvbench.report.levels import (
+    KNEE_GAIN,
+    KNEE_P99_GROWTH,
+    LevelRow,
+    comparison,
+    comparison_sentence,
+    parse_slo,
+    sweep_document,
+    target_column,
+)
 from kvbench.report.series import ALL_OPS, coarsen, run_spectrum, server_series
 from kvbench.report.summary import PERCENTILES, summarize
 from kvbench.results.model import RunResult
@@ -129,59 +139,40 @@ def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return facts
 
 
-def _ratio(value: float | None, base: float | None) -> float | None:
-    if value is None or not base:
-        return None
-    return round(value / base, 4)
-
-
-def comparison(docs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per run: throughput and p99 of all ops, and their ratios to the first run's."""
-    base = docs[0]["totals"]
-    return [
-        {
-            "throughput_ratio": _ratio(d["totals"]["throughput_per_s"], base["throughput_per_s"]),
-            "p99_ratio": _ratio(d["totals"]["latency_us"]["p99"], base["latency_us"]["p99"]),
-        }
-        for d in docs
-    ]
-
-
-def render(runs: Sequence[RunResult]) -> str:
-    """The HTML report of one run, or of several side by side (compared to the first).
-
-    Raises:
-        ValueError: no runs given.
-    """
-    if not runs:
-        raise ValueError("a report needs at least one run")
-    budget = max(100, MAX_POINTS // len(runs))
+def _views(runs: Sequence[RunResult], labels: Sequence[str]) -> list[dict[str, Any]]:
+    """Per run: its page document, facts and chart data, with intervals merged to fit."""
+    budget = max(100, MAX_POINTS // max(1, len(runs)))
     views: list[dict[str, Any]] = []
-    for index, run in enumerate(runs):
+    for index, (run, label) in enumerate(zip(runs, labels, strict=True)):
         every = max(1, math.ceil(len(run.intervals) / budget))
         doc = _page_document(run, every)
+        data = {
+            "label": label,
+            "document": doc,
+            "spectrum": run_spectrum(run),
+            "server": server_series(run, every),
+            "interval_merge": every,
+        }
         views.append(
             {
                 "index": index,
-                "label": f"#{index + 1}",
+                "label": label,
                 "doc": doc,
                 "facts": _facts(doc),
                 "merged": every,
-                "data": {
-                    "label": f"#{index + 1}",
-                    "document": doc,
-                    "spectrum": run_spectrum(run),
-                    "server": server_series(run, every),
-                    "interval_merge": every,
-                },
+                "data": data,
             }
         )
-    docs = [v["doc"] for v in views]
-    title = (
-        f"kvbench {docs[0]['run_id']} {' '.join(t['url'] for t in docs[0]['targets'])}"
-        if len(docs) == 1
-        else f"kvbench: {len(docs)} runs compared"
-    )
+    return views
+
+
+def _page(title: str, views: list[dict[str, Any]], **context: Any) -> str:
+    """The page: ``context`` adds ``comparison``/``sentences`` or ``sweep`` sections."""
+    page_data = {
+        "generator": f"kvbench {__version__}",
+        "runs": [v["data"] for v in views],
+        **context.pop("data", {}),
+    }
     return (
         _environment()
         .get_template("report.html.j2")
@@ -189,13 +180,86 @@ def render(runs: Sequence[RunResult]) -> str:
             title=title,
             version=__version__,
             runs=views,
-            comparison=comparison(docs) if len(docs) > 1 else [],
+            comparison=context.pop("comparison", []),
+            sentences=context.pop("sentences", []),
+            sweep=context.pop("sweep", None),
             percentiles=[name for name, _ in PERCENTILES],
             all_ops=ALL_OPS,
-            data=script_json(
-                {"generator": f"kvbench {__version__}", "runs": [v["data"] for v in views]}
-            ),
+            data=script_json(page_data),
             style=Markup(_asset("report.css")),
             script=Markup(_asset("report.js")),
+            **context,
         )
+    )
+
+
+def render(runs: Sequence[RunResult]) -> str:
+    """The HTML report of one run, or of several side by side (compared to the first).
+
+    Several runs are compared as ``kvbench compare`` compares its targets
+    (``levels.comparison``): throughput and p99 ratios to the first run are the means of
+    the per-round ratios (rounds paired by index) with their 95% CIs, and the page opens
+    with the compare command's sentences.
+
+    Raises:
+        ValueError: no runs given.
+    """
+    if not runs:
+        raise ValueError("a report needs at least one run")
+    views = _views(runs, [f"#{i + 1}" for i in range(len(runs))])
+    docs = [v["doc"] for v in views]
+    if len(runs) == 1:
+        title = f"kvbench {docs[0]['run_id']} {' '.join(t['url'] for t in docs[0]['targets'])}"
+        return _page(title, views)
+    rows = comparison([target_column(r) for r in runs])
+    return _page(
+        f"kvbench: {len(docs)} runs compared",
+        views,
+        comparison=rows,
+        sentences=[comparison_sentence(r) for r in rows],
+        data={"comparison": rows},
+    )
+
+
+def render_sweep(
+    axis: str,
+    target: str,
+    rows: Sequence[LevelRow],
+    runs: Sequence[RunResult],
+    slo: str | None = None,
+) -> str:
+    """The HTML report of a sweep: its levels, knee and SLO level, then each level's run.
+
+    Args:
+        axis: the swept axis (connections, pipeline, rate).
+        target: the swept target's URL.
+        rows: one per level, in the order swept (``levels.level_row``); failed ones too.
+        runs: the levels' runs, matched to ``rows`` by run id.
+        slo: the objective as given (``p99<1ms``), or None.
+    """
+    doc = sweep_document(axis, target, list(rows), slo)
+    by_id = {run.run_id: run for run in runs}
+    ran = [(r, by_id[r.run_id]) for r in rows if r.run_id is not None and r.run_id in by_id]
+    views = _views([run for _, run in ran], [f"{axis} {r.level:g}" for r, _ in ran])
+    index = {run.run_id: i for i, (_, run) in enumerate(ran)}
+    objective = parse_slo(slo) if slo else None
+    sweep = {
+        "doc": doc,
+        "axis": axis,
+        "knee_rule": f"the last level after which throughput grows less than "
+        f"{KNEE_GAIN:.0%} per step while p99 grows more than {KNEE_P99_GROWTH:.0%}",
+        "rows": [
+            {"level": level, "run": index.get(row.run_id or ""), "label": f"{row.level:g}"}
+            for row, level in zip(rows, doc["levels"], strict=True)
+        ],
+    }
+    chart = {
+        "slo_percentile": objective.percentile if objective else None,
+        "slo_limit_us": objective.limit_us if objective else None,
+    }
+    return _page(
+        f"kvbench sweep over {axis}: {target}",
+        views,
+        sweep=sweep,
+        data={"sweep": doc, "sweep_chart": chart},
     )

@@ -13,9 +13,11 @@ from typing import Any
 
 from kvbench.errors import ConfigError
 from kvbench.metrics.histogram import Histogram
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report.json_report import document
 from kvbench.report.stats import Spread, spread
 from kvbench.report.summary import PERCENTILES, ReportModel, summarize
-from kvbench.results.model import RunResult
+from kvbench.results.model import SCHEMA_VERSION, RunResult
 
 # The knee: the last level after which throughput grows less than KNEE_GAIN per step while
 # p99 grows more than KNEE_P99_GROWTH.
@@ -111,6 +113,40 @@ def best_level(rows: list[LevelRow]) -> float | None:
     return max(met) if met else None
 
 
+def level_document(row: LevelRow) -> dict[str, Any]:
+    """One level as the sweep's result document lists it."""
+    t = row.throughput
+    return {
+        "level": row.level,
+        "status": row.status,
+        "reason": row.reason,
+        "run_id": row.run_id,
+        "throughput_per_s": round(t.mean, 1) if t else None,
+        "throughput_ci95_per_s": [round(t.ci95[0], 1), round(t.ci95[1], 1)]
+        if t and t.ci95
+        else None,
+        "latency_us": row.latency_us,
+        "errors": row.errors,
+        "slo_met": row.slo_met,
+    }
+
+
+def sweep_document(
+    axis: str, target: str, rows: list[LevelRow], slo: str | None = None
+) -> dict[str, Any]:
+    """The sweep's result document (``kind: "sweep"``): its levels, knee and SLO level."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "sweep",
+        "axis": axis,
+        "target": target,
+        "levels": [level_document(r) for r in rows],
+        "knee": knee(rows),
+        "slo": slo,
+        "best_level": best_level(rows) if slo else None,
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class Ratio:
     """B relative to A, as paired per-round ratios."""
@@ -138,16 +174,25 @@ class TargetColumn:
     round_p99_us: list[float]
 
 
+def _p99_us(intervals: list[IntervalSnapshot]) -> float:
+    hists = [h for s in intervals for h in s.latency.values()]
+    merged = Histogram.merged(hists) if hists else None
+    return merged.value_at_percentile(99) / 1000 if merged and merged.total_count else 0.0
+
+
 def target_column(run: RunResult) -> TargetColumn:
-    """Per-round throughput and p99 (from each round's merged histogram)."""
+    """Per-round throughput and p99 (from each round's merged histogram).
+
+    A run of one round keeps no round records: its whole window is then its one round.
+    """
     model = summarize(run)
-    p99s: list[float] = []
-    for index in range(len(run.rounds)):
-        hists = [h for s in run.intervals if s.round == index for h in s.latency.values()]
-        merged = Histogram.merged(hists) if hists else None
-        p99s.append(merged.value_at_percentile(99) / 1000 if merged and merged.total_count else 0.0)
+    if model.rounds:
+        rates = [r["throughput_per_s"] for r in model.rounds]
+        groups = [[s for s in run.intervals if s.round == i] for i in range(len(run.rounds))]
+    else:
+        rates, groups = [model.throughput_per_s], [run.intervals]
     url = run.targets[0]["url"] if run.targets else "?"
-    return TargetColumn(url, model, [r["throughput_per_s"] for r in model.rounds], p99s)
+    return TargetColumn(url, model, rates, [_p99_us(g) for g in groups])
 
 
 def comparison(columns: list[TargetColumn]) -> list[dict[str, Any]]:
@@ -182,3 +227,13 @@ def comparison_sentence(row: dict[str, Any]) -> str:
     p99 = row["p99_ratio"]
     p99_text = f"; p99 {p99:.2f}x" if p99 else ""
     return f"{row['target']}: {ratio:.0%} of {row['baseline']} throughput{ci_text}{p99_text}"
+
+
+def compare_document(columns: list[TargetColumn]) -> dict[str, Any]:
+    """The comparison's result document (``kind: "compare"``): targets and their ratios."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "compare",
+        "targets": [document(c.model) for c in columns],
+        "comparison": comparison(columns),
+    }

@@ -15,6 +15,7 @@ from kvbench.cli import cli
 from kvbench.metrics import Histogram, IntervalSnapshot
 from kvbench.report import document, summarize
 from kvbench.report.html import MAX_POINTS, render, script_json
+from kvbench.report.levels import comparison, target_column
 from kvbench.report.series import ALL_OPS, coarsen, run_spectrum, server_series, spectrum
 from kvbench.report.summary import min_samples
 from kvbench.results.model import RunResult
@@ -199,17 +200,11 @@ def test_long_runs_stay_under_the_size_bound(n_runs: int) -> None:
 
 
 def test_comparison_gives_ratios_against_the_first_run() -> None:
+    """The ratios of ``kvbench compare`` (levels.comparison); test_html_levels has more."""
     runs = [make_run("a"), make_run("b", mode="open")]
-    docs = [document(summarize(r)) for r in runs]
+    (row,) = comparison([target_column(r) for r in runs])
     page = parse(render(runs))
-    tp = [d["totals"]["throughput_per_s"] for d in docs]
-    p99 = [d["totals"]["latency_us"]["p99"] for d in docs]
-    assert [json.loads(v) for v in page.ratios] == [
-        1.0,
-        1.0,
-        round(tp[1] / tp[0], 4),
-        round(p99[1] / p99[0], 4),
-    ]
+    assert [json.loads(v) for v in page.ratios] == [row["throughput_ratio"], row["p99_ratio"]]
 
 
 def test_spectrum_follows_the_histogram_as_far_as_its_samples_go() -> None:

@@ -152,8 +152,9 @@
 
   // -- charts -------------------------------------------------------------------------
 
-  // spec: {series: [{name, color, dash, points: [[x, y|null]]}], x: {label, kind, fmt},
-  //        y: {label, kind: "linear"|"log", fmt}}
+  // spec: {series: [{name, color, dash, points: [[x, y|null]], ci: [[lo, hi]|null]}],
+  //        x: {label, kind: "linear"|"log"|"nines", fmt, ticks}, y: {label, kind: "linear"|"log", fmt},
+  //        marks: [[x, label, class]] (vertical), hlines: [[y, label]] (horizontal, dashed)}
   function lineChart(plot, spec) {
     var log = spec.y.kind === "log";
     var series = spec.series.filter(function (s) {
@@ -162,12 +163,14 @@
     if (!series.length) return empty(plot, spec.none || "no data");
     var xs = [], ys = [];
     series.forEach(function (s) {
-      s.points.forEach(function (p) {
+      s.points.forEach(function (p, k) {
         if (!drawable(p, log)) return;
         xs.push(spec.x.kind === "nines" ? nines(p[0]) : p[0]);
         ys.push(p[1]);
+        if (s.ci && s.ci[k]) ys.push(s.ci[k][0], s.ci[k][1]);
       });
     });
+    (spec.hlines || []).forEach(function (h) { ys.push(h[0]); });
     var c = svgFor(plot, HEIGHT);
     var box = { l: MARGIN.l, r: c.w - MARGIN.r, t: MARGIN.t, b: HEIGHT - MARGIN.b };
     var x = {}, y = {};
@@ -176,10 +179,10 @@
       x.pos = scale("linear", 0, top, box.l, box.r);
       x.ticks = NINES_TICKS.filter(function (t) { return t[0] <= top; });
     } else {
-      var x0 = min(xs), x1 = max(xs);
-      if (x1 === x0) { x0 -= 1; x1 += 1; }
-      x.pos = scale("linear", x0, x1, box.l, box.r);
-      x.ticks = linearTicks(x0, x1, Math.max(3, Math.floor(c.w / 90)))
+      var x0 = min(xs), x1 = max(xs), xlog = spec.x.kind === "log";
+      if (x1 === x0) { x0 = xlog ? x0 / 2 : x0 - 1; x1 = xlog ? x1 * 2 : x1 + 1; }
+      x.pos = scale(xlog ? "log" : "linear", x0, x1, box.l, box.r);
+      x.ticks = (spec.x.ticks || (xlog ? logTicks(x0, x1) : linearTicks(x0, x1, Math.max(3, Math.floor(c.w / 90)))))
         .filter(function (t) { return t >= x0 - 1e-9 && t <= x1 + 1e-9; })
         .map(function (t) { return [t, spec.x.fmt(t)]; });
     }
@@ -197,10 +200,19 @@
     }
     var g = el("g", {}, c.svg);
     axes(g, box, x, y, spec);
+    var marked = {};  // labels of marks at one x are stacked
     (spec.marks || []).forEach(function (m) {
-      var px = x.pos(m[0]);
-      el("line", { x1: px, x2: px, y1: box.t, y2: box.b, stroke: "#9aa2ae", "stroke-dasharray": "2 3" }, g);
-      el("text", { x: px + 4, y: box.t + 9 }, g, m[1]);
+      var px = x.pos(m[0]), row = marked[m[0]] || 0, left = px > box.r - 110;
+      marked[m[0]] = row + 1;
+      el("line", { x1: px, x2: px, y1: box.t, y2: box.b, stroke: "#9aa2ae", "stroke-dasharray": "2 3",
+                   "class": "mark" + (m[2] ? " " + m[2] : ""), "data-x": m[0] }, g);
+      el("text", { x: left ? px - 4 : px + 4, y: box.t + 9 + 13 * row, "text-anchor": left ? "end" : "start",
+                   "class": "mark-label" + (m[2] ? " " + m[2] : "") }, g, m[1]);
+    });
+    (spec.hlines || []).forEach(function (h) {
+      var py = y.pos(h[0]);
+      el("line", { x1: box.l, x2: box.r, y1: py, y2: py, "class": "limit" }, g);
+      el("text", { x: box.l + 4, y: py - 4, "class": "mark-label limit" }, g, h[1]);
     });
     var toX = spec.x.kind === "nines" ? function (v) { return x.pos(nines(v)); } : x.pos;
     series.sort(function (a, b) { return (b.under ? 1 : 0) - (a.under ? 1 : 0); });
@@ -216,6 +228,12 @@
       if (s.dash) path.setAttribute("stroke-dasharray", "6 4");
       if (s.under) path.setAttribute("style", "stroke-width:5;stroke-opacity:0.25");
       el("title", {}, path, s.name);
+      (s.ci || []).forEach(function (ci, k) {
+        if (!ci || !drawable(s.points[k], log)) return;
+        var cx = toX(s.points[k][0]), lo = y.pos(ci[0]), hi = y.pos(ci[1]);
+        el("path", { d: "M" + (cx - 5) + "," + lo + "H" + (cx + 5) + "M" + cx + "," + lo + "V" + hi +
+                        "M" + (cx - 5) + "," + hi + "H" + (cx + 5), "class": "whisker", stroke: s.color }, g);
+      });
       if (shown.length <= 40) {
         shown.forEach(function (p) {
           var dot = el("circle", { cx: toX(p[0]), cy: y.pos(p[1]), r: shown.length === 1 ? 3.5 : 2.4,
@@ -358,7 +376,58 @@
 
   var RATE_AXIS = { label: "ops/s", fmt: fmtRate };
 
+  // -- sweeps -------------------------------------------------------------------------
+
+  var LEVEL_LABELS = { connections: "connections", pipeline: "pipeline depth (requests in flight per connection)",
+                       rate: "offered rate (requests/s)" };
+
+  // Levels in increasing order; a log axis when they grow geometrically (1, 2, 4, 8, ...).
+  function sweepLevels() { return DATA.sweep.levels.slice().sort(function (a, b) { return a.level - b.level; }); }
+
+  function levelAxis(levels) {
+    var values = levels.map(function (l) { return l.level; });
+    var steps = values.slice(1).map(function (v, i) { return v / values[i]; }).sort(function (a, b) { return a - b; });
+    var geometric = steps.length > 1 && values[values.length - 1] / values[0] >= 8 && steps[steps.length >> 1] >= 1.5;
+    var axis = DATA.sweep.axis;
+    return { label: LEVEL_LABELS[axis] || axis, kind: geometric ? "log" : "linear",
+             fmt: axis === "rate" ? fmtRate : fmtPlain, ticks: values.length <= 12 ? values : undefined };
+  }
+
+  // The knee, the best level for the objective, and failed levels, as vertical markers.
+  function sweepMarks(levels) {
+    var sweep = DATA.sweep, fmt = levelAxis(levels).fmt, marks = [];
+    if (sweep.knee !== null) marks.push([sweep.knee, "knee at " + fmt(sweep.knee), "knee"]);
+    if (sweep.best_level !== null) marks.push([sweep.best_level, "best for " + sweep.slo + ": " + fmt(sweep.best_level), "best"]);
+    levels.forEach(function (l) { if (l.status === "failed") marks.push([l.level, "failed", "failed"]); });
+    return marks;
+  }
+
+  function latencyAt(l, name) { return l.latency_us[name] === undefined ? null : l.latency_us[name]; }
+
   var CHARTS = {
+    "sweep-throughput": function (plot) {
+      var levels = sweepLevels();
+      lineChart(plot, {
+        none: "no level completed a round",
+        series: [{ name: "throughput (mean over rounds)", color: COLORS[0],
+                   points: levels.map(function (l) { return [l.level, l.throughput_per_s]; }),
+                   ci: levels.map(function (l) { return l.throughput_ci95_per_s; }) }],
+        marks: sweepMarks(levels), x: levelAxis(levels), y: RATE_AXIS
+      });
+    },
+    "sweep-latency": function (plot) {
+      var levels = sweepLevels(), chart = DATA.sweep_chart, names = ["p50", "p99"];
+      if (chart.slo_percentile && names.indexOf(chart.slo_percentile) < 0) names.push(chart.slo_percentile);
+      lineChart(plot, {
+        none: "too few samples for these percentiles",
+        series: names.map(function (name, i) {
+          return { name: name.replace("_", "."), color: COLORS[[4, 3, 5][i]],
+                   points: levels.map(function (l) { return [l.level, latencyAt(l, name)]; }) };
+        }),
+        hlines: chart.slo_limit_us ? [[chart.slo_limit_us, DATA.sweep.slo]] : [],
+        marks: sweepMarks(levels), x: levelAxis(levels), y: { label: "latency", fmt: fmtUs }
+      });
+    },
     throughput: function (plot, run) {
       lineChart(plot, { series: throughputSeries(run), marks: roundMarks(run.document), x: TIME, y: RATE_AXIS });
     },
