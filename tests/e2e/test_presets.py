@@ -85,3 +85,36 @@ def test_queue_preset_runs_both_steps_without_loss() -> None:
     assert result.code == 0, result.stderr + result.stdout
     assert "queue-producer-consumer: produce, then drain" in result.stdout
     assert "queue-producer-consumer: mixed" in result.stdout
+
+
+def test_gateway_vs_native_compares_at_each_level(fresh_memcached: Server) -> None:
+    from tests.support import servers
+
+    with servers.nginx_memc(fresh_memcached) as gateway:
+        result = run_kvbench(
+            "run",
+            "--preset",
+            "gateway-vs-native",
+            f"http+memc://{gateway.address}/memc",
+            f"memcached://{fresh_memcached.address}",
+            "--connections",
+            "2,4",
+            "--rounds",
+            "2",
+            "--duration",
+            "1s",
+            "--processes",
+            "1",
+            "--no-save",
+            "-q",
+        )
+    assert result.code == 0, result.stderr
+    assert f"A = http+memc://{gateway.address}/memc" in result.stdout
+    rows = [
+        [cell.strip() for cell in line.split("│")[1:-1]]
+        for line in result.stdout.splitlines()
+        if line.startswith("│")
+    ]
+    assert [row[0] for row in rows] == ["2", "4"]
+    for row in rows:
+        assert row[1] != "0" and row[2] != "0" and row[3].endswith("%") and row[-1] == "ok"

@@ -122,10 +122,19 @@ def run_preset(
 def _compare_at_levels(
     console: Console, configs: list[Any], axis: str, levels: list[float]
 ) -> None:
-    table = Table(
-        title=f"{configs[1].targets[0].url} vs {configs[0].targets[0].url}", title_justify="left"
-    )
-    for column in (axis, "A ops/s", "B ops/s", "B/A", "95% CI", "B/A p99", "A p99", "B p99"):
+    a_url, b_url = configs[0].targets[0].url, configs[1].targets[0].url
+    table = Table(title=f"A = {a_url}, B = {b_url}", title_justify="left")
+    for column in (
+        axis,
+        "A ops/s",
+        "B ops/s",
+        "B/A",
+        "95% CI",
+        "B/A p99",
+        "A p99",
+        "B p99",
+        "status",
+    ):
         table.add_column(column, justify="right")
     base = configs[0]
     with LiveView(console, base) as view:
@@ -149,6 +158,7 @@ def _compare_at_levels(
                 f"{row['p99_ratio']:.2f}x" if row["p99_ratio"] else "",
                 fmt_us(columns[0].model.latency_us.get("p99")),
                 fmt_us(columns[1].model.latency_us.get("p99")),
+                _statuses(results),
             )
             if any(r.status == "interrupted" for r in results):
                 break
@@ -186,3 +196,13 @@ def _run_queue_preset(preset: Preset, url: str, flags: Settings) -> int:
         )
         status = max(status, int(code or 0))
     return status
+
+
+def _statuses(results: list[Any]) -> str:
+    """``ok``, or which target's rounds were not (with their errors' first line)."""
+    bad = [
+        f"{'AB'[i]}: {r.status}" + (f" ({r.errors[0]})" if r.errors else "")
+        for i, r in enumerate(results)
+        if r.status != "ok"
+    ]
+    return "; ".join(bad) or "ok"

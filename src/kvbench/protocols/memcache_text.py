@@ -245,7 +245,7 @@ class MemcacheTextCodec(TextReplies):
         a memoryview."""
         chunk = values[start:stop]
         try:
-            sizes = list(map(len, chunk))
+            sizes = list(map(_nbytes, chunk))
         except AttributeError:
             return False
         parts: list[Any] = [b"\r\nset "] * (4 * len(chunk))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from array import array
 from collections.abc import Sequence
 
 import pytest
@@ -912,3 +913,12 @@ def test_read_kinds_run_of_hits_cut_in_the_last_one(cut: int) -> None:
     codec.encode_many([0, 0, 0], [b"k"] * 3, [None] * 3, 0, 3, bytearray())
     wire = HIT_K * 3
     assert reads(codec, wire, [cut]) == [K.HIT | 1 << 8] * 3
+
+
+def test_encode_many_counts_the_bytes_of_a_wide_memoryview() -> None:
+    wide = memoryview(array("H", [1, 2, 3]))  # 3 items, 6 bytes
+    for ops in ([int(Op.SET)], [int(Op.SET), int(Op.GET)]):
+        codec = MemcacheTextCodec()
+        out = bytearray()
+        codec.encode_many(ops, [b"k", b"k"], [wide, None], 0, len(ops), out)
+        assert bytes(out).startswith(b"set k 0 0 6\r\n" + wide.tobytes() + b"\r\n")

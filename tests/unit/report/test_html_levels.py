@@ -45,7 +45,8 @@ def sweep_fixture(slo: str | None = "p99<1ms") -> tuple[list[LevelRow], list[Run
     ]
     objective = parse_slo(slo) if slo else None
     rows = [
-        level_row(level, run, None, objective) for level, run in zip((1.0, 2.0, 4.0), runs, strict=True)
+        level_row(level, run, None, objective)
+        for level, run in zip((1.0, 2.0, 4.0), runs, strict=True)
     ]
     rows.append(level_row(8.0, None, REFUSED, objective))
     return rows, runs

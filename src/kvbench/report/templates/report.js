@@ -154,7 +154,8 @@
 
   // spec: {series: [{name, color, dash, points: [[x, y|null]], ci: [[lo, hi]|null]}],
   //        x: {label, kind: "linear"|"log"|"nines", fmt, ticks}, y: {label, kind: "linear"|"log", fmt},
-  //        marks: [[x, label, class]] (vertical), hlines: [[y, label]] (horizontal, dashed)}
+  //        marks: [[x, label, class, row]] (vertical; labels of one row or one x stack),
+  //        hlines: [[y, label]] (horizontal, dashed)}
   function lineChart(plot, spec) {
     var log = spec.y.kind === "log";
     var series = spec.series.filter(function (s) {
@@ -167,10 +168,11 @@
         if (!drawable(p, log)) return;
         xs.push(spec.x.kind === "nines" ? nines(p[0]) : p[0]);
         ys.push(p[1]);
-        if (s.ci && s.ci[k]) ys.push(s.ci[k][0], s.ci[k][1]);
+        if (s.ci && s.ci[k]) s.ci[k].forEach(function (v) { if (!log || v > 0) ys.push(v); });
       });
     });
     (spec.hlines || []).forEach(function (h) { ys.push(h[0]); });
+    if (spec.x.kind !== "nines") (spec.marks || []).forEach(function (m) { xs.push(m[0]); });
     var c = svgFor(plot, HEIGHT);
     var box = { l: MARGIN.l, r: c.w - MARGIN.r, t: MARGIN.t, b: HEIGHT - MARGIN.b };
     var x = {}, y = {};
@@ -202,7 +204,7 @@
     axes(g, box, x, y, spec);
     var marked = {};  // labels of marks at one x are stacked
     (spec.marks || []).forEach(function (m) {
-      var px = x.pos(m[0]), row = marked[m[0]] || 0, left = px > box.r - 110;
+      var px = x.pos(m[0]), row = m[3] !== undefined ? m[3] : marked[m[0]] || 0, left = px > box.r - 110;
       marked[m[0]] = row + 1;
       el("line", { x1: px, x2: px, y1: box.t, y2: box.b, stroke: "#9aa2ae", "stroke-dasharray": "2 3",
                    "class": "mark" + (m[2] ? " " + m[2] : ""), "data-x": m[0] }, g);
@@ -230,7 +232,9 @@
       el("title", {}, path, s.name);
       (s.ci || []).forEach(function (ci, k) {
         if (!ci || !drawable(s.points[k], log)) return;
-        var cx = toX(s.points[k][0]), lo = y.pos(ci[0]), hi = y.pos(ci[1]);
+        // a bound outside the axis (a CI reaching below zero) stops at the axis
+        var clamp = function (v) { return Math.min(box.b, Math.max(box.t, log && v <= 0 ? box.b : y.pos(v))); };
+        var cx = toX(s.points[k][0]), lo = clamp(ci[0]), hi = clamp(ci[1]);
         el("path", { d: "M" + (cx - 5) + "," + lo + "H" + (cx + 5) + "M" + cx + "," + lo + "V" + hi +
                         "M" + (cx - 5) + "," + hi + "H" + (cx + 5), "class": "whisker", stroke: s.color }, g);
       });
@@ -396,9 +400,9 @@
   // The knee, the best level for the objective, and failed levels, as vertical markers.
   function sweepMarks(levels) {
     var sweep = DATA.sweep, fmt = levelAxis(levels).fmt, marks = [];
-    if (sweep.knee !== null) marks.push([sweep.knee, "knee at " + fmt(sweep.knee), "knee"]);
-    if (sweep.best_level !== null) marks.push([sweep.best_level, "best for " + sweep.slo + ": " + fmt(sweep.best_level), "best"]);
-    levels.forEach(function (l) { if (l.status === "failed") marks.push([l.level, "failed", "failed"]); });
+    if (sweep.knee !== null) marks.push([sweep.knee, "knee at " + fmt(sweep.knee), "knee", 0]);
+    if (sweep.best_level !== null) marks.push([sweep.best_level, "best for " + sweep.slo + ": " + fmt(sweep.best_level), "best", 1]);
+    levels.forEach(function (l) { if (l.status === "failed") marks.push([l.level, "failed", "failed", 2]); });
     return marks;
   }
 
