@@ -95,6 +95,11 @@ def check(message: object) -> Message:
     """
     if not isinstance(message, Hello | Ready | Failed | Preload | Start | Stop | Snapshot | Done):
         raise MessageError(f"unexpected message {type(message).__name__}")
-    if message.version != VERSION:
-        raise MessageError(f"message version {message.version}, expected {VERSION}")
+    check_version(message.version)
     return message
+
+
+def check_version(version: int) -> None:
+    """Raise MessageError unless ``version`` is this protocol's."""
+    if version != VERSION:
+        raise MessageError(f"message version {version}, expected {VERSION}")

@@ -11,30 +11,10 @@ from dataclasses import dataclass
 
 from kvbench.engine.queue_worker import QueueInterval, QueueProgress, QueueSummary
 from kvbench.errors import MessageError
-
-VERSION = 1
-
-
-@dataclass(frozen=True, slots=True)
-class Ready:
-    """Worker -> coordinator: connected and set up."""
-
-    worker: int
-    host: str
-    pid: int
-    version: int = VERSION
+from kvbench.runner.messages import VERSION, Failed, Ready, Stop, check_version
 
 
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """Worker -> coordinator: cannot go on. ``kind`` is ``unreachable`` or ``bug``."""
-
-    worker: int
-    kind: str
-    message: str
-    version: int = VERSION
-
-
+# Ready, Failed and Stop are the run's own messages (runner/messages.py), same version.
 @dataclass(frozen=True, slots=True)
 class Start:
     """Coordinator -> worker: begin at ``start_ns``; a consumer dequeues only if ``consume``."""
@@ -47,13 +27,6 @@ class Start:
 @dataclass(frozen=True, slots=True)
 class Consume:
     """Coordinator -> consumer: start dequeuing now (--consumers-start-after reached)."""
-
-    version: int = VERSION
-
-
-@dataclass(frozen=True, slots=True)
-class Stop:
-    """Coordinator -> worker: stop issuing; report once the requests in flight are answered."""
 
     version: int = VERSION
 
@@ -78,6 +51,19 @@ class Done:
 
 Message = Ready | Failed | Start | Consume | Stop | Report | Done
 
+__all__ = [
+    "VERSION",
+    "Consume",
+    "Done",
+    "Failed",
+    "Message",
+    "Ready",
+    "Report",
+    "Start",
+    "Stop",
+    "check",
+]
+
 
 def check(message: object) -> Message:
     """Return ``message`` if it is a known queue message of this version.
@@ -87,6 +73,5 @@ def check(message: object) -> Message:
     """
     if not isinstance(message, Ready | Failed | Start | Consume | Stop | Report | Done):
         raise MessageError(f"unexpected message {type(message).__name__}")
-    if message.version != VERSION:
-        raise MessageError(f"message version {message.version}, expected {VERSION}")
+    check_version(message.version)
     return message
