@@ -47,23 +47,34 @@ def test_one_process_against_pipelined_redis_is_client_bound(tmp_path: Path) -> 
 
 
 def test_single_threaded_memcached_pipelined_is_server_bound(tmp_path: Path) -> None:
-    with servers.memcached("-t", "1") as server:
-        doc = run_json(
-            tmp_path,
-            f"memcached://{server.address}",
-            "--duration",
-            "3s",
-            "-c",
-            "50",
-            "-P",
-            "16",
-            "--processes",
-            "2",
-            "--ratio",
-            "0:1",
-        )
-    assert doc["server"]["threads"] == 1
-    assert "server.cpu" in verdict_ids(doc), doc["server"]["cpu_cores"]
+    """Two client processes of pipelined get misses (the cheapest client work) against one
+    memcached thread: the server's core saturates (about 0.99 cores on an idle host). On a
+    2-core host anything else running can take part of that core, so one retry is allowed;
+    a second miss fails with the measured share."""
+    cores: list[float] = []
+    for _ in range(2):
+        with servers.memcached("-t", "1") as server:
+            doc = run_json(
+                tmp_path,
+                f"memcached://{server.address}",
+                "--warmup",
+                "1s",
+                "--duration",
+                "3s",
+                "-c",
+                "50",
+                "-P",
+                "32",
+                "--processes",
+                "2",
+                "--ratio",
+                "0:1",
+            )
+        assert doc["server"]["threads"] == 1
+        if "server.cpu" in verdict_ids(doc):
+            return
+        cores.append(doc["server"]["cpu_cores"])
+    pytest.fail(f"server.cpu not reported; server cores measured: {cores}")
 
 
 def test_another_client_on_the_server_breaks_reconciliation(tmp_path: Path) -> None:
