@@ -199,7 +199,13 @@ def summary(model: ReportModel) -> RenderableType:
     ]
     if model.verdicts:
         parts.append(verdict_lines(model))
-    return Group(*parts)
+    # Sections with nothing to say are left out; the rest lose their last newline (the
+    # Group puts each on its own line).
+    shown = [p.copy() if isinstance(p, Text) else p for p in parts]
+    for part in shown:
+        if isinstance(part, Text):
+            part.rstrip()
+    return Group(*[p for p in shown if not (isinstance(p, Text) and not p.plain)])
 
 
 def print_summary(console: Console, model: ReportModel) -> None:
