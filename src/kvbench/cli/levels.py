@@ -141,7 +141,7 @@ def sweep_and_report(
 ) -> None:
     """Run a sweep, save its runs, print its table, knee and SLO level, write its JSON/HTML."""
     objective = parse_slo(slo) if slo else None
-    with LiveView(console, config) as view:
+    with LiveView(console, config, runs=len(levels)) as view:
         outcomes = run_sweep(config, axis, levels, view.interval, view.note)
     rows = [level_row(level, result, reason, objective) for level, result, reason in outcomes]
     runs = [r for _, r, _ in outcomes if r is not None]
@@ -191,7 +191,7 @@ def compare(targets: tuple[str, ...], config_path: str | None = None, **options:
             "workload.seed": (seed_config.workload.seed, "--seed"),
         }
         configs.append(load_config(config_path, settings, default_processes()))
-    with LiveView(console, seed_config) as view:
+    with LiveView(console, seed_config, runs=len(configs)) as view:
         results = run_comparison(configs, seed_config.load.rounds, view.interval, view.note)
     _save(seed_config, results)
     columns = [target_column(r) for r in results]

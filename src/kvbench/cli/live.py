@@ -33,9 +33,10 @@ class LiveView:
     Args:
         console: where to draw.
         config: the run's config (for the progress total and labels).
+        runs: how many such runs the progress bar covers (sweep levels, compared targets).
     """
 
-    def __init__(self, console: Console, config: RunConfig) -> None:
+    def __init__(self, console: Console, config: RunConfig, runs: int = 1) -> None:
         self._console = console
         self._config = config
         self._origins: dict[int, int] = {}
@@ -50,9 +51,9 @@ class LiveView:
         )
         load = config.load
         if load.duration_ns is not None:
-            total, unit = load.rounds * load.duration_ns / 1e9, "s"
+            total, unit = runs * load.rounds * load.duration_ns / 1e9, "s"
         else:
-            total, unit = float(load.rounds * (load.requests or 0)), "requests"
+            total, unit = float(runs * load.rounds * (load.requests or 0)), "requests"
         self._by_time = unit == "s"
         self._task = self._progress.add_task("measuring", total=total or None)
         self._live: Live | None = None

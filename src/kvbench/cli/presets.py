@@ -137,7 +137,7 @@ def _compare_at_levels(
     ):
         table.add_column(column, justify="right")
     base = configs[0]
-    with LiveView(console, base) as view:
+    with LiveView(console, base, runs=len(levels) * len(configs)) as view:
         for level in levels:
             view.note(f"level {axis} = {level:g}")
             results = run_comparison(

@@ -61,3 +61,11 @@ def test_live_table_and_progress_on_a_terminal() -> None:
     assert "get p99" in text and "250.1us" in text  # p50 of one 250 us sample (HDR bucket top)
     assert "round 1/2" in text and "50%" in text  # 2 of 4 seconds
     assert "round 2 of 2" in text
+
+
+def test_progress_covers_every_level_of_a_sweep() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=160, force_terminal=True, color_system=None)
+    with LiveView(console, config(rounds=1), runs=4) as view:  # type: ignore[arg-type]
+        view.interval(snap(0, 0))  # 1 s of 4 levels x 2 s
+    assert "12%" in out.getvalue() or "13%" in out.getvalue()
