@@ -60,6 +60,7 @@ class _Tally:
     ops_by_worker: dict[int, int] = field(default_factory=dict)
     cpu_by_worker: dict[int, float] = field(default_factory=dict)
     failures: dict[int, str] = field(default_factory=dict)
+    unreachable: set[int] = field(default_factory=set)  # failed because a target refused
     emitted: int = 0
 
 
@@ -249,12 +250,11 @@ class Coordinator:
     # -- messaging ---------------------------------------------------------------------
 
     def _broadcast(self, message: m.Message) -> None:
-        for index, pipe in enumerate(self._pipes):
+        for pipe in self._pipes:
             try:
                 pipe.send(message)
-            except (BrokenPipeError, OSError):
-                continue  # counted when its process is found dead
-            del index
+            except OSError:  # BrokenPipeError included: counted when its process is found dead
+                continue
 
     def _receive(self, tally: _Tally, deadline: int | None) -> list[m.Message]:
         """Wait up to 0.2 s for messages, handle them, note dead workers."""
@@ -295,6 +295,8 @@ class Coordinator:
             self._emit_complete(tally)
         elif isinstance(message, m.Failed):
             tally.failures[message.worker] = message.message
+            if message.kind == "unreachable":
+                tally.unreachable.add(message.worker)
 
     def _emit_complete(self, tally: _Tally) -> None:
         """Hand on each interval once every live, unfinished worker has reported it."""
@@ -316,7 +318,7 @@ class Coordinator:
         if not tally.failures:
             return
         index, message = next(iter(tally.failures.items()))
-        if message.startswith("cannot connect") or "refused" in message:
+        if index in tally.unreachable:
             raise TargetUnreachable(message)
         raise WorkerFailed(phase, f"worker {index}: {message.strip().splitlines()[-1]}")
 
