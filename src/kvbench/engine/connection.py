@@ -156,7 +156,7 @@ class Connection(asyncio.Protocol):
             worker.protocol_error(str(exc))
             self._abort()
             return
-        if getattr(codec, "closing", False):  # the server said it closes after this reply
+        if codec.closing:  # the server said it closes after this reply
             self._close_announced()
             return
         if done:

@@ -171,6 +171,12 @@ class ClientCodec(Protocol):
         """How many announced replies have not been returned yet."""
         ...
 
+    @property
+    def closing(self) -> bool:
+        """The server announced it closes the connection after the replies returned so far
+        (HTTP ``Connection: close``): send nothing more on it, reopen it."""
+        ...
+
     def encode_many(
         self,
         ops: Sequence[int],
@@ -226,6 +232,11 @@ class BatchDefaults:
 
     def next_reply(self) -> Reply | NeedData:
         raise NotImplementedError
+
+    @property
+    def closing(self) -> bool:
+        """Only HTTP announces a close; every other protocol keeps connections open."""
+        return False
 
     def encode_many(
         self,
