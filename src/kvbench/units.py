@@ -108,3 +108,12 @@ def format_rate(per_s: float) -> str:
     if per_s < 1_000_000:
         return f"{per_s / 1_000:.1f}k"
     return f"{per_s / 1_000_000:.2f}M"
+
+
+def share_out(total: int, parts: int) -> list[int]:
+    """``total`` shared out as evenly as possible: share_out(10, 3) == [4, 3, 3].
+
+    Used for connections, requests and messages across workers, and connections across
+    servers; the shares always add up to ``total``.
+    """
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]

@@ -65,8 +65,3 @@ def build_shards(config: RunConfig, worker_index: int, n_workers: int) -> list[S
             Shard(index, target, shard_plan, RequestSource(shard_plan), ssl_context_for(target))
         )
     return shards
-
-
-def share_out(total: int, parts: int) -> list[int]:
-    """``total`` shared out as evenly as possible: share_out(10, 3) == [4, 3, 3]."""
-    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]

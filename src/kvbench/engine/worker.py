@@ -21,12 +21,13 @@ from kvbench.engine.connection import Connection, SetupFailed
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
 from kvbench.engine.setup import setup_for
-from kvbench.engine.shards import Shard, build_shards, share_out
+from kvbench.engine.shards import Shard, build_shards
 from kvbench.engine.verify import Verifier
 from kvbench.errors import TargetUnreachable
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.protocols.base import OP_NAMES, Op
+from kvbench.units import share_out
 from kvbench.workload.plan import WorkloadPlan
 
 _now = time.monotonic_ns

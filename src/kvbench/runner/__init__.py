@@ -3,6 +3,6 @@
 Imports ``engine``, ``metrics``, ``results``, ``config`` and ``errors``.
 """
 
-from kvbench.runner.coordinator import Coordinator, split, worker_specs
+from kvbench.runner.coordinator import Coordinator, worker_specs
 
-__all__ = ["Coordinator", "split", "worker_specs"]
+__all__ = ["Coordinator", "worker_specs"]

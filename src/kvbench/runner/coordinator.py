@@ -29,22 +29,18 @@ from kvbench.runner import messages as m
 from kvbench.runner import probe
 from kvbench.runner.launcher import WorkerLauncher, launcher_for
 from kvbench.runner.process import event_loop_name
+from kvbench.units import share_out
 
 # How long after the window's end (plus the request timeout) a worker may take to report.
 REPORT_GRACE_NS = 5_000_000_000
-
-
-def split(total: int, parts: int) -> list[int]:
-    """``total`` shared out as evenly as possible: split(10, 3) == [4, 3, 3]."""
-    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
 def worker_specs(config: RunConfig) -> list[WorkerSpec]:
     """One spec per process, connections and requests shared out."""
     load = config.load
     n = load.processes
-    connections = split(load.connections, n)
-    requests = split(load.requests, n) if load.requests is not None else [None] * n
+    connections = share_out(load.connections, n)
+    requests = share_out(load.requests, n) if load.requests is not None else [None] * n
     return [WorkerSpec(config, i, n, connections[i], requests[i]) for i in range(n)]
 
 

@@ -41,7 +41,7 @@ from kvbench.runner.coordinator import new_run_id
 from kvbench.runner.process import event_loop_name
 from kvbench.runner.queue_probe import server_backlog
 from kvbench.runner.queue_process import queue_worker_main
-from kvbench.workload.queue import split
+from kvbench.units import share_out
 
 # The gap between "everyone is ready" and the common start (as for runs): time for Start
 # to reach every process.
@@ -98,7 +98,7 @@ class QueueCoordinator:
         self._on_interval = on_interval or (lambda record: None)
         self._on_event = on_event or (lambda text: None)
         self.run_tag = int.from_bytes(os.urandom(4), "big")
-        self._quotas = split(config.messages, config.producers)
+        self._quotas = share_out(config.messages, config.producers)
         self._ledger = DeliveryLedger(self._quotas)
         self._workers: list[_Worker] = []
         self._records: list[QueueIntervalRecord] = []

@@ -66,8 +66,3 @@ def read_header(payload: bytes | bytearray | memoryview | None) -> MessageHeader
     if magic != MAGIC:
         return None
     return MessageHeader(tag, producer, seq, sent_ns)
-
-
-def split(total: int, parts: int) -> list[int]:
-    """``total`` shared out as evenly as possible: split(10, 3) == [4, 3, 3]."""
-    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]

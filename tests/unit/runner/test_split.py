@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from kvbench.config import load_config
-from kvbench.runner import split, worker_specs
+from kvbench.runner import worker_specs
+from kvbench.units import share_out as split
 
 
 def test_split_shares_evenly_and_exactly() -> None:

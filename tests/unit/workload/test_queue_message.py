@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from kvbench.units import share_out as split
 from kvbench.workload.queue import (
     HEADER_BYTES,
     MAGIC,
     MessageFormat,
     MessageHeader,
     read_header,
-    split,
 )
 
 
