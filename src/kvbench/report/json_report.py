@@ -52,6 +52,7 @@ def document(model: ReportModel) -> dict[str, Any]:
             "keys": row.keys,
             "keys_per_s": _round(row.keys_per_s, 1),
             "hit_ratio": _round(row.hit_ratio, 4),
+            "out_of_range": row.out_of_range,
         }
         if row.service_time_us is not None:
             entry["service_time_us"] = _rounded(row.service_time_us)

@@ -68,6 +68,7 @@ class OpRow:
     keys: int
     keys_per_s: float
     hit_ratio: float | None
+    out_of_range: int = 0  # latencies beyond the histogram's 60 s, recorded at 60 s
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,9 @@ def _op_row(name: str, total: IntervalSnapshot, window_s: float) -> OpRow:
         keys=keys,
         keys_per_s=keys / window_s if window_s else 0.0,
         hit_ratio=hits / (hits + misses) if hits + misses else None,
+        out_of_range=sum(
+            h.out_of_range for h in (total.latency.get(name), service) if h is not None
+        ),
     )
 
 
@@ -232,6 +236,7 @@ def summarize(run: RunResult) -> ReportModel:
         reconciliation=reconciliation,
         server_cpu=cpu,
         outcomes=outcomes,
+        out_of_range=sum(r.out_of_range for r in rows),
     )
     return ReportModel(
         run=run,

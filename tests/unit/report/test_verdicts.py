@@ -151,3 +151,18 @@ def test_percentiles_with_too_few_samples_are_not_reported() -> None:
         hist.record(v * 1000)
     summary = latency_summary(hist)
     assert summary["p99"] is not None and summary["p99_9"] is None and summary["p99_99"] is None
+
+
+def test_latencies_beyond_the_histogram_are_reported_not_lost() -> None:
+    from kvbench.report import document, summarize
+
+    hist = Histogram()
+    hist.record(1_000_000)
+    hist.record(61 * S)  # beyond 60 s: recorded at 60 s and counted
+    r = run(
+        [IntervalSnapshot("measure", 0, 0, S, {"get": {"hit": 1, "timeout": 1}}, {"get": hist})]
+    )
+    model = summarize(r)
+    assert model.ops[0].out_of_range == 1
+    assert document(model)["ops"]["get"]["out_of_range"] == 1
+    assert "latency.out_of_range" in {v.id for v in model.verdicts}
