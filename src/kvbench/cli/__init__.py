@@ -34,13 +34,16 @@ EXIT_CODES: tuple[tuple[type[KvbenchError], int], ...] = (
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="kvbench")
 def cli() -> None:
-    """Load generator and benchmark harness for memcached and Redis.
+    """Load generator and benchmark harness for memcached (text, binary, meta; one server
+    or many with ketama), Redis (RESP2/3, TLS), memcache-protocol queues and HTTP gateways.
 
     \b
     Example:
         kvbench run                                  # a throwaway local memcached, 10 s
         kvbench run memcached://127.0.0.1:11211 -c 50 -P 16 --ratio 1:10
         kvbench run redis://127.0.0.1:6379 --processes 2 --json out.json
+        kvbench sweep memcached://127.0.0.1:11211 --connections 64:512:64 --rounds 3
+        kvbench presets
         kvbench history
     """
 

@@ -222,7 +222,9 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
     """Benchmark TARGET (a throwaway local memcached when none is given).
 
     TARGET is a URL: memcached://HOST:11211 (text protocol), memcached+binary://,
-    memcached+meta://, redis://[USER:PASS@]HOST:6379/DB (add ?resp=3 for RESP3).
+    memcached+meta://, redis://[USER:PASS@]HOST:6379/DB (add ?resp=3 for RESP3),
+    rediss://...?ca=PATH (TLS), http+memc://HOST:PORT/PATH (nginx memc gateway). Several
+    memcached TARGETs are sharded with ketama, as twemproxy places keys.
 
     \b
     Example:
