@@ -149,12 +149,15 @@ def measurement_verdicts(ev: Evidence) -> list[Verdict]:
             )
         )
     if ev.out_of_range:
-        out.append(Verdict(
-            "latency.out_of_range", "warning",
-            f"{ev.out_of_range:,} latencies were beyond 60 s and were recorded as 60 s: the "
-            "maximum and the top percentiles are lower bounds",
-            {"out_of_range": ev.out_of_range},
-        ))
+        out.append(
+            Verdict(
+                "latency.out_of_range",
+                "warning",
+                f"{ev.out_of_range:,} latencies were beyond 60 s and were recorded as 60 s: the "
+                "maximum and the top percentiles are lower bounds",
+                {"out_of_range": ev.out_of_range},
+            )
+        )
     for message in run.errors:
         out.append(Verdict("run.error", "warning", message))
     return out
