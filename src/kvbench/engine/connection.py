@@ -28,6 +28,7 @@ _now = time.monotonic_ns
 _CONN_ERROR = int(Outcome.CONN_ERROR)
 _TIMEOUT = int(Outcome.TIMEOUT)
 _LATE = int(Outcome.LATE)
+_PUMP_IDLE = 1  # Pump.received / issue: nothing could be sent
 # A send this far behind its slot is counted late: beyond what timer granularity explains.
 LATE_NS = 2_000_000
 # Compact the FIFO lists once this many answered entries sit at their front.
@@ -81,6 +82,9 @@ class Connection(asyncio.Protocol):
         self.ready: asyncio.Future[None] | None = None
         self.connected = False
         self.setup_error: str | None = None
+        # The compiled closed loop (engine/fastpath.py), while the worker runs one; it then
+        # owns the in-flight FIFO and the codec is only used for the setup.
+        self._pump: Any = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -101,6 +105,7 @@ class Connection(asyncio.Protocol):
         self.connected = False
         self._transport = None
         self._fail_inflight(_CONN_ERROR)
+        self._pump = None
         if self.ready is not None and not self.ready.done():
             self.ready.set_exception(ConnectionError(str(exc) if exc else "closed by the server"))
         announced, self._close_expected = self._close_expected, False
@@ -117,6 +122,7 @@ class Connection(asyncio.Protocol):
             self._transport.close()
 
     def _set_ready(self) -> None:
+        self.attach_pump()
         if self.ready is not None and not self.ready.done():
             self.ready.set_result(None)
         self._worker.connection_ready(self)
@@ -126,17 +132,39 @@ class Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
+    def attach_pump(self) -> None:
+        """Hand the closed loop to the compiled pump, if the worker runs them.
+
+        Called when the connection is ready (set up, nothing in flight), and by the worker
+        for every ready connection when its run starts.
+        """
+        pumps = self._worker.pumps
+        if pumps is None or self._transport is None or self._pump is not None:
+            return
+        assert self.inflight == 0, "a pump starts with nothing in flight"
+        self._pump = pumps.pump(self.shard, self._codec_factory, self._transport.write)
+
     @property
     def inflight(self) -> int:
+        if self._pump is not None:
+            return int(self._pump.inflight)
         return len(self._sent_ops) - self._head
 
     def oldest_sent_ns(self) -> int | None:
         """When the oldest unanswered request was sent, or None."""
+        if self._pump is not None:
+            return cast(int | None, self._pump.oldest_sent_ns())
         return self._sent_ns[self._head] if self._head < len(self._sent_ns) else None
 
     # -- the hot path ------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        pump = self._pump
+        if pump is not None:
+            status = pump.received(data)
+            if status:
+                self._pump_stopped(status)
+            return
         now = _now()
         worker = self._worker
         if now >= worker.next_cut_ns:
@@ -164,6 +192,14 @@ class Connection(asyncio.Protocol):
                 self.issue(done)
             elif not worker.issuing or worker.budget == 0:
                 worker.maybe_finished()
+
+    def _pump_stopped(self, status: int) -> None:
+        """The pump sent nothing: the worker may be finished, or the replies broke."""
+        if status == _PUMP_IDLE:
+            self._worker.maybe_finished()
+        else:
+            self._worker.protocol_error(str(self._pump.error))
+            self._abort()
 
     def _account(self, now: int) -> int:
         """Hand the replies just parsed (``self._codes``) to the recorder, in bulk.
@@ -209,6 +245,10 @@ class Connection(asyncio.Protocol):
     def issue(self, n: int) -> None:
         """Send up to ``n`` more requests from the worker's source, in one write."""
         worker = self._worker
+        if self._pump is not None:
+            if self._pump.issue(n):
+                worker.maybe_finished()
+            return
         if not worker.issuing or self._transport is None:
             worker.maybe_finished()
             return
@@ -306,6 +346,12 @@ class Connection(asyncio.Protocol):
         if oldest is None or now - oldest < timeout_ns:
             return
         recorder = self._worker.recorder
+        if self._pump is not None:  # closed loop: latency is the timeout
+            for op in self._pump.expire(now, timeout_ns):
+                recorder.counts[op][_TIMEOUT] += 1
+                recorder.latency_ns[op].append(timeout_ns)
+            self._abort()
+            return
         while self._head < len(self._sent_ops) and now - self._sent_ns[self._head] >= timeout_ns:
             op = self._sent_ops[self._head]
             recorder.counts[op][_TIMEOUT] += 1
@@ -320,7 +366,7 @@ class Connection(asyncio.Protocol):
 
     def _fail_inflight(self, outcome: int) -> None:
         counts = self._worker.recorder.counts
-        for op in self._sent_ops[self._head :]:
+        for op in self._pump.drop() if self._pump is not None else self._sent_ops[self._head :]:
             counts[op][outcome] += 1
         self._clear_fifo()
 

@@ -14,10 +14,12 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.engine.codec_choice import connection_codec_factories
 from kvbench.engine.connection import Connection, SetupFailed
+from kvbench.engine.fastpath import PumpFactory, drain, driver_name, new_tally, python_reason
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
 from kvbench.engine.setup import setup_for
@@ -71,6 +73,7 @@ class WorkerSummary:
     errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
     mismatch_keys: list[str] = field(default_factory=list)  # --verify: example keys
+    driver: str = "python"  # "compiled", or "python (<why>)": engine/fastpath.py
 
 
 def connect_error_text(exc: BaseException) -> str:
@@ -107,11 +110,11 @@ class Worker:
         self.recorder = Recorder(OP_NAMES, keys_per_op)
         self.verifier = Verifier(self.recorder) if config.workload.verify else None
         self.connections: list[Connection] = []
-        self.issuing = False
-        self.budget: int | None = None
-        self.next_cut_ns = NEVER
-        self.bytes_in = 0
-        self.bytes_out = 0
+        # Why connections run the Python driver (None: they run the compiled pumps).
+        self.python_reason = python_reason(config)
+        # Send state shared with the pumps: see the properties below.
+        self.tally: Any = new_tally(self.cut, self.python_reason is None)
+        self.pumps: PumpFactory | None = None
         self.phase = "idle"
         self._index = 0
         self._interval_start_ns = 0
@@ -124,6 +127,52 @@ class Worker:
         self._interrupted = False
         self.errors: dict[str, int] = {}
         self.last_error: str | None = None
+
+    # -- send state, shared with the compiled pumps -------------------------------------
+
+    @property
+    def issuing(self) -> bool:
+        """Connections may send new requests."""
+        return bool(self.tally.issuing)
+
+    @issuing.setter
+    def issuing(self, value: bool) -> None:
+        self.tally.issuing = value
+
+    @property
+    def budget(self) -> int | None:
+        """Requests left to send in this phase (None: no limit)."""
+        budget = int(self.tally.budget)
+        return None if budget < 0 else budget
+
+    @budget.setter
+    def budget(self, value: int | None) -> None:
+        self.tally.budget = -1 if value is None else value
+
+    @property
+    def next_cut_ns(self) -> int:
+        """When the current interval ends (NEVER outside warm-up and measure)."""
+        return int(self.tally.next_cut_ns)
+
+    @next_cut_ns.setter
+    def next_cut_ns(self, value: int) -> None:
+        self.tally.next_cut_ns = value
+
+    @property
+    def bytes_in(self) -> int:
+        return int(self.tally.bytes_in)
+
+    @bytes_in.setter
+    def bytes_in(self, value: int) -> None:
+        self.tally.bytes_in = value
+
+    @property
+    def bytes_out(self) -> int:
+        return int(self.tally.bytes_out)
+
+    @bytes_out.setter
+    def bytes_out(self, value: int) -> None:
+        self.tally.bytes_out = value
 
     # -- preflight ---------------------------------------------------------------------
 
@@ -237,6 +286,10 @@ class Worker:
             self._enter_measure()
         self._running = True
         self.issuing = True
+        if self.python_reason is None:
+            self.pumps = PumpFactory(self.tally)
+            for conn in self.connections:
+                conn.attach_pump()
         gc.collect()
         gc.freeze()
         gc.disable()
@@ -269,6 +322,7 @@ class Worker:
             errors=dict(self.errors),
             last_error=self.last_error,
             mismatch_keys=list(self.verifier.examples) if self.verifier else [],
+            driver=driver_name(self.python_reason),
         )
 
     def _open_loop(self, start_ns: int, total_rate_per_s: float) -> OpenLoopDispatcher:
@@ -324,6 +378,10 @@ class Worker:
                 self.next_cut_ns = min(boundary + interval_ns, self._measure_end_ns)
 
     def _emit_interval(self, end_ns: int) -> None:
+        drain(self.tally, self.recorder)
+        if self.pumps is not None:
+            for shard in self.shards:
+                shard.completed += self.pumps.completed(shard)
         cpu = time.process_time_ns()
         self.recorder.add_stat("cpu_ns", cpu - self._cpu_mark_ns)
         self.recorder.add_stat("bytes_in", self.bytes_in)

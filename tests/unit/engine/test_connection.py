@@ -1,4 +1,7 @@
-"""The connection driver against a scripted in-memory transport (no sockets)."""
+"""The connection driver against a scripted in-memory transport (no sockets).
+
+Every test runs on both drivers: the Python one and the compiled pump (engine/_pump.c).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,11 @@ from typing import Any
 import pytest
 
 from kvbench.config import load_config
+from kvbench.engine import fastpath
 from kvbench.engine.connection import Connection
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.worker import Worker, WorkerSpec
+from kvbench.metrics.snapshot import IntervalSnapshot
 
 NEVER = 2**63 - 1
 
@@ -48,8 +53,21 @@ def text_reply(request: bytes) -> bytes:
     return b"STORED\r\n" if request.startswith(b"set ") else b"END\r\n"
 
 
+@pytest.fixture(params=["python", "compiled"])
+def driver(request: pytest.FixtureRequest) -> str:
+    if request.param == "compiled" and not fastpath.compiled():
+        pytest.skip("the compiled pump is not built (or KVBENCH_PURE_PYTHON is set)")
+    return str(request.param)
+
+
+def cut(worker: Worker) -> IntervalSnapshot:
+    """The interval so far, with the replies the pump accounted moved in first."""
+    fastpath.drain(worker.tally, worker.recorder)
+    return worker.recorder.cut("measure", 0, 0, 1)
+
+
 def make(
-    pipeline: int = 4, ratio: str = "1:1", budget: int | None = None
+    driver: str, pipeline: int = 4, ratio: str = "1:1", budget: int | None = None
 ) -> tuple[Worker, Connection, ScriptedTransport]:
     config = load_config(
         None,
@@ -65,74 +83,77 @@ def make(
     worker.issuing = True
     worker.budget = budget
     worker.next_cut_ns = NEVER
+    if driver == "compiled":
+        worker.pumps = fastpath.PumpFactory(worker.tally)
     conn = Connection(worker, codec_factory_for(config.targets[0]), None, pipeline)
     worker.connections = [conn]
     transport = ScriptedTransport()
     conn.connection_made(transport)
+    assert (conn._pump is not None) == (driver == "compiled")
     return worker, conn, transport
 
 
-def test_pipeline_is_kept_full_and_replies_are_counted_in_order() -> None:
-    worker, conn, transport = make(pipeline=4)
+def test_pipeline_is_kept_full_and_replies_are_counted_in_order(driver: str) -> None:
+    worker, conn, transport = make(driver, pipeline=4)
     requests = transport.take_requests()
     assert len(requests) == 4 and conn.inflight == 4
     conn.data_received(b"".join(text_reply(r) for r in requests[:3]))
     assert conn.inflight == 4  # three answered, three more sent
     assert len(transport.take_requests()) == 3
-    snap = worker.recorder.cut("measure", 0, 0, 1)
+    snap = cut(worker)
     expected_sets = sum(r.startswith(b"set ") for r in requests[:3])
     assert snap.counts.get("set", {}).get("stored", 0) == expected_sets
     assert snap.counts.get("get", {}).get("miss", 0) == 3 - expected_sets
     assert sum(h.total_count for h in snap.latency.values()) == 3
 
 
-def test_a_reply_split_across_reads_is_counted_once() -> None:
-    worker, conn, transport = make(pipeline=1, ratio="0:1")
+def test_a_reply_split_across_reads_is_counted_once(driver: str) -> None:
+    worker, conn, transport = make(driver, pipeline=1, ratio="0:1")
     transport.take_requests()
     conn.data_received(b"EN")
     assert conn.inflight == 1
     conn.data_received(b"D\r\n")
-    assert worker.recorder.cut("measure", 0, 0, 1).counts == {"get": {"miss": 1}}
+    assert cut(worker).counts == {"get": {"miss": 1}}
 
 
-def test_budget_is_never_exceeded() -> None:
-    worker, _conn, transport = make(pipeline=8, budget=5)
+def test_budget_is_never_exceeded(driver: str) -> None:
+    worker, _conn, transport = make(driver, pipeline=8, budget=5)
     assert len(transport.take_requests()) == 5
     assert worker.budget == 0
 
 
-def test_connection_loss_counts_inflight_as_conn_error() -> None:
-    worker, conn, _transport = make(pipeline=3, ratio="0:1")
+def test_connection_loss_counts_inflight_as_conn_error(driver: str) -> None:
+    worker, conn, _transport = make(driver, pipeline=3, ratio="0:1")
     conn.connection_lost(ConnectionResetError())
     assert conn.inflight == 0
-    assert worker.recorder.cut("measure", 0, 0, 1).counts == {"get": {"conn_error": 3}}
+    assert cut(worker).counts == {"get": {"conn_error": 3}}
 
 
-def test_garbage_is_a_protocol_error_that_fails_inflight_and_aborts() -> None:
-    worker, conn, transport = make(pipeline=2, ratio="0:1")
+def test_garbage_is_a_protocol_error_that_fails_inflight_and_aborts(driver: str) -> None:
+    worker, conn, transport = make(driver, pipeline=2, ratio="0:1")
     conn.data_received(b"END\r\nWHAT IS THIS\r\n")
     assert transport.aborted
-    counts = worker.recorder.cut("measure", 0, 0, 1).counts
+    counts = cut(worker).counts
     assert counts["get"]["miss"] == 1  # the good reply before the garbage still counts
     assert counts["get"]["conn_error"] == 1  # the other one; nothing new is sent after garbage
     assert worker.errors == {"protocol_error": 1}
 
 
-def test_timeout_counts_old_requests_at_the_timeout_and_drops_the_connection() -> None:
-    worker, conn, transport = make(pipeline=2, ratio="0:1")
+def test_timeout_counts_old_requests_at_the_timeout_and_drops_the_connection(driver: str) -> None:
+    worker, conn, transport = make(driver, pipeline=2, ratio="0:1")
     sent = conn.oldest_sent_ns()
     assert sent is not None
     conn.check_timeout(sent + 999, timeout_ns=1000)
     assert not transport.aborted
     conn.check_timeout(sent + 1000, timeout_ns=1000)
     assert transport.aborted
-    snap = worker.recorder.cut("measure", 0, 0, 1)
+    snap = cut(worker)
     assert snap.counts == {"get": {"timeout": 2}}
     assert snap.latency["get"].max_ns == pytest.approx(1000, rel=0.001)
 
 
-def test_nothing_is_sent_once_issuing_stops() -> None:
-    worker, conn, transport = make(pipeline=2, ratio="0:1")
+def test_nothing_is_sent_once_issuing_stops(driver: str) -> None:
+    worker, conn, transport = make(driver, pipeline=2, ratio="0:1")
     transport.take_requests()
     worker.issuing = False
     conn.data_received(b"END\r\nEND\r\n")
@@ -140,11 +161,19 @@ def test_nothing_is_sent_once_issuing_stops() -> None:
     assert conn.inflight == 0
 
 
-def test_more_replies_than_requests_is_a_protocol_error_not_a_corrupt_record() -> None:
-    worker, conn, transport = make(pipeline=1, ratio="0:1")
+def test_more_replies_than_requests_is_a_protocol_error_not_a_corrupt_record(driver: str) -> None:
+    worker, conn, transport = make(driver, pipeline=1, ratio="0:1")
+    if driver == "compiled":  # the pump parses for itself: a reply nobody asked for
+        transport.take_requests()
+        worker.issuing = False
+        conn.data_received(b"END\r\nEND\r\n")
+        assert transport.aborted and worker.errors == {"protocol_error": 1}
+        assert worker.last_error == "a reply arrived with no request pending"
+        assert cut(worker).counts == {"get": {"miss": 1}}
+        return
     transport.take_requests()
     conn._codec.read_kinds = lambda codes: codes.extend([2, 2, 2]) or 3  # type: ignore[method-assign]
     conn.data_received(b"")
     assert transport.aborted and worker.errors == {"protocol_error": 1}
-    snap = worker.recorder.cut("measure", 0, 0, 1)  # the fold still lines up
+    snap = cut(worker)  # the fold still lines up
     assert snap.counts == {"get": {"miss": 1}}

@@ -1,0 +1,1406 @@
+/* kvbench.engine._pump: the compiled closed-loop hot path of one connection.
+ *
+ * At pipeline 1 every op is one read, one write and one event-loop callback; the Python
+ * driver spent about 5 us per op around them (parse, account, encode, FIFO), more than
+ * the syscalls. This module does that work in C for memcached text and RESP2:
+ *
+ *   Pump.received(data)  one read: classify every complete reply (the Python codecs'
+ *                        read_kinds codes, same values), account op / code / latency
+ *                        into the shared Tally, then send as many new requests, taken
+ *                        pre-encoded from the connection's Stream, in one write.
+ *
+ * It is not a second definition of the wire format for requests: those are encoded by
+ * the Python codecs, a chunk at a time, off the hot path (Stream's refill); this module
+ * only finds where each request ends (split_requests). Replies are classified here with
+ * the grammar of memcached's protocol.txt and the RESP2 specification; the Python codecs
+ * remain the reference and tests compare the two on the same bytes.
+ *
+ * Sans-IO like the codecs: no sockets here; the transport's write is a callable.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <string.h>
+#include <time.h>
+
+/* protocols.base.ReplyKind values (a test compares them with the enum). */
+enum {
+    K_HIT = 1,
+    K_MISS = 2,
+    K_STORED = 3,
+    K_NOT_STORED = 4,
+    K_EXISTS = 5,
+    K_NOT_FOUND = 6,
+    K_DELETED = 7,
+    K_TOUCHED = 8,
+    K_VALUE = 10,
+    K_ERROR = 20,
+};
+#define KEYS_SHIFT 8
+
+/* What a reply must look like, per op: the engine passes a table op -> family. */
+enum { F_NONE = 0, F_GET, F_MGET, F_STORE, F_DELETE, F_ARITH, F_TOUCH, F_COUNT };
+enum { P_TEXT = 1, P_RESP2 = 2 };
+
+#define MAX_OPS 64
+#define MAX_SIZE_DIGITS 18
+
+/* Scan results: > 0 bytes consumed; 0 incomplete; < 0 a grammar error (message set). */
+#define NEED 0
+#define BAD (-1)
+
+static long long
+monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* -- byte helpers -------------------------------------------------------------------- */
+
+/* Index of the first CRLF in p[0:n], or -1. */
+static Py_ssize_t
+find_crlf(const char *p, Py_ssize_t n)
+{
+    const char *q = p, *end = p + n;
+    while (q < end && (q = memchr(q, '\r', (size_t)(end - q))) != NULL) {
+        if (q + 1 >= end)
+            return -1;
+        if (q[1] == '\n')
+            return q - p;
+        q++;
+    }
+    return -1;
+}
+
+static int
+is_word(const char *p, Py_ssize_t n, const char *word)
+{
+    size_t len = strlen(word);
+    return (size_t)n == len && memcmp(p, word, len) == 0;
+}
+
+static int
+starts(const char *p, Py_ssize_t n, const char *prefix)
+{
+    size_t len = strlen(prefix);
+    return (size_t)n >= len && memcmp(p, prefix, len) == 0;
+}
+
+static int
+all_digits(const char *p, Py_ssize_t n)
+{
+    if (n <= 0)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+    return 1;
+}
+
+/* memcached's error lines (protocol.txt "Error strings"). */
+static int
+is_error_line(const char *p, Py_ssize_t n)
+{
+    return is_word(p, n, "ERROR") || is_word(p, n, "CLIENT_ERROR") ||
+           is_word(p, n, "SERVER_ERROR") || starts(p, n, "ERROR ") ||
+           starts(p, n, "CLIENT_ERROR ") || starts(p, n, "SERVER_ERROR ");
+}
+
+/* A scan's outcome for one reply. */
+typedef struct {
+    long long code;       /* kind | keys << KEYS_SHIFT */
+    const char *error;    /* set when the scan returns BAD */
+    char detail[96];      /* formatted error text when error == detail */
+} Scan;
+
+static Py_ssize_t
+fail(Scan *s, const char *message)
+{
+    s->error = message;
+    return BAD;
+}
+
+static Py_ssize_t
+fail_line(Scan *s, const char *what, const char *line, Py_ssize_t n)
+{
+    int shown = (int)(n < 48 ? n : 48);
+    PyOS_snprintf(s->detail, sizeof s->detail, "unexpected reply to %s: %.*s", what, shown,
+                  line);
+    s->error = s->detail;
+    return BAD;
+}
+
+/* -- memcached text replies ---------------------------------------------------------- */
+
+/* One status line at p: its length without CRLF in *len, or NEED / BAD (too long). */
+static Py_ssize_t
+status_line(const char *p, Py_ssize_t n, long long max, Py_ssize_t *len, Scan *s)
+{
+    Py_ssize_t eol = find_crlf(p, n);
+    if (eol < 0) {
+        if (n > max)
+            return fail(s, "reply line longer than the reply bound");
+        return NEED;
+    }
+    *len = eol;
+    return eol + 2;
+}
+
+/* The byte count of a VALUE header's fields ("key flags bytes [cas]"), or -1. */
+static long long
+value_size(const char *p, Py_ssize_t n)
+{
+    const char *f[5];
+    Py_ssize_t len[5];
+    int count = 0;
+    const char *start = p, *end = p + n;
+    for (const char *q = p;; q++) {
+        if (q == end || *q == ' ') {
+            if (count == 5)
+                return -1;
+            f[count] = start;
+            len[count] = q - start;
+            count++;
+            if (q == end)
+                break;
+            start = q + 1;
+        }
+    }
+    if (count != 3 && count != 4)
+        return -1;
+    if (!all_digits(f[1], len[1]) || !all_digits(f[2], len[2]) || len[2] > MAX_SIZE_DIGITS)
+        return -1;
+    if (count == 4 && !all_digits(f[3], len[3]))
+        return -1;
+    long long size = 0;
+    for (Py_ssize_t i = 0; i < len[2]; i++)
+        size = size * 10 + (f[2][i] - '0');
+    return size;
+}
+
+/* One VALUE block at p ("VALUE k f b [c]\r\n<data>"): the offset just past <data> in
+ * *block_end, NEED, or BAD. Checks the bound on what the reply will take (``before`` bytes
+ * of it precede p, ``tail`` follow the block). */
+static Py_ssize_t
+value_block(const char *p, Py_ssize_t n, long long max, Py_ssize_t before, Py_ssize_t tail,
+            Py_ssize_t *block_end, Scan *s)
+{
+    Py_ssize_t eol = find_crlf(p, n);
+    if (eol < 0) {
+        if (before + n > max)
+            return fail(s, "get reply larger than the reply bound");
+        return NEED;
+    }
+    long long size = value_size(p + 6, eol - 6);
+    if (size < 0)
+        return fail(s, "bad VALUE header");
+    long long end = eol + 2 + size;
+    if (before + end + tail > max)
+        return fail(s, "get reply larger than the reply bound");
+    *block_end = (Py_ssize_t)end;
+    return 1;
+}
+
+static Py_ssize_t
+text_status(const char *p, Py_ssize_t n, long long max, int family, Scan *s)
+{
+    static const char *const what[F_COUNT] = {
+        "?", "get", "get", "a storage command", "delete", "incr/decr", "touch"};
+    Py_ssize_t len;
+    Py_ssize_t r = status_line(p, n, max, &len, s);
+    if (r <= 0)
+        return r;
+    switch (family) {
+    case F_STORE:
+        if (is_word(p, len, "STORED")) s->code = K_STORED;
+        else if (is_word(p, len, "NOT_STORED")) s->code = K_NOT_STORED;
+        else if (is_word(p, len, "EXISTS")) s->code = K_EXISTS;
+        else if (is_word(p, len, "NOT_FOUND")) s->code = K_NOT_FOUND;
+        else goto other;
+        return r;
+    case F_DELETE:
+        if (is_word(p, len, "DELETED")) s->code = K_DELETED;
+        else if (is_word(p, len, "NOT_FOUND")) s->code = K_NOT_FOUND;
+        else goto other;
+        return r;
+    case F_TOUCH:
+        if (is_word(p, len, "TOUCHED")) s->code = K_TOUCHED;
+        else if (is_word(p, len, "NOT_FOUND")) s->code = K_NOT_FOUND;
+        else goto other;
+        return r;
+    case F_ARITH:
+        if (all_digits(p, len)) {
+            if (r > max)
+                return fail(s, "incr/decr reply longer than the reply bound");
+            s->code = K_VALUE;
+        }
+        else if (is_word(p, len, "NOT_FOUND")) s->code = K_NOT_FOUND;
+        else goto other;
+        return r;
+    default:
+        goto other;
+    }
+other:
+    if (is_error_line(p, len)) {
+        if (r > max)
+            return fail(s, "error line longer than the reply bound");
+        s->code = K_ERROR;
+        return r;
+    }
+    return fail_line(s, what[family], p, len);
+}
+
+static Py_ssize_t
+text_get(const char *p, Py_ssize_t n, long long max, Scan *s)
+{
+    if (starts(p, n, "VALUE ")) {
+        Py_ssize_t end;
+        Py_ssize_t r = value_block(p, n, max, 0, 7, &end, s);
+        if (r <= 0)
+            return r;
+        if (n < end + 7) {
+            /* Fail as soon as what follows the block cannot become CRLF END CRLF. */
+            if (n > end && memcmp(p + end, "\r\nEND\r\n", (size_t)(n - end)) != 0)
+                return fail(s, "get: data block not followed by CRLF END CRLF");
+            return NEED;
+        }
+        if (memcmp(p + end, "\r\nEND\r\n", 7) != 0)
+            return fail(s, "get: data block not followed by CRLF END CRLF");
+        s->code = K_HIT | 1 << KEYS_SHIFT;
+        return end + 7;
+    }
+    if (starts(p, n, "END\r\n")) {
+        s->code = K_MISS;
+        return 5;
+    }
+    return text_status(p, n, max, F_GET, s);
+}
+
+static Py_ssize_t
+text_mget(const char *p, Py_ssize_t n, long long max, Scan *s)
+{
+    long long hits = 0;
+    Py_ssize_t pos = 0;
+    for (;;) {
+        const char *q = p + pos;
+        Py_ssize_t left = n - pos;
+        if (starts(q, left, "VALUE ")) {
+            Py_ssize_t end;
+            Py_ssize_t r = value_block(q, left, max, pos, 2 + 5, &end, s);
+            if (r <= 0)
+                return r;
+            if (left < end + 2)
+                return NEED;
+            if (memcmp(q + end, "\r\n", 2) != 0)
+                return fail(s, "get: data block not followed by CRLF");
+            hits++;
+            pos += end + 2;
+            continue;
+        }
+        if (starts(q, left, "END\r\n")) {
+            s->code = hits ? (K_HIT | hits << KEYS_SHIFT) : K_MISS;
+            return pos + 5;
+        }
+        /* memcached can fail part way through a multi-get (out of memory, bad key). */
+        Py_ssize_t r = text_status(q, left, max, F_MGET, s);
+        if (r <= 0)
+            return r;
+        s->code = K_ERROR | hits << KEYS_SHIFT;
+        return pos + r;
+    }
+}
+
+static Py_ssize_t
+scan_text(const char *p, Py_ssize_t n, int family, long long max, Scan *s)
+{
+    switch (family) {
+    case F_GET:
+        return text_get(p, n, max, s);
+    case F_MGET:
+        return text_mget(p, n, max, s);
+    default:
+        return text_status(p, n, max, family, s);
+    }
+}
+
+/* -- RESP2 replies ------------------------------------------------------------------- */
+
+/* A signed decimal line at p (after the type byte): value in *v, or -1 if malformed. */
+static int
+parse_ll(const char *p, Py_ssize_t n, long long *v)
+{
+    int negative = 0;
+    if (n > 0 && p[0] == '-') {
+        negative = 1;
+        p++;
+        n--;
+    }
+    if (n <= 0 || n > 18 || !all_digits(p, n))
+        return -1;
+    long long x = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        x = x * 10 + (p[i] - '0');
+    *v = negative ? -x : x;
+    return 0;
+}
+
+/* One RESP2 item that is not an array: its type byte in *type, for '$' the length in *len
+ * (-1 null), for ':' the value in *len. Returns consumed, NEED or BAD. '_' (RESP3 null)
+ * reads as a null bulk string. */
+static Py_ssize_t
+resp_item(const char *p, Py_ssize_t n, long long max, char *type, long long *len, Scan *s)
+{
+    if (n < 1)
+        return NEED;
+    Py_ssize_t eol = find_crlf(p, n);
+    if (eol < 0)
+        return n > max ? fail(s, "RESP reply larger than the reply bound") : NEED;
+    *type = p[0];
+    switch (p[0]) {
+    case '+':
+    case '-':
+        return eol + 2;
+    case ':':
+        if (parse_ll(p + 1, eol - 1, len) < 0)
+            return fail(s, "RESP protocol error: bad integer");
+        return eol + 2;
+    case '_':
+        if (eol != 1)
+            return fail(s, "RESP protocol error: bad null");
+        *type = '$';
+        *len = -1;
+        return eol + 2;
+    case '$':
+        if (parse_ll(p + 1, eol - 1, len) < 0 || *len < -1)
+            return fail(s, "RESP protocol error: bad bulk string length");
+        if (*len == -1)
+            return eol + 2;
+        if (eol + 2 + *len + 2 > max)
+            return fail(s, "RESP reply larger than the reply bound");
+        if (n < eol + 2 + *len + 2)
+            return NEED;
+        if (memcmp(p + eol + 2 + *len, "\r\n", 2) != 0)
+            return fail(s, "RESP protocol error: bulk string not followed by CRLF");
+        return eol + 2 + (Py_ssize_t)*len + 2;
+    case '*':
+        if (parse_ll(p + 1, eol - 1, len) < 0 || *len < -1)
+            return fail(s, "RESP protocol error: bad array length");
+        return eol + 2;
+    default:
+        return fail(s, "RESP protocol error: unknown reply type");
+    }
+}
+
+static Py_ssize_t
+scan_resp2(const char *p, Py_ssize_t n, int family, long long max, Scan *s)
+{
+    static const char *const what[F_COUNT] = {"?", "GET", "MGET", "SET", "DEL", "INCR/DECR",
+                                              "EXPIRE"};
+    char type;
+    long long len = 0;
+    Py_ssize_t r = resp_item(p, n, max, &type, &len, s);
+    if (r <= 0)
+        return r;
+    if (type == '-') {
+        if (r > max)
+            return fail(s, "RESP error reply larger than the reply bound");
+        s->code = K_ERROR;
+        return r;
+    }
+    int null = (type == '$' || type == '*') && len == -1;
+    switch (family) {
+    case F_GET:
+        if (type == '$' || type == '+') {
+            s->code = null ? K_MISS : (K_HIT | 1 << KEYS_SHIFT);
+            return r;
+        }
+        if (null) {
+            s->code = K_MISS;
+            return r;
+        }
+        break;
+    case F_STORE:
+        if (null) {
+            s->code = K_NOT_STORED;
+            return r;
+        }
+        if ((type == '+' && r == 5 && memcmp(p, "+OK", 3) == 0) ||
+            (type == '$' && len == 2 && memcmp(p + r - 4, "OK", 2) == 0)) {
+            s->code = K_STORED;
+            return r;
+        }
+        break;
+    case F_DELETE:
+    case F_TOUCH:
+        if (type == ':') {
+            s->code = len ? (family == F_DELETE ? K_DELETED : K_TOUCHED) : K_NOT_FOUND;
+            return r;
+        }
+        break;
+    case F_ARITH:
+        if (type == ':') {
+            s->code = K_VALUE;
+            return r;
+        }
+        break;
+    case F_MGET:
+        if (type == '*' && len >= 0) {
+            long long hits = 0;
+            Py_ssize_t pos = r;
+            for (long long i = 0; i < len; i++) {
+                char item_type;
+                long long item_len = 0;
+                Py_ssize_t k = resp_item(p + pos, n - pos, max - pos, &item_type, &item_len, s);
+                if (k <= 0)
+                    return k;
+                if (item_type == '$' || item_type == '+')
+                    hits += !(item_type == '$' && item_len == -1);
+                else if (!(item_type == '*' && item_len == -1))
+                    return fail(s, "an MGET element is not a bulk string or null");
+                pos += k;
+            }
+            s->code = hits ? (K_HIT | hits << KEYS_SHIFT) : K_MISS;
+            return pos;
+        }
+        break;
+    }
+    PyOS_snprintf(s->detail, sizeof s->detail, "a reply of type %c cannot answer %s", type,
+                  what[family]);
+    s->error = s->detail;
+    return BAD;
+}
+
+static Py_ssize_t
+scan_reply(int protocol, const char *p, Py_ssize_t n, int family, long long max, Scan *s)
+{
+    if (family == F_NONE)
+        return fail(s, "no compiled scanner for this op");
+    return protocol == P_TEXT ? scan_text(p, n, family, max, s) : scan_resp2(p, n, family, max, s);
+}
+
+/* -- requests: where each one ends ---------------------------------------------------- */
+
+static int
+is_storage_command(const char *p, Py_ssize_t n)
+{
+    return starts(p, n, "set ") || starts(p, n, "add ") || starts(p, n, "replace ") ||
+           starts(p, n, "append ") || starts(p, n, "prepend ") || starts(p, n, "cas ");
+}
+
+/* One text request: its size, or -1. Storage commands carry "<bytes>" as the fifth field
+ * of the line and a data block after it. */
+static Py_ssize_t
+text_request(const char *p, Py_ssize_t n)
+{
+    Py_ssize_t eol = find_crlf(p, n);
+    if (eol < 0)
+        return -1;
+    if (!is_storage_command(p, eol))
+        return eol + 2;
+    int field = 0;
+    const char *q = p, *end = p + eol, *start = p;
+    for (; q <= end; q++) {
+        if (q == end || *q == ' ') {
+            if (field == 4) {
+                if (!all_digits(start, q - start) || q - start > MAX_SIZE_DIGITS)
+                    return -1;
+                long long size = 0;
+                for (const char *d = start; d < q; d++)
+                    size = size * 10 + (*d - '0');
+                if (eol + 2 + size + 2 > n || memcmp(p + eol + 2 + size, "\r\n", 2) != 0)
+                    return -1;
+                return eol + 2 + (Py_ssize_t)size + 2;
+            }
+            field++;
+            start = q + 1;
+        }
+    }
+    return -1;
+}
+
+/* One RESP request: an array of bulk strings. */
+static Py_ssize_t
+resp_request(const char *p, Py_ssize_t n)
+{
+    Scan s;
+    char type;
+    long long count = 0;
+    Py_ssize_t pos = resp_item(p, n, PY_SSIZE_T_MAX, &type, &count, &s);
+    if (pos <= 0 || type != '*' || count < 1)
+        return -1;
+    for (long long i = 0; i < count; i++) {
+        long long len = 0;
+        Py_ssize_t k = resp_item(p + pos, n - pos, PY_SSIZE_T_MAX, &type, &len, &s);
+        if (k <= 0 || type != '$' || len < 0)
+            return -1;
+        pos += k;
+    }
+    return pos;
+}
+
+PyDoc_STRVAR(split_requests_doc,
+"split_requests(protocol, wire, count) -> bytes\n\n"
+"The end offset of each of the ``count`` requests in ``wire`` (native int64s).\n"
+"Raises ValueError unless ``wire`` is exactly ``count`` whole requests.");
+
+static PyObject *
+split_requests(PyObject *module, PyObject *args)
+{
+    int protocol;
+    Py_buffer wire;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "iy*n", &protocol, &wire, &count))
+        return NULL;
+    PyObject *ends = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(long long));
+    if (ends == NULL) {
+        PyBuffer_Release(&wire);
+        return NULL;
+    }
+    long long *out = (long long *)PyBytes_AS_STRING(ends);
+    const char *p = wire.buf;
+    Py_ssize_t pos = 0, i = 0;
+    for (; i < count && pos < wire.len; i++) {
+        Py_ssize_t k = protocol == P_TEXT ? text_request(p + pos, wire.len - pos)
+                                          : resp_request(p + pos, wire.len - pos);
+        if (k <= 0)
+            break;
+        pos += k;
+        out[i] = pos;
+    }
+    PyBuffer_Release(&wire);
+    if (i != count || pos != wire.len) {
+        Py_DECREF(ends);
+        PyErr_Format(PyExc_ValueError, "wire is not %zd whole requests (stopped at %zd)",
+                     count, i);
+        return NULL;
+    }
+    return ends;
+}
+
+/* -- growable int64 buffers ----------------------------------------------------------- */
+
+typedef struct {
+    long long *v;
+    Py_ssize_t len, cap;
+} I64s;
+
+static int
+i64s_reserve(I64s *b, Py_ssize_t more)
+{
+    if (b->len + more <= b->cap)
+        return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more)
+        cap *= 2;
+    long long *v = PyMem_Realloc(b->v, (size_t)cap * sizeof(long long));
+    if (v == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->v = v;
+    b->cap = cap;
+    return 0;
+}
+
+/* The buffer's contents as bytes; the buffer is emptied. */
+static PyObject *
+i64s_take(I64s *b)
+{
+    PyObject *out = PyBytes_FromStringAndSize((const char *)b->v,
+                                              b->len * (Py_ssize_t)sizeof(long long));
+    if (out != NULL)
+        b->len = 0;
+    return out;
+}
+
+/* -- Tally: one worker's shared counters and reply buffers ------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    int issuing;
+    long long budget; /* requests left to send; -1: no limit */
+    long long next_cut_ns;
+    long long bytes_in;
+    long long bytes_out;
+    PyObject *on_cut; /* called with ``now`` when a read arrives past next_cut_ns */
+    I64s ops, codes, latency;
+} Tally;
+
+static int
+Tally_init(Tally *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"on_cut", NULL};
+    PyObject *on_cut = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &on_cut))
+        return -1;
+    Py_INCREF(on_cut);
+    Py_XSETREF(self->on_cut, on_cut);
+    self->budget = -1;
+    self->next_cut_ns = LLONG_MAX;
+    return 0;
+}
+
+static int
+Tally_traverse(Tally *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->on_cut);
+    return 0;
+}
+
+static int
+Tally_clear(Tally *self)
+{
+    Py_CLEAR(self->on_cut);
+    return 0;
+}
+
+static void
+Tally_dealloc(Tally *self)
+{
+    PyObject_GC_UnTrack(self);
+    Tally_clear(self);
+    PyMem_Free(self->ops.v);
+    PyMem_Free(self->codes.v);
+    PyMem_Free(self->latency.v);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyDoc_STRVAR(Tally_take_doc,
+"take() -> (ops, codes, latency_ns)\n\n"
+"The replies accounted since the last take, as native int64 bytes each (the recorder's\n"
+"reply_ops, reply_codes and reply_latency_ns layout); the buffers are emptied.");
+
+static PyObject *
+Tally_take(Tally *self, PyObject *unused)
+{
+    PyObject *ops = i64s_take(&self->ops);
+    PyObject *codes = ops ? i64s_take(&self->codes) : NULL;
+    PyObject *latency = codes ? i64s_take(&self->latency) : NULL;
+    if (latency == NULL) {
+        Py_XDECREF(ops);
+        Py_XDECREF(codes);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", ops, codes, latency);
+}
+
+static PyObject *
+Tally_pending(Tally *self, void *closure)
+{
+    return PyLong_FromSsize_t(self->ops.len);
+}
+
+static PyMemberDef Tally_members[] = {
+    {"issuing", T_BOOL, offsetof(Tally, issuing), 0, "send new requests"},
+    {"budget", T_LONGLONG, offsetof(Tally, budget), 0, "requests left to send; -1: no limit"},
+    {"next_cut_ns", T_LONGLONG, offsetof(Tally, next_cut_ns), 0, "when the interval ends"},
+    {"bytes_in", T_LONGLONG, offsetof(Tally, bytes_in), 0, "bytes read"},
+    {"bytes_out", T_LONGLONG, offsetof(Tally, bytes_out), 0, "bytes written"},
+    {NULL},
+};
+
+static PyGetSetDef Tally_getset[] = {
+    {"pending", (getter)Tally_pending, NULL, "replies accounted and not taken yet", NULL},
+    {NULL},
+};
+
+static PyMethodDef Tally_methods[] = {
+    {"take", (PyCFunction)Tally_take, METH_NOARGS, Tally_take_doc},
+    {NULL},
+};
+
+static PyTypeObject TallyType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kvbench.engine._pump.Tally",
+    .tp_doc = PyDoc_STR("Tally(on_cut=None): a worker's send state and reply buffers."),
+    .tp_basicsize = sizeof(Tally),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Tally_init,
+    .tp_dealloc = (destructor)Tally_dealloc,
+    .tp_traverse = (traverseproc)Tally_traverse,
+    .tp_clear = (inquiry)Tally_clear,
+    .tp_members = Tally_members,
+    .tp_getset = Tally_getset,
+    .tp_methods = Tally_methods,
+};
+
+/* -- Stream: pre-encoded requests, a chunk at a time ------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *refill; /* () -> (wire, ends, ops): the next chunk */
+    PyObject *wire, *ends, *ops;
+    const char *wire_p;
+    const long long *ends_p;
+    const unsigned char *ops_p;
+    Py_ssize_t size, pos;
+    long long completed; /* replies since the last take_completed() */
+} Stream;
+
+static int
+Stream_init(Stream *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"refill", NULL};
+    PyObject *refill;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &refill))
+        return -1;
+    Py_INCREF(refill);
+    Py_XSETREF(self->refill, refill);
+    return 0;
+}
+
+static int
+Stream_traverse(Stream *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->refill);
+    Py_VISIT(self->wire);
+    Py_VISIT(self->ends);
+    Py_VISIT(self->ops);
+    return 0;
+}
+
+static int
+Stream_clear(Stream *self)
+{
+    Py_CLEAR(self->refill);
+    Py_CLEAR(self->wire);
+    Py_CLEAR(self->ends);
+    Py_CLEAR(self->ops);
+    self->size = self->pos = 0;
+    return 0;
+}
+
+static void
+Stream_dealloc(Stream *self)
+{
+    PyObject_GC_UnTrack(self);
+    Stream_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Load the next chunk from refill(); -1 with an exception on failure. */
+static int
+Stream_next_chunk(Stream *self)
+{
+    PyObject *chunk = PyObject_CallNoArgs(self->refill);
+    if (chunk == NULL)
+        return -1;
+    PyObject *wire, *ends, *ops;
+    if (!PyArg_ParseTuple(chunk, "SSS;refill() must return (wire, ends, ops) bytes", &wire,
+                          &ends, &ops)) {
+        Py_DECREF(chunk);
+        return -1;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(ops);
+    if (size == 0 || PyBytes_GET_SIZE(ends) != size * (Py_ssize_t)sizeof(long long)) {
+        Py_DECREF(chunk);
+        PyErr_SetString(PyExc_ValueError, "refill(): empty chunk, or ends and ops disagree");
+        return -1;
+    }
+    const long long *ends_p = (const long long *)PyBytes_AS_STRING(ends);
+    if (ends_p[size - 1] != PyBytes_GET_SIZE(wire)) {
+        Py_DECREF(chunk);
+        PyErr_SetString(PyExc_ValueError, "refill(): the last end is not the wire's size");
+        return -1;
+    }
+    Py_INCREF(wire);
+    Py_INCREF(ends);
+    Py_INCREF(ops);
+    Py_XSETREF(self->wire, wire);
+    Py_XSETREF(self->ends, ends);
+    Py_XSETREF(self->ops, ops);
+    Py_DECREF(chunk);
+    self->wire_p = PyBytes_AS_STRING(wire);
+    self->ends_p = ends_p;
+    self->ops_p = (const unsigned char *)PyBytes_AS_STRING(ops);
+    self->size = size;
+    self->pos = 0;
+    return 0;
+}
+
+static PyObject *
+Stream_take_completed(Stream *self, PyObject *unused)
+{
+    long long completed = self->completed;
+    self->completed = 0;
+    return PyLong_FromLongLong(completed);
+}
+
+static PyMemberDef Stream_members[] = {
+    {"pos", T_PYSSIZET, offsetof(Stream, pos), READONLY, "next request of the chunk"},
+    {"size", T_PYSSIZET, offsetof(Stream, size), READONLY, "requests in the chunk"},
+    {NULL},
+};
+
+static PyMethodDef Stream_methods[] = {
+    {"take_completed", (PyCFunction)Stream_take_completed, METH_NOARGS,
+     PyDoc_STR("Replies received since the last call (all of the stream's pumps).")},
+    {NULL},
+};
+
+static PyTypeObject StreamType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kvbench.engine._pump.Stream",
+    .tp_doc = PyDoc_STR("Stream(refill): pre-encoded requests, shared by pumps."),
+    .tp_basicsize = sizeof(Stream),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Stream_init,
+    .tp_dealloc = (destructor)Stream_dealloc,
+    .tp_traverse = (traverseproc)Stream_traverse,
+    .tp_clear = (inquiry)Stream_clear,
+    .tp_members = Stream_members,
+    .tp_methods = Stream_methods,
+};
+
+/* -- Pump: one connection's closed loop ------------------------------------------------- */
+
+/* received() and issue() results besides "nothing to do" (0). */
+enum { PUMP_OK = 0, PUMP_IDLE = 1, PUMP_ERROR = 2 };
+
+typedef struct {
+    PyObject_HEAD
+    Tally *tally;
+    Stream *stream;
+    PyObject *write; /* the transport's write */
+    PyObject *error; /* the grammar error that stopped the pump, or None */
+    int protocol;
+    long long max_reply;
+    unsigned char family[MAX_OPS];
+    /* In-flight FIFO: a ring of ops and send times. */
+    unsigned char *fifo_ops;
+    long long *fifo_sent;
+    Py_ssize_t fifo_cap, fifo_head, fifo_len;
+    /* Bytes of an incomplete reply, kept for the next read. */
+    char *in;
+    Py_ssize_t in_len, in_cap;
+    /* One write's bytes when they span two chunks. */
+    char *out;
+    Py_ssize_t out_cap;
+} Pump;
+
+static int
+Pump_init(Pump *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"tally", "stream", "write", "protocol", "families", "max_reply",
+                             NULL};
+    PyObject *tally, *stream, *write;
+    Py_buffer families;
+    int protocol;
+    long long max_reply;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Oiy*L", kwlist, &TallyType, &tally,
+                                     &StreamType, &stream, &write, &protocol, &families,
+                                     &max_reply))
+        return -1;
+    if (protocol != P_TEXT && protocol != P_RESP2) {
+        PyBuffer_Release(&families);
+        PyErr_Format(PyExc_ValueError, "unknown protocol %d", protocol);
+        return -1;
+    }
+    if (families.len > MAX_OPS) {
+        PyBuffer_Release(&families);
+        PyErr_Format(PyExc_ValueError, "at most %d ops", MAX_OPS);
+        return -1;
+    }
+    memset(self->family, F_NONE, sizeof self->family);
+    for (Py_ssize_t i = 0; i < families.len; i++) {
+        unsigned char f = ((const unsigned char *)families.buf)[i];
+        self->family[i] = f < F_COUNT ? f : F_NONE;
+    }
+    PyBuffer_Release(&families);
+    Py_INCREF(tally);
+    Py_XSETREF(self->tally, (Tally *)tally);
+    Py_INCREF(stream);
+    Py_XSETREF(self->stream, (Stream *)stream);
+    Py_INCREF(write);
+    Py_XSETREF(self->write, write);
+    Py_INCREF(Py_None);
+    Py_XSETREF(self->error, Py_None);
+    self->protocol = protocol;
+    self->max_reply = max_reply;
+    return 0;
+}
+
+static int
+Pump_traverse(Pump *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->tally);
+    Py_VISIT(self->stream);
+    Py_VISIT(self->write);
+    Py_VISIT(self->error);
+    return 0;
+}
+
+static int
+Pump_clear(Pump *self)
+{
+    Py_CLEAR(self->tally);
+    Py_CLEAR(self->stream);
+    Py_CLEAR(self->write);
+    Py_CLEAR(self->error);
+    return 0;
+}
+
+static void
+Pump_dealloc(Pump *self)
+{
+    PyObject_GC_UnTrack(self);
+    Pump_clear(self);
+    PyMem_Free(self->fifo_ops);
+    PyMem_Free(self->fifo_sent);
+    PyMem_Free(self->in);
+    PyMem_Free(self->out);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+grow(void *pp, Py_ssize_t *cap, Py_ssize_t need, size_t item)
+{
+    if (need <= *cap)
+        return 0;
+    Py_ssize_t n = *cap ? *cap : 256;
+    while (n < need)
+        n *= 2;
+    void *p = PyMem_Realloc(*(void **)pp, (size_t)n * item);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *(void **)pp = p;
+    *cap = n;
+    return 0;
+}
+
+/* Room in the ring for ``more`` entries (unrolled into a fresh array when it grows). */
+static int
+fifo_reserve(Pump *self, Py_ssize_t more)
+{
+    Py_ssize_t need = self->fifo_len + more;
+    if (need <= self->fifo_cap)
+        return 0;
+    Py_ssize_t cap = self->fifo_cap ? self->fifo_cap : 64;
+    while (cap < need)
+        cap *= 2;
+    unsigned char *ops = PyMem_Malloc((size_t)cap);
+    long long *sent = PyMem_Malloc((size_t)cap * sizeof(long long));
+    if (ops == NULL || sent == NULL) {
+        PyMem_Free(ops);
+        PyMem_Free(sent);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < self->fifo_len; i++) {
+        Py_ssize_t j = (self->fifo_head + i) % self->fifo_cap;
+        ops[i] = self->fifo_ops[j];
+        sent[i] = self->fifo_sent[j];
+    }
+    PyMem_Free(self->fifo_ops);
+    PyMem_Free(self->fifo_sent);
+    self->fifo_ops = ops;
+    self->fifo_sent = sent;
+    self->fifo_cap = cap;
+    self->fifo_head = 0;
+    return 0;
+}
+
+/* Send up to n requests in one write. Returns PUMP_OK, PUMP_IDLE (nothing may be sent: the
+ * worker should check whether it is finished) or -1 with an exception. */
+static int
+pump_issue(Pump *self, Py_ssize_t n)
+{
+    Tally *tally = self->tally;
+    Stream *stream = self->stream;
+    if (!tally->issuing)
+        return PUMP_IDLE;
+    if (tally->budget >= 0) {
+        if (n > tally->budget)
+            n = (Py_ssize_t)tally->budget;
+        if (n <= 0)
+            return PUMP_IDLE;
+    }
+    if (fifo_reserve(self, n) < 0)
+        return -1;
+    if (stream->pos == stream->size && Stream_next_chunk(stream) < 0)
+        return -1;
+    long long sent = monotonic_ns();
+    PyObject *bytes;
+    if (stream->pos + n <= stream->size) {
+        /* The common case: one slice of the current chunk. */
+        Py_ssize_t start = stream->pos ? stream->ends_p[stream->pos - 1] : 0;
+        Py_ssize_t stop = stream->ends_p[stream->pos + n - 1];
+        bytes = PyBytes_FromStringAndSize(stream->wire_p + start, stop - start);
+        if (bytes == NULL)
+            return -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t j = (self->fifo_head + self->fifo_len + i) % self->fifo_cap;
+            self->fifo_ops[j] = stream->ops_p[stream->pos + i];
+            self->fifo_sent[j] = sent;
+        }
+        stream->pos += n;
+    }
+    else {
+        Py_ssize_t len = 0, left = n, queued = 0;
+        while (left) {
+            if (stream->pos == stream->size && Stream_next_chunk(stream) < 0)
+                return -1;
+            Py_ssize_t k = stream->size - stream->pos < left ? stream->size - stream->pos : left;
+            Py_ssize_t start = stream->pos ? stream->ends_p[stream->pos - 1] : 0;
+            Py_ssize_t stop = stream->ends_p[stream->pos + k - 1];
+            if (grow(&self->out, &self->out_cap, len + stop - start, 1) < 0)
+                return -1;
+            memcpy(self->out + len, stream->wire_p + start, (size_t)(stop - start));
+            len += stop - start;
+            for (Py_ssize_t i = 0; i < k; i++) {
+                Py_ssize_t j = (self->fifo_head + self->fifo_len + queued + i) % self->fifo_cap;
+                self->fifo_ops[j] = stream->ops_p[stream->pos + i];
+                self->fifo_sent[j] = sent;
+            }
+            queued += k;
+            stream->pos += k;
+            left -= k;
+        }
+        bytes = PyBytes_FromStringAndSize(self->out, len);
+        if (bytes == NULL)
+            return -1;
+    }
+    self->fifo_len += n;
+    if (tally->budget >= 0)
+        tally->budget -= n;
+    tally->bytes_out += PyBytes_GET_SIZE(bytes);
+    PyObject *result = PyObject_CallOneArg(self->write, bytes);
+    Py_DECREF(bytes);
+    if (result == NULL)
+        return -1;
+    Py_DECREF(result);
+    return PUMP_OK;
+}
+
+static int
+account(Pump *self, Tally *tally, long long code, long long now)
+{
+    Py_ssize_t h = self->fifo_head;
+    tally->ops.v[tally->ops.len++] = self->fifo_ops[h];
+    tally->codes.v[tally->codes.len++] = code;
+    tally->latency.v[tally->latency.len++] = now - self->fifo_sent[h];
+    self->fifo_head = (h + 1) % self->fifo_cap;
+    self->fifo_len--;
+    return 0;
+}
+
+static int
+set_error(Pump *self, const char *message)
+{
+    PyObject *text = PyUnicode_FromString(message);
+    if (text == NULL)
+        return -1;
+    Py_XSETREF(self->error, text);
+    return 0;
+}
+
+PyDoc_STRVAR(Pump_received_doc,
+"received(data) -> int\n\n"
+"Account every complete reply in ``data`` (and bytes kept from earlier reads), then send\n"
+"as many new requests in one write. Returns 0; 1 when none could be sent (not issuing,\n"
+"or the budget is spent: ask the worker whether it is finished); 2 on a grammar error\n"
+"(``error`` says which; the replies before it are accounted; the pump is unusable).");
+
+static PyObject *
+Pump_received(Pump *self, PyObject *data)
+{
+    if (!PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "received() takes bytes");
+        return NULL;
+    }
+    if (self->error != Py_None)
+        return PyLong_FromLong(PUMP_ERROR);
+    long long now = monotonic_ns();
+    Tally *tally = self->tally;
+    if (now >= tally->next_cut_ns && tally->on_cut != Py_None) {
+        PyObject *when = PyLong_FromLongLong(now);
+        if (when == NULL)
+            return NULL;
+        PyObject *result = PyObject_CallOneArg(tally->on_cut, when);
+        Py_DECREF(when);
+        if (result == NULL)
+            return NULL;
+        Py_DECREF(result);
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    tally->bytes_in += n;
+    const char *buf = PyBytes_AS_STRING(data);
+    if (self->in_len) {
+        if (grow(&self->in, &self->in_cap, self->in_len + n, 1) < 0)
+            return NULL;
+        memcpy(self->in + self->in_len, buf, (size_t)n);
+        self->in_len += n;
+        buf = self->in;
+        n = self->in_len;
+    }
+    /* At most one reply per in-flight request: reserve for all of them. */
+    if (i64s_reserve(&tally->ops, self->fifo_len) < 0 ||
+        i64s_reserve(&tally->codes, self->fifo_len) < 0 ||
+        i64s_reserve(&tally->latency, self->fifo_len) < 0)
+        return NULL;
+    Py_ssize_t pos = 0, done = 0;
+    Scan scan = {0, NULL, {0}};
+    while (pos < n) {
+        if (self->fifo_len == 0) {
+            scan.error = "a reply arrived with no request pending";
+            break;
+        }
+        int family = self->family[self->fifo_ops[self->fifo_head]];
+        Py_ssize_t k = scan_reply(self->protocol, buf + pos, n - pos, family, self->max_reply,
+                                  &scan);
+        if (k <= 0)
+            break;
+        account(self, tally, scan.code, now);
+        pos += k;
+        done++;
+    }
+    self->stream->completed += done;
+    if (scan.error != NULL) {
+        self->in_len = 0;
+        if (set_error(self, scan.error) < 0)
+            return NULL;
+        return PyLong_FromLong(PUMP_ERROR);
+    }
+    /* Keep the incomplete rest for the next read. */
+    Py_ssize_t rest = n - pos;
+    if (rest) {
+        if (buf == self->in)
+            memmove(self->in, self->in + pos, (size_t)rest);
+        else {
+            if (grow(&self->in, &self->in_cap, rest, 1) < 0)
+                return NULL;
+            memcpy(self->in, buf + pos, (size_t)rest);
+        }
+    }
+    self->in_len = rest;
+    if (!done)
+        return PyLong_FromLong(PUMP_OK);
+    int status = pump_issue(self, done);
+    if (status < 0)
+        return NULL;
+    return PyLong_FromLong(status);
+}
+
+PyDoc_STRVAR(Pump_issue_doc,
+"issue(n) -> int\n\n"
+"Send up to ``n`` requests in one write; 1 when none could be sent, else 0.");
+
+static PyObject *
+Pump_issue(Pump *self, PyObject *arg)
+{
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n <= 0)
+        return PyLong_FromLong(PUMP_OK);
+    int status = pump_issue(self, n);
+    if (status < 0)
+        return NULL;
+    return PyLong_FromLong(status);
+}
+
+PyDoc_STRVAR(Pump_oldest_doc,
+"oldest_sent_ns() -> int | None\n\nWhen the oldest unanswered request was sent.");
+
+static PyObject *
+Pump_oldest_sent_ns(Pump *self, PyObject *unused)
+{
+    if (self->fifo_len == 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong(self->fifo_sent[self->fifo_head]);
+}
+
+PyDoc_STRVAR(Pump_expire_doc,
+"expire(now, timeout_ns) -> bytes\n\n"
+"Remove the requests at the head sent ``timeout_ns`` or more before ``now``; their ops.");
+
+static PyObject *
+Pump_expire(Pump *self, PyObject *args)
+{
+    long long now, timeout_ns;
+    if (!PyArg_ParseTuple(args, "LL", &now, &timeout_ns))
+        return NULL;
+    Py_ssize_t k = 0;
+    while (k < self->fifo_len &&
+           now - self->fifo_sent[(self->fifo_head + k) % self->fifo_cap] >= timeout_ns)
+        k++;
+    PyObject *ops = PyBytes_FromStringAndSize(NULL, k);
+    if (ops == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < k; i++)
+        PyBytes_AS_STRING(ops)[i] = (char)self->fifo_ops[(self->fifo_head + i) % self->fifo_cap];
+    if (k) {
+        self->fifo_head = (self->fifo_head + k) % self->fifo_cap;
+        self->fifo_len -= k;
+    }
+    return ops;
+}
+
+PyDoc_STRVAR(Pump_drop_doc,
+"drop() -> bytes\n\n"
+"Forget every request in flight and any buffered bytes; the ops that were in flight.");
+
+static PyObject *
+Pump_drop(Pump *self, PyObject *unused)
+{
+    PyObject *ops = PyBytes_FromStringAndSize(NULL, self->fifo_len);
+    if (ops == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < self->fifo_len; i++)
+        PyBytes_AS_STRING(ops)[i] = (char)self->fifo_ops[(self->fifo_head + i) % self->fifo_cap];
+    self->fifo_head = self->fifo_len = 0;
+    self->in_len = 0;
+    return ops;
+}
+
+static PyObject *
+Pump_inflight(Pump *self, void *closure)
+{
+    return PyLong_FromSsize_t(self->fifo_len);
+}
+
+static PyMemberDef Pump_members[] = {
+    {"error", T_OBJECT, offsetof(Pump, error), READONLY, "the error that stopped the pump"},
+    {NULL},
+};
+
+static PyGetSetDef Pump_getset[] = {
+    {"inflight", (getter)Pump_inflight, NULL, "requests sent and not answered", NULL},
+    {NULL},
+};
+
+static PyMethodDef Pump_methods[] = {
+    {"received", (PyCFunction)Pump_received, METH_O, Pump_received_doc},
+    {"issue", (PyCFunction)Pump_issue, METH_O, Pump_issue_doc},
+    {"oldest_sent_ns", (PyCFunction)Pump_oldest_sent_ns, METH_NOARGS, Pump_oldest_doc},
+    {"expire", (PyCFunction)Pump_expire, METH_VARARGS, Pump_expire_doc},
+    {"drop", (PyCFunction)Pump_drop, METH_NOARGS, Pump_drop_doc},
+    {NULL},
+};
+
+static PyTypeObject PumpType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kvbench.engine._pump.Pump",
+    .tp_doc = PyDoc_STR("Pump(tally, stream, write, protocol, families, max_reply)"),
+    .tp_basicsize = sizeof(Pump),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Pump_init,
+    .tp_dealloc = (destructor)Pump_dealloc,
+    .tp_traverse = (traverseproc)Pump_traverse,
+    .tp_clear = (inquiry)Pump_clear,
+    .tp_members = Pump_members,
+    .tp_getset = Pump_getset,
+    .tp_methods = Pump_methods,
+};
+
+/* -- a scanner entry point for tests ---------------------------------------------------- */
+
+PyDoc_STRVAR(scan_replies_doc,
+"scan_replies(protocol, families, ops, data, max_reply) -> (codes, consumed, error)\n\n"
+"Classify the replies in ``data`` answering ``ops`` (bytes, one op per request) as a\n"
+"Pump would: the codes of the complete ones, the bytes they took, and the grammar error\n"
+"that stopped the scan (or None). For tests that compare with the Python codecs.");
+
+static PyObject *
+scan_replies(PyObject *module, PyObject *args)
+{
+    int protocol;
+    Py_buffer families, ops, data;
+    long long max;
+    if (!PyArg_ParseTuple(args, "iy*y*y*L", &protocol, &families, &ops, &data, &max))
+        return NULL;
+    unsigned char family[MAX_OPS] = {0};
+    for (Py_ssize_t i = 0; i < families.len && i < MAX_OPS; i++)
+        family[i] = ((const unsigned char *)families.buf)[i] % F_COUNT;
+    PyObject *codes = PyList_New(0);
+    Py_ssize_t pos = 0, i = 0;
+    Scan scan = {0, NULL, {0}};
+    const char *p = data.buf;
+    while (codes != NULL && pos < data.len) {
+        if (i == ops.len) {
+            scan.error = "a reply arrived with no request pending";
+            break;
+        }
+        unsigned char op = ((const unsigned char *)ops.buf)[i];
+        Py_ssize_t k = scan_reply(protocol, p + pos, data.len - pos,
+                                  op < MAX_OPS ? family[op] : F_NONE, max, &scan);
+        if (k <= 0)
+            break;
+        PyObject *code = PyLong_FromLongLong(scan.code);
+        if (code == NULL || PyList_Append(codes, code) < 0)
+            Py_CLEAR(codes);
+        Py_XDECREF(code);
+        pos += k;
+        i++;
+    }
+    PyBuffer_Release(&families);
+    PyBuffer_Release(&ops);
+    PyBuffer_Release(&data);
+    if (codes == NULL)
+        return NULL;
+    if (scan.error == NULL)
+        return Py_BuildValue("(NnO)", codes, pos, Py_None);
+    return Py_BuildValue("(Nns)", codes, pos, scan.error);
+}
+
+/* -- module ----------------------------------------------------------------------------- */
+
+static PyMethodDef module_methods[] = {
+    {"split_requests", split_requests, METH_VARARGS, split_requests_doc},
+    {"scan_replies", scan_replies, METH_VARARGS, scan_replies_doc},
+    {NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kvbench.engine._pump",
+    .m_doc = PyDoc_STR("The compiled closed-loop hot path (memcached text, RESP2)."),
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__pump(void)
+{
+    if (PyType_Ready(&TallyType) < 0 || PyType_Ready(&StreamType) < 0 ||
+        PyType_Ready(&PumpType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    struct {
+        const char *name;
+        long value;
+    } constants[] = {
+        {"TEXT", P_TEXT}, {"RESP2", P_RESP2}, {"F_GET", F_GET}, {"F_MGET", F_MGET},
+        {"F_STORE", F_STORE}, {"F_DELETE", F_DELETE}, {"F_ARITH", F_ARITH},
+        {"F_TOUCH", F_TOUCH}, {"K_HIT", K_HIT}, {"K_MISS", K_MISS}, {"K_STORED", K_STORED},
+        {"K_NOT_STORED", K_NOT_STORED}, {"K_EXISTS", K_EXISTS}, {"K_NOT_FOUND", K_NOT_FOUND},
+        {"K_DELETED", K_DELETED}, {"K_TOUCHED", K_TOUCHED}, {"K_VALUE", K_VALUE},
+        {"K_ERROR_REPLY", K_ERROR}, {"KEYS_SHIFT", KEYS_SHIFT}, {"MAX_OPS", MAX_OPS},
+    };
+    for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
+        if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0)
+            goto error;
+    PyObject *types[] = {(PyObject *)&TallyType, (PyObject *)&StreamType,
+                         (PyObject *)&PumpType};
+    const char *names[] = {"Tally", "Stream", "Pump"};
+    for (int i = 0; i < 3; i++) {
+        Py_INCREF(types[i]);
+        if (PyModule_AddObject(m, names[i], types[i]) < 0) {
+            Py_DECREF(types[i]);
+            goto error;
+        }
+    }
+    return m;
+error:
+    Py_DECREF(m);
+    return NULL;
+}

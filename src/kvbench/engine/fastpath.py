@@ -1,0 +1,215 @@
+"""The compiled hot path: when a run uses it, and the glue between it and the worker.
+
+``engine/_pump.c`` runs a connection's closed loop in C (classify replies, account them,
+send the next requests in one write) for memcached text and RESP2. Requests are still
+encoded by the Python codecs, ``STREAM_PIECE`` at a time, into a ``Stream`` the
+connections of a server share; the C side only finds where each request ends.
+The worker's send state (issuing, budget, interval cut time, byte counts) lives in one
+``Tally`` both paths read and write, and the replies the pumps accounted are moved into
+the recorder's buffers at every interval cut, so the fold and everything after it is
+the same whichever path counted them.
+
+Everything else stays in Python: open loop, ``--verify``, ``--ttl`` ranges, binary, meta,
+RESP3, HTTP, and any build without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
+path too); ``python_reason`` names the reason, and the run records it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kvbench.metrics.recorder import Recorder
+from kvbench.protocols.base import ClientCodec, CodecOptions, Op
+from kvbench.workload.mix import WORKLOAD_TO_OP
+
+if TYPE_CHECKING:
+    from kvbench.config.model import RunConfig
+    from kvbench.engine.shards import Shard
+
+try:
+    from kvbench.engine import _pump  # type: ignore[attr-defined]
+except ImportError:  # built without a C compiler: the Python driver does everything
+    _pump = None
+
+PURE_PYTHON_ENV = "KVBENCH_PURE_PYTHON"
+NEVER = 2**63 - 1
+# Requests a stream encodes at a time. Encoding stalls the event loop (about 0.2 us per
+# request), and a stall long enough starves the server of requests: 4,096 at once held
+# Redis at 83% busy and 650k ops/s (50 connections, pipeline 16), 256 at once let it run.
+STREAM_PIECE = 256
+
+
+def _families(table: dict[Op, str]) -> bytes:
+    """Op -> the reply family the C scanner checks (0: none; the op keeps the run in Python)."""
+    if _pump is None:
+        return b""
+    return bytes(int(getattr(_pump, f"F_{table[op]}")) if op in table else 0 for op in Op)
+
+
+_STORES = dict.fromkeys((Op.SET, Op.ADD, Op.REPLACE), "STORE")
+# protocol name -> (the C scanner's protocol, op families)
+PROTOCOLS: dict[str, tuple[int, bytes]] = (
+    {
+        "memcache-text": (
+            int(_pump.TEXT),
+            _families(
+                {
+                    Op.GET: "GET",
+                    Op.GETS: "GET",
+                    Op.MGET: "MGET",
+                    **_STORES,
+                    **dict.fromkeys((Op.APPEND, Op.PREPEND, Op.CAS), "STORE"),
+                    Op.DELETE: "DELETE",
+                    Op.INCR: "ARITH",
+                    Op.DECR: "ARITH",
+                    Op.TOUCH: "TOUCH",
+                }
+            ),
+        ),
+        "resp2": (
+            int(_pump.RESP2),
+            _families(
+                {
+                    Op.GET: "GET",
+                    Op.MGET: "MGET",
+                    **_STORES,
+                    Op.DELETE: "DELETE",
+                    Op.INCR: "ARITH",
+                    Op.DECR: "ARITH",
+                }
+            ),
+        ),
+    }
+    if _pump is not None
+    else {}
+)
+
+
+def compiled() -> bool:
+    """The extension is built and not switched off."""
+    return _pump is not None and not os.environ.get(PURE_PYTHON_ENV)
+
+
+def driver_name(python_reason: str | None) -> str:
+    """``compiled``, or ``python (<reason>)``: the driver, as runs record it."""
+    return "compiled" if python_reason is None else f"python ({python_reason})"
+
+
+def python_reason(config: RunConfig) -> str | None:
+    """Why ``config`` runs on the Python driver, or None when it runs on the compiled one."""
+    if _pump is None:
+        return "extension not built"
+    if os.environ.get(PURE_PYTHON_ENV):
+        return f"{PURE_PYTHON_ENV} is set"
+    if config.load.rate_per_s is not None:
+        return "open loop"
+    if config.workload.verify:
+        return "--verify"
+    if config.workload.ttl_max_s is not None and config.workload.ttl_max_s != config.workload.ttl_s:
+        # Each connection has its own ttl, written into its requests; pumps share a stream.
+        return "a --ttl range"
+    for target in config.targets:
+        if target.family == "http" or target.protocol not in PROTOCOLS:
+            return f"{target.protocol} has no compiled scanner"
+        families = PROTOCOLS[target.protocol][1]
+        for op in config_ops(config):
+            if not families[op]:
+                return f"{op.name.lower()} on {target.protocol} has no compiled scanner"
+    return None
+
+
+def config_ops(config: RunConfig) -> list[Op]:
+    """The ops a run's mix sends."""
+    return [WORKLOAD_TO_OP[name] for name, _ in config.workload.ratio]
+
+
+class PyTally:
+    """The worker's send state when no pump runs (same fields as ``_pump.Tally``)."""
+
+    def __init__(self) -> None:
+        self.issuing = False
+        self.budget = -1
+        self.next_cut_ns = NEVER
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    def take(self) -> tuple[bytes, bytes, bytes]:
+        return b"", b"", b""
+
+
+def new_tally(on_cut: Callable[[int], None] | None, compiled_run: bool) -> Any:
+    """A ``_pump.Tally`` for a compiled run, else a ``PyTally``."""
+    if compiled_run and _pump is not None:
+        return _pump.Tally(on_cut)
+    return PyTally()
+
+
+class PumpFactory:
+    """Builds each connection's pump; the connections of a shard share one ``Stream``.
+
+    Args:
+        tally: the worker's ``_pump.Tally``.
+    """
+
+    def __init__(self, tally: Any) -> None:
+        assert _pump is not None
+        self.tally = tally
+        self.streams: dict[int, Any] = {}
+        self._max_reply = CodecOptions().max_reply_bytes
+
+    def pump(self, shard: Shard, factory: Callable[[], ClientCodec], write: Any) -> Any:
+        """A pump writing with ``write`` (the transport's), fed from its shard's stream."""
+        assert _pump is not None
+        protocol, families = PROTOCOLS[shard.target.protocol]
+        stream = self.streams.get(shard.index)
+        if stream is None:  # the connections' codecs are alike: no ttl range (python_reason)
+            stream = self.streams[shard.index] = _pump.Stream(_chunks(shard, factory, protocol))
+        return _pump.Pump(self.tally, stream, write, protocol, families, self._max_reply)
+
+    def completed(self, shard: Shard) -> int:
+        """Replies the pumps of ``shard`` received since the last call."""
+        stream = self.streams.get(shard.index)
+        return int(stream.take_completed()) if stream is not None else 0
+
+
+def _chunks(
+    shard: Shard, factory: Callable[[], ClientCodec], protocol: int
+) -> Callable[[], tuple[bytes, bytes, bytes]]:
+    """The refill of a stream: the next piece of the shard's current chunk, encoded.
+
+    One codec encodes a whole source chunk (a fresh one per chunk, so the replies it
+    announces, which nobody reads, are dropped with it).
+    """
+    source = shard.source
+    codec = factory()
+
+    def refill() -> tuple[bytes, bytes, bytes]:
+        nonlocal codec
+        assert _pump is not None
+        if source.pos >= source.size:
+            source.refill()
+            codec = factory()
+        start = source.pos
+        stop = min(source.size, start + STREAM_PIECE)
+        out = bytearray()
+        codec.encode_many(source.ops, source.keys, source.values, start, stop, out)
+        source.pos = stop
+        wire = bytes(out)
+        return (
+            wire,
+            _pump.split_requests(protocol, wire, stop - start),
+            bytes(source.ops[start:stop]),
+        )
+
+    return refill
+
+
+def drain(tally: Any, recorder: Recorder) -> None:
+    """Move the replies the pumps accounted into the recorder's reply buffers."""
+    ops, codes, latency = tally.take()
+    if ops:
+        recorder.reply_ops.frombytes(ops)
+        recorder.reply_codes.frombytes(codes)
+        recorder.reply_latency_ns.frombytes(latency)

@@ -1,0 +1,56 @@
+"""Which driver a run gets, and that the compiled one is built where the tests run."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from kvbench.config import load_config
+from kvbench.config.model import RunConfig
+from kvbench.engine import fastpath
+
+
+def config(url: str = "memcached://127.0.0.1:1", **settings: Any) -> RunConfig:
+    overrides = {"target.urls": ([url], "TARGET")}
+    overrides.update({name: (value, "--" + name) for name, value in settings.items()})
+    return load_config(None, overrides, 1)
+
+
+def test_the_compiled_pump_is_built_here() -> None:
+    if os.environ.get(fastpath.PURE_PYTHON_ENV):
+        pytest.skip(f"{fastpath.PURE_PYTHON_ENV} is set: only the Python driver is tested")
+    assert fastpath.compiled(), (
+        "engine/_pump.c did not build: install a C compiler and the Python headers, "
+        f"or set {fastpath.PURE_PYTHON_ENV}=1 to test the Python driver only"
+    )
+
+
+@pytest.mark.skipif(not fastpath.compiled(), reason="the compiled pump is not built")
+@pytest.mark.parametrize(
+    ("url", "settings", "reason"),
+    [
+        ("memcached://127.0.0.1:1", {}, None),
+        ("redis://127.0.0.1:1/0", {"workload.ratio": "set=1,get=1,delete=1,incr=1,mget=1"}, None),
+        ("memcached://127.0.0.1:1", {"load.rate": "1000"}, "open loop"),
+        ("memcached://127.0.0.1:1", {"workload.verify": True}, "--verify"),
+        ("memcached://127.0.0.1:1", {"workload.ttl_s": "10-20"}, "a --ttl range"),
+        ("memcached://127.0.0.1:1", {"workload.ttl_s": "10"}, None),
+        ("memcached+binary://127.0.0.1:1", {}, "memcache-binary has no compiled scanner"),
+        ("redis://127.0.0.1:1/0?resp=3", {}, "resp3 has no compiled scanner"),
+    ],
+)
+def test_python_reason_names_what_keeps_a_run_off_the_compiled_driver(
+    url: str, settings: dict[str, Any], reason: str | None
+) -> None:
+    run = config(url, **settings)
+    assert fastpath.python_reason(run) == reason
+    assert fastpath.driver_name(reason) == ("compiled" if reason is None else f"python ({reason})")
+
+
+def test_the_switch_forces_the_python_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(fastpath.PURE_PYTHON_ENV, "1")
+    assert not fastpath.compiled()
+    reason = fastpath.python_reason(config())
+    assert reason is not None and fastpath.PURE_PYTHON_ENV in reason

@@ -1,0 +1,353 @@
+"""The compiled pump (engine/_pump.c) against the Python codecs, which stay the reference.
+
+The same replies, fed to the C scanner and to the codec's ``read_kinds``, must give the
+same codes in the same order, however they are cut into reads; any bytes must give codes
+or an error, never a crash; the requests the codecs encode must split where they end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvbench.engine import fastpath
+from kvbench.protocols.base import KEYS_SHIFT, CodecOptions, Op, ReplyKind
+from kvbench.protocols.memcache_text import MemcacheTextCodec
+from kvbench.protocols.resp import RespCodec
+
+if not fastpath.compiled():
+    pytest.skip(
+        "the compiled pump is not built (or KVBENCH_PURE_PYTHON is set)", allow_module_level=True
+    )
+
+from kvbench.engine import _pump  # type: ignore[attr-defined]
+
+MAX = CodecOptions().max_reply_bytes
+TEXT, TEXT_FAMILIES = fastpath.PROTOCOLS["memcache-text"]
+RESP, RESP_FAMILIES = fastpath.PROTOCOLS["resp2"]
+
+
+def test_reply_kinds_are_the_protocol_layer_values() -> None:
+    for kind in ReplyKind:
+        name = "K_" + kind.name
+        if hasattr(_pump, name):
+            assert getattr(_pump, name) == int(kind), name
+    assert _pump.KEYS_SHIFT == KEYS_SHIFT
+    assert len(Op) <= _pump.MAX_OPS
+
+
+# -- replies, built with what each op may get back -------------------------------------
+
+keys = st.binary(min_size=1, max_size=12).map(lambda b: b"k" + b.hex().encode())
+data = st.binary(max_size=40)
+error_lines = st.sampled_from(
+    [b"ERROR\r\n", b"CLIENT_ERROR bad data chunk\r\n", b"SERVER_ERROR out of memory\r\n"]
+)
+
+
+@st.composite
+def text_exchange(draw: Any) -> tuple[int, Any, bytes]:
+    """(op, key or keys, the reply bytes) for one memcached text request."""
+    op = draw(st.sampled_from([Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.MGET, Op.TOUCH]))
+    if draw(st.integers(0, 9)) == 0:
+        return int(op), draw(keys) if op != Op.MGET else (b"a", b"b"), draw(error_lines)
+    if op == Op.GET:
+        key = draw(keys)
+        if draw(st.booleans()):
+            value = draw(data)
+            cas = b" %d" % draw(st.integers(0, 99)) if draw(st.booleans()) else b""
+            reply = b"VALUE %b %d %d%b\r\n%b\r\nEND\r\n" % (
+                key,
+                draw(st.integers(0, 9)),
+                len(value),
+                cas,
+                value,
+            )
+            return int(op), key, reply
+        return int(op), key, b"END\r\n"
+    if op == Op.MGET:
+        names = tuple(draw(st.lists(keys, min_size=1, max_size=4, unique=True)))
+        hits = [k for k in names if draw(st.booleans())]
+        blocks = b"".join(
+            b"VALUE %b 0 %d\r\n%b\r\n" % (k, len(v), v) for k in hits for v in [draw(data)]
+        )
+        tail = draw(error_lines) if draw(st.integers(0, 5)) == 0 else b"END\r\n"
+        return int(op), names, blocks + tail
+    words = {
+        Op.SET: [b"STORED", b"NOT_STORED", b"EXISTS", b"NOT_FOUND"],
+        Op.DELETE: [b"DELETED", b"NOT_FOUND"],
+        Op.TOUCH: [b"TOUCHED", b"NOT_FOUND"],
+        Op.INCR: [b"NOT_FOUND", b"0", b"42", b"18446744073709551615"],
+    }[op]
+    return int(op), draw(keys), draw(st.sampled_from(words)) + b"\r\n"
+
+
+@st.composite
+def resp_exchange(draw: Any) -> tuple[int, Any, bytes]:
+    """(op, key or keys, the reply bytes) for one RESP2 request (no touch: encode_many has
+    no expiry to give EXPIRE)."""
+    op = draw(st.sampled_from([Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.MGET]))
+
+    def bulk(value: bytes | None) -> bytes:
+        return b"$-1\r\n" if value is None else b"$%d\r\n%b\r\n" % (len(value), value)
+
+    if draw(st.integers(0, 9)) == 0:
+        key: Any = (b"a", b"b") if op == Op.MGET else draw(keys)
+        return (
+            int(op),
+            key,
+            b"-ERR " + draw(st.sampled_from([b"wrong type", b"oom", b""])) + b"\r\n",
+        )
+    if op == Op.GET:
+        value = draw(st.one_of(st.none(), data))
+        reply = draw(st.sampled_from([bulk(value), b"*-1\r\n"])) if value is None else bulk(value)
+        return int(op), draw(keys), reply
+    if op == Op.SET:
+        return int(op), draw(keys), draw(st.sampled_from([b"+OK\r\n", b"$2\r\nOK\r\n", b"$-1\r\n"]))
+    if op == Op.MGET:
+        names = tuple(draw(st.lists(keys, min_size=1, max_size=4)))
+        values = [draw(st.one_of(st.none(), data)) for _ in names]
+        return int(op), names, b"*%d\r\n" % len(names) + b"".join(bulk(v) for v in values)
+    number = draw(st.integers(-5, 2**40)) if op == Op.INCR else draw(st.integers(0, 3))
+    return int(op), draw(keys), b":%d\r\n" % number
+
+
+def python_codes(codec: Any, exchanges: list[tuple[int, Any, bytes]], cuts: list[int]) -> list[int]:
+    """What the Python codec's read_kinds gives for the replies, fed in pieces."""
+    ops = [op for op, _, _ in exchanges]
+    names = [key for _, key, _ in exchanges]
+    values = [b"v" * 3 if op == int(Op.SET) else None for op in ops]
+    codec.encode_many(ops, names, values, 0, len(ops), bytearray())
+    wire = b"".join(reply for _, _, reply in exchanges)
+    codes: list[int] = []
+    for start, stop in zip([0, *cuts], [*cuts, len(wire)], strict=True):
+        codec.feed(wire[start:stop])
+        codec.read_kinds(codes)
+    return codes
+
+
+def c_codes(protocol: int, families: bytes, exchanges: list[tuple[int, Any, bytes]]) -> list[int]:
+    ops = bytes(op for op, _, _ in exchanges)
+    wire = b"".join(reply for _, _, reply in exchanges)
+    codes, consumed, error = _pump.scan_replies(protocol, families, ops, wire, MAX)
+    assert error is None and consumed == len(wire)
+    return list(codes)
+
+
+def pump_codes(
+    codec: Any,
+    protocol: int,
+    families: bytes,
+    exchanges: list[tuple[int, Any, bytes]],
+    cuts: list[int],
+) -> list[int]:
+    """What a pump accounts for the replies, fed in pieces, after sending the requests."""
+    ops = [op for op, _, _ in exchanges]
+    names = [key for _, key, _ in exchanges]
+    values = [b"v" * 3 if op == int(Op.SET) else None for op in ops]
+    requests = bytearray()
+    codec.encode_many(ops, names, values, 0, len(ops), requests)
+    chunk = (bytes(requests), _pump.split_requests(protocol, bytes(requests), len(ops)), bytes(ops))
+    tally = _pump.Tally()
+    tally.issuing, tally.budget = True, len(ops)
+    p = _pump.Pump(tally, _pump.Stream(lambda: chunk), [].append, protocol, families, MAX)
+    p.issue(len(ops))
+    wire = b"".join(reply for _, _, reply in exchanges)
+    for start, stop in zip([0, *cuts], [*cuts, len(wire)], strict=True):
+        assert p.received(wire[start:stop]) in (0, 1)
+    assert p.inflight == 0
+    taken_ops, codes, _ = (memoryview(b).cast("q").tolist() for b in tally.take())
+    assert taken_ops == ops
+    return list(codes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(text_exchange(), min_size=1, max_size=12), st.data())
+def test_text_replies_classify_as_the_python_codec_does(exchanges: Any, draw: Any) -> None:
+    wire_size = sum(len(reply) for _, _, reply in exchanges)
+    cuts = sorted(draw.draw(st.sets(st.integers(1, max(1, wire_size - 1)), max_size=4)))
+    expected = python_codes(MemcacheTextCodec(CodecOptions()), exchanges, cuts)
+    assert c_codes(TEXT, TEXT_FAMILIES, exchanges) == expected
+    codec = MemcacheTextCodec(CodecOptions())
+    assert pump_codes(codec, TEXT, TEXT_FAMILIES, exchanges, cuts) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(resp_exchange(), min_size=1, max_size=12), st.data())
+def test_resp2_replies_classify_as_the_python_codec_does(exchanges: Any, draw: Any) -> None:
+    wire_size = sum(len(reply) for _, _, reply in exchanges)
+    cuts = sorted(draw.draw(st.sets(st.integers(1, max(1, wire_size - 1)), max_size=4)))
+    expected = python_codes(RespCodec(CodecOptions()), exchanges, cuts)
+    assert c_codes(RESP, RESP_FAMILIES, exchanges) == expected
+    assert pump_codes(RespCodec(CodecOptions()), RESP, RESP_FAMILIES, exchanges, cuts) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([TEXT, RESP]), st.binary(max_size=200), st.binary(min_size=1, max_size=8))
+def test_any_bytes_give_codes_or_an_error_never_a_crash(
+    protocol: int, wire: bytes, ops: bytes
+) -> None:
+    families = TEXT_FAMILIES if protocol == TEXT else RESP_FAMILIES
+    ops = bytes(op % len(Op) for op in ops)
+    codes, consumed, error = _pump.scan_replies(protocol, families, ops, wire, 64)
+    assert 0 <= consumed <= len(wire)
+    assert len(codes) <= len(ops)
+    assert all(code & 0xFF in {int(k) for k in ReplyKind} for code in codes)
+    assert error is None or isinstance(error, str)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "families", "op", "wire", "message"),
+    [
+        (TEXT, TEXT_FAMILIES, Op.GET, b"WHAT\r\n", "unexpected reply to get: WHAT"),
+        (TEXT, TEXT_FAMILIES, Op.GET, b"VALUE k 0 x\r\n", "bad VALUE header"),
+        (TEXT, TEXT_FAMILIES, Op.GET, b"VALUE k 0 1\r\nab", "not followed by CRLF END CRLF"),
+        (TEXT, TEXT_FAMILIES, Op.SET, b"DELETED\r\n", "unexpected reply to a storage command"),
+        (TEXT, TEXT_FAMILIES, Op.GET, b"x" * 100, "longer than the reply bound"),
+        (TEXT, TEXT_FAMILIES, Op.GET, b"VALUE k 0 999\r\n", "larger than the reply bound"),
+        (RESP, RESP_FAMILIES, Op.GET, b":1\r\n", "cannot answer GET"),
+        (RESP, RESP_FAMILIES, Op.SET, b"+QUEUED\r\n", "cannot answer SET"),
+        (RESP, RESP_FAMILIES, Op.MGET, b"*1\r\n:1\r\n", "MGET element"),
+        (RESP, RESP_FAMILIES, Op.GET, b"?\r\n", "unknown reply type"),
+        (RESP, RESP_FAMILIES, Op.GET, b"$abc\r\n", "bad bulk string length"),
+        (RESP, RESP_FAMILIES, Op.GET, b"$1\r\nab\r\n", "not followed by CRLF"),
+        (RESP, RESP_FAMILIES, Op.NOOP, b"+PONG\r\n", "no compiled scanner"),
+    ],
+)
+def test_replies_that_cannot_answer_the_request_are_grammar_errors(
+    protocol: int, families: bytes, op: Op, wire: bytes, message: str
+) -> None:
+    codes, consumed, error = _pump.scan_replies(protocol, families, bytes([op]), wire, 64)
+    assert codes == [] and consumed == 0
+    assert error is not None and message in error
+
+
+# -- requests ----------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["memcache-text", "resp2"]),
+    st.lists(
+        st.tuples(st.sampled_from([Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.MGET]), keys, data),
+        min_size=1,
+        max_size=20,
+    ),
+    st.integers(0, 100),
+)
+def test_encoded_requests_split_where_each_one_ends(protocol: str, requests: Any, ttl: int) -> None:
+    codec: Any = (
+        MemcacheTextCodec(CodecOptions(ttl_s=ttl))
+        if protocol == "memcache-text"
+        else RespCodec(CodecOptions(ttl_s=ttl))
+    )
+    ops = [int(op) for op, _, _ in requests]
+    names = [(key, key + b"2") if op == Op.MGET else key for op, key, _ in requests]
+    values = [value if op == Op.SET else None for op, _, value in requests]
+    whole = bytearray()
+    codec.encode_many(ops, names, values, 0, len(ops), whole)
+    ends = memoryview(
+        _pump.split_requests(fastpath.PROTOCOLS[protocol][0], bytes(whole), len(ops))
+    ).cast("q")
+    pieces = [bytes(whole[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    for i, piece in enumerate(pieces):  # each piece is exactly request i on its own
+        alone = bytearray()
+        codec.encode_many(ops, names, values, i, i + 1, alone)
+        assert piece == bytes(alone)
+
+
+def test_a_wire_that_is_not_whole_requests_is_refused() -> None:
+    with pytest.raises(ValueError, match="not 2 whole requests"):
+        _pump.split_requests(TEXT, b"get a\r\nset b 0 0 5\r\nab\r\n", 2)
+    with pytest.raises(ValueError, match="not 1 whole requests"):
+        _pump.split_requests(RESP, b"*1\r\n$3\r\nGET\r\n*1\r\n", 1)
+
+
+# -- the pump ----------------------------------------------------------------------------
+
+
+class Pieces:
+    """A stream refill serving fixed pieces of pre-encoded gets, and a write collector."""
+
+    def __init__(self, per_piece: int) -> None:
+        self.per_piece = per_piece
+        self.served = 0
+        self.writes: list[bytes] = []
+
+    def refill(self) -> tuple[bytes, bytes, bytes]:
+        names = [b"k%d" % (self.served + i) for i in range(self.per_piece)]
+        self.served += self.per_piece
+        wire = b"".join(b"get %b\r\n" % name for name in names)
+        return wire, _pump.split_requests(TEXT, wire, len(names)), bytes([int(Op.GET)] * len(names))
+
+
+def pump(per_piece: int = 3, budget: int = -1) -> tuple[Any, Any, Pieces]:
+    pieces = Pieces(per_piece)
+    tally = _pump.Tally()
+    tally.issuing, tally.budget = True, budget
+    stream = _pump.Stream(pieces.refill)
+    return tally, _pump.Pump(tally, stream, pieces.writes.append, TEXT, TEXT_FAMILIES, MAX), pieces
+
+
+def test_a_write_spanning_pieces_is_one_write_in_request_order() -> None:
+    tally, p, pieces = pump(per_piece=3)
+    assert p.issue(7) == 0
+    assert pieces.writes == [b"".join(b"get k%d\r\n" % i for i in range(7))]
+    assert p.inflight == 7 and tally.bytes_out == len(pieces.writes[0])
+
+
+def test_replies_are_accounted_in_order_and_answered_with_as_many_requests() -> None:
+    tally, p, pieces = pump()
+    p.issue(2)
+    hit = b"VALUE k0 0 1\r\nx\r\nEND\r\n"
+    assert p.received(hit[:5]) == 0 and tally.pending == 0  # incomplete: kept
+    assert p.received(hit[5:] + b"END\r\n") == 0
+    ops, codes, latency = (memoryview(b).cast("q").tolist() for b in tally.take())
+    assert ops == [int(Op.GET)] * 2
+    assert codes == [int(ReplyKind.HIT) | 1 << KEYS_SHIFT, int(ReplyKind.MISS)]
+    assert all(ns >= 0 for ns in latency)
+    assert pieces.writes[-1] == b"get k2\r\nget k3\r\n" and p.inflight == 2
+
+
+def test_the_budget_is_never_exceeded_and_then_the_pump_reports_idle() -> None:
+    tally, p, pieces = pump(budget=3)
+    assert p.issue(2) == 0
+    assert p.received(b"END\r\nEND\r\n") == 0  # only one more may go
+    assert tally.budget == 0 and p.inflight == 1
+    assert p.received(b"END\r\n") == 1
+    assert sum(w.count(b"get ") for w in pieces.writes) == 3
+
+
+def test_a_grammar_error_stops_the_pump_after_counting_what_came_before() -> None:
+    tally, p, _ = pump()
+    p.issue(3)
+    assert p.received(b"END\r\nNONSENSE\r\nEND\r\n") == 2
+    assert p.error == "unexpected reply to get: NONSENSE"
+    assert tally.pending == 1
+    assert p.received(b"END\r\n") == 2  # unusable from now on
+    assert p.drop() == bytes([int(Op.GET)] * 2)
+
+
+def test_expired_requests_leave_the_fifo_oldest_first() -> None:
+    _, p, _ = pump()
+    p.issue(2)
+    sent = p.oldest_sent_ns()
+    assert p.expire(sent + 10, 11) == b""
+    assert p.expire(sent + 11, 11) == bytes([int(Op.GET)] * 2)
+    assert p.inflight == 0 and p.oldest_sent_ns() is None
+
+
+def test_the_interval_cut_runs_before_the_read_is_accounted() -> None:
+    seen: list[tuple[int, int]] = []
+    pieces = Pieces(4)
+    tally = _pump.Tally(lambda now: seen.append((now, tally.pending)))
+    tally.issuing, tally.next_cut_ns = True, 0
+    p = _pump.Pump(
+        tally, _pump.Stream(pieces.refill), pieces.writes.append, TEXT, TEXT_FAMILIES, MAX
+    )
+    p.issue(1)
+    p.received(b"END\r\n")
+    assert len(seen) == 1 and seen[0][1] == 0 and tally.pending == 1
