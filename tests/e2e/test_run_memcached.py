@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kvbench.config.targets import parse_target
+from kvbench.engine import fastpath
 from kvbench.runner.probe import fetch_stats
 from tests.support import servers
 from tests.support.cli import all_phase_counts, kvbench_argv, read_json, run_kvbench
@@ -25,10 +26,20 @@ def stats(server: Server) -> dict[str, int]:
     return {k: int(v) for k, v in raw.items() if v.isdigit()}
 
 
-@pytest.mark.parametrize("scheme", ["memcached", "memcached+binary", "memcached+meta"])
+@pytest.mark.parametrize(
+    ("scheme", "pure", "driver"),
+    [
+        ("memcached", False, "compiled"),
+        ("memcached", True, "python (KVBENCH_PURE_PYTHON is set)"),
+        ("memcached+binary", False, "python (memcache-binary has no compiled scanner)"),
+        ("memcached+meta", False, "python (memcache-meta has no compiled scanner)"),
+    ],
+)
 def test_client_counts_equal_server_counter_deltas(
-    fresh_memcached: Server, tmp_path: Path, scheme: str
+    fresh_memcached: Server, tmp_path: Path, scheme: str, pure: bool, driver: str
 ) -> None:
+    if driver == "compiled" and not fastpath.compiled():
+        pytest.skip("the compiled pump is not built")
     before = stats(fresh_memcached)
     out = tmp_path / "run.json"
     result = run_kvbench(
@@ -52,6 +63,7 @@ def test_client_counts_equal_server_counter_deltas(
         str(out),
         "--db",
         str(tmp_path / "h.db"),
+        env={fastpath.PURE_PYTHON_ENV: "1"} if pure else {},
     )
     assert result.code == 0, result.stderr
     after = stats(fresh_memcached)
@@ -67,6 +79,7 @@ def test_client_counts_equal_server_counter_deltas(
     assert sum(w["ops"] for w in doc["workers"]) == doc["totals"]["ops"]
     assert doc["targets"][0]["server_version"].startswith("1.")
     assert "get" in result.stdout and "p99" in result.stdout
+    assert doc["environment"]["driver"] == driver
 
 
 def test_requests_sends_exactly_n(fresh_memcached: Server, tmp_path: Path) -> None:

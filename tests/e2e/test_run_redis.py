@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kvbench.config.targets import parse_target
+from kvbench.engine import fastpath
 from kvbench.runner.probe import fetch_stats
 from tests.support import servers
 from tests.support.cli import all_phase_counts, read_json, run_kvbench
@@ -26,8 +27,19 @@ def command_calls(url: str) -> dict[str, int]:
     return calls
 
 
-@pytest.mark.parametrize("query", ["", "?resp=3"])
-def test_client_counts_equal_commandstats(fresh_redis: Server, tmp_path: Path, query: str) -> None:
+@pytest.mark.parametrize(
+    ("query", "pure", "driver"),
+    [
+        ("", False, "compiled"),
+        ("", True, "python (KVBENCH_PURE_PYTHON is set)"),
+        ("?resp=3", False, "python (resp3 has no compiled scanner)"),
+    ],
+)
+def test_client_counts_equal_commandstats(
+    fresh_redis: Server, tmp_path: Path, query: str, pure: bool, driver: str
+) -> None:
+    if driver == "compiled" and not fastpath.compiled():
+        pytest.skip("the compiled pump is not built")
     url = f"redis://{fresh_redis.address}/0{query}"
     before = command_calls(url)
     out = tmp_path / "run.json"
@@ -49,6 +61,7 @@ def test_client_counts_equal_commandstats(fresh_redis: Server, tmp_path: Path, q
         "--json",
         str(out),
         "--no-save",
+        env={fastpath.PURE_PYTHON_ENV: "1"} if pure else {},
     )
     assert result.code == 0, result.stderr
     after = command_calls(url)
@@ -62,6 +75,7 @@ def test_client_counts_equal_commandstats(fresh_redis: Server, tmp_path: Path, q
         assert client == server, (op, client, server)
     assert doc["ops"]["get"]["hit_ratio"] is not None
     assert doc["targets"][0]["server_version"].startswith("7.")
+    assert doc["environment"]["driver"] == driver
 
 
 def test_database_number_is_selected(fresh_redis: Server, tmp_path: Path) -> None:

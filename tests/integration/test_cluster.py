@@ -84,7 +84,10 @@ def test_cluster_run_counts_add_up_per_worker_and_match_the_server(
     assert all(w["host"] and w["status"] == "ok" and w["ops"] > 0 for w in workers)
     assert sum(w["ops"] for w in workers) == doc["totals"]["ops"] > 1000
     assert sum(w["share"] for w in workers) == pytest.approx(1.0, abs=1e-3)
-    assert doc["totals"]["errors"] == 0
+    assert doc["totals"]["errors"] == 0, (
+        doc["errors"],
+        {op: s["outcomes"] for op, s in doc["ops"].items()},
+    )
     assert all_phase_counts(doc, "set") == after["cmd_set"] - before["cmd_set"]
     assert all_phase_counts(doc, "get") == after["cmd_get"] - before["cmd_get"]
     assert all_phase_counts(doc, "get", "hit") == after["get_hits"] - before["get_hits"]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kvbench.engine import fastpath
 from tests.support import servers
 from tests.support.cli import read_json, run_kvbench
 
@@ -20,14 +21,17 @@ def verdict_ids(doc: dict[str, Any]) -> set[str]:
     return {v["id"] for v in doc["verdicts"]}
 
 
-def run_json(tmp_path: Path, *args: str) -> dict[str, Any]:
+def run_json(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     out = tmp_path / "run.json"
-    result = run_kvbench("run", *args, "--json", str(out), "--no-save", "-q")
+    result = run_kvbench("run", *args, "--json", str(out), "--no-save", "-q", env=env)
     assert result.code in (0, 4), result.stderr
     return read_json(out)
 
 
-def test_one_process_against_pipelined_redis_is_client_bound(tmp_path: Path) -> None:
+def test_one_python_driven_process_against_pipelined_redis_is_client_bound(
+    tmp_path: Path,
+) -> None:
+    """The Python driver is the slow one (with the compiled one, Redis saturates first)."""
     with servers.redis() as server:
         doc = run_json(
             tmp_path,
@@ -40,10 +44,13 @@ def test_one_process_against_pipelined_redis_is_client_bound(tmp_path: Path) -> 
             "32",
             "--processes",
             "1",
+            env={fastpath.PURE_PYTHON_ENV: "1"},
         )
     # Client-bound is either sign (issue #3): a worker near a full core, or a loop too busy
     # to read replies promptly; which one shows first depends on what else the host runs.
     assert verdict_ids(doc) & {"client.cpu", "client.loop_lag"}
+    busy = [v for v in doc["verdicts"] if v["id"] == "client.cpu"]
+    assert all("python (KVBENCH_PURE_PYTHON is set) driver" in v["message"] for v in busy)
 
 
 def test_single_threaded_memcached_pipelined_is_server_bound(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ _ENVIRONMENT_FIELDS = (
     "python",
     "python_implementation",
     "event_loop",
+    "driver",
 )
 
 

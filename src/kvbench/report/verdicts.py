@@ -58,13 +58,16 @@ def client_verdicts(ev: Evidence) -> list[Verdict]:
     for worker in ev.run.workers:
         busy = worker.get("cpu_s", 0) / window_s if window_s else 0
         if busy > CLIENT_CPU_LIMIT:
+            driver = worker.get("driver", "")
+            # A busy Python driver is worth naming: the compiled one costs far less per op.
+            why = f"; it ran the {driver} driver" if driver.startswith("python (") else ""
             out.append(
                 Verdict(
                     "client.cpu",
                     "warning",
                     f"worker {worker['index']} used {busy:.0%} of a core: the client may be the "
-                    "bottleneck (add --processes or client machines)",
-                    {"worker": worker["index"], "cpu_share": round(busy, 3)},
+                    f"bottleneck (add --processes or client machines){why}",
+                    {"worker": worker["index"], "cpu_share": round(busy, 3), "driver": driver},
                 )
             )
     if ev.hiccup is not None and ev.hiccup.total_count:

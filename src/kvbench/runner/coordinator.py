@@ -350,6 +350,8 @@ class Coordinator:
                 if i in tally.failures:
                     entry["status"] = "failed"
                 summary = tally.summaries.get(i)
+                if summary is not None:
+                    entry["driver"] = summary.driver
                 if summary is not None and summary.mismatch_keys:  # --verify examples
                     entry.setdefault("mismatch_keys", []).extend(summary.mismatch_keys)
         total_ops = sum(entry["ops"] for entry in workers.values())
@@ -380,7 +382,13 @@ class Coordinator:
             phases={name: merge_snapshots(snaps) for name, snaps in others.items() if snaps},
             workers=list(workers.values()),
             errors=errors,
-            environment=describe_environment(event_loop_name()),
+            environment={
+                **describe_environment(event_loop_name()),
+                # The connection driver every worker ran (engine/fastpath.py).
+                "driver": ", ".join(
+                    sorted({w["driver"] for w in workers.values() if "driver" in w})
+                ),
+            },
             rounds=rounds,
             server={**self._server, "sample_errors": self._sample_errors[:5]},
         )

@@ -76,7 +76,20 @@ def test_event_loop_stalls_are_flagged() -> None:
 def test_busy_worker_is_flagged_with_its_share() -> None:
     r = run([], workers=[{"index": 0, "cpu_s": 0.97}])
     verdicts = [v for v in all_verdicts(evidence(r)) if v.id == "client.cpu"]
-    assert verdicts and verdicts[0].evidence == {"worker": 0, "cpu_share": 0.97}
+    assert verdicts and verdicts[0].evidence == {"worker": 0, "cpu_share": 0.97, "driver": ""}
+
+
+def test_a_busy_worker_on_the_python_driver_says_why_it_ran_it() -> None:
+    workers = [{"index": 0, "cpu_s": 0.97, "driver": "python (--verify)"}]
+    (verdict,) = [
+        v for v in all_verdicts(evidence(run([], workers=workers))) if v.id == "client.cpu"
+    ]
+    assert verdict.message.endswith("; it ran the python (--verify) driver")
+    compiled = [{"index": 0, "cpu_s": 0.97, "driver": "compiled"}]
+    (verdict,) = [
+        v for v in all_verdicts(evidence(run([], workers=compiled))) if v.id == "client.cpu"
+    ]
+    assert "driver" not in verdict.message
 
 
 def test_open_loop_shortfall_is_flagged() -> None:
