@@ -6,14 +6,14 @@
  *
  *   Pump.received(data)  one read: classify every complete reply (the Python codecs'
  *                        read_kinds codes, same values), account op / code / latency
- *                        into the shared Tally, then send as many new requests, taken
- *                        pre-encoded from the connection's Stream, in one write.
+ *                        into the shared Tally, then send as many new requests, drawn
+ *                        from the server's Stream (the workload's chunks of op, key and
+ *                        value) and encoded here, in one write.
  *
- * It is not a second definition of the wire format for requests: those are encoded by
- * the Python codecs, a chunk at a time, off the hot path (Stream's refill); this module
- * only finds where each request ends (split_requests). Replies are classified here with
- * the grammar of memcached's protocol.txt and the RESP2 specification; the Python codecs
- * remain the reference and tests compare the two on the same bytes.
+ * Replies are classified with the grammar of memcached's protocol.txt and the RESP2
+ * specification, requests written as the codecs write them, for the ops a workload mix
+ * sends (get, set, delete, incr/decr, multi-get). The Python codecs remain the reference:
+ * tests compare replies' codes and requests' bytes with theirs.
  *
  * Sans-IO like the codecs: no sockets here; the transport's write is a callable.
  */
@@ -32,14 +32,13 @@ enum {
     K_EXISTS = 5,
     K_NOT_FOUND = 6,
     K_DELETED = 7,
-    K_TOUCHED = 8,
     K_VALUE = 10,
     K_ERROR = 20,
 };
 #define KEYS_SHIFT 8
 
 /* What a reply must look like, per op: the engine passes a table op -> family. */
-enum { F_NONE = 0, F_GET, F_MGET, F_STORE, F_DELETE, F_ARITH, F_TOUCH, F_COUNT };
+enum { F_NONE = 0, F_GET, F_MGET, F_STORE, F_DELETE, F_ARITH, F_COUNT };
 enum { P_TEXT = 1, P_RESP2 = 2 };
 
 #define MAX_OPS 64
@@ -207,7 +206,7 @@ static Py_ssize_t
 text_status(const char *p, Py_ssize_t n, long long max, int family, Scan *s)
 {
     static const char *const what[F_COUNT] = {
-        "?", "get", "get", "a storage command", "delete", "incr/decr", "touch"};
+        "?", "get", "get", "a storage command", "delete", "incr/decr"};
     Py_ssize_t len;
     Py_ssize_t r = status_line(p, n, max, &len, s);
     if (r <= 0)
@@ -222,11 +221,6 @@ text_status(const char *p, Py_ssize_t n, long long max, int family, Scan *s)
         return r;
     case F_DELETE:
         if (is_word(p, len, "DELETED")) s->code = K_DELETED;
-        else if (is_word(p, len, "NOT_FOUND")) s->code = K_NOT_FOUND;
-        else goto other;
-        return r;
-    case F_TOUCH:
-        if (is_word(p, len, "TOUCHED")) s->code = K_TOUCHED;
         else if (is_word(p, len, "NOT_FOUND")) s->code = K_NOT_FOUND;
         else goto other;
         return r;
@@ -396,8 +390,7 @@ resp_item(const char *p, Py_ssize_t n, long long max, char *type, long long *len
 static Py_ssize_t
 scan_resp2(const char *p, Py_ssize_t n, int family, long long max, Scan *s)
 {
-    static const char *const what[F_COUNT] = {"?", "GET", "MGET", "SET", "DEL", "INCR/DECR",
-                                              "EXPIRE"};
+    static const char *const what[F_COUNT] = {"?", "GET", "MGET", "SET", "DEL", "INCR/DECR"};
     char type;
     long long len = 0;
     Py_ssize_t r = resp_item(p, n, max, &type, &len, s);
@@ -433,9 +426,8 @@ scan_resp2(const char *p, Py_ssize_t n, int family, long long max, Scan *s)
         }
         break;
     case F_DELETE:
-    case F_TOUCH:
         if (type == ':') {
-            s->code = len ? (family == F_DELETE ? K_DELETED : K_TOUCHED) : K_NOT_FOUND;
+            s->code = len ? K_DELETED : K_NOT_FOUND;
             return r;
         }
         break;
@@ -480,103 +472,279 @@ scan_reply(int protocol, const char *p, Py_ssize_t n, int family, long long max,
     return protocol == P_TEXT ? scan_text(p, n, family, max, s) : scan_resp2(p, n, family, max, s);
 }
 
-/* -- requests: where each one ends ---------------------------------------------------- */
+/* -- requests ------------------------------------------------------------------------ */
+
+/* Requests are written byte for byte as the Python codecs' encode_many writes them (tests
+ * compare the two): memcached text ("get k", "set k <flags> <ttl> <bytes>" + block,
+ * "delete k", "incr k 1", "decr k 1", "get k1 k2 ...") and RESP arrays of bulk strings
+ * (GET, SET [EX ttl], DEL, INCR, DECR, MGET). Op numbers are protocols.base.Op's. */
+enum { OP_GET = 0, OP_SET = 1, OP_DELETE = 2, OP_INCR = 3, OP_DECR = 4, OP_MGET = 5 };
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Out;
 
 static int
-is_storage_command(const char *p, Py_ssize_t n)
+out_reserve(Out *o, Py_ssize_t more)
 {
-    return starts(p, n, "set ") || starts(p, n, "add ") || starts(p, n, "replace ") ||
-           starts(p, n, "append ") || starts(p, n, "prepend ") || starts(p, n, "cas ");
+    if (o->len + more <= o->cap)
+        return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 4096;
+    while (cap < o->len + more)
+        cap *= 2;
+    char *p = PyMem_Realloc(o->p, (size_t)cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->p = p;
+    o->cap = cap;
+    return 0;
 }
 
-/* One text request: its size, or -1. Storage commands carry "<bytes>" as the fifth field
- * of the line and a data block after it. */
-static Py_ssize_t
-text_request(const char *p, Py_ssize_t n)
+/* Appends: callers reserve first (out_reserve), so these never fail. */
+static void
+put(Out *o, const void *src, Py_ssize_t n)
 {
-    Py_ssize_t eol = find_crlf(p, n);
-    if (eol < 0)
-        return -1;
-    if (!is_storage_command(p, eol))
-        return eol + 2;
-    int field = 0;
-    const char *q = p, *end = p + eol, *start = p;
-    for (; q <= end; q++) {
-        if (q == end || *q == ' ') {
-            if (field == 4) {
-                if (!all_digits(start, q - start) || q - start > MAX_SIZE_DIGITS)
-                    return -1;
-                long long size = 0;
-                for (const char *d = start; d < q; d++)
-                    size = size * 10 + (*d - '0');
-                if (eol + 2 + size + 2 > n || memcmp(p + eol + 2 + size, "\r\n", 2) != 0)
-                    return -1;
-                return eol + 2 + (Py_ssize_t)size + 2;
-            }
-            field++;
-            start = q + 1;
+    memcpy(o->p + o->len, src, (size_t)n);
+    o->len += n;
+}
+
+static void
+put_ll(Out *o, long long v)
+{
+    o->len += sprintf(o->p + o->len, "%lld", v);
+}
+
+#define PUT_LITERAL(o, s) put((o), (s), (Py_ssize_t)sizeof(s) - 1)
+
+/* The bytes of a key or value: bytes, bytearray or a contiguous memoryview. */
+static int
+view_of(PyObject *obj, const char **p, Py_ssize_t *n)
+{
+    if (PyBytes_Check(obj)) {
+        *p = PyBytes_AS_STRING(obj);
+        *n = PyBytes_GET_SIZE(obj);
+        return 0;
+    }
+    if (PyMemoryView_Check(obj)) {
+        Py_buffer *view = PyMemoryView_GET_BUFFER(obj);
+        if (PyBuffer_IsContiguous(view, 'C') && view->itemsize == 1) {
+            *p = view->buf;
+            *n = view->len;
+            return 0;
         }
     }
+    if (PyByteArray_Check(obj)) {
+        *p = PyByteArray_AS_STRING(obj);
+        *n = PyByteArray_GET_SIZE(obj);
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "a key or value must be bytes-like, not %.50s",
+                 Py_TYPE(obj)->tp_name);
     return -1;
 }
 
-/* One RESP request: an array of bulk strings. */
-static Py_ssize_t
-resp_request(const char *p, Py_ssize_t n)
+/* A multi-get's keys: a tuple or list of bytes-like keys. */
+static int
+keys_of(PyObject *obj, PyObject ***items, Py_ssize_t *n)
 {
-    Scan s;
-    char type;
-    long long count = 0;
-    Py_ssize_t pos = resp_item(p, n, PY_SSIZE_T_MAX, &type, &count, &s);
-    if (pos <= 0 || type != '*' || count < 1)
-        return -1;
-    for (long long i = 0; i < count; i++) {
-        long long len = 0;
-        Py_ssize_t k = resp_item(p + pos, n - pos, PY_SSIZE_T_MAX, &type, &len, &s);
-        if (k <= 0 || type != '$' || len < 0)
-            return -1;
-        pos += k;
+    if (PyTuple_Check(obj)) {
+        *items = &PyTuple_GET_ITEM(obj, 0);
+        *n = PyTuple_GET_SIZE(obj);
+        return 0;
     }
-    return pos;
+    if (PyList_Check(obj)) {
+        *items = &PyList_GET_ITEM(obj, 0);
+        *n = PyList_GET_SIZE(obj);
+        return 0;
+    }
+    PyErr_SetString(PyExc_TypeError, "a multi-get's keys must be a tuple or list");
+    return -1;
 }
 
-PyDoc_STRVAR(split_requests_doc,
-"split_requests(protocol, wire, count) -> bytes\n\n"
-"The end offset of each of the ``count`` requests in ``wire`` (native int64s).\n"
-"Raises ValueError unless ``wire`` is exactly ``count`` whole requests.");
+static void
+put_bulk(Out *o, const char *p, Py_ssize_t n)
+{
+    PUT_LITERAL(o, "$");
+    put_ll(o, n);
+    PUT_LITERAL(o, "\r\n");
+    put(o, p, n);
+    PUT_LITERAL(o, "\r\n");
+}
+
+typedef struct {
+    int protocol;
+    long long ttl, flags;
+} Encoding;
+
+/* Append one request; -1 with an exception for an op there is no compiled form of. */
+static int
+encode_request(const Encoding *e, int op, PyObject *key, PyObject *value, Out *o)
+{
+    const char *k, *v = NULL;
+    Py_ssize_t kn = 0, vn = 0;
+    if (op == OP_MGET) {
+        PyObject **items;
+        Py_ssize_t count, total = 0;
+        if (keys_of(key, &items, &count) < 0)
+            return -1;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            if (view_of(items[i], &k, &kn) < 0)
+                return -1;
+            total += kn + 32;
+        }
+        if (out_reserve(o, total + 32) < 0)
+            return -1;
+        if (e->protocol == P_TEXT)
+            PUT_LITERAL(o, "get");
+        else {
+            PUT_LITERAL(o, "*");
+            put_ll(o, count + 1);
+            PUT_LITERAL(o, "\r\n$4\r\nMGET\r\n");
+        }
+        for (Py_ssize_t i = 0; i < count; i++) {
+            view_of(items[i], &k, &kn);
+            if (e->protocol == P_TEXT) {
+                PUT_LITERAL(o, " ");
+                put(o, k, kn);
+            }
+            else
+                put_bulk(o, k, kn);
+        }
+        if (e->protocol == P_TEXT)
+            PUT_LITERAL(o, "\r\n");
+        return 0;
+    }
+    if (view_of(key, &k, &kn) < 0)
+        return -1;
+    if (op == OP_SET && view_of(value, &v, &vn) < 0)
+        return -1;
+    if (out_reserve(o, kn + vn + 128) < 0)
+        return -1;
+    if (e->protocol == P_TEXT) {
+        switch (op) {
+        case OP_GET:
+            PUT_LITERAL(o, "get ");
+            break;
+        case OP_SET:
+            PUT_LITERAL(o, "set ");
+            put(o, k, kn);
+            PUT_LITERAL(o, " ");
+            put_ll(o, e->flags);
+            PUT_LITERAL(o, " ");
+            put_ll(o, e->ttl);
+            PUT_LITERAL(o, " ");
+            put_ll(o, vn);
+            PUT_LITERAL(o, "\r\n");
+            put(o, v, vn);
+            PUT_LITERAL(o, "\r\n");
+            return 0;
+        case OP_DELETE:
+            PUT_LITERAL(o, "delete ");
+            break;
+        case OP_INCR:
+        case OP_DECR:
+            if (op == OP_INCR)
+                PUT_LITERAL(o, "incr ");
+            else
+                PUT_LITERAL(o, "decr ");
+            put(o, k, kn);
+            PUT_LITERAL(o, " 1\r\n");
+            return 0;
+        default:
+            goto unsupported;
+        }
+        put(o, k, kn);
+        PUT_LITERAL(o, "\r\n");
+        return 0;
+    }
+    switch (op) {
+    case OP_GET:
+        PUT_LITERAL(o, "*2\r\n$3\r\nGET\r\n");
+        break;
+    case OP_SET:
+        if (e->ttl) {
+            char digits[24];
+            int dn = sprintf(digits, "%lld", e->ttl);
+            PUT_LITERAL(o, "*5\r\n$3\r\nSET\r\n");
+            put_bulk(o, k, kn);
+            put_bulk(o, v, vn);
+            PUT_LITERAL(o, "$2\r\nEX\r\n");
+            put_bulk(o, digits, dn);
+            return 0;
+        }
+        PUT_LITERAL(o, "*3\r\n$3\r\nSET\r\n");
+        put_bulk(o, k, kn);
+        put_bulk(o, v, vn);
+        return 0;
+    case OP_DELETE:
+        PUT_LITERAL(o, "*2\r\n$3\r\nDEL\r\n");
+        break;
+    case OP_INCR:
+        PUT_LITERAL(o, "*2\r\n$4\r\nINCR\r\n");
+        break;
+    case OP_DECR:
+        PUT_LITERAL(o, "*2\r\n$4\r\nDECR\r\n");
+        break;
+    default:
+        goto unsupported;
+    }
+    put_bulk(o, k, kn);
+    return 0;
+unsupported:
+    PyErr_Format(PyExc_ValueError, "op %d has no compiled encoding", op);
+    return -1;
+}
+
+static int
+encoding_from(int protocol, long long ttl, long long flags, Encoding *e)
+{
+    if (protocol != P_TEXT && protocol != P_RESP2) {
+        PyErr_Format(PyExc_ValueError, "unknown protocol %d", protocol);
+        return -1;
+    }
+    e->protocol = protocol;
+    e->ttl = ttl;
+    e->flags = flags;
+    return 0;
+}
+
+PyDoc_STRVAR(encode_doc,
+"encode(protocol, ttl, flags, ops, keys, values, start, stop) -> bytes\n\n"
+"Requests ``start`` to ``stop`` as a Stream writes them (for tests and benchmarks).");
 
 static PyObject *
-split_requests(PyObject *module, PyObject *args)
+encode(PyObject *module, PyObject *args)
 {
     int protocol;
-    Py_buffer wire;
-    Py_ssize_t count;
-    if (!PyArg_ParseTuple(args, "iy*n", &protocol, &wire, &count))
+    long long ttl, flags;
+    PyObject *ops, *keys, *values;
+    Py_ssize_t start, stop;
+    Encoding e;
+    if (!PyArg_ParseTuple(args, "iLLO!O!O!nn", &protocol, &ttl, &flags, &PyList_Type, &ops,
+                          &PyList_Type, &keys, &PyList_Type, &values, &start, &stop) ||
+        encoding_from(protocol, ttl, flags, &e) < 0)
         return NULL;
-    PyObject *ends = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(long long));
-    if (ends == NULL) {
-        PyBuffer_Release(&wire);
-        return NULL;
-    }
-    long long *out = (long long *)PyBytes_AS_STRING(ends);
-    const char *p = wire.buf;
-    Py_ssize_t pos = 0, i = 0;
-    for (; i < count && pos < wire.len; i++) {
-        Py_ssize_t k = protocol == P_TEXT ? text_request(p + pos, wire.len - pos)
-                                          : resp_request(p + pos, wire.len - pos);
-        if (k <= 0)
-            break;
-        pos += k;
-        out[i] = pos;
-    }
-    PyBuffer_Release(&wire);
-    if (i != count || pos != wire.len) {
-        Py_DECREF(ends);
-        PyErr_Format(PyExc_ValueError, "wire is not %zd whole requests (stopped at %zd)",
-                     count, i);
+    if (start < 0 || stop > PyList_GET_SIZE(ops) || stop > PyList_GET_SIZE(keys) ||
+        stop > PyList_GET_SIZE(values)) {
+        PyErr_SetString(PyExc_IndexError, "start/stop outside the lists");
         return NULL;
     }
-    return ends;
+    Out o = {NULL, 0, 0};
+    for (Py_ssize_t i = start; i < stop; i++) {
+        long op = PyLong_AsLong(PyList_GET_ITEM(ops, i));
+        if ((op == -1 && PyErr_Occurred()) ||
+            encode_request(&e, (int)op, PyList_GET_ITEM(keys, i), PyList_GET_ITEM(values, i),
+                           &o) < 0) {
+            PyMem_Free(o.p);
+            return NULL;
+        }
+    }
+    PyObject *out = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
+    PyMem_Free(o.p);
+    return out;
 }
 
 /* -- growable int64 buffers ----------------------------------------------------------- */
@@ -727,25 +895,27 @@ static PyTypeObject TallyType = {
     .tp_methods = Tally_methods,
 };
 
-/* -- Stream: pre-encoded requests, a chunk at a time ------------------------------------ */
+/* -- Stream: the requests of a server's connections, a chunk at a time ------------------- */
 
 typedef struct {
     PyObject_HEAD
-    PyObject *refill; /* () -> (wire, ends, ops): the next chunk */
-    PyObject *wire, *ends, *ops;
-    const char *wire_p;
-    const long long *ends_p;
-    const unsigned char *ops_p;
+    PyObject *refill; /* () -> (ops, keys, values, start): the next chunk, as lists */
+    PyObject *ops, *keys, *values;
     Py_ssize_t size, pos;
+    Encoding encoding;
     long long completed; /* replies since the last take_completed() */
 } Stream;
 
 static int
 Stream_init(Stream *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"refill", NULL};
+    static char *kwlist[] = {"refill", "protocol", "ttl", "flags", NULL};
     PyObject *refill;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &refill))
+    int protocol;
+    long long ttl = 0, flags = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oi|LL", kwlist, &refill, &protocol, &ttl,
+                                     &flags) ||
+        encoding_from(protocol, ttl, flags, &self->encoding) < 0)
         return -1;
     Py_INCREF(refill);
     Py_XSETREF(self->refill, refill);
@@ -756,9 +926,9 @@ static int
 Stream_traverse(Stream *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->refill);
-    Py_VISIT(self->wire);
-    Py_VISIT(self->ends);
     Py_VISIT(self->ops);
+    Py_VISIT(self->keys);
+    Py_VISIT(self->values);
     return 0;
 }
 
@@ -766,9 +936,9 @@ static int
 Stream_clear(Stream *self)
 {
     Py_CLEAR(self->refill);
-    Py_CLEAR(self->wire);
-    Py_CLEAR(self->ends);
     Py_CLEAR(self->ops);
+    Py_CLEAR(self->keys);
+    Py_CLEAR(self->values);
     self->size = self->pos = 0;
     return 0;
 }
@@ -788,36 +958,33 @@ Stream_next_chunk(Stream *self)
     PyObject *chunk = PyObject_CallNoArgs(self->refill);
     if (chunk == NULL)
         return -1;
-    PyObject *wire, *ends, *ops;
-    if (!PyArg_ParseTuple(chunk, "SSS;refill() must return (wire, ends, ops) bytes", &wire,
-                          &ends, &ops)) {
+    PyObject *ops, *keys, *values;
+    Py_ssize_t start;
+    if (!PyTuple_Check(chunk) ||
+        !PyArg_ParseTuple(chunk, "O!O!O!n;refill() must return (ops, keys, values, start)",
+                          &PyList_Type, &ops, &PyList_Type, &keys, &PyList_Type, &values,
+                          &start)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "refill() must return a tuple");
         Py_DECREF(chunk);
         return -1;
     }
-    Py_ssize_t size = PyBytes_GET_SIZE(ops);
-    if (size == 0 || PyBytes_GET_SIZE(ends) != size * (Py_ssize_t)sizeof(long long)) {
+    Py_ssize_t size = PyList_GET_SIZE(ops);
+    if (start < 0 || start >= size || PyList_GET_SIZE(keys) < size ||
+        PyList_GET_SIZE(values) < size) {
         Py_DECREF(chunk);
-        PyErr_SetString(PyExc_ValueError, "refill(): empty chunk, or ends and ops disagree");
+        PyErr_SetString(PyExc_ValueError, "refill(): no request from start, or short lists");
         return -1;
     }
-    const long long *ends_p = (const long long *)PyBytes_AS_STRING(ends);
-    if (ends_p[size - 1] != PyBytes_GET_SIZE(wire)) {
-        Py_DECREF(chunk);
-        PyErr_SetString(PyExc_ValueError, "refill(): the last end is not the wire's size");
-        return -1;
-    }
-    Py_INCREF(wire);
-    Py_INCREF(ends);
     Py_INCREF(ops);
-    Py_XSETREF(self->wire, wire);
-    Py_XSETREF(self->ends, ends);
+    Py_INCREF(keys);
+    Py_INCREF(values);
     Py_XSETREF(self->ops, ops);
+    Py_XSETREF(self->keys, keys);
+    Py_XSETREF(self->values, values);
     Py_DECREF(chunk);
-    self->wire_p = PyBytes_AS_STRING(wire);
-    self->ends_p = ends_p;
-    self->ops_p = (const unsigned char *)PyBytes_AS_STRING(ops);
     self->size = size;
-    self->pos = 0;
+    self->pos = start;
     return 0;
 }
 
@@ -844,7 +1011,7 @@ static PyMethodDef Stream_methods[] = {
 static PyTypeObject StreamType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "kvbench.engine._pump.Stream",
-    .tp_doc = PyDoc_STR("Stream(refill): pre-encoded requests, shared by pumps."),
+    .tp_doc = PyDoc_STR("Stream(refill, protocol, ttl=0, flags=0): requests shared by pumps."),
     .tp_basicsize = sizeof(Stream),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
@@ -877,7 +1044,7 @@ typedef struct {
     /* Bytes of an incomplete reply, kept for the next read. */
     char *in;
     Py_ssize_t in_len, in_cap;
-    /* One write's bytes when they span two chunks. */
+    /* One write's bytes. */
     char *out;
     Py_ssize_t out_cap;
 } Pump;
@@ -1006,8 +1173,8 @@ fifo_reserve(Pump *self, Py_ssize_t more)
     return 0;
 }
 
-/* Send up to n requests in one write. Returns PUMP_OK, PUMP_IDLE (nothing may be sent: the
- * worker should check whether it is finished) or -1 with an exception. */
+/* Send up to n requests in one write. Returns PUMP_OK, PUMP_IDLE (nothing may be sent:
+ * the worker should check whether it is finished) or -1 with an exception. */
 static int
 pump_issue(Pump *self, Py_ssize_t n)
 {
@@ -1023,53 +1190,38 @@ pump_issue(Pump *self, Py_ssize_t n)
     }
     if (fifo_reserve(self, n) < 0)
         return -1;
-    if (stream->pos == stream->size && Stream_next_chunk(stream) < 0)
-        return -1;
     long long sent = monotonic_ns();
-    PyObject *bytes;
-    if (stream->pos + n <= stream->size) {
-        /* The common case: one slice of the current chunk. */
-        Py_ssize_t start = stream->pos ? stream->ends_p[stream->pos - 1] : 0;
-        Py_ssize_t stop = stream->ends_p[stream->pos + n - 1];
-        bytes = PyBytes_FromStringAndSize(stream->wire_p + start, stop - start);
-        if (bytes == NULL)
-            return -1;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Py_ssize_t j = (self->fifo_head + self->fifo_len + i) % self->fifo_cap;
-            self->fifo_ops[j] = stream->ops_p[stream->pos + i];
-            self->fifo_sent[j] = sent;
+    Out o = {self->out, 0, self->out_cap};
+    Py_ssize_t i = 0;
+    for (; i < n; i++) {
+        if (stream->pos == stream->size && Stream_next_chunk(stream) < 0)
+            break;
+        Py_ssize_t at = stream->pos;
+        long op = PyLong_AsLong(PyList_GET_ITEM(stream->ops, at));
+        if ((op == -1 && PyErr_Occurred()) || op < 0 || op >= MAX_OPS) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "op %ld out of range", op);
+            break;
         }
-        stream->pos += n;
+        if (encode_request(&stream->encoding, (int)op, PyList_GET_ITEM(stream->keys, at),
+                           PyList_GET_ITEM(stream->values, at), &o) < 0)
+            break;
+        Py_ssize_t j = (self->fifo_head + self->fifo_len + i) % self->fifo_cap;
+        self->fifo_ops[j] = (unsigned char)op;
+        self->fifo_sent[j] = sent;
+        stream->pos++;
     }
-    else {
-        Py_ssize_t len = 0, left = n, queued = 0;
-        while (left) {
-            if (stream->pos == stream->size && Stream_next_chunk(stream) < 0)
-                return -1;
-            Py_ssize_t k = stream->size - stream->pos < left ? stream->size - stream->pos : left;
-            Py_ssize_t start = stream->pos ? stream->ends_p[stream->pos - 1] : 0;
-            Py_ssize_t stop = stream->ends_p[stream->pos + k - 1];
-            if (grow(&self->out, &self->out_cap, len + stop - start, 1) < 0)
-                return -1;
-            memcpy(self->out + len, stream->wire_p + start, (size_t)(stop - start));
-            len += stop - start;
-            for (Py_ssize_t i = 0; i < k; i++) {
-                Py_ssize_t j = (self->fifo_head + self->fifo_len + queued + i) % self->fifo_cap;
-                self->fifo_ops[j] = stream->ops_p[stream->pos + i];
-                self->fifo_sent[j] = sent;
-            }
-            queued += k;
-            stream->pos += k;
-            left -= k;
-        }
-        bytes = PyBytes_FromStringAndSize(self->out, len);
-        if (bytes == NULL)
-            return -1;
-    }
+    self->out = o.p;
+    self->out_cap = o.cap;
+    if (i < n) /* a bug, not a server's doing: the requests encoded are not sent */
+        return -1;
+    PyObject *bytes = PyBytes_FromStringAndSize(o.p, o.len);
+    if (bytes == NULL)
+        return -1;
     self->fifo_len += n;
     if (tally->budget >= 0)
         tally->budget -= n;
-    tally->bytes_out += PyBytes_GET_SIZE(bytes);
+    tally->bytes_out += o.len;
     PyObject *result = PyObject_CallOneArg(self->write, bytes);
     Py_DECREF(bytes);
     if (result == NULL)
@@ -1353,7 +1505,7 @@ scan_replies(PyObject *module, PyObject *args)
 /* -- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef module_methods[] = {
-    {"split_requests", split_requests, METH_VARARGS, split_requests_doc},
+    {"encode", encode, METH_VARARGS, encode_doc},
     {"scan_replies", scan_replies, METH_VARARGS, scan_replies_doc},
     {NULL},
 };
@@ -1381,9 +1533,9 @@ PyInit__pump(void)
     } constants[] = {
         {"TEXT", P_TEXT}, {"RESP2", P_RESP2}, {"F_GET", F_GET}, {"F_MGET", F_MGET},
         {"F_STORE", F_STORE}, {"F_DELETE", F_DELETE}, {"F_ARITH", F_ARITH},
-        {"F_TOUCH", F_TOUCH}, {"K_HIT", K_HIT}, {"K_MISS", K_MISS}, {"K_STORED", K_STORED},
+        {"K_HIT", K_HIT}, {"K_MISS", K_MISS}, {"K_STORED", K_STORED},
         {"K_NOT_STORED", K_NOT_STORED}, {"K_EXISTS", K_EXISTS}, {"K_NOT_FOUND", K_NOT_FOUND},
-        {"K_DELETED", K_DELETED}, {"K_TOUCHED", K_TOUCHED}, {"K_VALUE", K_VALUE},
+        {"K_DELETED", K_DELETED}, {"K_VALUE", K_VALUE},
         {"K_ERROR_REPLY", K_ERROR}, {"KEYS_SHIFT", KEYS_SHIFT}, {"MAX_OPS", MAX_OPS},
     };
     for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)

@@ -142,7 +142,7 @@ class Connection(asyncio.Protocol):
         if pumps is None or self._transport is None or self._pump is not None:
             return
         assert self.inflight == 0, "a pump starts with nothing in flight"
-        self._pump = pumps.pump(self.shard, self._codec_factory, self._transport.write)
+        self._pump = pumps.pump(self.shard, self._transport.write)
 
     @property
     def inflight(self) -> int:

@@ -1,9 +1,9 @@
 """The compiled hot path: when a run uses it, and the glue between it and the worker.
 
 ``engine/_pump.c`` runs a connection's closed loop in C (classify replies, account them,
-send the next requests in one write) for memcached text and RESP2. Requests are still
-encoded by the Python codecs, ``STREAM_PIECE`` at a time, into a ``Stream`` the
-connections of a server share; the C side only finds where each request ends.
+send the next requests in one write) for memcached text and RESP2. The connections of a
+server share a ``Stream``: the workload's chunks of ops, keys and values, which C
+encodes as the codecs would (tests compare the bytes).
 The worker's send state (issuing, budget, interval cut time, byte counts) lives in one
 ``Tally`` both paths read and write, and the replies the pumps accounted are moved into
 the recorder's buffers at every interval cut, so the fold and everything after it is
@@ -21,8 +21,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kvbench.metrics.recorder import Recorder
-from kvbench.protocols.base import ClientCodec, CodecOptions, Op
+from kvbench.protocols.base import CodecOptions, Op
 from kvbench.workload.mix import WORKLOAD_TO_OP
+from kvbench.workload.plan import RequestSource
 
 if TYPE_CHECKING:
     from kvbench.config.model import RunConfig
@@ -35,10 +36,6 @@ except ImportError:  # built without a C compiler: the Python driver does everyt
 
 PURE_PYTHON_ENV = "KVBENCH_PURE_PYTHON"
 NEVER = 2**63 - 1
-# Requests a stream encodes at a time. Encoding stalls the event loop (about 0.2 us per
-# request), and a stall long enough starves the server of requests: 4,096 at once held
-# Redis at 83% busy and 650k ops/s (50 connections, pipeline 16), 256 at once let it run.
-STREAM_PIECE = 256
 
 
 def _families(table: dict[Op, str]) -> bytes:
@@ -48,39 +45,21 @@ def _families(table: dict[Op, str]) -> bytes:
     return bytes(int(getattr(_pump, f"F_{table[op]}")) if op in table else 0 for op in Op)
 
 
-_STORES = dict.fromkeys((Op.SET, Op.ADD, Op.REPLACE), "STORE")
-# protocol name -> (the C scanner's protocol, op families)
+# The ops a workload mix sends, by the reply family the C scanner checks for each; the C
+# side encodes exactly these (any other op keeps a run on the Python driver).
+_FAMILIES = {
+    Op.GET: "GET",
+    Op.MGET: "MGET",
+    Op.SET: "STORE",
+    Op.DELETE: "DELETE",
+    Op.INCR: "ARITH",
+    Op.DECR: "ARITH",
+}
+# protocol name -> (the C side's protocol number, op -> family)
 PROTOCOLS: dict[str, tuple[int, bytes]] = (
     {
-        "memcache-text": (
-            int(_pump.TEXT),
-            _families(
-                {
-                    Op.GET: "GET",
-                    Op.GETS: "GET",
-                    Op.MGET: "MGET",
-                    **_STORES,
-                    **dict.fromkeys((Op.APPEND, Op.PREPEND, Op.CAS), "STORE"),
-                    Op.DELETE: "DELETE",
-                    Op.INCR: "ARITH",
-                    Op.DECR: "ARITH",
-                    Op.TOUCH: "TOUCH",
-                }
-            ),
-        ),
-        "resp2": (
-            int(_pump.RESP2),
-            _families(
-                {
-                    Op.GET: "GET",
-                    Op.MGET: "MGET",
-                    **_STORES,
-                    Op.DELETE: "DELETE",
-                    Op.INCR: "ARITH",
-                    Op.DECR: "ARITH",
-                }
-            ),
-        ),
+        "memcache-text": (int(_pump.TEXT), _families(_FAMILIES)),
+        "resp2": (int(_pump.RESP2), _families(_FAMILIES)),
     }
     if _pump is not None
     else {}
@@ -153,19 +132,24 @@ class PumpFactory:
         tally: the worker's ``_pump.Tally``.
     """
 
-    def __init__(self, tally: Any) -> None:
+    def __init__(self, tally: Any, ttl_s: int) -> None:
         assert _pump is not None
         self.tally = tally
         self.streams: dict[int, Any] = {}
-        self._max_reply = CodecOptions().max_reply_bytes
+        self._ttl_s = ttl_s  # one for every connection: no ttl range (python_reason)
+        options = CodecOptions()
+        self._flags = options.flags
+        self._max_reply = options.max_reply_bytes
 
-    def pump(self, shard: Shard, factory: Callable[[], ClientCodec], write: Any) -> Any:
+    def pump(self, shard: Shard, write: Any) -> Any:
         """A pump writing with ``write`` (the transport's), fed from its shard's stream."""
         assert _pump is not None
         protocol, families = PROTOCOLS[shard.target.protocol]
         stream = self.streams.get(shard.index)
-        if stream is None:  # the connections' codecs are alike: no ttl range (python_reason)
-            stream = self.streams[shard.index] = _pump.Stream(_chunks(shard, factory, protocol))
+        if stream is None:
+            stream = self.streams[shard.index] = _pump.Stream(
+                _chunks(shard.source), protocol, self._ttl_s, self._flags
+            )
         return _pump.Pump(self.tally, stream, write, protocol, families, self._max_reply)
 
     def completed(self, shard: Shard) -> int:
@@ -174,34 +158,14 @@ class PumpFactory:
         return int(stream.take_completed()) if stream is not None else 0
 
 
-def _chunks(
-    shard: Shard, factory: Callable[[], ClientCodec], protocol: int
-) -> Callable[[], tuple[bytes, bytes, bytes]]:
-    """The refill of a stream: the next piece of the shard's current chunk, encoded.
+def _chunks(source: RequestSource) -> Callable[[], tuple[list[Any], list[Any], list[Any], int]]:
+    """A stream's refill: the rest of the source's current chunk, then its next ones."""
 
-    One codec encodes a whole source chunk (a fresh one per chunk, so the replies it
-    announces, which nobody reads, are dropped with it).
-    """
-    source = shard.source
-    codec = factory()
-
-    def refill() -> tuple[bytes, bytes, bytes]:
-        nonlocal codec
-        assert _pump is not None
+    def refill() -> tuple[list[Any], list[Any], list[Any], int]:
         if source.pos >= source.size:
             source.refill()
-            codec = factory()
-        start = source.pos
-        stop = min(source.size, start + STREAM_PIECE)
-        out = bytearray()
-        codec.encode_many(source.ops, source.keys, source.values, start, stop, out)
-        source.pos = stop
-        wire = bytes(out)
-        return (
-            wire,
-            _pump.split_requests(protocol, wire, stop - start),
-            bytes(source.ops[start:stop]),
-        )
+        start, source.pos = source.pos, source.size  # the stream takes it from here
+        return source.ops, source.keys, source.values, start
 
     return refill
 

@@ -287,7 +287,7 @@ class Worker:
         self._running = True
         self.issuing = True
         if self.python_reason is None:
-            self.pumps = PumpFactory(self.tally)
+            self.pumps = PumpFactory(self.tally, self.spec.config.workload.ttl_s)
             for conn in self.connections:
                 conn.attach_pump()
         gc.collect()

@@ -84,7 +84,7 @@ def make(
     worker.budget = budget
     worker.next_cut_ns = NEVER
     if driver == "compiled":
-        worker.pumps = fastpath.PumpFactory(worker.tally)
+        worker.pumps = fastpath.PumpFactory(worker.tally, 0)
     conn = Connection(worker, codec_factory_for(config.targets[0]), None, pipeline)
     worker.connections = [conn]
     transport = ScriptedTransport()

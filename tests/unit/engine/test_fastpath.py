@@ -10,6 +10,9 @@ import pytest
 from kvbench.config import load_config
 from kvbench.config.model import RunConfig
 from kvbench.engine import fastpath
+from kvbench.engine.setup import codec_factory_for
+from kvbench.engine.shards import build_shards
+from kvbench.protocols.base import CodecOptions
 
 
 def config(url: str = "memcached://127.0.0.1:1", **settings: Any) -> RunConfig:
@@ -54,3 +57,26 @@ def test_the_switch_forces_the_python_driver(monkeypatch: pytest.MonkeyPatch) ->
     assert not fastpath.compiled()
     reason = fastpath.python_reason(config())
     assert reason is not None and fastpath.PURE_PYTHON_ENV in reason
+
+
+@pytest.mark.skipif(not fastpath.compiled(), reason="the compiled pump is not built")
+@pytest.mark.parametrize("url", ["memcached://127.0.0.1:1", "redis://127.0.0.1:1/0"])
+def test_a_pump_sends_what_the_connections_codec_would(url: str) -> None:
+    """The glue passes the run's ttl (and the codecs' flags) to the C encoder."""
+    from kvbench.engine import _pump  # type: ignore[attr-defined]
+
+    run = config(url, **{"workload.ttl_s": "30", "workload.ratio": "set=2,get=1,mget=1,incr=1"})
+    ours, reference = build_shards(run, 0, 1)[0], build_shards(run, 0, 1)[0]
+    written: list[bytes] = []
+    tally = _pump.Tally()
+    tally.issuing = True
+    pump = fastpath.PumpFactory(tally, run.workload.ttl_s).pump(ours, written.append)
+    pump.issue(3000)  # across a chunk boundary
+    source = reference.source
+    codec = codec_factory_for(reference.target, CodecOptions(ttl_s=30))()
+    expected = bytearray()
+    while len(expected) < len(written[0]):  # the source starts with a chunk drawn
+        codec.encode_many(source.ops, source.keys, source.values, 0, source.size, expected)
+        source.refill()
+    assert written[0] == bytes(expected[: len(written[0])])
+    assert b" 30 " in written[0] or b"$2\r\n30\r\n" in written[0]

@@ -2,7 +2,7 @@
 
 The same replies, fed to the C scanner and to the codec's ``read_kinds``, must give the
 same codes in the same order, however they are cut into reads; any bytes must give codes
-or an error, never a crash; the requests the codecs encode must split where they end.
+or an error, never a crash; requests must be the bytes the codec's ``encode_many`` writes.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ error_lines = st.sampled_from(
 @st.composite
 def text_exchange(draw: Any) -> tuple[int, Any, bytes]:
     """(op, key or keys, the reply bytes) for one memcached text request."""
-    op = draw(st.sampled_from([Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.MGET, Op.TOUCH]))
+    op = draw(st.sampled_from([Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.MGET]))
     if draw(st.integers(0, 9)) == 0:
         return int(op), draw(keys) if op != Op.MGET else (b"a", b"b"), draw(error_lines)
     if op == Op.GET:
@@ -79,7 +79,6 @@ def text_exchange(draw: Any) -> tuple[int, Any, bytes]:
     words = {
         Op.SET: [b"STORED", b"NOT_STORED", b"EXISTS", b"NOT_FOUND"],
         Op.DELETE: [b"DELETED", b"NOT_FOUND"],
-        Op.TOUCH: [b"TOUCHED", b"NOT_FOUND"],
         Op.INCR: [b"NOT_FOUND", b"0", b"42", b"18446744073709551615"],
     }[op]
     return int(op), draw(keys), draw(st.sampled_from(words)) + b"\r\n"
@@ -150,11 +149,13 @@ def pump_codes(
     values = [b"v" * 3 if op == int(Op.SET) else None for op in ops]
     requests = bytearray()
     codec.encode_many(ops, names, values, 0, len(ops), requests)
-    chunk = (bytes(requests), _pump.split_requests(protocol, bytes(requests), len(ops)), bytes(ops))
+    written: list[bytes] = []
     tally = _pump.Tally()
     tally.issuing, tally.budget = True, len(ops)
-    p = _pump.Pump(tally, _pump.Stream(lambda: chunk), [].append, protocol, families, MAX)
+    stream = _pump.Stream(lambda: (ops, names, values, 0), protocol)
+    p = _pump.Pump(tally, stream, written.append, protocol, families, MAX)
     p.issue(len(ops))
+    assert written == [bytes(requests)]
     wire = b"".join(reply for _, _, reply in exchanges)
     for start, stop in zip([0, *cuts], [*cuts, len(wire)], strict=True):
         assert p.received(wire[start:stop]) in (0, 1)
@@ -228,67 +229,68 @@ def test_replies_that_cannot_answer_the_request_are_grammar_errors(
 # -- requests ----------------------------------------------------------------------------
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     st.sampled_from(["memcache-text", "resp2"]),
     st.lists(
-        st.tuples(st.sampled_from([Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.MGET]), keys, data),
+        st.tuples(
+            st.sampled_from([Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.DECR, Op.MGET]), keys, data
+        ),
         min_size=1,
         max_size=20,
     ),
-    st.integers(0, 100),
+    st.integers(0, 10**6),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([bytes, memoryview, bytearray]),
 )
-def test_encoded_requests_split_where_each_one_ends(protocol: str, requests: Any, ttl: int) -> None:
-    codec: Any = (
-        MemcacheTextCodec(CodecOptions(ttl_s=ttl))
-        if protocol == "memcache-text"
-        else RespCodec(CodecOptions(ttl_s=ttl))
-    )
+def test_requests_are_the_bytes_the_codec_writes(
+    protocol: str, requests: Any, ttl: int, flags: int, kind: Any
+) -> None:
+    options = CodecOptions(ttl_s=ttl, flags=flags)
+    codec: Any = MemcacheTextCodec(options) if protocol == "memcache-text" else RespCodec(options)
     ops = [int(op) for op, _, _ in requests]
-    names = [(key, key + b"2") if op == Op.MGET else key for op, key, _ in requests]
-    values = [value if op == Op.SET else None for op, _, value in requests]
-    whole = bytearray()
-    codec.encode_many(ops, names, values, 0, len(ops), whole)
-    ends = memoryview(
-        _pump.split_requests(fastpath.PROTOCOLS[protocol][0], bytes(whole), len(ops))
-    ).cast("q")
-    pieces = [bytes(whole[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
-    for i, piece in enumerate(pieces):  # each piece is exactly request i on its own
-        alone = bytearray()
-        codec.encode_many(ops, names, values, i, i + 1, alone)
-        assert piece == bytes(alone)
+    names = [(key, key + b"2", key + b"3") if op == Op.MGET else key for op, key, _ in requests]
+    values = [kind(value) if op == Op.SET else None for op, _, value in requests]
+    expected = bytearray()
+    codec.encode_many(ops, names, values, 0, len(ops), expected)
+    number = fastpath.PROTOCOLS[protocol][0]
+    assert _pump.encode(number, ttl, flags, ops, names, values, 0, len(ops)) == bytes(expected)
+    # and a slice, as a stream takes it from a chunk
+    middle = _pump.encode(number, ttl, flags, ops, names, values, 1, len(ops))
+    assert bytes(expected).endswith(middle)
 
 
-def test_a_wire_that_is_not_whole_requests_is_refused() -> None:
-    with pytest.raises(ValueError, match="not 2 whole requests"):
-        _pump.split_requests(TEXT, b"get a\r\nset b 0 0 5\r\nab\r\n", 2)
-    with pytest.raises(ValueError, match="not 1 whole requests"):
-        _pump.split_requests(RESP, b"*1\r\n$3\r\nGET\r\n*1\r\n", 1)
+def test_ops_without_a_compiled_encoding_and_bad_keys_are_refused() -> None:
+    with pytest.raises(ValueError, match="op 13 has no compiled encoding"):
+        _pump.encode(TEXT, 0, 0, [int(Op.NOOP)], [b"k"], [None], 0, 1)
+    with pytest.raises(TypeError, match="bytes-like, not str"):
+        _pump.encode(RESP, 0, 0, [int(Op.GET)], ["k"], [None], 0, 1)
+    with pytest.raises(TypeError, match="tuple or list"):
+        _pump.encode(RESP, 0, 0, [int(Op.MGET)], [b"k"], [None], 0, 1)
 
 
 # -- the pump ----------------------------------------------------------------------------
 
 
 class Pieces:
-    """A stream refill serving fixed pieces of pre-encoded gets, and a write collector."""
+    """A stream refill serving chunks of gets (k0, k1, ...), and a write collector."""
 
     def __init__(self, per_piece: int) -> None:
         self.per_piece = per_piece
         self.served = 0
         self.writes: list[bytes] = []
 
-    def refill(self) -> tuple[bytes, bytes, bytes]:
+    def refill(self) -> tuple[list[int], list[bytes], list[None], int]:
         names = [b"k%d" % (self.served + i) for i in range(self.per_piece)]
         self.served += self.per_piece
-        wire = b"".join(b"get %b\r\n" % name for name in names)
-        return wire, _pump.split_requests(TEXT, wire, len(names)), bytes([int(Op.GET)] * len(names))
+        return [int(Op.GET)] * len(names), names, [None] * len(names), 0
 
 
 def pump(per_piece: int = 3, budget: int = -1) -> tuple[Any, Any, Pieces]:
     pieces = Pieces(per_piece)
     tally = _pump.Tally()
     tally.issuing, tally.budget = True, budget
-    stream = _pump.Stream(pieces.refill)
+    stream = _pump.Stream(pieces.refill, TEXT)
     return tally, _pump.Pump(tally, stream, pieces.writes.append, TEXT, TEXT_FAMILIES, MAX), pieces
 
 
@@ -346,7 +348,7 @@ def test_the_interval_cut_runs_before_the_read_is_accounted() -> None:
     tally = _pump.Tally(lambda now: seen.append((now, tally.pending)))
     tally.issuing, tally.next_cut_ns = True, 0
     p = _pump.Pump(
-        tally, _pump.Stream(pieces.refill), pieces.writes.append, TEXT, TEXT_FAMILIES, MAX
+        tally, _pump.Stream(pieces.refill, TEXT), pieces.writes.append, TEXT, TEXT_FAMILIES, MAX
     )
     p.issue(1)
     p.received(b"END\r\n")
