@@ -25,7 +25,7 @@ from kvbench.workload.verify import derive_value
 
 # Requests drawn per refill: large enough that numpy's per-call cost vanishes, small
 # enough that a refill (~0.5 ms) does not stall the loop.
-CHUNK = 4096
+CHUNK = 1024
 # incr/decr need numeric values, so they work on keys of their own ("<prefix>counter:N"),
 # never on the keys that sets fill with random bytes; this many at most.
 COUNTERS = 10_000
