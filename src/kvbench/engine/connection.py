@@ -167,9 +167,10 @@ class Connection(asyncio.Protocol):
             return
         now = _now()
         worker = self._worker
-        if now >= worker.next_cut_ns:
+        tally = worker.tally  # the send state, read here without the worker's properties
+        if now >= tally.next_cut_ns:
             worker.cut(now)
-        worker.bytes_in += len(data)
+        tally.bytes_in += len(data)
         codec = self._codec
         codes = self._codes
         try:
@@ -190,7 +191,7 @@ class Connection(asyncio.Protocol):
         if done:
             if self.closed_loop:
                 self.issue(done)
-            elif not worker.issuing or worker.budget == 0:
+            elif not tally.issuing or tally.budget == 0:
                 worker.maybe_finished()
 
     def _pump_stopped(self, status: int) -> None:
@@ -249,15 +250,17 @@ class Connection(asyncio.Protocol):
             if self._pump.issue(n):
                 worker.maybe_finished()
             return
-        if not worker.issuing or self._transport is None:
+        tally = worker.tally
+        if not tally.issuing or self._transport is None:
             worker.maybe_finished()
             return
-        if worker.budget is not None:
-            n = min(n, worker.budget)
+        budget = tally.budget
+        if budget >= 0:  # -1: no limit
+            n = min(n, budget)
             if n <= 0:
                 worker.maybe_finished()
                 return
-            worker.budget -= n
+            tally.budget = budget - n
         source = self.source
         encode_many = self._codec.encode_many
         sent_ops = self._sent_ops
@@ -276,7 +279,7 @@ class Connection(asyncio.Protocol):
             position = stop
         source.pos = position
         self._sent_ns.extend(repeat(sent_ns, n))
-        worker.bytes_out += len(out)
+        tally.bytes_out += len(out)
         self._transport.write(out)
 
     def issue_scheduled(self, intended_ns: list[int], now: int) -> None:
