@@ -514,7 +514,16 @@ put(Out *o, const void *src, Py_ssize_t n)
 static void
 put_ll(Out *o, long long v)
 {
-    o->len += sprintf(o->p + o->len, "%lld", v);
+    char digits[24];
+    int i = sizeof digits;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        digits[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        digits[--i] = '-';
+    put(o, digits + i, (Py_ssize_t)sizeof digits - i);
 }
 
 #define PUT_LITERAL(o, s) put((o), (s), (Py_ssize_t)sizeof(s) - 1)
@@ -577,11 +586,12 @@ put_bulk(Out *o, const char *p, Py_ssize_t n)
 typedef struct {
     int protocol;
     long long ttl, flags;
+    char ttl_digits[24]; /* scratch for the ttl's decimal form */
 } Encoding;
 
 /* Append one request; -1 with an exception for an op there is no compiled form of. */
 static int
-encode_request(const Encoding *e, int op, PyObject *key, PyObject *value, Out *o)
+encode_request(Encoding *e, int op, PyObject *key, PyObject *value, Out *o)
 {
     const char *k, *v = NULL;
     Py_ssize_t kn = 0, vn = 0;
@@ -666,13 +676,13 @@ encode_request(const Encoding *e, int op, PyObject *key, PyObject *value, Out *o
         break;
     case OP_SET:
         if (e->ttl) {
-            char digits[24];
-            int dn = sprintf(digits, "%lld", e->ttl);
+            Out ttl = {e->ttl_digits, 0, sizeof e->ttl_digits};
+            put_ll(&ttl, e->ttl);
             PUT_LITERAL(o, "*5\r\n$3\r\nSET\r\n");
             put_bulk(o, k, kn);
             put_bulk(o, v, vn);
             PUT_LITERAL(o, "$2\r\nEX\r\n");
-            put_bulk(o, digits, dn);
+            put_bulk(o, ttl.p, ttl.len);
             return 0;
         }
         PUT_LITERAL(o, "*3\r\n$3\r\nSET\r\n");
