@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import pytest
 
-from tests.support.cli import run_kvbench
+from tests.support.cli import read_json, run_kvbench
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
 
 
-def test_memcached_storm_sets_then_gets_the_same_keys(fresh_memcached: Server) -> None:
+def test_memcached_storm_sets_then_gets_the_same_keys(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
     result = run_kvbench(
         "run",
         "--preset",
@@ -22,10 +27,20 @@ def test_memcached_storm_sets_then_gets_the_same_keys(fresh_memcached: Server) -
         "8",
         "--processes",
         "1",
+        "--json",
+        str(tmp_path / "storm.json"),
+        "--csv",
+        str(tmp_path / "storm.csv"),
         "--no-save",
         "-q",
     )
     assert result.code == 0, result.stderr
+    doc = read_json(tmp_path / "storm.json")  # both steps' runs, each under its label
+    assert doc["preset"] == "memcached-storm"
+    assert [run["step"] for run in doc["runs"]] == ["set-only", "get-only"]
+    assert [set(run["document"]["ops"]) for run in doc["runs"]] == [{"set"}, {"get"}]
+    with open(tmp_path / "storm.csv", newline="") as handle:
+        assert {row["step"] for row in csv.DictReader(handle)} == {"set-only", "get-only"}
     assert (
         "memcached-storm: set-only" in result.stdout
         and "memcached-storm: get-only" in result.stdout
@@ -62,6 +77,14 @@ def test_single_key_readers_sweeps_readers(fresh_redis: Server) -> None:
     assert "knee:" in result.stdout
 
 
+def test_a_queue_preset_refuses_the_files_kvbench_queue_writes() -> None:
+    result = run_kvbench(
+        "run", "--preset", "queue-producer-consumer", "memcacheq://127.0.0.1:1/q", "--csv", "x"
+    )
+    assert result.code == 2
+    assert "--csv: not available with --preset queue-producer-consumer" in result.stderr
+
+
 def test_preset_with_the_wrong_number_of_targets() -> None:
     result = run_kvbench("run", "--preset", "gateway-vs-native", "memcached://127.0.0.1:1")
     assert result.code == 2 and "takes 2 target(s), got 1" in result.stderr
@@ -91,7 +114,7 @@ def test_queue_preset_runs_both_steps_without_loss() -> None:
     assert "queue-producer-consumer: mixed" in result.stdout
 
 
-def test_gateway_vs_native_compares_at_each_level(fresh_memcached: Server) -> None:
+def test_gateway_vs_native_compares_at_each_level(fresh_memcached: Server, tmp_path: Path) -> None:
     from tests.support import servers
 
     with servers.nginx_memc(fresh_memcached) as gateway:
@@ -109,11 +132,16 @@ def test_gateway_vs_native_compares_at_each_level(fresh_memcached: Server) -> No
             "1s",
             "--processes",
             "1",
+            "--json",
+            str(tmp_path / "gw.json"),
             "--no-save",
             "-q",
         )
     assert result.code == 0, result.stderr
     assert f"A = http+memc://{gateway.address}/memc" in result.stdout
+    doc = read_json(tmp_path / "gw.json")  # each level's pair of runs and its comparison
+    assert [row["connections"] for row in doc["comparison"]] == [2.0, 4.0]
+    assert len(doc["runs"]) == 4 and doc["runs"][0]["connections_target"].startswith("2 http")
     rows = [
         [cell.strip() for cell in line.split("│")[1:-1]]
         for line in result.stdout.splitlines()

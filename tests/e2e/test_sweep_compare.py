@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
+from hdrh.histogram import HdrHistogram
+from hdrh.log import HistogramLogReader
 
 from tests.support import servers
 from tests.support.cli import read_json, run_kvbench
@@ -31,6 +34,10 @@ def test_sweep_reports_every_level_with_a_ci_and_an_slo(
         "p99<1s",
         "--json",
         str(out),
+        "--csv",
+        str(tmp_path / "sweep.csv"),
+        "--hdr-log",
+        str(tmp_path / "sweep.hlog"),
         "--db",
         db,
         *SHORT,
@@ -47,6 +54,20 @@ def test_sweep_reports_every_level_with_a_ci_and_an_slo(
     assert doc["best_level"] == 3.0
     assert "sweep over connections" in result.stdout
     assert run_kvbench("history", "--db", db).stdout.count(fresh_memcached.address) == 2
+    # Every level's run in one CSV and one log, each row or tag labelled with its level.
+    with open(tmp_path / "sweep.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["connections"] for row in rows} == {"1", "3"}
+    assert len({row["run_id"] for row in rows}) == 2
+    log = (tmp_path / "sweep.hlog").read_text()
+    tags = {line.split(",", 1)[0] for line in log.splitlines() if line.startswith("Tag=")}
+    assert tags == {"Tag=1/get", "Tag=1/set", "Tag=3/get", "Tag=3/set"}
+    reader = HistogramLogReader(str(tmp_path / "sweep.hlog"), HdrHistogram(1, 60 * 10**9, 3))
+    logged = 0
+    while (hist := reader.get_next_interval_histogram()) is not None:
+        logged += hist.get_total_count()
+    reader.close()
+    assert logged == sum(int(row["count"]) for row in rows) > 0
 
 
 def test_a_failing_level_is_reported_not_skipped(tmp_path: Path) -> None:
@@ -81,7 +102,19 @@ def test_compare_interleaves_rounds_and_gives_ratios(
     a = f"memcached://{fresh_memcached.address}"
     b = f"memcached+meta://{fresh_memcached.address}"
     result = run_kvbench(
-        "compare", a, b, "--rounds", "3", "-c", "2", "--json", str(out), "--no-save", *SHORT
+        "compare",
+        a,
+        b,
+        "--rounds",
+        "3",
+        "-c",
+        "2",
+        "--json",
+        str(out),
+        "--csv",
+        str(tmp_path / "compare.csv"),
+        "--no-save",
+        *SHORT,
     )
     assert result.code == 0, result.stderr
     doc = read_json(out)
@@ -93,3 +126,5 @@ def test_compare_interleaves_rounds_and_gives_ratios(
     seeds = {t["config"]["workload"]["seed"] for t in doc["targets"]}
     assert len(seeds) == 1  # the same workload against both
     assert f"{b}: " in result.stdout and f"of {a} throughput (95% CI" in result.stdout
+    with open(tmp_path / "compare.csv", newline="") as handle:
+        assert {row["target"] for row in csv.DictReader(handle)} == {a, b}

@@ -1,9 +1,13 @@
 """``kvbench export``: a stored run as a result document, a CSV series or an HdrHistogram log.
 
-``write_exports`` is shared with ``kvbench run --csv/--hdr-log``.
+``write_exports`` is shared with ``kvbench run --csv/--hdr-log``; ``write_many`` writes a
+sweep's or a comparison's runs into one file of each kind.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
 
 import click
 from rich.console import Console
@@ -12,7 +16,7 @@ from kvbench.cli.console import make_console
 from kvbench.config.load import default_db_path
 from kvbench.errors import ConfigError
 from kvbench.report import dumps, summarize
-from kvbench.report.exports import hdr_log, interval_csv
+from kvbench.report.exports import hdr_log, interval_csv, runs_csv, runs_hdr_log
 from kvbench.report.summary import ReportModel
 from kvbench.results.model import RunResult
 from kvbench.results.store import Store
@@ -49,6 +53,45 @@ def write_exports(
     if hdr_log_path:
         _write("--hdr-log", hdr_log_path, hdr_log(run))
         console.print(f"HdrHistogram interval log written to {hdr_log_path}")
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """The files a sweep or comparison writes (--json, --csv, --hdr-log, --report)."""
+
+    json_path: str | None = None
+    csv_path: str | None = None
+    hdr_log_path: str | None = None
+    report_path: str | None = None
+
+    @classmethod
+    def pop_from(cls, options: dict[str, Any]) -> Outputs:
+        return cls(*(options.pop(name, None) for name in (f.name for f in fields(cls))))
+
+
+def write_many(
+    console: Console,
+    labelled: list[tuple[str, RunResult]],
+    label_column: str,
+    *,
+    csv_path: str | None = None,
+    hdr_log_path: str | None = None,
+) -> None:
+    """Several runs, each labelled (by level or target), into one CSV and one log.
+
+    Raises:
+        ConfigError: a file cannot be written (names the flag).
+    """
+    if not labelled:
+        return
+    if csv_path:
+        _write("--csv", csv_path, runs_csv(labelled, label_column))
+        console.print(f"per-interval CSV of {len(labelled)} runs written to {csv_path}")
+    if hdr_log_path:
+        _write("--hdr-log", hdr_log_path, runs_hdr_log(labelled))
+        console.print(
+            f"HdrHistogram interval log of {len(labelled)} runs written to {hdr_log_path}"
+        )
 
 
 @click.command()

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvbench.cli.console import make_console
+from kvbench.cli.export import Outputs, write_many
 from kvbench.cli.live import LiveView
 from kvbench.cli.report import write_report
 from kvbench.cli.run import default_processes, run, settings_from_options
@@ -51,7 +52,7 @@ def _save(config: RunConfig, results: list[RunResult]) -> None:
                 store.save_run(result, document(summarize(result)))
 
 
-def _write_json(path: str | None, doc: dict[str, Any], console: Console) -> None:
+def write_json_document(path: str | None, doc: dict[str, Any], console: Console) -> None:
     if path:
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(doc, handle, indent=2)
@@ -122,12 +123,11 @@ def sweep(
         kvbench sweep redis://127.0.0.1:6379 --pipeline 1,2,4,8,16,32 --slo 'p99<1ms'
     """
     console = make_console()
-    json_path = options.pop("json_path", None)
-    report_path = options.pop("report_path", None)
+    outputs = Outputs.pop_from(options)
     axis, levels = _split_axis(options)
     settings = settings_from_options((target,), options)
     config = load_config(config_path, settings, default_processes())
-    sweep_and_report(console, config, axis, levels, slo, json_path, report_path)
+    sweep_and_report(console, config, axis, levels, slo, outputs)
 
 
 def sweep_and_report(
@@ -136,10 +136,9 @@ def sweep_and_report(
     axis: str,
     levels: list[float],
     slo: str | None,
-    json_path: str | None,
-    report_path: str | None = None,
+    outputs: Outputs,
 ) -> None:
-    """Run a sweep, save its runs, print its table, knee and SLO level, write its JSON/HTML."""
+    """Run a sweep, save its runs, print its table, knee and SLO level, write its files."""
     objective = parse_slo(slo) if slo else None
     with LiveView(console, config, runs=len(levels)) as view:
         outcomes = run_sweep(config, axis, levels, view.interval, view.note)
@@ -158,10 +157,14 @@ def sweep_and_report(
         console.print(
             f"highest level meeting {slo}: {best:g}" if best is not None else f"no level met {slo}"
         )
-    _write_json(json_path, doc, console)
-    if report_path:
+    write_json_document(outputs.json_path, doc, console)
+    labelled = [(f"{level:g}", r) for level, r, _ in outcomes if r is not None]
+    write_many(
+        console, labelled, axis, csv_path=outputs.csv_path, hdr_log_path=outputs.hdr_log_path
+    )
+    if outputs.report_path:
         html = render_sweep(axis, config.targets[0].url, rows, runs, slo)
-        _write_html(report_path, html, console)
+        _write_html(outputs.report_path, html, console)
 
 
 @click.command()
@@ -179,8 +182,7 @@ def compare(targets: tuple[str, ...], config_path: str | None = None, **options:
     if len(targets) < 2:
         raise ConfigError("compare", "give at least two targets")
     console = make_console()
-    json_path = options.pop("json_path", None)
-    report_path = options.pop("report_path", None)
+    outputs = Outputs.pop_from(options)
     base_settings = settings_from_options((targets[0],), options)
     seed_config = load_config(config_path, base_settings, default_processes())
     configs = []
@@ -200,9 +202,13 @@ def compare(targets: tuple[str, ...], config_path: str | None = None, **options:
     doc = compare_document(columns)
     for row in doc["comparison"]:
         console.print(comparison_sentence(row))
-    _write_json(json_path, doc, console)
-    if report_path:
-        _write_html(report_path, render(results), console)
+    write_json_document(outputs.json_path, doc, console)
+    labelled = [(r.targets[0]["url"], r) for r in results]
+    write_many(
+        console, labelled, "target", csv_path=outputs.csv_path, hdr_log_path=outputs.hdr_log_path
+    )
+    if outputs.report_path:
+        _write_html(outputs.report_path, render(results), console)
 
 
 _copy_run_options(sweep, {"targets"})

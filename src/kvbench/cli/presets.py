@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -10,12 +11,16 @@ from rich.console import Console
 from rich.table import Table
 
 from kvbench.cli.console import make_console
+from kvbench.cli.export import Outputs, write_many
 from kvbench.cli.live import LiveView
 from kvbench.config import Settings, load_config
 from kvbench.config.presets import PRESETS, Preset, get_preset, with_scheme
 from kvbench.errors import ConfigError
+from kvbench.report import document, summarize
+from kvbench.report.html import render
 from kvbench.report.levels import comparison, target_column
 from kvbench.report.terminal import fmt_us
+from kvbench.results.model import RunResult
 from kvbench.runner.levels import at_level, parse_levels, run_comparison
 from kvbench.units import format_rate
 
@@ -57,9 +62,18 @@ def _preset_settings(preset: Preset, extra: dict[str, Any] | None = None) -> Set
 
 
 def run_preset(
-    name: str, targets: tuple[str, ...], flags: Settings, config_path: str | None, processes: int
+    name: str,
+    targets: tuple[str, ...],
+    flags: Settings,
+    config_path: str | None,
+    processes: int,
+    outputs: Outputs | None = None,
 ) -> int:
-    """Run a preset with ``flags`` (the command line's settings) on top of its own."""
+    """Run a preset with ``flags`` (the command line's settings) on top of its own.
+
+    ``outputs``: --csv, --hdr-log and --report (--json comes in ``flags``); a preset of
+    several runs writes all of them into each file.
+    """
     from kvbench.cli.levels import sweep_and_report  # the CLI's own modules, no cycle at import
     from kvbench.cli.run import measure, publish
 
@@ -70,13 +84,15 @@ def run_preset(
         )
     urls = [with_scheme(url, preset) for url in targets]
     console = make_console()
-    json_path = flags.pop("report.json", (None, ""))[0]
+    outputs = replace(outputs or Outputs(), json_path=flags.pop("report.json", (None, ""))[0])
     if preset.shape == "queue":
+        _refuse_outputs(preset, outputs)
         return _run_queue_preset(preset, urls[0], flags)
     if "workload.seed" not in flags:  # every step and target sends the same keys
         flags["workload.seed"] = (int.from_bytes(os.urandom(4), "big"), "seed")
     if preset.shape == "steps":
         status = 0
+        done: list[tuple[str, RunResult]] = []
         for step in preset.steps:
             settings = {
                 **_preset_settings(preset, step.settings),
@@ -87,9 +103,11 @@ def run_preset(
             console.print(f"[bold]{preset.name}: {step.label}[/bold]")
             result = measure(console, config)
             publish(console, result, config)
+            done.append((step.label, result))
             status = max(status, {"ok": 0, "interrupted": 130}.get(result.status, 4))
             if result.status == "interrupted":
                 break
+        _write_outputs(console, preset, done, "step", outputs)
         return status
     assert preset.axis is not None and preset.levels is not None
     axis_path = f"load.{preset.axis}"
@@ -101,7 +119,7 @@ def run_preset(
     config = load_config(config_path, settings, processes)
     levels = parse_levels(level_text, f"--{preset.axis}")
     if preset.shape == "sweep":
-        sweep_and_report(console, config, preset.axis, levels, None, json_path)
+        sweep_and_report(console, config, preset.axis, levels, None, outputs)
         return 0
     configs = [
         load_config(
@@ -115,13 +133,67 @@ def run_preset(
         )
         for url in urls
     ]
-    _compare_at_levels(console, configs, preset.axis, levels)
+    done, rows = _compare_at_levels(console, configs, preset.axis, levels)
+    _write_outputs(console, preset, done, f"{preset.axis} target", outputs, {"comparison": rows})
     return 0
+
+
+def _refuse_outputs(preset: Preset, outputs: Outputs) -> None:
+    """Queue presets run ``kvbench queue`` once per step: its files are that command's."""
+    for flag, path in (
+        ("--json", outputs.json_path),
+        ("--csv", outputs.csv_path),
+        ("--hdr-log", outputs.hdr_log_path),
+        ("--report", outputs.report_path),
+    ):
+        if path:
+            raise ConfigError(
+                flag,
+                f"not available with --preset {preset.name}: it runs kvbench queue once per "
+                "step (kvbench presets NAME shows the steps; run them with kvbench queue --json)",
+            )
+
+
+def _write_outputs(
+    console: Console,
+    preset: Preset,
+    labelled: list[tuple[str, RunResult]],
+    label_column: str,
+    outputs: Outputs,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """A multi-run preset's files: every run, labelled, in each one asked for."""
+    from kvbench.cli.levels import write_json_document
+    from kvbench.cli.report import write_report
+
+    if outputs.json_path:
+        doc = {
+            "preset": preset.name,
+            "runs": [
+                {label_column.replace(" ", "_"): label, "document": document(summarize(run))}
+                for label, run in labelled
+            ],
+            **(extra or {}),
+        }
+        write_json_document(outputs.json_path, doc, console)
+    write_many(
+        console,
+        labelled,
+        label_column.replace(" ", "_"),
+        csv_path=outputs.csv_path,
+        hdr_log_path=outputs.hdr_log_path,
+    )
+    if outputs.report_path and labelled:
+        size = write_report(outputs.report_path, render([run for _, run in labelled]))
+        console.print(f"HTML report written to {outputs.report_path} ({size / 1024:,.0f} KiB)")
 
 
 def _compare_at_levels(
     console: Console, configs: list[Any], axis: str, levels: list[float]
-) -> None:
+) -> tuple[list[tuple[str, RunResult]], list[dict[str, Any]]]:
+    """Compare the targets at each level; the runs (labelled level and target) and rows."""
+    done: list[tuple[str, RunResult]] = []
+    rows: list[dict[str, Any]] = []
     a_url, b_url = configs[0].targets[0].url, configs[1].targets[0].url
     table = Table(title=f"A = {a_url}, B = {b_url}", title_justify="left")
     for column in (
@@ -148,6 +220,8 @@ def _compare_at_levels(
             )
             columns = [target_column(r) for r in results]
             (row,) = comparison(columns[:2])
+            done += [(f"{level:g} {r.targets[0]['url']}", r) for r in results]
+            rows.append({axis: level, **row})
             ci = row["throughput_ratio_ci95"]
             table.add_row(
                 f"{level:g}",
@@ -163,6 +237,7 @@ def _compare_at_levels(
             if any(r.status == "interrupted" for r in results):
                 break
     console.print(table)
+    return done, rows
 
 
 def _run_queue_preset(preset: Preset, url: str, flags: Settings) -> int:

@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 
 from kvbench.cli.console import make_console
-from kvbench.cli.export import write_exports
+from kvbench.cli.export import Outputs, write_exports
 from kvbench.cli.live import LiveView
 from kvbench.cli.report import write_report
 from kvbench.config import RunConfig, Settings, load_config
@@ -238,8 +238,19 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
     if preset:
         from kvbench.cli.presets import run_preset
 
+        # --json arrives as the report.json setting; the other files are the preset's to write
+        outputs = Outputs(
+            csv_path=options.pop("csv_path", None),
+            hdr_log_path=options.pop("hdr_log_path", None),
+            report_path=options.pop("report_path", None),
+        )
         return run_preset(
-            preset, targets, settings_from_options((), options), config_path, default_processes()
+            preset,
+            targets,
+            settings_from_options((), options),
+            config_path,
+            default_processes(),
+            outputs,
         )
     console = make_console()
     settings = settings_from_options(targets, options)

@@ -1,6 +1,8 @@
-"""Exports of a stored run: the HdrHistogram interval log and the per-interval CSV series.
+"""Exports of stored runs: the HdrHistogram interval log and the per-interval CSV series.
 
-Pure functions of a ``RunResult`` (text out; the CLI writes the files). The CSV's figures
+Pure functions of ``RunResult``s (text out; the CLI writes the files). A sweep or a
+comparison exports all its runs into one file, each row or tag carrying the run's label
+(its level, or its target). The CSV's figures
 come from ``summary`` (nothing is recomputed here); the log carries the stored histograms
 themselves, in the V2 encoding, so HdrHistogram tools read and merge them.
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from kvbench.report.summary import ReportModel, summarize
@@ -60,13 +63,31 @@ def hdr_log(run: RunResult) -> str:
     second); the window began a little later (after preflight and worker start), so
     absolute times read from the log are approximate.
     """
+    title = f"run {run.run_id}: " + " ".join(t["url"] for t in run.targets)
+    return "\n".join([*_log_header(run, title, "one tag per op"), *_log_lines(run)]) + "\n"
+
+
+def runs_hdr_log(labelled: Sequence[tuple[str, RunResult]]) -> str:
+    """Several runs (a sweep's levels, a comparison's targets) in one HdrHistogram log.
+
+    As ``hdr_log``, with tags ``<label>/<op>`` (commas and spaces in a label become ``_``);
+    each run's start times are offset by when it started after the first, to the second.
+    """
+    first = labelled[0][1]
+    lines = _log_header(first, f"{len(labelled)} runs", "one tag per run label and op")
+    origin_s = _epoch_s(first.started_at)
+    for label, run in labelled:
+        prefix = "".join("_" if c in ", \t" else c for c in label) + "/"
+        lines += _log_lines(run, prefix, max(0.0, _epoch_s(run.started_at) - origin_s))
+    return "\n".join(lines) + "\n"
+
+
+def _log_header(run: RunResult, title: str, tags: str) -> list[str]:
     start_s = _epoch_s(run.started_at)
-    base_ns = run.window_start_ns
-    lines = [
-        f"#kvbench {run.kvbench_version} run {run.run_id}: "
-        + " ".join(t["url"] for t in run.targets),
+    return [
+        f"#kvbench {run.kvbench_version} {title}",
         "#Latency histograms in nanoseconds; Interval_Max in milliseconds "
-        f"(max / {MAX_VALUE_UNIT_RATIO:,}); one tag per op",
+        f"(max / {MAX_VALUE_UNIT_RATIO:,}); {tags}",
         "#Timestamps: seconds since the measured window began; StartTime and BaseTime are "
         "the run's recorded start (to the second)",
         f"#[Histogram log format version {LOG_FORMAT_VERSION}]",
@@ -74,17 +95,20 @@ def hdr_log(run: RunResult) -> str:
         f"#[BaseTime: {start_s:.3f} (seconds since epoch)]",
         LOG_LEGEND,
     ]
+
+
+def _log_lines(run: RunResult, prefix: str = "", shift_s: float = 0.0) -> Iterator[str]:
+    base_ns = run.window_start_ns
     for snap in sorted(run.intervals, key=lambda s: s.start_ns):
-        offset_s = max(0, snap.start_ns - base_ns) / 1e9
+        offset_s = shift_s + max(0, snap.start_ns - base_ns) / 1e9
         length_s = max(0, snap.end_ns - snap.start_ns) / 1e9
         tagged = [(op, snap.latency[op]) for op in sorted(snap.latency)]
         tagged += [(op + SERVICE_TAG_SUFFIX, snap.service[op]) for op in sorted(snap.service)]
         for tag, hist in tagged:
-            lines.append(
-                f"Tag={tag},{offset_s:.3f},{length_s:.3f},"
+            yield (
+                f"Tag={prefix}{tag},{offset_s:.3f},{length_s:.3f},"
                 f"{hist.max_ns / MAX_VALUE_UNIT_RATIO:.3f},{hist.encode_base64()}"
             )
-    return "\n".join(lines) + "\n"
 
 
 def _cell(column: str, value: object) -> object:
@@ -109,12 +133,27 @@ def interval_csv(run: RunResult, model: ReportModel | None = None) -> str:
         run: the run.
         model: its summary, when the caller has it already (else it is computed).
     """
-    model = model if model is not None else summarize(run)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
+    writer.writerows(_csv_rows(run, model))
+    return out.getvalue()
+
+
+def runs_csv(labelled: Sequence[tuple[str, RunResult]], label_column: str) -> str:
+    """Several runs' series in one CSV: ``interval_csv``'s columns after two of their own,
+    ``label_column`` (the run's level or target) and ``run_id``."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow((label_column, "run_id", *CSV_COLUMNS))
+    for label, run in labelled:
+        writer.writerows([label, run.run_id, *row] for row in _csv_rows(run, None))
+    return out.getvalue()
+
+
+def _csv_rows(run: RunResult, model: ReportModel | None) -> Iterator[list[object]]:
+    model = model if model is not None else summarize(run)
     for row in model.intervals:
         for op, vals in sorted(row["ops"].items()):
             record = {**row, **vals, "op": op}
-            writer.writerow([_cell(column, record.get(column)) for column in CSV_COLUMNS])
-    return out.getvalue()
+            yield [_cell(column, record.get(column)) for column in CSV_COLUMNS]
