@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.results.server_stats import stat_number
 
 # "late" and "mismatch" are notes counted besides an op's outcome, "dropped" was never sent.
 _NOT_SENT = {"late", "mismatch", "dropped"}
@@ -41,14 +42,7 @@ def _ops(total: IntervalSnapshot, op: str, ambiguous: set[str] = _AMBIGUOUS) -> 
 
 
 def _number(stats: dict[str, Any], name: str) -> float:
-    value = stats.get(name, "0")
-    if name.startswith("cmdstat_"):  # calls=12,usec=34,...
-        fields = dict(part.split("=", 1) for part in str(value).split(",") if "=" in part)
-        return float(fields.get("calls", 0))
-    try:
-        return float(value)
-    except ValueError:
-        return 0.0
+    return stat_number(name, stats.get(name, "0")) or 0.0
 
 
 def _delta(before: dict[str, Any], after: dict[str, Any], *names: str) -> int:

@@ -19,6 +19,7 @@ from kvbench.engine.setup import codec_factory_for, setup_for, ssl_context_for
 from kvbench.engine.worker import connect_error_text
 from kvbench.errors import ProtocolError, TargetUnreachable
 from kvbench.protocols.base import NEED_DATA, CodecOptions, Op, Reply, ReplyKind, parse_stats_text
+from kvbench.results.server_stats import stat_number
 
 
 def _exchange(sock: socket.socket, codec: Any, out: bytearray, expected: int) -> list[Reply]:
@@ -300,15 +301,9 @@ def sum_stats(samples: list[dict[str, str]]) -> dict[str, str]:
     total: dict[str, float] = {}
     for stats in samples:
         for name, value in stats.items():
-            if name.startswith("cmdstat_"):
-                fields = dict(p.split("=", 1) for p in value.split(",") if "=" in p)
-                number = float(fields.get("calls", 0))
-            else:
-                try:
-                    number = float(value)
-                except ValueError:
-                    continue
-            total[name] = total.get(name, 0.0) + number
+            number = stat_number(name, value)
+            if number is not None:
+                total[name] = total.get(name, 0.0) + number
     return {
         name: (f"calls={value:.0f}" if name.startswith("cmdstat_") else _number_text(value))
         for name, value in total.items()
