@@ -99,17 +99,21 @@ def server_series(run: RunResult, every: int = 1) -> list[dict[str, Any]]:
     """The server's figures at every ``every``-th interval sample, per round.
 
     Rates are counter deltas since the previous kept sample of the same round, divided by
-    the time between the samples, so the first sample of a round has none.
+    the time between the samples, so the first sample of a round has none. The last sample
+    of a round has no connection count: it is taken once every worker has reported the last
+    interval, by when they may have closed their connections (the chart would show the
+    load leaving as a drop to the probe's one).
 
     Returns:
         ``[{round, t_s, ops_per_s, cpu_cores, connections}]``; ``t_s`` is from the start of
         the sample's round's window, as the document's intervals.
     """
     samples = [s for s in run.server.get("intervals", []) if s.get("stats")]
+    last_of_round = {int(s.get("round", 0)): i for i, s in enumerate(samples)}
     rows: list[dict[str, Any]] = []
     previous: dict[int, dict[str, Any]] = {}
     seen: dict[int, int] = {}
-    for sample in samples:
+    for number, sample in enumerate(samples):
         round_index = int(sample.get("round", 0))
         position = seen.get(round_index, 0)
         seen[round_index] = position + 1
@@ -126,7 +130,9 @@ def server_series(run: RunResult, every: int = 1) -> list[dict[str, Any]]:
             if round_index < len(run.rounds)
             else run.window_start_ns
         )
-        connections = _number(stats, _CONNECTIONS[family])
+        connections = (
+            None if number == last_of_round[round_index] else _number(stats, _CONNECTIONS[family])
+        )
         rows.append(
             {
                 "round": round_index,
