@@ -42,6 +42,7 @@ class OpenLoopDispatcher:
         self._max_lag_ns = max_lag_ns
         self.next_index = 0
         self._turn = 0
+        self._dropped = 0
 
     async def run(self) -> None:
         """Dispatch until the worker stops issuing."""
@@ -93,14 +94,20 @@ class OpenLoopDispatcher:
             self._worker.budget -= n
 
     def _drop(self, n: int) -> None:
-        """Count ``n`` requests as dropped (by op) and skip them in the source."""
+        """Count ``n`` requests as dropped (by op) and skip them in the sources.
+
+        In a sharded run the dropped requests are taken from the servers' sources in turn,
+        so no server's key sequence is skipped ahead of the others'.
+        """
         worker = self._worker
-        source = worker.source
+        shards = worker.shards
         counts = worker.recorder.counts
         self._take_budget(n)
-        for _ in range(n):
+        for i in range(self._dropped, self._dropped + n):
+            source = shards[i % len(shards)].source
             if source.pos == source.size:
                 source.refill()
             counts[source.ops[source.pos]][_DROPPED] += 1
             source.pos += 1
+        self._dropped += n
         self.next_index += n
