@@ -88,7 +88,14 @@ def test_cluster_run_counts_add_up_per_worker_and_match_the_server(
         doc["errors"],
         {op: s["outcomes"] for op, s in doc["ops"].items()},
     )
-    assert all_phase_counts(doc, "set") == after["cmd_set"] - before["cmd_set"]
+    evidence = (  # what to look at if the counts ever disagree
+        {op: s["outcomes"] for op, s in doc["ops"].items()},
+        doc["phases"],
+        [(w["index"], w["ops"], w.get("driver")) for w in workers],
+        [(r["t_s"], {op: v["count"] for op, v in r["ops"].items()}) for r in doc["intervals"]],
+        {k: after[k] - before[k] for k in ("cmd_get", "cmd_set", "get_hits", "total_connections")},
+    )
+    assert all_phase_counts(doc, "set") == after["cmd_set"] - before["cmd_set"], evidence
     assert all_phase_counts(doc, "get") == after["cmd_get"] - before["cmd_get"]
     assert all_phase_counts(doc, "get", "hit") == after["get_hits"] - before["get_hits"]
     assert doc["config"]["load"]["processes"] == 2
