@@ -4,7 +4,9 @@ Two ways in, both cheap on the hot path:
 
 - replies, in bulk: per socket read the engine extends ``reply_ops``, ``reply_codes``
   (``kind | keys << 8``) and ``reply_latency_ns`` with C-level calls; no Python work per
-  reply. At each cut these are folded with numpy into per-op histograms and counters.
+  reply. ``fold`` turns them with numpy into the interval's per-op histograms and
+  counters; the engine calls it every few tens of milliseconds, so that no single fold
+  (about 23 ns per reply) stalls the event loop for long, and ``cut`` folds the rest.
 - engine-observed outcomes (timeout, conn_error), one by one: ``counts[op][outcome]``
   and ``latency_ns[op]`` (a timed-out request enters the histogram at the timeout).
 
@@ -61,6 +63,15 @@ class Recorder:
         self.service_ns: list[array[int]] = [array("q") for _ in range(n_ops)]
         self.counts: list[list[int]] = [[0] * N_OUTCOMES for _ in range(n_ops)]
         self.stats: dict[str, float] = {}
+        self._new_interval()
+
+    def _new_interval(self) -> None:
+        """Empty folds for the next interval (the snapshot keeps the previous ones)."""
+        self._latency: dict[str, Histogram] = {}
+        self._service: dict[str, Histogram] = {}
+        self._keys: dict[str, int] = {}
+        self._keys_hit: dict[str, int] = {}
+        self._reply_counts = np.zeros((len(self.op_names), N_OUTCOMES), dtype=np.int64)
 
     def add_stat(self, name: str, value: float) -> None:
         """Add to a worker figure of this interval (reconnects, bytes, cpu)."""
@@ -68,11 +79,11 @@ class Recorder:
 
     def cut(self, phase: str, index: int, start_ns: int, end_ns: int) -> IntervalSnapshot:
         """Fold the buffers into histograms, return the interval's snapshot, reset in place."""
-        latency: dict[str, Histogram] = {}
-        service: dict[str, Histogram] = {}
-        keys: dict[str, int] = {}
-        keys_hit: dict[str, int] = {}
-        counts = self._fold_replies(latency, service, keys, keys_hit)
+        self.fold()
+        latency, service = self._latency, self._service
+        keys, keys_hit = self._keys, self._keys_hit
+        counts = self._reply_counts.tolist()
+        self._new_interval()
         lag = _fold(self.lag_ns)
         hiccup = _fold(self.hiccup_ns)
         for op, name in enumerate(self.op_names):
@@ -106,18 +117,15 @@ class Recorder:
             hiccup=hiccup,
         )
 
-    def _fold_replies(
-        self,
-        latency: dict[str, Histogram],
-        service: dict[str, Histogram],
-        keys: dict[str, int],
-        keys_hit: dict[str, int],
-    ) -> list[list[int]]:
-        """Counters and histograms of the bulk reply buffers; the buffers are emptied."""
-        n_ops = len(self.op_names)
-        counts = [[0] * N_OUTCOMES for _ in range(n_ops)]
+    def fold(self) -> None:
+        """Fold the bulk reply buffers into this interval's counters and histograms; empty them.
+
+        Cheap to call often (a fixed ~0.1 ms plus the per-reply work), so the engine folds
+        while the interval runs instead of stalling once at its end.
+        """
         if not self.reply_ops:
-            return counts
+            return
+        n_ops = len(self.op_names)
         ops = np.frombuffer(self.reply_ops, dtype=np.int64)
         codes = np.frombuffer(self.reply_codes, dtype=np.int64)
         values = np.frombuffer(self.reply_latency_ns, dtype=np.int64)
@@ -126,23 +134,18 @@ class Recorder:
         )
         kinds = codes & KIND_MASK
         by_pair = np.bincount(ops * N_OUTCOMES + kinds, minlength=n_ops * N_OUTCOMES)
-        for op, row in enumerate(by_pair.reshape(n_ops, N_OUTCOMES).tolist()):
-            counts[op] = row
+        self._reply_counts += by_pair[: n_ops * N_OUTCOMES].reshape(n_ops, N_OUTCOMES)
         hits_by_op = np.bincount(ops, weights=codes >> KEYS_SHIFT, minlength=n_ops).tolist()
         replies_by_op = np.bincount(ops, minlength=n_ops).tolist()
         for op in np.flatnonzero(replies_by_op).tolist():
             name = self.op_names[op]
-            hist = Histogram()
             mask = ops == op
-            hist.record_many(values[mask])
-            latency[name] = hist
+            self._latency.setdefault(name, Histogram()).record_many(values[mask])
             if service_values is not None:
-                service[name] = Histogram()
-                service[name].record_many(service_values[mask])
-            keys[name] = replies_by_op[op] * self.keys_per_op[op]
-            keys_hit[name] = int(hits_by_op[op])
+                self._service.setdefault(name, Histogram()).record_many(service_values[mask])
+            self._keys[name] = self._keys.get(name, 0) + replies_by_op[op] * self.keys_per_op[op]
+            self._keys_hit[name] = self._keys_hit.get(name, 0) + int(hits_by_op[op])
         # The numpy views export the arrays' buffers; drop them before resizing.
         del ops, codes, values, kinds, service_values
         del self.reply_ops[:], self.reply_codes[:], self.reply_latency_ns[:]
         del self.reply_service_ns[:]
-        return counts

@@ -57,6 +57,24 @@ def _snap(index: int, hits: int, values: list[int], start: int, end: int) -> Int
     )
 
 
+def test_folding_as_the_interval_runs_gives_the_snapshot_of_one_fold_at_the_cut() -> None:
+    hit, miss, stored = int(Outcome.HIT), int(Outcome.MISS), int(Outcome.STORED)
+    replies = [(0, hit | 1 << 8, 1000), (1, stored, 2500), (0, miss, 700), (2, hit | 2 << 8, 9000)]
+    once, often = (Recorder(["get", "set", "mget"], keys_per_op=[1, 1, 4]) for _ in range(2))
+    for op, code, ns in replies * 50:
+        for recorder in (once, often):
+            recorder.reply_ops.append(op)
+            recorder.reply_codes.append(code)
+            recorder.reply_latency_ns.append(ns)
+        if ns == 700:  # every fourth reply
+            often.fold()
+    a, b = once.cut("measure", 0, 0, 1), often.cut("measure", 0, 0, 1)
+    assert a.counts == b.counts and a.keys == b.keys and a.keys_hit == b.keys_hit
+    for op in a.latency:
+        assert a.latency[op].encode_base64() == b.latency[op].encode_base64()
+    assert often.cut("measure", 1, 1, 2).counts == {}  # nothing carried into the next interval
+
+
 def test_merge_adds_counts_and_histograms_exactly() -> None:
     a = _snap(0, 3, [100, 200], 0, 10)
     b = _snap(0, 4, [300], 5, 12)
