@@ -80,6 +80,8 @@ def test_a_failing_level_is_reported_not_skipped(tmp_path: Path) -> None:
         "1,2",
         "--json",
         str(out),
+        "--csv",
+        str(tmp_path / "none.csv"),
         "--no-save",
         *SHORT,
     )
@@ -87,6 +89,23 @@ def test_a_failing_level_is_reported_not_skipped(tmp_path: Path) -> None:
     assert [row["status"] for row in doc["levels"]] == ["failed", "failed"]
     assert "connection refused" in doc["levels"][0]["reason"]
     assert result.code == 0
+    # No run to export: said, not silently skipped.
+    assert f"--csv: no run completed, nothing written to {tmp_path / 'none.csv'}" in result.stdout
+
+
+def test_an_unwritable_json_path_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    result = run_kvbench(
+        "sweep",
+        f"memcached://127.0.0.1:{servers.free_port()}",
+        "--pipeline",
+        "1,2",
+        "--json",
+        str(tmp_path / "missing-dir" / "x.json"),
+        "--no-save",
+        *SHORT,
+    )
+    assert result.code == 2
+    assert "--json: cannot write" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_sweep_needs_exactly_one_ranged_axis() -> None:

@@ -22,7 +22,8 @@ from kvbench.results.model import RunResult
 from kvbench.results.store import Store
 
 
-def _write(flag: str, path: str, text: str) -> None:
+def write_text(flag: str, path: str, text: str) -> None:
+    """Write a file asked for by ``flag``; one line naming the flag if it cannot be."""
     try:
         with open(path, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
@@ -45,13 +46,13 @@ def write_exports(
         ConfigError: a file cannot be written (names the flag).
     """
     if json_path:
-        _write("--json", json_path, dumps(model))
+        write_text("--json", json_path, dumps(model))
         console.print(f"result document written to {json_path}")
     if csv_path:
-        _write("--csv", csv_path, interval_csv(run, model))
+        write_text("--csv", csv_path, interval_csv(run, model))
         console.print(f"per-interval CSV written to {csv_path}")
     if hdr_log_path:
-        _write("--hdr-log", hdr_log_path, hdr_log(run))
+        write_text("--hdr-log", hdr_log_path, hdr_log(run))
         console.print(f"HdrHistogram interval log written to {hdr_log_path}")
 
 
@@ -82,13 +83,16 @@ def write_many(
     Raises:
         ConfigError: a file cannot be written (names the flag).
     """
-    if not labelled:
+    if not labelled:  # every run failed: say so rather than leave the files unwritten
+        for flag, path in (("--csv", csv_path), ("--hdr-log", hdr_log_path)):
+            if path:
+                console.print(f"{flag}: no run completed, nothing written to {path}")
         return
     if csv_path:
-        _write("--csv", csv_path, runs_csv(labelled, label_column))
+        write_text("--csv", csv_path, runs_csv(labelled, label_column))
         console.print(f"per-interval CSV of {len(labelled)} runs written to {csv_path}")
     if hdr_log_path:
-        _write("--hdr-log", hdr_log_path, runs_hdr_log(labelled))
+        write_text("--hdr-log", hdr_log_path, runs_hdr_log(labelled))
         console.print(
             f"HdrHistogram interval log of {len(labelled)} runs written to {hdr_log_path}"
         )

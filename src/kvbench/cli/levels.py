@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from kvbench.cli.console import make_console
-from kvbench.cli.export import Outputs, write_many
+from kvbench.cli.export import Outputs, write_many, write_text
 from kvbench.cli.live import LiveView
-from kvbench.cli.report import write_report
+from kvbench.cli.report import save_report
 from kvbench.cli.run import default_processes, run, settings_from_options
 from kvbench.config import RunConfig, load_config
 from kvbench.errors import ConfigError
@@ -53,17 +53,10 @@ def _save(config: RunConfig, results: list[RunResult]) -> None:
 
 
 def write_json_document(path: str | None, doc: dict[str, Any], console: Console) -> None:
+    """Write --json (a file that cannot be written is one line naming the flag)."""
     if path:
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(doc, handle, indent=2)
-            handle.write("\n")
+        write_text("--json", path, json.dumps(doc, indent=2) + "\n")
         console.print(f"result document written to {path}")
-
-
-def _write_html(path: str | None, html: str, console: Console) -> None:
-    if path:
-        size = write_report(path, html)
-        console.print(f"HTML report written to {path} ({size / 1024:,.0f} KiB)")
 
 
 def _split_axis(options: dict[str, Any]) -> tuple[str, list[float]]:
@@ -164,7 +157,7 @@ def sweep_and_report(
     )
     if outputs.report_path:
         html = render_sweep(axis, config.targets[0].url, rows, runs, slo)
-        _write_html(outputs.report_path, html, console)
+        save_report(console, outputs.report_path, html)
 
 
 @click.command()
@@ -208,7 +201,7 @@ def compare(targets: tuple[str, ...], config_path: str | None = None, **options:
         console, labelled, "target", csv_path=outputs.csv_path, hdr_log_path=outputs.hdr_log_path
     )
     if outputs.report_path:
-        _write_html(outputs.report_path, render(results), console)
+        save_report(console, outputs.report_path, render(results))
 
 
 _copy_run_options(sweep, {"targets"})

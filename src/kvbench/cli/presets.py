@@ -164,7 +164,7 @@ def _write_outputs(
 ) -> None:
     """A multi-run preset's files: every run, labelled, in each one asked for."""
     from kvbench.cli.levels import write_json_document
-    from kvbench.cli.report import write_report
+    from kvbench.cli.report import save_report
 
     if outputs.json_path:
         doc = {
@@ -184,8 +184,7 @@ def _write_outputs(
         hdr_log_path=outputs.hdr_log_path,
     )
     if outputs.report_path and labelled:
-        size = write_report(outputs.report_path, render([run for _, run in labelled]))
-        console.print(f"HTML report written to {outputs.report_path} ({size / 1024:,.0f} KiB)")
+        save_report(console, outputs.report_path, render([run for _, run in labelled]))
 
 
 def _compare_at_levels(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.console import Console
 
 from kvbench.cli.console import make_console
 from kvbench.config.load import default_db_path
@@ -23,6 +24,12 @@ def write_report(path: str, html: str) -> int:
     except OSError as exc:
         raise click.ClickException(f"cannot write the report to {path}: {exc.strerror}") from None
     return len(data)
+
+
+def save_report(console: Console, path: str, html: str) -> None:
+    """Write the page (``write_report``) and say where, with its size."""
+    size = write_report(path, html)
+    console.print(f"HTML report written to {path} ({size / 1024:,.0f} KiB)")
 
 
 @click.command()
@@ -49,5 +56,4 @@ def report(run_refs: tuple[str, ...], output: str, db: str | None) -> None:
     """
     with Store(db or default_db_path()) as store:
         runs = [store.load_run(ref) for ref in run_refs]
-    size = write_report(output, render(runs))
-    make_console().print(f"report written to {output} ({size / 1024:,.0f} KiB)")
+    save_report(make_console(), output, render(runs))

@@ -14,7 +14,7 @@ from rich.console import Console
 from kvbench.cli.console import make_console
 from kvbench.cli.export import Outputs, write_exports
 from kvbench.cli.live import LiveView
-from kvbench.cli.report import write_report
+from kvbench.cli.report import save_report
 from kvbench.config import RunConfig, Settings, load_config
 from kvbench.report import document, dumps, summarize
 from kvbench.report.html import render as render_html
@@ -115,8 +115,7 @@ def publish(
         console.print(f"saved as run {run.run_id} in {config.report.db_path}")
     write_exports(console, run, model, csv_path=csv_path, hdr_log_path=hdr_log_path)
     if html_path:
-        size = write_report(html_path, render_html([run]))
-        console.print(f"HTML report written to {html_path} ({size / 1024:,.0f} KiB)")
+        save_report(console, html_path, render_html([run]))
 
 
 @click.command()
@@ -225,6 +224,9 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
     memcached+meta://, redis://[USER:PASS@]HOST:6379/DB (add ?resp=3 for RESP3),
     rediss://...?ca=PATH (TLS), http+memc://HOST:PORT/PATH (nginx memc gateway). Several
     memcached TARGETs are sharded with ketama, as twemproxy places keys.
+
+    memcached text and Redis RESP2 closed-loop runs use the compiled driver; the rest (and
+    every run with KVBENCH_PURE_PYTHON=1) the Python one. Each run records which, and why.
 
     \b
     Example:
