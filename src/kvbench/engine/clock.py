@@ -9,6 +9,9 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
+# A time that never comes: no interval cut is scheduled.
+NEVER = 2**63 - 1
+
 
 class Clock(Protocol):
     def now_ns(self) -> int: ...

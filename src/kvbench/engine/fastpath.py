@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kvbench.engine.clock import NEVER
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
 from kvbench.workload.mix import WORKLOAD_TO_OP
@@ -35,7 +36,6 @@ except ImportError:  # built without a C compiler: the Python driver does everyt
     _pump = None
 
 PURE_PYTHON_ENV = "KVBENCH_PURE_PYTHON"
-NEVER = 2**63 - 1
 
 
 def _families(table: dict[Op, str]) -> bytes:

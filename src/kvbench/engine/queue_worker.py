@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvbench.config.queue import QueueConfig
+from kvbench.engine.clock import NEVER
 from kvbench.engine.queue_link import (
     QUEUE_OPS,
     Consumer,
@@ -36,7 +37,6 @@ from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.workload.queue import MessageFormat
 
 _now = time.monotonic_ns
-NEVER = 2**63 - 1
 # Progress reports (counters, receipts) go to the coordinator this often: it starts the
 # consumers (--consumers-start-after) and decides the end of the run from them.
 PROGRESS_NS = 50_000_000

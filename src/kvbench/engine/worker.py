@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvbench.config.model import RunConfig, TargetConfig
+from kvbench.engine.clock import NEVER
 from kvbench.engine.codec_choice import connection_codec_factories
 from kvbench.engine.connection import Connection, SetupFailed
 from kvbench.engine.fastpath import PumpFactory, drain, driver_name, new_tally, python_reason
@@ -33,7 +34,6 @@ from kvbench.units import share_out
 from kvbench.workload.plan import WorkloadPlan
 
 _now = time.monotonic_ns
-NEVER = 2**63 - 1
 # Reconnect backoff: start fast (a restarted server is back in milliseconds), cap at 1 s.
 RECONNECT_FIRST_NS = 50_000_000
 RECONNECT_MAX_NS = 1_000_000_000

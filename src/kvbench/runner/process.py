@@ -15,7 +15,8 @@ import traceback
 from dataclasses import replace
 from multiprocessing.connection import Connection as Pipe
 
-from kvbench.engine.worker import NEVER, Worker, WorkerSpec, WorkerSummary
+from kvbench.engine.clock import NEVER
+from kvbench.engine.worker import Worker, WorkerSpec, WorkerSummary
 from kvbench.errors import TargetUnreachable
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.runner import messages as m
