@@ -165,25 +165,28 @@ def pump_codes(
     return list(codes)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(text_exchange(), min_size=1, max_size=12), st.data())
-def test_text_replies_classify_as_the_python_codec_does(exchanges: Any, draw: Any) -> None:
-    wire_size = sum(len(reply) for _, _, reply in exchanges)
-    cuts = sorted(draw.draw(st.sets(st.integers(1, max(1, wire_size - 1)), max_size=4)))
-    expected = python_codes(MemcacheTextCodec(CodecOptions()), exchanges, cuts)
-    assert c_codes(TEXT, TEXT_FAMILIES, exchanges) == expected
-    codec = MemcacheTextCodec(CodecOptions())
-    assert pump_codes(codec, TEXT, TEXT_FAMILIES, exchanges, cuts) == expected
+CASES = {  # protocol name -> (a reply generator, a fresh codec, the C protocol, families)
+    "memcache-text": (
+        text_exchange(),
+        lambda: MemcacheTextCodec(CodecOptions()),
+        TEXT,
+        TEXT_FAMILIES,
+    ),
+    "resp2": (resp_exchange(), lambda: RespCodec(CodecOptions()), RESP, RESP_FAMILIES),
+}
 
 
+@pytest.mark.parametrize("name", CASES)
 @settings(max_examples=300, deadline=None)
-@given(st.lists(resp_exchange(), min_size=1, max_size=12), st.data())
-def test_resp2_replies_classify_as_the_python_codec_does(exchanges: Any, draw: Any) -> None:
+@given(st.data())
+def test_replies_classify_as_the_python_codec_does(name: str, data: Any) -> None:
+    exchange, codec, protocol, families = CASES[name]
+    exchanges = data.draw(st.lists(exchange, min_size=1, max_size=12))
     wire_size = sum(len(reply) for _, _, reply in exchanges)
-    cuts = sorted(draw.draw(st.sets(st.integers(1, max(1, wire_size - 1)), max_size=4)))
-    expected = python_codes(RespCodec(CodecOptions()), exchanges, cuts)
-    assert c_codes(RESP, RESP_FAMILIES, exchanges) == expected
-    assert pump_codes(RespCodec(CodecOptions()), RESP, RESP_FAMILIES, exchanges, cuts) == expected
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, wire_size - 1)), max_size=4)))
+    expected = python_codes(codec(), exchanges, cuts)
+    assert c_codes(protocol, families, exchanges) == expected
+    assert pump_codes(codec(), protocol, families, exchanges, cuts) == expected
 
 
 @settings(max_examples=300, deadline=None)
