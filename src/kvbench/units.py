@@ -42,8 +42,14 @@ _SIZE_MULT = {
 }
 
 
-def parse_duration_ns(text: str | int | float, where: str, default_unit: str = "s") -> int:
-    """Parse a duration ("10s", "250ms", "1.5m", bare numbers in ``default_unit``) to ns."""
+def parse_duration_ns(
+    text: str | int | float, where: str, default_unit: str = "s", minimum_ns: int = 0
+) -> int:
+    """Parse a duration ("10s", "250ms", "1.5m", bare numbers in ``default_unit``) to ns.
+
+    Args:
+        minimum_ns: the shortest duration accepted; 1 means "above 0".
+    """
     if isinstance(text, bool):
         raise ConfigError(where, f"expected a duration, got {text!r}")
     if isinstance(text, int | float):
@@ -51,8 +57,19 @@ def parse_duration_ns(text: str | int | float, where: str, default_unit: str = "
     match = _DURATION.match(text.strip())
     if not match:
         raise ConfigError(where, f"{text!r} is not a duration (examples: 10s, 250ms, 2m)")
-    value = float(match.group(1)) * _NS_PER[match.group(2) or default_unit]
-    return round(value)
+    value = round(float(match.group(1)) * _NS_PER[match.group(2) or default_unit])
+    if value < minimum_ns:
+        floor = "above 0" if minimum_ns == 1 else f"at least {_exact_duration(minimum_ns)}"
+        raise ConfigError(where, f"must be {floor}, got {text!r}")
+    return value
+
+
+def _exact_duration(value_ns: int) -> str:
+    """A whole number of the largest unit that divides ``value_ns``: 10ms, 2s, 250us."""
+    for unit in ("h", "m", "s", "ms", "us"):
+        if value_ns % _NS_PER[unit] == 0:
+            return f"{value_ns // _NS_PER[unit]}{unit}"
+    return f"{value_ns}ns"
 
 
 def parse_count(text: str | int, where: str, minimum: int = 0) -> int:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
+import hiredis
 import pytest
 
 from kvbench.config.targets import parse_target
@@ -133,3 +135,34 @@ def test_password_is_used_and_never_stored(tmp_path: Path) -> None:
         missing = run_kvbench("run", f"redis://{server.address}", "--duration", "1s", "--no-save")
         assert missing.code == 3
         assert "NOAUTH" in missing.stderr
+
+
+def test_redis_keys_are_not_held_to_memcached_limits(fresh_redis: Server) -> None:
+    """A 300-byte prefix with a space: fine for Redis (memcached's 250 bytes do not apply)."""
+    prefix = "k " + "x" * 298
+    result = run_kvbench(
+        "run",
+        f"redis://{fresh_redis.address}",
+        "--key-prefix",
+        prefix,
+        "--keys",
+        "50",
+        "--ratio",
+        "set=1,incr=1",
+        "--requests",
+        "200",
+        "-c",
+        "2",
+        "--processes",
+        "1",
+        "--no-save",
+        "-q",
+    )
+    assert result.code == 0, result.stderr
+    with socket.create_connection((fresh_redis.host, fresh_redis.port), timeout=5) as sock:
+        sock.sendall(hiredis.pack_command(("KEYS", "*")))  # type: ignore[arg-type]
+        reader = hiredis.Reader()
+        while (keys := reader.gets()) is False:
+            reader.feed(sock.recv(65536))
+    assert keys and all(key.startswith(prefix.encode()) for key in keys)
+    assert any(key.startswith(prefix.encode() + b"counter:") for key in keys)  # incr's keys

@@ -21,6 +21,7 @@ from kvbench.cli.presets import presets
 from kvbench.cli.queue import queue
 from kvbench.cli.report import report
 from kvbench.cli.run import run
+from kvbench.cli.suggestions import SuggestingGroup
 from kvbench.errors import ConfigError, KvbenchError, RunAborted, StoreError, TargetUnreachable
 
 EXIT_CODES: tuple[tuple[type[KvbenchError], int], ...] = (
@@ -31,7 +32,10 @@ EXIT_CODES: tuple[tuple[type[KvbenchError], int], ...] = (
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=SuggestingGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="kvbench")
 def cli() -> None:
     """Load generator and benchmark harness for memcached (text, binary, meta; one server

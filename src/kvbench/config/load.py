@@ -16,13 +16,17 @@ from typing import Any
 
 from kvbench.config.cluster import parse_listen_address, parse_scheduler_url
 from kvbench.config.model import (
+    MIN_INTERVAL_NS,
     WORKLOAD_OPS,
     LoadConfig,
     ReportConfig,
     RunConfig,
+    TargetConfig,
     WorkloadConfig,
 )
-from kvbench.config.targets import check_http_targets, parse_target
+from kvbench.config.names import suggestion
+from kvbench.config.queue import QUEUE_SCHEMES
+from kvbench.config.targets import check_http_targets, check_key_limits, mask_url, parse_target
 from kvbench.config.workload_fields import (
     MIN_VERIFY_VALUE_BYTES,
     TIMESTAMP_VALUE_BYTES,
@@ -69,10 +73,22 @@ def _text(value: Any, where: str) -> str:
     raise ConfigError(where, f"expected a string, got {value!r}")
 
 
-def _optional_duration(value: Any, where: str) -> int | None:
-    if value is None or value == 0 or value == "0":
-        return None
-    return parse_duration_ns(value, where)
+def _duration(default_unit: str = "s", minimum_ns: int = 1) -> Callable[[Any, str], int]:
+    """A duration field; by default it must be above 0 (a zero timeout or period is a typo)."""
+    return lambda value, where: parse_duration_ns(value, where, default_unit, minimum_ns)
+
+
+def _urls(value: Any, where: str) -> list[str]:
+    """``target.urls``: one URL or a list of them; an empty list is refused, not ignored
+    (no target at all means a throwaway memcached: that must be asked for by omission)."""
+    urls = [value] if isinstance(value, str) else value
+    if not isinstance(urls, list) or not all(isinstance(url, str) for url in urls):
+        raise ConfigError(where, f"expected a URL or a list of URLs, got {value!r}")
+    if not urls:
+        raise ConfigError(
+            where, "an empty list: name a target, or leave the key out for a throwaway memcached"
+        )
+    return urls
 
 
 def parse_ratio(value: Any, where: str) -> tuple[tuple[str, int], ...]:
@@ -136,23 +152,23 @@ _field("workload.seed")(_positive(0))
 _field("load.connections")(_positive(1))
 _field("load.processes")(_positive(1))
 _field("load.pipeline")(_positive(1))
-_field("load.duration")(_optional_duration)
+_field("load.duration")(_duration())
 _field("load.requests")(_positive(1))
-_field("load.warmup")(lambda v, w: parse_duration_ns(v, w))
-_field("load.timeout")(lambda v, w: parse_duration_ns(v, w, default_unit="ms"))
-_field("load.connect_timeout")(lambda v, w: parse_duration_ns(v, w, default_unit="ms"))
+_field("load.warmup")(_duration(minimum_ns=0))
+_field("load.timeout")(_duration("ms"))
+_field("load.connect_timeout")(_duration("ms"))
 _field("load.rounds")(_positive(1))
-_field("load.interval")(lambda v, w: parse_duration_ns(v, w))
+_field("load.interval")(_duration(minimum_ns=MIN_INTERVAL_NS))
 _field("load.rate")(lambda v, w: _rate(v, w))
 _field("load.arrival")(lambda v, w: _choice(v, w, ARRIVALS))
-_field("load.max_lag")(lambda v, w: parse_duration_ns(v, w, default_unit="ms"))
+_field("load.max_lag")(_duration("ms"))
 _field("load.cluster")(parse_scheduler_url)
 _field("load.cluster_listen")(parse_listen_address)
 _field("report.json")(_text)
 _field("report.db")(_text)
 _field("report.save")(_boolean)
 _field("report.live")(_boolean)
-_field("target.urls")(lambda v, w: [v] if isinstance(v, str) else list(v))
+_field("target.urls")(_urls)
 
 
 def read_toml(path: str | Path) -> Settings:
@@ -167,7 +183,10 @@ def read_toml(path: str | Path) -> Settings:
     settings: Settings = {}
     for section, table in data.items():
         if not isinstance(table, dict):
-            raise ConfigError(f"{section} in {path}", "expected a [section] table")
+            raise ConfigError(
+                f"{section} in {path}",
+                "expected a [section] table" + suggestion(section, _FIELDS, "."),
+            )
         for key, value in table.items():
             settings[f"{section}.{key}"] = (value, f"{section}.{key} in {path}")
     return settings
@@ -193,18 +212,14 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
             continue
         parse = _FIELDS.get(key)
         if parse is None:
-            raise ConfigError(origin, "unknown setting")
+            raise ConfigError(origin, "unknown setting" + suggestion(key, _FIELDS, "."))
         values[key] = parse(raw, origin)
-    urls = values.get("target.urls", [])
-    targets = tuple(parse_target(url, f"target {url!r}") for url in urls)
-    families = {t.family for t in targets}
-    if len(families) > 1:
-        kinds = " and ".join(sorted(families))
-        raise ConfigError("target", f"{kinds} targets cannot share one run")
+    targets = _targets(values.get("target.urls", []))
     workload = _build_workload(values, settings)
     load = _build_load(values, default_processes, settings)
     load = _check_shards(targets, load, settings)
     check_http_targets(targets, workload, load.pipeline, lambda key: _origin(settings, key))
+    check_key_limits(targets, workload, lambda key: _origin(settings, _key_setting(key, values)))
     report = ReportConfig(
         json_path=values.get("report.json"),
         db_path=values.get("report.db") or default_db_path(),
@@ -212,6 +227,22 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
         live=values.get("report.live", True),
     )
     return RunConfig(targets=targets, workload=workload, load=load, report=report)
+
+
+def _targets(urls: list[str]) -> tuple[TargetConfig, ...]:
+    """Parse the run's targets: one server family, no queue URLs (``kvbench queue``'s)."""
+    targets = tuple(parse_target(url, f"target {mask_url(url)!r}") for url in urls)
+    for target in targets:
+        if target.scheme in QUEUE_SCHEMES:
+            raise ConfigError(
+                f"target {target.url!r}",
+                f"a queue URL: use kvbench queue {target.url} (kvbench run loads a cache)",
+            )
+    families = {t.family for t in targets}
+    if len(families) > 1:
+        kinds = " and ".join(sorted(families))
+        raise ConfigError("target", f"{kinds} targets cannot share one run")
+    return targets
 
 
 def _check_shards(targets: tuple[Any, ...], load: LoadConfig, settings: Settings) -> LoadConfig:
@@ -234,6 +265,13 @@ def _origin(settings: Settings, key: str) -> str:
     return settings[key][1] if key in settings else key
 
 
+def _key_setting(key: str, values: dict[str, Any]) -> str:
+    """The key size is given by --key-size, or else by its template (``random:96``)."""
+    if key == "workload.key_size" and key not in values:
+        return "workload.key_template"
+    return key
+
+
 def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfig:
     defaults = WorkloadConfig()
     keys = values.get("workload.keys", defaults.keys)
@@ -245,8 +283,13 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
     template, template_size = values.get("workload.key_template", ("number", None))
     key_size = values.get("workload.key_size", template_size)
     prefix = values.get("workload.key_prefix", defaults.key_prefix)
-    size_origin = "workload.key_size" if "workload.key_size" in values else "workload.key_template"
-    check_keys(prefix, template, key_size, keys, _origin(settings, size_origin))
+    check_keys(
+        prefix,
+        template,
+        key_size,
+        keys,
+        _origin(settings, _key_setting("workload.key_size", values)),
+    )
     ttl_s, ttl_max_s = values.get("workload.ttl_s", (defaults.ttl_s, None))
     value_kind = values.get("workload.value_kind", defaults.value_kind)
     if value_kind == "timestamp":

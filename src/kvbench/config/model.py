@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 
 # The op names a workload may weight, in the order Op numbers them in protocols.base.
 WORKLOAD_OPS = ("get", "set", "delete", "incr", "mget")
+# The shortest snapshot period (--interval): each one is a message from every worker and a
+# live line; shorter ones measure the tool, not the server.
+MIN_INTERVAL_NS = 10_000_000
 
 
 @dataclass(frozen=True, slots=True)

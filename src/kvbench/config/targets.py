@@ -3,7 +3,8 @@
 ``memcached://host:11211`` (text), ``memcached+binary://``, ``memcached+meta://``,
 ``redis://[user:pass@]host:6379/0`` (RESP2; ``?resp=3`` for RESP3), ``http+memc://host:80/memc``
 (an nginx memc gateway). Credentials are kept apart from the masked URL that is printed
-and stored.
+and stored. Everything a URL says is checked here, before any connection: the port, the
+path, and every ?option against what the scheme takes.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from kvbench.config.model import TargetConfig, WorkloadConfig
+from kvbench.config.names import suggestion
+from kvbench.config.workload_fields import longest_key
 from kvbench.errors import ConfigError
 
 # scheme -> (codec name, default port)
@@ -32,6 +35,21 @@ SCHEMES: dict[str, tuple[str, int]] = {
 }
 # URL options of http+memc:// targets.
 HTTP_OPTIONS = ("pipeline", "stats")
+TLS_OPTIONS = ("ca", "insecure", "cert", "key")
+# The ?options each scheme takes; any other is refused (a typo must not run with defaults).
+URL_OPTIONS: dict[str, tuple[str, ...]] = {
+    "redis": ("resp",),
+    "rediss": ("resp", *TLS_OPTIONS),
+    "redis-queue": ("resp", "block", "db"),
+    "http+memc": HTTP_OPTIONS,
+}
+# Schemes whose path is no database or name: memcached has neither.
+PATHLESS_SCHEMES = ("memcached", "memcached+text", "memcached+binary", "memcached+meta")
+_BOOLEANS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+# The longest key each server family takes: memcached's, 250 bytes (protocol.txt, "Keys"),
+# in all its protocols and behind an HTTP gateway, which forwards keys to memcached; a
+# Redis key is a string, up to 512 MB (redis.io, "Redis keys").
+MAX_KEY_BYTES = {"memcache": 250, "http": 250, "redis": 512 * 1024 * 1024}
 # The ops a memc gateway can send (memcached has no multi-get over it).
 HTTP_OPS = ("get", "set", "delete", "incr")
 # Characters a key may hold on an HTTP gateway, which does not URL-decode: the same set as
@@ -55,25 +73,28 @@ def parse_target(url: str, where: str = "target") -> TargetConfig:
         known = ", ".join(f"{name}://" for name in SCHEMES)
         raise ConfigError(where, f"unknown scheme {scheme + '://'!r} in {url!r} (known: {known})")
     protocol, default_port = SCHEMES[scheme]
-    try:
-        port = parts.port or default_port
-    except ValueError:
-        raise ConfigError(where, f"bad port in {url!r}") from None
+    port = _port(parts, default_port, url, where)
     host = parts.hostname
     if not host:
         raise ConfigError(where, f"no host in {url!r}")
     path = parts.path.lstrip("/")
+    if path and scheme in PATHLESS_SCHEMES:
+        raise ConfigError(
+            where, f"/{path}: memcached has no databases or paths; drop it from the URL"
+        )
+    query = _query(scheme, parts.query, where)
     db = 0
     if protocol.startswith("resp"):
-        query = parse_qs(parts.query)
-        if query.get("resp", ["2"])[-1] == "3":
-            protocol = "resp3"
+        resp = query.get("resp", ["2"])[-1]
+        if resp not in ("2", "3"):
+            raise ConfigError(where, f"resp={resp}: the protocol version is 2 or 3")
+        protocol = f"resp{resp}"
         if path and scheme != "redis-queue":  # there the path is the list's name
             if not path.isdigit():
                 raise ConfigError(where, f"redis database must be a number, got {path!r}")
             db = int(path)
-    tls = _tls_options(scheme, parse_qs(parts.query), where)
-    http = _http_options(scheme, parts.query, path, where)
+    tls = _tls_options(scheme, query, where)
+    http = _http_options(scheme, query, path, where)
     username = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password else None
     if username is not None and password is None:
@@ -101,15 +122,52 @@ def mask_url(url: str) -> str:
         return url
     user = parts.username if parts.password is not None else None
     userinfo = f"{user}:***" if user else "***"
-    netloc = f"{userinfo}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    netloc = f"{userinfo}@{parts.netloc.rpartition('@')[2]}"  # host and port as written
     return parts._replace(netloc=netloc).geturl()
+
+
+def _port(parts: SplitResult, default_port: int, url: str, where: str) -> int:
+    """The URL's port, or the scheme's default when it names none; 0 or ``host:`` refused."""
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigError(where, f"bad port in {url!r} (1-65535)") from None
+    if port is None:
+        if parts.netloc.endswith(":"):
+            raise ConfigError(where, "an empty port after ':': give one or drop the ':'")
+        return default_port
+    if port == 0:
+        raise ConfigError(where, "port 0: give the server's port (1-65535)")
+    return port
+
+
+def _query(scheme: str, text: str, where: str) -> dict[str, list[str]]:
+    """The URL's ?options, every name checked against what ``scheme`` takes."""
+    query = parse_qs(text, keep_blank_values=True)
+    known = URL_OPTIONS.get(scheme, ())
+    for name in query:
+        if name in known:
+            continue
+        if name in TLS_OPTIONS and scheme in ("redis", "redis-queue"):
+            raise ConfigError(where, "TLS options (ca, insecure, cert, key) need rediss://")
+        takes = f"takes {', '.join(known)}" if known else "takes no options"
+        raise ConfigError(
+            where, f"unknown option {name!r} ({scheme}:// {takes}){suggestion(name, known)}"
+        )
+    return query
+
+
+def _flag(query: dict[str, list[str]], name: str, where: str) -> bool:
+    """A yes/no URL option (``?insecure=1``); absent is no."""
+    value = query.get(name, ["0"])[-1].lower()
+    if value not in _BOOLEANS:
+        raise ConfigError(where, f"{name}={value}: expected 1 or 0")
+    return _BOOLEANS[value]
 
 
 def _tls_options(scheme: str, query: dict[str, list[str]], where: str) -> dict[str, Any]:
     """TLS settings from a ``rediss://`` URL's query: ca, insecure, cert, key."""
     if scheme != "rediss":
-        if any(k in query for k in ("ca", "insecure", "cert", "key")):
-            raise ConfigError(where, "TLS options (ca, insecure, cert, key) need rediss://")
         return {}
     options: dict[str, Any] = {"tls": True}
     for name in ("ca", "cert", "key"):
@@ -118,28 +176,22 @@ def _tls_options(scheme: str, query: dict[str, list[str]], where: str) -> dict[s
             if not os.path.isfile(path):
                 raise ConfigError(where, f"{name}={path}: no such file")
             options[f"tls_{name}"] = path
-    options["tls_insecure"] = query.get("insecure", ["0"])[-1] in ("1", "true", "yes")
+    options["tls_insecure"] = _flag(query, "insecure", where)
     if ("tls_cert" in options) != ("tls_key" in options):
         raise ConfigError(where, "give both cert= and key= for a client certificate")
     return options
 
 
-def _http_options(scheme: str, query_text: str, path: str, where: str) -> dict[str, Any]:
+def _http_options(
+    scheme: str, query: dict[str, list[str]], path: str, where: str
+) -> dict[str, Any]:
     """``http+memc://`` URL options: ``pipeline=1`` and ``stats=memcached://HOST:PORT``."""
     if scheme != "http+memc":
         return {}
-    query = parse_qs(query_text, keep_blank_values=True)
-    unknown = sorted(set(query) - set(HTTP_OPTIONS))
-    if unknown:
-        raise ConfigError(
-            where, f"unknown option {unknown[0]!r} (http+memc:// takes pipeline=1, stats=URL)"
-        )
     bad = sorted(set(path) - HTTP_KEY_SAFE - {"%"})
     if bad:
         raise ConfigError(where, f"path {path!r} holds {bad[0]!r}: percent-encode it")
-    options: dict[str, Any] = {
-        "pipelining": query.get("pipeline", ["0"])[-1] in ("1", "true", "yes")
-    }
+    options: dict[str, Any] = {"pipelining": _flag(query, "pipeline", where)}
     if "stats" in query:
         stats_url = query["stats"][-1]
         backing = parse_target(stats_url, f"{where}: stats=")
@@ -149,6 +201,41 @@ def _http_options(scheme: str, query_text: str, path: str, where: str) -> dict[s
             )
         options["stats_url"] = stats_url
     return options
+
+
+def check_key_limits(
+    targets: tuple[TargetConfig, ...], workload: WorkloadConfig, origin: Callable[[str], str]
+) -> None:
+    """Refuse keys the targets' protocol does not take, before any socket opens.
+
+    memcached (and an HTTP gateway, which forwards keys to it) takes keys of at most 250
+    bytes without spaces or control characters; Redis takes any bytes. No target yet
+    means the throwaway memcached.
+
+    Args:
+        origin: ``origin("workload.key_prefix")`` names where a setting came from.
+
+    Raises:
+        ConfigError: naming the key prefix or key size that makes keys too long.
+    """
+    families = {t.family for t in targets} or {"memcache"}
+    longest, setting, made_of = longest_key(workload)
+    for family in sorted(families):
+        limit = MAX_KEY_BYTES[family]
+        if longest > limit:
+            server = {"redis": "Redis", "http": "the gateway's memcached"}.get(family, "memcached")
+            raise ConfigError(
+                origin(setting),
+                f"keys would be up to {longest} bytes ({made_of}); {server} takes keys of at "
+                f"most {limit:,} bytes",
+            )
+    if families & {"memcache", "http"} and any(
+        b <= 32 or b == 127 for b in workload.key_prefix.encode()
+    ):
+        raise ConfigError(
+            origin("workload.key_prefix"),
+            f"{workload.key_prefix!r}: memcached keys may not hold spaces or control characters",
+        )
 
 
 def check_http_targets(

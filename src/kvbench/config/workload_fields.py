@@ -9,14 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvbench.config.model import WorkloadConfig
 from kvbench.errors import ConfigError
 from kvbench.units import parse_count, parse_size_bytes
 
 KEY_PATTERNS = ("uniform", "sequential", "zipf", "gaussian")
 KEY_TEMPLATES = ("number", "random", "float-counter")
 VALUE_KINDS = ("random", "compressible", "timestamp")
-# memcached's text protocol: keys are at most 250 bytes (protocol.txt, "Keys").
-MAX_KEY_BYTES = 250
+# incr/decr work on keys of their own, prefix + COUNTER_INFIX + a number below MAX_COUNTERS
+# (workload.plan builds them from these).
+COUNTER_INFIX = "counter:"
+MAX_COUNTERS = 10_000
+# float-counter keys hold repr() of a float in [0, 1): at most 17 significant digits after
+# "0.000" (1e-4 <= f < 1e-3), or "d." + 16 digits + "e-05" below 1e-4: 22 characters.
+FLOAT_REPR_MAX_CHARS = 22
 # YCSB's default Zipf constant, and the one most write-ups quote.
 DEFAULT_ZIPF_EXPONENT = 0.99
 # Verified values carry an 8-byte header (version, length) and at least 4 check bytes.
@@ -93,11 +99,13 @@ def parse_key_template(value: Any, where: str) -> tuple[str, int | None]:
 def parse_value_size(value: Any, where: str) -> tuple[int, int, tuple[tuple[int, int], ...]]:
     """``100``, ``100-1000`` (uniform) or ``100:70,1000:30`` (weighted) -> (min, max, weights)."""
     text = str(value).strip()
+    if text.startswith("-"):
+        raise ConfigError(where, f"{text!r}: a value size cannot be negative")
     if ":" in text:
         weights: list[tuple[int, int]] = []
         for part in text.split(","):
             size, sep, weight = part.partition(":")
-            if not sep:
+            if not (sep and size.strip() and weight.strip()):
                 raise ConfigError(where, f"{text!r}: expected SIZE:WEIGHT,... e.g. 100:70,1000:30")
             weights.append(
                 (parse_size_bytes(size.strip(), where, minimum=1), parse_count(weight, where))
@@ -107,7 +115,9 @@ def parse_value_size(value: Any, where: str) -> tuple[int, int, tuple[tuple[int,
         kept = tuple((s, w) for s, w in weights if w > 0)
         sizes = [s for s, _ in kept]
         return min(sizes), max(sizes), kept
-    low, _, high = text.partition("-")
+    low, sep, high = text.partition("-")
+    if sep and not high.strip():
+        raise ConfigError(where, f"{text!r}: expected MIN-MAX, e.g. 100-1000")
     low_bytes = parse_size_bytes(low.strip(), where, minimum=1)
     high_bytes = parse_size_bytes(high.strip(), where, minimum=1) if high else low_bytes
     if high_bytes < low_bytes:
@@ -124,7 +134,11 @@ def parse_value_kind(value: Any, where: str) -> str:
 def parse_ttl(value: Any, where: str) -> tuple[int, int | None]:
     """``60`` (seconds) or a range ``60-120`` -> (low, high or None)."""
     text = str(value).strip()
+    if text.startswith("-"):
+        raise ConfigError(where, f"{text!r}: a ttl cannot be negative (0: no expiry)")
     low, sep, high = text.partition("-")
+    if sep and not high.strip():
+        raise ConfigError(where, f"{text!r}: expected LOW-HIGH seconds, e.g. 60-120")
     low_s = parse_count(low.strip(), where)
     if not sep:
         return low_s, None
@@ -147,8 +161,6 @@ def check_keys(prefix: str, template: str, size: int | None, keys: int, where: s
         raise ConfigError(where, "float-counter keys have no fixed size; drop --key-size")
     if size is None:
         return
-    if size > MAX_KEY_BYTES:
-        raise ConfigError(where, f"keys are at most {MAX_KEY_BYTES} bytes (memcached), got {size}")
     digits = len(str(max(keys - 1, 0)))
     if template == "number" and size < head + digits:
         raise ConfigError(
@@ -157,3 +169,41 @@ def check_keys(prefix: str, template: str, size: int | None, keys: int, where: s
     # Random keys: enough random characters that collisions are out of the question.
     if template == "random" and size < head + 8:
         raise ConfigError(where, f"random keys need at least {head + 8} bytes (prefix + 8)")
+
+
+def longest_key(workload: WorkloadConfig) -> tuple[int, str, str]:
+    """The longest key ``workload`` can send, computed from how keys are built.
+
+    Returns:
+        (bytes, the setting that decides it (``workload.key_size`` or
+        ``workload.key_prefix``), what it is made of, for an error message).
+    """
+    head = len(workload.key_prefix.encode())
+    digits = len(str(max(workload.keys - 1, 0)))
+    longest: tuple[int, str, str]
+    if workload.key_size is not None:  # number keys are zero-padded to it, random keys drawn to it
+        longest = (workload.key_size, "workload.key_size", f"a key size of {workload.key_size}")
+    elif workload.key_template == "float-counter":
+        longest = (
+            head + FLOAT_REPR_MAX_CHARS + digits,
+            "workload.key_prefix",
+            f"a {head}-byte prefix, a float of up to {FLOAT_REPR_MAX_CHARS} characters and "
+            f"{digits}-digit numbers",
+        )
+    else:
+        longest = (
+            head + digits,
+            "workload.key_prefix",
+            f"a {head}-byte prefix and {digits}-digit numbers",
+        )
+    if any(op == "incr" for op, _ in workload.ratio):
+        counter_digits = len(str(min(workload.keys, MAX_COUNTERS) - 1))
+        counters = head + len(COUNTER_INFIX) + counter_digits
+        if counters > longest[0]:
+            longest = (
+                counters,
+                "workload.key_prefix",
+                f"incr's counter keys: a {head}-byte prefix, {COUNTER_INFIX!r} and "
+                f"{counter_digits}-digit numbers",
+            )
+    return longest

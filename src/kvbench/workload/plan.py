@@ -17,6 +17,7 @@ from operator import itemgetter
 import numpy as np
 
 from kvbench.config.model import WorkloadConfig
+from kvbench.config.workload_fields import COUNTER_INFIX, MAX_COUNTERS
 from kvbench.protocols.base import Op
 from kvbench.workload.keys import KeyPicker, build_key_table
 from kvbench.workload.mix import OpMix
@@ -27,8 +28,8 @@ from kvbench.workload.verify import derive_value
 # enough that a refill (~0.5 ms) does not stall the loop.
 CHUNK = 1024
 # incr/decr need numeric values, so they work on keys of their own ("<prefix>counter:N"),
-# never on the keys that sets fill with random bytes; this many at most.
-COUNTERS = 10_000
+# never on the keys that sets fill with random bytes; MAX_COUNTERS at most. Config knows
+# their length: it refuses a prefix that would make them too long for the protocol.
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,9 @@ def compile_plan(config: WorkloadConfig, worker_index: int, n_workers: int) -> W
             config.key_prefix, config.keys, config.key_template, config.key_size, key_rng
         ),
         value_table=value_table_for(config, rng),
-        counter_table=build_key_table(config.key_prefix + "counter:", min(config.keys, COUNTERS)),
+        counter_table=build_key_table(
+            config.key_prefix + COUNTER_INFIX, min(config.keys, MAX_COUNTERS)
+        ),
         ops=tuple(OpMix(config.ratio, rng).ops),
     )
 

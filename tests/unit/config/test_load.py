@@ -138,3 +138,36 @@ def test_bad_urls_are_config_errors(url: str) -> None:
 def test_config_dict_has_no_credentials() -> None:
     config = load_config(None, {"target.urls": (["redis://u:pw@h"], "TARGET")}, 1)
     assert "pw" not in str(config.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[load]\nduration = 0\n", r"load\.duration in .*: must be above 0, got '0s'"),
+        ('[load]\ntimeout = "0ms"\n', r"load\.timeout in .*: must be above 0"),
+        ("[load]\nconnect_timeout = 0\n", r"load\.connect_timeout in .*: must be above 0"),
+        ('[load]\ninterval = "1ms"\n', r"load\.interval in .*: must be at least 10ms"),
+        ("[load]\nmax_lag = 0\n", r"load\.max_lag in .*: must be above 0"),
+        ("[workload]\nttl_s = -5\n", r"workload\.ttl_s in .*: '-5': a ttl cannot be negative"),
+        ("[workload]\nvalue_size = -3\n", r"workload\.value_size in .*: '-3': a value size"),
+        ("[target]\nurls = []\n", r"target\.urls in .*: an empty list"),
+        ("[target]\nurls = [1]\n", r"target\.urls in .*: expected a URL or a list of URLs"),
+        ("[load]\nconections = 8\n", r"unknown setting; did you mean load\.connections\?"),
+        ("[load]\nconcurrency = 8\n", r"unknown setting; did you mean load\.connections\?"),
+        ("[load]\ntest_time = 8\n", r"unknown setting; did you mean load\.duration\?"),
+        ("[workload]\ndata_size = 8\n", r"unknown setting; did you mean workload\.value_size\?"),
+    ],
+)
+def test_scenario_values_that_cannot_run_are_refused(
+    tmp_path: Path, toml: str, message: str
+) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(toml)
+    overrides = {} if "[target]" in toml else {"target.urls": URL}
+    with pytest.raises(ConfigError, match=message):
+        load_config(str(scenario), overrides, 1)
+
+
+def test_a_warmup_of_zero_is_no_warmup() -> None:
+    config = load_config(None, {"target.urls": URL, "load.warmup": ("0", "--warmup")}, 1)
+    assert config.load.warmup_ns == 0

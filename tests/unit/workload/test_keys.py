@@ -9,7 +9,6 @@ import pytest
 from scipy import stats
 
 from kvbench.config.model import WorkloadConfig
-from kvbench.errors import ConfigError
 from kvbench.workload import RequestSource, compile_plan
 from kvbench.workload.keys import URL_SAFE, KeyPicker, build_key_table, zipf_cdf
 
@@ -69,15 +68,6 @@ def test_prebuilt_random_keys_stay_small_in_memory() -> None:
 def test_every_worker_builds_the_same_key_table() -> None:
     config = WorkloadConfig(keys=100, key_template="random", key_size=40, seed=9)
     assert compile_plan(config, 0, 2).key_table == compile_plan(config, 1, 2).key_table
-
-
-@pytest.mark.parametrize(
-    ("prefix", "template", "size"),
-    [("bad prefix", "number", None), ("k", "number", 251), ("k", "random", 300)],
-)
-def test_bad_key_settings_are_refused(prefix: str, template: str, size: int | None) -> None:
-    with pytest.raises(ConfigError, match=r"workload\.key_prefix"):
-        build_key_table(prefix, 10, template, size, rng())
 
 
 # -- pickers -----------------------------------------------------------------------------

@@ -5,10 +5,8 @@ from collections import Counter
 import pytest
 
 from kvbench.config.model import WorkloadConfig
-from kvbench.errors import ConfigError
 from kvbench.protocols.base import Op
 from kvbench.workload import CHUNK, RequestSource, compile_plan
-from kvbench.workload.keys import build_key_table
 
 
 def test_plan_is_deterministic_in_seed_and_worker() -> None:
@@ -58,11 +56,6 @@ def test_preload_ranges_cover_the_keyspace_once() -> None:
     ranges = [compile_plan(config, i, 3).preload_range() for i in range(3)]
     covered = [k for r in ranges for k in r]
     assert sorted(covered) == list(range(1001))
-
-
-def test_keys_with_spaces_are_refused() -> None:
-    with pytest.raises(ConfigError, match=r"workload\.key_prefix"):
-        build_key_table("bad prefix", 10)
 
 
 def test_incr_works_on_counter_keys_not_on_value_keys() -> None:
