@@ -59,17 +59,18 @@ def parse_duration_ns(
         raise ConfigError(where, f"{text!r} is not a duration (examples: 10s, 250ms, 2m)")
     value = round(float(match.group(1)) * _NS_PER[match.group(2) or default_unit])
     if value < minimum_ns:
-        floor = "above 0" if minimum_ns == 1 else f"at least {_exact_duration(minimum_ns)}"
+        floor = "above 0" if minimum_ns == 1 else f"at least {plain_duration(minimum_ns)}"
         raise ConfigError(where, f"must be {floor}, got {text!r}")
     return value
 
 
-def _exact_duration(value_ns: int) -> str:
-    """A whole number of the largest unit that divides ``value_ns``: 10ms, 2s, 250us."""
+def plain_duration(value_ns: int | float) -> str:
+    """A duration as one would type it: the largest unit that divides it, 10ms, 3s, 250us."""
+    whole_ns = round(value_ns)
     for unit in ("h", "m", "s", "ms", "us"):
-        if value_ns % _NS_PER[unit] == 0:
-            return f"{value_ns // _NS_PER[unit]}{unit}"
-    return f"{value_ns}ns"
+        if whole_ns and whole_ns % _NS_PER[unit] == 0:
+            return f"{whole_ns // _NS_PER[unit]}{unit}"
+    return f"{whole_ns}ns"
 
 
 def parse_count(text: str | int, where: str, minimum: int = 0) -> int:

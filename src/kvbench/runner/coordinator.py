@@ -144,7 +144,9 @@ class Coordinator:
         samples = []
         for target in self.config.targets:
             try:
-                samples.append({"url": target.url, **probe.sample(target, keys)})
+                samples.append(
+                    {"url": target.url, **probe.sample(target, keys, self._probe_timeout_s)}
+                )
             except TargetUnreachable as exc:
                 self._sample_errors.append(str(exc))
                 return None
@@ -156,10 +158,15 @@ class Coordinator:
             "targets": samples,
         }
 
+    @property
+    def _probe_timeout_s(self) -> float:
+        """The side connection waits as long as a request may (--timeout)."""
+        return self.config.load.timeout_ns / 1e9
+
     def _settings(self) -> dict[str, str] | None:
         """The server's settings, once before the run; None (and a note) when refused."""
         try:
-            return probe.fetch_settings(self.config.targets[0])
+            return probe.fetch_settings(self.config.targets[0], self._probe_timeout_s)
         except TargetUnreachable as exc:
             self._sample_errors.append(str(exc))
             return None
@@ -188,7 +195,7 @@ class Coordinator:
     def _preflight(self) -> list[dict[str, Any]]:
         targets = []
         for target in self.config.targets:
-            version, note = probe.preflight(target)
+            version, note = probe.preflight(target, self._probe_timeout_s)
             if note:
                 self._on_event(note)
                 self._sample_errors.append(note)

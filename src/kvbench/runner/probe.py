@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import hiredis
 
@@ -20,22 +21,89 @@ from kvbench.engine.worker import connect_error_text
 from kvbench.errors import ProtocolError, TargetUnreachable
 from kvbench.protocols.base import NEED_DATA, CodecOptions, Op, Reply, ReplyKind, parse_stats_text
 from kvbench.results.server_stats import stat_number
+from kvbench.units import plain_duration
+
+T = TypeVar("T")
+# How long the probe waits when the caller names no timeout (the run passes --timeout).
+DEFAULT_TIMEOUT_S = 3.0
+
+
+class StatsUnavailable(TargetUnreachable):
+    """The server took the connection and the setup but gives no stats: it closed the
+    connection on the stats request, or answered it with an error. Proxies do either
+    (twemproxy closes, others answer ``ERROR``); a run can go ahead without server stats."""
 
 
 def _exchange(sock: socket.socket, codec: Any, out: bytearray, expected: int) -> list[Reply]:
+    """Send ``out``; read ``expected`` replies.
+
+    Raises:
+        EOFError: the server closed the connection before answering.
+        TimeoutError, OSError: from the socket; ProtocolError: from the codec.
+    """
     sock.sendall(out)
     replies: list[Reply] = []
+    closed = False
     while len(replies) < expected:
-        reply = codec.next_reply()
+        try:
+            reply = codec.next_reply()
+        except ProtocolError:
+            if closed:  # the codec's view of the same EOF
+                raise EOFError from None
+            raise
         if reply is NEED_DATA:
+            if closed:
+                raise EOFError
             data = sock.recv(65536)
             if not data:
-                codec.feed_eof()
+                closed = True
+                codec.feed_eof()  # an HTTP body may end with the connection
             else:
                 codec.feed(data)
             continue
         replies.append(reply)
     return replies
+
+
+def _ask(
+    target: TargetConfig, timeout_s: float, request: str, exchange: Callable[[socket.socket], T]
+) -> T:
+    """Connect and run ``exchange`` on the socket, every failure one line saying which.
+
+    Args:
+        timeout_s: the longest wait for the connection and then for each reply.
+        request: what ``exchange`` asks, for the messages (``stats``, ``INFO all``).
+
+    Raises:
+        TargetUnreachable: cannot connect ("cannot connect to ..."), no reply in time
+            ("no reply to 'stats' within 3s"), an error during the exchange, or a reply
+            that breaks the protocol.
+        StatsUnavailable: the server closed the connection on the request.
+    """
+    try:
+        sock = open_socket(target, timeout_s)
+    except OSError as exc:  # TimeoutError and ssl.SSLError included
+        raise TargetUnreachable(
+            f"cannot connect to {target.url}: {connect_error_text(exc)}"
+        ) from None
+    with sock:
+        try:
+            return exchange(sock)
+        except TimeoutError:
+            raise TargetUnreachable(
+                f"{target.url} accepted the connection but gave no reply to {request!r} "
+                f"within {plain_duration(timeout_s * 1e9)}"
+            ) from None
+        except (EOFError, ConnectionResetError):
+            raise StatsUnavailable(f"{target.url} closed the connection on {request!r}") from None
+        except OSError as exc:
+            raise TargetUnreachable(
+                f"{target.url}: {connect_error_text(exc)} during {request!r}"
+            ) from None
+        except ProtocolError as exc:
+            raise TargetUnreachable(
+                f"{target.url} does not answer as {target.protocol} expects: {exc}"
+            ) from None
 
 
 def parse_redis_info(text: bytes) -> dict[str, str]:
@@ -61,65 +129,65 @@ def open_socket(target: TargetConfig, timeout_s: float) -> socket.socket:
         raise
 
 
-def fetch_stats(target: TargetConfig, timeout_s: float = 3.0) -> dict[str, str]:
+def fetch_stats(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, str]:
     """Connect, set up, ask for the server's stats (memcached ``stats``, Redis ``INFO``).
 
     An HTTP gateway answers one ``?cmd=version`` (``gateway_version``: its ``Server`` field
     and its memcached's version); the stats are those of its backing memcached when the URL
     names one (``?stats=memcached://...``), else there are none.
 
+    Args:
+        timeout_s: the longest wait for the connection and then for each reply (the run's
+            ``--timeout``).
+
     Raises:
-        TargetUnreachable: cannot connect, setup refused (e.g. bad password), or the
-            server does not speak the protocol.
+        TargetUnreachable: cannot connect, no reply within ``timeout_s``, setup refused
+            (e.g. bad password), or the server does not speak the protocol.
+        StatsUnavailable: the server closed the connection on the stats request or
+            answered it with an error.
     """
     if target.family == "http":
         return _gateway_stats(target, timeout_s)
     codec = codec_factory_for(target, CodecOptions(keep_payload=True))()
-    try:
-        with open_socket(target, timeout_s) as sock:
-            out = bytearray()
-            setup = setup_for(target)
-            count = setup(codec, out) if setup else 0
-            if target.family == "redis":
-                # Plain INFO leaves out commandstats, which reconciliation needs.
-                count += codec.encode(Op.COMMAND, [b"INFO", b"all"], None, out)
-            else:
-                count += codec.encode(Op.STATS, b"", None, out)
-            replies = _exchange(sock, codec, out, count)
-    except (OSError, TimeoutError) as exc:
-        raise TargetUnreachable(
-            f"cannot connect to {target.url}: {connect_error_text(exc)}"
-        ) from None
-    except ProtocolError as exc:
-        raise TargetUnreachable(
-            f"{target.url} does not answer as {target.protocol} expects: {exc}"
-        ) from None
-    for reply in replies:
+    out = bytearray()
+    setup = setup_for(target)
+    count = setup(codec, out) if setup else 0
+    if target.family == "redis":
+        # Plain INFO leaves out commandstats, which reconciliation needs.
+        request = "INFO all"
+        count += codec.encode(Op.COMMAND, [b"INFO", b"all"], None, out)
+    else:
+        request = "stats"
+        count += codec.encode(Op.STATS, b"", None, out)
+    replies = _ask(target, timeout_s, request, lambda sock: _exchange(sock, codec, out, count))
+    for reply in replies[:-1]:  # the setup's (AUTH, HELLO, SELECT)
         if reply.kind == ReplyKind.ERROR_REPLY:
-            text = (reply.payload or b"").decode("utf-8", "replace").strip()
-            raise TargetUnreachable(f"{target.url} refused the request: {text}")
+            raise TargetUnreachable(f"{target.url} refused the request: {_text(reply)}")
+    if replies[-1].kind == ReplyKind.ERROR_REPLY:
+        raise StatsUnavailable(f"{target.url} answered {request!r} with {_text(replies[-1])}")
     payload = replies[-1].payload or b""
     if target.family == "redis":
         return parse_redis_info(payload)
     return parse_stats_text(payload)
 
 
+def _text(reply: Reply) -> str:
+    """An error reply's text, escaped (server bytes are never decoded strictly)."""
+    return (reply.payload or b"").decode("utf-8", "backslashreplace").strip()
+
+
 def _gateway_stats(target: TargetConfig, timeout_s: float) -> dict[str, str]:
     """``?cmd=version`` through an HTTP gateway, and its backing memcached's stats if named."""
     codec: Any = codec_factory_for(target, CodecOptions(keep_payload=True))()  # HttpMemcCodec
+    out = bytearray()
+    count = codec.encode_version(out)
     try:
-        with open_socket(target, timeout_s) as sock:
-            out = bytearray()
-            reply = _exchange(sock, codec, out, codec.encode_version(out))[-1]
-    except (OSError, TimeoutError) as exc:
-        raise TargetUnreachable(
-            f"cannot connect to {target.url}: {connect_error_text(exc)}"
-        ) from None
-    except ProtocolError as exc:
-        raise TargetUnreachable(
-            f"{target.url} does not answer as an HTTP memc gateway: {exc}"
-        ) from None
-    text = (reply.payload or b"").decode("utf-8", "replace").strip()
+        reply = _ask(target, timeout_s, "?cmd=version", lambda s: _exchange(s, codec, out, count))[
+            -1
+        ]
+    except StatsUnavailable as exc:  # the version request is the gateway's whole check
+        raise TargetUnreachable(str(exc)) from None
+    text = _text(reply)
     if reply.kind == ReplyKind.ERROR_REPLY:
         raise TargetUnreachable(f"{target.url} answered ?cmd=version with {text}")
     memcached = text.removeprefix("VERSION ").strip() or "unknown"
@@ -158,7 +226,7 @@ REDIS_CONFIG_PATTERNS = (
 _REDIS_VOLATILE = {"server_time_usec", "uptime_in_seconds", "uptime_in_days", "lru_clock"}
 
 
-def fetch_settings(target: TargetConfig, timeout_s: float = 3.0) -> dict[str, str]:
+def fetch_settings(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, str]:
     """The server's settings: memcached ``stats settings``; Redis CONFIG GET + INFO server.
 
     memcached text and meta targets are asked in the text protocol (the text codecs send
@@ -171,34 +239,25 @@ def fetch_settings(target: TargetConfig, timeout_s: float = 3.0) -> dict[str, st
     An HTTP gateway's settings are those of its backing memcached (``?stats=``), or none.
 
     Raises:
-        TargetUnreachable: cannot connect, the server refused the request or the password,
-            or it does not speak the protocol.
+        TargetUnreachable: cannot connect, no reply within ``timeout_s``, the server
+            refused the request or the password, or it does not speak the protocol.
     """
     if target.family == "http":
         backing = _stats_source(target)
         return fetch_settings(backing, timeout_s) if backing is not None else {}
-    try:
-        with open_socket(target, timeout_s) as sock:
-            if target.family == "redis":
-                return _redis_settings(sock, target)
-            if target.protocol == "memcache-binary":
-                codec = codec_factory_for(target, CodecOptions(keep_payload=True))()
-                out = bytearray()
-                count = codec.encode(Op.STATS, b"settings", None, out)
-                reply = _exchange(sock, codec, out, count)[-1]
-                if reply.kind == ReplyKind.ERROR_REPLY:
-                    text = (reply.payload or b"").decode("utf-8", "replace").strip()
-                    raise TargetUnreachable(f"{target.url} refused stats settings: {text}")
-                return parse_stats_text(reply.payload or b"")
-            return _memcache_text_settings(sock, target)
-    except (OSError, TimeoutError) as exc:
-        raise TargetUnreachable(
-            f"cannot connect to {target.url}: {connect_error_text(exc)}"
-        ) from None
-    except ProtocolError as exc:
-        raise TargetUnreachable(
-            f"{target.url} does not answer as {target.protocol} expects: {exc}"
-        ) from None
+    if target.family == "redis":
+        return _ask(target, timeout_s, "CONFIG GET", lambda sock: _redis_settings(sock, target))
+    if target.protocol != "memcache-binary":
+        return _ask(
+            target, timeout_s, "stats settings", lambda s: _memcache_text_settings(s, target)
+        )
+    codec = codec_factory_for(target, CodecOptions(keep_payload=True))()
+    out = bytearray()
+    count = codec.encode(Op.STATS, b"settings", None, out)
+    reply = _ask(target, timeout_s, "stats settings", lambda s: _exchange(s, codec, out, count))[-1]
+    if reply.kind == ReplyKind.ERROR_REPLY:
+        raise TargetUnreachable(f"{target.url} refused stats settings: {_text(reply)}")
+    return parse_stats_text(reply.payload or b"")
 
 
 def _memcache_text_settings(sock: socket.socket, target: TargetConfig) -> dict[str, str]:
@@ -211,7 +270,7 @@ def _memcache_text_settings(sock: socket.socket, target: TargetConfig) -> dict[s
             raise TargetUnreachable(f"{target.url} refused stats settings: {text}")
         chunk = sock.recv(65536)
         if not chunk:
-            raise ConnectionError("connection closed during stats settings")
+            raise EOFError
         data += chunk
     settings: dict[str, str] = {}
     for line in data.decode("utf-8", "replace").split("\r\n"):
@@ -238,7 +297,7 @@ def _redis_settings(sock: socket.socket, target: TargetConfig) -> dict[str, str]
         if reply is False:
             chunk = sock.recv(65536)
             if not chunk:
-                raise ConnectionError("connection closed while reading settings")
+                raise EOFError
             reader.feed(chunk)
             continue
         replies.append(reply)
@@ -275,19 +334,22 @@ INTERVAL_STATS = (
 )  # fmt: skip
 
 
-def sample(target: TargetConfig, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
+def sample(
+    target: TargetConfig, keys: tuple[str, ...] | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> dict[str, Any]:
     """The server's stats and the monotonic time they were taken (for deltas and rates).
 
     Args:
         target: the server.
         keys: keep only these stats (None: all).
+        timeout_s: as ``fetch_stats``.
 
     Raises:
         TargetUnreachable: as ``fetch_stats``.
     """
     taken_ns = time.monotonic_ns()
     source = _stats_source(target)  # an HTTP gateway: its backing memcached, if named
-    stats = fetch_stats(source) if source is not None else {}
+    stats = fetch_stats(source, timeout_s) if source is not None else {}
     if keys is not None:
         stats = {k: v for k, v in stats.items() if k in keys}
     return {"taken_ns": taken_ns, "stats": stats}
@@ -315,24 +377,26 @@ def _number_text(value: float) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
 
-def preflight(target: TargetConfig, timeout_s: float = 3.0) -> tuple[str, str | None]:
+def preflight(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[str, str | None]:
     """Check ``target`` answers before a run: (server version, a note or None).
 
-    A proxy such as twemproxy closes the connection on ``stats``; if a plain connection
-    still opens, the run goes ahead without server-side stats, and the note says so.
+    A memcached proxy may take connections but give no stats: twemproxy closes the
+    connection on ``stats``, others answer it with ``ERROR``. Then the run goes ahead
+    without server-side stats, and the note says so.
+
+    Args:
+        timeout_s: the longest wait for the connection and then for each reply (the run's
+            ``--timeout``).
 
     Raises:
-        TargetUnreachable: it cannot be reached, refuses the setup, or speaks another
-            protocol.
+        TargetUnreachable: it cannot be reached, does not answer within ``timeout_s``,
+            refuses the setup, or speaks another protocol.
     """
     try:
         return server_version(fetch_stats(target, timeout_s)), None
-    except TargetUnreachable as exc:
-        if "connection closed" not in str(exc) or target.family != "memcache":
+    except StatsUnavailable as exc:
+        if target.family != "memcache":  # Redis may close on a refused AUTH sent with INFO
             raise
-    with open_socket(target, timeout_s):
-        pass
-    return "unknown", (
-        f"{target.url} closed the connection on 'stats' (a proxy such as twemproxy?): "
-        "no server-side stats for this run"
-    )
+        reason = str(exc)
+    _ask(target, timeout_s, "a connection", lambda sock: None)  # does it still take one?
+    return "unknown", f"{reason} (a proxy?): no server-side stats for this run"

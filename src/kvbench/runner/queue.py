@@ -121,7 +121,7 @@ class QueueCoordinator:
         """
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         target = self.config.target
-        stats = probe.fetch_stats(target)
+        stats = probe.fetch_stats(target, self.config.timeout_ns / 1e9)
         targets = [
             {
                 "url": target.url,

@@ -9,6 +9,7 @@ from kvbench.units import (
     parse_count,
     parse_duration_ns,
     parse_size_bytes,
+    plain_duration,
 )
 
 
@@ -68,3 +69,34 @@ def test_formatting_picks_readable_units() -> None:
     assert format_duration_ns(1_250_000) == "1.25ms"
     assert format_rate(35_200) == "35.2k"
     assert format_rate(1_250_000) == "1.25M"
+
+
+@pytest.mark.parametrize(
+    ("text", "minimum_ns", "message"),
+    [
+        ("0", 1, "--timeout: must be above 0, got '0'"),
+        ("0s", 1, "--timeout: must be above 0, got '0s'"),
+        ("5ms", 10_000_000, "--timeout: must be at least 10ms, got '5ms'"),
+    ],
+)
+def test_durations_below_their_minimum_are_refused(
+    text: str, minimum_ns: int, message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_duration_ns(text, "--timeout", minimum_ns=minimum_ns)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("value_ns", "text"),
+    [
+        (3e9, "3s"),
+        (300_000_000, "300ms"),
+        (90e9, "90s"),
+        (120e9, "2m"),
+        (1500, "1500ns"),
+        (0, "0ns"),
+    ],
+)
+def test_plain_durations_read_as_typed(value_ns: float, text: str) -> None:
+    assert plain_duration(value_ns) == text
