@@ -1,8 +1,9 @@
 """Ordered, named schema migrations for the history database.
 
-Each migration runs once, in a transaction, and is recorded by name in ``migrations``.
-A database that records a migration this kvbench does not know was written by a newer
-kvbench: it is refused (SchemaVersionError), never guessed at.
+Each migration runs once and is recorded by name in ``migrations``, in the same
+transaction: the ones a database lacks are applied together, or not at all. A database
+that records a migration this kvbench does not know was written by a newer kvbench: it is
+refused (SchemaVersionError), never guessed at.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime
 
-from kvbench.errors import SchemaVersionError
+from kvbench.errors import SchemaVersionError, StoreError
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -97,21 +98,31 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
 )
 
 
-def applied(db: sqlite3.Connection) -> list[str]:
-    """Names of the migrations this database has had."""
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-    )
+def applied(db: sqlite3.Connection) -> list[str] | None:
+    """Names of the migrations this database has had; None when it has no record of any
+    (a new, empty database, or a file that is not kvbench's)."""
+    found = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'"
+    ).fetchone()
+    if found is None:
+        return None
     return [row[0] for row in db.execute("SELECT name FROM migrations ORDER BY name")]
 
 
-def migrate(db: sqlite3.Connection) -> None:
-    """Apply every migration the database lacks, each in its own transaction.
+def _missing(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """The migrations ``db`` lacks, in order.
 
     Raises:
-        SchemaVersionError: the database has migrations this kvbench does not know.
+        SchemaVersionError: it has migrations this kvbench does not know.
+        StoreError: it has tables but no record of migrations: another program's file,
+            or one an older kvbench left half-made (it created tables one by one).
     """
     done = applied(db)
+    if done is None:
+        tables = db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()
+        if tables[0]:
+            raise StoreError("has tables but no record of kvbench's migrations")
+        done = []
     known = {name for name, _ in MIGRATIONS}
     unknown = [name for name in done if name not in known]
     if unknown:
@@ -119,10 +130,32 @@ def migrate(db: sqlite3.Connection) -> None:
             f"the history database was written by a newer kvbench (migration {unknown[-1]}); "
             "upgrade kvbench or use --db with another file"
         )
-    for name, script in MIGRATIONS:
-        if name in done:
-            continue
-        with db:
+    return [(name, script) for name, script in MIGRATIONS if name not in done]
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Apply every migration the database lacks, all in one transaction.
+
+    SQLite's DDL is transactional, but Python's sqlite3 does not open a transaction before
+    CREATE or ALTER: the transaction is begun here, explicitly, so a failure (a full disk)
+    leaves the database as it was, never with half of a migration. A database that needs
+    nothing is only read (no write lock), so read-only files still open.
+
+    Raises:
+        SchemaVersionError: the database has migrations this kvbench does not know.
+        StoreError: the database has tables but no record of migrations.
+        sqlite3.DatabaseError: the file is not a database, or a migration failed (nothing
+            of it was kept).
+    """
+    if not _missing(db):
+        return
+    db.execute("BEGIN IMMEDIATE")  # the write lock first: another kvbench may be migrating
+    try:
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS migrations "
+            "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+        )
+        for name, script in _missing(db):  # again, under the lock
             for statement in script.split(";"):
                 if statement.strip():
                     db.execute(statement)
@@ -130,3 +163,7 @@ def migrate(db: sqlite3.Connection) -> None:
                 "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
                 (name, datetime.now(UTC).isoformat(timespec="seconds")),
             )
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise

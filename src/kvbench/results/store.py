@@ -6,16 +6,22 @@ exactly as a live one and other HdrHistogram tools can read them.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import sqlite3
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
-from kvbench.errors import StoreError
+from kvbench.errors import SchemaVersionError, StoreError
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.results.migrations import migrate
 from kvbench.results.model import RunResult
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _encode_hists(hists: dict[str, Histogram]) -> str:
@@ -56,26 +62,82 @@ def _window_s(start_ns: int, end_ns: int, rounds: list[dict[str, Any]]) -> float
     return max(0, end_ns - start_ns) / 1e9
 
 
+def _busy(exc: BaseException) -> bool:
+    """Another connection holds the lock (another kvbench saving, or migrating)."""
+    return getattr(exc, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED")
+
+
+def unusable(path: str, exc: BaseException) -> str:
+    """One line for a history database that cannot be used, and what to do about it."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if _busy(exc):
+        return f"history database {path} is locked by another process: try again when it ends"
+    if name in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_FULL", "SQLITE_IOERR"):
+        return f"cannot use history database {path}: {exc}"
+    return (
+        f"history database {path} is damaged or not kvbench's ({exc}): move it aside "
+        f"(mv {path} {path}.bad) and kvbench creates a new one, or use --db with another file"
+    )
+
+
+def _remove_database(path: str) -> None:
+    """Remove a database file this process created, with its journal files."""
+    for name in (path, path + "-journal", path + "-wal", path + "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(name)
+
+
+def _readable(method: Callable[P, R]) -> Callable[P, R]:
+    """A query on a file that is damaged past its first page is one line, not a traceback."""
+
+    @functools.wraps(method)
+    def query(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            store = args[0]
+            assert isinstance(store, Store)
+            raise StoreError(unusable(store.path, exc)) from None
+
+    return query
+
+
 class Store:
     """The history database at ``path`` (created, with its directory, on first use).
 
+    Creating it is atomic: the schema is made in one transaction, and a file this call
+    created is removed again when that fails (a full disk), so the next command starts
+    afresh instead of finding half a schema.
+
     Raises:
-        StoreError: the file cannot be opened or is not a kvbench database.
+        StoreError: the file cannot be created or opened, or is damaged or not a kvbench
+            database (one line naming it and how to recover).
         SchemaVersionError: the database was written by a newer kvbench.
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
+        creating = path != ":memory:" and not os.path.exists(path)
         try:
             if path != ":memory:":
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             self._db = sqlite3.connect(path)
-            self._db.execute("PRAGMA foreign_keys = ON")
-            migrate(self._db)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot use history database {path}: {exc}") from None
+            raise StoreError(f"cannot open history database {path}: {exc}") from None
         except OSError as exc:
             raise StoreError(f"cannot create history database {path}: {exc.strerror}") from None
+        try:
+            self._db.execute("PRAGMA foreign_keys = ON")
+            migrate(self._db)
+        except SchemaVersionError:
+            self._db.close()
+            raise
+        except (sqlite3.DatabaseError, StoreError) as exc:
+            self._db.close()
+            if creating and not _busy(exc):  # leave nothing half-made behind
+                _remove_database(path)
+                raise StoreError(f"cannot create history database {path}: {exc}") from None
+            raise StoreError(unusable(path, exc)) from None
 
     def close(self) -> None:
         self._db.close()
@@ -145,6 +207,7 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot save run to {self.path}: {exc}") from None
 
+    @_readable
     def resolve(self, run_ref: str) -> str:
         """A full run id from an id, a unique prefix of one, or ``last``.
 
@@ -167,6 +230,7 @@ class Store:
             raise StoreError(f"{run_ref!r} matches {len(rows)} runs; give more of the id")
         return str(rows[0][0])
 
+    @_readable
     def load_run(self, run_ref: str) -> RunResult:
         """Load a stored run (by id, prefix or ``last``)."""
         run_id = self.resolve(run_ref)
@@ -223,6 +287,7 @@ class Store:
             rounds=json.loads(row[13]),
         )
 
+    @_readable
     def list_runs(self, target: str | None = None, last: int = 20) -> list[dict[str, Any]]:
         """The newest runs first: id, start, status, target, window and throughput."""
         query = (
@@ -248,6 +313,7 @@ class Store:
             for r in self._db.execute(query, params)
         ]
 
+    @_readable
     def document(self, run_ref: str) -> dict[str, Any] | None:
         """The stored result document of a run, if one was saved."""
         run_id = self.resolve(run_ref)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from kvbench.errors import SchemaVersionError, StoreError
 from kvbench.metrics import Histogram, IntervalSnapshot
 from kvbench.report import document, summarize
-from kvbench.results import RunResult, Store
+from kvbench.results import RunResult, Store, migrations
 
 S = 1_000_000_000
 
@@ -59,3 +60,116 @@ def test_a_database_from_a_newer_kvbench_is_refused(tmp_path: Path) -> None:
         db.execute("INSERT INTO migrations VALUES ('9999_future', 'now')")
     with pytest.raises(SchemaVersionError, match="newer kvbench"):
         Store(path)
+
+
+# -- creating, and files that are not (or no longer) a usable history ---------------------
+
+
+def small_disk(monkeypatch: pytest.MonkeyPatch, pages: int) -> None:
+    """Every database opened from here on holds at most ``pages`` pages: writing more
+    fails with SQLITE_FULL, "database or disk is full", as on a full disk."""
+    connect = sqlite3.connect
+
+    def connect_small(*args: object, **kwargs: object) -> sqlite3.Connection:
+        db = connect(*args, **kwargs)  # type: ignore[arg-type]
+        db.execute(f"PRAGMA max_page_count = {pages}")
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", connect_small)
+
+
+@pytest.mark.parametrize("pages", range(2, 11))  # 11 pages hold the schema
+def test_a_full_disk_during_creation_leaves_no_half_made_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pages: int
+) -> None:
+    path = tmp_path / "h.db"
+    with monkeypatch.context() as patch:
+        small_disk(patch, pages)
+        with pytest.raises(StoreError) as caught:
+            Store(str(path))
+    assert str(caught.value) == (f"cannot create history database {path}: database or disk is full")
+    assert list(tmp_path.iterdir()) == []  # nothing left: no file, no journal
+    with Store(str(path)) as store:  # the next command starts afresh
+        store.save_run(a_run())
+        assert store.resolve("last") == "r1"
+
+
+def test_a_failed_migration_keeps_nothing_of_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "h.db"
+    with Store(str(path)) as store:
+        store.save_run(a_run())
+    broken = (
+        "9000_half",
+        "CREATE TABLE half_made (x INTEGER); INSERT INTO no_such_table VALUES (1)",
+    )
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, broken))
+    with pytest.raises(StoreError, match=r"no such table: no_such_table"):
+        Store(str(path))
+    with sqlite3.connect(path) as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        names = [row[0] for row in db.execute("SELECT name FROM migrations")]
+    assert "half_made" not in tables and "9000_half" not in names  # rolled back whole
+    monkeypatch.undo()
+    with Store(str(path)) as store:  # the existing history is intact
+        assert store.resolve("last") == "r1"
+
+
+def test_a_file_that_is_not_a_database_is_one_line_with_the_way_out(tmp_path: Path) -> None:
+    path = tmp_path / "h.db"
+    path.write_bytes(b"this is not SQLite\n" * 100)
+    with pytest.raises(StoreError) as caught:
+        Store(str(path))
+    assert str(caught.value) == (
+        f"history database {path} is damaged or not kvbench's (file is not a database): "
+        f"move it aside (mv {path} {path}.bad) and kvbench creates a new one, "
+        "or use --db with another file"
+    )
+    assert path.read_bytes() == b"this is not SQLite\n" * 100  # left as it was
+
+
+def test_tables_without_a_migrations_record_are_refused_untouched(tmp_path: Path) -> None:
+    """What a full disk left before creation was atomic: ``runs`` but no record."""
+    path = tmp_path / "h.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY)")
+    before = path.read_bytes()
+    with pytest.raises(StoreError) as caught:
+        Store(str(path))
+    message = str(caught.value)
+    assert message.startswith(f"history database {path} is damaged or not kvbench's (has ")
+    assert "move it aside" in message and "\n" not in message
+    assert path.read_bytes() == before  # no migrations table added to someone's file
+
+
+def test_a_half_migrated_file_is_one_line_with_the_way_out(tmp_path: Path) -> None:
+    """An older kvbench applied DDL outside a transaction: 0003 added ``rounds`` and died
+    before recording itself."""
+    path = tmp_path / "h.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        for name, script in migrations.MIGRATIONS[:2]:
+            for statement in script.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute("INSERT INTO migrations VALUES (?, 'then')", (name,))
+        db.execute("ALTER TABLE runs ADD COLUMN rounds TEXT NOT NULL DEFAULT '[]'")
+    with pytest.raises(StoreError, match=r"duplicate column name: rounds\): move it aside"):
+        Store(str(path))
+
+
+def test_a_file_damaged_past_its_first_page_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "h.db"
+    with Store(str(path)) as store:
+        for i in range(20):
+            store.save_run(replace(a_run(), run_id=f"r{i}"))
+    with sqlite3.connect(path) as db:
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        root = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'runs'").fetchone()[0]
+    data = bytearray(path.read_bytes())
+    start = (root - 1) * page_size  # the runs table's root page: garbage
+    data[start : start + page_size] = b"\xff" * page_size
+    path.write_bytes(bytes(data))
+    with Store(str(path)) as store, pytest.raises(StoreError, match="move it aside"):
+        store.list_runs()
