@@ -1,11 +1,16 @@
 """``kvbench export``: a stored run as a result document, a CSV series or an HdrHistogram log.
 
 ``write_exports`` is shared with ``kvbench run --csv/--hdr-log``; ``write_many`` writes a
-sweep's or a comparison's runs into one file of each kind.
+sweep's or a comparison's runs into one file of each kind. ``Outputs.check`` and
+``check_history`` run before a measurement, so a file that cannot be written is refused
+before the run rather than lost after it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -14,6 +19,7 @@ from rich.console import Console
 
 from kvbench.cli.console import make_console
 from kvbench.config.load import default_db_path
+from kvbench.config.model import ReportConfig
 from kvbench.errors import ConfigError
 from kvbench.report import dumps, summarize
 from kvbench.report.exports import hdr_log, interval_csv, runs_csv, runs_hdr_log
@@ -29,6 +35,43 @@ def write_text(flag: str, path: str, text: str) -> None:
             handle.write(text)
     except OSError as exc:
         raise ConfigError(flag, f"cannot write {path}: {exc.strerror}") from None
+
+
+def check_writable(flag: str, path: str) -> None:
+    """Refuse, before a run, a file the run could not write after it.
+
+    An existing file is opened for appending, which neither writes nor truncates it. A
+    new one is created and removed again: the only honest test of its directory (that it
+    exists, is a directory, may be written, and is not on a read-only filesystem). A full
+    disk shows only when writing, after the run: ``write_text`` says so then.
+
+    Raises:
+        ConfigError: naming the flag and the reason.
+    """
+    try:
+        if os.path.exists(path):
+            with open(path, "ab"):
+                pass
+        else:
+            with open(path, "xb"):
+                pass
+            os.remove(path)
+    except OSError as exc:
+        raise ConfigError(flag, f"cannot write {path}: {exc.strerror}") from None
+
+
+def check_history(report: ReportConfig) -> None:
+    """Before a run: the history database it will be saved in opens and can be written.
+
+    Raises:
+        StoreError: the database cannot be created, or is damaged (``Store``).
+        ConfigError: the file cannot be written (``--db``).
+    """
+    if not report.save:
+        return
+    with Store(report.db_path):  # creates it, or checks and migrates it
+        pass
+    check_writable("--db", report.db_path)
 
 
 def write_exports(
@@ -56,9 +99,41 @@ def write_exports(
         console.print(f"HdrHistogram interval log written to {hdr_log_path}")
 
 
+# How to write each file again from the history.
+_REWRITE = {
+    "--json": "kvbench show {run_id} --json > FILE",
+    "--csv": "kvbench export {run_id} --csv FILE",
+    "--hdr-log": "kvbench export {run_id} --hdr-log FILE",
+    "--report": "kvbench report {run_id} -o FILE",
+}
+
+
+@contextlib.contextmanager
+def saved_run_hint(run_id: str | None) -> Iterator[None]:
+    """A file that cannot be written after the run was saved: the same one line, plus
+    how to write it again from the history."""
+    try:
+        yield
+    except ConfigError as exc:
+        again = _REWRITE.get(exc.path)
+        if run_id is None or again is None:
+            raise
+        hint = again.format(run_id=run_id)
+        raise ConfigError(exc.path, f"{exc.message} (run {run_id} is saved: {hint})") from None
+
+
+# The flag that names each of Outputs' files.
+OUTPUT_FLAGS = {
+    "json_path": "--json",
+    "csv_path": "--csv",
+    "hdr_log_path": "--hdr-log",
+    "report_path": "--report",
+}
+
+
 @dataclass(frozen=True)
 class Outputs:
-    """The files a sweep or comparison writes (--json, --csv, --hdr-log, --report)."""
+    """The files a run, sweep or comparison writes (--json, --csv, --hdr-log, --report)."""
 
     json_path: str | None = None
     csv_path: str | None = None
@@ -68,6 +143,13 @@ class Outputs:
     @classmethod
     def pop_from(cls, options: dict[str, Any]) -> Outputs:
         return cls(*(options.pop(name, None) for name in (f.name for f in fields(cls))))
+
+    def check(self) -> None:
+        """Refuse, before a run, a file that could not be written (``check_writable``)."""
+        for name, flag in OUTPUT_FLAGS.items():
+            path = getattr(self, name)
+            if path:
+                check_writable(flag, path)
 
 
 def write_many(

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvbench.cli.console import make_console
-from kvbench.cli.export import Outputs, write_many, write_text
+from kvbench.cli.export import Outputs, check_history, write_many, write_text
 from kvbench.cli.live import LiveView
 from kvbench.cli.report import save_report
 from kvbench.cli.run import default_processes, run, settings_from_options
@@ -120,6 +120,8 @@ def sweep(
     axis, levels = _split_axis(options)
     settings = settings_from_options((target,), options)
     config = load_config(config_path, settings, default_processes())
+    outputs.check()
+    check_history(config.report)
     sweep_and_report(console, config, axis, levels, slo, outputs)
 
 
@@ -186,6 +188,8 @@ def compare(targets: tuple[str, ...], config_path: str | None = None, **options:
             "workload.seed": (seed_config.workload.seed, "--seed"),
         }
         configs.append(load_config(config_path, settings, default_processes()))
+    outputs.check()
+    check_history(seed_config.report)
     with LiveView(console, seed_config, runs=len(configs)) as view:
         results = run_comparison(configs, seed_config.load.rounds, view.interval, view.note)
     _save(seed_config, results)

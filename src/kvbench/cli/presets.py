@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from kvbench.cli.console import make_console
-from kvbench.cli.export import Outputs, write_many
+from kvbench.cli.export import Outputs, check_history, write_many
 from kvbench.cli.live import LiveView
-from kvbench.config import Settings, load_config
+from kvbench.config import ReportConfig, Settings, load_config
+from kvbench.config.load import default_db_path
 from kvbench.config.presets import PRESETS, Preset, get_preset, with_scheme
 from kvbench.errors import ConfigError
 from kvbench.report import document, summarize
@@ -88,6 +89,13 @@ def run_preset(
     if preset.shape == "queue":
         _refuse_outputs(preset, outputs)
         return _run_queue_preset(preset, urls[0], flags)
+    outputs.check()  # before the first step: a file that cannot be written is refused now
+    check_history(
+        ReportConfig(
+            db_path=flags.get("report.db", (None, ""))[0] or default_db_path(),
+            save=flags.get("report.save", (True, ""))[0] is not False,
+        )
+    )
     if "workload.seed" not in flags:  # every step and target sends the same keys
         flags["workload.seed"] = (int.from_bytes(os.urandom(4), "big"), "seed")
     if preset.shape == "steps":

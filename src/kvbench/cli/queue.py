@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 
 from kvbench.cli.console import make_console
+from kvbench.cli.export import Outputs, check_history, saved_run_hint, write_text
 from kvbench.config.load import default_db_path
 from kvbench.config.model import ReportConfig
 from kvbench.config.queue import QueueConfig, build_queue_config
@@ -91,6 +92,8 @@ def queue(
         json_path=json_path, db_path=db or default_db_path(), save=not no_save, live=not quiet
     )
     config = build_queue_config(target, {k: options.get(k) for k in QUEUE_OPTIONS}, report)
+    Outputs(json_path=json_path).check()
+    check_history(report)
     _announce(console, config)
     origin: list[int] = []
 
@@ -104,14 +107,14 @@ def queue(
     sys.stdout.flush()
     document = queue_document(result)
     print_queue_summary(console, document)
-    if json_path:
-        with open(json_path, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(document, indent=2) + "\n")
-        console.print(f"result document written to {json_path}")
-    if report.save:
+    if report.save:  # first: a --json that cannot be written then loses nothing
         with Store(report.db_path) as store:
             store.save_run(result.to_run_result(), document)
         console.print(f"saved as run {result.run_id} in {report.db_path}")
+    if json_path:
+        with saved_run_hint(result.run_id if report.save else None):
+            write_text("--json", json_path, json.dumps(document, indent=2) + "\n")
+        console.print(f"result document written to {json_path}")
     if result.status != "ok":
         return {"interrupted": 130}.get(result.status, 4)
     figures = document["queue"]

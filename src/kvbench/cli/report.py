@@ -6,30 +6,20 @@ import click
 from rich.console import Console
 
 from kvbench.cli.console import make_console
+from kvbench.cli.export import write_text
 from kvbench.config.load import default_db_path
 from kvbench.report.html import render
 from kvbench.results.store import Store
 
 
-def write_report(path: str, html: str) -> int:
-    """Write the page; returns its size in bytes.
+def save_report(console: Console, path: str, html: str, flag: str = "--report") -> None:
+    """Write the page and say where, with its size.
 
     Raises:
-        click.ClickException: the file cannot be written (one line, exit 1).
+        ConfigError: the file cannot be written (one line naming ``flag``, exit 2).
     """
-    data = html.encode("utf-8")
-    try:
-        with open(path, "wb") as handle:
-            handle.write(data)
-    except OSError as exc:
-        raise click.ClickException(f"cannot write the report to {path}: {exc.strerror}") from None
-    return len(data)
-
-
-def save_report(console: Console, path: str, html: str) -> None:
-    """Write the page (``write_report``) and say where, with its size."""
-    size = write_report(path, html)
-    console.print(f"HTML report written to {path} ({size / 1024:,.0f} KiB)")
+    write_text(flag, path, html)
+    console.print(f"HTML report written to {path} ({len(html.encode()) / 1024:,.0f} KiB)")
 
 
 @click.command()
@@ -56,4 +46,4 @@ def report(run_refs: tuple[str, ...], output: str, db: str | None) -> None:
     """
     with Store(db or default_db_path()) as store:
         runs = [store.load_run(ref) for ref in run_refs]
-    save_report(make_console(), output, render(runs))
+    save_report(make_console(), output, render(runs), "--output")

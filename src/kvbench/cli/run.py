@@ -12,11 +12,11 @@ import click
 from rich.console import Console
 
 from kvbench.cli.console import make_console
-from kvbench.cli.export import Outputs, write_exports
+from kvbench.cli.export import Outputs, check_history, saved_run_hint, write_exports
 from kvbench.cli.live import LiveView
 from kvbench.cli.report import save_report
 from kvbench.config import RunConfig, Settings, load_config
-from kvbench.report import document, dumps, summarize
+from kvbench.report import document, summarize
 from kvbench.report.html import render as render_html
 from kvbench.report.terminal import print_summary
 from kvbench.results.model import RunResult
@@ -102,20 +102,30 @@ def publish(
     hdr_log_path: str | None = None,
     html_path: str | None = None,
 ) -> None:
-    """Print the summary, write --json, save to the history, write --csv, --hdr-log, --report."""
+    """Print the summary, save to the history, write --json, --csv, --hdr-log, --report.
+
+    The history comes first, so a file that cannot be written (a full disk) loses nothing.
+
+    Raises:
+        ConfigError: a file could not be written; the message says how to write it again.
+    """
     model = summarize(run)
     print_summary(console, model)
-    if config.report.json_path:
-        with open(config.report.json_path, "w", encoding="utf-8") as handle:
-            handle.write(dumps(model))
-        console.print(f"result document written to {config.report.json_path}")
     if config.report.save:
         with Store(config.report.db_path) as store:
             store.save_run(run, document(model))
         console.print(f"saved as run {run.run_id} in {config.report.db_path}")
-    write_exports(console, run, model, csv_path=csv_path, hdr_log_path=hdr_log_path)
-    if html_path:
-        save_report(console, html_path, render_html([run]))
+    with saved_run_hint(run.run_id if config.report.save else None):
+        write_exports(
+            console,
+            run,
+            model,
+            json_path=config.report.json_path,
+            csv_path=csv_path,
+            hdr_log_path=hdr_log_path,
+        )
+        if html_path:
+            save_report(console, html_path, render_html([run]))
 
 
 @click.command()
@@ -257,6 +267,13 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
     console = make_console()
     settings = settings_from_options(targets, options)
     config = load_config(config_path, settings, default_processes())
+    Outputs(
+        config.report.json_path,
+        options.get("csv_path"),
+        options.get("hdr_log_path"),
+        options.get("report_path"),
+    ).check()
+    check_history(config.report)
     with _targets(len(config.targets), console) as url:
         if url is not None:
             settings["target.urls"] = ([url], "TARGET")

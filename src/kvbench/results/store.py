@@ -124,8 +124,11 @@ class Store:
             self._db = sqlite3.connect(path)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open history database {path}: {exc}") from None
-        except OSError as exc:
-            raise StoreError(f"cannot create history database {path}: {exc.strerror}") from None
+        except OSError as exc:  # its directory: the name is taken by a file, or read-only
+            where = f" ({exc.filename})" if exc.filename and exc.filename != path else ""
+            raise StoreError(
+                f"cannot create history database {path}: {exc.strerror}{where}"
+            ) from None
         try:
             self._db.execute("PRAGMA foreign_keys = ON")
             migrate(self._db)

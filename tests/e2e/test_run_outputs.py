@@ -1,0 +1,92 @@
+"""Output files: checked before the run; a write that still fails loses nothing.
+
+``/dev/full`` opens like any file and fails every write with ENOSPC: a disk that fills
+while the run goes, after the check before it passed.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.support import servers
+from tests.support.cli import run_kvbench
+from tests.support.servers import Server
+
+pytestmark = pytest.mark.integration
+
+SHORT = ("--duration", "1s", "-c", "2", "--processes", "1", "-q")
+
+
+@pytest.mark.parametrize("flag", ["--json", "--csv", "--hdr-log", "--report", "--db"])
+def test_an_output_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path: Path, flag: str
+) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    path = not_a_dir / "out"
+    with socket.socket() as listener:  # the target: never connected to
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        listener.setblocking(False)
+        url = f"memcached://127.0.0.1:{listener.getsockname()[1]}"
+        db = [] if flag == "--db" else ["--db", str(tmp_path / "h.db")]
+        result = run_kvbench("run", url, *SHORT, *db, flag, str(path))
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    if flag == "--db":  # the history's own error
+        assert result.code == 5
+        assert result.stderr == (
+            f"kvbench: error: cannot create history database {path}: File exists ({not_a_dir})\n"
+        )
+    else:
+        assert result.code == 2
+        assert result.stderr == f"kvbench: error: {flag}: cannot write {path}: Not a directory\n"
+
+
+@pytest.mark.parametrize(
+    ("flag", "again"),
+    [
+        ("--json", "kvbench show {} --json > FILE"),
+        ("--csv", "kvbench export {} --csv FILE"),
+        ("--hdr-log", "kvbench export {} --hdr-log FILE"),
+        ("--report", "kvbench report {} -o FILE"),
+    ],
+)
+def test_a_full_disk_after_the_run_keeps_the_run_in_the_history(
+    memcached_server: Server, tmp_path: Path, flag: str, again: str
+) -> None:
+    db = str(tmp_path / "h.db")
+    result = run_kvbench(
+        "run", f"memcached://{memcached_server.address}", *SHORT, "--db", db, flag, "/dev/full"
+    )
+    assert result.code == 2
+    listed = run_kvbench("show", "last", "--json", "--db", db)
+    assert listed.code == 0, listed.stderr
+    run_id = json.loads(listed.stdout)["run_id"]
+    assert f"saved as run {run_id}" in result.stdout
+    assert result.stderr == (
+        f"kvbench: error: {flag}: cannot write /dev/full: No space left on device "
+        f"(run {run_id} is saved: {again.format(run_id)})\n"
+    )
+
+
+def test_a_full_disk_after_a_queue_run_keeps_it_in_the_history(tmp_path: Path) -> None:
+    db = str(tmp_path / "h.db")
+    with servers.redis() as server:
+        result = run_kvbench(
+            "queue", f"redis-queue://{server.address}/jobs", "--messages", "200",
+            "--db", db, "--json", "/dev/full", "-q",
+        )  # fmt: skip
+    assert result.code == 2
+    shown = run_kvbench("show", "last", "--json", "--db", db)
+    document = json.loads(shown.stdout)
+    assert document["queue"]["received"] == 200
+    assert result.stderr == (
+        "kvbench: error: --json: cannot write /dev/full: No space left on device "
+        f"(run {document['run_id']} is saved: kvbench show {document['run_id']} --json > FILE)\n"
+    )
