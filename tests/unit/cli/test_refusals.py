@@ -101,23 +101,23 @@ def test_bad_urls_are_refused_before_any_connection(
     assert offered_connections(listener) == 0
 
 
-def test_an_empty_url_list_starts_no_throwaway_memcached(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        # no target at all would start a throwaway memcached: an empty list must not
+        ("[target]\nurls = []\n", "target.urls in {path}: an empty list"),
+        (
+            '[target]\nurls = ["memcached://127.0.0.1:1"]\n[load]\nthreads = 4\n',
+            "load.threads in {path}: unknown setting; did you mean load.processes?",
+        ),
+    ],
+)
+def test_scenario_files_are_refused_before_anything_starts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, toml: str, message: str
 ) -> None:
     scenario = tmp_path / "s.toml"
-    scenario.write_text("[target]\nurls = []\n")
+    scenario.write_text(toml)
     code, out, err = run_cli(capsys, "--config", str(scenario), "--no-save")
     assert code == 2
     assert "throwaway" not in out
-    assert err.startswith("kvbench: error: target.urls in ") and "an empty list" in err
-
-
-def test_a_toml_typo_is_answered_with_the_key_meant(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    scenario = tmp_path / "s.toml"
-    scenario.write_text('[target]\nurls = ["memcached://127.0.0.1:1"]\n[load]\nthreads = 4\n')
-    code, _, err = run_cli(capsys, "--config", str(scenario), "--no-save")
-    assert code == 2
-    assert err.endswith("load.threads in " + str(scenario) + ": unknown setting; "
-                        "did you mean load.processes?\n")  # fmt: skip
+    assert err.startswith("kvbench: error: " + message.format(path=scenario)), err

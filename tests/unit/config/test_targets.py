@@ -65,6 +65,9 @@ def config(url: str, **settings: str) -> object:
 
 # -- key length: the protocol's limit, from how keys are built ----------------------------
 
+INCR = {"workload__keys": "100000", "workload__ratio": "incr=1"}  # counters 0..9999
+FLOATS = {"workload__keys": "10", "workload__key_template": "float-counter"}
+
 
 @pytest.mark.parametrize(
     ("url", "settings", "fits"),
@@ -81,27 +84,11 @@ def config(url: str, **settings: str) -> object:
         ("memcached://h", {"workload__key_size": "251"}, False),
         # counter keys: prefix + "counter:" + up to 4 digits, sent only when incr is in the mix
         ("memcached://h", {"workload__key_prefix": "k" * 239, "workload__keys": "100"}, True),
-        (
-            "memcached://h",
-            {"workload__key_prefix": "k" * 239, "workload__keys": "100000", "workload__ratio": "incr=1"},
-            False,
-        ),
-        (
-            "memcached://h",
-            {"workload__key_prefix": "k" * 238, "workload__keys": "100000", "workload__ratio": "incr=1"},
-            True,
-        ),
+        ("memcached://h", {**INCR, "workload__key_prefix": "k" * 239}, False),
+        ("memcached://h", {**INCR, "workload__key_prefix": "k" * 238}, True),
         # float-counter: prefix + up to 22 float characters + the number
-        (
-            "memcached://h",
-            {"workload__key_prefix": "k" * 227, "workload__keys": "10", "workload__key_template": "float-counter"},
-            True,
-        ),
-        (
-            "memcached://h",
-            {"workload__key_prefix": "k" * 228, "workload__keys": "10", "workload__key_template": "float-counter"},
-            False,
-        ),
+        ("memcached://h", {**FLOATS, "workload__key_prefix": "k" * 227}, True),
+        ("memcached://h", {**FLOATS, "workload__key_prefix": "k" * 228}, False),
     ],
 )  # fmt: skip
 def test_keys_longer_than_the_protocol_allows_are_refused(
