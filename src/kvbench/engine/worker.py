@@ -392,9 +392,7 @@ class Worker:
         self.recorder.add_stat("bytes_in", self.bytes_in)
         self.recorder.add_stat("bytes_out", self.bytes_out)
         if self.dispatcher is not None:
-            self.recorder.add_stat(
-                "offered", self.dispatcher.offered(self._interval_start_ns, end_ns)
-            )
+            self.recorder.add_stat("offered", self.dispatcher.offered(end_ns))
         self._cpu_mark_ns, self.bytes_in, self.bytes_out = cpu, 0, 0
         if len(self.shards) > 1:
             for shard in self.shards:
