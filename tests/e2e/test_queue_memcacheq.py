@@ -146,3 +146,36 @@ def test_a_stored_queue_run_shows_again_from_the_history(
     assert shown.code == 0 and "delivery per producer" in shown.stdout
     as_json = run_kvbench("show", "last", "--db", db, "--json")
     assert '"mode": "queue"' in as_json.stdout
+
+
+def test_a_reply_to_no_put_is_a_protocol_error_not_a_crash(tmp_path: Path) -> None:
+    """The stand-in answers every 97th enqueue twice: producers count a protocol error,
+    reconnect and go on; every message is still sent, acknowledged and received once."""
+    server = MemcacheqStandin(extra_reply_every=97)
+    server.start()
+    try:
+        result = run_kvbench(
+            "queue",
+            f"memcacheq://127.0.0.1:{server.port}/q",
+            *STANDARD,
+            "-P",
+            "4",
+            "--json",
+            str(tmp_path / "queue.json"),
+            "--no-save",
+            timeout_s=180,
+        )
+    finally:
+        server.stop()
+    doc = read_json(tmp_path / "queue.json")
+    queue = doc["queue"]
+    assert result.code == 0, result.stdout
+    assert "Traceback" not in result.stderr and doc["status"] == "ok"
+    assert server.extra_replies == 20_000 // 97
+    assert (queue["produced"], queue["received"], queue["unique"]) == (20_000, 20_000, 20_000)
+    assert (queue["lost"], queue["duplicated"], queue["unexpected"]) == (0, 0, 0)
+    assert server.queues[b"q"].enqueued == 20_000
+    assert doc["ops"]["put"]["outcomes"] == {"stored": 20_000}
+    problems = [v["message"] for v in doc["verdicts"] if v["id"] == "run.error"]
+    assert problems and all("no request pending" in m for m in problems)
+    assert sum(i["reconnects"] for i in doc["intervals"]) > 0

@@ -14,6 +14,9 @@ It is not memcacheq. It follows memcacheq's replies exactly as far as kvbench us
 
 ``drop_every=k`` makes it lose every k-th enqueued message (still answering ``STORED``)
 and remember the dropped data blocks, so tests can check that kvbench finds exactly those.
+``extra_reply_every=k`` makes it answer every k-th enqueue with two ``STORED`` lines: a
+reply to no request, a fault no real server commits (the client must call it a protocol
+error, not crash).
 """
 
 from __future__ import annotations
@@ -44,10 +47,13 @@ class MemcacheqStandin:
 
     Args:
         drop_every: lose every n-th message enqueued (0: lose none).
+        extra_reply_every: answer every n-th enqueue twice (0: never).
     """
 
-    def __init__(self, drop_every: int = 0) -> None:
+    def __init__(self, drop_every: int = 0, extra_reply_every: int = 0) -> None:
         self.drop_every = drop_every
+        self.extra_reply_every = extra_reply_every
+        self.extra_replies = 0
         self.queues: dict[bytes, QueueState] = {}
         self.dropped: list[bytes] = []
         self.sets = 0
@@ -177,6 +183,9 @@ class _Session(asyncio.Protocol):
                 return taken + size + 2
             server.enqueue(tokens[1], tokens[2], data)
             out += b"STORED\r\n"
+            if server.extra_reply_every and server.sets % server.extra_reply_every == 0:
+                server.extra_replies += 1
+                out += b"STORED\r\n"
             return taken + size + 2
         if verb == b"get" and len(tokens) >= 2:
             for queue in tokens[1:]:

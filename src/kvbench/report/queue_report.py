@@ -281,6 +281,9 @@ def queue_verdicts(document: dict[str, Any]) -> list[dict[str, Any]]:
             "warning",
             f"the run is {document['status']}" + (f": {causes}" if causes else ""),
         )
+    else:  # problems a worker survived (protocol errors, failed reconnects), as for runs
+        for message in document["errors"]:
+            add("run.error", "warning", message)
     return verdicts
 
 
