@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support import servers
-from tests.support.cli import kvbench_argv, read_json, run_kvbench
+from tests.support.cli import read_json, read_until, run_kvbench, start_kvbench
 
 pytestmark = pytest.mark.integration
 
@@ -86,27 +86,22 @@ def run_across_a_restart(
     out = tmp_path / "run.json"
     with start() as first:
         port = first.port
-        proc = subprocess.Popen(
-            kvbench_argv(
-                "run",
-                url.format(port=port),
-                "--duration",
-                "6s",
-                "-c",
-                "4",
-                "--processes",
-                "1",
-                "-P",
-                "4",
-                "--json",
-                str(out),
-                "--no-save",
-            ),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        proc = start_kvbench(
+            "run",
+            url.format(port=port),
+            "--duration",
+            "6s",
+            "-c",
+            "4",
+            "--processes",
+            "1",
+            "-P",
+            "4",
+            "--json",
+            str(out),
+            "--no-save",
         )
-        lines = wait_for_interval(proc)
+        lines = read_until(proc, "ops/s")
         first.proc.kill()
         first.proc.wait()
     with suppress(subprocess.TimeoutExpired):
@@ -116,16 +111,6 @@ def run_across_a_restart(
     assert proc.returncode == 0, stderr
     assert "Traceback" not in stderr
     return read_json(out), "".join(lines) + stdout
-
-
-def wait_for_interval(proc: subprocess.Popen[str]) -> list[str]:
-    assert proc.stdout is not None
-    lines: list[str] = []
-    for line in proc.stdout:
-        lines.append(line)
-        if "ops/s" in line:
-            break
-    return lines
 
 
 def check_outage_and_restart(doc: dict[str, Any], evidence_name: str) -> None:
@@ -138,6 +123,7 @@ def check_outage_and_restart(doc: dict[str, Any], evidence_name: str) -> None:
     assert connections["reconnect_attempts"] >= connections["connect_failures"] + 4
     assert connections["reconnects"] >= 4
     op_errors = sum(op["errors"] for op in doc["ops"].values())
+    assert op_errors > 0  # the requests in flight when the server died: conn_error
     assert doc["totals"]["errors"] == op_errors + connections["errors"]
     assert rows[-1]["per_s"] > 0 and rows[-1]["connections_live"] == 4  # back at full load
     server = doc["server"]

@@ -10,7 +10,6 @@ accounting, including a variant that loses every 1000th message on purpose.
 from __future__ import annotations
 
 import socket
-import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 
 from kvbench.workload.queue import read_header
-from tests.support.cli import kvbench_argv, read_json, run_kvbench
+from tests.support.cli import read_json, read_until, run_kvbench, start_kvbench
 from tests.support.memcacheq_standin import MemcacheqStandin
 
 pytestmark = pytest.mark.integration
@@ -190,31 +189,23 @@ def test_a_restarted_queue_server_is_said_and_its_counts_not_compared(tmp_path: 
     first = MemcacheqStandin()
     port = first.start()
     out = tmp_path / "queue.json"
-    proc = subprocess.Popen(
-        kvbench_argv(
-            "queue",
-            f"memcacheq://127.0.0.1:{port}/q",
-            "--messages",
-            "200000",
-            "-P",
-            "8",
-            "--consumers-start-after",
-            "20000",
-            "--duration",
-            "20s",
-            "--json",
-            str(out),
-            "--no-save",
-        ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_kvbench(
+        "queue",
+        f"memcacheq://127.0.0.1:{port}/q",
+        "--messages",
+        "200000",
+        "-P",
+        "8",
+        "--consumers-start-after",
+        "20000",
+        "--duration",
+        "20s",
+        "--json",
+        str(out),
+        "--no-save",
     )
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:  # the first interval: a backlog is building up
-            if "put " in line and "/s" in line:
-                break
+        read_until(proc, "put ")  # the first interval: a backlog is building up
         first.stop()
         second = MemcacheqStandin(port=port, pid=first.pid + 1, queues=first.persisted())
         second.start()

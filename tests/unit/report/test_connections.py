@@ -3,17 +3,15 @@ from fixed runs (figures as engine/worker.py records them)."""
 
 from __future__ import annotations
 
-import io
 from typing import Any
-
-from rich.console import Console
 
 from kvbench.metrics import IntervalSnapshot
 from kvbench.report.connections import connection_verdicts, connections_section
 from kvbench.report.json_report import document
 from kvbench.report.summary import summarize
-from kvbench.report.terminal import live_line, print_summary
+from kvbench.report.terminal import live_line
 from kvbench.results.model import RunResult
+from tests.support.runs import summary_text
 
 S = 1_000_000_000
 
@@ -108,9 +106,7 @@ def test_runs_stored_before_connections_were_counted_still_report() -> None:
 
 
 def test_the_summary_says_what_the_total_errors_are_made_of() -> None:
-    console = Console(file=io.StringIO(), width=200, color_system=None)
-    print_summary(console, summarize(outage()))
-    text = console.file.getvalue()  # type: ignore[attr-defined]
+    text = summary_text(outage())
     assert (
         "connections: 4 asked, 0 live at the fewest; opened 8, refused at accept 0 (0 before "
         "the start), reconnect attempts 10, failed 6; 6 connection errors in the window"

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from kvbench.metrics import IntervalSnapshot
 from kvbench.report.reconcile import restart_evidence, server_cpu, server_restarts
 from kvbench.report.summary import summarize
-from kvbench.report.terminal import print_summary
 from kvbench.results.model import RunResult
+from tests.support.runs import summary_text
 
 S = 1_000_000_000
 
@@ -113,13 +111,16 @@ def test_a_comparisons_per_round_samples_are_walked_in_time_order() -> None:
     assert [(r.after, r.before) for r in restarts] == [("interval 1", "the end")]
 
 
-def test_a_restarted_run_reconciles_nothing_and_says_which_counters_it_did_not() -> None:
+def restarted_run() -> RunResult:
     snap = IntervalSnapshot("measure", 0, 0, S, {"get": {"miss": 1600}}, {})
-    run = RunResult(
-        "r", "t", "ok", "closed", "0", {}, [{"url": "memcached://h:1", "protocol": "memcache-text"}], 0, S, [snap],
-        server=restarted_server(),
-    )  # fmt: skip
-    model = summarize(run)
+    target = {"url": "memcached://h:1", "protocol": "memcache-text"}
+    return RunResult(
+        "r", "t", "ok", "closed", "0", {}, [target], 0, S, [snap], server=restarted_server()
+    )
+
+
+def test_a_restarted_run_reconciles_nothing_and_says_which_counters_it_did_not() -> None:
+    model = summarize(restarted_run())
     assert model.reconciliation == []
     assert model.not_comparable == ["get (keys)"]
     [verdict] = [v for v in model.verdicts if v.id == "server.restarted"]
@@ -128,14 +129,7 @@ def test_a_restarted_run_reconciles_nothing_and_says_which_counters_it_did_not()
 
 
 def test_the_terminal_says_the_counters_are_not_comparable() -> None:
-    snap = IntervalSnapshot("measure", 0, 0, S, {"get": {"miss": 1600}}, {})
-    run = RunResult(
-        "r", "t", "ok", "closed", "0", {}, [{"url": "memcached://h:1", "protocol": "memcache-text"}], 0, S, [snap],
-        server=restarted_server(),
-    )  # fmt: skip
-    console = Console(file=io.StringIO(), width=200, color_system=None)
-    print_summary(console, summarize(run))
-    text = console.file.getvalue()  # type: ignore[attr-defined]
+    text = summary_text(restarted_run())
     assert (
         "server counters vs client: not comparable, the server restarted (pid 10 -> 11, "
         "between the samples at interval 2 and interval 4)"
