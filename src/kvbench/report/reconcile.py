@@ -166,12 +166,20 @@ def _by_server(sample: dict[str, Any]) -> dict[str | None, dict[str, Any]]:
     return {None: sample["stats"]}
 
 
+def _names_process(stats: dict[str, Any]) -> bool:
+    """The sample says which process it came from (interval samples of runs stored before
+    kvbench kept these did not: they are passed over, not taken for a restart's proof)."""
+    return any(name in stats for name in PROCESS_STATS + UPTIME_STATS)
+
+
 def server_restarts(server: dict[str, Any]) -> list[Restart]:
     """Every restart of a server seen between consecutive samples of a run."""
     restarts: list[Restart] = []
     last: dict[str | None, tuple[str, dict[str, Any]]] = {}
     for label, sample in _labelled_samples(server):
         for url, stats in _by_server(sample).items():
+            if not _names_process(stats):
+                continue
             if url in last:
                 evidence = restart_evidence(last[url][1], stats)
                 if evidence is not None:
@@ -198,26 +206,21 @@ def server_cpu(family: str, server: dict[str, Any]) -> ServerCpu | None:
 
     Summed over consecutive samples of the same round (the same as first to last when
     nothing happened between), leaving out every gap a restart fell in: the new process's
-    CPU counters start again from zero.
+    CPU counters start again from zero. A CPU counter that went backwards tells a restart
+    too (samples stored without the process's name).
     """
+    memcache = family in ("memcache", "http")  # http: the backing memcached (?stats=)
+    names = ("rusage_user", "rusage_system") if memcache else ("used_cpu_user", "used_cpu_sys")
     samples = [s for s in server.get("intervals", []) if s.get("stats")]
     gaps = [
-        (first, second)
+        (first["stats"], second["stats"], (second["taken_ns"] - first["taken_ns"]) / 1e9)
         for first, second in pairwise(samples)
         if first.get("round", 0) == second.get("round", 0) and not _restarted_between(first, second)
     ]
-    wall_s = sum(second["taken_ns"] - first["taken_ns"] for first, second in gaps) / 1e9
+    used = [[_number(after, n) - _number(before, n) for n in names] for before, after, _ in gaps]
+    kept = [(sum(cpu), gap[2]) for cpu, gap in zip(used, gaps, strict=True) if min(cpu) >= 0]
+    wall_s = sum(seconds for _, seconds in kept)
     if wall_s <= 0:
         return None
-    if family in ("memcache", "http"):  # http: the backing memcached (?stats=)
-        names = ("rusage_user", "rusage_system")
-        threads = int(_number(samples[-1]["stats"], "threads") or 1)
-    else:
-        names = ("used_cpu_user", "used_cpu_sys")
-        threads = 1
-    cpu_s = sum(
-        _number(second["stats"], n) - _number(first["stats"], n)
-        for first, second in gaps
-        for n in names
-    )
-    return ServerCpu(cores=cpu_s / wall_s, threads=threads)
+    threads = int(_number(samples[-1]["stats"], "threads") or 1) if memcache else 1
+    return ServerCpu(cores=sum(cpu for cpu, _ in kept) / wall_s, threads=threads)

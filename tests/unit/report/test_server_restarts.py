@@ -136,3 +136,27 @@ def test_the_terminal_says_the_counters_are_not_comparable() -> None:
     ) in text
     assert "server CPU 1.00 cores of 4 thread(s)" in text
     assert "MISMATCH" not in text
+
+
+def test_samples_that_do_not_name_the_process_are_passed_over() -> None:
+    """Runs stored before interval samples kept the pid: before and after still tell."""
+    server = {
+        "before": sample(0, pid="5", uptime="10"),
+        "intervals": [sample(1, 0, cmd_get="5")],
+        "after": sample(2, pid="6", uptime="1"),
+    }
+    assert [(r.after, r.before) for r in server_restarts(server)] == [("the start", "the end")]
+
+
+def test_a_cpu_counter_gone_backwards_is_left_out_too() -> None:
+    """Interval samples without the pid (stored by an older kvbench) across a restart."""
+    server = {
+        "intervals": [
+            sample(1, 0, rusage_user="5.0", rusage_system="0", threads="4"),
+            sample(2, 1, rusage_user="6.0", rusage_system="0", threads="4"),
+            sample(3, 2, rusage_user="0.5", rusage_system="0", threads="4"),
+            sample(4, 3, rusage_user="1.0", rusage_system="0", threads="4"),
+        ]
+    }
+    cpu = server_cpu("memcache", server)
+    assert cpu is not None and cpu.cores == pytest.approx(0.75)  # (1 + 0.5) cpu s / 2 s
