@@ -1,4 +1,5 @@
-"""ns per op for each codec's encode and parse, and for the recorder's bulk fold.
+"""ns per op for each codec's encode and parse, the recorder's bulk fold, and open-loop
+dispatch (uniform vs Poisson arrivals).
 
     python bench/micro.py
 
@@ -12,7 +13,13 @@ import time
 from array import array
 from collections.abc import Callable
 
+from kvbench.config import load_config
 from kvbench.engine import fastpath
+from kvbench.engine.connection import Connection
+from kvbench.engine.open_loop import OpenLoopDispatcher
+from kvbench.engine.pacing import Schedule
+from kvbench.engine.setup import codec_factory_for
+from kvbench.engine.worker import Worker, WorkerSpec
 from kvbench.metrics.histogram import Histogram
 from kvbench.protocols.base import NEED_DATA, ClientCodec, CodecOptions, Op
 from kvbench.protocols.memcache_binary import HEADER
@@ -202,6 +209,58 @@ def bench_pump(name: str) -> None:
     print(f"{name:15} pump received+issue, 16 hits per read {per_op_ns(step, BATCH):6.0f} ns")
 
 
+class NullTransport:
+    """Takes the writes of a connection that has no socket."""
+
+    def write(self, data: bytes | bytearray) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def bench_open_loop(arrival: str, rate_per_s: int = 20_000, seconds: int = 4) -> float:
+    """CPU per request of open-loop dispatch on a fake clock: a 1 ms tick sends what is due
+    over 16 connections (memcached text gets), then every request is answered with a miss.
+    Everything but the socket runs: schedule, dispatch, encode, parse, account, fold."""
+    config = load_config(
+        None,
+        {
+            "target.urls": (["memcached://127.0.0.1:1"], "T"),
+            "load.rate": (str(rate_per_s), "--rate"),
+            "load.arrival": (arrival, "--arrival"),
+            "workload.ratio": ("0:1", "--ratio"),
+        },
+        1,
+    )
+    worker = Worker(WorkerSpec(config, 0, 1, 16, None), lambda snap: None)
+    factory = codec_factory_for(worker.target, CodecOptions())
+    for _ in range(16):
+        conn = Connection(worker, factory, None, 64, worker.shards[0])
+        conn.connection_made(NullTransport())  # type: ignore[arg-type]
+        conn.closed_loop = False
+        worker.connections.append(conn)
+    dispatcher = OpenLoopDispatcher(worker, Schedule(rate_per_s, 0, arrival, seed=1), 10**9)
+    start = time.process_time_ns()
+    for now in range(0, seconds * 1_000_000_000, 1_000_000):
+        dispatcher.dispatch(now)
+        for conn in worker.connections:
+            if conn.inflight:
+                conn.data_received(b"END\r\n" * conn.inflight)
+        if now % 10_000_000 == 0:  # the worker folds replies every 10 ms
+            worker.recorder.fold()
+    return (time.process_time_ns() - start) / dispatcher.next_index
+
+
+def bench_open_loops() -> None:
+    uniform = bench_open_loop("uniform")
+    poisson = bench_open_loop("poisson")
+    print(
+        f"open loop 20k/s, 16 connections: uniform {uniform:6.0f} ns/request  "
+        f"poisson {poisson:6.0f} ns/request  (poisson / uniform {poisson / uniform:.2f})"
+    )
+
+
 if __name__ == "__main__":
     for name in REPLIES:
         bench_pump(name)
@@ -212,3 +271,4 @@ if __name__ == "__main__":
         bench_read_kinds(name)
         bench_read_kinds_mixed(name)
     bench_fold()
+    bench_open_loops()

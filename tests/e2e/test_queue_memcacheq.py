@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kvbench.workload.queue import read_header
-from tests.support.cli import read_json, run_kvbench
+from tests.support.cli import read_json, read_until, run_kvbench, start_kvbench
 from tests.support.memcacheq_standin import MemcacheqStandin
 
 pytestmark = pytest.mark.integration
@@ -146,3 +146,86 @@ def test_a_stored_queue_run_shows_again_from_the_history(
     assert shown.code == 0 and "delivery per producer" in shown.stdout
     as_json = run_kvbench("show", "last", "--db", db, "--json")
     assert '"mode": "queue"' in as_json.stdout
+
+
+def test_a_reply_to_no_put_is_a_protocol_error_not_a_crash(tmp_path: Path) -> None:
+    """The stand-in answers every 97th enqueue twice: producers count a protocol error,
+    reconnect and go on; every message is still sent, acknowledged and received once."""
+    server = MemcacheqStandin(extra_reply_every=97)
+    server.start()
+    try:
+        result = run_kvbench(
+            "queue",
+            f"memcacheq://127.0.0.1:{server.port}/q",
+            *STANDARD,
+            "-P",
+            "4",
+            "--json",
+            str(tmp_path / "queue.json"),
+            "--no-save",
+            timeout_s=180,
+        )
+    finally:
+        server.stop()
+    doc = read_json(tmp_path / "queue.json")
+    queue = doc["queue"]
+    assert result.code == 0, result.stdout
+    assert "Traceback" not in result.stderr and doc["status"] == "ok"
+    assert server.extra_replies == 20_000 // 97
+    assert (queue["produced"], queue["received"], queue["unique"]) == (20_000, 20_000, 20_000)
+    assert (queue["lost"], queue["duplicated"], queue["unexpected"]) == (0, 0, 0)
+    assert server.queues[b"q"].enqueued == 20_000
+    assert doc["ops"]["put"]["outcomes"] == {"stored": 20_000}
+    problems = [v["message"] for v in doc["verdicts"] if v["id"] == "run.error"]
+    assert problems and all("no request pending" in m for m in problems)
+    assert sum(i["reconnects"] for i in doc["intervals"]) > 0
+
+
+def test_a_restarted_queue_server_is_said_and_its_counts_not_compared(tmp_path: Path) -> None:
+    """memcacheq restarted mid-run keeps its messages (BerkeleyDB) but counts enqueued and
+    dequeued from zero again: enqueued - dequeued of the new process is no backlog (it went
+    negative as the consumers drained the old messages). The report says the server
+    restarted and shows no server backlog from then on."""
+    first = MemcacheqStandin()
+    port = first.start()
+    out = tmp_path / "queue.json"
+    proc = start_kvbench(
+        "queue",
+        f"memcacheq://127.0.0.1:{port}/q",
+        "--messages",
+        "200000",
+        "-P",
+        "8",
+        "--consumers-start-after",
+        "20000",
+        "--duration",
+        "20s",
+        "--json",
+        str(out),
+        "--no-save",
+    )
+    try:
+        read_until(proc, "put ")  # the first interval: a backlog is building up
+        first.stop()
+        second = MemcacheqStandin(port=port, pid=first.pid + 1, queues=first.persisted())
+        second.start()
+        try:
+            _, stderr = proc.communicate(timeout=120)
+        finally:
+            second.stop()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode in (0, 1), stderr  # messages in flight at the restart may be lost
+    assert "Traceback" not in stderr
+    doc = read_json(out)
+    shown = [row["server_backlog"] for row in doc["intervals"]]
+    assert all(n is None or n >= 0 for n in shown), shown
+    assert shown[-1] is None  # after the restart
+    backlog = doc["queue"]["backlog"]
+    assert backlog["server_restart"]["evidence"] == f"pid {first.pid} -> {first.pid + 1}"
+    assert backlog["server_after"] is None
+    assert "queue.server_restarted" in {v["id"] for v in doc["verdicts"]}
+    # Without the restart check the new process's counts went negative: it dequeued the
+    # messages its predecessor had stored.
+    assert second.queues[b"q"].dequeued > second.queues[b"q"].enqueued

@@ -33,6 +33,24 @@ def run_kvbench(*args: str, timeout_s: float = 120, env: dict[str, str] | None =
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+def start_kvbench(*args: str) -> subprocess.Popen[str]:
+    """Start ``kvbench`` in the background, its output piped (text)."""
+    return subprocess.Popen(
+        kvbench_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def read_until(proc: subprocess.Popen[str], marker: str) -> list[str]:
+    """The output lines of ``proc`` up to the first holding ``marker`` (a live line)."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    for line in proc.stdout:
+        lines.append(line)
+        if marker in line:
+            break
+    return lines
+
+
 def read_json(path: Path) -> dict[str, Any]:
     return dict(json.loads(path.read_text()))
 

@@ -14,6 +14,11 @@ It is not memcacheq. It follows memcacheq's replies exactly as far as kvbench us
 
 ``drop_every=k`` makes it lose every k-th enqueued message (still answering ``STORED``)
 and remember the dropped data blocks, so tests can check that kvbench finds exactly those.
+``port`` and ``pid`` let a test restart it on the same port as another process (hand the
+old one's ``persisted()`` queues over, as memcacheq's BerkeleyDB would: the messages stay,
+the ``stats queue`` counts start again). ``extra_reply_every=k`` makes it answer every k-th enqueue with two ``STORED`` lines: a
+reply to no request, a fault no real server commits (the client must call it a protocol
+error, not crash).
 """
 
 from __future__ import annotations
@@ -44,11 +49,22 @@ class MemcacheqStandin:
 
     Args:
         drop_every: lose every n-th message enqueued (0: lose none).
+        extra_reply_every: answer every n-th enqueue twice (0: never).
     """
 
-    def __init__(self, drop_every: int = 0) -> None:
+    def __init__(
+        self,
+        drop_every: int = 0,
+        extra_reply_every: int = 0,
+        port: int = 0,
+        pid: int | None = None,
+        queues: dict[bytes, QueueState] | None = None,
+    ) -> None:
         self.drop_every = drop_every
-        self.queues: dict[bytes, QueueState] = {}
+        self.extra_reply_every = extra_reply_every
+        self.extra_replies = 0
+        self.pid = os.getpid() if pid is None else pid
+        self.queues: dict[bytes, QueueState] = queues or {}
         self.dropped: list[bytes] = []
         self.sets = 0
         self.gets = 0
@@ -59,7 +75,7 @@ class MemcacheqStandin:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.base_events.Server | None = None
         self._transports: set[asyncio.Transport] = set()
-        self.port = 0
+        self.port = port
 
     def start(self) -> int:
         self._thread.start()
@@ -69,7 +85,7 @@ class MemcacheqStandin:
 
     async def _listen(self) -> int:
         self._server = await self._loop.create_server(
-            lambda: _Session(self), "127.0.0.1", 0, reuse_address=True
+            lambda: _Session(self), "127.0.0.1", self.port, reuse_address=True
         )
         return int(self._server.sockets[0].getsockname()[1])
 
@@ -84,6 +100,10 @@ class MemcacheqStandin:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
+
+    def persisted(self) -> dict[bytes, QueueState]:
+        """The queues' messages as a restarted memcacheq finds them: counts from zero."""
+        return {name: QueueState(deque(state.messages)) for name, state in self.queues.items()}
 
     # -- commands (called on the server's loop) ----------------------------------------
 
@@ -107,7 +127,7 @@ class MemcacheqStandin:
 
     def stats(self) -> bytes:
         lines = [
-            ("pid", os.getpid()),
+            ("pid", self.pid),
             ("uptime", int(time.time() - self._started)),
             ("time", int(time.time())),
             ("version", VERSION),
@@ -177,6 +197,9 @@ class _Session(asyncio.Protocol):
                 return taken + size + 2
             server.enqueue(tokens[1], tokens[2], data)
             out += b"STORED\r\n"
+            if server.extra_reply_every and server.sets % server.extra_reply_every == 0:
+                server.extra_replies += 1
+                out += b"STORED\r\n"
             return taken + size + 2
         if verb == b"get" and len(tokens) >= 2:
             for queue in tokens[1:]:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
+from rich.console import Console
+
 from kvbench.metrics import Histogram, IntervalSnapshot
+from kvbench.report.summary import summarize
+from kvbench.report.terminal import print_summary
 from kvbench.results.model import RunResult
 
 S = 1_000_000_000
@@ -53,3 +58,10 @@ def make_run(
         environment={"host": "h", "python": "3.11.9"},
         server={"settings": settings or {"maxbytes": "67108864", "tcpport": "11211"}},
     )
+
+
+def summary_text(run: RunResult) -> str:
+    """The terminal summary of ``run`` as plain text, 200 columns wide."""
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    print_summary(console, summarize(run))
+    return str(console.file.getvalue())  # type: ignore[attr-defined]

@@ -104,10 +104,11 @@ def running(
 
 
 @contextmanager
-def memcached(*extra_args: str) -> Iterator[Server]:
-    """A memcached on a free loopback port (64 MiB, 2 threads unless extra_args say)."""
+def memcached(*extra_args: str, port: int | None = None) -> Iterator[Server]:
+    """A memcached on a free loopback port (64 MiB, 2 threads unless extra_args say), or on
+    ``port`` (a restart where a stopped one listened)."""
     binary = require_binary("memcached", "memcached")
-    port = free_port()
+    port = port or free_port()
     argv = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64", "-u", "root"]
     if "-t" not in extra_args:
         argv += ["-t", "2"]
@@ -116,10 +117,11 @@ def memcached(*extra_args: str) -> Iterator[Server]:
 
 
 @contextmanager
-def redis(*extra_args: str) -> Iterator[Server]:
-    """A redis-server on a free loopback port, no persistence, in a private work dir."""
+def redis(*extra_args: str, port: int | None = None) -> Iterator[Server]:
+    """A redis-server on a free loopback port (or on ``port``), no persistence, in a
+    private work dir."""
     binary = require_binary("redis-server", "redis-server")
-    port = free_port()
+    port = port or free_port()
     workdir = tempfile.mkdtemp(prefix="kvbench-redis-")
     argv = [
         binary,

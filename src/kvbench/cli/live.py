@@ -82,6 +82,7 @@ class LiveView:
         """Show one merged interval."""
         origin = self._origins.setdefault(snap.round, snap.start_ns)
         row = interval_row(snap, origin)
+        row["connections_asked"] = self._config.load.connections
         rounds = self._config.load.rounds
         self._progress.update(
             self._task,

@@ -33,6 +33,10 @@ _PUMP_IDLE = 1  # Pump.received / issue: nothing could be sent
 LATE_NS = 2_000_000
 # Compact the FIFO lists once this many answered entries sit at their front.
 _COMPACT_AT = 4096
+# How a server refuses a connection it accepted: one error line, then it closes. memcached
+# over its -c limit writes "ERROR Too many open connections" (in every protocol), Redis
+# over maxclients "-ERR max number of clients reached".
+_REFUSALS = (b"ERROR", b"SERVER_ERROR", b"CLIENT_ERROR", b"-")
 
 
 class SetupFailed(Exception):
@@ -81,7 +85,16 @@ class Connection(asyncio.Protocol):
         self._close_expected = False
         self.ready: asyncio.Future[None] | None = None
         self.connected = False
+        # Set up and usable (counted in the worker's live connections).
+        self.live = False
         self.setup_error: str | None = None
+        # What the first reads said (see connection_lost); whether we closed it ourselves.
+        self._watching = False
+        self._read_once = False
+        self._refused = False
+        self._closed_here = False
+        # The wait before the next reopening after refusals at accept (worker's backoff).
+        self.reconnect_delay_ns = 0
         # The compiled closed loop (engine/fastpath.py), while the worker runs one; it then
         # owns the in-flight FIFO and the codec is only used for the setup.
         self._pump: Any = None
@@ -94,6 +107,9 @@ class Connection(asyncio.Protocol):
         self._codec = self._codec_factory()
         self._clear_fifo()
         self.connected = True
+        self._watching, self._read_once, self._refused = True, False, False
+        self._closed_here = False
+        self._worker.connection_opened()
         out = bytearray()
         self._setup_left = self._setup(self._codec, out) if self._setup else 0
         if self._setup_left:
@@ -109,7 +125,23 @@ class Connection(asyncio.Protocol):
         if self.ready is not None and not self.ready.done():
             self.ready.set_exception(ConnectionError(str(exc) if exc else "closed by the server"))
         announced, self._close_expected = self._close_expected, False
-        self._worker.connection_broken(self, announced)
+        was_live, self.live = self.live, False
+        self._worker.connection_broken(self, announced, was_live, self.refused_at_accept)
+
+    @property
+    def refused_at_accept(self) -> bool:
+        """The server refused this connection after accepting it: it closed it before any
+        reply, or its first read was one error line (memcached over ``-c``, Redis over
+        ``maxclients``) and nothing followed."""
+        return self._refused or (not self._read_once and not self._closed_here)
+
+    def _watch_read(self, data: bytes) -> None:
+        """The first reads of a connection: is this a server refusing it?"""
+        if self._read_once:  # a second read: the first was an answer, not a refusal
+            self._refused = self._watching = False
+            return
+        self._read_once = True
+        self._refused = self._watching = data.startswith(_REFUSALS)
 
     def _close_announced(self) -> None:
         """HTTP ``Connection: close``: send nothing more here; reopen as soon as it closes.
@@ -118,6 +150,7 @@ class Connection(asyncio.Protocol):
         as ``conn_error`` (with HTTP pipelining off, there are none).
         """
         self._close_expected = True
+        self._closed_here = True
         if self._transport is not None:
             self._transport.close()
 
@@ -125,10 +158,12 @@ class Connection(asyncio.Protocol):
         self.attach_pump()
         if self.ready is not None and not self.ready.done():
             self.ready.set_result(None)
+        self.live = True
         self._worker.connection_ready(self)
 
     def close(self) -> None:
         """Close without counting in-flight requests (they were counted already)."""
+        self._closed_here = True
         if self._transport is not None:
             self._transport.abort()
 
@@ -159,6 +194,8 @@ class Connection(asyncio.Protocol):
     # -- the hot path ------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        if self._watching:
+            self._watch_read(data)
         pump = self._pump
         if pump is not None:
             status = pump.received(data)
@@ -182,7 +219,8 @@ class Connection(asyncio.Protocol):
             done = self._account(now)
         except ProtocolError as exc:
             self._account(now)
-            worker.protocol_error(str(exc))
+            if not self._refused:  # a refusal is counted as one when the server closes
+                worker.protocol_error(str(exc))
             self._abort()
             return
         if codec.closing:  # the server said it closes after this reply
@@ -199,7 +237,8 @@ class Connection(asyncio.Protocol):
         if status == _PUMP_IDLE:
             self._worker.maybe_finished()
         else:
-            self._worker.protocol_error(str(self._pump.error))
+            if not self._refused:
+                self._worker.protocol_error(str(self._pump.error))
             self._abort()
 
     def _account(self, now: int) -> int:
@@ -382,5 +421,6 @@ class Connection(asyncio.Protocol):
 
     def _abort(self) -> None:
         self._fail_inflight(_CONN_ERROR)
+        self._closed_here = True
         if self._transport is not None:
             self._transport.abort()

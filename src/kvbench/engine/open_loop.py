@@ -43,6 +43,8 @@ class OpenLoopDispatcher:
         self.next_index = 0
         self._turn = 0
         self._dropped = 0
+        # Requests the schedule had put before the last interval boundary (``offered``).
+        self._offered_mark = 0
 
     async def run(self) -> None:
         """Dispatch until the worker stops issuing."""
@@ -64,9 +66,9 @@ class OpenLoopDispatcher:
             due = min(due, self.next_index + worker.budget)
         if due <= self.next_index:
             return
-        too_old = min(due, self.schedule.due_by(now - self._max_lag_ns - 1))
-        if too_old > self.next_index:
-            self._drop(too_old - self.next_index)
+        oldest_ok_ns = now - self._max_lag_ns
+        if self.schedule.intended_ns(self.next_index) < oldest_ok_ns:
+            self._drop(min(due, self.schedule.due_by(oldest_ok_ns - 1)) - self.next_index)
         connections = [c for c in worker.connections if c.connected and c.inflight < c.pipeline]
         remaining = due - self.next_index
         start = self._turn
@@ -75,19 +77,25 @@ class OpenLoopDispatcher:
                 break
             conn = connections[(start + k) % len(connections)]
             n = min(conn.pipeline - conn.inflight, remaining)
-            intended = [
-                self.schedule.intended_ns(i) for i in range(self.next_index, self.next_index + n)
-            ]
+            intended = self.schedule.intended_range(self.next_index, self.next_index + n)
             self._take_budget(n)
             conn.issue_scheduled(intended, now)
             self.next_index += n
             remaining -= n
         self._turn += 1
-        self.schedule.release(self.next_index)
+        # Keep the times from the last boundary on: ``offered`` counts from there.
+        self.schedule.release(min(self.next_index, self._offered_mark))
 
-    def offered(self, start_ns: int, end_ns: int) -> int:
-        """How many requests the schedule put in [start_ns, end_ns)."""
-        return self.schedule.due_by(end_ns - 1) - self.schedule.due_by(start_ns - 1)
+    def offered(self, end_ns: int) -> int:
+        """How many requests the schedule put between the previous call's ``end_ns`` (the
+        schedule's start, the first time) and ``end_ns``: the interval that ends there.
+
+        Counted from schedule indices (the number due before each boundary), so it is exact
+        however many requests an interval holds. ``end_ns`` must not go backwards.
+        """
+        due = self.schedule.due_by(end_ns - 1)
+        offered, self._offered_mark = due - self._offered_mark, due
+        return offered
 
     def _take_budget(self, n: int) -> None:
         if self._worker.budget is not None:

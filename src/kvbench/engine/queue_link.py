@@ -303,10 +303,38 @@ class Producer(QueueLink):
         self._transport.write(out)
 
     def _on_replies(self, now: int) -> None:
+        """Account the puts just answered, in bulk, and send more.
+
+        Raises:
+            ProtocolError: garbage, or a reply to no put in flight. The replies before it
+                answered puts and are counted; the caller closes the connection.
+        """
+        try:
+            self._codec.read_kinds(self._codes)
+        except ProtocolError:
+            self._take_codes(now)
+            raise
+        if surplus := self._take_codes(now):
+            raise ProtocolError(f"{surplus} more replies than puts in flight")
+        self.fill()
+
+    def _take_codes(self, now: int) -> int:
+        """Account the parsed replies (``self._codes``) against the puts in flight.
+
+        Returns:
+            How many replies were left over, answering no put (not counted anywhere).
+        """
         codes = self._codes
-        done = self._codec.read_kinds(codes)
-        if not done:
-            return
+        surplus = max(0, len(codes) - self.inflight)
+        if surplus:
+            del codes[len(codes) - surplus :]
+        if codes:
+            self._account(now, len(codes))
+            codes.clear()
+        return surplus
+
+    def _account(self, now: int, done: int) -> None:
+        codes = self._codes
         head = self._head
         stop = head + done
         recorder = self._recorder
@@ -323,9 +351,7 @@ class Producer(QueueLink):
         if stored:
             self.stored += stored
             self.last_ack_ns = now
-        codes.clear()
         self._head = stop
-        self.fill()
 
     def _forget(self, index: int) -> None:
         self.unacknowledged.append(self._seqs[index])
@@ -404,6 +430,12 @@ class Consumer(QueueLink):
         self.fill()
 
     def _on_replies(self, now: int) -> None:
+        """Record every reply parsed: messages (with their receipts), empties, errors.
+
+        Raises:
+            ProtocolError: garbage, or a reply to no get in flight; the replies before
+                it are recorded first. The caller closes the connection.
+        """
         next_reply = self._codec.next_reply
         recorder = self._recorder
         ops, codes, latencies = recorder.reply_ops, recorder.reply_codes, recorder.reply_latency_ns
@@ -413,45 +445,56 @@ class Consumer(QueueLink):
         sent_ns = self._sent_ns
         head = self._head
         messages = empties = valid = 0
-        while (reply := next_reply()) is not NEED_DATA:
-            kind = reply.kind  # type: ignore[union-attr]
-            ops.append(GET)
-            codes.append(kind | reply.keys << 8)  # type: ignore[union-attr]
-            latencies.append(now - sent_ns[head])
-            head += 1
-            if kind is _HIT:
-                messages += 1
-                payload = reply.payload  # type: ignore[union-attr]
-                if payload is not None and len(payload) >= HEADER_BYTES:
-                    magic, run_tag, producer, seq, sent = unpack(payload)
-                    if magic == MAGIC and run_tag == tag:
-                        add_producer(producer)
-                        add_seq(seq)
-                        add_e2e(now - sent)
-                        valid += 1
-                        continue
-                self.foreign += 1
-            elif kind is _MISS:
-                empties += 1
-            else:
-                text = (reply.payload or b"").decode("utf-8", "replace")  # type: ignore[union-attr]
-                self._owner.note_error("get_error_reply", text.strip() or "error reply")
+        waiting = len(sent_ns)
+        error: ProtocolError | None = None
+        try:
+            while (reply := next_reply()) is not NEED_DATA:
+                if head == waiting:  # a reply to no request: counted nowhere
+                    raise ProtocolError("more replies than gets in flight")
+                kind = reply.kind  # type: ignore[union-attr]
+                ops.append(GET)
+                codes.append(kind | reply.keys << 8)  # type: ignore[union-attr]
+                latencies.append(now - sent_ns[head])
+                head += 1
+                if kind is _HIT:
+                    messages += 1
+                    payload = reply.payload  # type: ignore[union-attr]
+                    if payload is not None and len(payload) >= HEADER_BYTES:
+                        magic, run_tag, producer, seq, sent = unpack(payload)
+                        if magic == MAGIC and run_tag == tag:
+                            add_producer(producer)
+                            add_seq(seq)
+                            add_e2e(now - sent)
+                            valid += 1
+                            continue
+                    self.foreign += 1
+                elif kind is _MISS:
+                    empties += 1
+                else:
+                    text = (reply.payload or b"").decode("utf-8", "replace")  # type: ignore[union-attr]
+                    self._owner.note_error("get_error_reply", text.strip() or "error reply")
+        except ProtocolError as exc:  # the replies before it were counted
+            error = exc
         self._head = head
         self.received += valid
         self.empties += empties
         if messages:
             self.last_receive_ns = now
             self.empty_since_ns = None
-            self.fill()
-        elif empties:
+        if error is not None:
+            raise error
+        self._ask_again(now, messages, empties)
+
+    def _ask_again(self, now: int, messages: int, empties: int) -> None:
+        """Refill at once after a read that brought a message; after an empty one, in
+        ``poll_interval`` (at once when that is 0)."""
+        if not messages and empties:
             if self.empty_since_ns is None:
                 self.empty_since_ns = now
             if self._poll_s > 0 and self.issuing and self._timer is None:
                 self._timer = asyncio.get_running_loop().call_later(self._poll_s, self._wake)
-            else:
-                self.fill()
-        else:
-            self.fill()
+                return
+        self.fill()
 
     def take_receipts(self) -> tuple[array[int], array[int]]:
         """The (producers, seqs) received since the last call; the buffers start afresh."""

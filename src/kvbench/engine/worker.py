@@ -132,6 +132,9 @@ class Worker:
         self._interrupted = False
         self.errors: dict[str, int] = {}
         self.last_error: str | None = None
+        # Connections set up and usable now, and the fewest since the last interval cut.
+        self.live_connections = 0
+        self._live_min = 0
 
     # -- send state, shared with the compiled pumps -------------------------------------
 
@@ -283,6 +286,7 @@ class Worker:
         await asyncio.sleep(max(0, start_ns - _now()) / 1e9)
         self._interval_start_ns = start_ns
         self._cpu_mark_ns = time.process_time_ns()
+        self._live_min = self.live_connections
         for shard in self.shards:  # preload's replies are not the run's
             shard.completed = 0
         if load.warmup_ns > 0:
@@ -392,10 +396,10 @@ class Worker:
         self.recorder.add_stat("bytes_in", self.bytes_in)
         self.recorder.add_stat("bytes_out", self.bytes_out)
         if self.dispatcher is not None:
-            self.recorder.add_stat(
-                "offered", self.dispatcher.offered(self._interval_start_ns, end_ns)
-            )
+            self.recorder.add_stat("offered", self.dispatcher.offered(end_ns))
         self._cpu_mark_ns, self.bytes_in, self.bytes_out = cpu, 0, 0
+        self.recorder.add_stat("connections_live_min", self._live_min)
+        self._live_min = self.live_connections
         if len(self.shards) > 1:
             for shard in self.shards:
                 self.recorder.add_stat(f"server{shard.index}_completed", shard.completed)
@@ -491,16 +495,54 @@ class Worker:
             conn.check_timeout(now, timeout_ns)
 
     # -- connection events -------------------------------------------------------------
+    #
+    # Counted per interval (snapshot stats, added up across workers): ``connects`` (opened),
+    # ``connect_failures`` (attempts refused, timed out or refused at setup),
+    # ``connect_resets`` (live connections the server refused right after accepting them),
+    # ``reconnect_attempts``, ``reconnects`` (connections lost while running, then reopened)
+    # and ``connections_live_min``. Failures and resets while running are errors of their
+    # interval (report/connections.py); refusals before the start (``connect_resets_before``)
+    # show in the live count and its verdict.
+
+    def connection_opened(self) -> None:
+        self.recorder.add_stat("connects", 1)
 
     def connection_ready(self, conn: Connection) -> None:
+        self.live_connections += 1
         if self.issuing:
             conn.fill()
 
-    def connection_broken(self, conn: Connection, announced: bool = False) -> None:
-        """Reopen a lost connection; at once when the server announced the close."""
+    def connection_broken(
+        self,
+        conn: Connection,
+        announced: bool = False,
+        was_live: bool = True,
+        refused: bool = False,
+    ) -> None:
+        """Count a lost connection and reopen it: at once when the server announced the
+        close, with a growing wait when the server keeps refusing it at accept.
+
+        Args:
+            conn: the connection.
+            announced: the server said it would close (HTTP ``Connection: close``).
+            was_live: it was set up (a connection that never was is a failed attempt,
+                counted where the attempt was made).
+            refused: the server refused it right after accepting it.
+        """
+        if was_live:
+            self.live_connections -= 1
+            self._live_min = min(self._live_min, self.live_connections)
+        if was_live and refused:
+            name = "connect_resets" if self._running else "connect_resets_before"
+            self.recorder.add_stat(name, 1)
         if self._running:
             self.recorder.add_stat("reconnects", 1)
-            first = 0 if announced else RECONNECT_FIRST_NS
+            if refused:
+                conn.reconnect_delay_ns = _backoff(conn.reconnect_delay_ns)
+                first = conn.reconnect_delay_ns
+            else:
+                conn.reconnect_delay_ns = 0
+                first = 0 if announced else RECONNECT_FIRST_NS
             asyncio.get_running_loop().create_task(self._reconnect(conn, first))
         self.maybe_finished()
 
@@ -515,12 +557,19 @@ class Worker:
             await asyncio.sleep(delay_ns / 1e9)
             if not self._running:
                 return
+            self.recorder.add_stat("reconnect_attempts", 1)
             try:
                 conn.ready = loop.create_future()
                 async with asyncio.timeout(self.spec.config.load.connect_timeout_ns / 1e9):
                     await self._connect(loop, conn)
                     await conn.ready
             except (OSError, TimeoutError, SetupFailed) as exc:
+                self.recorder.add_stat("connect_failures", 1)
                 self.errors["connect_error"] = self.errors.get("connect_error", 0) + 1
                 self.last_error = f"reconnect to {conn.shard.target.url}: {connect_error_text(exc)}"
-                delay_ns = min(max(delay_ns, RECONNECT_FIRST_NS) * 2, RECONNECT_MAX_NS)
+                delay_ns = _backoff(delay_ns)
+
+
+def _backoff(delay_ns: int) -> int:
+    """The next wait before reopening: doubled, from RECONNECT_FIRST_NS to RECONNECT_MAX_NS."""
+    return min(max(delay_ns, RECONNECT_FIRST_NS) * 2, RECONNECT_MAX_NS)

@@ -98,6 +98,7 @@ def document(model: ReportModel) -> dict[str, Any]:
             for row in model.intervals
         ],
         "phases": model.phases,
+        "connections": model.connections,
         "workers": run.workers,
         "servers": model.servers,
         "server": {
@@ -112,6 +113,11 @@ def document(model: ReportModel) -> dict[str, Any]:
                 }
                 for r in model.reconciliation
             ],
+            "restarts": [
+                {"url": r.url, "after": r.after, "before": r.before, "evidence": r.evidence}
+                for r in model.server_restarts
+            ],
+            "not_comparable": model.not_comparable,
             "cpu_cores": round(model.server_cpu.cores, 3) if model.server_cpu else None,
             "threads": model.server_cpu.threads if model.server_cpu else None,
         },

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kvbench.metrics.histogram import Histogram
+from kvbench.report.reconcile import restart_evidence
 from kvbench.report.summary import PERCENTILES, latency_summary, min_samples
 from kvbench.report.terminal import fmt_us
 from kvbench.results.model import SCHEMA_VERSION
@@ -87,6 +88,39 @@ def queue_live_line(row: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
+def server_restart(server: dict[str, Any]) -> dict[str, Any] | None:
+    """The first restart of the queue server between its samples (before, every
+    interval's, after): ``{"from_index", "evidence"}``, the server's counts from the sample
+    of interval ``from_index`` on (None: only the one after the run) being a new process's.
+    """
+    samples: list[tuple[int | None, dict[str, Any] | None]] = [(-1, server.get("before"))]
+    samples += [(int(s.get("index", 0)), s) for s in server.get("intervals", [])]
+    samples.append((None, server.get("after")))
+    previous: dict[str, Any] | None = None
+    for index, sample in samples:
+        if not sample:
+            continue
+        evidence = restart_evidence(previous, sample) if previous is not None else None
+        if evidence is not None:
+            return {"from_index": index, "evidence": evidence}
+        previous = sample
+    return None
+
+
+def _server_backlogs(
+    rows: list[dict[str, Any]], records: list[QueueIntervalRecord], restart: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """The rows, without the server's backlog from a restart on (its counts started again:
+    ``enqueued - dequeued`` of the new process is not the queue's length)."""
+    if restart is None:
+        return rows
+    start = restart["from_index"]
+    for row, record in zip(rows, records, strict=True):
+        if start is not None and record.snapshot.index >= start:
+            row["server_backlog"] = None
+    return rows
+
+
 def queue_document(result: QueueRunResult) -> dict[str, Any]:
     """The result document of a queue run (docs/measurement.md, "Queue runs")."""
     snapshots = [r.snapshot for r in result.intervals]
@@ -117,6 +151,7 @@ def queue_document(result: QueueRunResult) -> dict[str, Any]:
             "latency_us": _latency(latency.get(op)),
         }
     config = result.config
+    restart = server_restart(result.server)
     queue = {
         "name": config.get("queue"),
         "backend": config.get("backend"),
@@ -165,7 +200,10 @@ def queue_document(result: QueueRunResult) -> dict[str, Any]:
             if result.backlog_peak_ns is None
             else round((result.backlog_peak_ns - result.start_ns) / 1e9, 3),
             "server_before": (result.server.get("before") or {}).get("backlog"),
-            "server_after": (result.server.get("after") or {}).get("backlog"),
+            "server_after": None
+            if restart is not None
+            else (result.server.get("after") or {}).get("backlog"),
+            "server_restart": restart,
             "series": [[round(t, 3), n] for t, n in result.backlog_series],
         },
     }
@@ -186,7 +224,11 @@ def queue_document(result: QueueRunResult) -> dict[str, Any]:
         },
         "ops": ops,
         "queue": queue,
-        "intervals": [queue_interval_row(r, result.start_ns) for r in result.intervals],
+        "intervals": _server_backlogs(
+            [queue_interval_row(r, result.start_ns) for r in result.intervals],
+            result.intervals,
+            restart,
+        ),
         "workers": result.workers,
         "server": result.server,
         "environment": result.environment,
@@ -248,6 +290,15 @@ def queue_verdicts(document: dict[str, Any]) -> list[dict[str, Any]]:
             "warning",
             f"{queue['foreign']:,} messages dequeued were not this run's (left in the queue before, or another client)",
         )
+    restart = queue["backlog"]["server_restart"]
+    if restart is not None:
+        add(
+            "queue.server_restarted",
+            "warning",
+            f"the queue server restarted during the run ({restart['evidence']}): its queue "
+            "counts started again, so its backlog is not shown from then on",
+            **restart,
+        )
     if queue["failed_puts"]:
         add(
             "queue.failed_puts",
@@ -281,6 +332,9 @@ def queue_verdicts(document: dict[str, Any]) -> list[dict[str, Any]]:
             "warning",
             f"the run is {document['status']}" + (f": {causes}" if causes else ""),
         )
+    else:  # problems a worker survived (protocol errors, failed reconnects), as for runs
+        for message in document["errors"]:
+            add("run.error", "warning", message)
     return verdicts
 
 

@@ -4,11 +4,17 @@ Pure: computed from a stored run's snapshots and its server samples. The client 
 counts every op sent in every phase and round (preload, warm-up, drain included: the
 server saw them all); timeouts and connection errors may or may not have reached the
 server, so they widen the tolerance instead of counting on either side.
+
+A server restarted during the run (``server_restarts``: another pid or run_id, or an
+uptime that went backwards, between two samples) starts its counters again: the before ->
+after deltas are then not comparable with the client's counts and are not computed, and
+the CPU figure leaves out the sample gaps the restart fell in.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from kvbench.metrics.snapshot import IntervalSnapshot
@@ -92,6 +98,101 @@ def reconcile(
     return rows
 
 
+# Stats naming the server process (memcached ``pid``; Redis ``process_id``, ``run_id``), and
+# its uptime in seconds (memcached ``uptime``, Redis ``uptime_in_seconds``).
+PROCESS_STATS = ("pid", "process_id", "run_id")
+UPTIME_STATS = ("uptime", "uptime_in_seconds")
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """The server was another process at a sample than at the sample before it.
+
+    Attributes:
+        after, before: the two samples the restart fell between ("the start",
+            "interval 3", "round 2 interval 1", "the end").
+        evidence: what changed, e.g. ``pid 4120 -> 4388``.
+        url: the server, when the run had several (sharded); else None.
+    """
+
+    after: str
+    before: str
+    evidence: str
+    url: str | None = None
+
+    def describe(self) -> str:
+        where = f"{self.url} " if self.url else ""
+        return f"{where}{self.evidence}, between the samples at {self.after} and {self.before}"
+
+
+def restart_evidence(previous: dict[str, Any], current: dict[str, Any]) -> str | None:
+    """What shows that ``current`` comes from another server process than ``previous``
+    (two stats samples, in time order), or None when nothing does."""
+    for name in PROCESS_STATS:
+        old, new = previous.get(name), current.get(name)
+        if old is not None and new is not None and str(old) != str(new):
+            return f"{name} {old} -> {new}"
+    for name in UPTIME_STATS:
+        old_s = stat_number(name, previous.get(name, ""))
+        new_s = stat_number(name, current.get(name, ""))
+        if old_s is not None and new_s is not None and new_s < old_s:
+            return f"{name} {old_s:.0f} s -> {new_s:.0f} s"
+    return None
+
+
+def _labelled_samples(server: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every sample with stats, labelled, in the order taken (before, intervals, after;
+    a comparison's per-round before/after samples by their time)."""
+    rounds = {int(s.get("round", 0)) for s in server.get("intervals", [])}
+    samples: list[tuple[str, dict[str, Any]]] = []
+    for sample in server.get("intervals", []):
+        index = int(sample.get("index", 0)) + 1
+        label = f"interval {index}"
+        samples.append(
+            (label if len(rounds) < 2 else f"round {sample['round'] + 1} {label}", sample)
+        )
+    ends = [(server.get("before"), server.get("after"))]
+    ends += [(r.get("before"), r.get("after")) for r in server.get("rounds", [])]
+    for before, after in ends:
+        samples += [("the start", before or {}), ("the end", after or {})]
+    kept = [(label, s) for label, s in samples if s.get("stats") and "taken_ns" in s]
+    return sorted(kept, key=lambda item: int(item[1]["taken_ns"]))
+
+
+def _by_server(sample: dict[str, Any]) -> dict[str | None, dict[str, Any]]:
+    """A sample's stats per server: a sharded run keeps each server's under ``targets``."""
+    if sample.get("targets"):
+        return {t.get("url"): t.get("stats") or {} for t in sample["targets"]}
+    return {None: sample["stats"]}
+
+
+def _names_process(stats: dict[str, Any]) -> bool:
+    """The sample says which process it came from (interval samples of runs stored before
+    kvbench kept these did not: they are passed over, not taken for a restart's proof)."""
+    return any(name in stats for name in PROCESS_STATS + UPTIME_STATS)
+
+
+def server_restarts(server: dict[str, Any]) -> list[Restart]:
+    """Every restart of a server seen between consecutive samples of a run."""
+    restarts: list[Restart] = []
+    last: dict[str | None, tuple[str, dict[str, Any]]] = {}
+    for label, sample in _labelled_samples(server):
+        for url, stats in _by_server(sample).items():
+            if not _names_process(stats):
+                continue
+            if url in last:
+                evidence = restart_evidence(last[url][1], stats)
+                if evidence is not None:
+                    restarts.append(Restart(last[url][0], label, evidence, url))
+            last[url] = (label, stats)
+    return restarts
+
+
+def _restarted_between(first: dict[str, Any], second: dict[str, Any]) -> bool:
+    a, b = _by_server(first), _by_server(second)
+    return any(url in a and restart_evidence(a[url], stats) for url, stats in b.items())
+
+
 @dataclass(frozen=True, slots=True)
 class ServerCpu:
     """How busy the server was over the measured intervals."""
@@ -101,19 +202,25 @@ class ServerCpu:
 
 
 def server_cpu(family: str, server: dict[str, Any]) -> ServerCpu | None:
-    """Server CPU use between the first and last interval samples, or None."""
+    """Server CPU use over the interval samples, or None.
+
+    Summed over consecutive samples of the same round (the same as first to last when
+    nothing happened between), leaving out every gap a restart fell in: the new process's
+    CPU counters start again from zero. A CPU counter that went backwards tells a restart
+    too (samples stored without the process's name).
+    """
+    memcache = family in ("memcache", "http")  # http: the backing memcached (?stats=)
+    names = ("rusage_user", "rusage_system") if memcache else ("used_cpu_user", "used_cpu_sys")
     samples = [s for s in server.get("intervals", []) if s.get("stats")]
-    if len(samples) < 2:
-        return None
-    first, last = samples[0], samples[-1]
-    wall_s = (last["taken_ns"] - first["taken_ns"]) / 1e9
+    gaps = [
+        (first["stats"], second["stats"], (second["taken_ns"] - first["taken_ns"]) / 1e9)
+        for first, second in pairwise(samples)
+        if first.get("round", 0) == second.get("round", 0) and not _restarted_between(first, second)
+    ]
+    used = [[_number(after, n) - _number(before, n) for n in names] for before, after, _ in gaps]
+    kept = [(sum(cpu), gap[2]) for cpu, gap in zip(used, gaps, strict=True) if min(cpu) >= 0]
+    wall_s = sum(seconds for _, seconds in kept)
     if wall_s <= 0:
         return None
-    if family in ("memcache", "http"):  # http: the backing memcached (?stats=)
-        names = ("rusage_user", "rusage_system")
-        threads = int(_number(last["stats"], "threads") or 1)
-    else:
-        names = ("used_cpu_user", "used_cpu_sys")
-        threads = 1
-    cpu_s = sum(_number(last["stats"], n) - _number(first["stats"], n) for n in names)
-    return ServerCpu(cores=cpu_s / wall_s, threads=threads)
+    threads = int(_number(samples[-1]["stats"], "threads") or 1) if memcache else 1
+    return ServerCpu(cores=sum(cpu for cpu, _ in kept) / wall_s, threads=threads)

@@ -12,9 +12,21 @@ from typing import Any
 
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
-from kvbench.report.reconcile import Reconciled, ServerCpu, reconcile, server_cpu
+from kvbench.report.connections import (
+    connection_failures,
+    connection_verdicts,
+    connections_section,
+)
+from kvbench.report.reconcile import (
+    Reconciled,
+    Restart,
+    ServerCpu,
+    reconcile,
+    server_cpu,
+    server_restarts,
+)
 from kvbench.report.stats import Spread, spread
-from kvbench.report.verdicts import Evidence, Verdict, all_verdicts
+from kvbench.report.verdicts import Evidence, Verdict, all_verdicts, restart_verdicts
 from kvbench.report.verification import Verification, verification, verification_verdicts
 from kvbench.results.model import RunResult
 
@@ -90,6 +102,10 @@ class ReportModel:
     loop_lag_us: dict[str, float | None] = field(default_factory=dict)
     servers: list[dict[str, Any]] = field(default_factory=list)
     verification: Verification | None = None  # --verify only
+    connections: dict[str, Any] = field(default_factory=dict)  # report/connections.py
+    # The server restarted during the run: these reconciliation rows were not comparable.
+    server_restarts: list[Restart] = field(default_factory=list)
+    not_comparable: list[str] = field(default_factory=list)
 
     def throughput_spread(self) -> Spread | None:
         """Throughput over complete rounds (mean, stddev, min, max, 95% CI), or None."""
@@ -142,11 +158,15 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         "t_s": round((snap.end_ns - window_start_ns) / 1e9, 3),
         "length_s": round(length_s, 3),
         "ops": ops,
-        "errors": snap.errors(),
+        "errors": snap.errors() + connection_failures(snap),
         "per_s": snap.completed() / length_s,
         "cpu_s": snap.stats.get("cpu_ns", 0) / 1e9,
         "offered_per_s": snap.stats["offered"] / length_s if "offered" in snap.stats else None,
         "reconnects": int(snap.stats.get("reconnects", 0)),
+        "connection_errors": connection_failures(snap),
+        "connections_live": int(snap.stats["connections_live_min"])
+        if "connections_live_min" in snap.stats
+        else None,
     }
 
 
@@ -202,7 +222,8 @@ def summarize(run: RunResult) -> ReportModel:
     window_s = run.window_s
     rows = [_op_row(name, total, window_s) for name in sorted(total.counts)] if total else []
     total_ops = sum(r.count for r in rows)
-    total_errors = sum(r.errors for r in rows)
+    connections = connections_section(run)
+    total_errors = sum(r.errors for r in rows) + connections["errors"]
     total_completed = sum(r.completed for r in rows)
     merged = Histogram.merged(total.latency.values()) if total and total.latency else None
     service = Histogram.merged(total.service.values()) if total and total.service else None
@@ -217,6 +238,10 @@ def summarize(run: RunResult) -> ReportModel:
         if everything
         else []
     )
+    restarts = server_restarts(run.server)
+    # A restarted server counts from zero again: its deltas say nothing about the client's.
+    not_comparable = [r.name for r in reconciliation] if restarts else []
+    reconciliation = [] if restarts else reconciliation
     cpu = server_cpu(_family(run), run.server)
     hiccup = total.hiccup if total else None
     outcomes: dict[str, int] = {}
@@ -248,10 +273,16 @@ def summarize(run: RunResult) -> ReportModel:
         intervals=[interval_row(s, _round_start(run, s.round)) for s in run.intervals],
         rounds=_rounds(run),
         phases=phases,
-        verdicts=all_verdicts(evidence) + verification_verdicts(verification(run)),
+        verdicts=all_verdicts(evidence)
+        + verification_verdicts(verification(run))
+        + connection_verdicts(connections)
+        + restart_verdicts(restarts, not_comparable),
         reconciliation=reconciliation,
         server_cpu=cpu,
         loop_lag_us=latency_summary(hiccup),
         verification=verification(run),
         servers=_servers(run),
+        connections=connections,
+        server_restarts=restarts,
+        not_comparable=not_comparable,
     )

@@ -38,6 +38,9 @@ def live_line(row: dict[str, Any]) -> str:
         parts.append(f"cpu {row['cpu_s'] / row['length_s']:.0%}")
     if row.get("reconnects"):
         parts.append(f"reconnects {row['reconnects']}")
+    live, asked = row.get("connections_live"), row.get("connections_asked")
+    if live is not None and asked and live < asked:
+        parts.append(f"live conns {live}/{asked}")
     return "  ".join(parts)
 
 
@@ -133,17 +136,24 @@ def round_lines(model: ReportModel) -> Text:
 def reconciliation_lines(model: ReportModel) -> Text:
     """Client vs server counts, one line per counter."""
     text = Text()
-    if not model.reconciliation:
+    if model.server_restarts:
+        restarts = "; ".join(r.describe() for r in model.server_restarts)
+        text.append(
+            f"server counters vs client: not comparable, the server restarted ({restarts})\n",
+            style="yellow",
+        )
+    elif not model.reconciliation:
         return text
-    text.append("server counters (all phases) vs client: ")
-    parts = []
-    for r in model.reconciliation:
-        mark = "ok" if r.matches else "MISMATCH"
-        parts.append(f"{r.name} {r.client:,}/{r.server:,} {mark}")
-    text.append(
-        "  ".join(parts) + "\n",
-        style="" if all(r.matches for r in model.reconciliation) else "yellow",
-    )
+    else:
+        text.append("server counters (all phases) vs client: ")
+        parts = []
+        for r in model.reconciliation:
+            mark = "ok" if r.matches else "MISMATCH"
+            parts.append(f"{r.name} {r.client:,}/{r.server:,} {mark}")
+        text.append(
+            "  ".join(parts) + "\n",
+            style="" if all(r.matches for r in model.reconciliation) else "yellow",
+        )
     if model.server_cpu is not None:
         text.append(
             f"server CPU {model.server_cpu.cores:.2f} cores of {model.server_cpu.threads} thread(s)"
@@ -179,6 +189,25 @@ def server_lines(model: ReportModel) -> Text:
     return text
 
 
+def connection_lines(model: ReportModel) -> Text:
+    """Connections asked and live, and what happened to them, when anything did."""
+    text = Text()
+    c = model.connections
+    events = ("connect_failures", "connect_resets", "connect_resets_before", "reconnects")
+    short = c and c["live_min"] is not None and c["live_min"] < c["asked"]
+    if not c or not (short or any(c[name] for name in events)):
+        return text
+    live = "n/a" if c["live_min"] is None else f"{c['live_min']:,}"
+    text.append(
+        f"connections: {c['asked']:,} asked, {live} live at the fewest; opened {c['connects']:,}, "
+        f"refused at accept {c['connect_resets'] + c['connect_resets_before']:,} "
+        f"({c['connect_resets_before']:,} before the start), "
+        f"reconnect attempts {c['reconnect_attempts']:,}, failed {c['connect_failures']:,}; "
+        f"{c['errors']:,} connection errors in the window (in the total's errors)\n"
+    )
+    return text
+
+
 def verdict_lines(model: ReportModel) -> Text:
     text = Text()
     for verdict in model.verdicts:
@@ -195,6 +224,7 @@ def summary(model: ReportModel) -> RenderableType:
         round_lines(model),
         server_lines(model),
         reconciliation_lines(model),
+        connection_lines(model),
         verify_lines(model),
     ]
     if model.verdicts:

@@ -11,7 +11,7 @@ from typing import Any
 
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.report.reconcile import Reconciled, ServerCpu
+from kvbench.report.reconcile import Reconciled, Restart, ServerCpu
 from kvbench.results.model import RunResult
 
 # A worker above this share of one core was likely the bottleneck (DESIGN.md §3).
@@ -225,3 +225,26 @@ def all_verdicts(ev: Evidence) -> list[Verdict]:
         + open_loop_verdicts(ev)
         + measurement_verdicts(ev)
     )
+
+
+def restart_verdicts(restarts: list[Restart], not_comparable: list[str]) -> list[Verdict]:
+    """A warning when the server restarted during the run: its counters started again."""
+    if not restarts:
+        return []
+    counters = ", ".join(not_comparable) or "none were compared"
+    return [
+        Verdict(
+            "server.restarted",
+            "warning",
+            f"the server restarted during the run ({'; '.join(r.describe() for r in restarts)}): "
+            f"its counters started again, so they are not comparable with the client's "
+            f"({counters}); server CPU leaves out the samples the restart fell between",
+            {
+                "restarts": [
+                    {"url": r.url, "after": r.after, "before": r.before, "evidence": r.evidence}
+                    for r in restarts
+                ],
+                "not_comparable": not_comparable,
+            },
+        )
+    ]

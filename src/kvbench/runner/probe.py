@@ -331,6 +331,8 @@ INTERVAL_STATS = (
     "used_cpu_user", "used_cpu_sys", "connected_clients", "total_commands_processed",
     "keyspace_hits", "keyspace_misses", "evicted_keys", "instantaneous_ops_per_sec",
     "cmdstat_get", "cmdstat_set", "cmdstat_del", "cmdstat_incr", "cmdstat_incrby", "cmdstat_mget",
+    # the server process, to tell a restart (report/reconcile.py server_restarts)
+    "pid", "uptime", "process_id", "run_id", "uptime_in_seconds",
 )  # fmt: skip
 
 

@@ -23,6 +23,9 @@ from kvbench.protocols.resp import RespCodec
 
 # A stats reply larger than this is not what we asked for.
 MAX_STATS_BYTES = 1 << 20
+# memcacheq's ``stats`` fields naming the server process: a restart changes them, and the
+# ``stats queue`` counts start again (report/queue_report.py then stops comparing them).
+PROCESS_STATS = (b"pid", b"uptime")
 
 
 def server_backlog(config: QueueConfig, timeout_s: float = 2.0) -> dict[str, Any] | None:
@@ -40,15 +43,31 @@ def server_backlog(config: QueueConfig, timeout_s: float = 2.0) -> dict[str, Any
 
 
 def _stats_queue(sock: socket.socket, queue: str) -> dict[str, Any]:
-    sock.sendall(STATS_QUEUE_REQUEST)
+    process = _process_stats(_ask(sock, b"stats\r\n"))
+    enqueued, dequeued = parse_stats_queue(_ask(sock, STATS_QUEUE_REQUEST)).get(queue, (0, 0))
+    return {"backlog": enqueued - dequeued, "enqueued": enqueued, "dequeued": dequeued, **process}
+
+
+def _ask(sock: socket.socket, request: bytes) -> bytearray:
+    """Send a stats request; its whole reply (up to END, or an error line)."""
+    sock.sendall(request)
     data = bytearray()
     while not stats_queue_complete(data):
         chunk = sock.recv(65536)
         if not chunk or len(data) > MAX_STATS_BYTES:
-            raise ProtocolError("stats queue reply cut short")
+            raise ProtocolError(f"{request.strip().decode()} reply cut short")
         data += chunk
-    enqueued, dequeued = parse_stats_queue(data).get(queue, (0, 0))
-    return {"backlog": enqueued - dequeued, "enqueued": enqueued, "dequeued": dequeued}
+    return data
+
+
+def _process_stats(data: bytes | bytearray) -> dict[str, str]:
+    """``pid`` and ``uptime`` out of a ``stats`` reply (none if it was refused)."""
+    found: dict[str, str] = {}
+    for line in bytes(data).split(b"\r\n"):
+        fields = line.split(b" ")
+        if len(fields) == 3 and fields[0] == b"STAT" and fields[1] in PROCESS_STATS:
+            found[fields[1].decode()] = fields[2].decode("ascii", "replace")
+    return found
 
 
 def _llen(sock: socket.socket, config: QueueConfig) -> dict[str, Any] | None:

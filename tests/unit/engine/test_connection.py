@@ -53,13 +53,6 @@ def text_reply(request: bytes) -> bytes:
     return b"STORED\r\n" if request.startswith(b"set ") else b"END\r\n"
 
 
-@pytest.fixture(params=["python", "compiled"])
-def driver(request: pytest.FixtureRequest) -> str:
-    if request.param == "compiled" and not fastpath.compiled():
-        pytest.skip("the compiled pump is not built (or KVBENCH_PURE_PYTHON is set)")
-    return str(request.param)
-
-
 def cut(worker: Worker) -> IntervalSnapshot:
     """The interval so far, with the replies the pump accounted moved in first."""
     fastpath.drain(worker.tally, worker.recorder)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kvbench.config import load_config
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
@@ -9,6 +11,8 @@ from kvbench.engine.worker import Worker, WorkerSpec
 from kvbench.metrics.outcome import Outcome
 
 DROPPED = int(Outcome.DROPPED)
+S = 1_000_000_000
+MS = 1_000_000
 
 
 def test_drops_are_counted_by_op_and_taken_from_every_server_in_turn() -> None:
@@ -32,3 +36,75 @@ def test_drops_are_counted_by_op_and_taken_from_every_server_in_turn() -> None:
     assert sum(dropped.values()) == 10
     assert dropped == {op: expected.count(op) for op in set(expected)}
     assert dispatcher.next_index == 10
+
+
+class _Sink:
+    """A connection that takes every request it is given and answers it at once."""
+
+    connected = True
+    inflight = 0
+    pipeline = 1 << 30
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def issue_scheduled(self, intended_ns: list[int], now: int) -> None:
+        self.sent += len(intended_ns)
+
+
+def _open_loop_worker(rate: int) -> Worker:
+    config = load_config(
+        None,
+        {
+            "target.urls": (["memcached://127.0.0.1:1"], "T"),
+            "load.rate": (str(rate), "--rate"),
+        },
+        1,
+    )
+    return Worker(WorkerSpec(config, 0, 1, 1, None), lambda snap: None)
+
+
+@pytest.mark.parametrize("arrival", ["uniform", "poisson"])
+@pytest.mark.parametrize("cut_late_ns", [0, 3 * MS])
+def test_offered_per_interval_is_the_schedule_count_far_above_a_poisson_chunk(
+    arrival: str, cut_late_ns: int
+) -> None:
+    """20k/s over 1 s intervals (rate x interval >> 8,192): every interval's offered count
+    is the number of intended times in it, also when the cut comes after later sends."""
+    rate = 20_000
+    worker = _open_loop_worker(rate)
+    sink = _Sink()
+    worker.connections = [sink]  # type: ignore[list-item]
+    dispatcher = OpenLoopDispatcher(worker, Schedule(rate, 0, arrival, seed=3), S)
+    reference = Schedule(rate, 0, arrival, seed=3)  # never released
+    offered = []
+    boundary = S
+    for now in range(0, 8 * S, MS):  # a fake clock: one dispatcher tick per millisecond
+        dispatcher.dispatch(now)
+        if now >= boundary + cut_late_ns:
+            offered.append(dispatcher.offered(boundary))
+            boundary += S
+    expected = [
+        reference.due_by(k * S - 1) - reference.due_by((k - 1) * S - 1) for k in range(1, 8)
+    ]
+    assert offered == expected
+    assert sum(offered) == pytest.approx(7 * rate, rel=0.01)
+    assert sink.sent == dispatcher.next_index == reference.due_by(8 * S - MS)
+
+
+def test_poisson_backlog_beyond_max_lag_is_dropped_exactly_after_releases() -> None:
+    """The connection takes nothing for 0.5 s at 50k/s (many chunks due and released
+    around it): what fell more than max_lag behind is dropped, the rest sent."""
+    rate, max_lag_ns = 50_000, 100 * MS
+    worker = _open_loop_worker(rate)
+    sink = _Sink()
+    worker.connections = [sink]  # type: ignore[list-item]
+    dispatcher = OpenLoopDispatcher(worker, Schedule(rate, 0, "poisson", seed=8), max_lag_ns)
+    reference = Schedule(rate, 0, "poisson", seed=8)
+    for now in range(0, 3 * S, MS):
+        sink.connected = not (S <= now < S + S // 2)
+        dispatcher.dispatch(now)
+    stall_end = S + S // 2
+    dropped = reference.due_by(stall_end - max_lag_ns - 1) - reference.due_by(S - MS)
+    assert dispatcher._dropped == dropped
+    assert sink.sent + dropped == dispatcher.next_index == reference.due_by(3 * S - MS)

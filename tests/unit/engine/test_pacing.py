@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvbench.engine.pacing import Schedule, lag_outcome
+from kvbench.engine.pacing import POISSON_CHUNK, Schedule, lag_outcome
 
 S = 1_000_000_000
 
@@ -67,6 +67,43 @@ def test_poisson_due_by_agrees_with_intended_after_release() -> None:
     due = schedule.due_by(20 * S)
     schedule.release(due - 10)
     assert schedule.intended_ns(due - 1) <= 20 * S < schedule.intended_ns(due)
+
+
+@pytest.mark.parametrize("arrival", ["uniform", "poisson"])
+def test_intended_range_is_intended_ns_over_chunk_boundaries(arrival: str) -> None:
+    schedule = Schedule(50_000, 7 * S, arrival, seed=9)
+    reference = Schedule(50_000, 7 * S, arrival, seed=9)
+    first, stop = POISSON_CHUNK - 100, 3 * POISSON_CHUNK + 17
+    assert schedule.intended_range(first, stop) == [
+        reference.intended_ns(i) for i in range(first, stop)
+    ]
+    assert schedule.intended_range(stop, stop) == []
+
+
+def test_poisson_due_by_is_exact_across_released_chunks() -> None:
+    """Releasing whole chunks never changes an answer about a kept instant."""
+    schedule = Schedule(100_000, 0, "poisson", seed=5)
+    reference = Schedule(100_000, 0, "poisson", seed=5)
+    for now in range(0, 2 * S, 997_331):  # ~1 ms ticks, 100 requests each
+        due = schedule.due_by(now)
+        assert due == reference.due_by(now)
+        assert schedule.intended_ns(due - 1) <= now < schedule.intended_ns(due)
+        schedule.release(due)
+    assert schedule._base >= 20 * POISSON_CHUNK  # the old chunks were let go
+
+
+def test_poisson_refuses_questions_about_released_requests() -> None:
+    schedule = Schedule(100_000, 0, "poisson", seed=5)
+    due = schedule.due_by(S)
+    schedule.release(due)
+    kept = schedule._base
+    assert kept > 0
+    with pytest.raises(ValueError):
+        schedule.intended_ns(kept - 1)
+    with pytest.raises(ValueError):
+        schedule.due_by(schedule.intended_ns(kept) - S // 2)
+    # Between the last released time and the first kept one, the count is still known.
+    assert schedule.due_by(schedule.intended_ns(kept) - 1) == kept
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from kvbench.config.model import ReportConfig
 from kvbench.config.queue import build_queue_config
 from kvbench.engine.queue_link import GET, PUT, QUEUE_OPS, Consumer, Producer, QueueCommands
@@ -169,3 +171,52 @@ def test_redis_consumers_brpop_with_the_block_time() -> None:
     message = MessageFormat(TAG, 0, 30).build(seq=4, sent_ns=0)
     link.data_received(b"*2\r\n$4\r\njobs\r\n$30\r\n" + message + b"\r\n")
     assert list(link.seqs) == [4]
+
+
+@pytest.mark.parametrize(
+    ("url", "ack"),
+    [("memcacheq://127.0.0.1/q", b"STORED\r\n"), ("redis-queue://127.0.0.1/jobs", b":1\r\n")],
+)
+def test_a_reply_with_no_put_in_flight_is_a_protocol_error_and_counts_stay_right(
+    url: str, ack: bytes
+) -> None:
+    link, transport, owner, recorder = producer(quota=10, pipeline=2, url=url)
+    link.data_received(ack * 2)  # seq 0, 1 stored; 2, 3 go out
+    link.data_received(ack * 3)  # seq 2, 3 stored, then one reply to nothing
+    assert [kind for kind, _ in owner.errors] == ["protocol_error"]
+    assert transport.aborted
+    assert (link.stored, link.inflight, link.next_seq) == (4, 0, 4)
+    link.connection_lost(None)  # the abort's consequence: nothing was in flight
+    assert link.unacknowledged == [] and owner.broken == 1
+    # Reconnected: a fresh codec, and the puts go on from seq 4.
+    fresh = ScriptedTransport()
+    link.connection_made(fresh)
+    link.fill()  # what the worker does when the link is ready
+    link.data_received(ack * 2)
+    assert (link.stored, link.next_seq) == (6, 8)
+    snap = recorder.cut("measure", 0, 0, 1)
+    assert snap.counts["put"] == {"stored": 6}
+
+
+def test_replies_before_garbage_still_count_for_a_producer() -> None:
+    link, transport, owner, recorder = producer(quota=10, pipeline=3)
+    link.data_received(b"STORED\r\nSTORED\r\nBOGUS\r\n")
+    assert owner.errors and owner.errors[0][0] == "protocol_error"
+    assert link.stored == 2 and link.inflight == 1 and transport.aborted
+    link.connection_lost(None)
+    assert link.unacknowledged == [2]
+    snap = recorder.cut("measure", 0, 0, 1)
+    assert snap.counts["put"] == {"stored": 2, "conn_error": 1}
+
+
+def test_a_reply_with_no_get_in_flight_is_a_protocol_error_for_a_consumer() -> None:
+    link, transport, owner, recorder = consumer(pipeline=2)
+    ours = MessageFormat(TAG, 1, 40).build(seq=4, sent_ns=0)
+    link.data_received(value(ours) + b"END\r\nEND\r\n")
+    assert [kind for kind, _ in owner.errors] == ["protocol_error"]
+    assert transport.aborted
+    assert (link.received, link.empties, link.inflight) == (1, 1, 0)
+    assert (list(link.producers), list(link.seqs)) == ([1], [4])
+    link.connection_lost(None)
+    snap = recorder.cut("measure", 0, 0, 1)
+    assert snap.counts["get"] == {"hit": 1, "miss": 1}

@@ -1,0 +1,84 @@
+"""The run's connections: opened, refused, reset at accept, reconnected, and how many
+were live against how many were asked.
+
+Pure: computed from the interval snapshots' worker stats (engine/worker.py counts them
+per interval; merging adds them up across workers). A connect attempt that failed during
+the run, or a connection the server refused right after accepting it, is an error of the
+interval it happened in (``connection_failures``); refusals before the start show in the
+live count and in the ``connections.live`` verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report.verdicts import Verdict
+from kvbench.results.model import RunResult
+
+# Stats that are errors of their interval: attempts refused or timed out, refusals at accept.
+FAILURE_STATS = ("connect_failures", "connect_resets")
+# Event counts added up over the whole run (every phase), as the document shows them.
+_EVENT_STATS = (
+    "connects",
+    "connect_failures",
+    "connect_resets",
+    "connect_resets_before",
+    "reconnect_attempts",
+    "reconnects",
+)
+
+
+def connection_failures(snap: IntervalSnapshot) -> int:
+    """Connect attempts that failed and connections refused at accept in ``snap``."""
+    return int(sum(snap.stats.get(name, 0) for name in FAILURE_STATS))
+
+
+def live_min(intervals: Iterable[IntervalSnapshot]) -> int | None:
+    """The fewest connections live at once in any of ``intervals`` (None: not recorded)."""
+    values = [
+        int(s.stats["connections_live_min"]) for s in intervals if "connections_live_min" in s.stats
+    ]
+    return min(values) if values else None
+
+
+def connections_section(run: RunResult) -> dict[str, Any]:
+    """The document's ``connections``: asked, live at the worst moment of the window, and
+    the events of the whole run (preflight and every phase)."""
+    snaps = list(run.intervals) + list(run.phases.values())
+    events = {name: int(sum(s.stats.get(name, 0) for s in snaps)) for name in _EVENT_STATS}
+    return {
+        "asked": int(run.config.get("load", {}).get("connections", 0)),
+        "live_min": live_min(run.intervals),
+        **events,
+        "errors": sum(connection_failures(s) for s in run.intervals),
+    }
+
+
+def connection_verdicts(section: dict[str, Any]) -> list[Verdict]:
+    """A warning when fewer connections were live than asked, with the figures."""
+    asked, live = section["asked"], section["live_min"]
+    if live is None or not asked or live >= asked:
+        return []
+    refused = section["connect_resets"] + section["connect_resets_before"]
+    why = (
+        f"the server refused {refused:,} right after accepting them (over its connection limit?)"
+        if refused
+        else "connections were lost and not all reopened"
+    )
+    return [
+        Verdict(
+            "connections.live",
+            "warning",
+            f"only {live:,} of the {asked:,} connections asked for were live (the fewest at "
+            f"any moment of the window): {why}; the load was lighter than asked",
+            {
+                "asked": asked,
+                "live_min": live,
+                "refused_at_accept": refused,
+                "connect_failures": section["connect_failures"],
+                "reconnects": section["reconnects"],
+            },
+        )
+    ]

@@ -1,0 +1,146 @@
+"""Connections accounted and server restarts told, against real servers.
+
+memcached over its ``-c`` limit accepts a connection, writes ``ERROR Too many open
+connections`` and closes it; a server killed mid-run refuses reconnects until it is back,
+as another process whose counters start from zero (memcached: another pid; Redis: another
+run_id).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from contextlib import AbstractContextManager, suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import servers
+from tests.support.cli import read_json, read_until, run_kvbench, start_kvbench
+
+pytestmark = pytest.mark.integration
+
+
+def stat(doc: dict[str, Any], when: str, name: str) -> int:
+    return int(doc["server"][when]["stats"].get(name, 0))
+
+
+@pytest.mark.parametrize(
+    ("start", "limit", "scheme"),
+    [
+        (lambda: servers.memcached("-c", "64"), 64, "memcached"),
+        (lambda: servers.redis("--maxclients", "40"), 40, "redis"),
+    ],
+    ids=["memcached", "redis"],
+)
+def test_connections_over_the_servers_limit_are_counted_and_a_verdict(
+    start: Callable[[], AbstractContextManager[servers.Server]],
+    limit: int,
+    scheme: str,
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run.json"
+    with start() as server:
+        result = run_kvbench(
+            "run",
+            f"{scheme}://{server.address}",
+            "-c",
+            "200",
+            "--processes",
+            "2",
+            "--duration",
+            "2s",
+            "--json",
+            str(out),
+            "--no-save",
+        )
+    assert result.code == 0, result.stderr
+    doc = read_json(out)
+    connections = doc["connections"]
+    refused = connections["connect_resets"] + connections["connect_resets_before"]
+    assert connections["asked"] == 200 and connections["connects"] >= 200
+    assert 0 < connections["live_min"] <= limit
+    assert refused >= 200 - connections["live_min"]
+    # The server's own count of the connections it refused: ours, and the side
+    # connection's interval samples that found it full (each a sample missing from the run).
+    server_rejected = stat(doc, "after", "rejected_connections") - stat(
+        doc, "before", "rejected_connections"
+    )
+    missing_samples = len(doc["intervals"]) - len(doc["server"]["intervals"])
+    assert refused <= server_rejected <= refused + missing_samples
+    [verdict] = [v for v in doc["verdicts"] if v["id"] == "connections.live"]
+    assert verdict["evidence"]["asked"] == 200
+    assert verdict["evidence"]["live_min"] == connections["live_min"]
+    assert f"live conns {min(r['connections_live'] for r in doc['intervals'])}/200" in (
+        result.stdout
+    )
+    assert "a reply arrived with no request pending" not in result.stdout  # a refusal, not that
+
+
+def run_across_a_restart(
+    start: Callable[..., AbstractContextManager[servers.Server]], url: str, tmp_path: Path
+) -> tuple[dict[str, Any], str]:
+    """Run 6 s; kill the server after the first interval, start it again 1.5 s later on
+    the same port. Returns the document and the output."""
+    out = tmp_path / "run.json"
+    with start() as first:
+        port = first.port
+        proc = start_kvbench(
+            "run",
+            url.format(port=port),
+            "--duration",
+            "6s",
+            "-c",
+            "4",
+            "--processes",
+            "1",
+            "-P",
+            "4",
+            "--json",
+            str(out),
+            "--no-save",
+        )
+        lines = read_until(proc, "ops/s")
+        first.proc.kill()
+        first.proc.wait()
+    with suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=1.5)  # the outage: reconnects are refused
+    with start(port=port):
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    return read_json(out), "".join(lines) + stdout
+
+
+def check_outage_and_restart(doc: dict[str, Any], evidence_name: str) -> None:
+    rows = doc["intervals"]
+    down = [r for r in rows if r["connection_errors"]]
+    assert down, rows  # refused reconnects are errors of the seconds they happened in
+    assert all(r["errors"] >= r["connection_errors"] for r in rows)
+    connections = doc["connections"]
+    assert connections["connect_failures"] == sum(r["connection_errors"] for r in rows)
+    assert connections["reconnect_attempts"] >= connections["connect_failures"] + 4
+    assert connections["reconnects"] >= 4
+    op_errors = sum(op["errors"] for op in doc["ops"].values())
+    assert op_errors > 0  # the requests in flight when the server died: conn_error
+    assert doc["totals"]["errors"] == op_errors + connections["errors"]
+    assert rows[-1]["per_s"] > 0 and rows[-1]["connections_live"] == 4  # back at full load
+    server = doc["server"]
+    assert server["reconciliation"] == [] and server["not_comparable"]
+    [restart] = server["restarts"]
+    assert restart["evidence"].startswith(evidence_name)
+    assert server["cpu_cores"] is None or server["cpu_cores"] >= 0
+    assert "server.restarted" in {v["id"] for v in doc["verdicts"]}
+
+
+def test_memcached_killed_and_restarted_mid_run(tmp_path: Path) -> None:
+    doc, stdout = run_across_a_restart(servers.memcached, "memcached://127.0.0.1:{port}", tmp_path)
+    check_outage_and_restart(doc, "pid ")
+    assert "not comparable, the server restarted (pid " in stdout
+
+
+def test_redis_killed_and_restarted_mid_run(tmp_path: Path) -> None:
+    doc, stdout = run_across_a_restart(servers.redis, "redis://127.0.0.1:{port}", tmp_path)
+    check_outage_and_restart(doc, "process_id ")
+    assert "not comparable, the server restarted (process_id " in stdout
