@@ -417,12 +417,15 @@ parse_ll(const char *p, Py_ssize_t n, long long *v)
 
 /* One RESP2 item that is not an array: its type byte in *type, for '$' the length in *len
  * (-1 null), for ':' the value in *len. Returns consumed, NEED or BAD. '_' (RESP3 null)
- * reads as a null bulk string. */
+ * reads as a null bulk string. As in hiredis, an unknown type byte fails at once, and a
+ * simple string or error may hold no CR or LF. */
 static Py_ssize_t
 resp_item(const char *p, Py_ssize_t n, long long max, char *type, long long *len, Scan *s)
 {
     if (n < 1)
         return NEED;
+    if (memchr("+-:_$*", p[0], 6) == NULL)
+        return fail(s, "RESP protocol error: unknown reply type");
     Py_ssize_t eol = find_crlf(p, n);
     if (eol < 0)
         return n > max ? fail(s, "RESP reply larger than the reply bound") : NEED;
@@ -430,6 +433,8 @@ resp_item(const char *p, Py_ssize_t n, long long max, char *type, long long *len
     switch (p[0]) {
     case '+':
     case '-':
+        if (memchr(p, '\r', (size_t)eol) != NULL || memchr(p, '\n', (size_t)eol) != NULL)
+            return fail(s, "RESP protocol error: CR or LF in a simple string");
         return eol + 2;
     case ':':
         if (parse_ll(p + 1, eol - 1, len) < 0)
@@ -454,12 +459,10 @@ resp_item(const char *p, Py_ssize_t n, long long max, char *type, long long *len
         if (memcmp(p + eol + 2 + *len, "\r\n", 2) != 0)
             return fail(s, "RESP protocol error: bulk string not followed by CRLF");
         return eol + 2 + (Py_ssize_t)*len + 2;
-    case '*':
+    default: /* '*' */
         if (parse_ll(p + 1, eol - 1, len) < 0 || *len < -1 || *len > MAX_ARRAY_ELEMENTS)
             return fail(s, "RESP protocol error: bad array length");
         return eol + 2;
-    default:
-        return fail(s, "RESP protocol error: unknown reply type");
     }
 }
 
@@ -521,6 +524,8 @@ scan_resp2(const char *p, Py_ssize_t n, int family, long long max, Scan *s)
                 char item_type;
                 long long item_len = 0;
                 Py_ssize_t k = resp_item(p + pos, n - pos, max - pos, &item_type, &item_len, s);
+                if (k == NEED && n > max) /* complete elements of an array that never ends */
+                    return fail(s, "RESP reply larger than the reply bound");
                 if (k <= 0)
                     return k;
                 if (item_type == '$' || item_type == '+')

@@ -22,6 +22,7 @@ from kvbench.errors import ProtocolError
 from kvbench.protocols.base import KEYS_SHIFT, CodecOptions, Op, ReplyKind
 from kvbench.protocols.memcache_text import MemcacheTextCodec
 from kvbench.protocols.resp import RespCodec
+from tests.support import pump_oracle
 
 if not fastpath.compiled():
     pytest.skip(
@@ -84,7 +85,14 @@ def text_exchange(draw: Any) -> tuple[int, Any, bytes]:
     words = {
         Op.SET: [b"STORED", b"NOT_STORED", b"EXISTS", b"NOT_FOUND"],
         Op.DELETE: [b"DELETED", b"NOT_FOUND"],
-        Op.INCR: [b"NOT_FOUND", b"0", b"42", b"18446744073709551615"],
+        Op.INCR: [
+            b"NOT_FOUND",
+            b"0",
+            b"42",
+            b"999999999999999999",
+            b"1000000000000000000",
+            b"18446744073709551615",
+        ],
     }[op]
     return int(op), draw(keys), draw(st.sampled_from(words)) + b"\r\n"
 
@@ -115,69 +123,14 @@ def resp_exchange(draw: Any) -> tuple[int, Any, bytes]:
         names = tuple(draw(st.lists(keys, min_size=1, max_size=4)))
         values = [draw(st.one_of(st.none(), data)) for _ in names]
         return int(op), names, b"*%d\r\n" % len(names) + b"".join(bulk(v) for v in values)
-    number = draw(st.integers(-5, 2**40)) if op == Op.INCR else draw(st.integers(0, 3))
+    # INCR answers with any signed 64-bit value; DEL with a count
+    number = draw(st.integers(-(2**63), 2**63 - 1)) if op == Op.INCR else draw(st.integers(0, 3))
     return int(op), draw(keys), b":%d\r\n" % number
 
 
-def python_codes(codec: Any, exchanges: list[tuple[int, Any, bytes]], cuts: list[int]) -> list[int]:
-    """What the Python codec's read_kinds gives for the replies, fed in pieces."""
-    ops = [op for op, _, _ in exchanges]
-    names = [key for _, key, _ in exchanges]
-    values = [b"v" * 3 if op == int(Op.SET) else None for op in ops]
-    codec.encode_many(ops, names, values, 0, len(ops), bytearray())
-    wire = b"".join(reply for _, _, reply in exchanges)
-    codes: list[int] = []
-    for start, stop in zip([0, *cuts], [*cuts, len(wire)], strict=True):
-        codec.feed(wire[start:stop])
-        codec.read_kinds(codes)
-    return codes
-
-
-def c_codes(protocol: int, families: bytes, exchanges: list[tuple[int, Any, bytes]]) -> list[int]:
-    ops = bytes(op for op, _, _ in exchanges)
-    wire = b"".join(reply for _, _, reply in exchanges)
-    codes, consumed, error = _pump.scan_replies(protocol, families, ops, wire, MAX)
-    assert error is None and consumed == len(wire)
-    return list(codes)
-
-
-def pump_codes(
-    codec: Any,
-    protocol: int,
-    families: bytes,
-    exchanges: list[tuple[int, Any, bytes]],
-    cuts: list[int],
-) -> list[int]:
-    """What a pump accounts for the replies, fed in pieces, after sending the requests."""
-    ops = [op for op, _, _ in exchanges]
-    names = [key for _, key, _ in exchanges]
-    values = [b"v" * 3 if op == int(Op.SET) else None for op in ops]
-    requests = bytearray()
-    codec.encode_many(ops, names, values, 0, len(ops), requests)
-    written: list[bytes] = []
-    tally = _pump.Tally()
-    tally.issuing, tally.budget = True, len(ops)
-    stream = _pump.Stream(lambda: (ops, names, values, 0), protocol)
-    p = _pump.Pump(tally, stream, written.append, protocol, families, MAX)
-    p.issue(len(ops))
-    assert written == [bytes(requests)]
-    wire = b"".join(reply for _, _, reply in exchanges)
-    for start, stop in zip([0, *cuts], [*cuts, len(wire)], strict=True):
-        assert p.received(wire[start:stop]) in (0, 1)
-    assert p.inflight == 0
-    taken_ops, codes, _ = (memoryview(b).cast("q").tolist() for b in tally.take())
-    assert taken_ops == ops
-    return list(codes)
-
-
-CASES = {  # protocol name -> (a reply generator, a fresh codec, the C protocol, families)
-    "memcache-text": (
-        text_exchange(),
-        lambda: MemcacheTextCodec(CodecOptions()),
-        TEXT,
-        TEXT_FAMILIES,
-    ),
-    "resp2": (resp_exchange(), lambda: RespCodec(CodecOptions()), RESP, RESP_FAMILIES),
+CASES = {  # protocol name -> (a generator of well-formed replies, the C protocol, families)
+    "memcache-text": (text_exchange(), TEXT, TEXT_FAMILIES),
+    "resp2": (resp_exchange(), RESP, RESP_FAMILIES),
 }
 
 
@@ -185,13 +138,37 @@ CASES = {  # protocol name -> (a reply generator, a fresh codec, the C protocol,
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_replies_classify_as_the_python_codec_does(name: str, data: Any) -> None:
-    exchange, codec, protocol, families = CASES[name]
+    """Well-formed replies: the same requests and codes, no error, however they are cut."""
+    exchange, protocol, families = CASES[name]
     exchanges = data.draw(st.lists(exchange, min_size=1, max_size=12))
-    wire_size = sum(len(reply) for _, _, reply in exchanges)
-    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, wire_size - 1)), max_size=4)))
-    expected = python_codes(codec(), exchanges, cuts)
-    assert c_codes(protocol, families, exchanges) == expected
-    assert pump_codes(codec(), protocol, families, exchanges, cuts) == expected
+    wire = b"".join(reply for _, _, reply in exchanges)
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(wire) - 1)), max_size=4)))
+    ops, names = [op for op, _, _ in exchanges], [key for _, key, _ in exchanges]
+    ex = pump_oracle.Exchange(name, ops, names, wire, cuts, MAX)
+    expected = pump_oracle.python_outcome(ex)
+    assert expected.error is None and len(expected.codes) == len(ops)
+    assert pump_oracle.pump_outcome(ex) == expected
+    scanned = _pump.scan_replies(protocol, families, bytes(ops), wire, MAX)
+    assert scanned == (expected.codes, len(wire), None)
+
+
+@pytest.mark.parametrize("protocol", ["memcache-text", "resp2"])
+@settings(max_examples=400, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_hostile_replies_give_the_same_codes_or_a_protocol_error_on_both(
+    protocol: str, rng: Any
+) -> None:
+    """The differential test (STYLE 6a): replies from the grammar of each op family, with
+    huge, negative and 18-20 digit lengths and numbers, mutated (high bytes, split CRLFs,
+    truncation, garbage) and read in random pieces; the oracle is tests/support/pump_oracle.py,
+    which fuzz/fuzz_pump.py runs too."""
+    pump_oracle.check(pump_oracle.exchange(rng.randint, protocol))
+
+
+def test_hostile_replies_from_a_fixed_sweep_agree() -> None:
+    """The same oracle over a few thousand seeded exchanges, the same in every run."""
+    for seed in range(3000):
+        pump_oracle.check(pump_oracle.exchange(pump_oracle.seeded(seed)))
 
 
 @settings(max_examples=300, deadline=None)
