@@ -10,20 +10,46 @@ error or neither (the exceptions are listed in ``disagreement``, each with its r
 
 Everything random comes through a ``Draw`` (an integer in a range), so a seeded
 ``random.Random``, hypothesis and atheris's data provider drive the same grammar.
+
+``require_compiled`` is how a test of the compiled pump says it cannot run here.
 """
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import pytest
 
 from kvbench.engine import fastpath
 from kvbench.errors import ProtocolError
 from kvbench.protocols.base import CodecOptions, Op
 from kvbench.protocols.memcache_text import MemcacheTextCodec
 from kvbench.protocols.resp import RespCodec
+
+
+def require_compiled(module: bool = False) -> None:
+    """Skip, saying why, where the compiled pump is not built or switched off; under
+    ``CI=true`` (.ci/run) fail instead: CI builds and tests it (STYLE 6a).
+
+    Args:
+        module: called at a test module's top level (skips or fails its collection).
+    """
+    if fastpath.compiled():
+        return
+    reason = (
+        "the compiled pump (engine/_pump.c) is not built: install a C compiler and the "
+        "Python headers (make deps), then reinstall"
+        if not fastpath.built()
+        else f"{fastpath.PURE_PYTHON_ENV} is set"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(f"CI builds and tests the compiled driver, but {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=module)
+
 
 # The ops a compiled run sends, by the families the C scanner checks (engine/fastpath.py).
 OPS = (Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.DECR, Op.MGET)
