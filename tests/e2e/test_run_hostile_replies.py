@@ -107,21 +107,9 @@ def run(url: str, driver: str, tmp_path: Path, *args: str) -> tuple[Result, dict
     if driver == "compiled":
         pump_oracle.require_compiled()
     out = tmp_path / f"{driver}.json"
-    result = run_kvbench(
-        "run",
-        url,
-        "--duration",
-        "1s",
-        "-c",
-        "2",
-        "--processes",
-        "1",
-        "--json",
-        str(out),
-        "--no-save",
-        *args,
-        env={fastpath.PURE_PYTHON_ENV: "1"} if driver == "python" else {},
-    )
+    flags = ["--duration", "1s", "-c", "2", "--processes", "1", "--no-save", "--json", str(out)]
+    env = {fastpath.PURE_PYTHON_ENV: "1"} if driver == "python" else {}
+    result = run_kvbench("run", url, *flags, *args, env=env)
     assert "Traceback" not in result.stderr and "Fatal error" not in result.stderr, result.stderr
     doc = read_json(out)
     expected = "compiled" if driver == "compiled" else "python (KVBENCH_PURE_PYTHON is set)"
