@@ -280,8 +280,9 @@ class Exchange:
         return [b"vvv" if op == Op.SET else None for op in self.ops]
 
 
-def exchange(draw: Draw, protocol: str | None = None, mutated: bool = True) -> Exchange:
-    """A random exchange: up to 8 requests, their replies (mutated or not), read in pieces."""
+def exchange(draw: Draw, protocol: str | None = None) -> Exchange:
+    """A random exchange: up to 8 requests, their replies (mutated, replaced by random
+    bytes, or as the grammar wrote them), read in pieces."""
     if protocol is None:
         protocol = pick(draw, ("memcache-text", "resp2"))
     ops = [pick(draw, OPS) for _ in range(draw(1, 8))]
@@ -291,7 +292,9 @@ def exchange(draw: Draw, protocol: str | None = None, mutated: bool = True) -> E
     ]
     reply = text_reply if protocol == "memcache-text" else resp_reply
     wire = b"".join(reply(draw, Op(op), key) for op, key in zip(ops, keys, strict=True))
-    if mutated and draw(0, 3):
+    if draw(0, 19) == 0:  # no grammar at all
+        wire = some_bytes(draw, 64)
+    elif draw(0, 3):
         wire = mutate(draw, wire)
     cuts = sorted({draw(1, max(1, len(wire) - 1)) for _ in range(draw(0, 5))} - {len(wire)})
     max_reply = pick(draw, (CodecOptions().max_reply_bytes, 64, 200))
