@@ -4,18 +4,19 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Servers the tests start on loopback, the peer tools bench/peers compares against, and
-# the headless browser the HTML report test opens its page in.
-APT_PACKAGES := memcached redis-server redis-tools libmemcached-tools chromium nginx libnginx-mod-http-memc nutcracker
+# Servers the tests start on loopback, the peer tools bench/peers compares against, the
+# headless browser the HTML report test opens its page in, and the C compiler and Python
+# headers the compiled driver (engine/_pump.c) is built with.
+APT_PACKAGES := memcached redis-server redis-tools libmemcached-tools chromium nginx libnginx-mod-http-memc nutcracker gcc python3-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint typecheck bench deps venv clean
+.PHONY: run test lint typecheck bench deps venv pump clean
 
 run: deps venv
 	$(BIN)/kvbench run --duration 10s
 
-test: deps venv lint typecheck
+test: deps venv pump lint typecheck
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 lint: venv
@@ -27,6 +28,13 @@ typecheck: venv
 
 bench: deps venv
 	$(BIN)/python bench/peers.py
+
+# The compiled driver is optional for users (pip goes on without a compiler, and runs use
+# the Python driver), not for CI: with CI=true (.ci/run) a venv without it fails here.
+pump: venv
+	@$(BIN)/python -c "import kvbench.engine._pump" 2>/dev/null || { \
+		echo "engine/_pump.c is not built: install gcc and python3-dev (make deps), then make clean test" >&2; \
+		[ -z "$$CI" ]; }
 
 deps:
 	@missing=""; \

@@ -23,6 +23,34 @@
 #include <string.h>
 #include <time.h>
 
+#if PY_VERSION_HEX < 0x030C0000
+/* Python 3.12's one-object exception API, on 3.11. */
+static PyObject *
+PyErr_GetRaisedException(void)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (type == NULL)
+        return NULL;
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL)
+        PyException_SetTraceback(value, traceback);
+    Py_DECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+}
+
+static void
+PyErr_SetRaisedException(PyObject *exc)
+{
+    if (exc == NULL)
+        return;
+    PyObject *type = (PyObject *)Py_TYPE(exc);
+    Py_INCREF(type);
+    PyErr_Restore(type, exc, PyException_GetTraceback(exc));
+}
+#endif
+
 /* protocols.base.ReplyKind values (a test compares them with the enum). */
 enum {
     K_HIT = 1,
@@ -110,9 +138,14 @@ is_error_line(const char *p, Py_ssize_t n)
 /* A scan's outcome for one reply. */
 typedef struct {
     long long code;       /* kind | keys << KEYS_SHIFT */
-    const char *error;    /* set when the scan returns BAD */
+    const char *error;    /* set when the scan returns BAD (ASCII) */
     char detail[96];      /* formatted error text when error == detail */
+    const char *quote;    /* reply bytes the error quotes after ``error`` (NULL: none) */
+    Py_ssize_t quote_len;
 } Scan;
+
+/* The bytes of a reply an error message quotes at most: the Python codecs' ``[:64]``. */
+#define QUOTE_MAX 64
 
 static Py_ssize_t
 fail(Scan *s, const char *message)
@@ -121,14 +154,45 @@ fail(Scan *s, const char *message)
     return BAD;
 }
 
+/* A line that answers nothing: quoted as the codec quotes it (``{line[:64]!r}``). The
+ * bytes are the server's, so they are only escaped when the error is built (scan_error),
+ * never decoded: this costs nothing until a reply is wrong. */
 static Py_ssize_t
 fail_line(Scan *s, const char *what, const char *line, Py_ssize_t n)
 {
-    int shown = (int)(n < 48 ? n : 48);
-    PyOS_snprintf(s->detail, sizeof s->detail, "unexpected reply to %s: %.*s", what, shown,
-                  line);
+    PyOS_snprintf(s->detail, sizeof s->detail, "unexpected reply to %s: ", what);
     s->error = s->detail;
+    s->quote = line;
+    s->quote_len = n < QUOTE_MAX ? n : QUOTE_MAX;
     return BAD;
+}
+
+/* The error text of a failed scan, built while the bytes it quotes are still there. The
+ * message is ASCII; quoted reply bytes appear as a bytes repr (escaped, never decoded). */
+static PyObject *
+scan_error(const Scan *s)
+{
+    PyObject *message = PyUnicode_DecodeUTF8(s->error, (Py_ssize_t)strlen(s->error),
+                                             "backslashreplace");
+    if (message == NULL || s->quote == NULL)
+        return message;
+    PyObject *quoted = PyBytes_FromStringAndSize(s->quote, s->quote_len);
+    if (quoted == NULL) {
+        Py_DECREF(message);
+        return NULL;
+    }
+    PyObject *text = PyUnicode_FromFormat("%U%R", message, quoted);
+    Py_DECREF(message);
+    Py_DECREF(quoted);
+    return text;
+}
+
+/* A type's methods refuse to run before its __init__ did (tp_new leaves pointers NULL). */
+static int
+not_initialized(const char *type)
+{
+    PyErr_Format(PyExc_RuntimeError, "%s.__init__ was not called", type);
+    return -1;
 }
 
 /* -- memcached text replies ---------------------------------------------------------- */
@@ -321,33 +385,47 @@ scan_text(const char *p, Py_ssize_t n, int family, long long max, Scan *s)
 
 /* -- RESP2 replies ------------------------------------------------------------------- */
 
-/* A signed decimal line at p (after the type byte): value in *v, or -1 if malformed. */
+/* A signed decimal line at p (after the type byte): value in *v, or -1 if malformed.
+ * RESP numbers are signed 64-bit, and the grammar is hiredis's string2ll (what the Python
+ * codec parses with): "0", or an optional '-' and digits without a leading zero; anything
+ * outside [LLONG_MIN, LLONG_MAX] is malformed. */
+#define INT64_DIGITS 19
+
 static int
 parse_ll(const char *p, Py_ssize_t n, long long *v)
 {
-    int negative = 0;
-    if (n > 0 && p[0] == '-') {
-        negative = 1;
-        p++;
-        n--;
+    if (n == 1 && p[0] == '0') {
+        *v = 0;
+        return 0;
     }
-    if (n <= 0 || n > 18 || !all_digits(p, n))
+    int negative = n > 0 && p[0] == '-';
+    p += negative;
+    n -= negative;
+    if (n <= 0 || n > INT64_DIGITS || p[0] < '1' || p[0] > '9' || !all_digits(p, n))
         return -1;
-    long long x = 0;
+    unsigned long long x = 0; /* 19 digits fit: < 10^19 < 2^64 */
     for (Py_ssize_t i = 0; i < n; i++)
-        x = x * 10 + (p[i] - '0');
-    *v = negative ? -x : x;
+        x = x * 10 + (unsigned long long)(p[i] - '0');
+    if (x > (unsigned long long)LLONG_MAX + negative)
+        return -1;
+    *v = negative ? (long long)(0ULL - x) : (long long)x;
     return 0;
 }
 
+/* hiredis's bound on an array's declared length (REDIS_READER_MAX_ARRAY_ELEMENTS). */
+#define MAX_ARRAY_ELEMENTS 4294967295LL
+
 /* One RESP2 item that is not an array: its type byte in *type, for '$' the length in *len
  * (-1 null), for ':' the value in *len. Returns consumed, NEED or BAD. '_' (RESP3 null)
- * reads as a null bulk string. */
+ * reads as a null bulk string. As in hiredis, an unknown type byte fails at once, and a
+ * simple string or error may hold no CR or LF. */
 static Py_ssize_t
 resp_item(const char *p, Py_ssize_t n, long long max, char *type, long long *len, Scan *s)
 {
     if (n < 1)
         return NEED;
+    if (memchr("+-:_$*", p[0], 6) == NULL)
+        return fail(s, "RESP protocol error: unknown reply type");
     Py_ssize_t eol = find_crlf(p, n);
     if (eol < 0)
         return n > max ? fail(s, "RESP reply larger than the reply bound") : NEED;
@@ -355,6 +433,8 @@ resp_item(const char *p, Py_ssize_t n, long long max, char *type, long long *len
     switch (p[0]) {
     case '+':
     case '-':
+        if (memchr(p, '\r', (size_t)eol) != NULL || memchr(p, '\n', (size_t)eol) != NULL)
+            return fail(s, "RESP protocol error: CR or LF in a simple string");
         return eol + 2;
     case ':':
         if (parse_ll(p + 1, eol - 1, len) < 0)
@@ -371,19 +451,18 @@ resp_item(const char *p, Py_ssize_t n, long long max, char *type, long long *len
             return fail(s, "RESP protocol error: bad bulk string length");
         if (*len == -1)
             return eol + 2;
-        if (eol + 2 + *len + 2 > max)
+        /* Bounded before use, written so that no length can overflow the sum. */
+        if (*len > max - (eol + 4))
             return fail(s, "RESP reply larger than the reply bound");
         if (n < eol + 2 + *len + 2)
             return NEED;
         if (memcmp(p + eol + 2 + *len, "\r\n", 2) != 0)
             return fail(s, "RESP protocol error: bulk string not followed by CRLF");
         return eol + 2 + (Py_ssize_t)*len + 2;
-    case '*':
-        if (parse_ll(p + 1, eol - 1, len) < 0 || *len < -1)
+    default: /* '*' */
+        if (parse_ll(p + 1, eol - 1, len) < 0 || *len < -1 || *len > MAX_ARRAY_ELEMENTS)
             return fail(s, "RESP protocol error: bad array length");
         return eol + 2;
-    default:
-        return fail(s, "RESP protocol error: unknown reply type");
     }
 }
 
@@ -445,6 +524,8 @@ scan_resp2(const char *p, Py_ssize_t n, int family, long long max, Scan *s)
                 char item_type;
                 long long item_len = 0;
                 Py_ssize_t k = resp_item(p + pos, n - pos, max - pos, &item_type, &item_len, s);
+                if (k == NEED && n > max) /* complete elements of an array that never ends */
+                    return fail(s, "RESP reply larger than the reply bound");
                 if (k <= 0)
                     return k;
                 if (item_type == '$' || item_type == '+')
@@ -797,7 +878,7 @@ i64s_take(I64s *b)
 
 typedef struct {
     PyObject_HEAD
-    int issuing;
+    char issuing; /* T_BOOL reads and writes a char */
     long long budget; /* requests left to send; -1: no limit */
     long long next_cut_ns;
     long long bytes_in;
@@ -853,6 +934,10 @@ PyDoc_STRVAR(Tally_take_doc,
 static PyObject *
 Tally_take(Tally *self, PyObject *unused)
 {
+    if (self->on_cut == NULL) {
+        not_initialized("Tally");
+        return NULL;
+    }
     PyObject *ops = i64s_take(&self->ops);
     PyObject *codes = ops ? i64s_take(&self->codes) : NULL;
     PyObject *latency = codes ? i64s_take(&self->latency) : NULL;
@@ -1001,6 +1086,10 @@ Stream_next_chunk(Stream *self)
 static PyObject *
 Stream_take_completed(Stream *self, PyObject *unused)
 {
+    if (self->refill == NULL) {
+        not_initialized("Stream");
+        return NULL;
+    }
     long long completed = self->completed;
     self->completed = 0;
     return PyLong_FromLongLong(completed);
@@ -1072,6 +1161,10 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
                                      &StreamType, &stream, &write, &protocol, &families,
                                      &max_reply))
         return -1;
+    if (((Tally *)tally)->on_cut == NULL || ((Stream *)stream)->refill == NULL) {
+        PyBuffer_Release(&families);
+        return not_initialized(((Tally *)tally)->on_cut == NULL ? "Tally" : "Stream");
+    }
     if (protocol != P_TEXT && protocol != P_RESP2) {
         PyBuffer_Release(&families);
         PyErr_Format(PyExc_ValueError, "unknown protocol %d", protocol);
@@ -1223,20 +1316,37 @@ pump_issue(Pump *self, Py_ssize_t n)
     }
     self->out = o.p;
     self->out_cap = o.cap;
-    if (i < n) /* a bug, not a server's doing: the requests encoded are not sent */
+    /* A refill or an encoding failed at request i (not a server's doing): the i requests
+     * before it were taken from the stream, so they are sent and kept in flight like any
+     * others, and the error is raised after the write. */
+    PyObject *failure = i < n ? PyErr_GetRaisedException() : NULL;
+    if (i == 0) {
+        PyErr_SetRaisedException(failure);
         return -1;
+    }
     PyObject *bytes = PyBytes_FromStringAndSize(o.p, o.len);
-    if (bytes == NULL)
+    PyObject *result = NULL;
+    if (bytes != NULL) {
+        self->fifo_len += i;
+        if (tally->budget >= 0)
+            tally->budget -= i;
+        tally->bytes_out += o.len;
+        result = PyObject_CallOneArg(self->write, bytes);
+        Py_DECREF(bytes);
+    }
+    if (result == NULL) { /* the write's own error; the earlier one is its context */
+        if (failure != NULL) {
+            PyObject *error = PyErr_GetRaisedException();
+            PyException_SetContext(error, failure);
+            PyErr_SetRaisedException(error);
+        }
         return -1;
-    self->fifo_len += n;
-    if (tally->budget >= 0)
-        tally->budget -= n;
-    tally->bytes_out += o.len;
-    PyObject *result = PyObject_CallOneArg(self->write, bytes);
-    Py_DECREF(bytes);
-    if (result == NULL)
-        return -1;
+    }
     Py_DECREF(result);
+    if (failure != NULL) {
+        PyErr_SetRaisedException(failure);
+        return -1;
+    }
     return PUMP_OK;
 }
 
@@ -1253,9 +1363,9 @@ account(Pump *self, Tally *tally, long long code, long long now)
 }
 
 static int
-set_error(Pump *self, const char *message)
+set_error(Pump *self, const Scan *scan)
 {
-    PyObject *text = PyUnicode_FromString(message);
+    PyObject *text = scan_error(scan);
     if (text == NULL)
         return -1;
     Py_XSETREF(self->error, text);
@@ -1276,8 +1386,13 @@ Pump_received(Pump *self, PyObject *data)
         PyErr_SetString(PyExc_TypeError, "received() takes bytes");
         return NULL;
     }
-    if (self->error != Py_None)
+    if (self->error != Py_None) { /* NULL until __init__: checked off the common path */
+        if (self->error == NULL) {
+            not_initialized("Pump");
+            return NULL;
+        }
         return PyLong_FromLong(PUMP_ERROR);
+    }
     long long now = monotonic_ns();
     Tally *tally = self->tally;
     if (now >= tally->next_cut_ns && tally->on_cut != Py_None) {
@@ -1324,8 +1439,10 @@ Pump_received(Pump *self, PyObject *data)
     }
     self->stream->completed += done;
     if (scan.error != NULL) {
+        /* The error quotes bytes of buf: build it before they may go. */
+        int failed = set_error(self, &scan);
         self->in_len = 0;
-        if (set_error(self, scan.error) < 0)
+        if (failed < 0)
             return NULL;
         return PyLong_FromLong(PUMP_ERROR);
     }
@@ -1356,6 +1473,10 @@ PyDoc_STRVAR(Pump_issue_doc,
 static PyObject *
 Pump_issue(Pump *self, PyObject *arg)
 {
+    if (self->tally == NULL) {
+        not_initialized("Pump");
+        return NULL;
+    }
     Py_ssize_t n = PyLong_AsSsize_t(arg);
     if (n == -1 && PyErr_Occurred())
         return NULL;
@@ -1373,6 +1494,10 @@ PyDoc_STRVAR(Pump_oldest_doc,
 static PyObject *
 Pump_oldest_sent_ns(Pump *self, PyObject *unused)
 {
+    if (self->tally == NULL) {
+        not_initialized("Pump");
+        return NULL;
+    }
     if (self->fifo_len == 0)
         Py_RETURN_NONE;
     return PyLong_FromLongLong(self->fifo_sent[self->fifo_head]);
@@ -1386,6 +1511,10 @@ static PyObject *
 Pump_expire(Pump *self, PyObject *args)
 {
     long long now, timeout_ns;
+    if (self->tally == NULL) {
+        not_initialized("Pump");
+        return NULL;
+    }
     if (!PyArg_ParseTuple(args, "LL", &now, &timeout_ns))
         return NULL;
     Py_ssize_t k = 0;
@@ -1411,6 +1540,10 @@ PyDoc_STRVAR(Pump_drop_doc,
 static PyObject *
 Pump_drop(Pump *self, PyObject *unused)
 {
+    if (self->tally == NULL) {
+        not_initialized("Pump");
+        return NULL;
+    }
     PyObject *ops = PyBytes_FromStringAndSize(NULL, self->fifo_len);
     if (ops == NULL)
         return NULL;
@@ -1502,14 +1635,20 @@ scan_replies(PyObject *module, PyObject *args)
         pos += k;
         i++;
     }
+    PyObject *error = Py_None;
+    if (codes != NULL && scan.error != NULL) /* before data, whose bytes it quotes, goes */
+        error = scan_error(&scan);
+    else
+        Py_INCREF(error);
     PyBuffer_Release(&families);
     PyBuffer_Release(&ops);
     PyBuffer_Release(&data);
-    if (codes == NULL)
+    if (codes == NULL || error == NULL) {
+        Py_XDECREF(codes);
+        Py_XDECREF(error);
         return NULL;
-    if (scan.error == NULL)
-        return Py_BuildValue("(NnO)", codes, pos, Py_None);
-    return Py_BuildValue("(Nns)", codes, pos, scan.error);
+    }
+    return Py_BuildValue("(NnN)", codes, pos, error);
 }
 
 /* -- module ----------------------------------------------------------------------------- */

@@ -66,9 +66,14 @@ PROTOCOLS: dict[str, tuple[int, bytes]] = (
 )
 
 
+def built() -> bool:
+    """The extension was built (a C compiler and the Python headers were there)."""
+    return _pump is not None
+
+
 def compiled() -> bool:
     """The extension is built and not switched off."""
-    return _pump is not None and not os.environ.get(PURE_PYTHON_ENV)
+    return built() and not os.environ.get(PURE_PYTHON_ENV)
 
 
 def driver_name(python_reason: str | None) -> str:

@@ -1,12 +1,19 @@
 """The compiled pump (engine/_pump.c) against the Python codecs, which stay the reference.
 
 The same replies, fed to the C scanner and to the codec's ``read_kinds``, must give the
-same codes in the same order, however they are cut into reads; any bytes must give codes
-or an error, never a crash; requests must be the bytes the codec's ``encode_many`` writes.
+same codes in the same order, however they are cut into reads; hostile replies (the
+differential test, oracle in tests/support/pump_oracle.py) the same codes or a protocol
+error on both; any bytes must give codes or an error, never a crash; requests must be
+the bytes the codec's ``encode_many`` writes. Under ``CI=true`` a pump that is not built
+fails these tests instead of skipping them.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,14 +21,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvbench.engine import fastpath
+from kvbench.errors import ProtocolError
 from kvbench.protocols.base import KEYS_SHIFT, CodecOptions, Op, ReplyKind
 from kvbench.protocols.memcache_text import MemcacheTextCodec
 from kvbench.protocols.resp import RespCodec
+from tests.support import pump_oracle
 
 if not fastpath.compiled():
-    pytest.skip(
-        "the compiled pump is not built (or KVBENCH_PURE_PYTHON is set)", allow_module_level=True
-    )
+    pump_oracle.require_compiled(module=True)
 
 from kvbench.engine import _pump  # type: ignore[attr-defined]
 
@@ -79,7 +86,14 @@ def text_exchange(draw: Any) -> tuple[int, Any, bytes]:
     words = {
         Op.SET: [b"STORED", b"NOT_STORED", b"EXISTS", b"NOT_FOUND"],
         Op.DELETE: [b"DELETED", b"NOT_FOUND"],
-        Op.INCR: [b"NOT_FOUND", b"0", b"42", b"18446744073709551615"],
+        Op.INCR: [
+            b"NOT_FOUND",
+            b"0",
+            b"42",
+            b"999999999999999999",
+            b"1000000000000000000",
+            b"18446744073709551615",
+        ],
     }[op]
     return int(op), draw(keys), draw(st.sampled_from(words)) + b"\r\n"
 
@@ -110,69 +124,14 @@ def resp_exchange(draw: Any) -> tuple[int, Any, bytes]:
         names = tuple(draw(st.lists(keys, min_size=1, max_size=4)))
         values = [draw(st.one_of(st.none(), data)) for _ in names]
         return int(op), names, b"*%d\r\n" % len(names) + b"".join(bulk(v) for v in values)
-    number = draw(st.integers(-5, 2**40)) if op == Op.INCR else draw(st.integers(0, 3))
+    # INCR answers with any signed 64-bit value; DEL with a count
+    number = draw(st.integers(-(2**63), 2**63 - 1)) if op == Op.INCR else draw(st.integers(0, 3))
     return int(op), draw(keys), b":%d\r\n" % number
 
 
-def python_codes(codec: Any, exchanges: list[tuple[int, Any, bytes]], cuts: list[int]) -> list[int]:
-    """What the Python codec's read_kinds gives for the replies, fed in pieces."""
-    ops = [op for op, _, _ in exchanges]
-    names = [key for _, key, _ in exchanges]
-    values = [b"v" * 3 if op == int(Op.SET) else None for op in ops]
-    codec.encode_many(ops, names, values, 0, len(ops), bytearray())
-    wire = b"".join(reply for _, _, reply in exchanges)
-    codes: list[int] = []
-    for start, stop in zip([0, *cuts], [*cuts, len(wire)], strict=True):
-        codec.feed(wire[start:stop])
-        codec.read_kinds(codes)
-    return codes
-
-
-def c_codes(protocol: int, families: bytes, exchanges: list[tuple[int, Any, bytes]]) -> list[int]:
-    ops = bytes(op for op, _, _ in exchanges)
-    wire = b"".join(reply for _, _, reply in exchanges)
-    codes, consumed, error = _pump.scan_replies(protocol, families, ops, wire, MAX)
-    assert error is None and consumed == len(wire)
-    return list(codes)
-
-
-def pump_codes(
-    codec: Any,
-    protocol: int,
-    families: bytes,
-    exchanges: list[tuple[int, Any, bytes]],
-    cuts: list[int],
-) -> list[int]:
-    """What a pump accounts for the replies, fed in pieces, after sending the requests."""
-    ops = [op for op, _, _ in exchanges]
-    names = [key for _, key, _ in exchanges]
-    values = [b"v" * 3 if op == int(Op.SET) else None for op in ops]
-    requests = bytearray()
-    codec.encode_many(ops, names, values, 0, len(ops), requests)
-    written: list[bytes] = []
-    tally = _pump.Tally()
-    tally.issuing, tally.budget = True, len(ops)
-    stream = _pump.Stream(lambda: (ops, names, values, 0), protocol)
-    p = _pump.Pump(tally, stream, written.append, protocol, families, MAX)
-    p.issue(len(ops))
-    assert written == [bytes(requests)]
-    wire = b"".join(reply for _, _, reply in exchanges)
-    for start, stop in zip([0, *cuts], [*cuts, len(wire)], strict=True):
-        assert p.received(wire[start:stop]) in (0, 1)
-    assert p.inflight == 0
-    taken_ops, codes, _ = (memoryview(b).cast("q").tolist() for b in tally.take())
-    assert taken_ops == ops
-    return list(codes)
-
-
-CASES = {  # protocol name -> (a reply generator, a fresh codec, the C protocol, families)
-    "memcache-text": (
-        text_exchange(),
-        lambda: MemcacheTextCodec(CodecOptions()),
-        TEXT,
-        TEXT_FAMILIES,
-    ),
-    "resp2": (resp_exchange(), lambda: RespCodec(CodecOptions()), RESP, RESP_FAMILIES),
+CASES = {  # protocol name -> (a generator of well-formed replies, the C protocol, families)
+    "memcache-text": (text_exchange(), TEXT, TEXT_FAMILIES),
+    "resp2": (resp_exchange(), RESP, RESP_FAMILIES),
 }
 
 
@@ -180,13 +139,37 @@ CASES = {  # protocol name -> (a reply generator, a fresh codec, the C protocol,
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_replies_classify_as_the_python_codec_does(name: str, data: Any) -> None:
-    exchange, codec, protocol, families = CASES[name]
+    """Well-formed replies: the same requests and codes, no error, however they are cut."""
+    exchange, protocol, families = CASES[name]
     exchanges = data.draw(st.lists(exchange, min_size=1, max_size=12))
-    wire_size = sum(len(reply) for _, _, reply in exchanges)
-    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, wire_size - 1)), max_size=4)))
-    expected = python_codes(codec(), exchanges, cuts)
-    assert c_codes(protocol, families, exchanges) == expected
-    assert pump_codes(codec(), protocol, families, exchanges, cuts) == expected
+    wire = b"".join(reply for _, _, reply in exchanges)
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(wire) - 1)), max_size=4)))
+    ops, names = [op for op, _, _ in exchanges], [key for _, key, _ in exchanges]
+    ex = pump_oracle.Exchange(name, ops, names, wire, cuts, MAX)
+    expected = pump_oracle.python_outcome(ex)
+    assert expected.error is None and len(expected.codes) == len(ops)
+    assert pump_oracle.pump_outcome(ex) == expected
+    scanned = _pump.scan_replies(protocol, families, bytes(ops), wire, MAX)
+    assert scanned == (expected.codes, len(wire), None)
+
+
+@pytest.mark.parametrize("protocol", ["memcache-text", "resp2"])
+@settings(max_examples=400, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_hostile_replies_give_the_same_codes_or_a_protocol_error_on_both(
+    protocol: str, rng: Any
+) -> None:
+    """The differential test (STYLE 6a): replies from the grammar of each op family, with
+    huge, negative and 18-20 digit lengths and numbers, mutated (high bytes, split CRLFs,
+    truncation, garbage) and read in random pieces; the oracle is tests/support/pump_oracle.py,
+    which fuzz/fuzz_pump.py runs too."""
+    pump_oracle.check(pump_oracle.exchange(rng.randint, protocol))
+
+
+def test_hostile_replies_from_a_fixed_sweep_agree() -> None:
+    """The same oracle over a few thousand seeded exchanges, the same in every run."""
+    for seed in range(3000):
+        pump_oracle.check(pump_oracle.exchange(pump_oracle.seeded(seed)))
 
 
 @settings(max_examples=300, deadline=None)
@@ -206,7 +189,7 @@ def test_any_bytes_give_codes_or_an_error_never_a_crash(
 @pytest.mark.parametrize(
     ("protocol", "families", "op", "wire", "message"),
     [
-        (TEXT, TEXT_FAMILIES, Op.GET, b"WHAT\r\n", "unexpected reply to get: WHAT"),
+        (TEXT, TEXT_FAMILIES, Op.GET, b"WHAT\r\n", "unexpected reply to get: b'WHAT'"),
         (TEXT, TEXT_FAMILIES, Op.GET, b"VALUE k 0 x\r\n", "bad VALUE header"),
         (TEXT, TEXT_FAMILIES, Op.GET, b"VALUE k 0 1\r\nab", "not followed by CRLF END CRLF"),
         (TEXT, TEXT_FAMILIES, Op.SET, b"DELETED\r\n", "unexpected reply to a storage command"),
@@ -216,6 +199,10 @@ def test_any_bytes_give_codes_or_an_error_never_a_crash(
         (RESP, RESP_FAMILIES, Op.SET, b"+QUEUED\r\n", "cannot answer SET"),
         (RESP, RESP_FAMILIES, Op.MGET, b"*1\r\n:1\r\n", "MGET element"),
         (RESP, RESP_FAMILIES, Op.GET, b"?\r\n", "unknown reply type"),
+        (RESP, RESP_FAMILIES, Op.GET, b"?", "unknown reply type"),  # no need to wait for CRLF
+        (RESP, RESP_FAMILIES, Op.SET, b"+O\rK\r\n", "CR or LF in a simple string"),
+        (RESP, RESP_FAMILIES, Op.GET, b"-ERR a\nb\r\n", "CR or LF in a simple string"),
+        (RESP, RESP_FAMILIES, Op.MGET, b"*99\r\n" + b"$-1\r\n" * 20, "reply bound"),
         (RESP, RESP_FAMILIES, Op.GET, b"$abc\r\n", "bad bulk string length"),
         (RESP, RESP_FAMILIES, Op.GET, b"$1\r\nab\r\n", "not followed by CRLF"),
         (RESP, RESP_FAMILIES, Op.NOOP, b"+PONG\r\n", "no compiled scanner"),
@@ -330,7 +317,7 @@ def test_a_grammar_error_stops_the_pump_after_counting_what_came_before() -> Non
     tally, p, _ = pump()
     p.issue(3)
     assert p.received(b"END\r\nNONSENSE\r\nEND\r\n") == 2
-    assert p.error == "unexpected reply to get: NONSENSE"
+    assert p.error == "unexpected reply to get: b'NONSENSE'"
     assert tally.pending == 1
     assert p.received(b"END\r\n") == 2  # unusable from now on
     assert p.drop() == bytes([int(Op.GET)] * 2)
@@ -356,3 +343,217 @@ def test_the_interval_cut_runs_before_the_read_is_accounted() -> None:
     p.issue(1)
     p.received(b"END\r\n")
     assert len(seen) == 1 and seen[0][1] == 0 and tally.pending == 1
+
+
+# -- hostile bytes (issue "The answer is right", B) ----------------------------------------
+
+
+def python_outcome(protocol: int, op: Op, wire: bytes) -> tuple[list[int], str | None]:
+    """The Python codec's codes for ``wire`` answering one ``op``, and its error, if any."""
+    codec: Any = (
+        MemcacheTextCodec(CodecOptions()) if protocol == TEXT else RespCodec(CodecOptions())
+    )
+    key: Any = (b"a", b"b") if op == Op.MGET else b"k"
+    codec.encode_many([int(op)], [key], [b"v"], 0, 1, bytearray())
+    codes: list[int] = []
+    try:
+        codec.feed(wire)
+        codec.read_kinds(codes)
+    except ProtocolError as exc:
+        return codes, str(exc)
+    return codes, None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"\xff\xfe garbage",
+        b"x" * 47 + "\u20ac".encode(),  # a 3-byte character cut at byte 48
+        b"x" * 63 + b"\xc3\xa9" + b"tail",  # ... and at byte 64, where the codec cuts
+        b"NUL\x00 and \x1b[31m escapes",
+    ],
+)
+def test_error_text_quotes_reply_bytes_escaped_as_the_codec_does(line: bytes) -> None:
+    wire = line + b"\r\n"
+    _, expected = python_outcome(TEXT, Op.GET, wire)
+    assert expected is not None
+    codes, consumed, error = _pump.scan_replies(TEXT, TEXT_FAMILIES, bytes([Op.GET]), wire, MAX)
+    assert (codes, consumed, error) == ([], 0, expected)
+    assert error.isprintable()  # every byte that is not printable ASCII is escaped
+    tally, p, _ = pump()
+    p.issue(2)
+    assert p.received(b"END\r\n" + wire) == 2  # a grammar error, not an exception
+    assert p.error == expected and tally.pending == 1
+
+
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    ("op", "reply"),
+    [
+        (Op.INCR, b":1000000000000000000\r\n"),  # 19 digits
+        (Op.INCR, b":%d\r\n" % INT64_MAX),
+        (Op.INCR, b":%d\r\n" % -(2**63)),
+        (Op.INCR, b":-1000000000000000000\r\n"),
+        (Op.INCR, b":0\r\n"),
+        (Op.DELETE, b":%d\r\n" % INT64_MAX),
+        (Op.INCR, b":%d\r\n" % (INT64_MAX + 1)),  # beyond: a protocol error on both
+        (Op.INCR, b":%d\r\n" % (-(2**63) - 1)),
+        (Op.INCR, b":18446744073709551615\r\n"),
+        (Op.INCR, b":100000000000000000000\r\n"),
+        (Op.INCR, b":007\r\n"),  # hiredis refuses what Redis never writes
+        (Op.INCR, b":-0\r\n"),
+        (Op.INCR, b":+1\r\n"),
+        (Op.INCR, b":-\r\n"),
+        (Op.INCR, b":\r\n"),
+        (Op.INCR, b": 1\r\n"),
+        (Op.GET, b"$-2\r\n"),
+        (Op.GET, b"$01\r\nx\r\n"),
+        (Op.GET, b"$-0\r\n"),
+        (Op.MGET, b"*-2\r\n"),
+        (Op.MGET, b"*%d\r\n" % 2**32),
+        (Op.MGET, b"*99999999999999999999\r\n"),
+        (Op.GET, b"$99999999999999999999\r\n"),
+    ],
+)
+def test_resp_numbers_take_the_signed_64_bit_range_as_the_codec_does(op: Op, reply: bytes) -> None:
+    expected_codes, expected_error = python_outcome(RESP, op, reply)
+    codes, consumed, error = _pump.scan_replies(RESP, RESP_FAMILIES, bytes([op]), reply, MAX)
+    assert codes == expected_codes
+    assert (error is None) == (expected_error is None), (error, expected_error)
+    assert consumed == (len(reply) if error is None else 0)
+
+
+@pytest.mark.parametrize(
+    "header", [b"$%d\r\n" % INT64_MAX, b"$%d\r\n" % (INT64_MAX - 3), b"$1000000000000000000\r\n"]
+)
+def test_huge_bulk_lengths_are_refused_by_the_bound_not_overflowed(header: bytes) -> None:
+    codes, consumed, error = _pump.scan_replies(
+        RESP, RESP_FAMILIES, bytes([Op.GET]), header + b"abc\r\n", 64
+    )
+    assert (codes, consumed) == ([], 0)
+    assert error is not None and "larger than the reply bound" in error
+
+
+UNINITIALIZED = """
+from kvbench.engine import _pump
+calls = {
+    "Pump.issue": lambda: _pump.Pump.__new__(_pump.Pump).issue(1),
+    "Pump.received": lambda: _pump.Pump.__new__(_pump.Pump).received(b"END\\r\\n"),
+    "Pump.expire": lambda: _pump.Pump.__new__(_pump.Pump).expire(0, 0),
+    "Pump.drop": lambda: _pump.Pump.__new__(_pump.Pump).drop(),
+    "Pump.oldest_sent_ns": lambda: _pump.Pump.__new__(_pump.Pump).oldest_sent_ns(),
+    "Tally.take": lambda: _pump.Tally.__new__(_pump.Tally).take(),
+    "Stream.take_completed": lambda: _pump.Stream.__new__(_pump.Stream).take_completed(),
+    "Pump(uninitialized Tally)": lambda: _pump.Pump(
+        _pump.Tally.__new__(_pump.Tally), _pump.Stream(list, 1), print, 1, b"", 64
+    ),
+    "Pump(uninitialized Stream)": lambda: _pump.Pump(
+        _pump.Tally(), _pump.Stream.__new__(_pump.Stream), print, 1, b"", 64
+    ),
+}
+for name, call in calls.items():
+    try:
+        call()
+    except RuntimeError as exc:
+        print(name, "refused:", exc)
+    else:
+        print(name, "ran")
+"""
+
+
+def test_types_refuse_to_work_before_their_init_ran() -> None:
+    """In a child process: before the fix, the first call was a segfault."""
+    child = subprocess.run(
+        [sys.executable, "-c", UNINITIALIZED], capture_output=True, text=True, timeout=60
+    )
+    assert child.returncode == 0, child.stderr
+    lines = child.stdout.splitlines()
+    assert len(lines) == 9 and all("refused: " in line for line in lines), lines
+    assert "Pump.issue refused: Pump.__init__ was not called" in lines
+
+
+MEMBER_TYPES = {  # structmember type -> the C declaration it reads and writes
+    "T_BOOL": "char",
+    "T_INT": "int",
+    "T_LONGLONG": "long long",
+    "T_PYSSIZET": "Py_ssize_t",
+    "T_OBJECT": "PyObject *",
+}
+
+
+def struct_fields(source: str, struct: str) -> dict[str, str]:
+    """The fields of ``typedef struct {...} <struct>;`` in C source: name -> declared type."""
+    body = re.search(r"typedef struct \{([^{}]*)\} " + struct + ";", source)
+    assert body is not None, struct
+    code = re.sub(r"/\*.*?\*/", "", body.group(1), flags=re.S).replace("PyObject_HEAD", "")
+    fields = {}
+    declarator = r"\s*(\**)\s*(\w+)\s*(?:\[\w*\])?\s*"
+    for statement in filter(str.strip, code.split(";")):
+        # "long long a, b" / "PyObject *ops, *keys" / "unsigned char family[MAX_OPS]"
+        first, *more = statement.split(",")
+        head = re.fullmatch(r"\s*(.*?)" + declarator, first, re.S)
+        assert head is not None, statement
+        base, *named = head.groups()
+        for stars, name in [named, *(re.findall(declarator, d)[0] for d in more)]:
+            fields[name] = f"{base} {stars}" if stars else base
+    return fields
+
+
+def test_every_member_describes_the_c_type_of_its_field() -> None:
+    """A T_BOOL over an int reads and writes one byte of it (the wrong one on big-endian)."""
+    source = (Path(fastpath.__file__).parent / "_pump.c").read_text()
+    members = re.findall(r"\{\"\w+\", (T_\w+), offsetof\((\w+), (\w+)\)", source)
+    assert len(members) >= 8
+    for member_type, struct, field in members:
+        declared = struct_fields(source, struct)[field]
+        assert declared == MEMBER_TYPES[member_type], (struct, field, declared)
+
+
+def test_issuing_is_a_bool_that_round_trips() -> None:
+    tally = _pump.Tally()
+    assert tally.issuing is False
+    tally.issuing = True
+    assert tally.issuing is True
+    with pytest.raises(TypeError):
+        tally.issuing = 1
+
+
+def test_requests_taken_before_a_failed_refill_are_sent_not_lost() -> None:
+    """A refill that raises mid-batch: what was taken goes out, then the error is raised."""
+    pieces = Pieces(3)
+    served = 0
+
+    def refill() -> tuple[list[int], list[bytes], list[None], int]:
+        nonlocal served
+        served += 1
+        if served == 2:
+            raise MemoryError("the workload could not draw its next chunk")
+        return pieces.refill()
+
+    tally = _pump.Tally()
+    tally.issuing, tally.budget = True, 10
+    stream = _pump.Stream(refill, TEXT)
+    p = _pump.Pump(tally, stream, pieces.writes.append, TEXT, TEXT_FAMILIES, MAX)
+    with pytest.raises(MemoryError, match="next chunk"):
+        p.issue(5)
+    assert pieces.writes == [b"get k0\r\nget k1\r\nget k2\r\n"]
+    assert p.inflight == 3 and tally.budget == 7 and stream.pos == 3
+    assert tally.bytes_out == len(pieces.writes[0])
+    # the next issue goes on from the next chunk; the replies of all are accounted
+    assert p.received(b"END\r\n" * 3) == 0
+    assert pieces.writes[1] == b"get k3\r\nget k4\r\nget k5\r\n"
+    assert tally.pending == 3 and p.inflight == 3
+
+
+def test_an_encoding_failure_mid_batch_sends_what_was_encoded_first() -> None:
+    ops, names = [int(Op.GET), int(Op.GET), int(Op.NOOP)], [b"a", b"b", b"c"]
+    written: list[bytes] = []
+    tally = _pump.Tally()
+    tally.issuing = True
+    stream = _pump.Stream(lambda: (ops, names, [None] * 3, 0), TEXT)
+    p = _pump.Pump(tally, stream, written.append, TEXT, TEXT_FAMILIES, MAX)
+    with pytest.raises(ValueError, match="no compiled encoding"):
+        p.issue(3)
+    assert written == [b"get a\r\nget b\r\n"] and p.inflight == 2 and stream.pos == 2

@@ -1,0 +1,89 @@
+"""atheris harness for the compiled pump (engine/_pump.c) against the Python codecs.
+
+Oracle (tests/support/pump_oracle.py, the one the differential test in
+tests/unit/engine/test_pump.py uses): for the same requests and the same reply bytes read
+in the same pieces, the pump and the codec's ``read_kinds`` write the same requests and
+account the same reply codes, and both stop on a protocol error or neither (save the
+documented exceptions); the pump never raises and never crashes.
+
+The first input byte chooses the mode: grammar-aware (even: replies drawn from each op
+family's grammar by the rest of the input, then mutated) or raw (odd: the next bytes
+choose the protocol, up to 8 ops, the reply bound and the read size; the rest is the
+server's byte stream as it is).
+
+Run by hand (not in CI), from the repository root:
+``pip install atheris && python fuzz/fuzz_pump.py corpus/`` (libFuzzer flags such as
+``-max_total_time=60`` pass through). Without atheris, ``python fuzz/fuzz_pump.py
+--seeds 100000`` runs the oracle over that many seeded exchanges instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
+
+from kvbench.engine import fastpath
+from kvbench.protocols.base import Op
+from tests.support import pump_oracle
+
+MAX_REPLY = (64, 200, 4096)
+
+
+def test_one_input(data: bytes) -> None:
+    """One exchange from ``data``: grammar-aware or raw (see the module docstring)."""
+    if len(data) < 5:
+        return
+    if data[0] % 2 == 0:
+        draw = ByteDraw(data[1:])
+        pump_oracle.check(pump_oracle.exchange(draw))
+        return
+    protocol = "memcache-text" if data[1] % 2 == 0 else "resp2"
+    count = 1 + data[2] % 8
+    if len(data) < 5 + count:
+        return
+    ops = [int(pump_oracle.OPS[b % len(pump_oracle.OPS)]) for b in data[5 : 5 + count]]
+    keys = [(b"a", b"b") if op == Op.MGET else b"k" for op in ops]
+    wire = data[5 + count :]
+    step = 1 + data[3] % 32
+    cuts = list(range(step, len(wire), step))
+    max_reply = MAX_REPLY[data[4] % len(MAX_REPLY)]
+    pump_oracle.check(pump_oracle.Exchange(protocol, ops, keys, wire, cuts, max_reply))
+
+
+class ByteDraw:
+    """A ``pump_oracle.Draw`` that takes its choices from fuzzer bytes (0 when they run out)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pos = 0
+
+    def __call__(self, lo: int, hi: int) -> int:
+        span = hi - lo + 1
+        value = 0
+        for _ in range(max(1, (span.bit_length() + 7) // 8)):
+            byte = self._data[self._pos] if self._pos < len(self._data) else 0
+            self._pos += 1
+            value = value << 8 | byte
+        return lo + value % span
+
+
+def main() -> None:
+    if not fastpath.compiled():
+        sys.exit("the compiled pump is not built (or KVBENCH_PURE_PYTHON is set)")
+    if len(sys.argv) == 3 and sys.argv[1] == "--seeds":
+        for seed in range(int(sys.argv[2])):
+            pump_oracle.check(pump_oracle.exchange(pump_oracle.seeded(seed)))
+        print(f"{sys.argv[2]} seeded exchanges: the pump and the codecs agree")
+        return
+    # Not a project dependency: only the harnesses need it, and it ships no types.
+    import atheris  # type: ignore[import-untyped, import-not-found, unused-ignore]
+
+    atheris.instrument_all()
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""``kvbench run`` against servers whose replies are hostile, on both drivers.
+
+Reply bytes that are not UTF-8, and RESP integers of 19 digits and beyond: a fake server
+writes what a real one would not (a real redis-server for the 64-bit edge it does reach).
+Bad replies are protocol errors, counted, and the connection is reopened, the same on the
+compiled and the Python driver; never a traceback, never a silent ``conn_error``.
+"""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import hiredis
+import pytest
+
+from kvbench.engine import fastpath
+from tests.support import pump_oracle
+from tests.support.cli import Result, all_phase_counts, read_json, run_kvbench
+from tests.support.servers import Server
+
+pytestmark = pytest.mark.integration
+
+DRIVERS = ["compiled", "python"]
+# Cut inside "\u20ac" (3 bytes) at byte 48 of the line; and bytes that are no UTF-8 at all.
+CUT_CHARACTER = b"x" * 47 + "\u20ac".encode() + b"\r\n"
+NOT_UTF8 = b"\xff\xfe garbage\r\n"
+
+
+class FakeServer(socketserver.ThreadingTCPServer):
+    """memcached text or RESP2 on a free loopback port; ``answer`` writes each reply.
+
+    ``answer(command, n)`` gets the request's words (a text line split on spaces, or the
+    RESP array) and how many requests of that verb came before; ``stats`` / ``INFO`` and
+    ``version`` are answered here so that the run's probe passes.
+    """
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, resp: bool, answer: Callable[[list[bytes], int], bytes]) -> None:
+        super().__init__(("127.0.0.1", 0), _Session)
+        self.resp = resp
+        self.answer = answer
+        self.counts: dict[bytes, int] = {}
+        self.lock = threading.Lock()
+
+    def reply(self, command: list[bytes]) -> bytes:
+        verb = command[0].lower() if command else b""
+        with self.lock:
+            n = self.counts.get(verb, 0)
+            self.counts[verb] = n + 1
+        if verb in (b"stats", b"info"):
+            text = b"redis_version:7.0.0\r\nuptime_in_seconds:1\r\n"
+            return b"$%d\r\n%b\r\n" % (len(text), text) if self.resp else b"STAT pid 1\r\nEND\r\n"
+        if verb == b"version":
+            return b"VERSION 1.6.0\r\n"
+        return self.answer(command, n)
+
+
+class _Session(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        server: FakeServer = self.server  # type: ignore[assignment]
+        reader = hiredis.Reader()
+        buffer = b""
+        while data := self.request.recv(65536):
+            out = []
+            if server.resp:
+                reader.feed(data)
+                while (command := reader.gets()) is not False:
+                    out.append(server.reply(command))
+            else:
+                buffer += data
+                while (eol := buffer.find(b"\r\n")) >= 0:
+                    words = buffer[:eol].split(b" ")
+                    end = eol + 2
+                    if words[0] == b"set":  # the data block follows the line
+                        end += int(words[4]) + 2
+                        if len(buffer) < end:
+                            break
+                    buffer = buffer[end:]
+                    out.append(server.reply(words))
+            try:
+                self.request.sendall(b"".join(out))
+            except OSError:
+                return
+
+
+@contextmanager
+def fake_server(resp: bool, answer: Callable[[list[bytes], int], bytes]) -> Iterator[FakeServer]:
+    server = FakeServer(resp, answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run(url: str, driver: str, tmp_path: Path, *args: str) -> tuple[Result, dict[str, Any]]:
+    if driver == "compiled":
+        pump_oracle.require_compiled()
+    out = tmp_path / f"{driver}.json"
+    flags = ["--duration", "1s", "-c", "2", "--processes", "1", "--no-save", "--json", str(out)]
+    env = {fastpath.PURE_PYTHON_ENV: "1"} if driver == "python" else {}
+    result = run_kvbench("run", url, *flags, *args, env=env)
+    assert "Traceback" not in result.stderr and "Fatal error" not in result.stderr, result.stderr
+    doc = read_json(out)
+    expected = "compiled" if driver == "compiled" else "python (KVBENCH_PURE_PYTHON is set)"
+    assert doc["environment"]["driver"] == expected
+    return result, doc
+
+
+def reconnects(doc: dict[str, Any]) -> int:
+    return sum(row["reconnects"] for row in doc["intervals"])
+
+
+def protocol_errors(doc: dict[str, Any]) -> list[str]:
+    return [e for e in doc["errors"] if "protocol_error" in e]
+
+
+def text_garbage(command: list[bytes], n: int) -> bytes:
+    """Every 25th get answered with bytes that are no reply (and no UTF-8); else a miss."""
+    if command[0] != b"get":
+        return b"STORED\r\n" if command[0] == b"set" else b"ERROR\r\n"
+    if n % 25 == 24:
+        return NOT_UTF8 if n % 50 == 24 else CUT_CHARACTER
+    return b"END\r\n"
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_reply_bytes_that_are_not_utf8_are_protocol_errors_and_reconnects(
+    tmp_path: Path, driver: str
+) -> None:
+    with fake_server(False, text_garbage) as server:
+        port = server.server_address[1]
+        _, doc = run(f"memcached://127.0.0.1:{port}", driver, tmp_path, "--ratio", "0:1")
+        gets = server.counts[b"get"]
+    outcomes = doc["ops"]["get"]["outcomes"]
+    assert outcomes["miss"] > 50
+    # every bad reply closed its connection: its in-flight requests are conn_error, and
+    # the connection came back
+    assert outcomes.get("conn_error", 0) >= 1 and reconnects(doc) >= 1
+    errors = protocol_errors(doc)
+    assert errors, doc["errors"]
+    assert any(
+        "unexpected reply to get: b'\\xff\\xfe garbage'" in e
+        or "unexpected reply to get: b'" + "x" * 47 + "\\xe2\\x82\\xac'" in e
+        for e in errors
+    ), errors
+    # the client's count of gets is the server's (less those still in flight at the end)
+    assert gets - 4 <= all_phase_counts(doc, "get") <= gets
+
+
+def resp_numbers(number: bytes) -> Callable[[list[bytes], int], bytes]:
+    """INCR answered with ``number``; SET +OK, GET a miss."""
+
+    def answer(command: list[bytes], n: int) -> bytes:
+        verb = command[0].lower()
+        if verb == b"incr":
+            return b":" + number + b"\r\n"
+        return b"$-1\r\n" if verb == b"get" else b"+OK\r\n"
+
+    return answer
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("number", [b"1000000000000000000", b"-9223372036854775808"])
+def test_resp_integers_of_19_digits_are_values(tmp_path: Path, driver: str, number: bytes) -> None:
+    with fake_server(True, resp_numbers(number)) as server:
+        port = server.server_address[1]
+        _, doc = run(f"redis://127.0.0.1:{port}/0", driver, tmp_path, "--ratio", "incr=1")
+        incrs = server.counts[b"incr"]
+    outcomes = doc["ops"]["incr"]["outcomes"]
+    assert set(outcomes) == {"value"}, outcomes
+    assert incrs - 4 <= all_phase_counts(doc, "incr", "value") <= incrs
+    assert reconnects(doc) == 0 and doc["errors"] == []
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("number", [b"9223372036854775808"])
+def test_resp_integers_beyond_64_bits_are_protocol_errors(
+    tmp_path: Path, driver: str, number: bytes
+) -> None:
+    with fake_server(True, resp_numbers(number)) as server:
+        port = server.server_address[1]
+        _, doc = run(f"redis://127.0.0.1:{port}/0", driver, tmp_path, "--ratio", "incr=1")
+    outcomes = doc["ops"]["incr"]["outcomes"]
+    assert "value" not in outcomes and outcomes.get("conn_error", 0) >= 1
+    assert reconnects(doc) >= 1 and protocol_errors(doc), doc["errors"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_incr_up_to_the_64_bit_limit_on_a_real_redis(
+    fresh_redis: Server, tmp_path: Path, driver: str
+) -> None:
+    """Seven INCRs reach 2^63-1; every one after is Redis's own overflow error reply.
+
+    With ``--keys 1`` every incr goes to the one counter key (workload/plan.py).
+    """
+    key = b"kvbench:counter:0"
+    with socket.create_connection((fresh_redis.host, fresh_redis.port), timeout=5) as sock:
+        sock.sendall(b"*3\r\n$3\r\nSET\r\n$%d\r\n%b\r\n$19\r\n%d\r\n" % (len(key), key, 2**63 - 8))
+        assert sock.recv(100) == b"+OK\r\n"
+    _, doc = run(
+        f"redis://{fresh_redis.address}/0", driver, tmp_path, "--ratio", "incr=1", "--keys", "1"
+    )
+    outcomes = doc["ops"]["incr"]["outcomes"]
+    assert all_phase_counts(doc, "incr", "value") == 7
+    assert all_phase_counts(doc, "incr", "error_reply") > 100
+    assert "conn_error" not in outcomes and reconnects(doc) == 0
+    assert not protocol_errors(doc), doc["errors"]
+    with socket.create_connection((fresh_redis.host, fresh_redis.port), timeout=5) as sock:
+        sock.sendall(b"*2\r\n$3\r\nGET\r\n$%d\r\n%b\r\n" % (len(key), key))
+        assert sock.recv(100) == b"$19\r\n%d\r\n" % (2**63 - 1)
