@@ -264,7 +264,11 @@ def test_server_dying_mid_run_is_counted_and_the_run_goes_on(tmp_path: Path) -> 
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(2.0)
+        deadline = time.monotonic() + 60
+        while not stats(first).get("cmd_get"):  # the load has begun (warm-up or window)
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        time.sleep(1.0)  # about a second into the 4 s window
         first.proc.kill()
         first.proc.wait()
     binary = servers.require_binary("memcached", "memcached")
@@ -272,13 +276,15 @@ def test_server_dying_mid_run_is_counted_and_the_run_goes_on(tmp_path: Path) -> 
         "memcached", [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-u", "root"], port
     ):
         _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
     doc = read_json(out)
     errors = sum(op["outcomes"].get("conn_error", 0) for op in doc["ops"].values())
     reconnects = sum(row["reconnects"] for row in doc["intervals"])
     assert reconnects > 0
     assert errors > 0  # requests in flight when the server died
     assert doc["intervals"][-1]["per_s"] > 0  # load resumed after the restart
+    # the 16 requests in flight are a tiny share of the window's ops: the run is ok
+    assert doc["totals"]["error_rate"] < 0.01
+    assert (proc.returncode, doc["status"]) == (0, "ok"), (stderr, doc["status_reasons"])
 
 
 def test_rounds_give_a_spread_and_merge_latency(fresh_memcached: Server, tmp_path: Path) -> None:

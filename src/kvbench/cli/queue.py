@@ -20,6 +20,7 @@ from kvbench.report.queue_report import (
     queue_live_line,
 )
 from kvbench.results.queue import QueueIntervalRecord
+from kvbench.results.status import EXIT_CODES
 from kvbench.results.store import Store
 from kvbench.runner.queue import QueueCoordinator
 
@@ -112,12 +113,7 @@ def queue(
         with Store(report.db_path) as store:
             store.save_run(result.to_run_result(), document)
         console.print(f"saved as run {result.run_id} in {report.db_path}")
-    if result.status != "ok":
-        return {"interrupted": 130}.get(result.status, 4)
-    figures = document["queue"]
-    # Messages not received when a limit ended the run may still be queued: not a failure.
-    failed = figures["duplicated"] or (figures["lost"] and figures["drained"])
-    return 1 if failed else 0
+    return EXIT_CODES[document["status"]]
 
 
 def _announce(console: Console, config: QueueConfig) -> None:
