@@ -24,6 +24,7 @@ from kvbench.report import document, summarize
 from kvbench.report.html import render, render_sweep
 from kvbench.report.levels import (
     LevelRow,
+    Slo,
     compare_document,
     comparison_sentence,
     level_row,
@@ -113,9 +114,9 @@ def sweep(
     """Run TARGET at each level of one axis and find where it saturates.
 
     Give one of --connections, --pipeline or --rate as START:STOP:STEP or a list.
-    Per level: throughput mean with a 95% CI over --rounds, p50/p99, errors; then the
-    knee (where throughput stops rising while p99 climbs) and, with --slo, the highest
-    level that meets it. A level that fails is reported as failed, never skipped; the exit
+    Per level: status, throughput mean with a 95% CI over --rounds (3 or more), p50/p99,
+    errors; then the knee (the first level within 5% of the highest throughput, when p99
+    climbs after it) and, with --slo, the highest level that meets it. A level that fails is reported as failed, never skipped; the exit
     status is the worst level's (1 when one failed, 130 on Ctrl-C).
 
     \b
@@ -131,7 +132,7 @@ def sweep(
     return sweep_and_report(console, config, axis, levels, slo, outputs)
 
 
-def _level_row(outcome: LevelOutcome, objective: Any) -> LevelRow:
+def _level_row(outcome: LevelOutcome, objective: Slo | None) -> LevelRow:
     status = INTERRUPTED if outcome.interrupted else FAILED
     return level_row(outcome.level, outcome.result, outcome.reason, objective, status)
 

@@ -126,13 +126,11 @@ def knee_of(points: list[CurvePoint]) -> float | None:
     if not points:
         return None
     best = max(p.throughput_per_s for p in points)
-    for index, point in enumerate(points):
-        if point.throughput_per_s >= KNEE_SHARE * best:
-            later = points[index + 1 :]
-            if any(p.p99_us >= (1 + KNEE_P99_GROWTH) * point.p99_us for p in later):
-                return point.level
-            return None
-    return None
+    index = next(i for i, p in enumerate(points) if p.throughput_per_s >= KNEE_SHARE * best)
+    point = points[index]
+    later = points[index + 1 :]
+    grows = any(p.p99_us >= (1 + KNEE_P99_GROWTH) * point.p99_us for p in later)
+    return point.level if grows else None
 
 
 def knee(rows: list[LevelRow]) -> float | None:
