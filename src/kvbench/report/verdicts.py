@@ -170,7 +170,7 @@ def error_verdicts(counts: Tally, limit: float) -> list[Verdict]:
     }
     kinds = describe_kinds(counts.kinds)
     if counts.succeeded == 0:
-        ended = f": {counts.attempted:,} ops ended, {kinds}" if counts.attempted else ""
+        ended = f": {counts.attempted:,} attempts, all failed: {kinds}" if counts.attempted else ""
         return [Verdict("ops.none", "error", f"no op succeeded in the window{ended}", evidence)]
     if not counts.errors:
         return []

@@ -30,6 +30,10 @@ DEFAULT_MAX_ERROR_RATE = 0.01
 NAMED_KINDS = 3
 
 _ERROR_NAMES = tuple(o.name.lower() for o in sorted(ERROR_OUTCOMES))
+# Worker stats that are errors of their interval too: connect attempts refused or timed
+# out, connections the server refused right after accepting them (the engine counts them
+# per interval; report/connections.py on the branch that adds them).
+CONNECTION_FAILURE_STATS = ("connect_failures", "connect_resets")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +41,8 @@ class Tally:
     """What became of the ops of a window.
 
     Attributes:
-        attempted: ops that ended in the window, whatever their outcome.
+        attempted: ops that ended in the window, whatever their outcome, and failed
+            connection attempts.
         succeeded: ops answered with a reply that is not an error (throughput counts them).
         errors: ops that ended in an error (``kinds`` says which).
         kinds: error kind -> count, the largest first; only kinds that occurred.
@@ -67,8 +72,14 @@ def tally(total: IntervalSnapshot | None) -> Tally:
         for name in _ERROR_NAMES:
             if outcomes.get(name):
                 kinds[name] = kinds.get(name, 0) + outcomes[name]
+    failed_connects = 0
+    for name in CONNECTION_FAILURE_STATS:
+        if total.stats.get(name):
+            kinds[name] = int(total.stats[name])
+            failed_connects += kinds[name]
     ordered = dict(sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
-    return Tally(total.ops(), total.succeeded(), sum(kinds.values()), ordered)
+    attempted = total.ops() + failed_connects  # a connect attempt is an attempt too
+    return Tally(attempted, total.succeeded(), sum(kinds.values()), ordered)
 
 
 def describe_kinds(kinds: dict[str, int]) -> str:
@@ -124,7 +135,7 @@ def judge(
         found.setdefault(PARTIAL, []).append("a worker failed: its share of the load is missing")
     if counts.succeeded == 0 and max_error_rate is not None:
         what = (
-            f"{counts.attempted:,} ops ended, {describe_kinds(counts.kinds)}"
+            f"{counts.attempted:,} attempts, all failed: {describe_kinds(counts.kinds)}"
             if counts.attempted
             else "no op ended in the window"
         )

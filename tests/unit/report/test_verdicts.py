@@ -134,7 +134,9 @@ def test_no_success_is_ops_none_naming_what_happened() -> None:
     counts = Tally(236, 0, 236, {"conn_error": 236})
     found = verdict(evidence(run([]), tally=counts), "ops.none")
     assert found.level == "error"
-    assert found.message == "no op succeeded in the window: 236 ops ended, conn_error 236"
+    assert (
+        found.message == "no op succeeded in the window: 236 attempts, all failed: conn_error 236"
+    )
     assert "errors.rate" not in ids(evidence(run([]), tally=counts))
 
 

@@ -38,6 +38,20 @@ def test_error_replies_timeouts_and_drops_are_errors_and_not_successes() -> None
     assert found.error_rate == pytest.approx(6 / 21)
 
 
+def test_failed_connection_attempts_are_errors_of_the_window() -> None:
+    snap = IntervalSnapshot(
+        "measure", 0, 0, S, {"get": {"hit": 90}}, {}, stats={"connect_failures": 8.0}
+    )
+    snap_reset = IntervalSnapshot(
+        "measure", 1, S, 2 * S, {"get": {"hit": 0}}, {}, stats={"connect_resets": 2.0}
+    )
+    run = RunResult("r", "t", "ok", "closed", "0", {}, [], 0, 2 * S, [snap, snap_reset])
+    found = tally(run.total())
+    assert (found.attempted, found.succeeded, found.errors) == (100, 90, 10)
+    assert found.kinds == {"connect_failures": 8, "connect_resets": 2}
+    assert run_status(run).name == "failed"  # 10% > 1%
+
+
 def test_a_clean_run_is_ok() -> None:
     status = run_status(run_of({"get": {"hit": 1000}}))
     assert (status.name, status.reasons, status.exit_code) == ("ok", (), 0)
@@ -65,7 +79,7 @@ def test_no_success_fails_whatever_the_limit() -> None:
     """Seen: 236 attempts, all conn_error, status ok, exit 0."""
     status = run_status(run_of({"get": {"conn_error": 236}}, max_error_rate=1.0))
     assert status.name == "failed"
-    assert status.reasons == ("no op succeeded (236 ops ended, conn_error 236)",)
+    assert status.reasons == ("no op succeeded (236 attempts, all failed: conn_error 236)",)
     nothing = run_status(run_of({}))
     assert nothing.name == "failed"
     assert nothing.reasons == ("no op succeeded (no op ended in the window)",)
