@@ -14,6 +14,7 @@ from kvbench.errors import ConfigError
 _NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
 _DURATION = re.compile(_NUMBER + r"\s*(ns|us|µs|ms|s|m|h)?$")
 _COUNT = re.compile(_NUMBER + r"\s*([kKmMgG]?)$")
+_FRACTION = re.compile(_NUMBER + r"\s*(%?)$")
 _SIZE = re.compile(_NUMBER + r"\s*(B|KB|KiB|MB|MiB|GB|GiB|k|K|m|M)?$")
 
 _NS_PER = {
@@ -105,6 +106,19 @@ def parse_size_bytes(text: str | int, where: str, minimum: int = 0) -> int:
         value = round(float(match.group(1)) * _SIZE_MULT[match.group(2)])
     if value < minimum:
         raise ConfigError(where, f"must be at least {minimum} bytes, got {value}")
+    return value
+
+
+def parse_fraction(text: str | int | float, where: str) -> float:
+    """Parse a share ("1%", "0.5%", or a bare fraction "0.01") to a float in [0, 1]."""
+    if isinstance(text, bool):
+        raise ConfigError(where, f"expected a share such as 1% or 0.01, got {text!r}")
+    match = _FRACTION.match(str(text).strip())
+    if not match:
+        raise ConfigError(where, f"{text!r} is not a share (examples: 1%, 0.5%, 0.01)")
+    value = float(match.group(1)) / (100 if match.group(2) else 1)
+    if value > 1:
+        raise ConfigError(where, f"{text!r} is more than 100%")
     return value
 
 

@@ -1,6 +1,6 @@
 """Exports and history end to end: ``run --csv/--hdr-log``, ``export``, ``diff``, settings.
 
-Three short runs against one real memcached (two of 2 rounds, one of a single round) are
+Three short runs against one real memcached (two of 3 rounds, one of a single round) are
 shared by the tests; the database error tests need no server.
 """
 
@@ -31,7 +31,7 @@ SHORT = ("--duration", "1s", "-c", "2", "--processes", "1", "--ratio", "1:4", "-
 class Runs:
     dir: Path
     db: str
-    ids: dict[str, str]  # "a", "b": 2 rounds each; "single": 1 round
+    ids: dict[str, str]  # "a", "b": 3 rounds each (a CI needs 3); "single": 1 round
     address: str
 
 
@@ -42,7 +42,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     ids: dict[str, str] = {}
     with servers.memcached() as server:
         url = f"memcached://{server.address}"
-        for name, rounds in (("a", "2"), ("b", "2"), ("single", "1")):
+        for name, rounds in (("a", "3"), ("b", "3"), ("single", "1")):
             result = run_kvbench(
                 "run",
                 url,
@@ -98,7 +98,7 @@ def test_csv_series_matches_the_documents_intervals(runs: Runs) -> None:
         (int(r["round"]), float(r["t_s"]), r["op"], int(r["count"]), float(r["per_s"]))
         for r in rows
     ] == expected
-    assert {int(r["round"]) for r in rows} == {0, 1}
+    assert {int(r["round"]) for r in rows} == {0, 1, 2}
     for op, vals in doc["ops"].items():
         assert sum(int(r["count"]) for r in rows if r["op"] == op) == vals["count"]
 
@@ -153,7 +153,7 @@ def test_export_needs_a_file_to_write(runs: Runs) -> None:
 def test_diff_of_runs_with_rounds_has_a_confidence_interval(runs: Runs) -> None:
     result = run_kvbench("diff", runs.ids["a"], runs.ids["b"], "--db", runs.db)
     assert result.code == 0, result.stderr
-    assert "95% CI: Welch's t over 2 and 2 rounds" in result.stdout
+    assert "95% CI: Welch's t over 3 and 3 rounds" in result.stdout
     assert "no confidence interval" not in result.stdout
     as_json = run_kvbench("diff", runs.ids["a"], runs.ids["b"], "--db", runs.db, "--json")
     doc = json.loads(as_json.stdout)
@@ -162,14 +162,14 @@ def test_diff_of_runs_with_rounds_has_a_confidence_interval(runs: Runs) -> None:
     )
     assert total["ci95"][0] <= total["change"] <= total["ci95"][1]
     assert total["flag"] in ("within noise", "regression", "improvement")
-    assert doc["complete_rounds"] == {"a": 2, "b": 2}
+    assert doc["complete_rounds"] == {"a": 3, "b": 3}
 
 
 def test_diff_with_a_single_round_run_says_no_ci_is_possible(runs: Runs) -> None:
     result = run_kvbench("diff", runs.ids["a"], runs.ids["single"], "--db", runs.db)
     assert result.code == 0, result.stderr
     assert "no confidence interval is possible" in result.stdout
-    assert "config.load.rounds: 2 -> 1" in result.stdout
+    assert "config.load.rounds: 3 -> 1" in result.stdout
     assert "regression beyond the noise" not in result.stdout
 
 
@@ -177,8 +177,10 @@ def test_diff_fails_on_a_regression_when_asked(tmp_path: Path) -> None:
     """Fixed runs stored directly: B's throughput is 20% lower in every round."""
     db = str(tmp_path / "h.db")
     with Store(db) as store:
-        store.save_run(make_run("r-a", [{"get": (10_000, 500_000)}, {"get": (10_100, 500_000)}]))
-        store.save_run(make_run("r-b", [{"get": (8_000, 500_000)}, {"get": (8_010, 500_000)}]))
+        a = [{"get": (10_000, 500_000)}, {"get": (10_100, 500_000)}, {"get": (10_050, 500_000)}]
+        b = [{"get": (8_000, 500_000)}, {"get": (8_010, 500_000)}, {"get": (8_005, 500_000)}]
+        store.save_run(make_run("r-a", a))
+        store.save_run(make_run("r-b", b))
     plain = run_kvbench("diff", "r-a", "r-b", "--db", db)
     assert plain.code == 0 and "regression beyond the noise" in plain.stdout
     strict = run_kvbench("diff", "r-a", "r-b", "--db", db, "--fail-on-regression")

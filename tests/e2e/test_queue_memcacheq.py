@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from kvbench.results.store import Store
 from kvbench.workload.queue import read_header
 from tests.support.cli import read_json, read_until, run_kvbench, start_kvbench
 from tests.support.memcacheq_standin import MemcacheqStandin
@@ -123,6 +124,13 @@ def test_messages_the_server_drops_are_exactly_the_lost_ones(
         assert set(row["lost_examples"]) <= dropped_seqs
         assert len(row["lost_examples"]) == min(10, len(dropped_seqs))
     assert any(v["id"] == "delivery.lost" for v in doc["verdicts"])
+    # failed in the document and the history too (seen: exit 1 but JSON and history ok)
+    assert (doc["status"], doc["process_status"]) == ("failed", "ok")
+    assert doc["status_reasons"] == ["20 acknowledged messages were never received"]
+    assert "\nstatus: failed - 20 acknowledged messages were never received\n" in stdout
+    with Store(str(tmp_path / "history.db")) as store:
+        (row,) = store.list_runs()
+    assert row["run_id"] == doc["run_id"] and row["status"] == "failed"
 
 
 def test_consumers_starting_late_leave_a_backlog(standin: MemcacheqStandin, tmp_path: Path) -> None:
@@ -138,10 +146,11 @@ def test_a_stored_queue_run_shows_again_from_the_history(
     standin: MemcacheqStandin, tmp_path: Path
 ) -> None:
     code, doc, _ = run_queue(standin, tmp_path, "--messages", "2000", "-P", "4")
-    assert code == 0
+    assert code == 0 and doc["status"] == "ok"
     db = str(tmp_path / "history.db")
     listed = run_kvbench("history", "--db", db)
-    assert doc["run_id"] in listed.stdout
+    (line,) = [line for line in listed.stdout.splitlines() if doc["run_id"] in line]
+    assert " ok " in line
     shown = run_kvbench("show", doc["run_id"], "--db", db)
     assert shown.code == 0 and "delivery per producer" in shown.stdout
     as_json = run_kvbench("show", "last", "--db", db, "--json")

@@ -23,7 +23,7 @@ from tests.support.cli import kvbench_argv, read_json
 pytestmark = pytest.mark.integration
 
 
-def run_with_stall(tmp_path: Path, *flags: str) -> dict[str, Any]:
+def run_with_stall(tmp_path: Path, *flags: str, exit_code: int = 0) -> dict[str, Any]:
     out = tmp_path / "run.json"
     with servers.memcached() as server:
         proc = subprocess.Popen(
@@ -53,7 +53,7 @@ def run_with_stall(tmp_path: Path, *flags: str) -> dict[str, Any]:
         time.sleep(1.0)
         os.kill(server.proc.pid, signal.SIGCONT)
         _, stderr = proc.communicate(timeout=60)
-        assert proc.returncode == 0, stderr
+        assert proc.returncode == exit_code, stderr
     return read_json(out)
 
 
@@ -77,8 +77,11 @@ def test_closed_loop_hides_the_same_stall(tmp_path: Path) -> None:
 
 
 def test_requests_behind_max_lag_are_dropped_not_sent(tmp_path: Path) -> None:
-    doc = run_with_stall(tmp_path, "--rate", "1000", "--max-lag", "100ms")
+    # dropped requests are errors: ~16% of the 5,000 is far above the 1% allowed
+    doc = run_with_stall(tmp_path, "--rate", "1000", "--max-lag", "100ms", exit_code=1)
     get = doc["ops"]["get"]
     dropped = get["outcomes"].get("dropped", 0)
     assert 500 < dropped < 1100  # about the stall's worth of slots, less the 100 ms lag
     assert get["latency_us"]["max"] < 1_200_000
+    assert doc["status"] == "failed" and doc["totals"]["error_kinds"]["dropped"] == dropped
+    assert get["throughput_per_s"] == pytest.approx(get["succeeded"] / doc["window_s"], abs=0.1)

@@ -15,9 +15,12 @@ from kvbench.results.model import RunResult
 S = 1_000_000_000
 
 
-def round_snap(round_: int, ops: dict[str, tuple[int, int]]) -> IntervalSnapshot:
-    """One 1-second round: op -> (completed, p99 latency in ns); the rest at 100 us."""
-    start = round_ * 10 * S
+def round_snap(round_: int, ops: dict[str, tuple[int, int]], start_ns: int = 0) -> IntervalSnapshot:
+    """One 1-second round: op -> (completed, p99 latency in ns); the rest at 100 us.
+
+    Round r starts 10 s after round r - 1, the first at ``start_ns``.
+    """
+    start = start_ns + round_ * 10 * S
     counts = {op: {"hit" if op == "get" else "stored": n} for op, (n, _) in ops.items()}
     latency = {}
     for op, (n, p99_ns) in ops.items():
@@ -34,7 +37,11 @@ def make_run(
     *,
     config: dict[str, Any] | None = None,
     settings: dict[str, str] | None = None,
+    server: dict[str, Any] | None = None,
+    start_ns: int = 0,
 ) -> RunResult:
+    """A run of ``rounds`` (one 1-second round each, 10 s apart from ``start_ns``);
+    ``server`` replaces its server samples (default: ``settings`` only)."""
     return RunResult(
         run_id=run_id,
         started_at="2026-11-29T20:30:00+00:00",
@@ -43,20 +50,20 @@ def make_run(
         kvbench_version="0.1.0",
         config=config or {"load": {"connections": 50}, "workload": {"seed": 1}},
         targets=[{"url": "memcached://h:11211", "protocol": "memcache-text"}],
-        window_start_ns=0,
-        window_end_ns=(len(rounds) - 1) * 10 * S + S,
-        intervals=[round_snap(i, ops) for i, ops in enumerate(rounds)],
+        window_start_ns=start_ns,
+        window_end_ns=start_ns + (len(rounds) - 1) * 10 * S + S,
+        intervals=[round_snap(i, ops, start_ns) for i, ops in enumerate(rounds)],
         rounds=[
             {
                 "round": i,
-                "window_start_ns": i * 10 * S,
-                "window_end_ns": i * 10 * S + S,
+                "window_start_ns": start_ns + i * 10 * S,
+                "window_end_ns": start_ns + i * 10 * S + S,
                 "status": "ok",
             }
             for i in range(len(rounds))
         ],
         environment={"host": "h", "python": "3.11.9"},
-        server={"settings": settings or {"maxbytes": "67108864", "tcpport": "11211"}},
+        server=server or {"settings": settings or {"maxbytes": "67108864", "tcpport": "11211"}},
     )
 
 

@@ -1,7 +1,9 @@
 """The ``kvbench`` command: a click group, global error handling, exit codes.
 
-Exit codes: 0 ok, 1 a threshold failed, 2 usage or config error, 3 target unreachable,
-4 run aborted or partial, 5 history database error, 130 interrupted (partial result kept).
+Exit codes: 0 ok, 1 failed (no op succeeded, errors above --max-error-rate, lost or
+duplicated messages, a regression), 2 usage or config error, 3 target unreachable, 4 run
+aborted or partial, 5 history database error, 130 interrupted (partial result kept). A
+run's code follows its status (results/status.py: EXIT_CODES).
 Library errors become one line on stderr here, and only here; anything else is a bug and
 keeps its traceback.
 """

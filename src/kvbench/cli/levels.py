@@ -24,6 +24,7 @@ from kvbench.report import document, summarize
 from kvbench.report.html import render, render_sweep
 from kvbench.report.levels import (
     LevelRow,
+    Slo,
     compare_document,
     comparison_sentence,
     level_row,
@@ -31,10 +32,12 @@ from kvbench.report.levels import (
     sweep_document,
     target_column,
 )
+from kvbench.report.stats import MIN_CI_SAMPLES
 from kvbench.report.terminal import fmt_us, print_summary
 from kvbench.results.model import RunResult
+from kvbench.results.status import EXIT_CODES, FAILED, INTERRUPTED
 from kvbench.results.store import Store
-from kvbench.runner.levels import AXES, parse_levels, run_comparison, run_sweep
+from kvbench.runner.levels import AXES, LevelOutcome, parse_levels, run_comparison, run_sweep
 from kvbench.units import format_rate
 
 _AXIS_OPTION = {"connections": "connections", "pipeline": "pipeline", "rate": "rate"}
@@ -81,10 +84,15 @@ def _level_table(rows: list[LevelRow], axis: str) -> Table:
         table.add_column(name, justify="right")
     for row in rows:
         t = row.throughput
-        ci = f"{format_rate(t.ci95[0])}..{format_rate(t.ci95[1])}" if t and t.ci95 else ""
+        ci = ""
+        if t and t.ci95:
+            low = "0 (clamped)" if t.clamped else format_rate(t.ci95[0])
+            ci = f"{low}..{format_rate(t.ci95[1])}"
+        elif t and t.n > 1:
+            ci = f"needs {MIN_CI_SAMPLES} rounds"
         table.add_row(
             f"{row.level:g}",
-            row.status if not row.reason else f"failed: {row.reason}",
+            row.status if not row.reason else f"{row.status}: {row.reason}",
             format_rate(t.mean) if t else "",
             ci,
             fmt_us(row.latency_us.get("p50")),
@@ -102,13 +110,14 @@ def _level_table(rows: list[LevelRow], axis: str) -> Table:
 )
 def sweep(
     target: str, config_path: str | None = None, slo: str | None = None, **options: Any
-) -> None:
+) -> int:
     """Run TARGET at each level of one axis and find where it saturates.
 
     Give one of --connections, --pipeline or --rate as START:STOP:STEP or a list.
-    Per level: throughput mean with a 95% CI over --rounds, p50/p99, errors; then the
-    knee (where throughput stops rising while p99 climbs) and, with --slo, the highest
-    level that meets it. A level that fails is reported as failed, never skipped.
+    Per level: status, throughput mean with a 95% CI over --rounds (3 or more), p50/p99,
+    errors; then the knee (the first level within 5% of the highest throughput, when p99
+    climbs after it) and, with --slo, the highest level that meets it. A level that fails is reported as failed, never skipped; the exit
+    status is the worst level's (1 when one failed, 130 on Ctrl-C).
 
     \b
     Example:
@@ -122,7 +131,12 @@ def sweep(
     config = load_config(config_path, settings, default_processes())
     outputs.check()
     check_history(config.report)
-    sweep_and_report(console, config, axis, levels, slo, outputs)
+    return sweep_and_report(console, config, axis, levels, slo, outputs)
+
+
+def _level_row(outcome: LevelOutcome, objective: Slo | None) -> LevelRow:
+    status = INTERRUPTED if outcome.interrupted else FAILED
+    return level_row(outcome.level, outcome.result, outcome.reason, objective, status)
 
 
 def sweep_and_report(
@@ -132,13 +146,17 @@ def sweep_and_report(
     levels: list[float],
     slo: str | None,
     outputs: Outputs,
-) -> None:
-    """Run a sweep, save its runs, print its table, knee and SLO level, write its files."""
+) -> int:
+    """Run a sweep, save its runs, print its table, knee and SLO level, write its files.
+
+    Returns:
+        The exit code of the sweep's status (the worst level's).
+    """
     objective = parse_slo(slo) if slo else None
     with LiveView(console, config, runs=len(levels)) as view:
         outcomes = run_sweep(config, axis, levels, view.interval, view.note)
-    rows = [level_row(level, result, reason, objective) for level, result, reason in outcomes]
-    runs = [r for _, r, _ in outcomes if r is not None]
+    rows = [_level_row(outcome, objective) for outcome in outcomes]
+    runs = [o.result for o in outcomes if o.result is not None]
     _save(config, runs)
     console.print(_level_table(rows, axis))
     doc = sweep_document(axis, config.targets[0].url, rows, slo)
@@ -152,23 +170,26 @@ def sweep_and_report(
         console.print(
             f"highest level meeting {slo}: {best:g}" if best is not None else f"no level met {slo}"
         )
+    console.print(f"sweep status: {doc['status']}")
     write_json_document(outputs.json_path, doc, console)
-    labelled = [(f"{level:g}", r) for level, r, _ in outcomes if r is not None]
+    labelled = [(f"{o.level:g}", o.result) for o in outcomes if o.result is not None]
     write_many(
         console, labelled, axis, csv_path=outputs.csv_path, hdr_log_path=outputs.hdr_log_path
     )
     if outputs.report_path:
         html = render_sweep(axis, config.targets[0].url, rows, runs, slo)
         save_report(console, outputs.report_path, html)
+    return EXIT_CODES[doc["status"]]
 
 
 @click.command()
 @click.argument("targets", nargs=-1, required=True, metavar="TARGET_A TARGET_B [...]")
-def compare(targets: tuple[str, ...], config_path: str | None = None, **options: Any) -> None:
+def compare(targets: tuple[str, ...], config_path: str | None = None, **options: Any) -> int:
     """Run the same seeded workload against each TARGET, rounds interleaved A B A B.
 
     Prints each target's summary and its throughput and p99 relative to the first, with
-    95% confidence intervals from the paired per-round ratios (use --rounds 5 or more).
+    95% confidence intervals from the paired per-round ratios (3 rounds at least; use
+    --rounds 5 or more). Exit status: the worst target's (1 when one failed, 130 on Ctrl-C).
 
     \b
     Example:
@@ -191,21 +212,27 @@ def compare(targets: tuple[str, ...], config_path: str | None = None, **options:
     outputs.check()
     check_history(seed_config.report)
     with LiveView(console, seed_config, runs=len(configs)) as view:
-        results = run_comparison(configs, seed_config.load.rounds, view.interval, view.note)
+        ran = run_comparison(configs, seed_config.load.rounds, view.interval, view.note)
+    results = ran.results
     _save(seed_config, results)
     columns = [target_column(r) for r in results]
-    for result in results:
-        print_summary(console, summarize(result))
-    doc = compare_document(columns)
+    for column in columns:
+        print_summary(console, column.model)
+    doc = compare_document(columns, ran.interrupted)
     for row in doc["comparison"]:
         console.print(comparison_sentence(row))
+    if len(results) < len(configs):
+        missing = ", ".join(c.targets[0].url for c in configs[len(results) :])
+        console.print(f"not measured (interrupted before its first round): {missing}")
+    console.print(f"compare status: {doc['status']}")
     write_json_document(outputs.json_path, doc, console)
     labelled = [(r.targets[0]["url"], r) for r in results]
     write_many(
         console, labelled, "target", csv_path=outputs.csv_path, hdr_log_path=outputs.hdr_log_path
     )
-    if outputs.report_path:
+    if outputs.report_path and results:
         save_report(console, outputs.report_path, render(results))
+    return EXIT_CODES[doc["status"]]
 
 
 _copy_run_options(sweep, {"targets"})

@@ -22,6 +22,7 @@ from kvbench.report.html import render
 from kvbench.report.levels import comparison, target_column
 from kvbench.report.terminal import fmt_us
 from kvbench.results.model import RunResult
+from kvbench.results.status import EXIT_CODES, INTERRUPTED, OK, worst
 from kvbench.runner.levels import at_level, parse_levels, run_comparison
 from kvbench.units import format_rate
 
@@ -99,7 +100,7 @@ def run_preset(
     if "workload.seed" not in flags:  # every step and target sends the same keys
         flags["workload.seed"] = (int.from_bytes(os.urandom(4), "big"), "seed")
     if preset.shape == "steps":
-        status = 0
+        statuses: list[str] = []
         done: list[tuple[str, RunResult]] = []
         for step in preset.steps:
             settings = {
@@ -110,13 +111,12 @@ def run_preset(
             config = load_config(config_path, settings, processes)
             console.print(f"[bold]{preset.name}: {step.label}[/bold]")
             result = measure(console, config)
-            publish(console, result, config)
+            statuses.append(publish(console, result, config).name)
             done.append((step.label, result))
-            status = max(status, {"ok": 0, "interrupted": 130}.get(result.status, 4))
-            if result.status == "interrupted":
+            if result.status == INTERRUPTED:
                 break
         _write_outputs(console, preset, done, "step", outputs)
-        return status
+        return EXIT_CODES[worst(statuses)]
     assert preset.axis is not None and preset.levels is not None
     axis_path = f"load.{preset.axis}"
     level_text = preset.levels
@@ -127,8 +127,7 @@ def run_preset(
     config = load_config(config_path, settings, processes)
     levels = parse_levels(level_text, f"--{preset.axis}")
     if preset.shape == "sweep":
-        sweep_and_report(console, config, preset.axis, levels, None, outputs)
-        return 0
+        return sweep_and_report(console, config, preset.axis, levels, None, outputs)
     configs = [
         load_config(
             config_path,
@@ -141,9 +140,16 @@ def run_preset(
         )
         for url in urls
     ]
-    done, rows = _compare_at_levels(console, configs, preset.axis, levels)
-    _write_outputs(console, preset, done, f"{preset.axis} target", outputs, {"comparison": rows})
-    return 0
+    done, rows, status = _compare_at_levels(console, configs, preset.axis, levels)
+    _write_outputs(
+        console,
+        preset,
+        done,
+        f"{preset.axis} target",
+        outputs,
+        {"status": status, "comparison": rows},
+    )
+    return EXIT_CODES[status]
 
 
 def _refuse_outputs(preset: Preset, outputs: Outputs) -> None:
@@ -197,10 +203,12 @@ def _write_outputs(
 
 def _compare_at_levels(
     console: Console, configs: list[Any], axis: str, levels: list[float]
-) -> tuple[list[tuple[str, RunResult]], list[dict[str, Any]]]:
-    """Compare the targets at each level; the runs (labelled level and target) and rows."""
+) -> tuple[list[tuple[str, RunResult]], list[dict[str, Any]], str]:
+    """Compare the targets at each level; the runs (labelled level and target), the rows
+    and the status of it all (the worst target's at any level)."""
     done: list[tuple[str, RunResult]] = []
     rows: list[dict[str, Any]] = []
+    statuses: list[str] = []
     a_url, b_url = configs[0].targets[0].url, configs[1].targets[0].url
     table = Table(title=f"A = {a_url}, B = {b_url}", title_justify="left")
     for column in (
@@ -219,15 +227,21 @@ def _compare_at_levels(
     with LiveView(console, base, runs=len(levels) * len(configs)) as view:
         for level in levels:
             view.note(f"level {axis} = {level:g}")
-            results = run_comparison(
+            ran = run_comparison(
                 [at_level(c, axis, level) for c in configs],
                 base.load.rounds,
                 view.interval,
                 view.note,
             )
+            results = ran.results
             columns = [target_column(r) for r in results]
-            (row,) = comparison(columns[:2])
+            statuses += [c.model.status.name for c in columns]
             done += [(f"{level:g} {r.targets[0]['url']}", r) for r in results]
+            if ran.interrupted:
+                statuses.append(INTERRUPTED)
+            if len(columns) < 2:  # Ctrl-C before B's first round: nothing to compare
+                break
+            (row,) = comparison(columns[:2])
             rows.append({axis: level, **row})
             ci = row["throughput_ratio_ci95"]
             table.add_row(
@@ -239,12 +253,12 @@ def _compare_at_levels(
                 f"{row['p99_ratio']:.2f}x" if row["p99_ratio"] else "",
                 fmt_us(columns[0].model.latency_us.get("p99")),
                 fmt_us(columns[1].model.latency_us.get("p99")),
-                _statuses(results),
+                _statuses(columns),
             )
-            if any(r.status == "interrupted" for r in results):
+            if ran.interrupted:
                 break
     console.print(table)
-    return done, rows
+    return done, rows, worst(statuses)
 
 
 def _run_queue_preset(preset: Preset, url: str, flags: Settings) -> int:
@@ -256,7 +270,8 @@ def _run_queue_preset(preset: Preset, url: str, flags: Settings) -> int:
     from kvbench.cli.queue import queue
 
     context = click.get_current_context()
-    status = 0
+    by_code = {code: name for name, code in EXIT_CODES.items()}
+    statuses: list[str] = []
     for step in preset.steps:
         make_console().print(f"[bold]{preset.name}: {step.label}[/bold]")
         options = {**preset.settings, **step.settings}
@@ -276,15 +291,16 @@ def _run_queue_preset(preset: Preset, url: str, flags: Settings) -> int:
             quiet=flags.get("report.live", (True, ""))[0] is False,
             **options,
         )
-        status = max(status, int(code or 0))
-    return status
+        statuses.append(by_code[int(code or 0)])
+    return EXIT_CODES[worst(statuses)]
 
 
-def _statuses(results: list[Any]) -> str:
-    """``ok``, or which target's rounds were not (with their errors' first line)."""
+def _statuses(columns: list[Any]) -> str:
+    """``ok``, or which target was not (with the first reason its status gives)."""
     bad = [
-        f"{'AB'[i]}: {r.status}" + (f" ({r.errors[0]})" if r.errors else "")
-        for i, r in enumerate(results)
-        if r.status != "ok"
+        f"{'AB'[i]}: {c.model.status.name}"
+        + (f" ({c.model.status.reasons[0]})" if c.model.status.reasons else "")
+        for i, c in enumerate(columns)
+        if c.model.status.name != OK
     ]
-    return "; ".join(bad) or "ok"
+    return "; ".join(bad) or OK

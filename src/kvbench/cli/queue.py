@@ -21,6 +21,7 @@ from kvbench.report.queue_report import (
     queue_live_line,
 )
 from kvbench.results.queue import QueueIntervalRecord
+from kvbench.results.status import EXIT_CODES
 from kvbench.results.store import Store
 from kvbench.runner.queue import QueueCoordinator
 
@@ -115,12 +116,7 @@ def queue(
         with saved_run_hint(result.run_id if report.save else None):
             write_text("--json", json_path, json.dumps(document, indent=2) + "\n")
         console.print(f"result document written to {json_path}")
-    if result.status != "ok":
-        return {"interrupted": 130}.get(result.status, 4)
-    figures = document["queue"]
-    # Messages not received when a limit ended the run may still be queued: not a failure.
-    failed = figures["duplicated"] or (figures["lost"] and figures["drained"])
-    return 1 if failed else 0
+    return EXIT_CODES[document["status"]]
 
 
 def _announce(console: Console, config: QueueConfig) -> None:

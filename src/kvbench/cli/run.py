@@ -20,6 +20,7 @@ from kvbench.report import document, summarize
 from kvbench.report.html import render as render_html
 from kvbench.report.terminal import print_summary
 from kvbench.results.model import RunResult
+from kvbench.results.status import Status
 from kvbench.results.store import Store
 from kvbench.runner.coordinator import Coordinator
 from kvbench.runner.embedded import throwaway_memcached
@@ -53,6 +54,7 @@ OPTION_PATHS = {
     "arrival": "load.arrival",
     "max_lag": "load.max_lag",
     "rounds": "load.rounds",
+    "max_error_rate": "load.max_error_rate",
     "cluster": "load.cluster",
     "cluster_listen": "load.cluster_listen",
 }
@@ -101,10 +103,13 @@ def publish(
     csv_path: str | None = None,
     hdr_log_path: str | None = None,
     html_path: str | None = None,
-) -> None:
+) -> Status:
     """Print the summary, save to the history, write --json, --csv, --hdr-log, --report.
 
     The history comes first, so a file that cannot be written (a full disk) loses nothing.
+
+    Returns:
+        The run's status (``results.status``): the exit code follows it.
 
     Raises:
         ConfigError: a file could not be written; the message says how to write it again.
@@ -126,6 +131,7 @@ def publish(
         )
         if html_path:
             save_report(console, html_path, render_html([run]))
+    return model.status
 
 
 @click.command()
@@ -190,6 +196,10 @@ def publish(
     "--max-lag", help="Open loop: drop (count, never send) a request this far behind. [1s]"
 )
 @click.option("--timeout", help="Per-request timeout, e.g. 500ms. [5s]")
+@click.option(
+    "--max-error-rate",
+    help="Errors above this share of the ops make the run failed (exit 1): 1%, 0.1% or 0.01. [1%]",
+)
 @click.option("--interval", help="Live line and snapshot period. [1s]")
 @click.option(
     "--cluster",
@@ -279,7 +289,7 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
             settings["target.urls"] = ([url], "TARGET")
             config = load_config(config_path, settings, default_processes())
         result = measure(console, config)
-    publish(
+    status = publish(
         console,
         result,
         config,
@@ -287,7 +297,7 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
         options.get("hdr_log_path"),
         html_path=options.get("report_path"),
     )
-    return {"ok": 0, "interrupted": 130}.get(result.status, 4)
+    return status.exit_code
 
 
 def measure(console: Console, config: RunConfig) -> RunResult:

@@ -39,7 +39,7 @@ from kvbench.config.workload_fields import (
     resolve_gaussian,
 )
 from kvbench.errors import ConfigError
-from kvbench.units import parse_count, parse_duration_ns, parse_size_bytes
+from kvbench.units import parse_count, parse_duration_ns, parse_fraction, parse_size_bytes
 
 Settings = dict[str, tuple[Any, str]]
 
@@ -162,6 +162,7 @@ _field("load.interval")(_duration(minimum_ns=MIN_INTERVAL_NS))
 _field("load.rate")(lambda v, w: _rate(v, w))
 _field("load.arrival")(lambda v, w: _choice(v, w, ARRIVALS))
 _field("load.max_lag")(_duration("ms"))
+_field("load.max_error_rate")(parse_fraction)
 _field("load.cluster")(parse_scheduler_url)
 _field("load.cluster_listen")(parse_listen_address)
 _field("report.json")(_text)
@@ -377,6 +378,7 @@ def _build_load(values: dict[str, Any], default_processes: int, settings: Settin
         arrival=values.get("load.arrival", defaults.arrival),
         max_lag_ns=values.get("load.max_lag", defaults.max_lag_ns),
         rounds=values.get("load.rounds", defaults.rounds),
+        max_error_rate=values.get("load.max_error_rate", defaults.max_error_rate),
         cluster=cluster,
         cluster_listen=values.get("load.cluster_listen"),
     )

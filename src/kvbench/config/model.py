@@ -131,6 +131,8 @@ class LoadConfig:
         arrival: open loop: ``uniform`` (fixed gaps) or ``poisson`` (exponential gaps).
         max_lag_ns: open loop: a request this far behind its slot is dropped, not sent.
         rounds: how many times the measurement is repeated, each with fresh processes.
+        max_error_rate: a run whose errors exceed this share of its ops is ``failed``
+            (docs/measurement.md, "Status").
         cluster: ``tcp://HOST:PORT`` of a Dask scheduler: the load workers run on its
             workers (one per Dask worker process, at most ``processes``); None: local
             processes.
@@ -151,6 +153,7 @@ class LoadConfig:
     arrival: str = "uniform"
     max_lag_ns: int = 10**9
     rounds: int = 1
+    max_error_rate: float = 0.01
     cluster: str | None = None
     cluster_listen: str | None = None
 

@@ -94,8 +94,8 @@ PRESETS: dict[str, Preset] = {
             ),
             measures=(
                 "a sweep over 1..10 connections, sets then gets on sequential test_key keys; "
-                "throughput is completions over one wall-clock window shared by every worker, "
-                "with a 95% CI over rounds. (Client-side hashing over several servers is not "
+                "throughput is successful completions over one wall-clock window shared by "
+                "every worker, with a 95% CI over rounds. (Client-side hashing over several servers is not "
                 "supported yet: give one server.)"
             ),
             shape="sweep",

@@ -39,6 +39,9 @@ OUTCOME_NAMES: dict[int, str] = {int(o): o.name.lower() for o in Outcome}
 ERROR_OUTCOMES = frozenset(
     {Outcome.ERROR_REPLY, Outcome.TIMEOUT, Outcome.CONN_ERROR, Outcome.DROPPED}
 )
+# Replies that answer the op: they count in throughput. An error reply is a reply but not
+# a success (docs/measurement.md, "The window and throughput").
+SUCCESS_OUTCOMES = frozenset(o for o in Outcome if o < Outcome.ERROR_REPLY)
 # Notes counted besides an op's real outcome: they never end a request on their own.
 NOTE_OUTCOMES = frozenset({Outcome.LATE, Outcome.MISMATCH})
 # Outcomes that end a request (everything but the notes, which are counted besides).

@@ -11,11 +11,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kvbench.metrics.histogram import Histogram
-from kvbench.metrics.outcome import ERROR_OUTCOMES, FINAL_OUTCOMES, Outcome
+from kvbench.metrics.outcome import ERROR_OUTCOMES, FINAL_OUTCOMES, SUCCESS_OUTCOMES, Outcome
 
 _ERROR_NAMES = frozenset(o.name.lower() for o in ERROR_OUTCOMES)
 # Outcomes that mean a reply arrived: the op completed (an error reply is a completion).
 _REPLY_NAMES = frozenset(o.name.lower() for o in Outcome if o <= Outcome.ERROR_REPLY)
+_SUCCESS_NAMES = frozenset(o.name.lower() for o in SUCCESS_OUTCOMES)
 _FINAL_NAMES = frozenset(o.name.lower() for o in FINAL_OUTCOMES)
 
 
@@ -57,33 +58,28 @@ class IntervalSnapshot:
 
     def ops(self, op: str | None = None) -> int:
         """Completed-or-failed ops (every final outcome), for one op or all."""
-        names = [op] if op is not None else list(self.counts)
-        return sum(
-            n
-            for name in names
-            for outcome, n in self.counts.get(name, {}).items()
-            if outcome in _FINAL_NAMES
-        )
+        return self._sum(op, _FINAL_NAMES)
 
     def completed(self, op: str | None = None) -> int:
-        """Ops answered by the server (any reply, error replies included): throughput counts these."""
+        """Ops answered by the server, error replies included (replies, as Little's law needs)."""
+        return self._sum(op, _REPLY_NAMES)
+
+    def succeeded(self, op: str | None = None) -> int:
+        """Ops answered with a reply that is not an error: throughput counts these."""
+        return self._sum(op, _SUCCESS_NAMES)
+
+    def _sum(self, op: str | None, outcomes: frozenset[str]) -> int:
         names = [op] if op is not None else list(self.counts)
         return sum(
             n
             for name in names
             for outcome, n in self.counts.get(name, {}).items()
-            if outcome in _REPLY_NAMES
+            if outcome in outcomes
         )
 
     def errors(self, op: str | None = None) -> int:
         """Ops that ended in an error outcome (error reply, timeout, conn error, dropped)."""
-        names = [op] if op is not None else list(self.counts)
-        return sum(
-            n
-            for name in names
-            for outcome, n in self.counts.get(name, {}).items()
-            if outcome in _ERROR_NAMES
-        )
+        return self._sum(op, _ERROR_NAMES)
 
     def count(self, op: str, outcome: Outcome) -> int:
         return self.counts.get(op, {}).get(outcome.name.lower(), 0)

@@ -16,9 +16,10 @@ from typing import Any
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.verdicts import Verdict
 from kvbench.results.model import RunResult
+from kvbench.results.status import CONNECTION_FAILURE_STATS
 
 # Stats that are errors of their interval: attempts refused or timed out, refusals at accept.
-FAILURE_STATS = ("connect_failures", "connect_resets")
+FAILURE_STATS = CONNECTION_FAILURE_STATS
 # Event counts added up over the whole run (every phase), as the document shows them.
 _EVENT_STATS = (
     "connects",

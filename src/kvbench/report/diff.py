@@ -6,7 +6,7 @@ holding only that round's intervals); this module only subtracts and compares th
 
 The method (docs/measurement.md, "Comparing two runs"):
 
-- **throughput**, both runs with >= 2 complete rounds: A and B are the means of their
+- **throughput**, both runs with >= 3 complete rounds: A and B are the means of their
   rounds' throughputs, the change is B - A, and its 95% confidence interval is Welch's
   (unequal variances, Welch-Satterthwaite degrees of freedom rounded down, Student t).
   Otherwise A and B are the whole runs' throughputs and no interval is possible.
@@ -15,6 +15,8 @@ The method (docs/measurement.md, "Comparing two runs"):
 - **flag**: a *regression* when the whole interval lies on the bad side of zero
   (throughput: below; p99: above), an *improvement* when it lies on the good side,
   otherwise *within noise*; without an interval, *no CI* (never a flag).
+- **status**: each run's (``results.status``) is shown; a failed run's figures are not an
+  answer, so the reader is told.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from kvbench.report.stats import spread, t_critical_95
+from kvbench.report.stats import MIN_CI_SAMPLES, spread, t_critical_95
 from kvbench.report.summary import ReportModel, summarize
 from kvbench.results.model import RunResult
 
@@ -115,10 +117,12 @@ class RunDiff:
     rounds_b: int
     changes: list[Change]
     differences: list[tuple[str, str, str]] = field(default_factory=list)  # (what, A, B)
+    status_a: str = "ok"  # each run's status (results.status)
+    status_b: str = "ok"
 
     @property
     def has_ci(self) -> bool:
-        return self.rounds_a >= 2 and self.rounds_b >= 2
+        return self.rounds_a >= MIN_CI_SAMPLES and self.rounds_b >= MIN_CI_SAMPLES
 
     @property
     def regressions(self) -> list[Change]:
@@ -218,12 +222,12 @@ def diff_runs(a: RunResult, b: RunResult) -> RunDiff:
     """Compare run B with run A (see the module docstring for the method)."""
     model_a, model_b = summarize(a), summarize(b)
     rounds_a, rounds_b = _round_models(a), _round_models(b)
-    with_ci = len(rounds_a) >= 2 and len(rounds_b) >= 2
+    with_ci = len(rounds_a) >= MIN_CI_SAMPLES and len(rounds_b) >= MIN_CI_SAMPLES
     ops = sorted({r.op for r in model_a.ops} | {r.op for r in model_b.ops})
     changes: list[Change] = []
     for op in [*ops, "total"]:
         tpa, tpb = _per_round(rounds_a, _throughput, op), _per_round(rounds_b, _throughput, op)
-        if with_ci and len(tpa) >= 2 and len(tpb) >= 2:
+        if with_ci and len(tpa) >= MIN_CI_SAMPLES and len(tpb) >= MIN_CI_SAMPLES:
             va: float | None = spread(tpa).mean
             vb: float | None = spread(tpb).mean
             ci, basis = welch_interval(tpa, tpb), "mean of rounds"
@@ -237,7 +241,16 @@ def diff_runs(a: RunResult, b: RunResult) -> RunDiff:
         ci = welch_interval(p99_rounds_a, p99_rounds_b) if with_ci else None
         flag = _flag(ci, False, pa is not None and pb is not None)
         changes.append(Change("p99_us", op, pa, pb, ci, flag, "merged histograms"))
-    return RunDiff(a.run_id, b.run_id, len(rounds_a), len(rounds_b), changes, differences(a, b))
+    return RunDiff(
+        a.run_id,
+        b.run_id,
+        len(rounds_a),
+        len(rounds_b),
+        changes,
+        differences(a, b),
+        model_a.status.name,
+        model_b.status.name,
+    )
 
 
 def to_dict(diff: RunDiff) -> dict[str, Any]:
@@ -249,10 +262,11 @@ def to_dict(diff: RunDiff) -> dict[str, Any]:
     return {
         "run_a": diff.run_a,
         "run_b": diff.run_b,
+        "status": {"a": diff.status_a, "b": diff.status_b},
         "complete_rounds": {"a": diff.rounds_a, "b": diff.rounds_b},
         "method": "Welch 95% interval of B - A over per-round values"
         if diff.has_ci
-        else "no confidence interval: a run has fewer than 2 complete rounds",
+        else f"no confidence interval: a run has fewer than {MIN_CI_SAMPLES} complete rounds",
         "changes": [
             {
                 "metric": c.metric,
@@ -294,7 +308,10 @@ def _percent(value: float, base: float | None) -> str:
 
 def render(diff: RunDiff) -> RenderableType:
     """The diff as a table (one row per op and figure), the method line and the differences."""
-    table = Table(title=f"kvbench diff  A={diff.run_a}  B={diff.run_b}", title_justify="left")
+    table = Table(
+        title=f"kvbench diff  A={diff.run_a} ({diff.status_a})  B={diff.run_b} ({diff.status_b})",
+        title_justify="left",
+    )
     for name in ("op", "figure", "A", "B", "change", "95% CI of change", "flag"):
         table.add_column(name, justify="left" if name in ("op", "figure", "flag") else "right")
     for c in diff.changes:
@@ -325,10 +342,13 @@ def render(diff: RunDiff) -> RenderableType:
     else:
         notes.append(
             f"no confidence interval is possible: complete rounds A {diff.rounds_a}, "
-            f"B {diff.rounds_b} (need 2 or more in both; run with --rounds N); "
+            f"B {diff.rounds_b} (a CI needs {MIN_CI_SAMPLES} rounds in both; run with --rounds N); "
             "the plain change is shown and nothing is flagged\n",
             style="yellow",
         )
+    for name, status in (("A", diff.status_a), ("B", diff.status_b)):
+        if status != "ok":
+            notes.append(f"run {name} is {status}: see kvbench show for why\n", style="yellow")
     if diff.regressions:
         names = ", ".join(
             f"{c.op} {'ops/s' if c.metric == 'throughput_per_s' else 'p99'}"

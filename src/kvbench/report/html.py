@@ -23,8 +23,7 @@ from markupsafe import Markup
 from kvbench import __version__
 from kvbench.report.json_report import document
 from kvbench.report.levels import (
-    KNEE_GAIN,
-    KNEE_P99_GROWTH,
+    KNEE_RULE,
     LevelRow,
     comparison,
     comparison_sentence,
@@ -33,6 +32,7 @@ from kvbench.report.levels import (
     target_column,
 )
 from kvbench.report.series import ALL_OPS, coarsen, run_spectrum, server_series
+from kvbench.report.stats import MIN_CI_SAMPLES
 from kvbench.report.summary import PERCENTILES, summarize
 from kvbench.results.model import RunResult
 from kvbench.units import format_duration_ns
@@ -184,6 +184,7 @@ def _page(title: str, views: list[dict[str, Any]], **context: Any) -> str:
             sentences=context.pop("sentences", []),
             sweep=context.pop("sweep", None),
             percentiles=[name for name, _ in PERCENTILES],
+            min_ci_rounds=MIN_CI_SAMPLES,
             all_ops=ALL_OPS,
             data=script_json(page_data),
             style=Markup(_asset("report.css")),
@@ -197,9 +198,9 @@ def render(runs: Sequence[RunResult]) -> str:
     """The HTML report of one run, or of several side by side (compared to the first).
 
     Several runs are compared as ``kvbench compare`` compares its targets
-    (``levels.comparison``): throughput and p99 ratios to the first run are the means of
-    the per-round ratios (rounds paired by index) with their 95% CIs, and the page opens
-    with the compare command's sentences.
+    (``levels.comparison``): throughput and p99 ratios to the first run are the geometric
+    means of the per-round ratios (rounds paired by index, complete ones only) with their
+    95% CIs, and the page opens with the compare command's sentences.
 
     Raises:
         ValueError: no runs given.
@@ -246,8 +247,7 @@ def render_sweep(
     sweep = {
         "doc": doc,
         "axis": axis,
-        "knee_rule": f"the last level after which throughput grows less than "
-        f"{KNEE_GAIN:.0%} per step while p99 grows more than {KNEE_P99_GROWTH:.0%}",
+        "knee_rule": KNEE_RULE,
         "rows": [
             {"level": level, "run": index.get(row.run_id or ""), "label": f"{row.level:g}"}
             for row, level in zip(rows, doc["levels"], strict=True)

@@ -45,9 +45,12 @@ def document(model: ReportModel) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "count": row.count,
             "completed": row.completed,
+            "succeeded": row.succeeded,
             "throughput_per_s": _round(row.throughput_per_s, 1),
             "outcomes": row.outcomes,
             "errors": row.errors,
+            "errors_per_s": _round(row.errors_per_s, 1),
+            "error_rate": _round(row.error_rate, 6),
             "latency_us": _rounded(row.latency_us),
             "keys": row.keys,
             "keys_per_s": _round(row.keys_per_s, 1),
@@ -62,7 +65,9 @@ def document(model: ReportModel) -> dict[str, Any]:
         "kvbench_version": run.kvbench_version,
         "run_id": run.run_id,
         "started_at": run.started_at,
-        "status": run.status,
+        "status": model.status.name,
+        "status_reasons": list(model.status.reasons),
+        "process_status": run.status,
         "mode": run.mode,
         "targets": run.targets,
         "config": run.config,
@@ -70,8 +75,12 @@ def document(model: ReportModel) -> dict[str, Any]:
         "totals": {
             "ops": model.total_ops,
             "completed": sum(r.completed for r in model.ops),
+            "succeeded": model.tally.succeeded,
             "throughput_per_s": round(model.throughput_per_s, 1),
             "errors": model.total_errors,
+            "errors_per_s": round(model.errors_per_s, 1),
+            "error_rate": round(model.tally.error_rate, 6),
+            "error_kinds": model.tally.kinds,
             "latency_us": _rounded(model.latency_us),
         },
         "ops": ops,
@@ -89,6 +98,7 @@ def document(model: ReportModel) -> dict[str, Any]:
             {
                 **row,
                 "per_s": round(row["per_s"], 1),
+                "errors_per_s": round(row["errors_per_s"], 1),
                 "cpu_s": round(row["cpu_s"], 4),
                 "ops": {
                     op: {k: _round(v, 3) if isinstance(v, float) else v for k, v in vals.items()}

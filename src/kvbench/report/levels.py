@@ -2,11 +2,12 @@
 level; targets -> ratios with confidence intervals.
 
 Every figure comes from ``summarize`` of stored runs; nothing here touches a server.
+Only complete levels and rounds (status ``ok``) enter the knee and the ratios: an
+interrupted, failed or partial one is shown with its status and left out.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -15,14 +16,21 @@ from kvbench.errors import ConfigError
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.json_report import document
-from kvbench.report.stats import Spread, spread
+from kvbench.report.stats import MIN_CI_SAMPLES, Ratio, Spread, log_ratio, spread
 from kvbench.report.summary import PERCENTILES, ReportModel, summarize
 from kvbench.results.model import SCHEMA_VERSION, RunResult
+from kvbench.results.status import FAILED, INTERRUPTED, OK, worst
 
-# The knee: the last level after which throughput grows less than KNEE_GAIN per step while
-# p99 grows more than KNEE_P99_GROWTH.
-KNEE_GAIN = 0.05
+# The knee (docs/measurement.md, "Sweeps"): the first level whose throughput reaches
+# KNEE_SHARE of the sweep's highest, provided a later level's p99 is at least
+# KNEE_P99_GROWTH above that level's: past it, more load buys latency, not throughput. A
+# later rise in throughput moves the maximum and so the knee (an early plateau is not one).
+KNEE_SHARE = 0.95
 KNEE_P99_GROWTH = 0.10
+KNEE_RULE = (
+    f"the first level whose throughput reaches {KNEE_SHARE:.0%} of the sweep's highest, "
+    f"when a later level's p99 is at least {KNEE_P99_GROWTH:.0%} higher"
+)
 
 _SLO = re.compile(r"^\s*(p\d+(?:\.\d+)?)\s*(<=|<)\s*([\d.]+)\s*(ns|us|µs|ms|s)\s*$")
 _UNIT_US = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
@@ -76,18 +84,27 @@ class LevelRow:
 
 
 def level_row(
-    level: float, run: RunResult | None, reason: str | None = None, slo: Slo | None = None
+    level: float,
+    run: RunResult | None,
+    reason: str | None = None,
+    slo: Slo | None = None,
+    status: str = FAILED,
 ) -> LevelRow:
-    """A sweep row from a level's run, or a failed row when the level did not run."""
+    """A sweep row from a level's run, or a row of ``status`` when the level did not run.
+
+    A level's status is its run's (``results.status``); its throughput is the mean over
+    its complete rounds.
+    """
     if run is None:
-        return LevelRow(level, "failed", reason, None, {}, 0, None)
+        return LevelRow(level, status, reason, None, {}, 0, None)
     model = summarize(run)
-    rates = [r["throughput_per_s"] for r in model.rounds if r["status"] == "ok"]
+    rates = [r["throughput_per_s"] for r in model.rounds if r["status"] == OK]
+    judged = model.status
     return LevelRow(
         level=level,
-        status=run.status,
-        reason=reason,
-        throughput=spread(rates) if rates else None,
+        status=judged.name,
+        reason=reason or ("; ".join(judged.reasons) if judged.name != OK else None),
+        throughput=spread(rates, floor=0.0) if rates else None,
         latency_us=model.latency_us,
         errors=model.total_errors,
         run_id=run.run_id,
@@ -95,16 +112,35 @@ def level_row(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class CurvePoint:
+    """One level of a curve as the knee sees it."""
+
+    level: float
+    throughput_per_s: float
+    p99_us: float
+
+
+def knee_of(points: list[CurvePoint]) -> float | None:
+    """The knee of a curve (``KNEE_RULE``), or None when it lies beyond the range."""
+    if not points:
+        return None
+    best = max(p.throughput_per_s for p in points)
+    index = next(i for i, p in enumerate(points) if p.throughput_per_s >= KNEE_SHARE * best)
+    point = points[index]
+    later = points[index + 1 :]
+    grows = any(p.p99_us >= (1 + KNEE_P99_GROWTH) * point.p99_us for p in later)
+    return point.level if grows else None
+
+
 def knee(rows: list[LevelRow]) -> float | None:
-    """The last level that still added throughput efficiently, or None within the range."""
-    good = [r for r in rows if r.throughput is not None and r.latency_us.get("p99")]
-    for a, b in itertools.pairwise(good):
-        assert a.throughput is not None and b.throughput is not None
-        gain = b.throughput.mean / a.throughput.mean - 1 if a.throughput.mean else 0
-        growth = b.latency_us["p99"] / a.latency_us["p99"] - 1  # type: ignore[operator]
-        if gain < KNEE_GAIN and growth > KNEE_P99_GROWTH:
-            return a.level
-    return None
+    """The knee of a sweep over its complete levels (status ok, a throughput and a p99)."""
+    points = [
+        CurvePoint(r.level, r.throughput.mean, p99)
+        for r in rows
+        if r.status == OK and r.throughput is not None and (p99 := r.latency_us.get("p99"))
+    ]
+    return knee_of(sorted(points, key=lambda p: p.level))
 
 
 def best_level(rows: list[LevelRow]) -> float | None:
@@ -125,6 +161,7 @@ def level_document(row: LevelRow) -> dict[str, Any]:
         "throughput_ci95_per_s": [round(t.ci95[0], 1), round(t.ci95[1], 1)]
         if t and t.ci95
         else None,
+        "rounds": t.n if t else 0,  # complete rounds: a CI needs MIN_CI_SAMPLES
         "latency_us": row.latency_us,
         "errors": row.errors,
         "slo_met": row.slo_met,
@@ -138,6 +175,7 @@ def sweep_document(
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "sweep",
+        "status": worst(r.status for r in rows),
         "axis": axis,
         "target": target,
         "levels": [level_document(r) for r in rows],
@@ -147,31 +185,29 @@ def sweep_document(
     }
 
 
-@dataclass(frozen=True, slots=True)
-class Ratio:
-    """B relative to A, as paired per-round ratios."""
-
-    mean: float
-    ci95: tuple[float, float] | None
-
-
-def paired_ratio(a: list[float], b: list[float]) -> Ratio | None:
-    """Mean of per-round ratios b[i]/a[i] with a t interval (rounds were interleaved)."""
-    pairs = [y / x for x, y in zip(a, b, strict=False) if x]
-    if not pairs:
-        return None
-    s = spread(pairs)
-    return Ratio(s.mean, s.ci95)
+def paired_ratio(
+    a: list[float], b: list[float], a_ok: list[bool], b_ok: list[bool]
+) -> Ratio | None:
+    """B relative to A over the rounds complete in both (rounds were interleaved: round i
+    of A ran next to round i of B), on logs (``stats.log_ratio``)."""
+    pairs = [(x, y) for x, y, x_ok, y_ok in zip(a, b, a_ok, b_ok, strict=False) if x_ok and y_ok]
+    return log_ratio(pairs)
 
 
 @dataclass(frozen=True, slots=True)
 class TargetColumn:
-    """One target of a comparison."""
+    """One target of a comparison.
+
+    Attributes:
+        round_ok: per round, whether it is complete (process status ok); an interrupted
+            or partial round is left out of the ratios.
+    """
 
     url: str
     model: ReportModel
     round_throughput: list[float]
     round_p99_us: list[float]
+    round_ok: list[bool]
 
 
 def _p99_us(intervals: list[IntervalSnapshot]) -> float:
@@ -188,52 +224,86 @@ def target_column(run: RunResult) -> TargetColumn:
     model = summarize(run)
     if model.rounds:
         rates = [r["throughput_per_s"] for r in model.rounds]
+        complete = [r["status"] == OK for r in model.rounds]
         groups = [[s for s in run.intervals if s.round == i] for i in range(len(run.rounds))]
     else:
-        rates, groups = [model.throughput_per_s], [run.intervals]
+        rates, complete, groups = [model.throughput_per_s], [run.status == OK], [run.intervals]
     url = run.targets[0]["url"] if run.targets else "?"
-    return TargetColumn(url, model, rates, [_p99_us(g) for g in groups])
+    return TargetColumn(url, model, rates, [_p99_us(g) for g in groups], complete)
+
+
+def _ratio_fields(name: str, ratio: Ratio | None) -> dict[str, Any]:
+    return {
+        f"{name}_ratio": ratio.mean if ratio else None,
+        f"{name}_ratio_ci95": list(ratio.ci95) if ratio and ratio.ci95 else None,
+    }
 
 
 def comparison(columns: list[TargetColumn]) -> list[dict[str, Any]]:
-    """Each target against the first: throughput and p99 ratios with 95% CIs."""
+    """Each target against the first: throughput and p99 ratios with 95% CIs, over the
+    rounds complete in both; each side's status."""
+    if not columns:
+        return []
     base = columns[0]
     rows = []
     for column in columns[1:]:
-        throughput = paired_ratio(base.round_throughput, column.round_throughput)
-        p99 = paired_ratio(base.round_p99_us, column.round_p99_us)
+        ok = (base.round_ok, column.round_ok)
+        throughput = paired_ratio(base.round_throughput, column.round_throughput, *ok)
+        p99 = paired_ratio(base.round_p99_us, column.round_p99_us, *ok)
         rows.append(
             {
                 "target": column.url,
                 "baseline": base.url,
-                "throughput_ratio": throughput.mean if throughput else None,
-                "throughput_ratio_ci95": list(throughput.ci95)
-                if throughput and throughput.ci95
-                else None,
-                "p99_ratio": p99.mean if p99 else None,
-                "p99_ratio_ci95": list(p99.ci95) if p99 and p99.ci95 else None,
+                "rounds_paired": throughput.n if throughput else 0,
+                **_ratio_fields("throughput", throughput),
+                **_ratio_fields("p99", p99),
+                "status": column.model.status.name,
+                "baseline_status": base.model.status.name,
             }
         )
     return rows
 
 
 def comparison_sentence(row: dict[str, Any]) -> str:
-    """``http+memc://…: 72% of memcached://… throughput (95% CI 69-75%)``."""
+    """``http+memc://…: 72% of memcached://… throughput (95% CI 69-75%)``, and the status
+    of a side that is not ok."""
     ratio = row["throughput_ratio"]
     if ratio is None:
-        return f"{row['target']}: no completed rounds to compare"
+        return f"{row['target']}: no round complete on both sides to compare"
     ci = row["throughput_ratio_ci95"]
-    ci_text = f" (95% CI {ci[0]:.0%}-{ci[1]:.0%})" if ci else " (one round: no CI)"
+    if ci:
+        ci_text = f" (95% CI {ci[0]:.0%}-{ci[1]:.0%})"
+    elif row["rounds_paired"] < MIN_CI_SAMPLES:
+        ci_text = f" (95% CI needs {MIN_CI_SAMPLES} rounds)"
+    else:
+        ci_text = " (no CI: a round had no success)"
     p99 = row["p99_ratio"]
     p99_text = f"; p99 {p99:.2f}x" if p99 else ""
-    return f"{row['target']}: {ratio:.0%} of {row['baseline']} throughput{ci_text}{p99_text}"
+    sides = [
+        f"{name} {status}"
+        for name, status in (
+            (row["target"], row["status"]),
+            (row["baseline"], row["baseline_status"]),
+        )
+        if status != OK
+    ]
+    status_text = f"; {', '.join(sides)}" if sides else ""
+    return (
+        f"{row['target']}: {ratio:.0%} of {row['baseline']} throughput{ci_text}{p99_text}"
+        f"{status_text}"
+    )
 
 
-def compare_document(columns: list[TargetColumn]) -> dict[str, Any]:
-    """The comparison's result document (``kind: "compare"``): targets and their ratios."""
+def compare_document(columns: list[TargetColumn], interrupted: bool = False) -> dict[str, Any]:
+    """The comparison's result document (``kind: "compare"``): targets and their ratios.
+
+    ``status`` is the worst of the targets' (``interrupted`` when Ctrl-C ended it).
+    """
+    statuses = [c.model.status.name for c in columns] + ([INTERRUPTED] if interrupted else [])
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "compare",
+        "status": worst(statuses),
         "targets": [document(c.model) for c in columns],
         "comparison": comparison(columns),
     }

@@ -19,6 +19,7 @@ from kvbench.report.summary import PERCENTILES, latency_summary, min_samples
 from kvbench.report.terminal import fmt_us
 from kvbench.results.model import SCHEMA_VERSION
 from kvbench.results.queue import QueueIntervalRecord, QueueRunResult
+from kvbench.results.status import judge, tally
 from kvbench.units import format_rate
 
 _LEVEL_STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
@@ -207,12 +208,15 @@ def queue_document(result: QueueRunResult) -> dict[str, Any]:
             "series": [[round(t, 3), n] for t, n in result.backlog_series],
         },
     }
+    status = judge(result.status, tally(None), None, delivery_problem(queue))
     document: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "kvbench_version": result.kvbench_version,
         "run_id": result.run_id,
         "started_at": result.started_at,
-        "status": result.status,
+        "status": status.name,
+        "status_reasons": list(status.reasons),
+        "process_status": result.status,
         "mode": "queue",
         "targets": result.targets,
         "config": config,
@@ -238,6 +242,18 @@ def queue_document(result: QueueRunResult) -> dict[str, Any]:
     return document
 
 
+def delivery_problem(queue: dict[str, Any]) -> str | None:
+    """Duplicated messages, or lost ones in a run that drained the queue, in words; None
+    when delivery was right. Messages not received when a limit or Ctrl-C ended the run
+    may still be queued: not a failure."""
+    problems = []
+    if queue["lost"] and queue["drained"]:
+        problems.append(f"{queue['lost']:,} acknowledged messages were never received")
+    if queue["duplicated"]:
+        problems.append(f"{queue['duplicated']:,} messages were received twice or more")
+    return "; ".join(problems) or None
+
+
 def queue_verdicts(document: dict[str, Any]) -> list[dict[str, Any]]:
     """What the figures say about the run, each with its evidence."""
     queue = document["queue"]
@@ -250,7 +266,7 @@ def queue_verdicts(document: dict[str, Any]) -> list[dict[str, Any]]:
         add(
             "queue.not_drained",
             "warning",
-            f"the run ended before the queue was drained ({queue['stop_reason'] or document['status']}): "
+            f"the run ended before the queue was drained ({queue['stop_reason'] or document['process_status']}): "
             "'lost' includes messages that may still be in the queue",
             server_backlog_after=queue["backlog"]["server_after"],
         )
@@ -325,12 +341,12 @@ def queue_verdicts(document: dict[str, Any]) -> list[dict[str, Any]]:
                 cpu_s=cpu,
                 active_s=active,
             )
-    if document["status"] != "ok":
+    if document["process_status"] != "ok":
         causes = "; ".join(document["errors"][:3])
         add(
             "run.incomplete",
             "warning",
-            f"the run is {document['status']}" + (f": {causes}" if causes else ""),
+            f"the run is {document['process_status']}" + (f": {causes}" if causes else ""),
         )
     else:  # problems a worker survived (protocol errors, failed reconnects), as for runs
         for message in document["errors"]:
@@ -440,6 +456,12 @@ def queue_summary(document: dict[str, Any]) -> RenderableType:
             text.append(f"{verdict['level']}: ", style=_LEVEL_STYLE.get(verdict["level"], ""))
             text.append(f"{verdict['message']}\n")
         parts.append(text)
+    status = Text(
+        f"status: {document['status']}", style="" if document["status"] == "ok" else "bold red"
+    )
+    if document.get("status_reasons"):
+        status.append(" - " + "; ".join(document["status_reasons"]))
+    parts.append(status)
     return Group(*parts)
 
 

@@ -3,7 +3,10 @@
 Pure: computed from a stored run's snapshots and its server samples. The client side
 counts every op sent in every phase and round (preload, warm-up, drain included: the
 server saw them all); timeouts and connection errors may or may not have reached the
-server, so they widen the tolerance instead of counting on either side.
+server, so they widen the tolerance instead of counting on either side; so do error
+replies, which a server may refuse before its counter (memcached's ``SERVER_ERROR object
+too large`` is not in ``cmd_set``, a 502 never reached memcached) or count (Redis counts a
+command that failed while executing in ``calls``).
 
 A server restarted during the run (``server_restarts``: another pid or run_id, or an
 uptime that went backwards, between two samples) starts its counters again: the before ->
@@ -22,7 +25,7 @@ from kvbench.results.server_stats import stat_number
 
 # "late" and "mismatch" are notes counted besides an op's outcome, "dropped" was never sent.
 _NOT_SENT = {"late", "mismatch", "dropped"}
-_AMBIGUOUS = {"timeout", "conn_error"}
+_AMBIGUOUS = {"timeout", "conn_error", "error_reply"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,18 +35,18 @@ class Reconciled:
     name: str
     client: int
     server: int
-    ambiguous: int  # client ops whose fate is unknown (timeouts, connection errors)
+    ambiguous: int  # client ops whose fate is unknown (timeouts, connection errors, error replies)
 
     @property
     def matches(self) -> bool:
         return abs(self.server - self.client) <= self.ambiguous
 
 
-def _ops(total: IntervalSnapshot, op: str, ambiguous: set[str] = _AMBIGUOUS) -> tuple[int, int]:
-    """(surely sent and answered, fate unknown) for one op."""
+def _ops(total: IntervalSnapshot, op: str) -> tuple[int, int]:
+    """(surely sent and counted, fate unknown) for one op."""
     outcomes = total.counts.get(op, {})
-    sure = sum(n for name, n in outcomes.items() if name not in _NOT_SENT | ambiguous)
-    unsure = sum(n for name, n in outcomes.items() if name in ambiguous)
+    sure = sum(n for name, n in outcomes.items() if name not in _NOT_SENT | _AMBIGUOUS)
+    unsure = sum(n for name, n in outcomes.items() if name in _AMBIGUOUS)
     return sure, unsure
 
 
@@ -51,8 +54,29 @@ def _number(stats: dict[str, Any], name: str) -> float:
     return stat_number(name, stats.get(name, "0")) or 0.0
 
 
-def _delta(before: dict[str, Any], after: dict[str, Any], *names: str) -> int:
-    return round(sum(_number(after, n) - _number(before, n) for n in names))
+Pairs = list[tuple[dict[str, Any], dict[str, Any]]]
+
+
+def _delta(pairs: Pairs, *names: str) -> float:
+    """The counters' growth, summed over the (before, after) sample pairs."""
+    return sum(_number(after, n) - _number(before, n) for before, after in pairs for n in names)
+
+
+def _stat_pairs(server: dict[str, Any]) -> Pairs:
+    """(before, after) stats: the run's, or one pair per round of a comparison's target.
+
+    A compared target's rounds are separate runs with other targets' traffic between them,
+    so each round has its own pair (``results.model.combine_rounds``). No pair at all when
+    any sample is missing: a partial reconciliation would only mislead.
+    """
+    if "rounds" in server and "before" not in server:
+        spans = [(r.get("before"), r.get("after")) for r in server["rounds"]]
+    else:
+        spans = [(server.get("before"), server.get("after"))]
+    pairs = [((b or {}).get("stats"), (a or {}).get("stats")) for b, a in spans]
+    if not pairs or any(not b or not a for b, a in pairs):
+        return []
+    return [(b, a) for b, a in pairs if b and a]
 
 
 def reconcile(
@@ -62,33 +86,30 @@ def reconcile(
 
     Args:
         family: ``memcache``, ``redis``, or ``http``: a gateway whose stats are those of its
-            backing memcached (its error replies, 502/504, may or may not have reached it);
-            anything else is not reconciled.
+            backing memcached; anything else is not reconciled.
         total: every snapshot of the run (all phases and rounds) merged.
-        server: the run's server samples (``before``, ``after``).
+        server: the run's server samples (``before``, ``after``; or per round, ``rounds``).
         mget_width: keys per multi-get (memcached counts each key as a get).
     """
-    before = (server.get("before") or {}).get("stats")
-    after = (server.get("after") or {}).get("stats")
-    if not before or not after or family not in ("memcache", "redis", "http"):
+    pairs = _stat_pairs(server)
+    if not pairs or family not in ("memcache", "redis", "http"):
         return []
-    ambiguous = _AMBIGUOUS | {"error_reply"} if family == "http" else _AMBIGUOUS
     rows: list[Reconciled] = []
 
     def add(name: str, client: tuple[int, int], *server_names: str) -> None:
-        server_count = _delta(before, after, *server_names)
+        server_count = round(_delta(pairs, *server_names))
         if client[0] or client[1] or server_count:
             rows.append(Reconciled(name, client[0], server_count, client[1]))
 
-    get, mget = _ops(total, "get", ambiguous), _ops(total, "mget", ambiguous)
+    get, mget = _ops(total, "get"), _ops(total, "mget")
     if family in ("memcache", "http"):
         mget_keys = total.keys.get("mget", 0)
         add("get (keys)", (get[0] + mget_keys, get[1] + mget[1] * mget_width), "cmd_get")
         hits = total.counts.get("get", {}).get("hit", 0) + total.keys_hit.get("mget", 0)
         add("get hits", (hits, get[1] + mget[1] * mget_width), "get_hits")
-        add("set", _ops(total, "set", ambiguous), "cmd_set")
-        add("delete", _ops(total, "delete", ambiguous), "delete_hits", "delete_misses")
-        add("incr", _ops(total, "incr", ambiguous), "incr_hits", "incr_misses")
+        add("set", _ops(total, "set"), "cmd_set")
+        add("delete", _ops(total, "delete"), "delete_hits", "delete_misses")
+        add("incr", _ops(total, "incr"), "incr_hits", "incr_misses")
     else:
         add("get", get, "cmdstat_get")
         add("set", _ops(total, "set"), "cmdstat_set")

@@ -1,8 +1,9 @@
-"""Pure: RunResult -> ReportModel (rates, percentiles, outcomes, verdicts).
+"""Pure: RunResult -> ReportModel (rates, percentiles, outcomes, verdicts, status).
 
-Every figure any report prints is computed here, once, from the stored run. Percentiles
-come from merged histograms; a percentile with too few samples behind it is None
-("n/a"), never a number the data cannot support.
+Every figure any report prints is computed here, once, from the stored run. Throughput
+counts successes only (error replies are errors, with their own rate); the status is
+``results.status``'s. Percentiles come from merged histograms; a percentile with too few
+samples behind it is None ("n/a"), never a number the data cannot support.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kvbench.report.stats import Spread, spread
 from kvbench.report.verdicts import Evidence, Verdict, all_verdicts, restart_verdicts
 from kvbench.report.verification import Verification, verification, verification_verdicts
 from kvbench.results.model import RunResult
+from kvbench.results.status import Status, Tally, max_error_rate, run_status, tally
 
 # Percentiles reported everywhere, with their JSON names.
 PERCENTILES: tuple[tuple[str, float], ...] = (
@@ -71,10 +73,13 @@ class OpRow:
 
     op: str
     count: int  # every op that ended in the window, whatever its outcome
-    completed: int  # those the server answered
-    throughput_per_s: float  # completed / window
+    completed: int  # those the server answered (error replies included)
+    succeeded: int  # those answered with a reply that is not an error
+    throughput_per_s: float  # succeeded / window
     outcomes: dict[str, int]
     errors: int
+    errors_per_s: float  # errors / window
+    error_rate: float  # errors / count
     latency_us: dict[str, float | None]
     service_time_us: dict[str, float | None] | None
     keys: int
@@ -91,8 +96,10 @@ class ReportModel:
     ops: list[OpRow]
     total_ops: int
     total_errors: int
-    throughput_per_s: float
+    throughput_per_s: float  # successes / window
     latency_us: dict[str, float | None]
+    status: Status
+    tally: Tally  # the window's ops by fate (attempted, succeeded, errors by kind)
     intervals: list[dict[str, Any]]
     phases: dict[str, dict[str, Any]]
     verdicts: list[Verdict]
@@ -107,16 +114,22 @@ class ReportModel:
     server_restarts: list[Restart] = field(default_factory=list)
     not_comparable: list[str] = field(default_factory=list)
 
+    @property
+    def errors_per_s(self) -> float:
+        window_s = self.run.window_s
+        return self.total_errors / window_s if window_s else 0.0
+
     def throughput_spread(self) -> Spread | None:
         """Throughput over complete rounds (mean, stddev, min, max, 95% CI), or None."""
         values = [r["throughput_per_s"] for r in self.rounds if r["status"] == "ok"]
-        return spread(values) if values else None
+        return spread(values, floor=0.0) if values else None
 
 
 def _op_row(name: str, total: IntervalSnapshot, window_s: float) -> OpRow:
     outcomes = dict(sorted(total.counts.get(name, {}).items()))
     count = total.ops(name)
-    completed = total.completed(name)
+    succeeded = total.succeeded(name)
+    errors = total.errors(name)
     hits = outcomes.get("hit", 0)
     misses = outcomes.get("miss", 0)
     keys = total.keys.get(name, hits + misses if name in ("get", "gets") else 0)
@@ -124,10 +137,13 @@ def _op_row(name: str, total: IntervalSnapshot, window_s: float) -> OpRow:
     return OpRow(
         op=name,
         count=count,
-        completed=completed,
-        throughput_per_s=completed / window_s if window_s else 0.0,
+        completed=total.completed(name),
+        succeeded=succeeded,
+        throughput_per_s=succeeded / window_s if window_s else 0.0,
         outcomes=outcomes,
-        errors=total.errors(name),
+        errors=errors,
+        errors_per_s=errors / window_s if window_s else 0.0,
+        error_rate=errors / count if count else 0.0,
         latency_us=latency_summary(total.latency.get(name)),
         service_time_us=latency_summary(service) if service is not None else None,
         keys=keys,
@@ -147,7 +163,7 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         pct = hist.percentiles([50.0, 99.0]) if hist is not None and hist.total_count else {}
         ops[name] = {
             "count": snap.ops(name),
-            "per_s": snap.completed(name) / length_s,
+            "per_s": snap.succeeded(name) / length_s,
             "p50_us": pct[50.0] / 1000 if pct else None,
             "p99_us": pct[99.0] / 1000
             if pct and hist is not None and hist.total_count >= min_samples(99)
@@ -159,7 +175,8 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         "length_s": round(length_s, 3),
         "ops": ops,
         "errors": snap.errors() + connection_failures(snap),
-        "per_s": snap.completed() / length_s,
+        "errors_per_s": (snap.errors() + connection_failures(snap)) / length_s,
+        "per_s": snap.succeeded() / length_s,
         "cpu_s": snap.stats.get("cpu_ns", 0) / 1e9,
         "offered_per_s": snap.stats["offered"] / length_s if "offered" in snap.stats else None,
         "reconnects": int(snap.stats.get("reconnects", 0)),
@@ -177,18 +194,23 @@ def _round_start(run: RunResult, index: int) -> int:
 
 
 def _rounds(run: RunResult) -> list[dict[str, Any]]:
-    """Per round: its throughput (completions in its intervals / its window)."""
+    """Per round: its throughput (successes in its intervals / its window).
+
+    ``status`` is the round's process status: ``ok`` for a complete round.
+    """
     rows = []
     for index, record in enumerate(run.rounds):
         window_s = run.round_window_s(index)
-        completed = sum(s.completed() for s in run.intervals if s.round == record["round"])
+        snaps = [s for s in run.intervals if s.round == record["round"]]
+        succeeded = sum(s.succeeded() for s in snaps)
         rows.append(
             {
                 "round": record["round"] + 1,
                 "status": record["status"],
                 "window_s": window_s,
-                "completed": completed,
-                "throughput_per_s": completed / window_s if window_s else 0.0,
+                "completed": sum(s.completed() for s in snaps),
+                "succeeded": succeeded,
+                "throughput_per_s": succeeded / window_s if window_s else 0.0,
             }
         )
     return rows
@@ -221,9 +243,8 @@ def summarize(run: RunResult) -> ReportModel:
     total = run.total()
     window_s = run.window_s
     rows = [_op_row(name, total, window_s) for name in sorted(total.counts)] if total else []
-    total_ops = sum(r.count for r in rows)
+    counts = tally(total)  # connection failures included: results.status counts them
     connections = connections_section(run)
-    total_errors = sum(r.errors for r in rows) + connections["errors"]
     total_completed = sum(r.completed for r in rows)
     merged = Histogram.merged(total.latency.values()) if total and total.latency else None
     service = Histogram.merged(total.service.values()) if total and total.service else None
@@ -251,8 +272,7 @@ def summarize(run: RunResult) -> ReportModel:
     mean_for_little = service if run.mode == "open" else merged
     evidence = Evidence(
         run=run,
-        total_ops=total_ops,
-        total_errors=total_errors,
+        tally=counts,
         completed=total_completed,
         mean_latency_ns=mean_for_little.mean_ns()
         if mean_for_little and mean_for_little.total_count
@@ -262,14 +282,17 @@ def summarize(run: RunResult) -> ReportModel:
         server_cpu=cpu,
         outcomes=outcomes,
         out_of_range=sum(r.out_of_range for r in rows),
+        max_error_rate=max_error_rate(run.config),
     )
     return ReportModel(
         run=run,
         ops=rows,
-        total_ops=total_ops,
-        total_errors=total_errors,
-        throughput_per_s=total_completed / window_s if window_s else 0.0,
+        total_ops=counts.attempted,
+        total_errors=counts.errors,
+        throughput_per_s=counts.succeeded / window_s if window_s else 0.0,
         latency_us=latency_summary(merged),
+        status=run_status(run, counts),
+        tally=counts,
         intervals=[interval_row(s, _round_start(run, s.round)) for s in run.intervals],
         rounds=_rounds(run),
         phases=phases,

@@ -12,10 +12,12 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvbench.report.stats import MIN_CI_SAMPLES, Spread
 from kvbench.report.summary import PERCENTILES, ReportModel
 from kvbench.units import format_duration_ns, format_rate
 
 _LEVEL_STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
+_STATUS_STYLE = {"ok": "green", "failed": "bold red", "partial": "yellow", "interrupted": "yellow"}
 
 
 def fmt_us(value_us: float | None) -> str:
@@ -49,12 +51,12 @@ def summary_table(model: ReportModel) -> Table:
     run = model.run
     table = Table(
         title=f"kvbench {run.run_id}  {', '.join(t['url'] for t in run.targets)}  "
-        f"({run.window_s:.2f}s window, {run.status})",
+        f"({run.window_s:.2f}s window, {model.status.name})",
         title_justify="left",
     )
     table.add_column("op")
     table.add_column("ops", justify="right")
-    table.add_column("ops/s", justify="right")
+    table.add_column("ops/s", justify="right")  # successes only
     table.add_column("hit %", justify="right")
     table.add_column("errors", justify="right")
     for name, _ in PERCENTILES:
@@ -124,12 +126,37 @@ def round_lines(model: ReportModel) -> Text:
     text.append(f"rounds: {rates} ops/s\n")
     s = model.throughput_spread()
     if s is not None:
-        ci = f", 95% CI {format_rate(s.ci95[0])} .. {format_rate(s.ci95[1])}" if s.ci95 else ""
+        ci = ", " + ci_text(s)
         text.append(
             f"throughput over {s.n} rounds: mean {format_rate(s.mean)} ops/s, "
             f"stddev {format_rate(s.stddev)}, min {format_rate(s.minimum)}, "
             f"max {format_rate(s.maximum)}{ci}\n"
         )
+    return text
+
+
+def ci_text(s: Spread) -> str:
+    """``95% CI 180.2k .. 196.1k`` (a bound clamped at 0 says so), or why there is none."""
+    if s.ci95 is None:
+        return f"95% CI needs {MIN_CI_SAMPLES} rounds"
+    low = "0 (clamped)" if s.clamped else format_rate(s.ci95[0])
+    return f"95% CI {low} .. {format_rate(s.ci95[1])}"
+
+
+def status_lines(model: ReportModel) -> Text:
+    """The errors (count, rate, share) and the run's status with its reasons."""
+    text = Text()
+    counts = model.tally
+    if counts.errors:
+        text.append(
+            f"errors: {counts.errors:,} ({format_rate(model.errors_per_s)}/s, "
+            f"{counts.error_rate:.2%} of {counts.attempted:,} ops)\n"
+        )
+    status = model.status
+    text.append(f"status: {status.name}", style=_STATUS_STYLE.get(status.name, ""))
+    if status.reasons:
+        text.append(" - " + "; ".join(status.reasons))
+    text.append("\n")
     return text
 
 
@@ -229,6 +256,7 @@ def summary(model: ReportModel) -> RenderableType:
     ]
     if model.verdicts:
         parts.append(verdict_lines(model))
+    parts.append(status_lines(model))
     # Sections with nothing to say are left out; the rest lose their last newline (the
     # Group puts each on its own line).
     shown = [p.copy() if isinstance(p, Text) else p for p in parts]

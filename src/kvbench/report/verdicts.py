@@ -13,6 +13,7 @@ from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.reconcile import Reconciled, Restart, ServerCpu
 from kvbench.results.model import RunResult
+from kvbench.results.status import DEFAULT_MAX_ERROR_RATE, Tally, describe_kinds, format_share
 
 # A worker above this share of one core was likely the bottleneck (DESIGN.md §3).
 CLIENT_CPU_LIMIT = 0.9
@@ -20,7 +21,6 @@ CLIENT_CPU_LIMIT = 0.9
 LOOP_LAG_P99_NS = 1_000_000
 # The server is saturated when it uses this share of the cores its threads can use.
 SERVER_CPU_SHARE = 0.85
-ERROR_RATE_LIMIT = 0.01
 LITTLE_TOLERANCE = 0.10
 # Open loop: achieved below this share of the offered rate is a warning.
 ACHIEVED_SHARE = 0.95
@@ -41,15 +41,15 @@ class Evidence:
     """What the verdicts look at."""
 
     run: RunResult
-    total_ops: int
-    total_errors: int
-    completed: int
+    tally: Tally  # the window's ops: attempted, succeeded, errors by kind
+    completed: int  # replies (error replies included): what Little's law counts
     mean_latency_ns: float | None
     hiccup: Histogram | None
     reconciliation: list[Reconciled]
     server_cpu: ServerCpu | None
     outcomes: dict[str, int]
     out_of_range: int = 0
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
 
 
 def client_verdicts(ev: Evidence) -> list[Verdict]:
@@ -125,24 +125,14 @@ def measurement_verdicts(ev: Evidence) -> list[Verdict]:
                 {"status": run.status},
             )
         )
-    if ev.total_ops == 0:
-        out.append(Verdict("ops.none", "error", "no op completed in the measured window"))
-    elif ev.total_errors / ev.total_ops > ERROR_RATE_LIMIT:
-        out.append(
-            Verdict(
-                "errors.rate",
-                "warning",
-                f"{ev.total_errors / ev.total_ops:.1%} of ops failed (limit {ERROR_RATE_LIMIT:.0%})",
-                {"errors": ev.total_errors, "ops": ev.total_ops},
-            )
-        )
+    out += error_verdicts(ev.tally, ev.max_error_rate)
     little = littles_law(run.intervals, ev.completed, run.window_s, ev.mean_latency_ns)
     if little is not None and abs(little[0] - little[1]) > LITTLE_TOLERANCE * little[1]:
         out.append(
             Verdict(
                 "little.law",
                 "warning",
-                f"throughput x mean latency = {little[0]:.1f} requests in flight, but "
+                f"replies/s x mean latency = {little[0]:.1f} requests in flight, but "
                 f"{little[1]:.1f} were measured (Little's law, tolerance {LITTLE_TOLERANCE:.0%}): "
                 "time was spent outside the measured span (client queueing?)",
                 {
@@ -164,6 +154,37 @@ def measurement_verdicts(ev: Evidence) -> list[Verdict]:
     for message in run.errors:
         out.append(Verdict("run.error", "warning", message))
     return out
+
+
+def error_verdicts(counts: Tally, limit: float) -> list[Verdict]:
+    """``ops.none`` when nothing succeeded; ``errors.rate`` when ops failed (an error above
+    ``limit``, the run's --max-error-rate, which makes the run failed; else info). Both name
+    the main error kinds with their counts."""
+    evidence: dict[str, Any] = {
+        "ops": counts.attempted,
+        "succeeded": counts.succeeded,
+        "errors": counts.errors,
+        "error_rate": round(counts.error_rate, 6),
+        "max_error_rate": limit,
+        "kinds": counts.kinds,
+    }
+    kinds = describe_kinds(counts.kinds)
+    if counts.succeeded == 0:
+        ended = f": {counts.attempted:,} attempts, all failed: {kinds}" if counts.attempted else ""
+        return [Verdict("ops.none", "error", f"no op succeeded in the window{ended}", evidence)]
+    if not counts.errors:
+        return []
+    above = counts.error_rate > limit
+    return [
+        Verdict(
+            "errors.rate",
+            "error" if above else "info",
+            f"{counts.error_rate:.1%} of {counts.attempted:,} ops failed ({kinds}); "
+            f"{'above' if above else 'within'} the {format_share(limit)} allowed "
+            "(--max-error-rate)",
+            evidence,
+        )
+    ]
 
 
 def open_loop_verdicts(ev: Evidence) -> list[Verdict]:

@@ -95,6 +95,15 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE intervals ADD COLUMN hiccup TEXT NOT NULL DEFAULT ''
         """,
     ),
+    # runs.status becomes the run's judged status (results/status.py: ok, failed, partial,
+    # interrupted); what happened to its processes moves here. NULL in runs stored before:
+    # their status column was the process status.
+    (
+        "0005_process_status",
+        """
+        ALTER TABLE runs ADD COLUMN process_status TEXT
+        """,
+    ),
 )
 
 

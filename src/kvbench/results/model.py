@@ -77,8 +77,10 @@ def combine_rounds(results: list[RunResult]) -> RunResult:
     """Several one-round results of the same target as one multi-round result.
 
     Used by comparisons, whose rounds are separate runs interleaved with other targets.
-    The server's before/after samples are kept per round (other targets' traffic falls
-    between them, so no reconciliation across rounds is claimed).
+    Each round keeps its own server samples: its interval samples are tagged with its
+    round, and its before/after samples stay a pair in ``server.rounds`` (other targets'
+    traffic falls between the rounds, never inside one, so the target's own traffic is
+    the sum of the pairs' deltas). The server's settings are the first round's.
 
     Raises:
         ValueError: no results.
@@ -117,10 +119,17 @@ def combine_rounds(results: list[RunResult]) -> RunResult:
         window_end_ns=rounds[-1]["window_end_ns"],
         errors=[e for r in results for e in r.errors],
         server={
-            "intervals": [i for r in results for i in r.server.get("intervals", [])],
-            "rounds": [
-                {"before": r.server.get("before"), "after": r.server.get("after")} for r in results
+            "settings": first.server.get("settings"),
+            "intervals": [
+                {**sample, "round": index}
+                for index, r in enumerate(results)
+                for sample in r.server.get("intervals", [])
             ],
+            "rounds": [
+                {"round": index, "before": r.server.get("before"), "after": r.server.get("after")}
+                for index, r in enumerate(results)
+            ],
+            "sample_errors": [e for r in results for e in r.server.get("sample_errors", [])][:5],
         },
         config={**first.config, "load": {**first.config.get("load", {}), "rounds": len(results)}},
     )

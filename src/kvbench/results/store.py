@@ -19,6 +19,7 @@ from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.results.migrations import migrate
 from kvbench.results.model import RunResult
+from kvbench.results.status import run_status
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -152,19 +153,25 @@ class Store:
         self.close()
 
     def save_run(self, run: RunResult, document: dict[str, Any] | None = None) -> None:
-        """Store a run, its intervals and phases, and (optionally) its result document."""
+        """Store a run, its intervals and phases, and (optionally) its result document.
+
+        The ``status`` column is the run's status as its document states it (a queue run's
+        delivery is judged there), else ``results.status.run_status``; ``process_status``
+        keeps ``run.status``, what happened to its processes.
+        """
         throughput = document["totals"]["throughput_per_s"] if document else None
+        status = document["status"] if document else run_status(run).name
         try:
             with self._db:
                 self._db.execute(
                     "INSERT INTO runs (run_id, started_at, status, mode, target, kvbench_version, "
                     "window_start_ns, window_end_ns, throughput_per_s, config, targets, "
-                    "environment, workers, errors, server, document, rounds) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "environment, workers, errors, server, document, rounds, process_status) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         run.run_id,
                         run.started_at,
-                        run.status,
+                        status,
                         run.mode,
                         " ".join(t["url"] for t in run.targets),
                         run.kvbench_version,
@@ -179,6 +186,7 @@ class Store:
                         json.dumps(run.server),
                         json.dumps(document) if document else None,
                         json.dumps(run.rounds),
+                        run.status,
                     ),
                 )
                 snapshots = list(run.intervals) + list(run.phases.values())
@@ -238,7 +246,8 @@ class Store:
         """Load a stored run (by id, prefix or ``last``)."""
         run_id = self.resolve(run_ref)
         row = self._db.execute(
-            "SELECT run_id, started_at, status, mode, kvbench_version, window_start_ns, "
+            "SELECT run_id, started_at, COALESCE(process_status, status), mode, "
+            "kvbench_version, window_start_ns, "
             "window_end_ns, config, targets, environment, workers, errors, server, rounds "
             "FROM runs WHERE run_id = ?",
             (run_id,),

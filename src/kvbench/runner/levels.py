@@ -1,13 +1,15 @@
 """Sweeps (one run per level of an axis) and comparisons (targets interleaved per round).
 
 Each level or round is an ordinary Coordinator run. A level that fails is recorded as
-failed with its reason, never skipped silently; Ctrl-C ends the sweep and keeps what ran.
+failed with its reason, never skipped silently. Ctrl-C ends the sweep or comparison and
+keeps what ran: the levels and rounds that finished stay complete, the one it cut short is
+marked interrupted (whether its workers were measuring or still starting).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from kvbench.config.model import LoadConfig, RunConfig
 from kvbench.errors import ConfigError, RunAborted, TargetUnreachable
@@ -59,7 +61,24 @@ def at_level(config: RunConfig, axis: str, level: float) -> RunConfig:
     return replace(config, load=load)
 
 
-LevelOutcome = tuple[float, RunResult | None, str | None]
+# What a level cut short by Ctrl-C before its measurement began says instead of figures.
+NOT_STARTED = "interrupted before its measurement began"
+
+
+@dataclass(frozen=True, slots=True)
+class LevelOutcome:
+    """One level of a sweep.
+
+    Attributes:
+        result: its run, or None when it did not run.
+        reason: why there is no result (the target refused, the workers failed, Ctrl-C).
+        interrupted: Ctrl-C ended the sweep during this level.
+    """
+
+    level: float
+    result: RunResult | None
+    reason: str | None = None
+    interrupted: bool = False
 
 
 def run_sweep(
@@ -69,20 +88,40 @@ def run_sweep(
     on_interval: Callable[[IntervalSnapshot], None],
     on_event: Callable[[str], None],
 ) -> list[LevelOutcome]:
-    """Run every level in order; a failed level is kept with its reason."""
+    """Run every level in order; a failed level is kept with its reason; Ctrl-C stops."""
     outcomes: list[LevelOutcome] = []
     for number, level in enumerate(levels, 1):
-        on_event(f"level {number}/{len(levels)}: {axis} = {level:g}")
         try:
+            on_event(f"level {number}/{len(levels)}: {axis} = {level:g}")
             result = Coordinator(at_level(config, axis, level), on_interval, on_event).run()
         except (TargetUnreachable, RunAborted) as exc:
-            outcomes.append((level, None, str(exc)))
+            outcomes.append(LevelOutcome(level, None, str(exc)))
             on_event(f"level {level:g} failed: {exc}")
             continue
-        outcomes.append((level, result, None))
-        if result.status == "interrupted":
+        except KeyboardInterrupt:  # before its workers measured: nothing to keep
+            outcomes.append(LevelOutcome(level, None, NOT_STARTED, interrupted=True))
+            on_event(f"level {level:g} {NOT_STARTED}")
+            break
+        interrupted = result.status == "interrupted"
+        outcomes.append(LevelOutcome(level, result, None, interrupted))
+        if interrupted:
             break
     return outcomes
+
+
+@dataclass(frozen=True, slots=True)
+class ComparisonRuns:
+    """A comparison's runs.
+
+    Attributes:
+        results: per target that ran at least one round, its rounds combined (in target
+            order; Ctrl-C may leave the last targets without one).
+        interrupted: Ctrl-C ended it; the round it cut short is the last of its target
+            (status interrupted), or missing when its workers were still starting.
+    """
+
+    results: list[RunResult]
+    interrupted: bool = False
 
 
 def run_comparison(
@@ -90,15 +129,24 @@ def run_comparison(
     rounds: int,
     on_interval: Callable[[IntervalSnapshot], None],
     on_event: Callable[[str], None],
-) -> list[RunResult]:
+) -> ComparisonRuns:
     """Rounds interleaved across targets (A B A B ...); one combined result per target."""
     per_target: list[list[RunResult]] = [[] for _ in configs]
+    interrupted = False
     for round_index in range(rounds):
         for config, results in zip(configs, per_target, strict=True):
-            on_event(f"round {round_index + 1}/{rounds}: {config.targets[0].url}")
             single = replace(config, load=replace(config.load, rounds=1))
-            result = Coordinator(single, on_interval, on_event).run()
+            try:
+                on_event(f"round {round_index + 1}/{rounds}: {config.targets[0].url}")
+                result = Coordinator(single, on_interval, on_event).run()
+            except KeyboardInterrupt:
+                on_event(f"round {round_index + 1} of {config.targets[0].url} {NOT_STARTED}")
+                interrupted = True
+                break
             results.append(result)
             if result.status == "interrupted":
-                return [combine_rounds(r) for r in per_target if r]
-    return [combine_rounds(results) for results in per_target]
+                interrupted = True
+                break
+        if interrupted:
+            break
+    return ComparisonRuns([combine_rounds(r) for r in per_target if r], interrupted)

@@ -2,11 +2,17 @@
 
 Processes are spawned, not forked, so each starts clean (pyperf does the same); they share
 the host's monotonic clock with the coordinator, so a start time needs no conversion.
+They are born ignoring SIGINT, so a Ctrl-C while one is still importing (before
+``worker_main`` could ignore it) never kills it with a KeyboardInterrupt traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import signal
+import threading
+from collections.abc import Iterator
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
@@ -37,7 +43,8 @@ class LocalLauncher:
                 name=f"kvbench-worker-{spec.worker_index}",
                 daemon=True,
             )
-            proc.start()
+            with _children_ignore_sigint():
+                proc.start()
             child.close()
             pipes.append(parent)
             self._procs.append(proc)
@@ -59,3 +66,24 @@ class LocalLauncher:
 
     def close(self) -> None:
         self._procs = []
+
+
+@contextlib.contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Processes started inside ignore SIGINT from their first instruction.
+
+    An ignored signal stays ignored across fork and exec (POSIX), and Python leaves an
+    ignored SIGINT alone at startup, so the child needs no handler of its own in time.
+    The coordinator ignores it for as long as the fork and exec take (about a
+    millisecond); a Ctrl-C in that moment is lost and the next one works. Signal
+    dispositions can only be changed from the main thread: elsewhere nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        # None: the handler was not installed from Python; the default is the best guess
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)

@@ -141,6 +141,34 @@ def test_config_dict_has_no_credentials() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "share"), [("1%", 0.01), ("0.5%", 0.005), ("0.01", 0.01), ("0", 0.0), ("100%", 1.0)]
+)
+def test_max_error_rate_takes_a_percentage_or_a_fraction(text: str, share: float) -> None:
+    settings = {"target.urls": URL, "load.max_error_rate": (text, "--max-error-rate")}
+    assert load_config(None, settings, 1).load.max_error_rate == pytest.approx(share)
+
+
+def test_max_error_rate_defaults_to_one_percent() -> None:
+    assert load_config(None, {"target.urls": URL}, 1).load.max_error_rate == 0.01
+
+
+@pytest.mark.parametrize("text", ["lots", "-1%", "150%", "2", "1 %%"])
+def test_a_bad_max_error_rate_names_the_flag(text: str) -> None:
+    settings = {"target.urls": URL, "load.max_error_rate": (text, "--max-error-rate")}
+    with pytest.raises(ConfigError, match=r"^--max-error-rate: "):
+        load_config(None, settings, 1)
+
+
+def test_max_error_rate_in_a_scenario_names_its_key(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[target]\nurls = ["memcached://h"]\n[load]\nmax_error_rate = "5%"\n')
+    assert load_config(str(scenario), {}, 1).load.max_error_rate == pytest.approx(0.05)
+    scenario.write_text('[load]\nmax_error_rate = "many"\n')
+    with pytest.raises(ConfigError, match=r"load\.max_error_rate in .*s\.toml: 'many' is not"):
+        load_config(str(scenario), {}, 1)
+
+
+@pytest.mark.parametrize(
     ("toml", "message"),
     [
         ("[load]\nduration = 0\n", r"load\.duration in .*: must be above 0, got '0s'"),

@@ -78,8 +78,12 @@ def test_throughput_drop_beyond_the_noise_is_a_regression() -> None:
 
 
 def test_overlapping_rounds_are_within_noise() -> None:
-    a = make_run("a", [{"get": (10_000, 500_000)}, {"get": (11_000, 500_000)}])
-    b = make_run("b", [{"get": (10_400, 500_000)}, {"get": (10_500, 500_000)}])
+    a = make_run(
+        "a", [{"get": (10_000, 500_000)}, {"get": (11_000, 500_000)}, {"get": (10_500, 500_000)}]
+    )
+    b = make_run(
+        "b", [{"get": (10_400, 500_000)}, {"get": (10_500, 500_000)}, {"get": (10_600, 500_000)}]
+    )
     diff = diff_runs(a, b)
     assert change(diff, "throughput_per_s", "total").flag == WITHIN_NOISE
     assert not diff.regressions
@@ -100,6 +104,25 @@ def test_p99_up_beyond_the_rounds_spread_is_a_regression() -> None:
     assert p99.flag == REGRESSION
     assert p99.basis == "merged histograms"
     assert change(diff_runs(a, b), "throughput_per_s", "get").flag == WITHIN_NOISE
+
+
+def test_two_rounds_are_too_few_for_an_interval() -> None:
+    a = make_run("a", [{"get": (10_000, 500_000)}, {"get": (10_100, 500_000)}])
+    b = make_run("b", [{"get": (5_000, 500_000)}, {"get": (5_050, 500_000)}])
+    diff = diff_runs(a, b)
+    assert not diff.has_ci and change(diff, "throughput_per_s", "total").flag == NO_CI
+    assert "a CI needs 3 rounds in both" in rendered(diff)
+
+
+def test_the_runs_statuses_are_shown() -> None:
+    a = make_run("a", [{"get": (10_000, 500_000)}])
+    b = make_run("b", [{"get": (10_000, 500_000)}])
+    b.intervals[0].counts["get"]["error_reply"] = 5_000  # a third of its ops failed
+    diff = diff_runs(a, b)
+    assert (diff.status_a, diff.status_b) == ("ok", "failed")
+    assert to_dict(diff)["status"] == {"a": "ok", "b": "failed"}
+    text = rendered(diff)
+    assert "A=a (ok)  B=b (failed)" in text and "run B is failed" in text
 
 
 def test_single_round_runs_show_the_plain_change_without_a_flag() -> None:
@@ -152,14 +175,16 @@ def rendered(diff: Any) -> str:
 
 
 def test_render_shows_ci_flags_and_differences() -> None:
-    a = make_run("a", [{"get": (10_000, 500_000)}, {"get": (10_100, 500_000)}])
+    a = make_run(
+        "a", [{"get": (10_000, 500_000)}, {"get": (10_100, 500_000)}, {"get": (10_050, 500_000)}]
+    )
     b = make_run(
         "b",
-        [{"get": (8_000, 500_000)}, {"get": (8_010, 500_000)}],
+        [{"get": (8_000, 500_000)}, {"get": (8_010, 500_000)}, {"get": (8_005, 500_000)}],
         config={"load": {"connections": 100}, "workload": {"seed": 1}},
     )
     text = rendered(diff_runs(a, b))
-    assert "95% CI: Welch's t over 2 and 2 rounds" in text
+    assert "95% CI: Welch's t over 3 and 3 rounds" in text
     assert "regression beyond the noise: get ops/s, total ops/s" in text
     assert "config.load.connections: 50 -> 100" in text
     assert "-2,045/s (-20.3%)" in text  # (8,005 - 10,050) / 10,050

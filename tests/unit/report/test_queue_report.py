@@ -106,6 +106,18 @@ def test_a_run_ended_by_the_limit_warns_that_lost_may_be_queued() -> None:
     assert any(v["id"] == "queue.not_drained" for v in doc["verdicts"])
 
 
+def test_a_lost_message_fails_the_run_in_the_document() -> None:
+    doc = queue_document(result(lost_seq=17))
+    assert (doc["status"], doc["process_status"]) == ("failed", "ok")
+    assert doc["status_reasons"] == ["1 acknowledged messages were never received"]
+    assert queue_document(result())["status"] == "ok"
+    # not drained: the message may still be queued, the run is not failed for it
+    undrained = queue_document(result(lost_seq=17, drained=False, stop_reason="limit"))
+    assert undrained["status"] == "ok"
+    # an interrupted run is interrupted, lost messages or not
+    assert queue_document(result(lost_seq=17, status="interrupted"))["status"] == "interrupted"
+
+
 def test_a_busy_client_is_flagged() -> None:
     assert any(v["id"] == "client.cpu" for v in queue_document(result())["verdicts"])
 
@@ -156,3 +168,15 @@ def test_the_terminal_summary_names_every_delivery_figure() -> None:
         "get: message 2,000  empty 10",
     ):
         assert needle in text, needle
+
+
+def test_duplicated_messages_fail_the_run_drained_or_not() -> None:
+    from kvbench.report.queue_report import delivery_problem
+
+    assert delivery_problem({"lost": 0, "duplicated": 3, "drained": False}) == (
+        "3 messages were received twice or more"
+    )
+    assert delivery_problem({"lost": 2, "duplicated": 1, "drained": True}) == (
+        "2 acknowledged messages were never received; 1 messages were received twice or more"
+    )
+    assert delivery_problem({"lost": 2, "duplicated": 0, "drained": False}) is None

@@ -40,3 +40,18 @@ def test_interval_covers_the_true_mean_about_95_percent_of_the_time() -> None:
 def test_no_values_is_an_error() -> None:
     with pytest.raises(ValueError):
         spread([])
+
+
+def test_two_values_have_a_spread_but_no_interval() -> None:
+    """Seen: "-72,935..196.2k" ops/s from two rounds (t(1) = 12.7)."""
+    s = spread([61_600.0, 184_000.0], floor=0.0)
+    assert s.n == 2 and s.stddev > 0 and s.ci95 is None
+
+
+def test_a_throughput_interval_never_goes_below_zero() -> None:
+    s = spread([10.0, 200.0, 20.0], floor=0.0)
+    assert s.ci95 is not None and s.ci95[0] == 0.0 and s.clamped
+    assert s.ci95[1] == pytest.approx(s.mean + 4.303 * s.stddev / math.sqrt(3))
+    unclamped = spread([10.0, 200.0, 20.0])
+    assert unclamped.ci95 is not None and unclamped.ci95[0] < 0 and not unclamped.clamped
+    assert not spread([10.0, 12.0, 14.0], floor=0.0).clamped

@@ -9,6 +9,7 @@ from kvbench.report.reconcile import reconcile, server_cpu
 from kvbench.report.summary import latency_summary, min_samples
 from kvbench.report.verdicts import Evidence, all_verdicts, littles_law
 from kvbench.results.model import RunResult
+from kvbench.results.status import Tally
 
 S = 1_000_000_000
 
@@ -36,8 +37,7 @@ def run(intervals: list[IntervalSnapshot], **kw: Any) -> RunResult:
 def evidence(r: RunResult, **kw: Any) -> Evidence:
     base: dict[str, Any] = dict(
         run=r,
-        total_ops=1000,
-        total_errors=0,
+        tally=Tally(1000, 1000, 0, {}),
         completed=1000,
         mean_latency_ns=None,
         hiccup=None,
@@ -100,8 +100,44 @@ def test_open_loop_shortfall_is_flagged() -> None:
 
 def test_interrupted_runs_and_errors_are_flagged() -> None:
     r = run([], status="interrupted", errors=["worker 0: boom"])
-    assert {"run.incomplete", "run.error"} <= ids(evidence(r, total_errors=20))
-    assert "errors.rate" in ids(evidence(r, total_errors=20))
+    failing = Tally(1000, 980, 20, {"timeout": 20})
+    assert {"run.incomplete", "run.error"} <= ids(evidence(r, tally=failing))
+    assert "errors.rate" in ids(evidence(r, tally=failing))
+
+
+def verdict(ev: Evidence, id_: str) -> Any:
+    (found,) = [v for v in all_verdicts(ev) if v.id == id_]
+    return found
+
+
+def test_an_error_rate_above_the_limit_is_an_error_naming_the_kinds() -> None:
+    counts = Tally(106_000, 11_283, 94_717, {"error_reply": 94_700, "timeout": 17})
+    found = verdict(evidence(run([]), tally=counts), "errors.rate")
+    assert found.level == "error"
+    assert found.message == (
+        "89.4% of 106,000 ops failed (error_reply 94,700, timeout 17); "
+        "above the 1% allowed (--max-error-rate)"
+    )
+    assert found.evidence["kinds"] == {"error_reply": 94_700, "timeout": 17}
+    assert found.evidence["max_error_rate"] == 0.01
+
+
+def test_errors_within_the_limit_are_information() -> None:
+    counts = Tally(10_000, 9_990, 10, {"timeout": 10})
+    found = verdict(evidence(run([]), tally=counts), "errors.rate")
+    assert found.level == "info" and "within the 1% allowed" in found.message
+    strict = verdict(evidence(run([]), tally=counts, max_error_rate=0.0005), "errors.rate")
+    assert strict.level == "error" and "above the 0.05% allowed" in strict.message
+
+
+def test_no_success_is_ops_none_naming_what_happened() -> None:
+    counts = Tally(236, 0, 236, {"conn_error": 236})
+    found = verdict(evidence(run([]), tally=counts), "ops.none")
+    assert found.level == "error"
+    assert (
+        found.message == "no op succeeded in the window: 236 attempts, all failed: conn_error 236"
+    )
+    assert "errors.rate" not in ids(evidence(run([]), tally=counts))
 
 
 def stats_sample(**stats: Any) -> dict[str, Any]:

@@ -397,12 +397,13 @@
              fmt: axis === "rate" ? fmtRate : fmtPlain, ticks: values.length <= 12 ? values : undefined };
   }
 
-  // The knee, the best level for the objective, and failed levels, as vertical markers.
+  // The knee, the best level for the objective, and levels that are not ok (failed,
+  // interrupted, partial), as vertical markers labelled with their status.
   function sweepMarks(levels) {
     var sweep = DATA.sweep, fmt = levelAxis(levels).fmt, marks = [];
     if (sweep.knee !== null) marks.push([sweep.knee, "knee at " + fmt(sweep.knee), "knee", 0]);
     if (sweep.best_level !== null) marks.push([sweep.best_level, "best for " + sweep.slo + ": " + fmt(sweep.best_level), "best", 1]);
-    levels.forEach(function (l) { if (l.status === "failed") marks.push([l.level, "failed", "failed", 2]); });
+    levels.forEach(function (l) { if (l.status !== "ok") marks.push([l.level, l.status, "failed", 2]); });
     return marks;
   }
 

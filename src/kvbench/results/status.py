@@ -1,0 +1,175 @@
+"""A run's status, decided once: ``ok``, ``failed``, ``partial`` or ``interrupted``.
+
+Pure functions of a stored run (and of the max error rate in its config). Every output —
+terminal, result document, history, ``show``, ``export``, ``diff``, HTML, exit code —
+reads ``run_status``; nothing else decides whether a run answered the question
+(docs/measurement.md, "Status"). The errors of a window are counted here, in ``tally``,
+and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kvbench.metrics.outcome import ERROR_OUTCOMES
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.results.model import RunResult
+
+OK, FAILED, PARTIAL, INTERRUPTED = "ok", "failed", "partial", "interrupted"
+# When several apply, the first wins: an interrupted run's figures are cut short whatever
+# else happened; a failed run's figures are not an answer; a partial run lost a worker.
+PRECEDENCE = (INTERRUPTED, FAILED, PARTIAL, OK)
+# The CLI's exit code for each status (cli/__init__.py lists them all).
+EXIT_CODES = {OK: 0, FAILED: 1, PARTIAL: 4, INTERRUPTED: 130}
+# Errors above this share of the attempted ops make a run failed (DESIGN.md §3), unless
+# its config (--max-error-rate, load.max_error_rate) says otherwise.
+DEFAULT_MAX_ERROR_RATE = 0.01
+# Error kinds named in a status reason or verdict; the rest are summed as "others".
+NAMED_KINDS = 3
+
+_ERROR_NAMES = tuple(o.name.lower() for o in sorted(ERROR_OUTCOMES))
+# Worker stats that are errors of their interval too: connect attempts refused or timed
+# out, connections the server refused right after accepting them (the engine counts them
+# per interval; report/connections.py on the branch that adds them).
+CONNECTION_FAILURE_STATS = ("connect_failures", "connect_resets")
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """What became of the ops of a window.
+
+    Attributes:
+        attempted: ops that ended in the window, whatever their outcome, and failed
+            connection attempts.
+        succeeded: ops answered with a reply that is not an error (throughput counts them).
+        errors: ops that ended in an error (``kinds`` says which).
+        kinds: error kind -> count, the largest first; only kinds that occurred.
+    """
+
+    attempted: int
+    succeeded: int
+    errors: int
+    kinds: dict[str, int]
+
+    @property
+    def error_rate(self) -> float:
+        """Errors / attempted ops (0 when nothing was attempted)."""
+        return self.errors / self.attempted if self.attempted else 0.0
+
+
+def tally(total: IntervalSnapshot | None) -> Tally:
+    """The window's ops by fate, from its intervals merged (``RunResult.total()``).
+
+    The one place a window's errors are counted: a new kind of error joins ``kinds`` here
+    and every figure, verdict and status follows.
+    """
+    if total is None:
+        return Tally(0, 0, 0, {})
+    kinds: dict[str, int] = {}
+    for outcomes in total.counts.values():
+        for name in _ERROR_NAMES:
+            if outcomes.get(name):
+                kinds[name] = kinds.get(name, 0) + outcomes[name]
+    failed_connects = 0
+    for name in CONNECTION_FAILURE_STATS:
+        if total.stats.get(name):
+            kinds[name] = int(total.stats[name])
+            failed_connects += kinds[name]
+    ordered = dict(sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
+    attempted = total.ops() + failed_connects  # a connect attempt is an attempt too
+    return Tally(attempted, total.succeeded(), sum(kinds.values()), ordered)
+
+
+def describe_kinds(kinds: dict[str, int]) -> str:
+    """``error_reply 94,717, timeout 12`` (the largest kinds first, the rest summed)."""
+    items = list(kinds.items())
+    named = [f"{name} {n:,}" for name, n in items[:NAMED_KINDS]]
+    rest = sum(n for _, n in items[NAMED_KINDS:])
+    return ", ".join(named + ([f"others {rest:,}"] if rest else []))
+
+
+def format_share(share: float) -> str:
+    """A limit as typed: ``1%``, ``0.5%``, ``0%``."""
+    return f"{share * 100:g}%"
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A run's status and why.
+
+    Attributes:
+        name: ``ok``, ``failed``, ``partial`` or ``interrupted``.
+        reasons: one line per thing that made it so (empty when ``ok``).
+    """
+
+    name: str
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.name]
+
+
+def judge(
+    process_status: str,
+    counts: Tally,
+    max_error_rate: float | None,
+    delivery_problem: str | None = None,
+) -> Status:
+    """The status from what happened to the processes, to the ops and to the messages.
+
+    Args:
+        process_status: the coordinator's ``ok``, ``partial`` (a worker failed) or
+            ``interrupted`` (Ctrl-C).
+        counts: the window's ops (``tally``).
+        max_error_rate: the largest error share still ``ok``; None: not judged (queue runs,
+            whose failures are lost or duplicated messages).
+        delivery_problem: a queue run's lost or duplicated messages, in words, or None.
+    """
+    found: dict[str, list[str]] = {}
+    if process_status == INTERRUPTED:
+        found.setdefault(INTERRUPTED, []).append("interrupted (Ctrl-C): the window was cut short")
+    elif process_status != OK:
+        found.setdefault(PARTIAL, []).append("a worker failed: its share of the load is missing")
+    if counts.succeeded == 0 and max_error_rate is not None:
+        what = (
+            f"{counts.attempted:,} attempts, all failed: {describe_kinds(counts.kinds)}"
+            if counts.attempted
+            else "no op ended in the window"
+        )
+        found.setdefault(FAILED, []).append(f"no op succeeded ({what})")
+    elif max_error_rate is not None and counts.error_rate > max_error_rate:
+        found.setdefault(FAILED, []).append(
+            f"errors were {counts.error_rate:.1%} of {counts.attempted:,} ops, above the "
+            f"{format_share(max_error_rate)} allowed (--max-error-rate): "
+            f"{describe_kinds(counts.kinds)}"
+        )
+    if delivery_problem:
+        found.setdefault(FAILED, []).append(delivery_problem)
+    name = next((s for s in PRECEDENCE if s in found), OK)
+    reasons = tuple(reason for status in PRECEDENCE for reason in found.get(status, []))
+    return Status(name, reasons)
+
+
+def max_error_rate(config: dict[str, Any]) -> float:
+    """The run's ``load.max_error_rate`` (runs stored before it existed: the default)."""
+    value = (config.get("load") or {}).get("max_error_rate")
+    return DEFAULT_MAX_ERROR_RATE if value is None else float(value)
+
+
+def run_status(run: RunResult, counts: Tally | None = None) -> Status:
+    """The status of a load run (``run``, a sweep's level, a compared target).
+
+    Args:
+        counts: ``tally(run.total())`` when the caller has it already.
+    """
+    counts = counts if counts is not None else tally(run.total())
+    return judge(run.status, counts, max_error_rate(run.config))
+
+
+def worst(statuses: Iterable[str]) -> str:
+    """The status of several runs together (a sweep, a comparison): the first by precedence."""
+    present = set(statuses)
+    return next((s for s in PRECEDENCE if s in present), OK)

@@ -1,0 +1,117 @@
+"""A run's status: decided once, from the stored run and its max error rate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kvbench.metrics import IntervalSnapshot
+from kvbench.results.model import RunResult
+from kvbench.results.status import (
+    EXIT_CODES,
+    Tally,
+    judge,
+    run_status,
+    tally,
+    worst,
+)
+
+S = 1_000_000_000
+
+
+def run_of(counts: dict[str, dict[str, int]], status: str = "ok", **load: Any) -> RunResult:
+    snap = IntervalSnapshot("measure", 0, 0, S, counts, {})
+    return RunResult(
+        "r", "t", status, "closed", "0", {"load": load}, [], 0, S, [snap] if counts else []
+    )
+
+
+def test_error_replies_timeouts_and_drops_are_errors_and_not_successes() -> None:
+    counts = {
+        "get": {"hit": 5, "miss": 3, "error_reply": 2, "timeout": 1, "late": 4},
+        "set": {"stored": 6, "not_stored": 1, "conn_error": 2, "dropped": 1},
+    }
+    found = tally(run_of(counts).total())
+    assert (found.attempted, found.succeeded, found.errors) == (21, 15, 6)
+    assert found.kinds == {"conn_error": 2, "error_reply": 2, "dropped": 1, "timeout": 1}
+    assert found.error_rate == pytest.approx(6 / 21)
+
+
+def test_failed_connection_attempts_are_errors_of_the_window() -> None:
+    snap = IntervalSnapshot(
+        "measure", 0, 0, S, {"get": {"hit": 90}}, {}, stats={"connect_failures": 8.0}
+    )
+    snap_reset = IntervalSnapshot(
+        "measure", 1, S, 2 * S, {"get": {"hit": 0}}, {}, stats={"connect_resets": 2.0}
+    )
+    run = RunResult("r", "t", "ok", "closed", "0", {}, [], 0, 2 * S, [snap, snap_reset])
+    found = tally(run.total())
+    assert (found.attempted, found.succeeded, found.errors) == (100, 90, 10)
+    assert found.kinds == {"connect_failures": 8, "connect_resets": 2}
+    assert run_status(run).name == "failed"  # 10% > 1%
+
+
+def test_a_clean_run_is_ok() -> None:
+    status = run_status(run_of({"get": {"hit": 1000}}))
+    assert (status.name, status.reasons, status.exit_code) == ("ok", (), 0)
+
+
+def test_errors_above_the_default_limit_fail_the_run() -> None:
+    """Seen: a memcached answering CLIENT_ERROR to 99.9% of requests, status ok."""
+    status = run_status(run_of({"set": {"stored": 1, "error_reply": 999}}))
+    assert status.name == "failed" and status.exit_code == 1
+    (reason,) = status.reasons
+    assert reason == (
+        "errors were 99.9% of 1,000 ops, above the 1% allowed (--max-error-rate): error_reply 999"
+    )
+
+
+def test_the_limit_is_the_runs_own() -> None:
+    counts = {"get": {"hit": 95, "timeout": 5}}
+    assert run_status(run_of(counts)).name == "failed"  # 5% > 1%
+    assert run_status(run_of(counts, max_error_rate=0.05)).name == "ok"  # not above 5%
+    assert run_status(run_of(counts, max_error_rate=0.049)).name == "failed"
+    assert run_status(run_of({"get": {"hit": 1000}}, max_error_rate=0.0)).name == "ok"
+
+
+def test_no_success_fails_whatever_the_limit() -> None:
+    """Seen: 236 attempts, all conn_error, status ok, exit 0."""
+    status = run_status(run_of({"get": {"conn_error": 236}}, max_error_rate=1.0))
+    assert status.name == "failed"
+    assert status.reasons == ("no op succeeded (236 attempts, all failed: conn_error 236)",)
+    nothing = run_status(run_of({}))
+    assert nothing.name == "failed"
+    assert nothing.reasons == ("no op succeeded (no op ended in the window)",)
+
+
+def test_precedence_is_interrupted_then_failed_then_partial() -> None:
+    bad = {"get": {"hit": 1, "error_reply": 99}}
+    assert run_status(run_of(bad, status="interrupted")).name == "interrupted"
+    both = run_status(run_of(bad, status="partial"))
+    assert both.name == "failed" and len(both.reasons) == 2
+    assert both.reasons[0].startswith("errors were")  # the deciding reason first
+    assert run_status(run_of({"get": {"hit": 10}}, status="partial")).name == "partial"
+    assert [EXIT_CODES[s] for s in ("ok", "failed", "partial", "interrupted")] == [0, 1, 4, 130]
+
+
+def test_a_queue_run_fails_on_its_delivery_only() -> None:
+    counts = Tally(0, 0, 0, {})
+    assert judge("ok", counts, None).name == "ok"
+    lost = judge("ok", counts, None, "3 acknowledged messages were never received")
+    assert lost.name == "failed" and lost.reasons == (
+        "3 acknowledged messages were never received",
+    )
+    assert judge("interrupted", counts, None, "lost").name == "interrupted"
+
+
+def test_the_worst_of_several() -> None:
+    assert worst(["ok", "partial", "failed"]) == "failed"
+    assert worst(["ok", "failed", "interrupted"]) == "interrupted"
+    assert worst(["ok", "ok"]) == "ok" and worst([]) == "ok"
+
+
+def test_runs_stored_before_the_limit_existed_use_the_default() -> None:
+    old = run_of({"get": {"hit": 98, "timeout": 2}})
+    old.config = {}
+    assert run_status(old).name == "failed"
