@@ -7,6 +7,8 @@
     ├── ProtocolError            a reply broke the grammar (sans-IO); the codec is dead afterwards
     │   └── ReplyTooLarge        a reply exceeded the codec's max_reply_bytes bound
     ├── TargetUnreachable        preflight: no connection could be opened to a target
+    │   └── SetupRefused         the server took the connection but refused its setup
+    │                            (AUTH, SELECT, HELLO); during a run it is a failed attempt
     ├── RunAborted               a phase failed; carries the phase and the cause
     │   └── WorkerFailed         a worker process exited or went silent
     ├── MessageError             coordinator <-> worker message invalid or of the wrong version
@@ -49,6 +51,15 @@ class ReplyTooLarge(ProtocolError):
 
 class TargetUnreachable(KvbenchError):
     """No connection could be opened to a target (refused, timed out, auth failed)."""
+
+
+class SetupRefused(TargetUnreachable):
+    """The server accepted a connection but refused its setup (AUTH, SELECT, HELLO).
+
+    The message is the server's error reply. Before a run it ends the run like
+    any unreachable target (exit 3); during one, the attempt is counted as failed and the
+    connection is tried again.
+    """
 
 
 class RunAborted(KvbenchError):

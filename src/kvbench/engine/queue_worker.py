@@ -5,7 +5,8 @@ dequeues until told to stop (a consumer). Every ``PROGRESS_NS`` it emits a
 ``QueueProgress`` (counters, and the consumer's new receipts); at every interval boundary
 on the common grid a ``QueueInterval`` (snapshot of put/get outcomes and latencies, the
 end-to-end latency histogram). Transport failures are counted and the connection is
-reopened; nothing here raises during a run.
+reopened (engine/reconnect.py, as for a load run's connections); nothing here raises
+during a run.
 """
 
 from __future__ import annotations
@@ -21,16 +22,9 @@ import numpy as np
 
 from kvbench.config.queue import QueueConfig
 from kvbench.engine.clock import NEVER
-from kvbench.engine.queue_link import (
-    QUEUE_OPS,
-    Consumer,
-    Producer,
-    QueueCommands,
-    QueueLink,
-    SetupRefused,
-)
-from kvbench.engine.setup import setup_for
-from kvbench.errors import TargetUnreachable
+from kvbench.engine.link import Link
+from kvbench.engine.queue_link import QUEUE_OPS, Consumer, Producer, QueueCommands, QueueLink
+from kvbench.engine.reconnect import Reconnector, open_links
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
@@ -40,9 +34,6 @@ _now = time.monotonic_ns
 # Progress reports (counters, receipts) go to the coordinator this often: it starts the
 # consumers (--consumers-start-after) and decides the end of the run from them.
 PROGRESS_NS = 50_000_000
-# Reconnect backoff, as engine/worker.py: fast first, capped at 1 s.
-RECONNECT_FIRST_NS = 50_000_000
-RECONNECT_MAX_NS = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +132,8 @@ QueueReport = QueueProgress | QueueInterval
 
 
 class QueueWorker:
-    """Runs one producer or consumer on the current event loop.
+    """Runs one producer or consumer on the current event loop; its link's host
+    (``LinkHost``: engine/link.py).
 
     Args:
         spec: what to do.
@@ -154,17 +146,16 @@ class QueueWorker:
         self._emit = emit
         self.recorder = Recorder(QUEUE_OPS)
         commands = QueueCommands(config)
-        setup = setup_for(config.target)
         self.link: QueueLink
         if spec.role == "producer":
             message_format = MessageFormat(spec.run_tag, spec.index, config.message_size_bytes)
             self.link = Producer(
-                self, commands, setup, self.recorder, config.pipeline, message_format, spec.quota
+                self, commands, self.recorder, config.pipeline, message_format, spec.quota
             )
         else:
             poll_ns = 0 if config.block_ns is not None else config.poll_interval_ns
             self.link = Consumer(
-                self, commands, setup, self.recorder, config.pipeline, spec.run_tag, poll_ns
+                self, commands, self.recorder, config.pipeline, spec.run_tag, poll_ns
             )
         self._stop_requested = False
         self._finished: asyncio.Event | None = None
@@ -177,6 +168,13 @@ class QueueWorker:
         self._cpu_mark_ns = 0
         self.errors: dict[str, int] = {}
         self.last_error: str | None = None
+        self.reconnector = Reconnector(
+            self.recorder,
+            self.note_error,
+            running=lambda: self._running,
+            wanted=self._wants_connection,
+            connect_timeout_ns=config.connect_timeout_ns,
+        )
 
     # -- preflight ---------------------------------------------------------------------
 
@@ -186,21 +184,7 @@ class QueueWorker:
         Raises:
             TargetUnreachable: it could not be opened or set up.
         """
-        try:
-            await self._open()
-        except (OSError, TimeoutError, SetupRefused) as exc:
-            self.link.close()
-            raise TargetUnreachable(
-                f"cannot connect to {self.spec.config.target.url}: {_connect_error(exc)}"
-            ) from None
-
-    async def _open(self) -> None:
-        config = self.spec.config
-        loop = asyncio.get_running_loop()
-        self.link.ready = loop.create_future()
-        async with asyncio.timeout(config.connect_timeout_ns / 1e9):
-            await loop.create_connection(lambda: self.link, config.target.host, config.target.port)
-            await self.link.ready
+        await open_links([self.link], self.spec.config.connect_timeout_ns)
 
     # -- the run -----------------------------------------------------------------------
 
@@ -217,8 +201,9 @@ class QueueWorker:
         self._cpu_mark_ns = time.process_time_ns()
         cpu_start_ns = self._cpu_mark_ns
         self._running = True
+        self.reconnector.restart_live_min()
         if not self.link.connected:  # lost between Ready and Start
-            asyncio.get_running_loop().create_task(self._reconnect())
+            self.reconnector.reopen(self.link)
         gc.collect()
         gc.freeze()
         gc.disable()
@@ -317,6 +302,7 @@ class QueueWorker:
     def _cut(self, end_ns: int) -> None:
         cpu = time.process_time_ns()
         self.recorder.add_stat("cpu_ns", cpu - self._cpu_mark_ns)
+        self.recorder.add_stat("connections_live_min", self.reconnector.take_live_min())
         self._cpu_mark_ns = cpu
         start_ns = self._start_ns + self._index * self.spec.config.interval_ns
         snapshot = self.recorder.cut("measure", self._index, start_ns, end_ns)
@@ -365,18 +351,17 @@ class QueueWorker:
             **common,  # type: ignore[arg-type]
         )
 
-    # -- link events -------------------------------------------------------------------
+    # -- link events (counted and reopened by engine/reconnect.py) ---------------------
 
-    def link_ready(self) -> None:
-        self.link.fill()
+    def connection_opened(self) -> None:
+        self.reconnector.opened()
 
-    def link_progressed(self) -> None:
-        self.maybe_finished()
+    def connection_ready(self, link: Link) -> None:
+        self.reconnector.ready()
+        link.fill()
 
-    def link_broken(self) -> None:
-        if self._wants_connection():
-            self.recorder.add_stat("reconnects", 1)
-            asyncio.get_running_loop().create_task(self._reconnect())
+    def connection_broken(self, link: Link, announced: bool, was_live: bool, refused: bool) -> None:
+        self.reconnector.broken(link, announced, was_live, refused)
         self.maybe_finished()
 
     def _wants_connection(self) -> bool:
@@ -388,23 +373,3 @@ class QueueWorker:
     def note_error(self, kind: str, text: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
         self.last_error = text
-
-    async def _reconnect(self) -> None:
-        delay_ns = RECONNECT_FIRST_NS
-        while self._wants_connection() and not self.link.connected:
-            await asyncio.sleep(delay_ns / 1e9)
-            try:
-                await self._open()
-            except (OSError, TimeoutError, SetupRefused) as exc:
-                self.note_error("connect_error", f"reconnect: {_connect_error(exc)}")
-                delay_ns = min(delay_ns * 2, RECONNECT_MAX_NS)
-
-
-def _connect_error(exc: BaseException) -> str:
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    if isinstance(exc, SetupRefused):
-        return f"the server refused the connection setup: {exc}"
-    return str(getattr(exc, "strerror", None) or exc or type(exc).__name__)
