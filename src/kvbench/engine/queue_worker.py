@@ -46,6 +46,7 @@ class QueueWorkerSpec:
         index: the producer's or consumer's id (0-based, per role).
         quota: a producer's share of the messages (0 for a consumer).
         run_tag: the run's tag, written into every message.
+        worker_index: its process's number among all of the run's (producers first).
     """
 
     config: QueueConfig
@@ -53,6 +54,11 @@ class QueueWorkerSpec:
     index: int
     quota: int
     run_tag: int
+    worker_index: int = 0
+
+    @property
+    def process_name(self) -> str:
+        return f"kvbench-{self.role}-{self.index}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +194,9 @@ class QueueWorker:
 
     # -- the run -----------------------------------------------------------------------
 
-    async def run(self, start_ns: int, consume: bool) -> QueueSummary:
-        """Start at ``start_ns``; a consumer dequeues from then on only if ``consume``.
+    async def run(self, start_ns: int) -> QueueSummary:
+        """Start at ``start_ns``; a consumer dequeues from then on unless it waits for
+        ``--consumers-start-after`` (then ``begin_consuming`` starts it).
 
         Returns when a producer has sent its quota and had every put answered, or when
         ``stop`` was called and the requests in flight were answered.
@@ -214,7 +221,7 @@ class QueueWorker:
                 self.link.issuing = True
                 self.link.fill()
                 self.maybe_finished()
-            elif consume:
+            elif self.spec.config.consumers_start_after == 0:
                 self.begin_consuming()
             await self._finished.wait()
         finally:

@@ -64,6 +64,10 @@ class WorkerSpec:
     connections: int
     requests: int | None
 
+    @property
+    def process_name(self) -> str:
+        return f"kvbench-worker-{self.worker_index}"
+
 
 @dataclass(slots=True)
 class WorkerSummary:

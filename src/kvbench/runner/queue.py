@@ -1,7 +1,9 @@
 """The queue coordinator: producers and consumers in processes of their own, one run.
 
-Phases: preflight (server version, the queue's backlog) -> spawn and connect -> start at
-one instant -> consumers start (at once, or when the producers report
+The same skeleton as a load run's coordinator: processes started by the local launcher
+and talked to through a ``WorkerPool`` (runner/pool.py), the same process entry and
+messages. Phases: preflight (server version, the queue's backlog) -> spawn and connect ->
+start at one instant -> consumers start (at once, or when the producers report
 --consumers-start-after messages stored) -> producers finish -> consumers stop when every
 acknowledged message was received, or when the queue stayed empty for the grace period
 (the rest is lost), or at the --duration limit -> accounting. Receipts arrive with the
@@ -14,15 +16,11 @@ not supported (end-to-end latency would mix two clocks).
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from multiprocessing.connection import Connection as Pipe
-from multiprocessing.connection import wait
 from typing import Any
 
 from kvbench import __version__
@@ -35,12 +33,13 @@ from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import merge_snapshots
 from kvbench.results.environment import describe_environment
 from kvbench.results.queue import QueueIntervalRecord, QueueRunResult
+from kvbench.runner import messages as m
 from kvbench.runner import probe
-from kvbench.runner import queue_messages as m
 from kvbench.runner.coordinator import new_run_id
+from kvbench.runner.local import LocalLauncher
+from kvbench.runner.pool import WorkerPool
 from kvbench.runner.process import event_loop_name
 from kvbench.runner.queue_probe import server_backlog
-from kvbench.runner.queue_process import queue_worker_main
 from kvbench.units import share_out
 
 # The gap between "everyone is ready" and the common start (as for runs): time for Start
@@ -61,8 +60,6 @@ class _Worker:
     """What the coordinator knows of one producer or consumer process."""
 
     spec: QueueWorkerSpec
-    pipe: Pipe
-    proc: Any
     host: dict[str, Any] = field(default_factory=dict)
     progress: QueueProgress | None = None
     counts: list[tuple[int, int]] = field(default_factory=list)  # (taken_ns, stored/received)
@@ -101,6 +98,7 @@ class QueueCoordinator:
         self._quotas = share_out(config.messages, config.producers)
         self._ledger = DeliveryLedger(self._quotas)
         self._workers: list[_Worker] = []
+        self._pool = WorkerPool(LocalLauncher())
         self._records: list[QueueIntervalRecord] = []
         self._server: dict[str, Any] = {"intervals": []}
         self._start_ns = 0
@@ -134,39 +132,27 @@ class QueueCoordinator:
             self._spawn()
             self._await_ready()
             self._start_ns = time.monotonic_ns() + START_DELAY_NS
-            consume_now = self.config.consumers_start_after == 0
-            if consume_now:
+            if self.config.consumers_start_after == 0:  # they start with the producers
                 self._consume_start_ns = self._start_ns
-            for worker in self._workers:
-                self._send(worker, m.Start(self._start_ns, consume_now))
+            self._pool.broadcast(m.Start(self._start_ns))
             self._collect()
         finally:
-            self._shutdown()
+            self._pool.stop()
         self._server["after"] = server_backlog(self.config)
         return self._result(started_at, targets)
 
     # -- processes ---------------------------------------------------------------------
 
     def _spawn(self) -> None:
-        context = multiprocessing.get_context("spawn")
         config = self.config
+        roles = [("producer", i, quota) for i, quota in enumerate(self._quotas)]
+        roles += [("consumer", i, 0) for i in range(config.consumers)]
         specs = [
-            QueueWorkerSpec(config, "producer", i, quota, self.run_tag)
-            for i, quota in enumerate(self._quotas)
-        ] + [
-            QueueWorkerSpec(config, "consumer", i, 0, self.run_tag) for i in range(config.consumers)
+            QueueWorkerSpec(config, role, index, quota, self.run_tag, number)
+            for number, (role, index, quota) in enumerate(roles)
         ]
-        for number, spec in enumerate(specs):
-            parent, child = context.Pipe(duplex=True)
-            proc = context.Process(
-                target=queue_worker_main,
-                args=(spec, number, child),
-                name=f"kvbench-{spec.role}-{spec.index}",
-                daemon=True,
-            )
-            proc.start()
-            child.close()
-            self._workers.append(_Worker(spec, parent, proc))
+        self._workers = [_Worker(spec) for spec in specs]
+        self._pool.start(specs)
 
     def _await_ready(self) -> None:
         deadline = time.monotonic_ns() + READY_TIMEOUT_NS
@@ -178,26 +164,11 @@ class QueueCoordinator:
                 if isinstance(message, m.Ready):
                     ready.add(number)
                     self._workers[number].host = {"host": message.host, "pid": message.pid}
+                elif isinstance(message, m.Failed) and message.kind == "unreachable":
+                    raise TargetUnreachable(message.message)
             failed = [w for w in self._workers if w.failure is not None]
             if failed:
-                text = failed[0].failure or ""
-                if text.startswith("cannot connect"):
-                    raise TargetUnreachable(text)
-                raise WorkerFailed("preflight", text.strip().splitlines()[-1])
-
-    def _shutdown(self) -> None:
-        for worker in self._workers:
-            worker.proc.join(timeout=2)
-            if worker.proc.is_alive():
-                worker.proc.terminate()
-                worker.proc.join(timeout=2)
-            worker.pipe.close()
-
-    def _send(self, worker: _Worker, message: m.Message) -> None:
-        if worker.over:
-            return
-        with contextlib.suppress(OSError):  # a dead process is noticed by _receive
-            worker.pipe.send(message)
+                raise WorkerFailed("preflight", (failed[0].failure or "").strip().splitlines()[-1])
 
     # -- the run -----------------------------------------------------------------------
 
@@ -239,9 +210,9 @@ class QueueCoordinator:
             stored >= self.config.consumers_start_after or self._producers_done_ns is not None
         ):
             self._consume_start_ns = now
-            for worker in self._workers:
+            for number, worker in enumerate(self._workers):
                 if not worker.producing:
-                    self._send(worker, m.Consume())
+                    self._pool.send(number, m.Consume())
             self._on_event(f"consumers started: {stored:,} messages stored")
         if self._stopped_consumers or self._producers_done_ns is None:
             return
@@ -268,40 +239,23 @@ class QueueCoordinator:
     def _stop_consumers(self, reason: str) -> None:
         self._stopped_consumers = True
         self._stop_reason = self._stop_reason or reason
-        for worker in self._workers:
+        for number, worker in enumerate(self._workers):
             if not worker.producing:
-                self._send(worker, m.Stop())
+                self._pool.send(number, m.Stop())
 
     def _stop_all(self, reason: str) -> None:
         self._stopped_all = True
         self._stop_reason = self._stop_reason or reason
         self._stopped_consumers = True
-        for worker in self._workers:
-            self._send(worker, m.Stop())
+        self._pool.broadcast(m.Stop())
 
     # -- messages ----------------------------------------------------------------------
 
     def _receive(self) -> list[tuple[int, m.Message]]:
-        """Wait up to POLL_S for messages, handle them, note dead workers."""
-        received: list[tuple[int, m.Message]] = []
-        pipes = {w.pipe: number for number, w in enumerate(self._workers) if not w.over}
-        for pipe in wait(list(pipes), timeout=POLL_S):
-            assert isinstance(pipe, Pipe)
-            number = pipes[pipe]
-            worker = self._workers[number]
-            while not worker.over:
-                try:
-                    if not pipe.poll():
-                        break
-                    message = m.check(pipe.recv())
-                except (EOFError, OSError):
-                    worker.failure = worker.failure or "worker process exited"
-                    break
-                received.append((number, message))
-                self._handle(worker, message)
-        for worker in self._workers:
-            if not worker.over and worker.proc.exitcode is not None and not worker.pipe.poll():
-                worker.failure = f"worker process exited with code {worker.proc.exitcode}"
+        """Wait up to POLL_S for messages and handle them (a dead worker is a Failed one)."""
+        received = self._pool.receive(POLL_S)
+        for number, message in received:
+            self._handle(self._workers[number], message)
         return received
 
     def _handle(self, worker: _Worker, message: m.Message) -> None:
@@ -319,10 +273,11 @@ class QueueCoordinator:
                 worker.intervals[report.snapshot.index] = report
                 self._emit_intervals()
         elif isinstance(message, m.Done):
+            assert isinstance(message.summary, QueueSummary)
             worker.summary = message.summary
             self._emit_intervals()
         elif isinstance(message, m.Failed):
-            worker.failure = message.message
+            worker.failure = worker.failure or message.message
 
     # -- intervals ---------------------------------------------------------------------
 
