@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 from rich.table import Table
 
 from kvbench.cli.console import make_console
 from kvbench.config.load import default_db_path
 from kvbench.report import dumps, summarize
-from kvbench.report.queue_report import print_queue_summary
 from kvbench.report.terminal import print_summary
 from kvbench.results.store import Store
 
@@ -58,13 +55,6 @@ def show(run_ref: str, as_json: bool, db: str | None) -> None:
     """
     with Store(db or default_db_path()) as store:
         run = store.load_run(run_ref)
-        document = store.document(run_ref) if run.mode == "queue" else None
-    if document is not None:  # a queue run: its figures live in its document
-        if as_json:
-            click.echo(json.dumps(document, indent=2))
-        else:
-            print_queue_summary(make_console(), document)
-        return
     model = summarize(run)
     if as_json:
         click.echo(dumps(model), nl=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -14,14 +13,11 @@ from kvbench.cli.export import Outputs, check_history, saved_run_hint, write_tex
 from kvbench.config.load import default_db_path
 from kvbench.config.model import ReportConfig
 from kvbench.config.queue import QueueConfig, build_queue_config
-from kvbench.report.queue_report import (
-    print_queue_summary,
-    queue_document,
-    queue_interval_row,
-    queue_live_line,
-)
-from kvbench.results.queue import QueueIntervalRecord
-from kvbench.results.status import EXIT_CODES
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report import document, dumps, summarize
+from kvbench.report.summary import queue_interval_row
+from kvbench.report.terminal import print_summary, queue_live_line
+from kvbench.results.queue import QueueInterval
 from kvbench.results.store import Store
 from kvbench.runner.queue import QueueCoordinator
 
@@ -98,25 +94,25 @@ def queue(
     _announce(console, config)
     origin: list[int] = []
 
-    def show_interval(record: QueueIntervalRecord) -> None:
+    def show_interval(snapshot: IntervalSnapshot, record: QueueInterval) -> None:
         if not origin:
-            origin.append(record.snapshot.start_ns)
+            origin.append(snapshot.start_ns)
         if config.report.live:
-            console.print(queue_live_line(queue_interval_row(record, origin[0])))
+            console.print(queue_live_line(queue_interval_row(snapshot, record, origin[0])))
 
     result = QueueCoordinator(config, show_interval, console.print).run()
     sys.stdout.flush()
-    document = queue_document(result)
-    print_queue_summary(console, document)
+    model = summarize(result)
+    print_summary(console, model)
     if report.save:  # first: a --json that cannot be written then loses nothing
         with Store(report.db_path) as store:
-            store.save_run(result.to_run_result(), document)
+            store.save_run(result, document(model))
         console.print(f"saved as run {result.run_id} in {report.db_path}")
     if json_path:
         with saved_run_hint(result.run_id if report.save else None):
-            write_text("--json", json_path, json.dumps(document, indent=2) + "\n")
+            write_text("--json", json_path, dumps(model))
         console.print(f"result document written to {json_path}")
-    return EXIT_CODES[document["status"]]
+    return model.status.exit_code
 
 
 def _announce(console: Console, config: QueueConfig) -> None:

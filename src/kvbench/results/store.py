@@ -1,7 +1,8 @@
 """The run history: SQLite, one row per run and one per interval (histograms encoded).
 
-Histograms are stored in the HdrHistogram V2 encoding (base64), so a stored run merges
-exactly as a live one and other HdrHistogram tools can read them.
+Histograms are stored in the HdrHistogram V2 encoding (base64, results/encoding.py), so a
+stored run merges exactly as a live one and other HdrHistogram tools can read them. A
+queue run's section is one JSON column of its row (``runs.queue``).
 """
 
 from __future__ import annotations
@@ -17,41 +18,14 @@ from typing import Any, ParamSpec, TypeVar
 from kvbench.errors import SchemaVersionError, StoreError
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.results.encoding import histograms_from_text, histograms_to_text
 from kvbench.results.migrations import migrate
 from kvbench.results.model import RunResult
+from kvbench.results.queue import QueueSection, section_from_document
 from kvbench.results.status import run_status
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def _encode_hists(hists: dict[str, Histogram]) -> str:
-    """Op -> {V2 base64, and the exact scalars the V2 encoding does not carry}."""
-    return json.dumps({op: _exact(h) for op, h in hists.items()})
-
-
-def _exact(hist: Histogram) -> dict[str, Any]:
-    return {
-        "hdr": hist.encode_base64(),
-        "min_ns": hist.min_ns,
-        "max_ns": hist.max_ns,
-        "sum_ns": hist.sum_ns,
-        "out_of_range": hist.out_of_range,
-    }
-
-
-def _decode_hists(text: str) -> dict[str, Histogram]:
-    hists: dict[str, Histogram] = {}
-    for op, data in json.loads(text).items():
-        if isinstance(data, str):  # written before the exact scalars were kept
-            hists[op] = Histogram.decode(data.encode())
-            continue
-        hist = Histogram.decode(data["hdr"].encode())
-        if hist.total_count:
-            hist.min_ns, hist.max_ns = int(data["min_ns"]), int(data["max_ns"])
-            hist.sum_ns, hist.out_of_range = int(data["sum_ns"]), int(data["out_of_range"])
-        hists[op] = hist
-    return hists
 
 
 def _window_s(start_ns: int, end_ns: int, rounds: list[dict[str, Any]]) -> float:
@@ -61,6 +35,19 @@ def _window_s(start_ns: int, end_ns: int, rounds: list[dict[str, Any]]) -> float
             sum(max(0, int(r["window_end_ns"]) - int(r["window_start_ns"])) for r in rounds) / 1e9
         )
     return max(0, end_ns - start_ns) / 1e9
+
+
+def _queue_section(
+    stored: str | None, legacy_document: str | None, start_ns: int
+) -> QueueSection | None:
+    """A queue run's section: its column, or (stored before the column) its document's."""
+    if stored is not None:
+        return QueueSection.from_json(json.loads(stored))
+    if legacy_document is not None:
+        document = json.loads(legacy_document)
+        if "queue" in document:
+            return section_from_document(document, start_ns)
+    return None
 
 
 def _busy(exc: BaseException) -> bool:
@@ -153,21 +140,23 @@ class Store:
         self.close()
 
     def save_run(self, run: RunResult, document: dict[str, Any] | None = None) -> None:
-        """Store a run, its intervals and phases, and (optionally) its result document.
+        """Store a run, its intervals and phases, its queue section, and (optionally) its
+        result document.
 
-        The ``status`` column is the run's status as its document states it (a queue run's
-        delivery is judged there), else ``results.status.run_status``; ``process_status``
-        keeps ``run.status``, what happened to its processes.
+        The ``status`` column is ``results.status.run_status`` (a queue run's delivery is
+        judged there too); ``process_status`` keeps ``run.status``, what happened to its
+        processes.
         """
         throughput = document["totals"]["throughput_per_s"] if document else None
-        status = document["status"] if document else run_status(run).name
+        status = run_status(run).name
+        queue = json.dumps(run.queue.to_json()) if run.queue is not None else None
         try:
             with self._db:
                 self._db.execute(
                     "INSERT INTO runs (run_id, started_at, status, mode, target, kvbench_version, "
                     "window_start_ns, window_end_ns, throughput_per_s, config, targets, "
-                    "environment, workers, errors, server, document, rounds, process_status) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "environment, workers, errors, server, document, rounds, process_status, "
+                    "label, queue) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         run.run_id,
                         run.started_at,
@@ -187,6 +176,8 @@ class Store:
                         json.dumps(document) if document else None,
                         json.dumps(run.rounds),
                         run.status,
+                        run.label,
+                        queue,
                     ),
                 )
                 snapshots = list(run.intervals) + list(run.phases.values())
@@ -207,8 +198,8 @@ class Store:
                             json.dumps(s.keys),
                             json.dumps(s.keys_hit),
                             json.dumps(s.stats),
-                            _encode_hists(s.latency),
-                            _encode_hists(s.service),
+                            histograms_to_text(s.latency),
+                            histograms_to_text(s.service),
                             s.lag.encode_base64() if s.lag is not None else "",
                             s.hiccup.encode_base64() if s.hiccup is not None else "",
                         )
@@ -248,7 +239,8 @@ class Store:
         row = self._db.execute(
             "SELECT run_id, started_at, COALESCE(process_status, status), mode, "
             "kvbench_version, window_start_ns, "
-            "window_end_ns, config, targets, environment, workers, errors, server, rounds "
+            "window_end_ns, config, targets, environment, workers, errors, server, rounds, "
+            "label, queue, CASE WHEN queue IS NULL AND mode = 'queue' THEN document END "
             "FROM runs WHERE run_id = ?",
             (run_id,),
         ).fetchone()
@@ -270,8 +262,8 @@ class Store:
                 keys=json.loads(r[6]),
                 keys_hit=json.loads(r[7]),
                 stats=json.loads(r[8]),
-                latency=_decode_hists(r[9]),
-                service=_decode_hists(r[10]),
+                latency=histograms_from_text(r[9]),
+                service=histograms_from_text(r[10]),
                 lag=Histogram.decode(r[11].encode()) if r[11] else None,
                 round=r[12],
                 hiccup=Histogram.decode(r[13].encode()) if r[13] else None,
@@ -297,14 +289,16 @@ class Store:
             intervals=intervals,
             phases=phases,
             rounds=json.loads(row[13]),
+            queue=_queue_section(row[15], row[16], row[5]),
+            label=row[14],
         )
 
     @_readable
     def list_runs(self, target: str | None = None, last: int = 20) -> list[dict[str, Any]]:
-        """The newest runs first: id, start, status, target, window and throughput."""
+        """The newest runs first: id, start, status, label, target, window and throughput."""
         query = (
             "SELECT run_id, started_at, status, mode, target, window_start_ns, window_end_ns, "
-            "throughput_per_s, rounds FROM runs"
+            "throughput_per_s, rounds, label FROM runs"
         )
         params: list[Any] = []
         if target:
@@ -321,13 +315,7 @@ class Store:
                 "target": r[4],
                 "window_s": _window_s(r[5], r[6], json.loads(r[8])),
                 "throughput_per_s": r[7],
+                "label": r[9],
             }
             for r in self._db.execute(query, params)
         ]
-
-    @_readable
-    def document(self, run_ref: str) -> dict[str, Any] | None:
-        """The stored result document of a run, if one was saved."""
-        run_id = self.resolve(run_ref)
-        row = self._db.execute("SELECT document FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return json.loads(row[0]) if row and row[0] else None

@@ -30,9 +30,11 @@ from kvbench.errors import RunAborted, TargetUnreachable, WorkerFailed
 from kvbench.metrics.backlog import backlog_at, backlog_peak
 from kvbench.metrics.delivery import Acknowledged, DeliveryLedger
 from kvbench.metrics.histogram import Histogram
-from kvbench.metrics.snapshot import merge_snapshots
+from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.environment import describe_environment
-from kvbench.results.queue import QueueIntervalRecord, QueueRunResult
+from kvbench.results.model import RunResult
+from kvbench.results.queue import QueueInterval as QueueRecord
+from kvbench.results.queue import QueueSection
 from kvbench.runner import messages as m
 from kvbench.runner import probe
 from kvbench.runner.coordinator import new_run_id
@@ -88,18 +90,19 @@ class QueueCoordinator:
     def __init__(
         self,
         config: QueueConfig,
-        on_interval: Callable[[QueueIntervalRecord], None] | None = None,
+        on_interval: Callable[[IntervalSnapshot, QueueRecord], None] | None = None,
         on_event: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
-        self._on_interval = on_interval or (lambda record: None)
+        self._on_interval = on_interval or (lambda snapshot, record: None)
         self._on_event = on_event or (lambda text: None)
         self.run_tag = int.from_bytes(os.urandom(4), "big")
         self._quotas = share_out(config.messages, config.producers)
         self._ledger = DeliveryLedger(self._quotas)
         self._workers: list[_Worker] = []
         self._pool = WorkerPool(LocalLauncher())
-        self._records: list[QueueIntervalRecord] = []
+        self._snapshots: list[IntervalSnapshot] = []
+        self._records: list[QueueRecord] = []
         self._server: dict[str, Any] = {"intervals": []}
         self._start_ns = 0
         self._consume_start_ns: int | None = None
@@ -110,7 +113,7 @@ class QueueCoordinator:
         self._drained = True
         self._interrupted = False
 
-    def run(self) -> QueueRunResult:
+    def run(self) -> RunResult:
         """Run the whole queue measurement.
 
         Raises:
@@ -289,11 +292,14 @@ class QueueCoordinator:
             waiting = [w for w in self._workers if not w.over and index not in w.intervals]
             if not parts or (waiting and not final):
                 return
-            record = self._merge(index, parts)
+            snapshot, record = self._merge(index, parts)
+            self._snapshots.append(snapshot)
             self._records.append(record)
-            self._on_interval(record)
+            self._on_interval(snapshot, record)
 
-    def _merge(self, index: int, parts: list[QueueInterval]) -> QueueIntervalRecord:
+    def _merge(
+        self, index: int, parts: list[QueueInterval]
+    ) -> tuple[IntervalSnapshot, QueueRecord]:
         e2e = [p.e2e for p in parts if p.e2e is not None]
         stored = received = 0
         for worker in self._workers:
@@ -304,8 +310,8 @@ class QueueCoordinator:
         sample = server_backlog(self.config)
         if sample is not None:
             self._server["intervals"].append({"index": index, **sample})
-        return QueueIntervalRecord(
-            snapshot=merge_snapshots(p.snapshot for p in parts),
+        return merge_snapshots(p.snapshot for p in parts), QueueRecord(
+            index=index,
             e2e=Histogram.merged(e2e) if e2e else None,
             stored_total=stored,
             received_total=received,
@@ -314,11 +320,12 @@ class QueueCoordinator:
 
     # -- result ------------------------------------------------------------------------
 
-    def _result(self, started_at: str, targets: list[dict[str, Any]]) -> QueueRunResult:
-        producers = [w for w in self._workers if w.producing]
-        consumers = [w for w in self._workers if not w.producing]
-        acknowledged = [_acknowledged(w) for w in producers]
-        delivery = self._ledger.finish(acknowledged)
+    def _result(self, started_at: str, targets: list[dict[str, Any]]) -> RunResult:
+        """The run (mode ``queue``) with its queue section.
+
+        Raises:
+            RunAborted: every worker failed.
+        """
         failed = [w for w in self._workers if w.failure is not None]
         if failed and not any(w.summary for w in self._workers):
             raise RunAborted("run", failed[0].failure or "every worker failed")
@@ -328,6 +335,31 @@ class QueueCoordinator:
             status = "partial"
         else:
             status = "ok"
+        queue = self._section(drained=self._drained and not self._interrupted and not failed)
+        end_ns = max(queue.produce_end_ns, queue.consume_end_ns, self._start_ns)
+        return RunResult(
+            run_id=new_run_id(),
+            started_at=started_at,
+            status=status,
+            mode="queue",
+            kvbench_version=__version__,
+            config=self.config.to_dict() | {"run_tag": self.run_tag},
+            targets=targets,
+            window_start_ns=self._start_ns,
+            window_end_ns=end_ns,
+            intervals=self._snapshots,
+            workers=[_worker_row(w) for w in self._workers],
+            errors=_errors(self._workers),
+            environment=describe_environment(event_loop_name()),
+            server=self._server,
+            queue=queue,
+        )
+
+    def _section(self, drained: bool) -> QueueSection:
+        """Delivery, windows, consumers and the backlog, from what the workers reported."""
+        producers = [w for w in self._workers if w.producing]
+        consumers = [w for w in self._workers if not w.producing]
+        delivery = self._ledger.finish([_acknowledged(w) for w in producers])
         out_of_order = delivery.out_of_order_by_consumer
         summaries = [w.summary for w in consumers if w.summary is not None]
         consume_starts = [s.consume_start_ns for s in summaries if s.consume_start_ns is not None]
@@ -337,14 +369,7 @@ class QueueCoordinator:
         end_ns = max([self._start_ns, *(t for w in self._workers for t, _ in w.counts[-1:])])
         grid = list(range(self._start_ns, end_ns + BACKLOG_STEP_NS, BACKLOG_STEP_NS))
         series = backlog_at(stored_series, received_series, grid)
-        return QueueRunResult(
-            run_id=new_run_id(),
-            started_at=started_at,
-            status=status,
-            kvbench_version=__version__,
-            config=self.config.to_dict() | {"run_tag": self.run_tag},
-            targets=targets,
-            start_ns=self._start_ns,
+        return QueueSection(
             produce_end_ns=max((w.summary.last_ack_ns for w in producers if w.summary), default=0),
             consume_start_ns=min(consume_starts) if consume_starts else self._consume_start_ns,
             consume_end_ns=max((s.last_receive_ns for s in summaries), default=0),
@@ -367,12 +392,8 @@ class QueueCoordinator:
             backlog_series=[
                 ((t - self._start_ns) / 1e9, b) for t, b in zip(grid, series, strict=True)
             ],
-            drained=self._drained and not self._interrupted and not failed,
+            drained=drained,
             stop_reason=self._stop_reason,
-            server=self._server,
-            workers=[_worker_row(w) for w in self._workers],
-            errors=_errors(self._workers),
-            environment=describe_environment(event_loop_name()),
         )
 
 
