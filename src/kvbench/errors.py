@@ -4,6 +4,7 @@
 
     KvbenchError                 base; every exception kvbench defines derives from it
     ├── ConfigError              bad flag or config value; carries the config path ("load.pipeline")
+    │   └── UnknownRun           a RUN argument names no stored run, or more than one
     ├── ProtocolError            a reply broke the grammar (sans-IO); the codec is dead afterwards
     │   └── ReplyTooLarge        a reply exceeded the codec's max_reply_bytes bound
     ├── TargetUnreachable        preflight: no connection could be opened to a target
@@ -17,7 +18,8 @@
 
 Error *replies* (``ERROR``, ``-ERR``, HTTP 5xx) are never raised: codecs return them as
 values and the engine counts them. Transport failures during a run are counters, not
-exceptions. The CLI maps ConfigError to exit 2, TargetUnreachable to 3, RunAborted to 4.
+exceptions. The CLI maps ConfigError to exit 2, TargetUnreachable to 3, RunAborted to 4,
+StoreError to 5.
 """
 
 from __future__ import annotations
@@ -39,6 +41,14 @@ class ConfigError(KvbenchError):
         super().__init__(f"{path}: {message}")
         self.path = path
         self.message = message
+
+
+class UnknownRun(ConfigError):
+    """A RUN argument (an id, a prefix of one, ``last``) names no stored run, or several:
+    a usage error (exit 2), not a damaged database."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("RUN", message)
 
 
 class ProtocolError(KvbenchError):

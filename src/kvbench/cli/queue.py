@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
-from rich.console import Console
 
 from kvbench.cli.console import make_console
-from kvbench.cli.export import Outputs, check_history, saved_run_hint, write_text
+from kvbench.cli.outputs import Outputs
+from kvbench.cli.session import queue_once
 from kvbench.config.load import default_db_path
 from kvbench.config.model import ReportConfig
-from kvbench.config.queue import QueueConfig, build_queue_config
-from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.report import document, dumps, summarize
-from kvbench.report.summary import queue_interval_row
-from kvbench.report.terminal import print_summary, queue_live_line
-from kvbench.results.queue import QueueInterval
-from kvbench.results.store import Store
-from kvbench.runner.queue import QueueCoordinator
+from kvbench.config.queue import build_queue_config
 
 # Flags passed to build_queue_config as they were typed (None: not given).
 QUEUE_OPTIONS = (
@@ -60,15 +52,31 @@ QUEUE_OPTIONS = (
     "--json", "json_path", type=click.Path(dir_okay=False), help="Write the result document here."
 )
 @click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False),
+    help="Write the per-interval series (CSV).",
+)
+@click.option(
+    "--hdr-log",
+    "hdr_log_path",
+    type=click.Path(dir_okay=False),
+    help="Write the interval histograms (put, get, e2e) as an HdrHistogram log.",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False),
+    help="Write the self-contained HTML report here.",
+)
+@click.option(
     "--db",
     type=click.Path(dir_okay=False),
     help="History database. [~/.local/share/kvbench/history.db]",
 )
 @click.option("--no-save", is_flag=True, help="Do not store the run in the history.")
 @click.option("-q", "--quiet", is_flag=True, help="No live line per interval.")
-def queue(
-    target: str, json_path: str | None, db: str | None, no_save: bool, quiet: bool, **options: Any
-) -> int:
+def queue(target: str, db: str | None, no_save: bool, quiet: bool, **options: Any) -> int:
     """Produce and consume messages through TARGET; check that none was lost.
 
     TARGET is memcacheq://HOST:22201/QUEUE (set enqueues, get dequeues) or
@@ -76,54 +84,22 @@ def queue(
     Every message carries its producer, sequence number and send time: the run reports
     puts/s, gets/s, end-to-end latency, the backlog, and per producer the lost,
     duplicated and out-of-order messages. Exit 1 when a message was duplicated, or lost
-    in a run that drained the queue.
+    in a run that drained the queue. A queue run is stored as any run: kvbench show,
+    export, diff and report read it.
 
     \b
     Example:
         kvbench queue memcacheq://127.0.0.1:22201/q --producers 2 --consumers 2 \\
             --messages 1000000 --message-size 100 -P 16
         kvbench queue redis-queue://127.0.0.1:6379/jobs?block=100ms --consumers-start-after 100000
+        kvbench queue memcacheq://127.0.0.1:22201/q --json q.json --report q.html
     """
-    console = make_console()
+    outputs = Outputs.pop_from(options)
     report = ReportConfig(
-        json_path=json_path, db_path=db or default_db_path(), save=not no_save, live=not quiet
+        json_path=outputs.json_path,
+        db_path=db or default_db_path(),
+        save=not no_save,
+        live=not quiet,
     )
     config = build_queue_config(target, {k: options.get(k) for k in QUEUE_OPTIONS}, report)
-    Outputs(json_path=json_path).check()
-    check_history(report)
-    _announce(console, config)
-    origin: list[int] = []
-
-    def show_interval(snapshot: IntervalSnapshot, record: QueueInterval) -> None:
-        if not origin:
-            origin.append(snapshot.start_ns)
-        if config.report.live:
-            console.print(queue_live_line(queue_interval_row(snapshot, record, origin[0])))
-
-    result = QueueCoordinator(config, show_interval, console.print).run()
-    sys.stdout.flush()
-    model = summarize(result)
-    print_summary(console, model)
-    if report.save:  # first: a --json that cannot be written then loses nothing
-        with Store(report.db_path) as store:
-            store.save_run(result, document(model))
-        console.print(f"saved as run {result.run_id} in {report.db_path}")
-    if json_path:
-        with saved_run_hint(result.run_id if report.save else None):
-            write_text("--json", json_path, dumps(model))
-        console.print(f"result document written to {json_path}")
-    return model.status.exit_code
-
-
-def _announce(console: Console, config: QueueConfig) -> None:
-    start = (
-        f", consumers start after {config.consumers_start_after:,} stored"
-        if config.consumers_start_after
-        else ""
-    )
-    console.print(
-        f"kvbench queue: {config.target.url}  {config.producers} producer(s) x "
-        f"{config.consumers} consumer(s), {config.messages:,} messages of "
-        f"{config.message_size_bytes} bytes, pipeline {config.pipeline}, "
-        f"{config.pop_command}{start}"
-    )
+    return queue_once(make_console(), config, outputs)

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from kvbench.errors import SchemaVersionError, StoreError
+from kvbench.errors import SchemaVersionError, StoreError, UnknownRun
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.results.encoding import histograms_from_text, histograms_to_text
@@ -214,22 +214,22 @@ class Store:
         """A full run id from an id, a unique prefix of one, or ``last``.
 
         Raises:
-            StoreError: no run, or more than one, matches.
+            UnknownRun: no run, or more than one, matches (a usage error).
         """
         if run_ref in ("last", "latest"):
             row = self._db.execute(
                 "SELECT run_id FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1"
             ).fetchone()
             if row is None:
-                raise StoreError(f"no runs in {self.path}")
+                raise UnknownRun(f"no runs in {self.path}")
             return str(row[0])
         rows = self._db.execute(
             "SELECT run_id FROM runs WHERE run_id LIKE ? ORDER BY run_id", (run_ref + "%",)
         ).fetchall()
         if not rows:
-            raise StoreError(f"no run {run_ref!r} in {self.path}")
+            raise UnknownRun(f"no run {run_ref!r} in {self.path} (kvbench history lists them)")
         if len(rows) > 1:
-            raise StoreError(f"{run_ref!r} matches {len(rows)} runs; give more of the id")
+            raise UnknownRun(f"{run_ref!r} matches {len(rows)} runs; give more of the id")
         return str(rows[0][0])
 
     @_readable

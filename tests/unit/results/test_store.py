@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvbench.errors import SchemaVersionError, StoreError
+from kvbench.errors import SchemaVersionError, StoreError, UnknownRun
 from kvbench.metrics import Histogram, IntervalSnapshot
 from kvbench.report import document, summarize
 from kvbench.results import RunResult, Store, migrations
@@ -49,7 +49,7 @@ def test_ids_resolve_by_prefix(tmp_path: Path) -> None:
     with Store(str(tmp_path / "h.db")) as store:
         store.save_run(a_run())
         assert store.resolve("r") == "r1"
-        with pytest.raises(StoreError, match="no run 'x'"):
+        with pytest.raises(UnknownRun, match="no run 'x'"):
             store.resolve("x")
 
 
