@@ -1,7 +1,8 @@
-"""The options of ``kvbench run``, which ``sweep`` and ``compare`` take too.
+"""The options of ``kvbench run``, which ``sweep`` and ``compare`` take too, and the
+files and history options ``kvbench queue`` shares with them.
 
-Declared once, here, so the three commands never drift apart; each command module applies
-them with ``run_options`` (none imports another command module).
+Declared once, here, so the commands never drift apart; each command module applies them
+with ``run_options`` or ``output_options`` (none imports another command module).
 """
 
 from __future__ import annotations
@@ -12,6 +13,24 @@ from typing import Any, TypeVar
 import click
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# The files a run writes: (flag, parameter, help). ``kvbench queue`` writes them too.
+OUTPUT_FILES = (
+    ("--json", "json_path", "Write the result document here."),
+    ("--csv", "csv_path", "Write the per-interval series (CSV)."),
+    ("--hdr-log", "hdr_log_path", "Write the interval histograms as an HdrHistogram log."),
+    ("--report", "report_path", "Write the self-contained HTML report here."),
+)
+# Where a run is stored, and whether its intervals are shown as they come.
+_STORE: list[Callable[[Any], Any]] = [
+    click.option(
+        "--db",
+        type=click.Path(dir_okay=False),
+        help="History database. [~/.local/share/kvbench/history.db]",
+    ),
+    click.option("--no-save", is_flag=True, help="Do not store the run in the history."),
+    click.option("-q", "--quiet", is_flag=True, help="No live line per interval."),
+]
 
 _OPTIONS: list[Callable[[Any], Any]] = [
     click.option(
@@ -90,42 +109,25 @@ _OPTIONS: list[Callable[[Any], Any]] = [
         "--cluster-listen",
         help="HOST:PORT the Dask workers connect back to. [scheduler-facing address, any port]",
     ),
-    click.option(
-        "--json",
-        "json_path",
-        type=click.Path(dir_okay=False),
-        help="Write the result document here.",
+    *(
+        click.option(flag, name, type=click.Path(dir_okay=False), help=text)
+        for flag, name, text in OUTPUT_FILES
     ),
-    click.option(
-        "--csv",
-        "csv_path",
-        type=click.Path(dir_okay=False),
-        help="Write the per-interval series (CSV).",
-    ),
-    click.option(
-        "--hdr-log",
-        "hdr_log_path",
-        type=click.Path(dir_okay=False),
-        help="Write the interval histograms as an HdrHistogram log.",
-    ),
-    click.option(
-        "--report",
-        "report_path",
-        type=click.Path(dir_okay=False),
-        help="Write the self-contained HTML report here.",
-    ),
-    click.option(
-        "--db",
-        type=click.Path(dir_okay=False),
-        help="History database. [~/.local/share/kvbench/history.db]",
-    ),
-    click.option("--no-save", is_flag=True, help="Do not store the run in the history."),
-    click.option("-q", "--quiet", is_flag=True, help="No live line per interval."),
+    *_STORE,
 ]
 
 
 def run_options(command: F) -> F:
     """Add every option of ``kvbench run`` to ``command``, in this order."""
-    for option in reversed(_OPTIONS):
+    return _apply(_OPTIONS, command)
+
+
+def output_options(command: F) -> F:
+    """Add the files a run writes and where it is stored (``kvbench queue``)."""
+    return _apply(_OPTIONS[-len(OUTPUT_FILES) - len(_STORE) :], command)
+
+
+def _apply(options: list[Callable[[Any], Any]], command: F) -> F:
+    for option in reversed(options):
         command = option(command)
     return command

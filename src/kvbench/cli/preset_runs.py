@@ -10,7 +10,8 @@ for (every run, labelled, in each).
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.console import Console
@@ -27,7 +28,7 @@ from kvbench.cli.outputs import (
 from kvbench.cli.session import measure, measure_queue, publish, sweep_and_report
 from kvbench.config import ReportConfig, RunConfig, Settings, load_config
 from kvbench.config.load import default_db_path
-from kvbench.config.presets import Preset, get_preset, with_scheme
+from kvbench.config.presets import Preset, Step, get_preset, with_scheme
 from kvbench.config.queue import build_queue_config
 from kvbench.errors import ConfigError
 from kvbench.report import document, summarize
@@ -40,6 +41,30 @@ from kvbench.runner.levels import at_level, parse_levels, run_comparison
 
 # Runs of a preset, labelled (a step's name, a level, a level and a target).
 Labelled = list[tuple[str, RunResult]]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One preset run: the preset, its targets, the command line's settings and files."""
+
+    console: Console
+    preset: Preset
+    urls: list[str]
+    flags: Settings
+    config_path: str | None
+    processes: int
+    outputs: Outputs
+    report: ReportConfig
+
+    def settings(self, urls: list[str], step: dict[str, Any] | None = None) -> Settings:
+        """The preset's settings (and a step's), the command line's over them, ``urls``."""
+        preset = self.preset
+        values = {**preset.settings, **(step or {})}
+        own = {path: (value, f"preset {preset.name}: {path}") for path, value in values.items()}
+        return {**own, **self.flags, "target.urls": (urls, "TARGET")}
+
+    def config(self, urls: list[str], step: dict[str, Any] | None = None) -> RunConfig:
+        return load_config(self.config_path, self.settings(urls, step), self.processes)
 
 
 def run_preset(
@@ -61,19 +86,16 @@ def run_preset(
         raise ConfigError(
             "TARGET", f"preset {name} takes {preset.targets} target(s), got {len(targets)}"
         )
-    urls = [with_scheme(url, preset) for url in targets]
-    console = make_console()
     outputs = replace(outputs or Outputs(), json_path=flags.pop("report.json", (None, ""))[0])
     report = _report(flags)
     outputs.check()  # before the first step: a file that cannot be written is refused now
     check_history(report)
-    if preset.shape == "queue":
-        return _queue_steps(console, preset, urls[0], flags, report, outputs)
-    if "workload.seed" not in flags:  # every step and target sends the same keys
+    if preset.shape != "queue" and "workload.seed" not in flags:  # the same keys everywhere
         flags["workload.seed"] = (int.from_bytes(os.urandom(4), "big"), "seed")
-    if preset.shape == "steps":
-        return _steps(console, preset, urls, flags, config_path, processes, outputs)
-    return _levels(console, preset, urls, flags, config_path, processes, outputs)
+    urls = [with_scheme(url, preset) for url in targets]
+    run = _Run(make_console(), preset, urls, flags, config_path, processes, outputs, report)
+    shapes = {"queue": _queue_steps, "steps": _steps}
+    return shapes.get(preset.shape, _levels)(run)
 
 
 def _report(flags: Settings) -> ReportConfig:
@@ -85,106 +107,76 @@ def _report(flags: Settings) -> ReportConfig:
     )
 
 
-def _preset_settings(preset: Preset, extra: dict[str, Any] | None = None) -> Settings:
-    values = {**preset.settings, **(extra or {})}
-    return {path: (value, f"preset {preset.name}: {path}") for path, value in values.items()}
+def _steps(run: _Run) -> int:
+    """Load runs in order, each with its step's settings."""
+
+    def measure_step(step: Step) -> tuple[RunResult, ReportConfig]:
+        config = run.config(run.urls, step.settings)
+        return measure(run.console, config), config.report
+
+    return _in_steps(run, measure_step)
 
 
-def _steps(
-    console: Console,
-    preset: Preset,
-    urls: list[str],
-    flags: Settings,
-    config_path: str | None,
-    processes: int,
-    outputs: Outputs,
-) -> int:
-    """Runs in order, each published (and labelled) as its step; Ctrl-C ends them."""
-    statuses: list[str] = []
-    done: Labelled = []
-    for step in preset.steps:
-        settings = {
-            **_preset_settings(preset, step.settings),
-            **flags,
-            "target.urls": (urls, "TARGET"),
-        }
-        config = load_config(config_path, settings, processes)
-        console.print(f"[bold]{preset.name}: {step.label}[/bold]")
-        result = measure(console, config)
-        result.label = f"{preset.name}: {step.label}"
-        statuses.append(publish(console, result, config.report, Outputs()).name)
-        done.append((step.label, result))
-        if result.status == INTERRUPTED:
-            break
-    _write_outputs(console, preset, done, "step", outputs)
-    return EXIT_CODES[worst(statuses)]
-
-
-def _queue_steps(
-    console: Console,
-    preset: Preset,
-    url: str,
-    flags: Settings,
-    report: ReportConfig,
-    outputs: Outputs,
-) -> int:
-    """Queue runs in order (``measure_queue``), each published and labelled as its step.
+def _queue_steps(run: _Run) -> int:
+    """Queue runs in order (``measure_queue``), each with its step's settings.
 
     Of the run flags, -n (messages; the start-after points scale with it), --db,
     --no-save and -q apply; for anything else use ``kvbench queue`` directly.
     """
-    statuses: list[str] = []
-    done: Labelled = []
-    for step in preset.steps:
+    preset = run.preset
+
+    def measure_step(step: Step) -> tuple[RunResult, ReportConfig]:
         options = {**preset.settings, **step.settings}
-        messages = flags.get("load.requests", (None, ""))[0]
+        messages = run.flags.get("load.requests", (None, ""))[0]
         if messages is not None:  # -n N: N messages, the start-after points scaled with it
             scale = int(messages) / int(preset.settings["messages"])
             options["messages"] = str(messages)
             after = options.get("consumers_start_after")
             if after is not None:
                 options["consumers_start_after"] = str(max(1, round(int(after) * scale)))
-        config = build_queue_config(url, options, report)
+        config = build_queue_config(run.urls[0], options, run.report)
+        return measure_queue(run.console, config), run.report
+
+    return _in_steps(run, measure_step)
+
+
+def _in_steps(run: _Run, measure_step: Callable[[Step], tuple[RunResult, ReportConfig]]) -> int:
+    """Each step measured, labelled and published in order (Ctrl-C ends them), then the
+    preset's files; the exit code of the worst step's status."""
+    console, preset = run.console, run.preset
+    statuses: list[str] = []
+    done: Labelled = []
+    for step in preset.steps:
         console.print(f"[bold]{preset.name}: {step.label}[/bold]")
-        result = measure_queue(console, config, f"{preset.name}: {step.label}")
+        result, report = measure_step(step)
+        result.label = f"{preset.name}: {step.label}"
         statuses.append(publish(console, result, report, Outputs()).name)
         done.append((step.label, result))
         if result.status == INTERRUPTED:
             break
-    _write_outputs(console, preset, done, "step", outputs)
+    _write_outputs(console, preset, done, "step", run.outputs)
     return EXIT_CODES[worst(statuses)]
 
 
-def _levels(
-    console: Console,
-    preset: Preset,
-    urls: list[str],
-    flags: Settings,
-    config_path: str | None,
-    processes: int,
-    outputs: Outputs,
-) -> int:
+def _levels(run: _Run) -> int:
     """A sweep, or a comparison at every level, over the preset's axis (a range given on
     the command line narrows the preset's)."""
+    preset, flags = run.preset, run.flags
     assert preset.axis is not None and preset.levels is not None
     axis_path = f"load.{preset.axis}"
     level_text = preset.levels
     given = flags.get(axis_path, (None, ""))[0]
     if isinstance(given, str) and (":" in given or "," in given):  # narrow the preset's range
         level_text = flags.pop(axis_path)[0]
-    settings = {**_preset_settings(preset), **flags, "target.urls": (urls[:1], "TARGET")}
-    config = load_config(config_path, settings, processes)
+    config = run.config(run.urls[:1])
     levels = parse_levels(level_text, f"--{preset.axis}")
     if preset.shape == "sweep":
-        return sweep_and_report(console, config, preset.axis, levels, None, outputs)
-    seeded = {**settings, "workload.seed": (config.workload.seed, "seed")}
-    configs = [
-        load_config(config_path, {**seeded, "target.urls": ([url], "TARGET")}, processes)
-        for url in urls
-    ]
-    done, rows, status = _compare_at_levels(console, configs, preset.axis, levels)
+        return sweep_and_report(run.console, config, preset.axis, levels, None, run.outputs)
+    flags["workload.seed"] = (config.workload.seed, "seed")
+    configs = [run.config([url]) for url in run.urls]
+    done, rows, status = _compare_at_levels(run.console, configs, preset.axis, levels)
     extra = {"status": status, "comparison": rows}
-    _write_outputs(console, preset, done, f"{preset.axis} target", outputs, extra)
+    _write_outputs(run.console, preset, done, f"{preset.axis} target", run.outputs, extra)
     return EXIT_CODES[status]
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from kvbench.cli.console import make_console
+from kvbench.cli.options import output_options
 from kvbench.cli.outputs import Outputs
 from kvbench.cli.session import queue_once
 from kvbench.config.load import default_db_path
@@ -48,34 +49,7 @@ QUEUE_OPTIONS = (
 )
 @click.option("--timeout", help="Per-request timeout. [5s]")
 @click.option("--interval", help="Live line and snapshot period. [1s]")
-@click.option(
-    "--json", "json_path", type=click.Path(dir_okay=False), help="Write the result document here."
-)
-@click.option(
-    "--csv",
-    "csv_path",
-    type=click.Path(dir_okay=False),
-    help="Write the per-interval series (CSV).",
-)
-@click.option(
-    "--hdr-log",
-    "hdr_log_path",
-    type=click.Path(dir_okay=False),
-    help="Write the interval histograms (put, get, e2e) as an HdrHistogram log.",
-)
-@click.option(
-    "--report",
-    "report_path",
-    type=click.Path(dir_okay=False),
-    help="Write the self-contained HTML report here.",
-)
-@click.option(
-    "--db",
-    type=click.Path(dir_okay=False),
-    help="History database. [~/.local/share/kvbench/history.db]",
-)
-@click.option("--no-save", is_flag=True, help="Do not store the run in the history.")
-@click.option("-q", "--quiet", is_flag=True, help="No live line per interval.")
+@output_options
 def queue(target: str, db: str | None, no_save: bool, quiet: bool, **options: Any) -> int:
     """Produce and consume messages through TARGET; check that none was lost.
 

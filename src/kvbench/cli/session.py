@@ -229,9 +229,9 @@ def queue_once(console: Console, config: QueueConfig, outputs: Outputs) -> int:
     return publish(console, result, config.report, outputs).exit_code
 
 
-def measure_queue(console: Console, config: QueueConfig, label: str = "") -> RunResult:
+def measure_queue(console: Console, config: QueueConfig) -> RunResult:
     """One queue run: producers and consumers, a live line per interval; its result (mode
-    ``queue``). ``label`` names it in the history (a preset's step)."""
+    ``queue``)."""
     start = (
         f", consumers start after {config.consumers_start_after:,} stored"
         if config.consumers_start_after
@@ -252,7 +252,6 @@ def measure_queue(console: Console, config: QueueConfig, label: str = "") -> Run
             console.print(queue_live_line(queue_interval_row(snapshot, record, origin[0])))
 
     result = QueueCoordinator(config, show_interval, console.print).run()
-    result.label = label
     sys.stdout.flush()
     return result
 

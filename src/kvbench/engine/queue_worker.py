@@ -22,9 +22,8 @@ import numpy as np
 
 from kvbench.config.queue import QueueConfig
 from kvbench.engine.clock import NEVER
-from kvbench.engine.link import Link
 from kvbench.engine.queue_link import QUEUE_OPS, Consumer, Producer, QueueCommands, QueueLink
-from kvbench.engine.reconnect import Reconnector, open_links
+from kvbench.engine.reconnect import LinkKeeper, open_links
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
@@ -137,9 +136,9 @@ class QueueSummary:
 QueueReport = QueueProgress | QueueInterval
 
 
-class QueueWorker:
-    """Runs one producer or consumer on the current event loop; its link's host
-    (``LinkHost``: engine/link.py).
+class QueueWorker(LinkKeeper):
+    """Runs one producer or consumer on the current event loop; its link's host, keeping
+    it as every worker does (``LinkKeeper``: engine/reconnect.py).
 
     Args:
         spec: what to do.
@@ -150,7 +149,7 @@ class QueueWorker:
         config = spec.config
         self.spec = spec
         self._emit = emit
-        self.recorder = Recorder(QUEUE_OPS)
+        super().__init__(Recorder(QUEUE_OPS), config.connect_timeout_ns)
         commands = QueueCommands(config)
         self.link: QueueLink
         if spec.role == "producer":
@@ -165,22 +164,12 @@ class QueueWorker:
             )
         self._stop_requested = False
         self._finished: asyncio.Event | None = None
-        self._running = False
         self._interrupted = False
         self._consume_start_ns: int | None = None
         self._start_ns = 0
         self._next_cut_ns = NEVER
         self._index = 0
         self._cpu_mark_ns = 0
-        self.errors: dict[str, int] = {}
-        self.last_error: str | None = None
-        self.reconnector = Reconnector(
-            self.recorder,
-            self.note_error,
-            running=lambda: self._running,
-            wanted=self._wants_connection,
-            connect_timeout_ns=config.connect_timeout_ns,
-        )
 
     # -- preflight ---------------------------------------------------------------------
 
@@ -208,9 +197,9 @@ class QueueWorker:
         self._cpu_mark_ns = time.process_time_ns()
         cpu_start_ns = self._cpu_mark_ns
         self._running = True
-        self.reconnector.restart_live_min()
+        self.restart_live_min()
         if not self.link.connected:  # lost between Ready and Start
-            self.reconnector.reopen(self.link)
+            self.reopen(self.link)
         gc.collect()
         gc.freeze()
         gc.disable()
@@ -309,7 +298,7 @@ class QueueWorker:
     def _cut(self, end_ns: int) -> None:
         cpu = time.process_time_ns()
         self.recorder.add_stat("cpu_ns", cpu - self._cpu_mark_ns)
-        self.recorder.add_stat("connections_live_min", self.reconnector.take_live_min())
+        self.recorder.add_stat("connections_live_min", self.take_live_min())
         self._cpu_mark_ns = cpu
         start_ns = self._start_ns + self._index * self.spec.config.interval_ns
         snapshot = self.recorder.cut("measure", self._index, start_ns, end_ns)
@@ -358,25 +347,10 @@ class QueueWorker:
             **common,  # type: ignore[arg-type]
         )
 
-    # -- link events (counted and reopened by engine/reconnect.py) ---------------------
+    # -- link events: counted and reopened by LinkKeeper --------------------------------
 
-    def connection_opened(self) -> None:
-        self.reconnector.opened()
-
-    def connection_ready(self, link: Link) -> None:
-        self.reconnector.ready()
-        link.fill()
-
-    def connection_broken(self, link: Link, announced: bool, was_live: bool, refused: bool) -> None:
-        self.reconnector.broken(link, announced, was_live, refused)
-        self.maybe_finished()
-
-    def _wants_connection(self) -> bool:
-        """Running, not stopping, and (a producer) with messages left to send."""
+    def _wants_links(self) -> bool:
+        """Not stopping, and (a producer) with messages left to send."""
         link = self.link
         exhausted = isinstance(link, Producer) and link.next_seq >= link.quota
-        return self._running and not self._stop_requested and not exhausted
-
-    def note_error(self, kind: str, text: str) -> None:
-        self.errors[kind] = self.errors.get(kind, 0) + 1
-        self.last_error = text
+        return not self._stop_requested and not exhausted

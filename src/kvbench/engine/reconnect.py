@@ -1,8 +1,8 @@
 """Opening links, and reopening the ones that break: one routine for every worker.
 
 ``open_links`` opens a worker's links before its run (a failure is one line, exit 3).
-``Reconnector`` keeps a worker's connection accounting and reopens a link that broke
-while the worker wants it: at once when the server announced the close, after
+``LinkKeeper``, what every worker is to its links, keeps the connection accounting and
+reopens a link that broke while the worker wants it: at once when the server announced the close, after
 RECONNECT_FIRST_NS otherwise, the wait doubling up to RECONNECT_MAX_NS while attempts
 fail or the server keeps refusing the connection right after accepting it.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from kvbench.engine.link import Link
 from kvbench.errors import SetupRefused, TargetUnreachable
@@ -87,90 +87,106 @@ async def open_links(links: Sequence[Link], timeout_ns: int) -> None:
             )
 
 
-class Reconnector:
-    """A worker's connection accounting, and the routine that reopens its broken links.
+class LinkKeeper:
+    """The host every worker is to its links (``LinkHost``): their events counted per
+    interval, the broken ones reopened, the problems the run went on after logged.
+
+    engine/worker.py and engine/queue_worker.py extend it: they set ``_running`` while
+    their run is on, implement ``maybe_finished``, and may narrow ``_wants_links`` (a
+    queue's producer wants none once its messages are sent) and ``_link_ready``.
 
     Args:
         recorder: the worker's recorder (the counts go into its stats).
-        note_error: the worker's problem log (``connect_error`` and the attempt's text).
-        running: the run is on (a refusal before it is counted apart).
-        wanted: a broken link should be reopened now (the run is on, and, for a queue's
-            producer, it has messages left to send).
-        connect_timeout_ns: how long one attempt may take.
+        connect_timeout_ns: how long one reopening attempt may take.
 
     Attributes:
-        live: links set up and usable now.
+        live_connections: links set up and usable now.
+        errors: problem kind -> count; last_error: the latest one's text.
     """
 
-    def __init__(
-        self,
-        recorder: Recorder,
-        note_error: Callable[[str, str], None],
-        running: Callable[[], bool],
-        wanted: Callable[[], bool],
-        connect_timeout_ns: int,
-    ) -> None:
-        self._recorder = recorder
-        self._note_error = note_error
-        self._running = running
-        self._wanted = wanted
-        self._timeout_ns = connect_timeout_ns
-        self.live = 0
+    def __init__(self, recorder: Recorder, connect_timeout_ns: int) -> None:
+        self.recorder = recorder
+        self._connect_timeout_ns = connect_timeout_ns
+        self._running = False
+        self.errors: dict[str, int] = {}
+        self.last_error: str | None = None
+        self.live_connections = 0
         self._live_min = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._reopening: set[asyncio.Task[None]] = set()
 
-    def opened(self) -> None:
-        self._recorder.add_stat("connects", 1)
+    # -- what the subclasses decide ------------------------------------------------------
 
-    def ready(self) -> None:
-        self.live += 1
+    def maybe_finished(self) -> None:
+        raise NotImplementedError
 
-    def restart_live_min(self) -> None:
-        """The fewest-live count starts again from the links live now (a run's start)."""
-        self._live_min = self.live
+    def _wants_links(self) -> bool:
+        """A broken link should be reopened now (by default: while the run is on)."""
+        return self._running
 
-    def take_live_min(self) -> int:
-        """The fewest links live at once since the last call (an interval's cut)."""
-        fewest, self._live_min = self._live_min, self.live
-        return fewest
+    def _link_ready(self, link: Link) -> None:
+        link.fill()
 
-    def broken(self, link: Link, announced: bool, was_live: bool, refused: bool) -> None:
+    # -- LinkHost ------------------------------------------------------------------------
+
+    def connection_opened(self) -> None:
+        self.recorder.add_stat("connects", 1)
+
+    def connection_ready(self, link: Link) -> None:
+        self.live_connections += 1
+        self._link_ready(link)
+
+    def connection_broken(self, link: Link, announced: bool, was_live: bool, refused: bool) -> None:
         """Count a lost link and, if wanted, reopen it: at once when the server announced the
         close, with a growing wait while the server keeps refusing it at accept."""
         if was_live:
-            self.live -= 1
-            self._live_min = min(self._live_min, self.live)
-        running = self._running()
+            self.live_connections -= 1
+            self._live_min = min(self._live_min, self.live_connections)
         if was_live and refused:
-            self._recorder.add_stat("connect_resets" if running else "connect_resets_before", 1)
-        if not (running and self._wanted()):
-            return
-        self._recorder.add_stat("reconnects", 1)
-        if refused:
-            link.reconnect_delay_ns = backoff(link.reconnect_delay_ns)
-            first_ns = link.reconnect_delay_ns
-        else:
-            link.reconnect_delay_ns = 0
-            first_ns = 0 if announced else RECONNECT_FIRST_NS
-        self.reopen(link, first_ns)
+            name = "connect_resets" if self._running else "connect_resets_before"
+            self.recorder.add_stat(name, 1)
+        if self._running and self._wants_links():
+            self.recorder.add_stat("reconnects", 1)
+            if refused:
+                link.reconnect_delay_ns = backoff(link.reconnect_delay_ns)
+                first_ns = link.reconnect_delay_ns
+            else:
+                link.reconnect_delay_ns = 0
+                first_ns = 0 if announced else RECONNECT_FIRST_NS
+            self.reopen(link, first_ns)
+        self.maybe_finished()
+
+    def note_error(self, kind: str, text: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        self.last_error = text
+
+    # -- the live count and reopening ----------------------------------------------------
+
+    def restart_live_min(self) -> None:
+        """The fewest-live count starts again from the links live now (a run's start)."""
+        self._live_min = self.live_connections
+
+    def take_live_min(self) -> int:
+        """The fewest links live at once since the last call (an interval's cut)."""
+        fewest, self._live_min = self._live_min, self.live_connections
+        return fewest
 
     def reopen(self, link: Link, first_delay_ns: int = RECONNECT_FIRST_NS) -> None:
         """Reopen ``link`` in the background until it is open or no longer wanted."""
         task = asyncio.get_running_loop().create_task(self._reopen(link, first_delay_ns))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._reopening.add(task)
+        task.add_done_callback(self._reopening.discard)
 
     async def _reopen(self, link: Link, delay_ns: int) -> None:
-        while self._wanted() and not link.connected:
+        while self._running and self._wants_links() and not link.connected:
             await asyncio.sleep(delay_ns / 1e9)
-            if not self._wanted():
+            if not (self._running and self._wants_links()):
                 return
-            self._recorder.add_stat("reconnect_attempts", 1)
+            self.recorder.add_stat("reconnect_attempts", 1)
             try:
-                await open_link(link, self._timeout_ns)
+                await open_link(link, self._connect_timeout_ns)
             except (OSError, TimeoutError, SetupRefused) as exc:
-                self._recorder.add_stat("connect_failures", 1)
-                self._note_error(
+                self.recorder.add_stat("connect_failures", 1)
+                self.note_error(
                     "connect_error", f"reconnect to {link.target.url}: {connect_error_text(exc)}"
                 )
                 delay_ns = backoff(delay_ns)

@@ -13,7 +13,7 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.engine.clock import NEVER
@@ -23,7 +23,7 @@ from kvbench.engine.fastpath import PumpFactory, drain, driver_name, new_tally, 
 from kvbench.engine.link import Link, SetupWriter
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
-from kvbench.engine.reconnect import Reconnector, open_links
+from kvbench.engine.reconnect import LinkKeeper, open_links
 from kvbench.engine.setup import setup_for
 from kvbench.engine.shards import Shard, build_shards
 from kvbench.engine.verify import Verifier
@@ -34,6 +34,7 @@ from kvbench.units import share_out
 from kvbench.workload.plan import WorkloadPlan
 
 _now = time.monotonic_ns
+T = TypeVar("T")
 PRELOAD_PIPELINE = 64
 # The hiccup task sleeps this long and records how late it wakes (jHiccup's idea): a
 # busy or blocked event loop delays every reply it reads by as much.
@@ -82,9 +83,27 @@ class WorkerSummary:
     driver: str = "python"  # "compiled", or "python (<why>)": engine/fastpath.py
 
 
-class Worker:
+class _OnTally(Generic[T]):
+    """A worker attribute kept on its tally, the send state the compiled pumps share."""
+
+    def __init__(self, convert: Callable[[Any], T]) -> None:
+        self._convert = convert
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, worker: Any, owner: type | None = None) -> T:
+        return self._convert(getattr(worker.tally, self._name))
+
+    def __set__(self, worker: Any, value: T) -> None:
+        setattr(worker.tally, self._name, value)
+
+
+class Worker(LinkKeeper):
     """Runs one worker's share of the load on the current event loop; its connections'
-    host (``DriverHost``: engine/connection.py).
+    host (``DriverHost``: engine/connection.py), keeping them as every worker does
+    (``LinkKeeper``: engine/reconnect.py).
 
     Args:
         spec: this worker's assignment.
@@ -100,7 +119,7 @@ class Worker:
         self.plan: WorkloadPlan = self.shards[0].plan
         self.source = self.shards[0].source
         keys_per_op = [config.workload.multiget_keys if op == Op.MGET else 1 for op in Op]
-        self.recorder = Recorder(OP_NAMES, keys_per_op)
+        super().__init__(Recorder(OP_NAMES, keys_per_op), config.load.connect_timeout_ns)
         self.verifier = Verifier(self.recorder) if config.workload.verify else None
         self.connections: list[Connection] = []
         # Why connections run the Python driver (None: they run the compiled pumps).
@@ -116,34 +135,14 @@ class Worker:
         self._cpu_mark_ns = time.process_time_ns()
         self._finished: asyncio.Event | None = None
         self.dispatcher: OpenLoopDispatcher | None = None
-        self._running = False
         self._interrupted = False
-        self.errors: dict[str, int] = {}
-        self.last_error: str | None = None
-        # Connection accounting and reopening (engine/reconnect.py).
-        self.reconnector = Reconnector(
-            self.recorder,
-            self.note_error,
-            running=lambda: self._running,
-            wanted=lambda: self._running,
-            connect_timeout_ns=config.load.connect_timeout_ns,
-        )
-
-    @property
-    def live_connections(self) -> int:
-        """Connections set up and usable now."""
-        return self.reconnector.live
 
     # -- send state, shared with the compiled pumps -------------------------------------
 
-    @property
-    def issuing(self) -> bool:
-        """Connections may send new requests."""
-        return bool(self.tally.issuing)
-
-    @issuing.setter
-    def issuing(self, value: bool) -> None:
-        self.tally.issuing = value
+    issuing = _OnTally(bool)  # connections may send new requests
+    next_cut_ns = _OnTally(int)  # when the current interval ends (NEVER outside the window)
+    bytes_in = _OnTally(int)
+    bytes_out = _OnTally(int)
 
     @property
     def budget(self) -> int | None:
@@ -154,31 +153,6 @@ class Worker:
     @budget.setter
     def budget(self, value: int | None) -> None:
         self.tally.budget = -1 if value is None else value
-
-    @property
-    def next_cut_ns(self) -> int:
-        """When the current interval ends (NEVER outside warm-up and measure)."""
-        return int(self.tally.next_cut_ns)
-
-    @next_cut_ns.setter
-    def next_cut_ns(self, value: int) -> None:
-        self.tally.next_cut_ns = value
-
-    @property
-    def bytes_in(self) -> int:
-        return int(self.tally.bytes_in)
-
-    @bytes_in.setter
-    def bytes_in(self, value: int) -> None:
-        self.tally.bytes_in = value
-
-    @property
-    def bytes_out(self) -> int:
-        return int(self.tally.bytes_out)
-
-    @bytes_out.setter
-    def bytes_out(self, value: int) -> None:
-        self.tally.bytes_out = value
 
     # -- preflight ---------------------------------------------------------------------
 
@@ -266,7 +240,7 @@ class Worker:
         await asyncio.sleep(max(0, start_ns - _now()) / 1e9)
         self._interval_start_ns = start_ns
         self._cpu_mark_ns = time.process_time_ns()
-        self.reconnector.restart_live_min()
+        self.restart_live_min()
         for shard in self.shards:  # preload's replies are not the run's
             shard.completed = 0
         if load.warmup_ns > 0:
@@ -386,7 +360,7 @@ class Worker:
         if self.dispatcher is not None:
             self.recorder.add_stat("offered", self.dispatcher.offered(end_ns))
         self._cpu_mark_ns, self.bytes_in, self.bytes_out = cpu, 0, 0
-        self.recorder.add_stat("connections_live_min", self.reconnector.take_live_min())
+        self.recorder.add_stat("connections_live_min", self.take_live_min())
         if len(self.shards) > 1:
             for shard in self.shards:
                 self.recorder.add_stat(f"server{shard.index}_completed", shard.completed)
@@ -481,20 +455,8 @@ class Worker:
         for conn in self.connections:
             conn.check_timeout(now, timeout_ns)
 
-    # -- connection events (counted and reopened by engine/reconnect.py) ---------------
+    # -- connection events: counted and reopened by LinkKeeper ---------------------------
 
-    def connection_opened(self) -> None:
-        self.reconnector.opened()
-
-    def connection_ready(self, link: Link) -> None:
-        self.reconnector.ready()
+    def _link_ready(self, link: Link) -> None:
         if self.issuing:
             link.fill()
-
-    def connection_broken(self, link: Link, announced: bool, was_live: bool, refused: bool) -> None:
-        self.reconnector.broken(link, announced, was_live, refused)
-        self.maybe_finished()
-
-    def note_error(self, kind: str, text: str) -> None:
-        self.errors[kind] = self.errors.get(kind, 0) + 1
-        self.last_error = text

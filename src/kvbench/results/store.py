@@ -12,7 +12,7 @@ import functools
 import json
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from kvbench.errors import SchemaVersionError, StoreError, UnknownRun
@@ -35,6 +35,47 @@ def _window_s(start_ns: int, end_ns: int, rounds: list[dict[str, Any]]) -> float
             sum(max(0, int(r["window_end_ns"]) - int(r["window_start_ns"])) for r in rounds) / 1e9
         )
     return max(0, end_ns - start_ns) / 1e9
+
+
+def _histogram_or_none(text: str) -> Histogram | None:
+    return Histogram.decode(text.encode()) if text else None
+
+
+# How a stored run is read back: (RunResult or IntervalSnapshot field, column, decoder).
+Fields = tuple[tuple[str, str, Callable[[Any], Any] | None], ...]
+
+
+def _as(decoder: Callable[[Any], Any] | None, names: str) -> Fields:
+    """Fields stored in columns of their own names, read with ``decoder`` (None: as is)."""
+    return tuple((name, name, decoder) for name in names.split())
+
+
+_RUN_FIELDS: Fields = (
+    *_as(None, "run_id started_at"),
+    # what happened to its processes (the status column is the judged status)
+    ("status", "COALESCE(process_status, status)", None),
+    *_as(None, "mode kvbench_version window_start_ns window_end_ns"),
+    *_as(json.loads, "config targets environment workers errors server rounds"),
+    *_as(None, "label"),
+)
+_INTERVAL_FIELDS: Fields = (
+    *_as(None, "phase"),
+    ("index", "idx", None),
+    *_as(None, "start_ns end_ns workers"),
+    *_as(json.loads, "counts keys keys_hit stats"),
+    *_as(histograms_from_text, "latency service"),
+    *_as(_histogram_or_none, "lag"),
+    *_as(None, "round"),
+    *_as(_histogram_or_none, "hiccup"),
+)
+
+
+def _columns(fields: Fields) -> str:
+    return ", ".join(column for _, column, _ in fields)
+
+
+def _read(fields: Fields, row: Sequence[Any]) -> dict[str, Any]:
+    return {name: read(v) if read else v for (name, _, read), v in zip(fields, row, strict=False)}
 
 
 def _queue_section(
@@ -237,61 +278,26 @@ class Store:
         """Load a stored run (by id, prefix or ``last``)."""
         run_id = self.resolve(run_ref)
         row = self._db.execute(
-            "SELECT run_id, started_at, COALESCE(process_status, status), mode, "
-            "kvbench_version, window_start_ns, "
-            "window_end_ns, config, targets, environment, workers, errors, server, rounds, "
-            "label, queue, CASE WHEN queue IS NULL AND mode = 'queue' THEN document END "
+            f"SELECT {_columns(_RUN_FIELDS)}, queue, "
+            "CASE WHEN queue IS NULL AND mode = 'queue' THEN document END "
             "FROM runs WHERE run_id = ?",
             (run_id,),
         ).fetchone()
         intervals: list[IntervalSnapshot] = []
         phases: dict[str, IntervalSnapshot] = {}
         for r in self._db.execute(
-            "SELECT phase, idx, start_ns, end_ns, workers, counts, keys, keys_hit, stats, "
-            "latency, service, lag, round, hiccup FROM intervals WHERE run_id = ? "
+            f"SELECT {_columns(_INTERVAL_FIELDS)} FROM intervals WHERE run_id = ? "
             "ORDER BY round, phase, idx",
             (run_id,),
         ):
-            snap = IntervalSnapshot(
-                phase=r[0],
-                index=r[1],
-                start_ns=r[2],
-                end_ns=r[3],
-                workers=r[4],
-                counts=json.loads(r[5]),
-                keys=json.loads(r[6]),
-                keys_hit=json.loads(r[7]),
-                stats=json.loads(r[8]),
-                latency=histograms_from_text(r[9]),
-                service=histograms_from_text(r[10]),
-                lag=Histogram.decode(r[11].encode()) if r[11] else None,
-                round=r[12],
-                hiccup=Histogram.decode(r[13].encode()) if r[13] else None,
-            )
+            snap = IntervalSnapshot(**_read(_INTERVAL_FIELDS, r))
             if snap.phase == "measure":
                 intervals.append(snap)
             else:
                 phases[snap.phase] = snap
-        return RunResult(
-            run_id=row[0],
-            started_at=row[1],
-            status=row[2],
-            mode=row[3],
-            kvbench_version=row[4],
-            window_start_ns=row[5],
-            window_end_ns=row[6],
-            config=json.loads(row[7]),
-            targets=json.loads(row[8]),
-            environment=json.loads(row[9]),
-            workers=json.loads(row[10]),
-            errors=json.loads(row[11]),
-            server=json.loads(row[12]),
-            intervals=intervals,
-            phases=phases,
-            rounds=json.loads(row[13]),
-            queue=_queue_section(row[15], row[16], row[5]),
-            label=row[14],
-        )
+        fields = _read(_RUN_FIELDS, row)
+        queue = _queue_section(row[-2], row[-1], fields["window_start_ns"])
+        return RunResult(**fields, intervals=intervals, phases=phases, queue=queue)
 
     @_readable
     def list_runs(self, target: str | None = None, last: int = 20) -> list[dict[str, Any]]:

@@ -61,7 +61,7 @@ def test_refusals_while_running_are_counted_and_back_off(driver: str) -> None:
     async def scenario() -> tuple[dict[str, float], list[int]]:
         worker, conn, transport = make(driver, pipeline=2, ratio="0:1")
         worker._running = True
-        worker.reconnector.restart_live_min()
+        worker.restart_live_min()
         delays = []
         for _ in range(3):  # reopened, and refused again at once
             conn.connection_lost(None)

@@ -51,7 +51,7 @@ def test_a_queue_link_refused_at_accept_is_counted_and_backs_off_as_a_load_conne
         link, transport = worker.link, ScriptedTransport()
         link.connection_made(transport)
         worker._running = True
-        worker.reconnector.restart_live_min()
+        worker.restart_live_min()
         delays = []
         for _ in range(3):  # reopened, and refused again at once
             link.data_received(b"ERROR Too many open connections\r\n")
@@ -59,8 +59,8 @@ def test_a_queue_link_refused_at_accept_is_counted_and_backs_off_as_a_load_conne
             delays.append(link.reconnect_delay_ns)
             link.connection_made(transport)
         worker._running = False  # the reopening tasks end at their next wake-up
-        live = worker.reconnector.live
-        worker.recorder.add_stat("connections_live_min", worker.reconnector.take_live_min())
+        live = worker.live_connections
+        worker.recorder.add_stat("connections_live_min", worker.take_live_min())
         return worker.recorder.cut("measure", 0, 0, 1).stats, delays, live
 
     stats, delays, live = asyncio.run(scenario())

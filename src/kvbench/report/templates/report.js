@@ -380,6 +380,16 @@
 
   var RATE_AXIS = { label: "ops/s", fmt: fmtRate };
 
+  // One server figure over time (run.server: the samples' derived series).
+  function serverLine(plot, run, key, spec) {
+    var at = elapsed(run.document);
+    lineChart(plot, {
+      none: spec.none,
+      series: [{ name: spec.name, color: spec.color, points: run.server.map(function (s) { return [at(s.round, s.t_s), s[key]]; }) }],
+      x: TIME, y: { label: spec.label, fmt: fmtPlain }
+    });
+  }
+
   // -- sweeps -------------------------------------------------------------------------
 
   var LEVEL_LABELS = { connections: "connections", pipeline: "pipeline depth (requests in flight per connection)",
@@ -513,20 +523,10 @@
       });
     },
     "server-cpu": function (plot, run) {
-      var at = elapsed(run.document);
-      lineChart(plot, {
-        none: "no server CPU samples",
-        series: [{ name: "server CPU", color: COLORS[3], points: run.server.map(function (s) { return [at(s.round, s.t_s), s.cpu_cores]; }) }],
-        x: TIME, y: { label: "CPU (cores)", fmt: fmtPlain }
-      });
+      serverLine(plot, run, "cpu_cores", { name: "server CPU", color: COLORS[3], none: "no server CPU samples", label: "CPU (cores)" });
     },
     "server-connections": function (plot, run) {
-      var at = elapsed(run.document);
-      lineChart(plot, {
-        none: "no connection counts sampled",
-        series: [{ name: "open connections", color: COLORS[4], points: run.server.map(function (s) { return [at(s.round, s.t_s), s.connections]; }) }],
-        x: TIME, y: { label: "connections", fmt: fmtPlain }
-      });
+      serverLine(plot, run, "connections", { name: "open connections", color: COLORS[4], none: "no connection counts sampled", label: "connections" });
     },
     "compare-throughput": function (plot) {
       barChart(plot, {
