@@ -164,7 +164,6 @@ class QueueWorker(LinkKeeper):
             )
         self._stop_requested = False
         self._finished: asyncio.Event | None = None
-        self._interrupted = False
         self._consume_start_ns: int | None = None
         self._start_ns = 0
         self._next_cut_ns = NEVER
@@ -320,31 +319,24 @@ class QueueWorker(LinkKeeper):
 
     def _summary(self, cpu_s: float, active_s: float) -> QueueSummary:
         link = self.link
-        common = {
-            "cpu_s": cpu_s,
-            "active_s": active_s,
-            "errors": dict(self.errors),
-            "last_error": self.last_error,
-        }
+        common = {"cpu_s": cpu_s, "active_s": active_s, **self.summary_fields()}
         if isinstance(link, Producer):
             return QueueSummary(
-                status="interrupted" if self._interrupted else "ok",
                 sent=link.next_seq,
                 stored=link.stored,
                 unacknowledged=tuple(link.unacknowledged),
                 first_send_ns=link.first_send_ns,
                 last_ack_ns=link.last_ack_ns,
-                **common,  # type: ignore[arg-type]
+                **common,
             )
         assert isinstance(link, Consumer)
-        return QueueSummary(
-            status="ok",
+        return QueueSummary(  # a consumer is never interrupted: stopping is how it ends
             consume_start_ns=self._consume_start_ns,
             last_receive_ns=link.last_receive_ns,
             received=link.received,
             foreign=link.foreign,
             empties=link.empties,
-            **common,  # type: ignore[arg-type]
+            **common,
         )
 
     # -- link events: counted and reopened by LinkKeeper --------------------------------

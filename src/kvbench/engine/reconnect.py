@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Sequence
+from typing import Any
 
 from kvbench.engine.link import Link
 from kvbench.errors import SetupRefused, TargetUnreachable
@@ -92,8 +93,9 @@ class LinkKeeper:
     interval, the broken ones reopened, the problems the run went on after logged.
 
     engine/worker.py and engine/queue_worker.py extend it: they set ``_running`` while
-    their run is on, implement ``maybe_finished``, and may narrow ``_wants_links`` (a
-    queue's producer wants none once its messages are sent) and ``_link_ready``.
+    their run is on (and ``_interrupted`` when it was stopped before its work was done),
+    implement ``maybe_finished``, and may narrow ``_wants_links`` (a queue's producer
+    wants none once its messages are sent) and ``_link_ready``.
 
     Args:
         recorder: the worker's recorder (the counts go into its stats).
@@ -108,6 +110,7 @@ class LinkKeeper:
         self.recorder = recorder
         self._connect_timeout_ns = connect_timeout_ns
         self._running = False
+        self._interrupted = False
         self.errors: dict[str, int] = {}
         self.last_error: str | None = None
         self.live_connections = 0
@@ -158,6 +161,13 @@ class LinkKeeper:
     def note_error(self, kind: str, text: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
         self.last_error = text
+
+    def summary_fields(self) -> dict[str, Any]:
+        """What every worker's summary says of the worker itself: ``status`` (``ok``, or
+        ``interrupted``: stopped before its work was done) and the problems it went on
+        after (``errors`` by kind, ``last_error``)."""
+        status = "interrupted" if self._interrupted else "ok"
+        return {"status": status, "errors": dict(self.errors), "last_error": self.last_error}
 
     # -- the live count and reopening ----------------------------------------------------
 

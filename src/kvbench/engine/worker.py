@@ -135,7 +135,6 @@ class Worker(LinkKeeper):
         self._cpu_mark_ns = time.process_time_ns()
         self._finished: asyncio.Event | None = None
         self.dispatcher: OpenLoopDispatcher | None = None
-        self._interrupted = False
 
     # -- send state, shared with the compiled pumps -------------------------------------
 
@@ -279,13 +278,11 @@ class Worker(LinkKeeper):
             for conn in self.connections:
                 conn.close()
         return WorkerSummary(
-            status="interrupted" if self._interrupted else "ok",
             measure_start_ns=self._measure_start_ns,
             measure_end_ns=self._measure_end_ns,
-            errors=dict(self.errors),
-            last_error=self.last_error,
             mismatch_keys=list(self.verifier.examples) if self.verifier else [],
             driver=driver_name(self.python_reason),
+            **self.summary_fields(),
         )
 
     def _open_loop(self, start_ns: int, total_rate_per_s: float) -> OpenLoopDispatcher:
