@@ -260,7 +260,7 @@ class MetaReplies(MemcacheCore):
                 pos = rb.pos
                 if reply is NEED_DATA:
                     break
-                append(reply.kind | reply.keys << KEYS_SHIFT)  # type: ignore[union-attr]
+                append(reply.kind | reply.keys << KEYS_SHIFT)
                 self._done_below = end
                 parsed = head
             else:

@@ -265,7 +265,7 @@ class TextReplies(MemcacheCore):
                 pos = rb.pos
                 if reply is NEED_DATA:
                     break
-                append(reply.kind | reply.keys << KEYS_SHIFT)  # type: ignore[union-attr]
+                append(reply.kind | reply.keys << KEYS_SHIFT)
                 head += 1
         except ProtocolError as exc:
             self._dead = str(exc)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol
 
 # A reply may not be bigger than this unless the caller says otherwise. memcached's own
 # item size limit defaults to 1 MiB (-I); Redis's proto-max-bulk-len defaults to 512 MiB,
@@ -76,21 +76,20 @@ class Reply(NamedTuple):
     keys: int = 0
 
 
-class NeedData:
-    """Type of the ``NEED_DATA`` sentinel: no complete reply is buffered yet."""
+class NeedData(enum.Enum):
+    """Type of the ``NEED_DATA`` sentinel: no complete reply is buffered yet.
 
-    _instance: NeedData | None = None
+    An enum of one member, so that ``reply is not NEED_DATA`` narrows ``Reply | NeedData``
+    to ``Reply`` for type checkers (PEP 484, "Support for singleton types in unions").
+    """
 
-    def __new__(cls) -> NeedData:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    NEED_DATA = enum.auto()
 
     def __repr__(self) -> str:
         return "NEED_DATA"
 
 
-NEED_DATA = NeedData()
+NEED_DATA: Final = NeedData.NEED_DATA
 
 Key = bytes
 Keys = Sequence[bytes]
@@ -259,7 +258,7 @@ class BatchDefaults:
         next_reply = self.next_reply
         append = kinds.append
         while (reply := next_reply()) is not NEED_DATA:
-            append(reply.kind | reply.keys << KEYS_SHIFT)  # type: ignore[union-attr]
+            append(reply.kind | reply.keys << KEYS_SHIFT)
             count += 1
         return count
 

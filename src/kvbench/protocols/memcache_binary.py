@@ -711,7 +711,7 @@ class MemcacheBinaryCodec(BatchDefaults):
             head = self._head
             if reply is NEED_DATA:
                 break
-            append(reply.kind | reply.keys << KEYS_SHIFT)  # type: ignore[union-attr]
+            append(reply.kind | reply.keys << KEYS_SHIFT)
         self._pos = pos
         self._head = head
         if answered >= 0:
