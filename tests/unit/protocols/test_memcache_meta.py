@@ -938,7 +938,7 @@ def test_fifo_is_compacted_and_multiget_ends_are_dropped() -> None:
         codec.feed(b"".join(b"EN O%d\r\n" % (first + i) for i in range(30)) + b"MN\r\n")
         assert codec.read_kinds(kinds) == 31
     assert codec.pending() == 0
-    assert len(codec._ops) <= 62 and not codec._mget_ends  # white-box: nothing kept
+    assert len(codec._pending) <= 62 and not codec._mget_ends  # white-box: nothing kept
 
 
 def test_read_kinds_does_not_take_an_answered_token_for_a_quiet_failure() -> None:
