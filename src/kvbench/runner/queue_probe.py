@@ -89,7 +89,7 @@ def _llen(sock: socket.socket, config: QueueConfig) -> dict[str, Any] | None:
             else:
                 codec.feed(chunk)
             continue
-        replies.append(reply)  # type: ignore[arg-type]  # not NEED_DATA here
+        replies.append(reply)
     last = replies[-1]
     if last.kind == ReplyKind.ERROR_REPLY or last.payload is None:
         return None
