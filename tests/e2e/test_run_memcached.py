@@ -31,8 +31,8 @@ def stats(server: Server) -> dict[str, int]:
     [
         ("memcached", False, "compiled"),
         ("memcached", True, "python (KVBENCH_PURE_PYTHON is set)"),
-        ("memcached+binary", False, "python (memcache-binary has no compiled scanner)"),
-        ("memcached+meta", False, "python (memcache-meta has no compiled scanner)"),
+        ("memcached+binary", False, "compiled"),
+        ("memcached+meta", False, "compiled"),
     ],
 )
 def test_client_counts_equal_server_counter_deltas(
@@ -80,6 +80,58 @@ def test_client_counts_equal_server_counter_deltas(
     assert doc["targets"][0]["server_version"].startswith("1.")
     assert "get" in result.stdout and "p99" in result.stdout
     assert doc["environment"]["driver"] == driver
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+@pytest.mark.parametrize("scheme", ["memcached+binary", "memcached+meta"])
+def test_every_op_of_binary_and_meta_runs_reconciles_with_the_server(
+    fresh_memcached: Server, tmp_path: Path, scheme: str, pure: bool
+) -> None:
+    """set, get, delete, incr and 3-key multi-gets (getkq + noop; mg q + mn), on both
+    drivers: each op's count, the keys the multi-gets asked for and the hits equal the
+    server's counter deltas."""
+    if not pure and not fastpath.compiled():
+        pytest.skip("the compiled pump is not built")
+    before = stats(fresh_memcached)
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "run",
+        f"{scheme}://{fresh_memcached.address}",
+        "--duration",
+        "2s",
+        "-c",
+        "3",
+        "-P",
+        "4",
+        "--ratio",
+        "set=2,get=3,delete=1,incr=1,mget=1",
+        "--multiget",
+        "3",
+        "--keys",
+        "300",
+        "--json",
+        str(out),
+        "--no-save",
+        env={fastpath.PURE_PYTHON_ENV: "1"} if pure else {},
+    )
+    assert result.code == 0, result.stderr
+    after = stats(fresh_memcached)
+    delta = {name: after[name] - before[name] for name in after if name in before}
+    doc = read_json(out)
+    assert doc["environment"]["driver"] == (
+        "python (KVBENCH_PURE_PYTHON is set)" if pure else "compiled"
+    )
+    assert doc["totals"]["errors"] == 0 and doc["ops"]["mget"]["completed"] > 100
+    mget_keys = 3 * all_phase_counts(doc, "mget")
+    assert delta["cmd_get"] == all_phase_counts(doc, "get") + mget_keys
+    assert delta["cmd_set"] == all_phase_counts(doc, "set", "stored")
+    assert delta["delete_hits"] == all_phase_counts(doc, "delete", "deleted")
+    assert delta["delete_misses"] == all_phase_counts(doc, "delete", "not_found")
+    assert delta["incr_hits"] == all_phase_counts(doc, "incr", "value")
+    assert delta["incr_misses"] == all_phase_counts(doc, "incr", "not_found")
+    rows = {row["name"]: row for row in doc["server"]["reconciliation"]}
+    assert rows["get hits"]["server"] == delta["get_hits"] and rows["get hits"]["matches"]
+    assert all(row["matches"] for row in rows.values()), rows
 
 
 def test_requests_sends_exactly_n(fresh_memcached: Server, tmp_path: Path) -> None:
