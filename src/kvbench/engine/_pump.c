@@ -194,29 +194,44 @@ view_of(PyObject *obj, const char **p, Py_ssize_t *n)
 }
 
 int
-keys_of(PyObject *obj, PyObject ***items, Py_ssize_t *n, Py_ssize_t *total)
+multi_get_of(PyObject *keys, Py_ssize_t per_key, Out *o, PyObject ***items, Py_ssize_t *count)
 {
-    if (PyTuple_Check(obj)) {
-        *items = &PyTuple_GET_ITEM(obj, 0);
-        *n = PyTuple_GET_SIZE(obj);
+    if (PyTuple_Check(keys)) {
+        *items = &PyTuple_GET_ITEM(keys, 0);
+        *count = PyTuple_GET_SIZE(keys);
     }
-    else if (PyList_Check(obj)) {
-        *items = &PyList_GET_ITEM(obj, 0);
-        *n = PyList_GET_SIZE(obj);
+    else if (PyList_Check(keys)) {
+        *items = &PyList_GET_ITEM(keys, 0);
+        *count = PyList_GET_SIZE(keys);
     }
     else {
         PyErr_SetString(PyExc_TypeError, "a multi-get's keys must be a tuple or list");
         return -1;
     }
-    *total = 0;
-    for (Py_ssize_t i = 0; i < *n; i++) {
+    Py_ssize_t total = FRAME_BYTES;
+    for (Py_ssize_t i = 0; i < *count; i++) {
         const char *k;
         Py_ssize_t kn;
         if (view_of((*items)[i], &k, &kn) < 0)
             return -1;
-        *total += kn;
+        total += kn + per_key;
     }
-    return 0;
+    return out_reserve(o, total);
+}
+
+int
+request_of(int op, PyObject *key, PyObject *value, Out *o, Request *r)
+{
+    if (op < OP_GET || op > OP_DECR) {
+        PyErr_Format(PyExc_ValueError, "op %d has no compiled encoding", op);
+        return -1;
+    }
+    r->value = ""; /* none: nothing to put */
+    r->value_len = 0;
+    if (view_of(key, &r->key, &r->key_len) < 0 ||
+        (op == OP_SET && view_of(value, &r->value, &r->value_len) < 0))
+        return -1;
+    return out_reserve(o, r->key_len + r->value_len + FRAME_BYTES);
 }
 
 static int

@@ -111,9 +111,24 @@ Py_ssize_t scan_no_request(Scan *s);
 int out_reserve(Out *o, Py_ssize_t more);
 /* The bytes of a key or value: bytes, bytearray or a contiguous memoryview. */
 int view_of(PyObject *obj, const char **p, Py_ssize_t *n);
-/* A multi-get's keys: a tuple or list; each one's bytes checked with view_of, their total
- * length in *total. */
-int keys_of(PyObject *obj, PyObject ***items, Py_ssize_t *n, Py_ssize_t *total);
+
+/* What a request's framing (command words, lengths, flags, a binary header and extras,
+ * the token) takes at most besides its key and value, or besides a multi-get's keys. */
+#define FRAME_BYTES 128
+
+/* A single-key request's key and value (a set's; else none). */
+typedef struct {
+    const char *key, *value;
+    Py_ssize_t key_len, value_len;
+} Request;
+
+/* The key and value of one request of ``op``, with room reserved in ``o`` for it; -1
+ * with an exception (a ValueError for an op with no compiled encoding). */
+int request_of(int op, PyObject *key, PyObject *value, Out *o, Request *r);
+/* A multi-get's keys (a tuple or list of bytes-like keys), with room reserved in ``o``
+ * for each and ``per_key`` bytes around it; -1 with an exception. */
+int multi_get_of(PyObject *keys, Py_ssize_t per_key, Out *o, PyObject ***items,
+                 Py_ssize_t *count);
 
 static inline void
 put(Out *o, const void *src, Py_ssize_t n)

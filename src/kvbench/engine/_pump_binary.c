@@ -252,21 +252,19 @@ tag_binary(int op, uint32_t keys, Tags *t)
 static int
 encode_binary(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o)
 {
-    const char *k, *v = NULL;
-    Py_ssize_t kn = 0, vn = 0;
     uint32_t opaque = t->next;
+    const char *k;
+    Py_ssize_t kn;
     if (op == OP_MGET) {
         PyObject **items;
-        Py_ssize_t count, total;
-        if (keys_of(key, &items, &count, &total) < 0)
+        Py_ssize_t count;
+        if (multi_get_of(key, HEADER_BYTES, o, &items, &count) < 0)
             return -1;
         for (Py_ssize_t i = 0; i < count; i++) {
             view_of(items[i], &k, &kn);
             if (check_lengths(kn, kn) < 0)
                 return -1;
         }
-        if (out_reserve(o, total + HEADER_BYTES * (count + 1)) < 0)
-            return -1;
         for (Py_ssize_t i = 0; i < count; i++) {
             view_of(items[i], &k, &kn);
             put_header(o, OPCODE_GETKQ, kn, 0, kn, opaque++);
@@ -276,17 +274,14 @@ encode_binary(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t
         tag_binary(op, (uint32_t)count, t);
         return 0;
     }
-    if (op < OP_GET || op > OP_DECR) {
-        PyErr_Format(PyExc_ValueError, "op %d has no compiled encoding", op);
-        return -1;
-    }
-    if (view_of(key, &k, &kn) < 0 || (op == OP_SET && view_of(value, &v, &vn) < 0))
+    Request r;
+    if (request_of(op, key, value, o, &r) < 0)
         return -1;
     unsigned extlen = op == OP_SET ? 8 : op == OP_INCR || op == OP_DECR ? 20 : 0;
-    long long body = (long long)extlen + kn + vn;
-    if (check_lengths(kn, body) < 0 || out_reserve(o, HEADER_BYTES + body) < 0)
+    long long body = (long long)extlen + r.key_len + r.value_len;
+    if (check_lengths(r.key_len, body) < 0)
         return -1;
-    put_header(o, OPCODES[op], kn, extlen, body, opaque);
+    put_header(o, OPCODES[op], r.key_len, extlen, body, opaque);
     unsigned char *x = (unsigned char *)o->p + o->len;
     if (op == OP_SET) { /* flags, expiry */
         put_be32(x, (uint32_t)e->flags);
@@ -298,9 +293,8 @@ encode_binary(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t
         memset(x + 16, 0xFF, 4);
     }
     o->len += extlen;
-    put(o, k, kn);
-    if (op == OP_SET)
-        put(o, v, vn);
+    put(o, r.key, r.key_len);
+    put(o, r.value, r.value_len);
     tag_binary(op, 0, t);
     return 0;
 }

@@ -257,21 +257,19 @@ put_token(Out *o, uint32_t value)
 static int
 encode_meta(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o)
 {
-    const char *k, *v = NULL;
-    Py_ssize_t kn = 0, vn = 0;
     uint32_t token = t->next;
     if (op == OP_MGET) {
         PyObject **items;
-        Py_ssize_t count, total;
-        if (keys_of(key, &items, &count, &total) < 0)
+        Py_ssize_t count;
+        if (multi_get_of(key, 32, o, &items, &count) < 0)
             return -1;
         if (count == 0) {
             PyErr_SetString(PyExc_ValueError, "MGET needs at least one key");
             return -1;
         }
-        if (out_reserve(o, total + 32 * count + 8) < 0)
-            return -1;
         for (Py_ssize_t i = 0; i < count; i++) {
+            const char *k;
+            Py_ssize_t kn;
             view_of(items[i], &k, &kn);
             PUT_LITERAL(o, "mg ");
             put(o, k, kn);
@@ -282,40 +280,36 @@ encode_meta(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
         tag_meta(op, (uint32_t)count, t);
         return 0;
     }
-    if (op < OP_GET || op > OP_DECR) {
-        PyErr_Format(PyExc_ValueError, "op %d has no compiled encoding", op);
-        return -1;
-    }
-    if (view_of(key, &k, &kn) < 0 || (op == OP_SET && view_of(value, &v, &vn) < 0) ||
-        out_reserve(o, kn + vn + 128) < 0)
+    Request r;
+    if (request_of(op, key, value, o, &r) < 0)
         return -1;
     switch (op) {
     case OP_GET:
         PUT_LITERAL(o, "mg ");
-        put(o, k, kn);
+        put(o, r.key, r.key_len);
         PUT_LITERAL(o, " v");
         break;
     case OP_SET:
         PUT_LITERAL(o, "ms ");
-        put(o, k, kn);
+        put(o, r.key, r.key_len);
         PUT_LITERAL(o, " ");
-        put_ll(o, vn);
+        put_ll(o, r.value_len);
         PUT_LITERAL(o, " T");
         put_ll(o, e->ttl);
         PUT_LITERAL(o, " F");
         put_ll(o, e->flags);
         put_token(o, token);
-        put(o, v, vn);
+        put(o, r.value, r.value_len);
         PUT_LITERAL(o, "\r\n");
         tag_meta(op, 0, t);
         return 0;
     case OP_DELETE:
         PUT_LITERAL(o, "md ");
-        put(o, k, kn);
+        put(o, r.key, r.key_len);
         break;
     default: /* incr, decr: one step, the new value returned */
         PUT_LITERAL(o, "ma ");
-        put(o, k, kn);
+        put(o, r.key, r.key_len);
         if (op == OP_DECR)
             PUT_LITERAL(o, " MD");
         PUT_LITERAL(o, " D1 v");

@@ -184,29 +184,24 @@ put_bulk(Out *o, const char *p, Py_ssize_t n)
 static int
 encode_resp2(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o)
 {
-    const char *k, *v = NULL;
-    Py_ssize_t kn = 0, vn = 0;
     if (op == OP_MGET) {
         PyObject **items;
-        Py_ssize_t count, total;
-        if (keys_of(key, &items, &count, &total) < 0 ||
-            out_reserve(o, total + 32 * (count + 1)) < 0)
+        Py_ssize_t count;
+        if (multi_get_of(key, 32, o, &items, &count) < 0)
             return -1;
         PUT_LITERAL(o, "*");
         put_ll(o, count + 1);
         PUT_LITERAL(o, "\r\n$4\r\nMGET\r\n");
         for (Py_ssize_t i = 0; i < count; i++) {
+            const char *k;
+            Py_ssize_t kn;
             view_of(items[i], &k, &kn);
             put_bulk(o, k, kn);
         }
         return 0;
     }
-    if (op < OP_GET || op > OP_DECR) {
-        PyErr_Format(PyExc_ValueError, "op %d has no compiled encoding", op);
-        return -1;
-    }
-    if (view_of(key, &k, &kn) < 0 || (op == OP_SET && view_of(value, &v, &vn) < 0) ||
-        out_reserve(o, kn + vn + 128) < 0)
+    Request r;
+    if (request_of(op, key, value, o, &r) < 0)
         return -1;
     switch (op) {
     case OP_GET:
@@ -217,15 +212,15 @@ encode_resp2(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t,
             char digits[24];
             char *ttl = format_ll(e->ttl, digits + sizeof digits);
             PUT_LITERAL(o, "*5\r\n$3\r\nSET\r\n");
-            put_bulk(o, k, kn);
-            put_bulk(o, v, vn);
+            put_bulk(o, r.key, r.key_len);
+            put_bulk(o, r.value, r.value_len);
             PUT_LITERAL(o, "$2\r\nEX\r\n");
             put_bulk(o, ttl, digits + sizeof digits - ttl);
             return 0;
         }
         PUT_LITERAL(o, "*3\r\n$3\r\nSET\r\n");
-        put_bulk(o, k, kn);
-        put_bulk(o, v, vn);
+        put_bulk(o, r.key, r.key_len);
+        put_bulk(o, r.value, r.value_len);
         return 0;
     case OP_DELETE:
         PUT_LITERAL(o, "*2\r\n$3\r\nDEL\r\n");
@@ -237,7 +232,7 @@ encode_resp2(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t,
         PUT_LITERAL(o, "*2\r\n$4\r\nDECR\r\n");
         break;
     }
-    put_bulk(o, k, kn);
+    put_bulk(o, r.key, r.key_len);
     return 0;
 }
 

@@ -202,15 +202,15 @@ scan_text(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
 static int
 encode_text(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o)
 {
-    const char *k, *v = NULL;
-    Py_ssize_t kn = 0, vn = 0;
     if (op == OP_MGET) {
         PyObject **items;
-        Py_ssize_t count, total;
-        if (keys_of(key, &items, &count, &total) < 0 || out_reserve(o, total + count + 8) < 0)
+        Py_ssize_t count;
+        if (multi_get_of(key, 1, o, &items, &count) < 0)
             return -1;
         PUT_LITERAL(o, "get");
         for (Py_ssize_t i = 0; i < count; i++) {
+            const char *k;
+            Py_ssize_t kn;
             view_of(items[i], &k, &kn);
             PUT_LITERAL(o, " ");
             put(o, k, kn);
@@ -218,12 +218,8 @@ encode_text(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
         PUT_LITERAL(o, "\r\n");
         return 0;
     }
-    if (op < OP_GET || op > OP_DECR) {
-        PyErr_Format(PyExc_ValueError, "op %d has no compiled encoding", op);
-        return -1;
-    }
-    if (view_of(key, &k, &kn) < 0 || (op == OP_SET && view_of(value, &v, &vn) < 0) ||
-        out_reserve(o, kn + vn + 128) < 0)
+    Request r;
+    if (request_of(op, key, value, o, &r) < 0)
         return -1;
     switch (op) {
     case OP_GET:
@@ -231,15 +227,15 @@ encode_text(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
         break;
     case OP_SET:
         PUT_LITERAL(o, "set ");
-        put(o, k, kn);
+        put(o, r.key, r.key_len);
         PUT_LITERAL(o, " ");
         put_ll(o, e->flags);
         PUT_LITERAL(o, " ");
         put_ll(o, e->ttl);
         PUT_LITERAL(o, " ");
-        put_ll(o, vn);
+        put_ll(o, r.value_len);
         PUT_LITERAL(o, "\r\n");
-        put(o, v, vn);
+        put(o, r.value, r.value_len);
         PUT_LITERAL(o, "\r\n");
         return 0;
     case OP_DELETE:
@@ -250,11 +246,11 @@ encode_text(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
             PUT_LITERAL(o, "incr ");
         else
             PUT_LITERAL(o, "decr ");
-        put(o, k, kn);
+        put(o, r.key, r.key_len);
         PUT_LITERAL(o, " 1\r\n");
         return 0;
     }
-    put(o, k, kn);
+    put(o, r.key, r.key_len);
     PUT_LITERAL(o, "\r\n");
     return 0;
 }

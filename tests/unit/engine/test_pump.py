@@ -30,10 +30,6 @@ from kvbench.engine import _pump  # type: ignore[attr-defined]
 
 MAX = CodecOptions().max_reply_bytes
 TEXT, TEXT_FAMILIES = fastpath.PROTOCOLS["memcache-text"]
-RESP, RESP_FAMILIES = fastpath.PROTOCOLS["resp2"]
-BINARY, BINARY_FAMILIES = fastpath.PROTOCOLS["memcache-binary"]
-META, META_FAMILIES = fastpath.PROTOCOLS["memcache-meta"]
-PROTOCOLS = pump_oracle.PROTOCOLS
 
 
 # -- the pump ----------------------------------------------------------------------------
@@ -221,9 +217,10 @@ def test_the_fifo_keeps_each_requests_opaque_as_its_ring_wraps_and_grows(name: s
 
 
 def test_a_pump_speaks_its_streams_protocol() -> None:
-    stream = _pump.Stream(list, BINARY)
+    binary, _ = fastpath.PROTOCOLS[BINARY_NAME]
+    meta, meta_families = fastpath.PROTOCOLS[META_NAME]
     with pytest.raises(ValueError, match="the stream encodes protocol 3, not 4"):
-        _pump.Pump(_pump.Tally(), stream, print, META, META_FAMILIES, MAX)
+        _pump.Pump(_pump.Tally(), _pump.Stream(list, binary), print, meta, meta_families, MAX)
     with pytest.raises(ValueError, match="unknown protocol 9"):
         _pump.Stream(list, 9)
 
@@ -364,7 +361,7 @@ def test_requests_taken_before_a_failed_refill_are_sent_not_lost() -> None:
     assert tally.pending == 3 and p.inflight == 3
 
 
-@pytest.mark.parametrize("name", PROTOCOLS)
+@pytest.mark.parametrize("name", pump_oracle.PROTOCOLS)
 def test_an_encoding_failure_mid_batch_sends_what_was_encoded_first(name: str) -> None:
     """The requests before it go out with the opaques the codec gives them; the one that
     failed takes none."""
