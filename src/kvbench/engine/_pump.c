@@ -778,7 +778,6 @@ pump_issue(Pump *self, Py_ssize_t n)
     }
     self->out = o.p;
     self->out_cap = o.cap;
-    self->opaque = tags.next; /* what was encoded is sent, below */
     /* A refill or an encoding failed at request i (not a server's doing): the i requests
      * before it were taken from the stream, so they are sent and kept in flight like any
      * others, and the error is raised after the write. */
@@ -791,6 +790,7 @@ pump_issue(Pump *self, Py_ssize_t n)
     PyObject *result = NULL;
     if (bytes != NULL) {
         self->fifo_len += i;
+        self->opaque = tags.next; /* the opaques of the i requests in flight */
         if (tally->budget >= 0)
             tally->budget -= i;
         tally->bytes_out += o.len;
