@@ -14,7 +14,6 @@ exceptions are listed in ``disagreement``, each with its reason).
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,14 +196,7 @@ def pump_outcome(ex: Exchange) -> Outcome:
 # memcached text: the scanner keeps no keys in flight, so it cannot tell a VALUE for a key
 # that was not asked for; the codec refuses it, the scanner may count it and run on.
 #
-# memcached meta: the codec's read_kinds takes "VA <size> O<t>" inline when the size is all
-# digits, up to 20 of them, while its own parser (and the scanner, which mirrors it)
-# refuses more than 18 (MAX_SIZE_DIGITS): a zero-padded 19-20 digit size of a block that
-# is there passes inline when the read is within the reply bound (a codec bug, reported).
-# The codec's codes then run on past the scanner's.
-#
 # memcached binary: none.
-META_PADDED_SIZE = re.compile(rb"VA \d{19,20} O\d+\r\n")
 RESP_WAITS = (
     "cannot answer",
     "a reply arrived with no request pending",
@@ -236,11 +228,8 @@ def excused(ex: Exchange, py: Outcome, c: Outcome) -> bool:
     if ex.protocol == "memcache-text":
         keys = py.error is not None and py.error.startswith("VALUE for")
         return keys and len(c.codes) >= len(py.codes)
-    if ex.protocol == "memcache-binary" or c.error is None:
+    if ex.protocol in ("memcache-binary", "memcache-meta") or c.error is None:
         return False
-    if ex.protocol == "memcache-meta":
-        padded = "bad VA line" in c.error and META_PADDED_SIZE.search(ex.wire) is not None
-        return padded and len(py.codes) >= len(c.codes)
     if any(reason in c.error for reason in RESP_RUNS_ON):
         return len(py.codes) >= len(c.codes)
     waits = any(reason in c.error for reason in RESP_WAITS)

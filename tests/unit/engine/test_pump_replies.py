@@ -420,18 +420,18 @@ def test_a_binary_response_with_nothing_pending_is_refused_when_the_codec_refuse
     assert (pump_oracle.codec_outcome(BINARY, Op.GET, wire)[1] is None) == (error is None)
 
 
-def test_a_meta_19_digit_size_is_refused_as_the_codec_parser_does() -> None:
-    """The codec's read_kinds takes "VA <19 digits> O<t>" inline when the block is there;
-    its parser (next_reply), whose grammar the scanner follows, refuses it (a codec bug;
-    the differential test excuses it: pump_oracle.META_PADDED_SIZE)."""
+def test_a_meta_19_digit_size_is_refused_by_the_scanner_and_both_codec_paths() -> None:
+    """A zero-padded 19-digit size is beyond MAX_SIZE_DIGITS: the scanner, the codec's
+    parser (next_reply) and its inline path (read_kinds, which once took it) all refuse it."""
     wire = b"VA 0000000000000000003 O0\r\nabc\r\n"
     _, _, error = _pump.scan_replies(META, META_FAMILIES, bytes([Op.GET]), wire, MAX)
     assert error is not None and "bad VA line" in error
-    codec: Any = CODECS["memcache-meta"].factory(CodecOptions())
-    codec.encode(Op.GET, b"k", None, bytearray())
-    codec.feed(wire)
-    with pytest.raises(ProtocolError, match="bad VA line"):
-        codec.next_reply()
+    for read in ("next_reply", "read_kinds"):
+        codec: Any = CODECS["memcache-meta"].factory(CodecOptions())
+        codec.encode(Op.GET, b"k", None, bytearray())
+        codec.feed(wire)
+        with pytest.raises(ProtocolError, match="bad VA line"):
+            codec.next_reply() if read == "next_reply" else codec.read_kinds([])
 
 
 INT64_MAX = 2**63 - 1
