@@ -10,6 +10,8 @@ BIN := $(VENV)/bin
 APT_PACKAGES := memcached redis-server redis-tools libmemcached-tools chromium nginx libnginx-mod-http-memc nutcracker gcc python3-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
+# Options for bench/peers.py, e.g. make bench BENCH_ARGS="--rounds 7 --only 'redis-*'"
+BENCH_ARGS ?=
 
 .PHONY: run test lint typecheck bench deps venv pump clean
 
@@ -26,8 +28,10 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# kvbench beside memtier_benchmark (when on PATH), redis-benchmark and memaslap, then the
+# peak RSS of a 2-process run: README.md, "Benchmarks".
 bench: deps venv
-	$(BIN)/python bench/peers.py
+	$(BIN)/python bench/peers.py $(BENCH_ARGS)
 
 # The compiled driver is optional for users (pip goes on without a compiler, and runs use
 # the Python driver), not for CI: with CI=true (.ci/run) a venv without it fails here.
@@ -49,7 +53,7 @@ deps:
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml src/kvbench/engine/_pump.c
+$(VENV)/.installed: pyproject.toml $(wildcard src/kvbench/engine/_pump*.[ch])
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

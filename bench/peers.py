@@ -1,311 +1,431 @@
-"""kvbench side by side with the peer tools, same server, same settings, as ratios.
+"""kvbench side by side with the peer tools: the same work, measured the same way, as ratios.
 
-The server is pinned to one core and every client to the other (taskset), runs alternate
-A B A B, and the median of the rounds is compared (and the median of each round pair's
-ratio, which a drifting machine speed does not skew). Peers: redis-benchmark (redis-tools),
-memaslap (libmemcached-tools installs it as memcaslap), memtier_benchmark when a binary
-is on PATH. kvbench runs one worker process, so the figure is throughput from one core,
-with latency recorded for every request.
+The method (DESIGN.md §7): the server pinned to one core, every client to the other
+(taskset); 50 connections, 100-byte values, set:get 1:1, 100,000 keys of the same length
+on both sides, each connection drawing its own key sequence (memtier_benchmark with
+--distinct-client-seed: checked before the rounds); a fresh server per tool and round,
+prefilled with that tool's keys, so gets hit alike (each side's hit rate is measured from
+the server's counters, and no ratio is printed when they differ by more than 3 points);
+>= 5 rounds alternating A B, B A, ...; per cell, each tool's median ops/s, the median of
+the paired round ratios (which a machine's drifting speed does not skew) and each side's
+server CPU per op (the server's own CPU counters over the server's own count of gets and
+sets: where the server saturates, the client's traffic pattern decides the figure).
 
-    python bench/peers.py                 # every case, 3 rounds of 5 s
-    python bench/peers.py --rounds 5 --seconds 10 --only redis
+Peers: memtier_benchmark when a binary is on PATH (memcached text and binary, Redis;
+kvbench's meta protocol is compared with memtier's text), redis-benchmark (redis-tools),
+memaslap (libmemcached-tools installs it as memcaslap). Last, the peak RSS of a kvbench
+run with 2 worker processes at 100,000 keys (bench/rss.py).
+
+    python bench/peers.py                          # every cell, 5 rounds of 5 s
+    python bench/peers.py --rounds 7 --only 'redis-*' --json rounds.json
+    python bench/peers.py --list                   # the cells' names
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
+import fnmatch
 import json
-import os
-import re
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
-CONNECTIONS = 50
-VALUE_BYTES = 100
-KEYS = 100_000
-SERVER_CORE = "0"
-CLIENT_CORE = "1"
+import rss
+from peer_tools import (
+    CONNECTIONS,
+    KEYS,
+    VALUE_BYTES,
+    BenchError,
+    Counters,
+    Cpus,
+    KeySpace,
+    RedisBenchmark,
+    ToolRun,
+    expected_distinct,
+    kvbench,
+    kvbench_argv,
+    memaslap,
+    memtier,
+    memtier_argv,
+    pinned,
+    run_tool,
+    server,
+    versions,
+)
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def pinned(core: str, argv: list[str]) -> list[str]:
-    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
-        return ["taskset", "-c", core, *argv]
-    return argv
-
-
-@contextmanager
-def server(kind: str) -> Iterator[int]:
-    port = free_port()
-    workdir = tempfile.mkdtemp(prefix="kvbench-bench-")
-    if kind == "redis":
-        argv = [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            workdir,
-        ]
-    else:
-        argv = [
-            "memcached",
-            "-l",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-U",
-            "0",
-            "-t",
-            "1",
-            "-m",
-            "1024",
-            "-u",
-            "root",
-        ]
-    proc = subprocess.Popen(
-        pinned(SERVER_CORE, argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        for _ in range(500):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.01)
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
+# Hit rates further apart than this (fraction) make two runs different work: no ratio.
+HIT_RATE_TOLERANCE = 0.03
+FAIR_ROUNDS = 5
+# The distinct-keys check: this many sets, then the server's item count.
+SPREAD_SETS = 10_000
+# Both tools' keys are 14 bytes: memtier's numbers 100000..199999 (it numbers from 1 and
+# cannot pad), kvbench's 000000..099999.
+KVBENCH_KEYS = KeySpace("kvbench:", 0, 6)
+MEMTIER_KEYS = KeySpace("kvbench:", 100_000, 6)
+MEMASLAP_KEY_BYTES = 16
 
 
-def kvbench(url: str, pipeline: int, seconds: int) -> float:
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        argv = [
-            sys.executable,
-            "-m",
-            "kvbench",
-            "run",
-            url,
-            "-c",
-            str(CONNECTIONS),
-            "--processes",
-            "1",
-            "-P",
-            str(pipeline),
-            "--ratio",
-            "1:1",
-            "--value-size",
-            str(VALUE_BYTES),
-            "--keys",
-            str(KEYS),
-            "--duration",
-            f"{seconds}s",
-            "--warmup",
-            "1s",
-            "--json",
-            out.name,
-            "--no-save",
-            "-q",
-        ]
-        subprocess.run(pinned(CLIENT_CORE, argv), check=True, stdout=subprocess.DEVNULL)
-        doc = json.loads(Path(out.name).read_text())
-    if doc["totals"]["errors"]:
-        raise RuntimeError(f"kvbench saw {doc['totals']['errors']} errors")
-    return float(doc["totals"]["throughput_per_s"])
+@dataclass(frozen=True)
+class Side:
+    """One tool's half of a cell."""
+
+    tool: str
+    keys: KeySpace | None  # what its fresh server is prefilled with (None: nothing)
+    run: Callable[[int, int, Cpus], ToolRun]  # (port, seconds, cpus) -> its report
+    processes: int = 1  # client processes (kvbench) or threads (memtier)
 
 
-def redis_benchmark(port: int, pipeline: int, seconds: int) -> float:
-    """SET and GET runs; their combined rate (total requests / total time)."""
-    requests = 60_000 * seconds * (8 if pipeline > 1 else 1)
-    argv = [
-        "redis-benchmark",
-        "-h",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "-c",
-        str(CONNECTIONS),
-        "-n",
-        str(requests),
-        "-d",
-        str(VALUE_BYTES),
-        "-r",
-        str(KEYS),
-        "-P",
-        str(pipeline),
-        "-t",
-        "set,get",
-        "--csv",
-    ]
-    text = subprocess.run(
-        pinned(CLIENT_CORE, argv), check=True, capture_output=True, text=True
-    ).stdout
-    rates = [float(row["rps"]) for row in csv.DictReader(io.StringIO(text))]
-    return len(rates) / sum(1 / r for r in rates)
+@dataclass(frozen=True)
+class Cell:
+    """kvbench against one peer on one server, protocol and pipeline depth."""
+
+    name: str
+    title: str
+    server: str  # memcached or redis
+    threads: int  # server threads (memcached -t)
+    ours: Side
+    peer: Side
 
 
-def memaslap(port: int, pipeline: int, seconds: int) -> float:
-    binary = shutil.which("memaslap") or shutil.which("memcaslap")
-    assert binary is not None
-    with tempfile.NamedTemporaryFile("w", suffix=".cfg", delete=False) as cfg:
-        # key sizes, value sizes, then command proportions (0 = set, 1 = get)
-        # memaslap refuses keys shorter than 16 bytes; kvbench's are 13-14 ("kvbench:12345")
-        cfg.write(f"key\n16 16 1\nvalue\n{VALUE_BYTES} {VALUE_BYTES} 1\ncmd\n0 0.5\n1 0.5\n")
-    argv = [
-        binary,
-        "-s",
-        f"127.0.0.1:{port}",
-        "-T",
-        "1",
-        "-c",
-        str(CONNECTIONS),
-        "-t",
-        f"{seconds}s",
-        "-F",
-        cfg.name,
-    ]
-    text = subprocess.run(
-        pinned(CLIENT_CORE, argv), check=True, capture_output=True, text=True
-    ).stdout
-    os.unlink(cfg.name)
-    match = re.search(r"TPS:\s*(\d+)", text)
-    if not match:
-        raise RuntimeError(f"no TPS in memaslap output:\n{text}")
-    return float(match.group(1))
+@dataclass(frozen=True)
+class Sample:
+    """One tool's run in one round, with the server's view of it."""
 
-
-def memtier(kind: str, port: int, pipeline: int, seconds: int) -> float:
-    protocol = "redis" if kind == "redis" else "memcache_text"
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        argv = [
-            "memtier_benchmark",
-            "-s",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-P",
-            protocol,
-            "-t",
-            "1",
-            "-c",
-            str(CONNECTIONS),
-            "--pipeline",
-            str(pipeline),
-            "--ratio",
-            "1:1",
-            "-d",
-            str(VALUE_BYTES),
-            "--key-maximum",
-            str(KEYS),
-            "--test-time",
-            str(seconds),
-            "--json-out-file",
-            out.name,
-            "--hide-histogram",
-        ]
-        subprocess.run(pinned(CLIENT_CORE, argv), check=True, capture_output=True)
-        doc = json.loads(Path(out.name).read_text())
-    return float(doc["ALL STATS"]["Totals"]["Ops/sec"])
+    tool: str
+    round: int
+    ops_per_s: float
+    tool_ops: int
+    server_ops: int
+    server_us_per_op: float
+    hit_rate: float | None  # None: the server counted no gets
+    client_us_per_op: float
+    client_cores: float
+    driver: str
 
 
 @dataclass
-class Case:
-    server: str
-    pipeline: int
-    peer: str
-    run_peer: Callable[[int, int, int], float]
+class CellResult:
+    cell: Cell
+    ours: list[Sample] = field(default_factory=list)
+    theirs: list[Sample] = field(default_factory=list)
+
+    def median(self, samples: list[Sample], attr: str) -> float | None:
+        values = [getattr(s, attr) for s in samples if getattr(s, attr) is not None]
+        return statistics.median(values) if values else None
+
+    @property
+    def paired(self) -> list[float]:
+        """Each round's kvbench / peer: a drifting machine speed cancels within a pair."""
+        return [a.ops_per_s / b.ops_per_s for a, b in zip(self.ours, self.theirs, strict=False)]
+
+    @property
+    def same_work(self) -> bool:
+        ours, theirs = self.median(self.ours, "hit_rate"), self.median(self.theirs, "hit_rate")
+        if ours is None or theirs is None:  # a side without gets: the same only if both
+            return ours is theirs
+        return abs(ours - theirs) <= HIT_RATE_TOLERANCE
+
+    @property
+    def ratio(self) -> float | None:
+        """The median of the paired ratios; None when the hit rates say different work."""
+        return statistics.median(self.paired) if self.paired and self.same_work else None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "cell": self.cell.name,
+            "title": self.cell.title,
+            "peer": self.cell.peer.tool,
+            "server_threads": self.cell.threads,
+            "kvbench_median_ops_per_s": self.median(self.ours, "ops_per_s"),
+            "peer_median_ops_per_s": self.median(self.theirs, "ops_per_s"),
+            "paired_ratios": self.paired,
+            "median_paired_ratio": self.ratio,
+            "same_work": self.same_work,
+            "rounds": [asdict(s) for s in self.ours + self.theirs],
+        }
 
 
-def cases() -> list[Case]:
-    found = []
-    for pipeline in (1, 16):
-        if shutil.which("redis-benchmark"):
-            found.append(Case("redis", pipeline, "redis-benchmark", redis_benchmark))
-        if shutil.which("memtier_benchmark"):
+def kvbench_side(scheme: str, keys: KeySpace, pipeline: int, processes: int = 1) -> Side:
+    def run(port: int, seconds: int, cpus: Cpus) -> ToolRun:
+        url = f"{scheme}://127.0.0.1:{port}"
+        return kvbench(url, keys, processes, pipeline, seconds, cpus)
+
+    return Side("kvbench", keys, run, processes)
+
+
+def memtier_side(protocol: str, pipeline: int, threads: int = 1) -> Side:
+    def run(port: int, seconds: int, cpus: Cpus) -> ToolRun:
+        return memtier(protocol, port, MEMTIER_KEYS, threads, pipeline, seconds, cpus)
+
+    return Side("memtier_benchmark", MEMTIER_KEYS, run, threads)
+
+
+def cells() -> tuple[list[Cell], list[str]]:
+    """Every cell whose peer is installed, and a note for each that is not."""
+    found: list[Cell] = []
+    missing: list[str] = []
+    if shutil.which("memtier_benchmark"):
+        for name, server_kind, scheme, protocol, title in (
+            ("mc-text", "memcached", "memcached", "memcache_text", "memcached text"),
+            ("mc-binary", "memcached", "memcached+binary", "memcache_binary", "memcached binary"),
+            ("mc-meta", "memcached", "memcached+meta", "memcache_text", "memcached meta"),
+            ("redis", "redis", "redis", "redis", "Redis"),
+        ):
+            vs_text = " (memtier: text)" if name == "mc-meta" else ""
+            for p in (1, 16):
+                found.append(
+                    Cell(f"{name}-p{p}", f"{title}, P{p}{vs_text}", server_kind, 1,
+                         kvbench_side(scheme, KVBENCH_KEYS, p), memtier_side(protocol, p))
+                )  # fmt: skip
+        # Issue item 5: two client processes (threads) against a two-thread memcached.
+        found.append(
+            Cell("mc-text-p1-2proc", "memcached -t 2 text, P1, 2 processes / memtier -t 2",
+                 "memcached", 2, kvbench_side("memcached", KVBENCH_KEYS, 1, processes=2),
+                 memtier_side("memcache_text", 1, threads=2))
+        )  # fmt: skip
+    else:
+        missing.append("memtier_benchmark is not on PATH: its cells are left out")
+    if shutil.which("redis-benchmark"):
+        for p in (1, 16):
+            rb = RedisBenchmark(p)
             found.append(
-                Case(
-                    "redis",
-                    pipeline,
-                    "memtier_benchmark",
-                    lambda p, d, s: memtier("redis", p, d, s),
-                )
-            )
-            found.append(
-                Case(
-                    "memcached",
-                    pipeline,
-                    "memtier_benchmark",
-                    lambda p, d, s: memtier("memcached", p, d, s),
-                )
-            )
+                Cell(f"redis-p{p}-rb", f"Redis, P{p} (redis-benchmark)", "redis", 1,
+                     kvbench_side("redis", rb.keys, p), Side("redis-benchmark", rb.keys, rb))
+            )  # fmt: skip
+    else:
+        missing.append("redis-benchmark is not installed (redis-tools): its cells are left out")
     if shutil.which("memaslap") or shutil.which("memcaslap"):
-        found.append(Case("memcached", 1, "memaslap", memaslap))
+        keys = KeySpace("kvbench:", 0, MEMASLAP_KEY_BYTES - len("kvbench:"))
+        found.append(
+            Cell("mc-text-p1-memaslap", "memcached text, P1 (memaslap)", "memcached", 1,
+                 kvbench_side("memcached", keys, 1), Side("memaslap", None, memaslap))
+        )  # fmt: skip
+    else:
+        missing.append("memaslap is not installed (libmemcached-tools): its cell is left out")
+    return found, missing
+
+
+def measure(cell: Cell, side: Side, round_index: int, seconds: int, cpus: Cpus) -> Sample:
+    """One tool's run on a fresh server prefilled with its keys; counters around the run."""
+    with server(cell.server, cell.threads, cpus) as srv:
+        if side.keys is not None:
+            srv.prefill(side.keys)
+        before = srv.counters()
+        run = side.run(srv.port, seconds, cpus)
+        delta: Counters = srv.counters() - before
+    if delta.ops <= 0 or run.ops > delta.ops * 1.01:
+        raise BenchError(
+            f"{cell.name}: {side.tool} reported {run.ops:,} ops, the server counted {delta.ops:,}"
+        )
+    gets = delta.hits + delta.misses
+    return Sample(
+        tool=side.tool,
+        round=round_index,
+        ops_per_s=run.ops_per_s,
+        tool_ops=run.ops,
+        server_ops=delta.ops,
+        server_us_per_op=delta.cpu_s * 1e6 / delta.ops,
+        hit_rate=delta.hits / gets if gets else None,
+        client_us_per_op=run.client_cpu_s * 1e6 / run.ops if run.ops else 0.0,
+        client_cores=run.client_cores,
+        driver=run.driver,
+    )
+
+
+def describe(sample: Sample) -> str:
+    hits = "-" if sample.hit_rate is None else f"{sample.hit_rate:.1%}"
+    return (
+        f"{sample.tool:17} {sample.ops_per_s:>10,.0f} ops/s  server {sample.server_us_per_op:5.2f}"
+        f" us/op  hits {hits:>6}  client {sample.client_us_per_op:5.2f} us/op"
+        f" ({sample.client_cores:.2f} cores){'  ' + sample.driver if sample.driver else ''}"
+    )
+
+
+def run_cell(result: CellResult, rounds: int, seconds: int, cpus: Cpus) -> None:
+    """Fill ``result`` with ``rounds`` rounds, which tool goes first alternating: A B, B A,
+    A B, ... (in place: an interrupted cell keeps the rounds it finished)."""
+    cell = result.cell
+    for r in range(rounds):
+        sides = [(cell.ours, result.ours), (cell.peer, result.theirs)]
+        for side, samples in sides if r % 2 == 0 else sides[::-1]:
+            sample = measure(cell, side, r + 1, seconds, cpus)
+            samples.append(sample)
+            print(f"  {cell.name} round {r + 1}/{rounds}  {describe(sample)}", flush=True)
+
+
+def spread_argv(tool: str, clients: int, port: int) -> list[str]:
+    """``tool`` storing SPREAD_SETS keys with ``clients`` processes (threads), 50 connections."""
+    if tool == "kvbench":
+        argv = kvbench_argv(f"memcached://127.0.0.1:{port}", KVBENCH_KEYS, clients, 1)
+        return [*argv, "--ratio", "1:0", "-n", str(SPREAD_SETS)]
+    argv = memtier_argv(port, "memcache_text", MEMTIER_KEYS, clients, 1)
+    return [*argv, "--ratio=1:0", f"--requests={SPREAD_SETS // CONNECTIONS}"]
+
+
+def distinct_keys(cells: list[Cell], cpus: Cpus) -> dict[str, int]:
+    """Distinct keys SPREAD_SETS sets touch on an empty memcached, per tool and client count.
+
+    Independent uniform draws from 100,000 keys touch ~9,516; connections that all repeat
+    one sequence touch SPREAD_SETS / 50 (memtier without --distinct-client-seed: 200).
+    """
+    sides = {(c.ours.tool, c.ours.processes) for c in cells}
+    sides |= {(c.peer.tool, c.peer.processes) for c in cells if c.peer.tool == "memtier_benchmark"}
+    expected = expected_distinct(KEYS, SPREAD_SETS)
+    found: dict[str, int] = {}
+    for tool, clients in sorted(sides):
+        name = f"{tool} with {clients} {'process' if tool == 'kvbench' else 'thread'}(s)"
+        with server("memcached", 1, cpus) as srv:
+            run_tool(tool, pinned(cpus.client, spread_argv(tool, clients, srv.port)), 10)
+            found[name] = count = srv.counters().items
+        print(
+            f"distinct keys in {SPREAD_SETS:,} sets: {name}: {count:,} (uniform: {expected:,.0f})"
+        )
+        if count < 0.9 * expected:
+            raise BenchError(f"{name} repeats key sequences across connections ({count:,} keys)")
     return found
 
 
-def main() -> None:
+def table(results: list[CellResult]) -> str:
+    """The issue's table: cell, both tools' medians, the ratio, kvbench's driver, and what
+    explains the ratio (server and client CPU per op, hit rates)."""
+    lines = [
+        "| cell | kvbench ops/s | peer | peer ops/s | kvbench / peer (paired, range) | driver"
+        " | kvbench client CPU | server us/op kvbench / peer | client us/op kvbench / peer"
+        " | hit % kvbench / peer |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for res in results:
+        m = res.median
+        ratio = res.ratio
+        spread = f"{min(res.paired):.2f}-{max(res.paired):.2f}" if res.paired else ""
+        shown = (
+            f"{ratio:.2f} ({spread})" if ratio is not None else f"- (hit rates differ; {spread})"
+        )
+        drivers = sorted({s.driver for s in res.ours})
+        lines.append(
+            f"| {res.cell.title} | {m(res.ours, 'ops_per_s'):,.0f} | {res.cell.peer.tool}"
+            f" | {m(res.theirs, 'ops_per_s'):,.0f} | {shown} | {', '.join(drivers)}"
+            f" | {m(res.ours, 'client_cores'):.2f} cores"
+            f" | {m(res.ours, 'server_us_per_op'):.2f} / {m(res.theirs, 'server_us_per_op'):.2f}"
+            f" | {m(res.ours, 'client_us_per_op'):.2f} / {m(res.theirs, 'client_us_per_op'):.2f}"
+            f" | {_percent(m(res.ours, 'hit_rate'))} / {_percent(m(res.theirs, 'hit_rate'))} |"
+        )
+    return "\n".join(lines)
+
+
+def _percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.1%}"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=int, default=5)
-    parser.add_argument("--only", help="run only cases whose server or peer contains this")
-    args = parser.parse_args()
-    rows = []
-    for case in cases():
-        if args.only and args.only not in case.server and args.only not in case.peer:
-            continue
-        ours, theirs = [], []
-        with server(case.server) as port:
-            url = f"{'redis' if case.server == 'redis' else 'memcached'}://127.0.0.1:{port}"
-            for _ in range(args.rounds):  # A B A B
-                ours.append(kvbench(url, case.pipeline, args.seconds))
-                theirs.append(case.run_peer(port, case.pipeline, args.seconds))
-        a, b = statistics.median(ours), statistics.median(theirs)
-        # A virtual machine's speed drifts between rounds; the ratio of each A B pair
-        # cancels the drift that the ratio of the two medians keeps.
-        paired = statistics.median(x / y for x, y in zip(ours, theirs, strict=True))
-        rows.append((case, a, b, paired))
-        print(
-            f"{case.server:9} P={case.pipeline:<2} kvbench {a:>10,.0f}  {case.peer:17} {b:>10,.0f}"
-            f"  ratio {a / b:.2f} (paired {paired:.2f})   rounds kvbench"
-            f" {[round(x) for x in ours]} peer {[round(x) for x in theirs]}",
-            flush=True,
-        )
-    print(
-        "\n| server | pipeline | kvbench ops/s | peer | peer ops/s | kvbench/peer"
-        " | median of paired ratios |"
+    parser.add_argument("--rounds", type=int, default=FAIR_ROUNDS, help="rounds per cell [5]")
+    parser.add_argument("--seconds", type=int, default=5, help="measured seconds per run [5]")
+    parser.add_argument(
+        "--only", nargs="+", metavar="CELL", help="cells by name or glob (rss: the RSS check)"
     )
-    print("|---|---|---|---|---|---|---|")
-    for case, a, b, paired in rows:
+    parser.add_argument("--json", metavar="FILE", help="write every round's figures here")
+    parser.add_argument("--list", action="store_true", help="print the cells' names and exit")
+    parser.add_argument("--server-cpus", default="0", help="taskset list for servers [0]")
+    parser.add_argument("--client-cpus", default="1", help="taskset list for clients [1]")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.seconds < 1:
+        parser.error("--rounds and --seconds must be at least 1")
+    return args
+
+
+def cpu_count(cpus: str) -> int:
+    """CPUs in a taskset list ("0", "0-1,4")."""
+    total = 0
+    for part in cpus.split(","):
+        low, _, high = part.partition("-")
+        total += int(high or low) - int(low) + 1
+    return total
+
+
+def selected(all_cells: list[Cell], patterns: list[str] | None) -> list[Cell]:
+    if not patterns:
+        return all_cells
+    return [c for c in all_cells if any(fnmatch.fnmatchcase(c.name, p) for p in patterns)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cpus = Cpus(args.server_cpus, args.client_cpus)
+    all_cells, missing = cells()
+    if args.list:
+        print("\n".join([f"{c.name:20} {c.title}" for c in all_cells] + ["rss"]))
+        return 0
+    chosen = selected(all_cells, args.only)
+    with_rss = not args.only or any(fnmatch.fnmatchcase("rss", p) for p in args.only)
+    if not chosen and not with_rss:
+        print(f"peers: no cell matches {args.only} (--list names them)", file=sys.stderr)
+        return 2
+    for note in missing:
+        print(f"note: {note}")
+    if args.rounds < FAIR_ROUNDS:
+        print(f"note: {args.rounds} rounds: the fair method asks for at least {FAIR_ROUNDS}")
+    print(
+        f"server on CPUs {cpus.server}, clients on CPUs {cpus.client}; {CONNECTIONS} connections,"
+        f" {VALUE_BYTES}-byte values, set:get 1:1, {KEYS:,} keys, {args.rounds} rounds of"
+        f" {args.seconds} s per tool and cell",
+        flush=True,
+    )
+    for cell in chosen:
+        if cell.threads > cpu_count(cpus.server):
+            print(f"note: {cell.name}: {cell.threads} server threads share CPUs {cpus.server}")
+    results: list[CellResult] = []
+    report: dict[str, Any] = {"settings": vars(args), "versions": versions(), "cells": []}
+    print("; ".join(f"{name}: {text}" for name, text in report["versions"].items()))
+    status = 0
+    try:
+        report["distinct_keys"] = distinct_keys(chosen, cpus)
+        for cell in chosen:
+            print(f"{cell.name}: {cell.title}, kvbench vs {cell.peer.tool}", flush=True)
+            results.append(CellResult(cell))
+            run_cell(results[-1], args.rounds, args.seconds, cpus)
+        if with_rss:
+            report["rss"] = rss_check(args.seconds)
+    except BenchError as exc:
+        print(f"peers: {exc}", file=sys.stderr)
+        status = 1
+    except KeyboardInterrupt:
+        print("peers: interrupted; the cells finished so far follow", file=sys.stderr)
+        status = 130
+    report["cells"] = [r.as_json() for r in results]
+    paired = [r for r in results if r.paired]  # an interrupted cell may have no pair yet
+    if paired:
+        print()
+        print(table(paired))
         print(
-            f"| {case.server} | {case.pipeline} | {a:,.0f} | {case.peer} | {b:,.0f}"
-            f" | {a / b:.2f} | {paired:.2f} |"
+            "\nratio: the median over rounds of kvbench / peer in the same round; server us/op:"
+            " the server's CPU seconds over its own count of gets and sets during the run"
         )
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=2, default=str)
+    return status
+
+
+def rss_check(seconds: int) -> dict[str, Any]:
+    """Peak RSS of coordinator + 2 workers at 100,000 keys (bench/rss.py; target < 300 MB)."""
+    try:
+        peak = rss.peak_rss_bytes(None, keys=KEYS, processes=2, seconds=seconds)
+    except RuntimeError as exc:
+        raise BenchError(f"rss: {exc}") from None  # a BenchError (its server) passes as is
+    verdict = "under" if peak < rss.TARGET_BYTES else "OVER"
+    print(
+        f"peak RSS, kvbench coordinator + 2 workers, {KEYS:,} keys: {peak / 1e6:.0f} MB"
+        f" ({peak / 2**20:.0f} MiB), {verdict} the 300 MB target",
+        flush=True,
+    )
+    return {"peak_rss_bytes": peak, "processes": 2, "keys": KEYS}
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

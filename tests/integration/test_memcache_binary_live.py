@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import uuid
 
 import pytest
 
-from kvbench.protocols.base import NEED_DATA, CodecOptions, Op, Reply, ReplyKind, parse_stats_text
+from kvbench.protocols.base import CodecOptions, Op, ReplyKind, parse_stats_text
 from kvbench.protocols.memcache_binary import MemcacheBinaryCodec
+from tests.support.codec_checks import exchange
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
@@ -19,26 +19,6 @@ K = ReplyKind
 @pytest.fixture
 def prefix(request: pytest.FixtureRequest) -> bytes:
     return f"{request.node.name[:40]}:{uuid.uuid4().hex[:8]}:".encode()
-
-
-def exchange(
-    server: Server, codec: MemcacheBinaryCodec, out: bytearray, expected: int
-) -> list[Reply]:
-    """Send ``out`` on a fresh connection; read until ``expected`` replies came back."""
-    replies: list[Reply] = []
-    with socket.create_connection((server.host, server.port), timeout=5) as sock:
-        sock.sendall(out)
-        while len(replies) < expected:
-            data = sock.recv(65536)
-            if not data:
-                codec.feed_eof()
-            else:
-                codec.feed(data)
-            while (reply := codec.next_reply()) is not NEED_DATA:
-                assert isinstance(reply, Reply)
-                replies.append(reply)
-    assert codec.pending() == 0
-    return replies
 
 
 def test_every_op_pipelined(memcached_server: Server, prefix: bytes) -> None:

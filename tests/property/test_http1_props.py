@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kvbench.errors import ProtocolError
 from kvbench.protocols.base import NEED_DATA, CodecOptions, Op, Reply, ReplyKind
 from kvbench.protocols.http1 import HttpMemcCodec
+from tests.support.codec_checks import replies_or_protocol_error
 
 K = ReplyKind
 tokens = st.text("abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=12)
@@ -83,18 +84,7 @@ def test_random_bytes_give_replies_or_protocol_error_only(
     codec = HttpMemcCodec()
     for _ in range(4):
         codec.encode(Op.GET, b"k", None, bytearray())
-    bounds = [0, *sorted(c for c in cuts if c <= len(data)), len(data)]
-    try:
-        for lo, hi in pairwise(bounds):
-            codec.feed(data[lo:hi])
-            while codec.next_reply() is not NEED_DATA:
-                pass
-        if eof:
-            codec.feed_eof()
-            while codec.next_reply() is not NEED_DATA:
-                pass
-    except ProtocolError:
-        pass
+    replies_or_protocol_error(codec, data, cuts, eof)
 
 
 @settings(max_examples=300, deadline=None)

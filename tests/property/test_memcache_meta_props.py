@@ -9,10 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvbench.errors import ProtocolError
 from kvbench.protocols.base import (
     DEFAULT_MAX_REPLY_BYTES,
-    KEYS_SHIFT,
     NEED_DATA,
     CodecOptions,
     Op,
@@ -20,15 +18,24 @@ from kvbench.protocols.base import (
     ReplyKind,
 )
 from kvbench.protocols.memcache_meta import MemcacheMetaCodec
+from tests.support.codec_checks import (
+    batch_arguments,
+    code_of,
+    encode_in_windows,
+    messages,
+    outcome,
+    parse_all,
+    read_in_pieces,
+    replies_or_protocol_error,
+    step_of,
+    values,
+)
+from tests.support.codec_checks import memcache_keys as keys
 
 K = ReplyKind
 STORAGE = {Op.SET: b"", Op.ADD: b"ME", Op.REPLACE: b"MR", Op.APPEND: b"MA", Op.PREPEND: b"MP"}
 STORE_CODES = {b"HD": K.STORED, b"NS": K.NOT_STORED, b"EX": K.EXISTS, b"NF": K.NOT_FOUND}
 DELETE_CODES = {b"HD": K.DELETED, b"NF": K.NOT_FOUND, b"EX": K.EXISTS}
-
-keys = st.text("abcxyz0123456789:_-", min_size=1, max_size=10).map(str.encode)
-values = st.binary(max_size=40)
-messages = st.text("abcdefghij ,.:0123456789", max_size=30).map(str.encode)
 
 
 @dataclass(frozen=True)
@@ -142,16 +149,6 @@ def render(e: Exchange, request: bytes, keep: bool, noreply: bool) -> tuple[byte
     if quiet:
         return (b"", None) if outcome == b"HD" else (status, None)
     return status, Reply(table[outcome], len(status))
-
-
-def parse_all(codec: MemcacheMetaCodec, wire: bytes, cuts: list[int]) -> list[Reply]:
-    replies: list[Reply] = []
-    for start, end in itertools.pairwise([0, *sorted(cuts), len(wire)]):
-        codec.feed(wire[start:end])
-        while (reply := codec.next_reply()) is not NEED_DATA:
-            assert isinstance(reply, Reply)
-            replies.append(reply)
-    return replies
 
 
 @settings(deadline=None)
@@ -283,33 +280,12 @@ def test_random_bytes_give_replies_or_protocol_error_only(
     for op in requests:
         key: bytes | list[bytes] = [b"k", b"a"] if op is Op.MGET else b"k"
         codec.encode(op, key, b"v" if op in STORAGE or op is Op.CAS else None, bytearray(), 1)
-    announced = codec.pending()
-    replies: list[Reply] = []
-    try:
-        replies = parse_all(codec, wire, [c for c in cuts if c <= len(wire)])
-        if eof:
-            codec.feed_eof()
-            assert codec.next_reply() is NEED_DATA
-            assert codec.pending() == 0
-    except ProtocolError:
-        try:
-            codec.next_reply()
-        except ProtocolError:
-            pass
-        else:
-            raise AssertionError("codec answered after a ProtocolError") from None
-    assert len(replies) <= announced
-    assert sum(r.nbytes for r in replies) <= len(wire)
-    assert all(r.nbytes > 0 for r in replies)
+    replies_or_protocol_error(codec, wire, cuts, eof)
     quietable = (*STORAGE, Op.CAS, Op.DELETE, Op.INCR, Op.DECR)
     assert codec.quiet_failures <= (sum(op in quietable for op in requests) if noreply else 0)
 
 
 # -- batch paths: encode_many and read_kinds against encode and next_reply ---------------
-
-
-def code_of(reply: Reply) -> int:
-    return reply.kind | reply.keys << KEYS_SHIFT
 
 
 @settings(deadline=None)
@@ -318,16 +294,7 @@ def test_batch_paths_write_and_read_what_the_per_op_paths_do(
     data: st.DataObject, keep: bool
 ) -> None:
     plan = data.draw(st.lists(exchanges(False), min_size=1, max_size=12))
-    ops = [int(e.op) for e in plan]
-    keys: list[Any] = [
-        list(e.key) if e.op is Op.MGET and data.draw(st.booleans()) else e.key for e in plan
-    ]
-    values: list[Any] = [
-        data.draw(st.sampled_from([memoryview(e.value), e.value]))
-        if e.value is not None
-        else data.draw(st.sampled_from([memoryview(b"ignored"), None]))
-        for e in plan
-    ]
+    ops, keys, values = batch_arguments(data.draw, [(e.op, e.key, e.value) for e in plan])
     options = CodecOptions(keep_payload=keep, ttl_s=9, flags=3)
     one, many = MemcacheMetaCodec(options), MemcacheMetaCodec(options)
     out_one, out_many = bytearray(), bytearray()
@@ -335,68 +302,20 @@ def test_batch_paths_write_and_read_what_the_per_op_paths_do(
     expected: list[int] = []
     for e, op, key, value in zip(plan, ops, keys, values, strict=True):
         request = bytearray()
-        one.encode(Op(op), key, value, request, 1 if op in (Op.INCR, Op.DECR) else 0)
+        one.encode(Op(op), key, value, request, step_of(op))
         out_one += request
         reply_wire, reply = render(e, bytes(request), keep, False)
         assert reply is not None
         wire += reply_wire
         expected.append(code_of(reply))
-    # encode_many over random windows, some requests through encode between them.
-    bounds = sorted(data.draw(st.lists(st.integers(0, len(plan)), max_size=4)))
-    position = 0
-    for bound in [*bounds, len(plan)]:
-        stop = max(bound, position)
-        assert many.encode_many(ops, keys, values, position, stop, out_many) == stop - position
-        position = stop
-        if position < len(plan) and data.draw(st.booleans()):
-            step = 1 if ops[position] in (Op.INCR, Op.DECR) else 0
-            many.encode(Op(ops[position]), keys[position], values[position], out_many, step)
-            position += 1
+    encode_in_windows(data, many, ops, keys, values, out_many)
     assert bytes(out_many) == bytes(out_one)
     assert many.pending() == one.pending() == len(plan)
 
     cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=8)))
     assert [code_of(r) for r in parse_all(one, wire, cuts)] == expected
-    codes: list[int] = []
-    for start, end in itertools.pairwise([0, *cuts, len(wire)]):
-        many.feed(wire[start:end])
-        if data.draw(st.booleans()):
-            codes.extend(code_of(r) for r in parse_all(many, b"", []))
-        before = len(codes)
-        assert many.read_kinds(codes) == len(codes) - before
-    assert codes == expected
+    assert read_in_pieces(data, many, wire) == expected
     assert many.pending() == 0
-
-
-def outcome(
-    codec: MemcacheMetaCodec, wire: bytes, cuts: list[int], eof: bool, batch: list[bool]
-) -> tuple[object, ...]:
-    """The codes a codec produces for ``wire``, the error that stopped it, if any, how
-    many quiet failures it counted and (without an error) how many replies it awaits."""
-    codes: list[int] = []
-    try:
-        for index, (start, end) in enumerate(itertools.pairwise([0, *cuts, len(wire), -1])):
-            if end < 0:
-                if not eof:
-                    break
-                codec.feed_eof()
-            else:
-                codec.feed(wire[start:end])
-            if batch[index % len(batch)]:
-                codec.read_kinds(codes)
-            else:
-                while (reply := codec.next_reply()) is not NEED_DATA:
-                    codes.append(code_of(reply))  # type: ignore[arg-type]
-    except ProtocolError as exc:
-        for call in (codec.next_reply, lambda: codec.read_kinds(codes)):
-            try:
-                call()
-            except ProtocolError:
-                pass
-            else:
-                raise AssertionError("codec answered after a ProtocolError") from None
-        return codes, f"{type(exc).__name__}: {exc}", codec.quiet_failures
-    return codes, None, codec.quiet_failures, codec.pending()
 
 
 BATCH_TOKENS = [*TOKENS, b"VA 1 O0\r\n", b"HD O1\r\n", b"EN O2\r\n", b" O1\r\n", b"+", b"_"]
@@ -437,6 +356,7 @@ def test_read_kinds_accepts_and_rejects_exactly_what_next_reply_does(
                 codec.encode_many([int(op)], [key], [value], 0, 1, bytearray())
             else:
                 codec.encode(op, key, value, bytearray(), 1)
-        results.append(outcome(codec, wire, sorted(c for c in cuts if c <= len(wire)), eof, batch))
+        cut = sorted(c for c in cuts if c <= len(wire))
+        results.append((*outcome(codec, wire, cut, eof, batch), codec.quiet_failures))
     assert results[1] == results[0]
     assert results[2] == results[0]

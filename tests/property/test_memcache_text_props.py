@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
-from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvbench.errors import ProtocolError
 from kvbench.protocols.base import (
     DEFAULT_MAX_REPLY_BYTES,
-    KEYS_SHIFT,
     NEED_DATA,
     CodecOptions,
     Op,
@@ -20,6 +16,19 @@ from kvbench.protocols.base import (
     ReplyKind,
 )
 from kvbench.protocols.memcache_text import MemcacheTextCodec
+from tests.support.codec_checks import (
+    batch_arguments,
+    code_of,
+    encode_in_windows,
+    messages,
+    outcome,
+    parse_all,
+    read_in_pieces,
+    replies_or_protocol_error,
+    step_of,
+    values,
+)
+from tests.support.codec_checks import memcache_keys as keys
 
 K = ReplyKind
 STORE_VERBS = {
@@ -35,10 +44,6 @@ STORE_WORDS = {
     b"EXISTS": K.EXISTS,
     b"NOT_FOUND": K.NOT_FOUND,
 }
-
-keys = st.text("abcxyz0123456789:_-", min_size=1, max_size=10).map(str.encode)
-values = st.binary(max_size=40)
-messages = st.text("abcdefghij ,.:0123456789", max_size=30).map(str.encode)
 
 
 @dataclass(frozen=True)
@@ -145,17 +150,6 @@ def _maybe_quiet(exchange: Exchange, noreply: bool) -> Exchange:
     if not noreply:
         return exchange
     return Exchange(exchange.op, exchange.key, exchange.value, exchange.arg, b"", None)
-
-
-def parse_all(codec: MemcacheTextCodec, wire: bytes, cuts: list[int]) -> list[Reply]:
-    replies: list[Reply] = []
-    bounds = [0, *sorted(cuts), len(wire)]
-    for start, end in itertools.pairwise(bounds):
-        codec.feed(wire[start:end])
-        while (reply := codec.next_reply()) is not NEED_DATA:
-            assert isinstance(reply, Reply)
-            replies.append(reply)
-    return replies
 
 
 @settings(deadline=None)
@@ -306,49 +300,12 @@ def test_random_bytes_give_replies_or_protocol_error_only(
     for op in requests:
         key: bytes | list[bytes] = [b"k", b"a"] if op is Op.MGET else b"k"
         codec.encode(op, key, b"v" if op in STORE_VERBS or op is Op.CAS else None, bytearray(), 1)
-    announced = codec.pending()
-    replies: list[Reply] = []
-    try:
-        replies = parse_all(codec, wire, [c for c in cuts if c <= len(wire)])
-        if eof:
-            codec.feed_eof()
-            assert codec.next_reply() is NEED_DATA
-            assert codec.pending() == 0 and not wire[sum(r.nbytes for r in replies) :]
-    except ProtocolError:
-        try:
-            codec.next_reply()
-        except ProtocolError:
-            pass
-        else:
-            raise AssertionError("codec answered after a ProtocolError") from None
-    assert len(replies) <= announced
-    assert sum(r.nbytes for r in replies) <= len(wire)
-    assert all(r.nbytes > 0 for r in replies)
+    replies, error = replies_or_protocol_error(codec, wire, cuts, eof)
+    if eof and error is None:  # nothing is left unread: every byte was a reply's
+        assert sum(r.nbytes for r in replies) == len(wire)
 
 
 # -- batch paths: encode_many and read_kinds against encode and next_reply ---------------
-
-
-def code_of(reply: Reply) -> int:
-    return reply.kind | reply.keys << KEYS_SHIFT
-
-
-def batch_arguments(
-    draw: st.DrawFn, plan: list[Exchange]
-) -> tuple[list[int], list[Any], list[Any]]:
-    """The engine's view of a plan: int ops, keys (MGET: a tuple, or any sequence) and
-    values (a memoryview for every op, or bytes or None)."""
-    ops = [int(e.op) for e in plan]
-    keys: list[Any] = [
-        (list(e.key) if draw(st.booleans()) else e.key) if e.op is Op.MGET else e.key for e in plan
-    ]
-    values: list[Any] = []
-    for e in plan:
-        if e.value is not None:
-            values.append(draw(st.sampled_from([memoryview(e.value), e.value])))
-        else:
-            values.append(draw(st.sampled_from([memoryview(b"ignored"), None])))
-    return ops, keys, values
 
 
 @settings(deadline=None)
@@ -361,23 +318,13 @@ def test_batch_paths_write_and_read_what_the_per_op_paths_do(
             lambda p: all(e.op is not Op.CAS for e in p)  # cas needs its arg
         )
     )
-    ops, keys, values = batch_arguments(data.draw, plan)
+    ops, keys, values = batch_arguments(data.draw, [(e.op, e.key, e.value) for e in plan])
     options = CodecOptions(keep_payload=keep, flags=flags, ttl_s=9)
     one, many = MemcacheTextCodec(options), MemcacheTextCodec(options)
     out_one, out_many = bytearray(), bytearray()
     for op, key, value in zip(ops, keys, values, strict=True):
-        one.encode(Op(op), key, value, out_one, 1 if op in (Op.INCR, Op.DECR) else 0)
-    # encode_many over random windows, some requests through encode between them.
-    bounds = sorted(data.draw(st.lists(st.integers(0, len(plan)), max_size=4)))
-    position = 0
-    for bound in [*bounds, len(plan)]:
-        stop = max(bound, position)
-        assert many.encode_many(ops, keys, values, position, stop, out_many) == stop - position
-        position = stop
-        if position < len(plan) and data.draw(st.booleans()):
-            step = 1 if ops[position] in (Op.INCR, Op.DECR) else 0
-            many.encode(Op(ops[position]), keys[position], values[position], out_many, step)
-            position += 1
+        one.encode(Op(op), key, value, out_one, step_of(op))
+    encode_in_windows(data, many, ops, keys, values, out_many)
     assert bytes(out_many) == bytes(out_one)
     assert many.pending() == one.pending() == len(plan)
 
@@ -385,46 +332,8 @@ def test_batch_paths_write_and_read_what_the_per_op_paths_do(
     cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=8)))
     expected = [code_of(e.expected) for e in plan if e.expected is not None]
     assert [code_of(r) for r in parse_all(one, wire, cuts)] == expected
-    codes: list[int] = []
-    for start, end in itertools.pairwise([0, *cuts, len(wire)]):
-        many.feed(wire[start:end])
-        if data.draw(st.booleans()):
-            codes.extend(code_of(r) for r in parse_all(many, b"", []))
-        before = len(codes)
-        assert many.read_kinds(codes) == len(codes) - before
-    assert codes == expected
+    assert read_in_pieces(data, many, wire) == expected
     assert many.pending() == 0
-
-
-def outcome(
-    codec: MemcacheTextCodec, wire: bytes, cuts: list[int], eof: bool, batch: list[bool]
-) -> tuple[object, ...]:
-    """The codes a codec produces for ``wire``, and the error that stopped it, if any, or
-    how many replies it still awaits."""
-    codes: list[int] = []
-    try:
-        for index, (start, end) in enumerate(itertools.pairwise([0, *cuts, len(wire), -1])):
-            if end < 0:
-                if not eof:
-                    break
-                codec.feed_eof()
-            else:
-                codec.feed(wire[start:end])
-            if batch[index % len(batch)]:
-                codec.read_kinds(codes)
-            else:
-                while (reply := codec.next_reply()) is not NEED_DATA:
-                    codes.append(code_of(reply))  # type: ignore[arg-type]
-    except ProtocolError as exc:
-        for call in (codec.next_reply, lambda: codec.read_kinds(codes)):
-            try:
-                call()
-            except ProtocolError:
-                pass
-            else:
-                raise AssertionError("codec answered after a ProtocolError") from None
-        return codes, f"{type(exc).__name__}: {exc}"
-    return codes, None, codec.pending()
 
 
 @settings(deadline=None, max_examples=400)

@@ -192,8 +192,8 @@ class Link(asyncio.Protocol):
         """Read the setup's replies; an error reply refuses the link (SetupRefused)."""
         while self._setup_left and (reply := self._codec.next_reply()) is not NEED_DATA:
             self._setup_left -= 1
-            if reply.kind == ReplyKind.ERROR_REPLY:  # type: ignore[union-attr]
-                payload = reply.payload or b"error"  # type: ignore[union-attr]
+            if reply.kind == ReplyKind.ERROR_REPLY:
+                payload = reply.payload or b"error"
                 self.setup_error = payload.decode("utf-8", "replace").strip()
                 if self.ready is not None and not self.ready.done():
                     self.ready.set_exception(SetupRefused(self.setup_error))

@@ -382,14 +382,14 @@ class Consumer(QueueLink):
             while (reply := next_reply()) is not NEED_DATA:
                 if head == waiting:  # a reply to no request: counted nowhere
                     raise ProtocolError("more replies than gets in flight")
-                kind = reply.kind  # type: ignore[union-attr]
+                kind = reply.kind
                 ops.append(GET)
-                codes.append(kind | reply.keys << 8)  # type: ignore[union-attr]
+                codes.append(kind | reply.keys << 8)
                 latencies.append(now - sent_ns[head])
                 head += 1
                 if kind is _HIT:
                     messages += 1
-                    payload = reply.payload  # type: ignore[union-attr]
+                    payload = reply.payload
                     if payload is not None and len(payload) >= HEADER_BYTES:
                         magic, run_tag, producer, seq, sent = unpack(payload)
                         if magic == MAGIC and run_tag == tag:
@@ -402,7 +402,7 @@ class Consumer(QueueLink):
                 elif kind is _MISS:
                     empties += 1
                 else:
-                    text = (reply.payload or b"").decode("utf-8", "replace")  # type: ignore[union-attr]
+                    text = (reply.payload or b"").decode("utf-8", "replace")
                     self._host.note_error("get_error_reply", text.strip() or "error reply")
         except ProtocolError as exc:  # the replies before it were counted
             error = exc

@@ -7,21 +7,23 @@ a FIFO of pending requests. Sans-IO, like the codecs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import abc
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
 from kvbench.protocols._buffer import ReceiveBuffer
+from kvbench.protocols._codec_base import CodecBase
 from kvbench.protocols.base import (
     NEED_DATA,
-    BatchDefaults,
     CodecOptions,
+    Key,
     NeedData,
+    Op,
     Reply,
     ReplyKind,
+    Value,
 )
-
-Value = bytes | bytearray | memoryview
 
 # protocol.txt "Error strings": ERROR, CLIENT_ERROR <error>, SERVER_ERROR <error>. They can
 # answer any command (SERVER_ERROR out of memory ...), so every parser accepts them.
@@ -183,56 +185,105 @@ def meta_token(token: bytes | bytearray) -> int:
     return -1
 
 
-class MemcacheCore(BatchDefaults):
+class MemcacheCore(CodecBase):
     """What both memcached codecs keep per connection, and the calls that only touch it.
 
-    The pending FIFO is two aligned sequences read from ``_head``: ``_ops``, the op of each
+    The pending FIFO is two aligned sequences read from ``_head``: ``_pending``, the op of each
     announced request (a bytearray, so ``count`` sees runs of one op without a loop), and
     ``_args``, what that request's reply parser needs. ``encode_many`` extends both with a
-    slice or a range per batch; the answered prefix is dropped now and then.
+    slice or a range per batch. A multi-get's reply is assembled across ``NEED_DATA`` in
+    ``_mget_count``/``_mget_nbytes``/``_mget_values`` by the codec's parser, then made a
+    ``Reply`` by ``_finish_mget``.
 
     Args:
         options: per-connection settings.
     """
 
+    COMPACT_AT = COMPACT_AT
+    _pending: bytearray
+    # Built by each codec: its encoder per op (``op_table``), called as encode is.
+    _encoders: list[Callable[[Op, Any, Value | None, bytearray, int], int]]
+
     def __init__(self, options: CodecOptions) -> None:
-        self._keep = options.keep_payload
-        self._max = options.max_reply_bytes
+        super().__init__(options, bytearray())
+        self._args: list[Any] = []
         self._noreply = options.noreply
         self._rb = ReceiveBuffer()
-        self._ops = bytearray()
-        self._args: list[Any] = []
-        self._head = 0
-        self._eof = False
-        self._dead: str | None = None
+        self._receive = self._rb.feed
+        self._mget_count = 0
+        self._mget_nbytes = 0
+        self._mget_values: list[bytes] = []
 
-    def feed(self, data: bytes | bytearray | memoryview) -> None:
-        """Buffer bytes received from the server; call ``next_reply`` until ``NEED_DATA``.
+    def encode(self, op: Op, key: Key, value: Value | None, out: bytearray, arg: int = 0) -> int:
+        """Append one request to ``out`` and remember the reply it expects.
+
+        The codec's class docstring maps ops to commands. Keys are written as given: the
+        workload plan validates them once (no spaces or control characters, at most 250
+        bytes), not every request.
+
+        Returns:
+            How many replies the request produces: 1, or 0 for a noreply (quiet) request.
 
         Raises:
-            ProtocolError: the codec already failed, or EOF was already fed.
+            ValueError: an op the protocol has no command for, a storage op without a
+                value, a negative delta, or an MGET without a key sequence.
         """
-        if self._dead is not None:
-            raise ProtocolError(f"codec unusable after an earlier error: {self._dead}")
-        if self._eof:
-            raise self._kill("data fed after EOF")
-        self._rb.feed(data)
+        return self._encoders[op](op, key, value, out, arg)
 
-    def feed_eof(self) -> None:
-        """Mark the end of the stream; a reply cut short then fails at ``next_reply``."""
-        self._eof = True
+    def _compact(self, head: int) -> None:
+        del self._pending[:head], self._args[:head]
 
-    def pending(self) -> int:
-        """How many announced replies have not been returned yet."""
-        return len(self._ops) - self._head
+    def read_kinds(self, kinds: list[int]) -> int:
+        """See ``ClientCodec.read_kinds``: the same replies, in the same order, as
+        ``next_reply`` gives; the common ones are recognized inline and never copied (the
+        codec's ``_read_inline``), the rest go to the op's parser."""
+        if self._failure is not None:
+            self._refuse()
+        data = self._rb.data
+        pos = self._rb.pos
+        if len(data) - pos > self._max:
+            # Then a complete reply may be too large: the parsers check the bound.
+            return super().read_kinds(kinds)
+        return self._read_inline(kinds, data, pos)
 
-    def _advance(self, head: int) -> None:
-        """Move the FIFO head, dropping the answered prefix once it is long enough."""
-        if head >= COMPACT_AT and head * 2 >= len(self._ops):
-            del self._ops[:head], self._args[:head]
-            head = 0
-        self._head = head
+    @abc.abstractmethod
+    def _read_inline(self, kinds: list[int], data: bytearray, pos: int) -> int:
+        """``read_kinds`` of the receive buffer's ``data`` from ``pos``, once no more than
+        ``max_reply_bytes`` are buffered."""
 
-    def _kill(self, message: str) -> ProtocolError:
-        self._dead = message
-        return ProtocolError(message)
+    def _push(self, op: Op, arg: Any) -> None:
+        """Announce the reply of a request: its op, and what its parser needs."""
+        self._pending.append(op)
+        self._args.append(arg)
+
+    def _expect(self, op: Op, arg: Any = None) -> int:
+        """Announce the reply of a request that may be quiet (``noreply``); return the count."""
+        if self._noreply:
+            return 0
+        self._pending.append(op)
+        self._args.append(arg)
+        return 1
+
+    def _need_line(self, pos: int) -> NeedData:
+        """No CRLF yet after ``pos``: wait for more, unless the line is already too long."""
+        if len(self._rb.data) - pos > self._max:
+            raise ReplyTooLarge(f"reply line longer than {self._max} bytes")
+        return NEED_DATA
+
+    def _finish_mget(self, end_nbytes: int, error: bytes | None) -> Reply:
+        """The multi-get's reply, once its last line (``end_nbytes`` long) is consumed: an
+        ``ERROR_REPLY`` carrying ``error`` if one came, else a hit counting the values, or
+        a miss."""
+        count = self._mget_count
+        nbytes = self._mget_nbytes + end_nbytes
+        if error is not None:
+            reply = Reply(ReplyKind.ERROR_REPLY, nbytes, error, count)
+        elif count:
+            payload = b"".join(self._mget_values) if self._keep else None
+            reply = Reply(ReplyKind.HIT, nbytes, payload, count)
+        else:
+            reply = Reply(ReplyKind.MISS, nbytes, None, 0)
+        self._mget_count = 0
+        self._mget_nbytes = 0
+        self._mget_values = []
+        return reply

@@ -87,11 +87,9 @@ class MetaReplies(MemcacheCore):
         self._token = 0  # the next opaque token to send
         self._done_below = 0  # every token before this one has been answered or is quiet
         self._quiet_failures = 0
-        # Multi-get state kept across NEED_DATA: blocks already consumed.
+        # A multi-get's values come in token order: the next token that may answer, and
+        # the first error line that came (the reply is then an error; MN still follows).
         self._mget_next = -1
-        self._mget_count = 0
-        self._mget_nbytes = 0
-        self._mget_values: list[bytes] = []
         self._mget_error: bytes | None = None
         # read_kinds: a get hit's header is first guessed to declare the previous size.
         self._guess_format = b"VA 0 O%d\r\n"
@@ -124,22 +122,14 @@ class MetaReplies(MemcacheCore):
         return first if op in _UNTOKENED else (first + 1) & TOKEN_MASK
 
     def next_reply(self) -> Reply | NeedData:
-        """Return the next complete reply, or ``NEED_DATA`` until more bytes are fed.
-
-        Quiet failures (see the class docstring) are consumed on the way.
-
-        Raises:
-            ProtocolError: the bytes broke the grammar, a token did not match, a reply came
-                with no request pending, or EOF cut a reply short. Every later call raises
-                too; the caller closes the connection.
-            ReplyTooLarge: a reply exceeded ``max_reply_bytes``.
-        """
-        if self._dead is not None:
-            raise ProtocolError(f"codec unusable after an earlier error: {self._dead}")
+        """See ``ClientCodec.next_reply``: a reply must echo its request's token; quiet
+        failures (see the class docstring) are consumed on the way."""
+        if self._failure is not None:
+            self._refuse()
         head = self._head
         try:
-            if head < len(self._ops):
-                op = self._ops[head]
+            if head < len(self._pending):
+                op = self._pending[head]
                 parse = self._parsers[op]
                 first = self._args[head]
                 end = self._end_of(op, first)
@@ -155,37 +145,20 @@ class MetaReplies(MemcacheCore):
             else:
                 self._drain_unsolicited()
         except ProtocolError as exc:
-            self._dead = str(exc)
+            self._failure = str(exc)
             raise
         self._check_eof()
         return NEED_DATA
 
-    def read_kinds(self, kinds: list[int]) -> int:
-        """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
-
-        The same replies, in the same order, as ``next_reply`` would return; common
-        replies (``VA`` get and incr values without flags, ``EN`` misses, ``HD`` for
-        sets and deletes, each with our token) are recognized inline and never copied,
-        the rest go to the op's parser. A hit's header is first guessed to declare the
-        previous hit's size; a run of one op answered by its usual status line (``EN``,
-        ``HD``) is one compare.
-
-        Returns:
-            How many codes were appended.
-
-        Raises:
-            ProtocolError: as ``next_reply``, after appending the replies before it.
+    def _read_inline(self, kinds: list[int], data: bytearray, pos: int) -> int:
+        """``read_kinds``: ``VA`` get and incr values without flags, ``EN`` misses and
+        ``HD`` for sets and deletes, each with our token, are recognized inline. A hit's
+        header is first guessed to declare the previous hit's size; a run of one op
+        answered by its usual status line (``EN``, ``HD``) is one compare.
         """
-        if self._dead is not None:
-            raise ProtocolError(f"codec unusable after an earlier error: {self._dead}")
         rb = self._rb
-        data = rb.data
         size = len(data)
-        pos = rb.pos
-        if size - pos > self._max:
-            # Then a complete reply may be too large: the parsers check the bound.
-            return super().read_kinds(kinds)
-        ops = self._ops
+        ops = self._pending
         firsts = self._args
         append = kinds.append
         # A hit's header is first guessed to declare the same size as the previous hit.
@@ -260,7 +233,7 @@ class MetaReplies(MemcacheCore):
                 pos = rb.pos
                 if reply is NEED_DATA:
                     break
-                append(reply.kind | reply.keys << KEYS_SHIFT)  # type: ignore[union-attr]
+                append(reply.kind | reply.keys << KEYS_SHIFT)
                 self._done_below = end
                 parsed = head
             else:
@@ -271,7 +244,7 @@ class MetaReplies(MemcacheCore):
             if head == n and pos < size:
                 self._drain_unsolicited()
         except ProtocolError as exc:
-            self._dead = str(exc)
+            self._failure = str(exc)
             self._head = head
             raise
         self._guess_format = guess
@@ -292,11 +265,15 @@ class MetaReplies(MemcacheCore):
         if eol < 0 or at <= pos + 3 or not data.startswith(otok, at):
             return -1
         digits = data[pos + 3 : at]
-        return eol + 2 + int(digits) if digits.isdigit() else -1
+        # The parser's bound (MAX_SIZE_DIGITS), not the search window's: a zero-padded
+        # 19-20 digit size is the parser's to refuse, inline or not.
+        if len(digits) > MAX_SIZE_DIGITS or not digits.isdigit():
+            return -1
+        return eol + 2 + int(digits)
 
     def _check_eof(self) -> None:
-        if self._eof and (len(self._ops) > self._head or len(self._rb)):
-            raise self._kill(f"connection closed with {self.pending()} replies pending")
+        if self._eof and (len(self._pending) > self._head or len(self._rb)):
+            self._fail(f"connection closed with {self.pending()} replies pending")
 
     def _is_quiet(self, token: int, before: int) -> bool:
         """Whether ``token`` was sent quietly after the last answer and before ``before``."""
@@ -314,7 +291,7 @@ class MetaReplies(MemcacheCore):
         if not self._noreply:
             raise ProtocolError("a reply arrived with no request pending")
         reply = self._status(self._token, b"", _NO_CODES)
-        if reply is None or isinstance(reply, NeedData):
+        if reply is None or reply is NEED_DATA:
             return reply
         # An error line carries no token: charge it to the oldest quiet request that may
         # still answer, so there are never more failures than quiet requests.
@@ -367,9 +344,7 @@ class MetaReplies(MemcacheCore):
         otok = b" O%d\r\n" % token
         eol = data.find(b"\r\n", pos)
         if eol < 0:
-            if len(data) - pos > self._max:
-                raise ReplyTooLarge(f"reply line longer than {self._max} bytes")
-            return NEED_DATA
+            return self._need_line(pos)
         token_at = eol + 2 - len(otok)
         if not data.startswith(otok, token_at):
             raise ProtocolError(f"VA without our opaque {otok[1:-2]!r}: {bytes(data[pos:eol])!r}")
@@ -490,30 +465,16 @@ class MetaReplies(MemcacheCore):
             if data.startswith(b"MN\r\n", pos):
                 rb.pos = pos + 4
                 del self._mget_ends[first]
-                return self._finish_mget()
+                error = self._mget_error
+                self._mget_next = -1
+                self._mget_error = None
+                return self._finish_mget(4, error)
             reply = self._status(first, b"", _NO_CODES)
             if reply is None:
                 continue
-            if isinstance(reply, NeedData):
+            if reply is NEED_DATA:
                 return reply
             # An error line answers one of the mg (e.g. a bad key); MN still follows.
             self._mget_nbytes += reply.nbytes
             if self._mget_error is None:
                 self._mget_error = reply.payload
-
-    def _finish_mget(self) -> Reply:
-        count = self._mget_count
-        nbytes = self._mget_nbytes + 4
-        if self._mget_error is not None:
-            reply = Reply(ReplyKind.ERROR_REPLY, nbytes, self._mget_error, count)
-        elif count:
-            payload = b"".join(self._mget_values) if self._keep else None
-            reply = Reply(ReplyKind.HIT, nbytes, payload, count)
-        else:
-            reply = Reply(ReplyKind.MISS, nbytes, None, 0)
-        self._mget_next = -1
-        self._mget_count = 0
-        self._mget_nbytes = 0
-        self._mget_values = []
-        self._mget_error = None
-        return reply

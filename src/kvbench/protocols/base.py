@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol
 
 # A reply may not be bigger than this unless the caller says otherwise. memcached's own
 # item size limit defaults to 1 MiB (-I); Redis's proto-max-bulk-len defaults to 512 MiB,
@@ -76,24 +76,29 @@ class Reply(NamedTuple):
     keys: int = 0
 
 
-class NeedData:
-    """Type of the ``NEED_DATA`` sentinel: no complete reply is buffered yet."""
+class NeedData(enum.Enum):
+    """Type of the ``NEED_DATA`` sentinel: no complete reply is buffered yet.
 
-    _instance: NeedData | None = None
+    An enum of one member, so that ``reply is not NEED_DATA`` narrows ``Reply | NeedData``
+    to ``Reply`` for type checkers (PEP 484, "Support for singleton types in unions").
+    """
 
-    def __new__(cls) -> NeedData:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    NEED_DATA = enum.auto()
 
     def __repr__(self) -> str:
         return "NEED_DATA"
 
 
-NEED_DATA = NeedData()
+NEED_DATA: Final = NeedData.NEED_DATA
 
-Key = bytes
-Keys = Sequence[bytes]
+# A request's value: bytes, or (on the engine's path) a memoryview slice of one blob.
+Value = bytes | bytearray | memoryview
+# ``encode``'s key: one key, or the keys of a multi-get (the argv of a RESP command).
+Key = bytes | Sequence[bytes]
+# ``encode_many``'s requests: ops as plain ints, keys and values, index-aligned.
+Ops = Sequence[int]
+Keys = Sequence[Key]
+Values = Sequence[Value | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,14 +128,7 @@ class ClientCodec(Protocol):
     No sockets, no clock, no event loop.
     """
 
-    def encode(
-        self,
-        op: Op,
-        key: bytes | Sequence[bytes],
-        value: bytes | bytearray | memoryview | None,
-        out: bytearray,
-        arg: int = 0,
-    ) -> int:
+    def encode(self, op: Op, key: Key, value: Value | None, out: bytearray, arg: int = 0) -> int:
         """Append one request to ``out``.
 
         Args:
@@ -149,7 +147,7 @@ class ClientCodec(Protocol):
         """
         ...
 
-    def feed(self, data: bytes | bytearray | memoryview) -> None:
+    def feed(self, data: Value) -> None:
         """Buffer bytes received from the server. Raises ProtocolError after EOF or an error."""
         ...
 
@@ -178,13 +176,7 @@ class ClientCodec(Protocol):
         ...
 
     def encode_many(
-        self,
-        ops: Sequence[int],
-        keys: Sequence[bytes | Sequence[bytes]],
-        values: Sequence[bytes | bytearray | memoryview | None],
-        start: int,
-        stop: int,
-        out: bytearray,
+        self, ops: Ops, keys: Keys, values: Values, start: int, stop: int, out: bytearray
     ) -> int:
         """Append requests ``i in range(start, stop)`` (``ops[i]``, ``keys[i]``, ``values[i]``).
 
@@ -212,56 +204,6 @@ class ClientCodec(Protocol):
 
 KIND_MASK = 0xFF
 KEYS_SHIFT = 8
-
-
-class BatchDefaults:
-    """``encode_many`` and ``read_kinds`` built on ``encode`` and ``next_reply``.
-
-    Codecs inherit these and override them with faster loops where it pays.
-    """
-
-    def encode(
-        self,
-        op: Op,
-        key: bytes | Sequence[bytes],
-        value: bytes | bytearray | memoryview | None,
-        out: bytearray,
-        arg: int = 0,
-    ) -> int:
-        raise NotImplementedError
-
-    def next_reply(self) -> Reply | NeedData:
-        raise NotImplementedError
-
-    @property
-    def closing(self) -> bool:
-        """Only HTTP announces a close; every other protocol keeps connections open."""
-        return False
-
-    def encode_many(
-        self,
-        ops: Sequence[int],
-        keys: Sequence[bytes | Sequence[bytes]],
-        values: Sequence[bytes | bytearray | memoryview | None],
-        start: int,
-        stop: int,
-        out: bytearray,
-    ) -> int:
-        encode = self.encode
-        for i in range(start, stop):
-            op = ops[i]
-            step = 1 if op in (Op.INCR, Op.DECR) else 0
-            encode(op, keys[i], values[i], out, step)  # type: ignore[arg-type]
-        return stop - start
-
-    def read_kinds(self, kinds: list[int]) -> int:
-        count = 0
-        next_reply = self.next_reply
-        append = kinds.append
-        while (reply := next_reply()) is not NEED_DATA:
-            append(reply.kind | reply.keys << KEYS_SHIFT)  # type: ignore[union-attr]
-            count += 1
-        return count
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,11 @@ become reply kinds as the memc README documents them per command.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
+from kvbench.protocols._codec_base import CodecBase, op_table
 from kvbench.protocols._http_response import (
     CHUNKED,
     MAX_HEAD_BYTES,
@@ -34,12 +35,15 @@ from kvbench.protocols._http_url import (
 from kvbench.protocols.base import (
     KEYS_SHIFT,
     NEED_DATA,
-    BatchDefaults,
     CodecOptions,
+    Keys,
     NeedData,
     Op,
+    Ops,
     Reply,
     ReplyKind,
+    Value,
+    Values,
 )
 
 # read_kinds compares the buffer in place with this many recent heads (a get's hit and miss,
@@ -90,7 +94,7 @@ _STORED_0 = int(_K.STORED)
 _VALUE_0 = int(_K.VALUE)
 # Replies without payload repeat (a hit of the same size): keep at most this many.
 _REPLY_CACHE_LIMIT = 1024
-_COMPACT_AT = 1024
+_COMPACT_AT = CodecBase.COMPACT_AT
 
 _Encoder = Callable[[Any, Any, bytearray, int], None]
 
@@ -108,7 +112,7 @@ def _kinds_for(code: int) -> dict[int, ReplyKind]:
     return _VALUE_KINDS  # stats, version
 
 
-class HttpMemcCodec(BatchDefaults):
+class HttpMemcCodec(CodecBase):
     """Client half of a memc-style HTTP gateway for one keep-alive connection.
 
     Requests: ``GET /PATH?cmd=get&key=K``, ``?cmd=set&key=K&val=V`` (also add, replace,
@@ -136,18 +140,17 @@ class HttpMemcCodec(BatchDefaults):
         server_software: the ``Server`` field of the last version response ("" before).
     """
 
+    _pending: list[int]
+
     def __init__(
         self, options: CodecOptions = _DEFAULT_OPTIONS, path: str = "memc", host: str = "localhost"
     ) -> None:
-        self._keep = options.keep_payload
-        self._max = options.max_reply_bytes
+        super().__init__(options, [])
         self.server_software = ""
         self._framer = ResponseFramer(options.max_reply_bytes)
+        self._receive = self._framer.feed
         # read_kinds' fast path: (head bytes up to the body, Head), most recent first.
         self._recent: list[tuple[bytes, Head]] = []
-        self._failure: str | None = None
-        self._pending: list[int] = []
-        self._head = 0
         self._build_templates(path, host, options)
         self._encoders = self._encoder_table()
         # status -> kind, and -> read_kinds value, per pending code.
@@ -181,15 +184,15 @@ class HttpMemcCodec(BatchDefaults):
 
     def _encoder_table(self) -> list[_Encoder]:
         encoders: dict[Op, _Encoder] = {
-            Op.GET: self._encode_get,
-            Op.DELETE: self._encode_delete,
+            Op.GET: self._keyed_encoder(self._get_head),
+            Op.DELETE: self._keyed_encoder(self._delete_head),
             Op.STATS: self._encode_stats,
         }
         for op in _STORES:
             encoders[op] = self._store_encoder(self._store_heads[op])
         for op in (Op.INCR, Op.DECR):
             encoders[op] = self._counter_encoder(self._counter_heads[op])
-        return [encoders.get(op) or self._unsupported(op) for op in Op]
+        return op_table(encoders, "a memc gateway has no {op} request this codec can send")
 
     @property
     def closing(self) -> bool:
@@ -198,14 +201,7 @@ class HttpMemcCodec(BatchDefaults):
 
     # -- encoding ------------------------------------------------------------------------
 
-    def encode(
-        self,
-        op: Op,
-        key: Any,
-        value: bytes | bytearray | memoryview | None,
-        out: bytearray,
-        arg: int = 0,
-    ) -> int:
+    def encode(self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int = 0) -> int:
         """Append one request to ``out``.
 
         Args:
@@ -237,21 +233,10 @@ class HttpMemcCodec(BatchDefaults):
         return 1
 
     def encode_many(
-        self,
-        ops: Sequence[int],
-        keys: Sequence[bytes | Sequence[bytes]],
-        values: Sequence[bytes | bytearray | memoryview | None],
-        start: int,
-        stop: int,
-        out: bytearray,
+        self, ops: Ops, keys: Keys, values: Values, start: int, stop: int, out: bytearray
     ) -> int:
-        """Append requests ``start`` to ``stop``, as ``encode(ops[i], keys[i], values[i], out)``.
-
-        GET, SET, DELETE and INCR (one step) are written inline; other ops go through their
-        encoder. Bytes are identical to ``encode`` with ``arg`` 1 for INCR/DECR and 0 else.
-
-        Returns:
-            ``stop - start``.
+        """See ``ClientCodec.encode_many``: GET, SET, DELETE and INCR (one step) are written
+        inline, other ops through their encoder.
 
         Raises:
             ValueError: as ``encode``. A batch is all or nothing: on any exception ``out``
@@ -303,11 +288,17 @@ class HttpMemcCodec(BatchDefaults):
         self._pending += ops[start:stop]
         return stop - start
 
-    def _encode_get(self, key: Any, value: Any, out: bytearray, arg: int) -> None:
-        key = check_key(key)
-        out += self._get_head
-        out += key
-        out += self._tail
+    def _keyed_encoder(self, head: bytes) -> _Encoder:
+        """GET and DELETE: the command's head, the key, the request's tail."""
+        tail = self._tail
+
+        def encode(key: Any, value: Any, out: bytearray, arg: int) -> None:
+            key = check_key(key)
+            out += head
+            out += key
+            out += tail
+
+        return encode
 
     def _store_encoder(self, head: bytes) -> _Encoder:
         def encode(key: Any, value: Any, out: bytearray, arg: int) -> None:
@@ -321,12 +312,6 @@ class HttpMemcCodec(BatchDefaults):
             out += self._store_tail
 
         return encode
-
-    def _encode_delete(self, key: Any, value: Any, out: bytearray, arg: int) -> None:
-        key = check_key(key)
-        out += self._delete_head
-        out += key
-        out += self._tail
 
     def _counter_encoder(self, head: bytes) -> _Encoder:
         def encode(key: Any, value: Any, out: bytearray, arg: int) -> None:
@@ -343,33 +328,11 @@ class HttpMemcCodec(BatchDefaults):
     def _encode_stats(self, key: Any, value: Any, out: bytearray, arg: int) -> None:
         out += self._stats_request
 
-    def _unsupported(self, op: Op) -> _Encoder:
-        def encode(key: Any, value: Any, out: bytearray, arg: int) -> None:
-            raise ValueError(f"a memc gateway has no {op.name} request this codec can send")
-
-        return encode
-
     # -- parsing -------------------------------------------------------------------------
 
-    def feed(self, data: bytes | bytearray | memoryview) -> None:
-        """Buffer bytes received from the server; then call ``next_reply`` until NEED_DATA.
-
-        Raises:
-            ProtocolError: the codec failed earlier, or ``feed_eof`` was called.
-        """
-        if self._failure is not None:
-            raise ProtocolError(self._failure)
-        if self._framer.eof:
-            raise ProtocolError("data fed after EOF")
-        self._framer.feed(data)
-
     def feed_eof(self) -> None:
-        """Mark the end of the stream: a response cut short or still owed then raises."""
-        self._framer.eof = True
-
-    def pending(self) -> int:
-        """How many announced replies have not been returned yet."""
-        return len(self._pending) - self._head
+        super().feed_eof()
+        self._framer.eof = True  # a close-delimited body ends here
 
     def next_reply(self) -> Reply | NeedData:
         """Return the next complete reply, or ``NEED_DATA``.
@@ -384,31 +347,23 @@ class HttpMemcCodec(BatchDefaults):
                 ``MAX_HEAD_BYTES`` or the body ``max_reply_bytes``. The codec is dead after.
         """
         if self._failure is not None:
-            raise ProtocolError(self._failure)
+            self._refuse()
         frame = self._next_frame()
         if frame is None:
             return NEED_DATA
         head, start, body_start, stop = frame
-        code = self._pending[self._head]
-        self._head += 1
-        if self._head >= _COMPACT_AT:
-            self._compact()
+        index = self._head
+        code = self._pending[index]
+        self._head = index + 1
+        if index >= _COMPACT_AT:
+            self._advance(index + 1)
         return self._reply(code, head, start, body_start, stop)
 
     def read_kinds(self, kinds: list[int]) -> int:
-        """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
-
-        The values are those of ``next_reply``'s ``Reply.kind`` and ``Reply.keys``.
-
-        Returns:
-            How many values were appended.
-
-        Raises:
-            ProtocolError: as ``next_reply``, after appending the replies parsed before the
-                bad bytes. The codec is dead afterwards.
-        """
+        """See ``ClientCodec.read_kinds``: a response whose head is byte for byte one seen
+        lately is framed in place, without parsing it again."""
         if self._failure is not None:
-            raise ProtocolError(self._failure)
+            self._refuse()
         append = kinds.append
         pending = self._pending
         codes = self._codes
@@ -450,7 +405,7 @@ class HttpMemcCodec(BatchDefaults):
             append(kind)
             count += 1
         if self._head >= _COMPACT_AT:
-            self._compact()
+            self._advance(self._head)
         return count
 
     def _next_frame(self) -> tuple[Head, int, int, int] | None:
@@ -508,17 +463,6 @@ class HttpMemcCodec(BatchDefaults):
             if len(self._replies) < _REPLY_CACHE_LIMIT:
                 self._replies[kind, nbytes] = reply
         return reply
-
-    def _compact(self) -> None:
-        """Drop the answered codes from the front of the pending FIFO."""
-        head = self._head
-        if head * 2 >= len(self._pending):
-            del self._pending[:head]
-            self._head = 0
-
-    def _fail(self, message: str, too_large: bool = False) -> NoReturn:
-        self._failure = message
-        raise (ReplyTooLarge if too_large else ProtocolError)(message)
 
 
 def stats_text(body: bytes) -> bytes:

@@ -8,19 +8,23 @@ memcached's ``doc/protocol-binary.xml`` ("Memcache Binary Protocol", draft-stone
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any
 
-from kvbench.errors import ProtocolError, ReplyTooLarge
+from kvbench.protocols._buffer import ReceiveBuffer
+from kvbench.protocols._codec_base import CodecBase, op_table
 from kvbench.protocols.base import (
     KEYS_SHIFT,
     NEED_DATA,
-    BatchDefaults,
     CodecOptions,
+    Keys,
     NeedData,
     Op,
+    Ops,
     Reply,
     ReplyKind,
+    Value,
+    Values,
 )
 
 # magic, opcode, key length, extras length, data type, vbucket/status, total body, opaque, cas
@@ -118,8 +122,7 @@ _STATUS_KINDS: dict[Op, dict[int, ReplyKind]] = {
 
 # Replies without payload repeat (same kind, same size): keep at most this many per kind.
 _REPLY_CACHE_LIMIT = 1024
-# Compact the pending FIFO (lists read from ``_head``) once this many entries were answered.
-_COMPACT_AT = 1024
+_COMPACT_AT = CodecBase.COMPACT_AT
 
 
 _new_reply: Callable[[type[Reply], tuple[Any, ...]], Reply] = tuple.__new__
@@ -185,7 +188,7 @@ _DEFAULT_OPTIONS = CodecOptions()
 _Encoder = Callable[[Op, Any, Any, bytearray, int], int]
 
 
-class MemcacheBinaryCodec(BatchDefaults):
+class MemcacheBinaryCodec(CodecBase):
     """Client half of the memcached binary protocol for one connection.
 
     Every request carries a fresh 32-bit opaque. memcached answers in request order, so a
@@ -202,21 +205,18 @@ class MemcacheBinaryCodec(BatchDefaults):
             lookups that failed with a status other than "key not found".
     """
 
+    _pending: list[int]
+
     def __init__(self, options: CodecOptions = _DEFAULT_OPTIONS) -> None:
-        self.unsolicited_errors = 0
-        self._keep = options.keep_payload
-        self._max = options.max_reply_bytes
-        self._store_extras = _STORE_EXTRAS.pack(options.flags, options.ttl_s)
-        self._buf = bytearray()
-        self._pos = 0
-        self._eof = False
-        self._failure: str | None = None
         # The pending FIFO, two aligned lists read from ``_head``: the op (an ``Op`` value)
         # and the opaque that completes each announced reply, oldest first; and the getkq
         # count of each pending multi-get, by the opaque of its noop.
-        self._pending_ops: list[int] = []
+        super().__init__(options, [])
         self._pending_opaques: list[int] = []
-        self._head = 0
+        self.unsolicited_errors = 0
+        self._store_extras = _STORE_EXTRAS.pack(options.flags, options.ttl_s)
+        self._rb = ReceiveBuffer()
+        self._receive = self._rb.feed
         self._mget_keys: dict[int, int] = {}
         self._next_opaque = 0
         self._answered = _OPAQUE_MASK  # opaque of the last response consumed
@@ -254,24 +254,13 @@ class MemcacheBinaryCodec(BatchDefaults):
             Op.STATS: self._encode_stats,
             Op.MGET: self._encode_mget,
         }
-        table = []
-        for op in Op:
-            encoder = replying.get(op, self._encode_unsupported)
-            if noreply and op in _QUIET_OPCODES:
-                encoder = self._encode_quiet
-            table.append(encoder)
-        return table
+        if noreply:
+            replying.update(dict.fromkeys(_QUIET_OPCODES, self._encode_quiet))
+        return op_table(replying, "the memcached binary protocol has no {op} request")
 
     # -- encoding ------------------------------------------------------------------------
 
-    def encode(
-        self,
-        op: Op,
-        key: Any,
-        value: bytes | bytearray | memoryview | None,
-        out: bytearray,
-        arg: int = 0,
-    ) -> int:
+    def encode(self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int = 0) -> int:
         """Append one request to ``out`` (for ``Op.MGET``: a ``getkq`` per key, then a noop).
 
         Args:
@@ -292,23 +281,12 @@ class MemcacheBinaryCodec(BatchDefaults):
         return self._encoders[op](op, key, value, out, arg)
 
     def encode_many(
-        self,
-        ops: Sequence[int],
-        keys: Sequence[bytes | Sequence[bytes]],
-        values: Sequence[bytes | bytearray | memoryview | None],
-        start: int,
-        stop: int,
-        out: bytearray,
+        self, ops: Ops, keys: Keys, values: Values, start: int, stop: int, out: bytearray
     ) -> int:
-        """Append requests ``start`` to ``stop``, as ``encode(ops[i], keys[i], values[i], out)``.
-
-        GET, SET, DELETE and INCR are packed inline (one struct call each, packers cached
-        per key length); other ops go through their encoder. The runs of requests between
-        those are added to the pending FIFO in bulk, opaques as ranges. Bytes are identical
-        to ``encode`` with ``arg`` 1 for INCR/DECR (one step) and 0 for every other op.
-
-        Returns:
-            ``stop - start``.
+        """See ``ClientCodec.encode_many``: GET, SET, DELETE and INCR are packed inline (one
+        struct call each, packers cached per key length), other ops through their encoder;
+        the runs of requests between those are added to the pending FIFO in bulk, opaques
+        as ranges.
 
         Raises:
             ValueError: an op has no binary form, or the codec was built with ``noreply``
@@ -319,7 +297,7 @@ class MemcacheBinaryCodec(BatchDefaults):
             return 0
         if self._noreply:
             raise ValueError("encode_many announces a reply per request: not with noreply")
-        pending_ops = self._pending_ops
+        pending_ops = self._pending
         pending_opaques = self._pending_opaques
         encoders = self._encoders
         get_packers = self._get_packers
@@ -403,15 +381,18 @@ class MemcacheBinaryCodec(BatchDefaults):
         self._next_opaque = o
         return stop - start
 
+    def _compact(self, head: int) -> None:
+        del self._pending[:head], self._pending_opaques[:head]
+
     def _roll_back(self, out: bytearray, mark: int, announced: int, opaque: int) -> None:
         """Undo a failed ``encode_many``: bytes, pending entries and opaques."""
         del out[mark:]
         for op, noop in zip(
-            self._pending_ops[announced:], self._pending_opaques[announced:], strict=True
+            self._pending[announced:], self._pending_opaques[announced:], strict=True
         ):
             if op == _MGET:
                 del self._mget_keys[noop]
-        del self._pending_ops[announced:], self._pending_opaques[announced:]
+        del self._pending[announced:], self._pending_opaques[announced:]
         self._next_opaque = opaque
 
     def _packer(
@@ -434,89 +415,70 @@ class MemcacheBinaryCodec(BatchDefaults):
             self._set_packers[keylen] = packer
         return packer
 
-    def _request(self, opcode: int, key: bytes, out: bytearray, extras: bytes = b"") -> int:
-        """Append a request without a value; return its opaque."""
+    def _request(
+        self,
+        opcode: int,
+        key: bytes,
+        out: bytearray,
+        extras: bytes = b"",
+        value: Any = b"",
+        cas: int = 0,
+    ) -> int:
+        """Append a request (header, extras, key, value) with the next opaque; return it."""
         opaque = self._next_opaque
         self._next_opaque = (opaque + 1) & _OPAQUE_MASK
         n = len(key)
         e = len(extras)
-        out += _pack_header(MAGIC_REQUEST, opcode, n, e, 0, 0, e + n, opaque, 0)
-        if e:
-            out += extras
-        out += key
-        return opaque
-
-    def _store(self, opcode: int, key: bytes, value: Any, out: bytearray, cas: int) -> int:
-        """Append a set/add/replace (extras: flags, expiry); return its opaque."""
-        opaque = self._next_opaque
-        self._next_opaque = (opaque + 1) & _OPAQUE_MASK
-        n = len(key)
-        out += _pack_header(MAGIC_REQUEST, opcode, n, 8, 0, 0, 8 + n + len(value), opaque, cas)
-        out += self._store_extras
+        out += _pack_header(MAGIC_REQUEST, opcode, n, e, 0, 0, e + n + len(value), opaque, cas)
+        out += extras
         out += key
         out += value
         return opaque
 
-    def _concat(self, opcode: int, key: bytes, value: Any, out: bytearray) -> int:
-        """Append an append/prepend (no extras); return its opaque."""
-        opaque = self._next_opaque
-        self._next_opaque = (opaque + 1) & _OPAQUE_MASK
-        n = len(key)
-        out += _pack_header(MAGIC_REQUEST, opcode, n, 0, 0, 0, n + len(value), opaque, 0)
-        out += key
-        out += value
-        return opaque
+    def _expect(self, op: Op, opaque: int) -> int:
+        """Announce the reply of the request sent with ``opaque``."""
+        self._pending.append(op)
+        self._pending_opaques.append(opaque)
+        return 1
 
     def _encode_get(self, op: Op, key: bytes, value: object, out: bytearray, arg: int) -> int:
+        # _request and _expect, inline: this is the per-op hot path (the calls cost a third).
         opaque = self._next_opaque
         self._next_opaque = (opaque + 1) & _OPAQUE_MASK
         n = len(key)
         out += _pack_header(MAGIC_REQUEST, OPCODE_GET, n, 0, 0, 0, n, opaque, 0)
         out += key
-        self._pending_ops.append(op)
+        self._pending.append(op)
         self._pending_opaques.append(opaque)
         return 1
 
     def _encode_store(self, op: Op, key: bytes, value: Any, out: bytearray, arg: int) -> int:
         # CAS is a set whose header carries the cas unique (protocol-binary "Set, Add, Replace").
-        opaque = self._store(_OPCODES[op], key, value, out, arg if op == Op.CAS else 0)
-        self._pending_ops.append(op)
-        self._pending_opaques.append(opaque)
-        return 1
+        cas = arg if op == Op.CAS else 0
+        return self._expect(
+            op, self._request(_OPCODES[op], key, out, self._store_extras, value, cas)
+        )
 
     def _encode_concat(self, op: Op, key: bytes, value: Any, out: bytearray, arg: int) -> int:
-        self._pending_ops.append(op)
-        self._pending_opaques.append(self._concat(_OPCODES[op], key, value, out))
-        return 1
+        return self._expect(op, self._request(_OPCODES[op], key, out, b"", value))
 
     def _encode_delete(self, op: Op, key: bytes, value: object, out: bytearray, arg: int) -> int:
-        self._pending_ops.append(op)
-        self._pending_opaques.append(self._request(OPCODE_DELETE, key, out))
-        return 1
+        return self._expect(op, self._request(OPCODE_DELETE, key, out))
 
     def _encode_counter(self, op: Op, key: bytes, value: object, out: bytearray, arg: int) -> int:
         extras = _COUNTER_EXTRAS.pack(arg, 0, _COUNTER_NO_CREATE)
-        self._pending_ops.append(op)
-        self._pending_opaques.append(self._request(_OPCODES[op], key, out, extras))
-        return 1
+        return self._expect(op, self._request(_OPCODES[op], key, out, extras))
 
     def _encode_touch(self, op: Op, key: bytes, value: object, out: bytearray, arg: int) -> int:
-        opaque = self._request(OPCODE_TOUCH, key, out, _TOUCH_EXTRAS.pack(arg))
-        self._pending_ops.append(op)
-        self._pending_opaques.append(opaque)
-        return 1
+        return self._expect(op, self._request(OPCODE_TOUCH, key, out, _TOUCH_EXTRAS.pack(arg)))
 
     def _encode_noop(self, op: Op, key: object, value: object, out: bytearray, arg: int) -> int:
-        self._pending_ops.append(op)
-        self._pending_opaques.append(self._request(OPCODE_NOOP, b"", out))
-        return 1
+        return self._expect(op, self._request(OPCODE_NOOP, b"", out))
 
     def _encode_stats(
         self, op: Op, key: bytes | None, value: object, out: bytearray, arg: int
     ) -> int:
-        self._pending_ops.append(_STATS)
-        self._pending_opaques.append(self._request(OPCODE_STAT, key or b"", out))
-        return 1
+        return self._expect(_STATS, self._request(OPCODE_STAT, key or b"", out))
 
     def _encode_mget(self, op: Op, keys: Any, value: object, out: bytearray, arg: int) -> int:
         # A getkq per key (only hits answer), then a noop whose response closes the batch
@@ -525,52 +487,22 @@ class MemcacheBinaryCodec(BatchDefaults):
         for key in keys:
             request(OPCODE_GETKQ, key, out)
         opaque = request(OPCODE_NOOP, b"", out)
-        self._pending_ops.append(_MGET)
-        self._pending_opaques.append(opaque)
         self._mget_keys[opaque] = len(keys)
-        return 1
+        return self._expect(_MGET, opaque)
 
     def _encode_quiet(self, op: Op, key: bytes, value: Any, out: bytearray, arg: int) -> int:
         opcode = _QUIET_OPCODES[op]
         if op == Op.SET or op == Op.ADD or op == Op.REPLACE:
-            self._store(opcode, key, value, out, 0)
+            self._request(opcode, key, out, self._store_extras, value)
         elif op == Op.APPEND or op == Op.PREPEND:
-            self._concat(opcode, key, value, out)
+            self._request(opcode, key, out, b"", value)
         elif op == Op.INCR or op == Op.DECR:
             self._request(opcode, key, out, _COUNTER_EXTRAS.pack(arg, 0, _COUNTER_NO_CREATE))
         else:
             self._request(opcode, key, out)
         return 0
 
-    def _encode_unsupported(
-        self, op: Op, key: object, value: object, out: bytearray, arg: int
-    ) -> int:
-        raise ValueError(f"the memcached binary protocol has no {Op(op).name} request")
-
     # -- parsing -------------------------------------------------------------------------
-
-    def feed(self, data: bytes | bytearray | memoryview) -> None:
-        """Buffer bytes received from the server; then call ``next_reply`` until NEED_DATA.
-
-        Raises:
-            ProtocolError: the codec failed earlier, or ``feed_eof`` was called.
-        """
-        if self._failure is not None:
-            raise ProtocolError(self._failure)
-        if self._eof:
-            raise ProtocolError("data fed after EOF")
-        if self._pos:
-            del self._buf[: self._pos]  # O(1) for a bytearray prefix
-            self._pos = 0
-        self._buf += data
-
-    def feed_eof(self) -> None:
-        """Mark the end of the stream: a response cut short or a reply still owed then raises."""
-        self._eof = True
-
-    def pending(self) -> int:
-        """How many announced replies have not been returned yet."""
-        return len(self._pending_ops) - self._head
 
     def next_reply(self) -> Reply | NeedData:
         """Return the next complete reply, or ``NEED_DATA``.
@@ -585,12 +517,13 @@ class MemcacheBinaryCodec(BatchDefaults):
         # packet, one reply) stays inline; packets that complete no reply (getkq hits, stats
         # lines, quiet-op errors) are consumed and the loop goes on.
         if self._failure is not None:
-            raise ProtocolError(self._failure)
-        buf = self._buf
-        pending_ops = self._pending_ops
+            self._refuse()
+        rb = self._rb
+        buf = rb.data
+        pending_ops = self._pending
         pending_opaques = self._pending_opaques
         while True:
-            pos = self._pos
+            pos = rb.pos
             size = len(buf)
             if size - pos < HEADER_BYTES:
                 return self._need_data()
@@ -613,15 +546,16 @@ class MemcacheBinaryCodec(BatchDefaults):
             op = pending_ops[head]
             if opcode != self._expected_opcode[op]:
                 self._fail(f"opcode 0x{opcode:02x} answers a {Op(op).name} request")
-            self._pos = end
+            rb.pos = end
             self._answered = opaque
             nbytes = HEADER_BYTES + bodylen
             if op == _STATS and status == STATUS_OK and keylen:
                 self._add_stat(pos, pos + HEADER_BYTES + extlen, keylen, end)
                 continue
-            self._head = head + 1
-            if head >= _COMPACT_AT:
-                self._compact()
+            if head < _COMPACT_AT:
+                self._head = head + 1
+            else:
+                self._advance(head + 1)
             kind = self._kinds[op].get(status)
             if kind is _HIT:
                 if self._keep:
@@ -643,27 +577,18 @@ class MemcacheBinaryCodec(BatchDefaults):
             return reply if reply is not None else self._cached(kind, nbytes, 0)
 
     def read_kinds(self, kinds: list[int]) -> int:
-        """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
-
-        The values are those of ``next_reply``'s ``Reply.kind`` and ``Reply.keys``. A
-        response that is the next pending request's, with the expected opcode and a common
-        status of GET, SET, DELETE or INCR, is classified inline; any other packet (multi-
-        get, stats, errors, quiet-op failures, malformed input) goes through ``next_reply``.
-
-        Returns:
-            How many values were appended.
-
-        Raises:
-            ProtocolError: as ``next_reply``, after appending the replies parsed before the
-                bad packet. The codec is dead afterwards.
-        """
+        """See ``ClientCodec.read_kinds``: a response that is the next pending request's,
+        with the expected opcode and a common status of GET, SET, DELETE or INCR, is
+        classified inline; any other packet (multi-get, stats, errors, quiet-op failures,
+        malformed input) goes through ``next_reply``."""
         if self._failure is not None:
-            raise ProtocolError(self._failure)
-        buf = self._buf
+            self._refuse()
+        rb = self._rb
+        buf = rb.data
         size = len(buf)
-        pos = self._pos
+        pos = rb.pos
         head = self._head
-        pending_ops = self._pending_ops
+        pending_ops = self._pending
         pending_opaques = self._pending_opaques
         fast_kinds = _FAST_KINDS
         unpack = _unpack_response
@@ -701,44 +626,33 @@ class MemcacheBinaryCodec(BatchDefaults):
                 continue
             # Anything else, from the same state: next_reply consumes what completes no
             # reply, raises on bad input, and returns a reply or NEED_DATA.
-            self._pos = pos
+            rb.pos = pos
             self._head = head
             if answered >= 0:
                 self._answered = answered
                 answered = -1
             reply = self.next_reply()
-            pos = self._pos
+            pos = rb.pos
             head = self._head
             if reply is NEED_DATA:
                 break
-            append(reply.kind | reply.keys << KEYS_SHIFT)  # type: ignore[union-attr]
-        self._pos = pos
-        self._head = head
+            append(reply.kind | reply.keys << KEYS_SHIFT)
+        rb.pos = pos
         if answered >= 0:
             self._answered = answered
+        self._head = head
         if head >= _COMPACT_AT:
-            self._compact()
+            self._advance(head)
         self._need_data()
         return len(kinds) - before
 
     def _need_data(self) -> NeedData:
         if self._eof:
-            if self._pos < len(self._buf):
+            if len(self._rb):
                 self._fail("EOF in the middle of a response")
             if self.pending():
                 self._fail(f"EOF with {self.pending()} replies pending")
         return NEED_DATA
-
-    def _compact(self) -> None:
-        """Drop the answered entries from the front of the pending FIFO."""
-        head = self._head
-        if head * 2 >= len(self._pending_ops):
-            del self._pending_ops[:head], self._pending_opaques[:head]
-            self._head = 0
-
-    def _fail(self, message: str, too_large: bool = False) -> NoReturn:
-        self._failure = message
-        raise (ReplyTooLarge if too_large else ProtocolError)(message)
 
     def _cached(self, kind: ReplyKind, nbytes: int, keys: int) -> Reply:
         reply = Reply(kind, nbytes, None, keys)
@@ -752,7 +666,7 @@ class MemcacheBinaryCodec(BatchDefaults):
     ) -> None:
         """Consume a packet that completes no reply: a multi-get hit or a quiet-op error."""
         head = self._head
-        pending = head < len(self._pending_ops)
+        pending = head < len(self._pending)
         bound = self._pending_opaques[head] if pending else self._next_opaque
         answered = self._answered
         # Answers come in request order: this packet must belong to a request sent after the
@@ -761,7 +675,7 @@ class MemcacheBinaryCodec(BatchDefaults):
             if not pending:
                 self._fail(f"response (opaque {opaque}) with no request pending")
             self._fail(f"response opaque {opaque} out of order (oldest pending {bound})")
-        if opcode == OPCODE_GETKQ and pending and self._pending_ops[head] == _MGET:
+        if opcode == OPCODE_GETKQ and pending and self._pending[head] == _MGET:
             if (bound - opaque) & _OPAQUE_MASK > self._mget_keys[bound]:
                 self._fail(f"getkq response (opaque {opaque}) to no multi-get key")
             if status == STATUS_OK:
@@ -775,7 +689,7 @@ class MemcacheBinaryCodec(BatchDefaults):
         else:
             self._fail(f"unexpected opcode 0x{opcode:02x} (opaque {opaque}) answers no request")
         self._answered = opaque
-        self._pos = end
+        self._rb.pos = end
 
     def _accumulate(self, nbytes: int) -> None:
         self._acc_nbytes += nbytes
@@ -785,7 +699,7 @@ class MemcacheBinaryCodec(BatchDefaults):
     def _add_stat(self, pos: int, key_start: int, keylen: int, end: int) -> None:
         # One packet per statistic; the one with an empty key ends the reply (protocol-binary
         # "Stat").
-        buf = self._buf
+        buf = self._rb.data
         value_start = key_start + keylen
         name = bytes(buf[key_start:value_start])
         self._acc_lines.append(name + b" " + buf[value_start:end] + b"\r\n")
@@ -810,10 +724,12 @@ class MemcacheBinaryCodec(BatchDefaults):
     def _counter_reply(self, nbytes: int, value_start: int, end: int) -> Reply:
         if end - value_start != _COUNTER.size:
             self._fail(f"incr/decr response value of {end - value_start} bytes (expected 8)")
-        payload = b"%d" % _COUNTER.unpack_from(self._buf, value_start)[0] if self._keep else None
+        payload = (
+            b"%d" % _COUNTER.unpack_from(self._rb.data, value_start)[0] if self._keep else None
+        )
         return Reply(ReplyKind.VALUE, nbytes, payload, 0)
 
     def _error_reply(self, status: int, nbytes: int, value_start: int, end: int) -> Reply:
         acc_nbytes, _keys, _lines = self._take_accumulated()
-        text = bytes(self._buf[value_start:end]) or b"status 0x%04x" % status
+        text = bytes(self._rb.data[value_start:end]) or b"status 0x%04x" % status
         return Reply(ReplyKind.ERROR_REPLY, acc_nbytes + nbytes, text, 0)

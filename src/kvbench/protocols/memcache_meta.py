@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kvbench.protocols._memcache_lines import TOKEN_MASK, Value, multiget_keys, value_length
+from kvbench.protocols._codec_base import op_table
+from kvbench.protocols._memcache_lines import TOKEN_MASK, multiget_keys, value_length
 from kvbench.protocols._memcache_meta_replies import MetaReplies
-from kvbench.protocols.base import CodecOptions, Op
+from kvbench.protocols.base import CodecOptions, Keys, Op, Ops, Value, Values
 
 _Encoder = Callable[[Op, Any, Value | None, bytearray, int], int]
 
@@ -41,7 +42,9 @@ class MemcacheMetaCodec(MetaReplies):
     REPLACE/APPEND/PREPEND ``ms <k> <n> T<ttl> F<flags> [M<mode>]``, CAS ``ms ... C<arg>``,
     DELETE ``md <k>``, INCR/DECR ``ma <k> [MD] D<arg> v``, NOOP ``mn``, STATS ``stats``,
     each with ``O<token>``. MGET is ``mg <k> v q O<t>`` per key then ``mn``, and yields one
-    reply when ``MN`` arrives (misses are silent under ``q``).
+    reply when ``MN`` arrives (misses are silent under ``q``). ``encode``'s ``arg`` is the
+    cas unique (CAS), the delta (INCR/DECR) or the new TTL (TOUCH); NOOP and STATS ignore
+    the key.
 
     ``options.noreply`` adds ``q`` to ms/md/ma and ``encode`` returns 0: memcached then
     drops the success reply (``HD``) but still sends failures (``NS``/``EX``/``NF``). Those
@@ -90,57 +93,18 @@ class MemcacheMetaCodec(MetaReplies):
             Op.STATS: self._encode_stats,
         }
         encoders.update(dict.fromkeys(_STORE_MODES, self._encode_store))
-        self._encoders = [encoders.get(op, self._encode_unsupported) for op in Op]
-
-    def encode(
-        self,
-        op: Op,
-        key: bytes | Sequence[bytes],
-        value: Value | None,
-        out: bytearray,
-        arg: int = 0,
-    ) -> int:
-        """Append one request to ``out`` and remember the reply shape it expects.
-
-        Keys are written as given: the workload plan validates them once (no spaces or
-        control characters, at most 250 bytes), not every request.
-
-        Args:
-            op: the request kind.
-            key: the key; a sequence of keys for ``Op.MGET``; ignored by NOOP and STATS.
-            value: the value for set/add/replace/append/prepend/cas, else None.
-            out: the caller's write buffer.
-            arg: the cas unique (CAS), the delta (INCR/DECR), the new TTL (TOUCH).
-
-        Returns:
-            How many replies the request produces: 1, or 0 for a quiet (noreply) request.
-
-        Raises:
-            ValueError: ``COMMAND``, a storage op without a value, a negative delta, or an
-                MGET without a key sequence.
-        """
-        return self._encoders[op](op, key, value, out, arg)
+        self._encoders = op_table(encoders, "the memcached meta protocol has no {op} command")
 
     def encode_many(
-        self,
-        ops: Sequence[int],
-        keys: Sequence[bytes | Sequence[bytes]],
-        values: Sequence[Value | None],
-        start: int,
-        stop: int,
-        out: bytearray,
+        self, ops: Ops, keys: Keys, values: Values, start: int, stop: int, out: bytearray
     ) -> int:
-        """Append requests ``start`` to ``stop`` (see ``ClientCodec.encode_many``).
+        """See ``ClientCodec.encode_many``: tokens as ``encode`` hands them out; gets, sets
+        of memoryviews, deletes and incrs inline, other ops through ``encode``; the FIFO is
+        extended with a slice and a range.
 
-        Bytes, tokens and FIFO entries are those ``encode(ops[i], keys[i], values[i], out,
-        arg)`` gives for each ``i`` (``arg`` 1 for INCR/DECR, else 0): gets, sets of
-        memoryviews, deletes and incrs inline, other ops through ``encode``. The FIFO is
-        extended with a slice and a range. On an exception, what was written is announced
-        and nothing else (requests are joined once, so a bad key fails the requests
-        collected with it; a failing ``encode`` leaves the requests before it written).
-
-        Returns:
-            ``stop - start``.
+        On an exception, what was written is announced and nothing else (requests are
+        joined once, so a bad key fails the requests collected with it; a failing
+        ``encode`` leaves the requests before it written).
         """
         token = self._token
         if self._noreply or token + (stop - start) > TOKEN_MASK:
@@ -202,24 +166,15 @@ class MemcacheMetaCodec(MetaReplies):
     def _announce(self, ops: Sequence[int], start: int, stop: int, token: int) -> None:
         """Announce batch requests ``start`` to ``stop``, one token each from ``token``."""
         if start < stop:
-            self._ops.extend(ops[start:stop])
+            self._pending.extend(ops[start:stop])
             end = token + stop - start
             self._args += range(token, end)
             self._token = end
-
-    def _push(self, op: Op, first: int) -> None:
-        self._ops.append(op)
-        self._args.append(first)
 
     def _next_token(self) -> tuple[int, bytes]:
         token = self._token
         self._token = (token + 1) & TOKEN_MASK
         return token, b" O%d\r\n" % token
-
-    def _encode_unsupported(
-        self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int
-    ) -> int:
-        raise ValueError(f"the memcached meta protocol has no {Op(op).name} command")
 
     def _encode_get(self, op: Op, key: bytes, value: Value | None, out: bytearray, arg: int) -> int:
         token, otok = self._next_token()
@@ -282,13 +237,6 @@ class MemcacheMetaCodec(MetaReplies):
         token, otok = self._next_token()
         out += self._arith_formats[op] % (key, arg, otok)
         return self._expect(op, token)
-
-    def _expect(self, op: Op, token: int) -> int:
-        """Announce the reply of a request that may be quiet (noreply)."""
-        if self._noreply:
-            return 0
-        self._push(op, token)
-        return 1
 
     def _encode_noop(self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int) -> int:
         out += b"mn\r\n"

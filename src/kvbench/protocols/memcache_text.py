@@ -12,9 +12,10 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
-from kvbench.protocols._memcache_lines import Value, multiget_keys, value_length
+from kvbench.protocols._codec_base import op_table
+from kvbench.protocols._memcache_lines import multiget_keys, value_length
 from kvbench.protocols._memcache_text_replies import TextReplies
-from kvbench.protocols.base import CodecOptions, Op
+from kvbench.protocols.base import CodecOptions, Keys, Op, Ops, Value, Values
 
 _Encoder = Callable[[Op, Any, Value | None, bytearray, int], int]
 
@@ -63,7 +64,8 @@ class MemcacheTextCodec(TextReplies):
 
     Supports get, gets, multi-get, set, add, replace, append, prepend, cas, delete,
     incr, decr, touch and stats. ``NOOP`` and ``COMMAND`` have no text form and raise
-    ``ValueError`` at ``encode``.
+    ``ValueError`` at ``encode``. ``encode``'s ``arg`` is the cas unique (CAS), the delta
+    (INCR/DECR) or the exptime (TOUCH).
 
     With ``options.noreply`` storage, delete, incr/decr and touch carry ``noreply`` and
     announce no reply. memcached still answers some failures of such commands (e.g.
@@ -112,57 +114,18 @@ class MemcacheTextCodec(TextReplies):
             Op.STATS: self._encode_stats,
         }
         encoders.update(dict.fromkeys(_STORE_VERBS, self._encode_store))
-        self._encoders = [encoders.get(op, self._encode_unsupported) for op in Op]
-
-    def encode(
-        self,
-        op: Op,
-        key: bytes | Sequence[bytes],
-        value: Value | None,
-        out: bytearray,
-        arg: int = 0,
-    ) -> int:
-        """Append one request to ``out`` and remember the reply shape it expects.
-
-        Keys are written as given: the workload plan validates them once (no spaces or
-        control characters, at most 250 bytes), not every request.
-
-        Args:
-            op: the request kind.
-            key: the key; a sequence of keys for ``Op.MGET``.
-            value: the value for set/add/replace/append/prepend/cas, else None.
-            out: the caller's write buffer.
-            arg: the cas unique (CAS), the delta (INCR/DECR), the exptime (TOUCH).
-
-        Returns:
-            How many replies the request produces: 1, or 0 for a ``noreply`` command.
-
-        Raises:
-            ValueError: ``NOOP``/``COMMAND`` (no text form), a storage op without a value,
-                a negative delta, or an MGET without a key sequence.
-        """
-        return self._encoders[op](op, key, value, out, arg)
+        self._encoders = op_table(encoders, "the memcached text protocol has no {op} command")
 
     def encode_many(
-        self,
-        ops: Sequence[int],
-        keys: Sequence[bytes | Sequence[bytes]],
-        values: Sequence[Value | None],
-        start: int,
-        stop: int,
-        out: bytearray,
+        self, ops: Ops, keys: Keys, values: Values, start: int, stop: int, out: bytearray
     ) -> int:
-        """Append requests ``start`` to ``stop`` (see ``ClientCodec.encode_many``).
+        """See ``ClientCodec.encode_many``: gets, sets of memoryviews, deletes, incrs and
+        multi-gets of a key tuple inline, other ops through ``encode``; the FIFO is
+        extended with slices.
 
-        Bytes and FIFO entries are those ``encode(ops[i], keys[i], values[i], out, arg)``
-        gives for each ``i`` (``arg`` 1 for INCR/DECR, else 0): gets, sets of memoryviews,
-        deletes, incrs and multi-gets of a key tuple inline, other ops through ``encode``.
-        The FIFO is extended with slices. On an exception, what was written is announced
-        and nothing else (a batch of only gets or only sets is written whole or not at
-        all; otherwise the requests before the failing one are written).
-
-        Returns:
-            ``stop - start``.
+        On an exception, what was written is announced and nothing else (a batch of only
+        gets or only sets is written whole or not at all; otherwise the requests before the
+        failing one are written).
         """
         if self._noreply:  # noreply requests announce nothing: the per-op path counts
             return super().encode_many(ops, keys, values, start, stop, out)
@@ -170,11 +133,11 @@ class MemcacheTextCodec(TextReplies):
         if batch.count(_GET) == stop - start:  # only gets: one join
             if start < stop:
                 out += b"get %b\r\n" % b"\r\nget ".join(keys[start:stop])  # type: ignore[arg-type]
-                self._ops.extend(batch)
+                self._pending.extend(batch)
                 self._args += keys[start:stop]
             return stop - start
         if batch.count(_SET) == stop - start and self._sets(keys, values, start, stop, out):
-            self._ops.extend(batch)
+            self._pending.extend(batch)
             self._args += keys[start:stop]
             return stop - start
         # Requests are collected as parts and joined once; runs of gets take one join.
@@ -218,7 +181,7 @@ class MemcacheTextCodec(TextReplies):
                 # Rare ops and other value types: bytes and FIFO catch up, then encode().
                 out += b"".join(parts)
                 parts.clear()
-                self._ops.extend(ops[segment:i])
+                self._pending.extend(ops[segment:i])
                 self._args += keys[segment:i]
                 segment = i
                 step = 1 if op in _STEPPED else 0
@@ -229,14 +192,14 @@ class MemcacheTextCodec(TextReplies):
                 run = stop
         finally:
             out += b"".join(parts)
-            self._ops.extend(ops[segment:run])
+            self._pending.extend(ops[segment:run])
             self._args += keys[segment:run]
         return stop - start
 
     def _sets(
         self,
         keys: Sequence[Any],
-        values: Sequence[Value | None],
+        values: Values,
         start: int,
         stop: int,
         out: bytearray,
@@ -257,14 +220,9 @@ class MemcacheTextCodec(TextReplies):
         out += b"\r\n"
         return True
 
-    def _encode_unsupported(
-        self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int
-    ) -> int:
-        raise ValueError(f"the memcached text protocol has no {Op(op).name} command")
-
     def _encode_get(self, op: Op, key: bytes, value: Value | None, out: bytearray, arg: int) -> int:
         out += self._get_formats[op] % key
-        self._ops.append(op)
+        self._pending.append(op)  # as _push does, without the call: the per-op hot path
         self._args.append(key)
         return 1
 
@@ -273,8 +231,7 @@ class MemcacheTextCodec(TextReplies):
     ) -> int:
         keys = multiget_keys(key)
         out += b"get %s\r\n" % b" ".join(keys)
-        self._ops.append(op)
-        self._args.append(keys)
+        self._push(op, keys)
         return 1
 
     def _encode_store(
@@ -313,14 +270,5 @@ class MemcacheTextCodec(TextReplies):
 
     def _encode_stats(self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int) -> int:
         out += b"stats\r\n"
-        self._ops.append(op)
-        self._args.append(None)
-        return 1
-
-    def _expect(self, op: Op) -> int:
-        """Announce the status-line reply of a command that may carry ``noreply``."""
-        if self._noreply:
-            return 0
-        self._ops.append(op)
-        self._args.append(None)
+        self._push(op, None)
         return 1

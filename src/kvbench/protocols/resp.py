@@ -7,21 +7,24 @@ Wire format: the Redis serialization protocol specification (RESP2 and RESP3).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any
 
 import hiredis
 
-from kvbench.errors import ProtocolError, ReplyTooLarge
+from kvbench.protocols._codec_base import CodecBase, op_table
 from kvbench.protocols.base import (
     KEYS_SHIFT,
     NEED_DATA,
-    BatchDefaults,
     CodecOptions,
+    Keys,
     NeedData,
     Op,
+    Ops,
     Reply,
     ReplyKind,
+    Value,
+    Values,
 )
 
 # hiredis returns this from gets() when no complete reply is buffered (RESP3 has a real
@@ -63,8 +66,7 @@ _DEL_HEAD = b"\r\n*2\r\n$3\r\nDEL\r\n$%d\r\n"
 _INCR_HEAD = b"\r\n*2\r\n$4\r\nINCR\r\n$%d\r\n"
 _HEAD_CACHE_LIMIT = 4096
 _CRLF = b"\r\n"
-# Compact the pending FIFO (a list read from ``_head``) once this many codes were answered.
-_COMPACT_AT = 1024
+_COMPACT_AT = CodecBase.COMPACT_AT
 
 
 def _bulk(arg: bytes | bytearray | memoryview | str | int) -> bytes:
@@ -134,7 +136,7 @@ def info_as_stats_text(info: bytes) -> bytes:
     return b"".join(lines)
 
 
-class RespCodec(BatchDefaults):
+class RespCodec(CodecBase):
     """Client half of RESP2 or RESP3 for one connection.
 
     Redis answers in request order; each ``encode`` pushes a code (the op) naming the
@@ -156,22 +158,20 @@ class RespCodec(BatchDefaults):
         push_messages: RESP3 push messages skipped.
     """
 
+    _pending: list[int]
+
     def __init__(self, options: CodecOptions = _DEFAULT_OPTIONS, protocol: int = 2) -> None:
         if protocol not in (2, 3):
             raise ValueError(f"RESP protocol must be 2 or 3, not {protocol!r}")
+        # The pending FIFO: codes from ``_head`` on are announced and not yet answered.
+        super().__init__(options, [])
         self.protocol = protocol
         self.push_messages = 0
-        self._keep = options.keep_payload
-        self._max = options.max_reply_bytes
         self._reader = hiredis.Reader(notEnoughData=_INCOMPLETE)
         self._skip_pushes = protocol == 3
         self._null_nbytes = 3 if protocol == 3 else 5
         self._unparsed = 0  # bytes fed since the last complete reply
-        self._eof = False
-        self._failure: str | None = None
-        # The pending FIFO: codes from ``_head`` on are announced and not yet answered.
-        self._pending: list[int] = []
-        self._head = 0
+        self._receive = self._feed_reader
         self._build_templates(options.ttl_s)
         self._build_replies()
         self._encoders: list[_Encoder] = self._encoder_table()
@@ -227,8 +227,8 @@ class RespCodec(BatchDefaults):
             Op.ADD: self._encode_add,
             Op.REPLACE: self._encode_replace,
             Op.DELETE: self._encode_delete,
-            Op.INCR: self._encode_incr,
-            Op.DECR: self._encode_decr,
+            Op.INCR: self._counter_encoder(b"INCR"),
+            Op.DECR: self._counter_encoder(b"DECR"),
             Op.MGET: self._encode_mget,
             Op.TOUCH: self._encode_touch,
             Op.APPEND: self._encode_append,
@@ -236,7 +236,7 @@ class RespCodec(BatchDefaults):
             Op.STATS: self._encode_info,
             Op.COMMAND: self._encode_command,
         }
-        return [encoders.get(op) or self._unsupported(op) for op in Op]
+        return op_table(encoders, "Redis has no {op} command this codec can send")
 
     def _handler_table(self) -> list[_Handler]:
         handlers: dict[Op, _Handler] = {
@@ -259,14 +259,7 @@ class RespCodec(BatchDefaults):
 
     # -- encoding ------------------------------------------------------------------------
 
-    def encode(
-        self,
-        op: Op,
-        key: Any,
-        value: bytes | bytearray | memoryview | None,
-        out: bytearray,
-        arg: int = 0,
-    ) -> int:
+    def encode(self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int = 0) -> int:
         """Append one request to ``out``.
 
         GET, SET [EX], SET NX (ADD), SET XX (REPLACE), DEL, INCR/INCRBY, DECR/DECRBY,
@@ -291,23 +284,11 @@ class RespCodec(BatchDefaults):
         return self._encoders[op](key, value, out, arg)
 
     def encode_many(
-        self,
-        ops: Sequence[int],
-        keys: Sequence[bytes | Sequence[bytes]],
-        values: Sequence[bytes | bytearray | memoryview | None],
-        start: int,
-        stop: int,
-        out: bytearray,
+        self, ops: Ops, keys: Keys, values: Values, start: int, stop: int, out: bytearray
     ) -> int:
-        """Append requests ``start`` to ``stop``, as ``encode(ops[i], keys[i], values[i], out)``.
-
-        GET, SET, DEL and INCR are written inline from heads cached per key length; other
-        ops go through their encoder. The ops are then added to the pending FIFO in one
-        extend. Bytes are identical to ``encode`` with ``arg`` 1 for INCR/DECR (one step:
-        ``INCR key``) and 0 for every other op.
-
-        Returns:
-            ``stop - start``.
+        """See ``ClientCodec.encode_many``: GET, SET, DEL and INCR are written inline from
+        heads cached per key length, other ops through their encoder; the ops are then
+        added to the pending FIFO in one extend.
 
         Raises:
             ValueError: an op has no Redis form (or is TOUCH, which needs an expiry). A
@@ -454,21 +435,21 @@ class RespCodec(BatchDefaults):
         self._pending.append(_DELETE)
         return 1
 
-    def _encode_incr(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
-        if arg == 1:
-            out += b"*2\r\n$4\r\nINCR\r\n$%d\r\n%b\r\n" % (len(key), key)
-        else:
-            out += b"*3\r\n$6\r\nINCRBY\r\n$%d\r\n%b\r\n" % (len(key), key) + _bulk(arg)
-        self._pending.append(_INCR)
-        return 1
+    def _counter_encoder(self, command: bytes) -> _Encoder:
+        """INCR or DECR: ``<command> key`` for one step, else ``<command>BY key delta``.
+        Both answer an integer, handled as INCR's."""
+        step = b"*2\r\n" + _bulk(command) + b"$%d\r\n%b\r\n"
+        by = b"*3\r\n" + _bulk(command + b"BY") + b"$%d\r\n%b\r\n"
 
-    def _encode_decr(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
-        if arg == 1:
-            out += b"*2\r\n$4\r\nDECR\r\n$%d\r\n%b\r\n" % (len(key), key)
-        else:
-            out += b"*3\r\n$6\r\nDECRBY\r\n$%d\r\n%b\r\n" % (len(key), key) + _bulk(arg)
-        self._pending.append(_INCR)
-        return 1
+        def encode(key: bytes, value: object, out: bytearray, arg: int) -> int:
+            if arg == 1:
+                out += step % (len(key), key)
+            else:
+                out += by % (len(key), key) + _bulk(arg)
+            self._pending.append(_INCR)
+            return 1
+
+        return encode
 
     def _encode_mget(self, keys: Any, value: object, out: bytearray, arg: int) -> int:
         out += b"*%d\r\n$4\r\nMGET\r\n" % (len(keys) + 1)
@@ -510,35 +491,12 @@ class RespCodec(BatchDefaults):
         self._pending.append(Op.COMMAND)
         return 1
 
-    def _unsupported(self, op: Op) -> _Encoder:
-        def encode(key: object, value: object, out: bytearray, arg: int) -> int:
-            raise ValueError(f"Redis has no {op.name} command this codec can send")
-
-        return encode
-
     # -- parsing -------------------------------------------------------------------------
 
-    def feed(self, data: bytes | bytearray | memoryview) -> None:
-        """Buffer bytes received from the server; then call ``next_reply`` until NEED_DATA.
-
-        Raises:
-            ProtocolError: the codec failed earlier, or ``feed_eof`` was called.
-        """
-        if self._failure is not None:
-            raise ProtocolError(self._failure)
-        if self._eof:
-            raise ProtocolError("data fed after EOF")
+    def _feed_reader(self, data: Value) -> None:
         # hiredis reads any buffer (its stub says str | bytes): no copy of a memoryview.
         self._reader.feed(data)  # type: ignore[arg-type]
         self._unparsed += len(data)
-
-    def feed_eof(self) -> None:
-        """Mark the end of the stream: a reply cut short or still owed then raises."""
-        self._eof = True
-
-    def pending(self) -> int:
-        """How many announced replies have not been returned yet."""
-        return len(self._pending) - self._head
 
     def next_reply(self) -> Reply | NeedData:
         """Return the next complete reply, or ``NEED_DATA``.
@@ -553,7 +511,7 @@ class RespCodec(BatchDefaults):
                 within one chunk). The codec is dead afterwards.
         """
         if self._failure is not None:
-            raise ProtocolError(self._failure)
+            self._refuse()
         gets = self._reader.gets
         while True:
             try:
@@ -575,27 +533,18 @@ class RespCodec(BatchDefaults):
                 code = pending[head]
             except IndexError:
                 self._fail(f"reply {value!r:.60} with no request pending")
-            self._head = head + 1
-            if head >= _COMPACT_AT:
-                self._compact()
+            if head < _COMPACT_AT:
+                self._head = head + 1
+            else:
+                self._advance(head + 1)
             return self._handlers[code](value)
 
     def read_kinds(self, kinds: list[int]) -> int:
-        """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
-
-        The values are those of ``next_reply``'s ``Reply.kind`` and ``Reply.keys``; the
-        common replies (GET hit or miss, SET ``+OK``, DEL and INCR integers) are classified
-        inline, the others by the ``next_reply`` handlers.
-
-        Returns:
-            How many values were appended.
-
-        Raises:
-            ProtocolError: as ``next_reply``, after appending the replies parsed before the
-                bad one. The codec is dead afterwards.
-        """
+        """See ``ClientCodec.read_kinds``: the common replies (GET hit or miss, SET ``+OK``,
+        DEL and INCR integers) are classified inline, the others by ``next_reply``'s
+        handlers."""
         if self._failure is not None:
-            raise ProtocolError(self._failure)
+            self._refuse()
         gets = self._reader.gets
         pending = self._pending
         handlers = self._handlers
@@ -649,7 +598,7 @@ class RespCodec(BatchDefaults):
         finally:
             self._head = head
         if head >= _COMPACT_AT:
-            self._compact()
+            self._advance(head)
         if len(kinds) != before or self.push_messages != pushes:
             self._unparsed = 0
         self._need_data()
@@ -662,17 +611,6 @@ class RespCodec(BatchDefaults):
         if self._eof and (pending or self._unparsed or self._reader.has_data()):
             self._fail(f"EOF with {pending} replies pending")
         return NEED_DATA
-
-    def _compact(self) -> None:
-        """Drop the answered codes from the front of the pending FIFO."""
-        head = self._head
-        if head * 2 >= len(self._pending):
-            del self._pending[:head]
-            self._head = 0
-
-    def _fail(self, message: str, too_large: bool = False) -> NoReturn:
-        self._failure = message
-        raise (ReplyTooLarge if too_large else ProtocolError)(message)
 
     # -- reply handlers: one per request shape -------------------------------------------
 

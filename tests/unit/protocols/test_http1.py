@@ -19,6 +19,7 @@ from kvbench.protocols.http1 import (
     host_header,
     url_safe_value,
 )
+from tests.support.codec_checks import drain, feed_bytewise, feed_whole
 
 K = ReplyKind
 TAIL = b" HTTP/1.1\r\nHost: gw:8080\r\n\r\n"
@@ -63,27 +64,6 @@ BAD_GATEWAY = response(502, "Bad Gateway", b"<html>502</html>")
 
 def codec(**options: object) -> HttpMemcCodec:
     return HttpMemcCodec(CodecOptions(**options), path="/memc", host="gw:8080")  # type: ignore[arg-type]
-
-
-def drain(c: HttpMemcCodec) -> list[Reply]:
-    replies = []
-    while (reply := c.next_reply()) is not NEED_DATA:
-        assert isinstance(reply, Reply)
-        replies.append(reply)
-    return replies
-
-
-def feed_whole(c: HttpMemcCodec, data: bytes) -> list[Reply]:
-    c.feed(data)
-    return drain(c)
-
-
-def feed_bytewise(c: HttpMemcCodec, data: bytes) -> list[Reply]:
-    replies = []
-    for i in range(len(data)):
-        c.feed(data[i : i + 1])
-        replies += drain(c)
-    return replies
 
 
 def feed_with_trailing(c: HttpMemcCodec, data: bytes) -> list[Reply]:

@@ -17,6 +17,7 @@ from kvbench.protocols.base import (
     parse_stats_text,
 )
 from kvbench.protocols.memcache_binary import HEADER, MemcacheBinaryCodec
+from tests.support.codec_checks import drain, feed_bytewise, feed_whole
 
 K = ReplyKind
 
@@ -51,27 +52,6 @@ def response(
     body = len(extras) + len(key) + len(value)
     header = HEADER.pack(magic, opcode, len(key), len(extras), 0, status, body, opaque, cas)
     return header + extras + key + value
-
-
-def drain(codec: MemcacheBinaryCodec) -> list[Reply]:
-    replies = []
-    while (reply := codec.next_reply()) is not NEED_DATA:
-        assert isinstance(reply, Reply)
-        replies.append(reply)
-    return replies
-
-
-def feed_whole(codec: MemcacheBinaryCodec, data: bytes) -> list[Reply]:
-    codec.feed(data)
-    return drain(codec)
-
-
-def feed_bytewise(codec: MemcacheBinaryCodec, data: bytes) -> list[Reply]:
-    replies = []
-    for i in range(len(data)):
-        codec.feed(data[i : i + 1])
-        replies += drain(codec)
-    return replies
 
 
 def feed_with_trailing(codec: MemcacheBinaryCodec, data: bytes) -> list[Reply]:

@@ -16,29 +16,9 @@ from kvbench.protocols.base import (
     parse_stats_text,
 )
 from kvbench.protocols.resp import RespCodec, info_as_stats_text, wire_nbytes
+from tests.support.codec_checks import drain, feed_bytewise, feed_whole
 
 K = ReplyKind
-
-
-def drain(codec: RespCodec) -> list[Reply]:
-    replies = []
-    while (reply := codec.next_reply()) is not NEED_DATA:
-        assert isinstance(reply, Reply)
-        replies.append(reply)
-    return replies
-
-
-def feed_whole(codec: RespCodec, data: bytes) -> list[Reply]:
-    codec.feed(data)
-    return drain(codec)
-
-
-def feed_bytewise(codec: RespCodec, data: bytes) -> list[Reply]:
-    replies = []
-    for i in range(len(data)):
-        codec.feed(data[i : i + 1])
-        replies += drain(codec)
-    return replies
 
 
 def feed_with_trailing(codec: RespCodec, data: bytes) -> list[Reply]:
