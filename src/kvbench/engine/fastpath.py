@@ -94,6 +94,8 @@ def python_reason(config: RunConfig) -> str | None:
         return "open loop"
     if config.workload.verify:
         return "--verify"
+    if config.workload.set_then_get:  # pumps share a server's stream; pairs need their own
+        return "--ratio set-then-get"
     if config.workload.ttl_max_s is not None and config.workload.ttl_max_s != config.workload.ttl_s:
         # Each connection has its own ttl, written into its requests; pumps share a stream.
         return "a --ttl range"
