@@ -44,7 +44,11 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("-P", "--pipeline", help="Requests in flight per connection. [1]"),
     click.option("--duration", help="Measured window, e.g. 10s, 2m. [10s]"),
     click.option(
-        "-n", "--requests", help="Send exactly N requests in the window instead of a duration."
+        "-n",
+        "--requests",
+        "--requests-per-round",
+        "requests",
+        help="Send exactly N requests in each round's window instead of a duration.",
     ),
     click.option(
         "--preset", help="Run a classic experiment (see kvbench presets); flags override it."

@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.table import Table
 
-from kvbench.report.levels import LevelRow, TargetColumn
+from kvbench.report.levels import LevelRow
 from kvbench.report.stats import MIN_CI_SAMPLES
 from kvbench.report.terminal import fmt_us
 from kvbench.results.status import OK
@@ -71,39 +71,75 @@ def level_table(rows: Sequence[LevelRow], axis: str) -> Table:
     return table
 
 
-def compared_levels_table(
-    axis: str, levels: Sequence[tuple[float, list[TargetColumn], dict[str, Any]]]
-) -> Table:
-    """Two targets compared at each level: (level, their columns, the comparison row)."""
-    a_url = levels[0][1][0].url if levels else "?"
-    b_url = levels[0][1][1].url if levels else "?"
-    table = Table(title=f"A = {a_url}, B = {b_url}", title_justify="left")
-    for column in (axis, "A ops/s", "B ops/s", "B/A", "95% CI", "B/A p99", "A p99", "B p99"):
-        table.add_column(column, justify="right")
-    table.add_column("status", justify="right")
-    for level, columns, row in levels:
-        ci = row["throughput_ratio_ci95"]
+def _figures_table(title: str, names: Sequence[str]) -> Table:
+    """A table of figures that folds a figure onto a second line rather than cut it
+    ("309…") when the terminal is narrow: every figure must stay readable to be checked."""
+    table = Table(title=title, title_justify="left")
+    for name in names:
+        table.add_column(name, justify="right", overflow="fold")
+    return table
+
+
+def compared_rounds_table(axis: str, levels: Sequence[tuple[float, dict[str, Any]]]) -> Table:
+    """Two targets at each level, as the original reported them: every round's ops/s,
+    their mean, min and max, failed requests (``report.levels.share_of_second`` rows)."""
+    first = levels[0][1]["first"]["url"] if levels else "?"
+    second = levels[0][1]["second"]["url"] if levels else "?"
+    table = _figures_table(
+        f"A = {first}\nB = {second}",
+        (axis, "", "rounds: ops/s", "mean", "min", "max", "failed"),
+    )
+    for level, row in levels:
+        for name, side in (("A", row["first"]), ("B", row["second"])):
+            rounds = " ".join(
+                f"{rate:,}" if ok else f"({rate:,})"
+                for rate, ok in zip(side["rounds_per_s"], side["rounds_ok"], strict=True)
+            )
+            table.add_row(
+                f"{level:g}" if name == "A" else "",
+                name,
+                rounds,
+                *(
+                    "" if side[k] is None else f"{side[k]:,}"
+                    for k in ("mean_per_s", "min_per_s", "max_per_s")
+                ),
+                f"{side['failed_requests']:,}",
+            )
+    return table
+
+
+def share_table(axis: str, levels: Sequence[tuple[float, dict[str, Any]]]) -> Table:
+    """A as a % of B at each level (from the printed means), the paired-ratio estimate and
+    its 95% CI, each side's p99 and the status."""
+    table = _figures_table(
+        "A as % of B (mean A / mean B); paired-ratio CI: 95% CI of A/B over paired rounds",
+        (axis, "A % of B", "paired ratio", "paired-ratio CI", "A p99", "B p99", "status"),
+    )
+    for level, row in levels:
+        ci = row["paired_ratio_ci95"]
+        pct = row["first_pct_of_second"]
+        ratio = row["paired_ratio"]
         table.add_row(
             f"{level:g}",
-            format_rate(columns[0].model.throughput_per_s),
-            format_rate(columns[1].model.throughput_per_s),
-            f"{row['throughput_ratio']:.0%}" if row["throughput_ratio"] is not None else "",
-            f"{ci[0]:.0%}..{ci[1]:.0%}" if ci else "",
-            f"{row['p99_ratio']:.2f}x" if row["p99_ratio"] else "",
-            fmt_us(columns[0].model.latency_us.get("p99")),
-            fmt_us(columns[1].model.latency_us.get("p99")),
-            _statuses(columns),
+            "" if pct is None else f"{pct:.1f}%",
+            "" if ratio is None else f"{ratio:.1%}",
+            f"{ci[0]:.1%}..{ci[1]:.1%}"
+            if ci
+            else (
+                f"needs {MIN_CI_SAMPLES} rounds" if row["rounds_paired"] < MIN_CI_SAMPLES else ""
+            ),
+            fmt_us(row["first"]["p99_us"]),
+            fmt_us(row["second"]["p99_us"]),
+            _side_statuses(row),
         )
     return table
 
 
-def _statuses(columns: Sequence[TargetColumn]) -> str:
-    """``ok``, or which target was not (with the first reason its status gives)."""
+def _side_statuses(row: dict[str, Any]) -> str:
     bad = [
-        f"{'AB'[i]}: {c.model.status.name}"
-        + (f" ({c.model.status.reasons[0]})" if c.model.status.reasons else "")
-        for i, c in enumerate(columns)
-        if c.model.status.name != OK
+        f"{name}: {side['status']}"
+        for name, side in (("A", row["first"]), ("B", row["second"]))
+        if side["status"] != OK
     ]
     return "; ".join(bad) or OK
 
