@@ -88,6 +88,9 @@ class Coordinator:
         self._aborted_round: str | None = None
         self._server: dict[str, Any] = {}
         self._sample_errors: list[str] = []
+        # Requests this run sent on side connections (probe, stats), by target URL: in the
+        # document as server.side_requests, so server request counters reconcile.
+        self._ledger: probe.Ledger = {}
 
     def run(self) -> RunResult:
         """Run all phases and return the result; partial on Ctrl-C or a worker failure.
@@ -116,6 +119,7 @@ class Coordinator:
         """Preflight, the rounds, the result (``run`` keeps the launcher open meanwhile)."""
         targets = self._preflight()
         self._server = {"before": self._sample(), "settings": self._settings(), "intervals": []}
+        self._server["side_requests"] = self._ledger
         tallies: list[_Tally] = []
         for round_index in range(self.config.load.rounds):
             if round_index:
@@ -145,7 +149,10 @@ class Coordinator:
         for target in self.config.targets:
             try:
                 samples.append(
-                    {"url": target.url, **probe.sample(target, keys, self._probe_timeout_s)}
+                    {
+                        "url": target.url,
+                        **probe.sample(target, keys, self._probe_timeout_s, self._ledger),
+                    }
                 )
             except TargetUnreachable as exc:
                 self._sample_errors.append(str(exc))
@@ -166,7 +173,7 @@ class Coordinator:
     def _settings(self) -> dict[str, str] | None:
         """The server's settings, once before the run; None (and a note) when refused."""
         try:
-            return probe.fetch_settings(self.config.targets[0], self._probe_timeout_s)
+            return probe.fetch_settings(self.config.targets[0], self._probe_timeout_s, self._ledger)
         except TargetUnreachable as exc:
             self._sample_errors.append(str(exc))
             return None
@@ -194,7 +201,7 @@ class Coordinator:
     def _preflight(self) -> list[dict[str, Any]]:
         targets = []
         for target in self.config.targets:
-            version, note = probe.preflight(target, self._probe_timeout_s)
+            version, note = probe.preflight(target, self._probe_timeout_s, self._ledger)
             if note:
                 self._on_event(note)
                 self._sample_errors.append(note)
