@@ -47,9 +47,9 @@ def presets_table(rows: Iterable[tuple[str, str, int, str]]) -> Table:
 
 def level_table(rows: Sequence[LevelRow], axis: str) -> Table:
     """A sweep: per level its status, throughput with its CI, p50, p99, errors, SLO."""
-    table = Table(title=f"sweep over {axis}", title_justify="left")
-    for name in (axis, "status", "ops/s", "95% CI", "p50", "p99", "errors", "SLO"):
-        table.add_column(name, justify="right")
+    table = _figures_table(
+        f"sweep over {axis}", (axis, "status", "ops/s", "95% CI", "p50", "p99", "errors", "SLO")
+    )
     for row in rows:
         t = row.throughput
         ci = ""
@@ -109,20 +109,18 @@ def compared_rounds_table(axis: str, levels: Sequence[tuple[float, dict[str, Any
 
 
 def share_table(axis: str, levels: Sequence[tuple[float, dict[str, Any]]]) -> Table:
-    """A as a % of B at each level (from the printed means), the paired-ratio estimate and
-    its 95% CI, each side's p99 and the status."""
+    """A as a % of B at each level (from the printed means), the 95% CI of A/B from the
+    paired rounds (the document has its point estimate too), each side's p99, the status."""
     table = _figures_table(
         "A as % of B (mean A / mean B); paired-ratio CI: 95% CI of A/B over paired rounds",
-        (axis, "A % of B", "paired ratio", "paired-ratio CI", "A p99", "B p99", "status"),
+        (axis, "A % of B", "paired-ratio CI", "A p99", "B p99", "status"),
     )
     for level, row in levels:
         ci = row["paired_ratio_ci95"]
         pct = row["first_pct_of_second"]
-        ratio = row["paired_ratio"]
         table.add_row(
             f"{level:g}",
             "" if pct is None else f"{pct:.1f}%",
-            "" if ratio is None else f"{ratio:.1%}",
             f"{ci[0]:.1%}..{ci[1]:.1%}"
             if ci
             else (

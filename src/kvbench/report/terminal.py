@@ -52,20 +52,22 @@ def live_line(row: dict[str, Any]) -> str:
 def summary_table(model: ReportModel) -> Table:
     """Per-op throughput, outcomes and latency percentiles, and a total row."""
     run = model.run
+    # Every figure folds onto a second line rather than being cut ("309…") on a narrow
+    # terminal: a figure that is printed must be readable whole.
     table = Table(
         title=f"kvbench {run.run_id}  {', '.join(t['url'] for t in run.targets)}  "
         f"({run.window_s:.2f}s window, {model.status.name})",
         title_justify="left",
     )
-    table.add_column("op")
-    table.add_column("ops", justify="right")
-    table.add_column("ops/s", justify="right")  # successes only
-    table.add_column("hit %", justify="right")
-    table.add_column("errors", justify="right")
+    table.add_column("op", overflow="fold")
+    table.add_column("ops", justify="right", overflow="fold")
+    table.add_column("ops/s", justify="right", overflow="fold")  # successes only
+    table.add_column("hit %", justify="right", overflow="fold")
+    table.add_column("errors", justify="right", overflow="fold")
     for name, _ in PERCENTILES:
-        table.add_column(name.replace("_", "."), justify="right")
-    table.add_column("max", justify="right")
-    table.add_column("mean", justify="right")
+        table.add_column(name.replace("_", "."), justify="right", overflow="fold")
+    table.add_column("max", justify="right", overflow="fold")
+    table.add_column("mean", justify="right", overflow="fold")
     for row in model.ops:
         table.add_row(
             row.op,
@@ -316,11 +318,11 @@ def queue_table(model: ReportModel) -> Table:
         title_justify="left",
     )
     for name in ("", "count", "per s"):
-        table.add_column(name, justify="left" if not name else "right")
+        table.add_column(name, justify="left" if not name else "right", overflow="fold")
     for name, _ in PERCENTILES:
-        table.add_column(name.replace("_", "."), justify="right")
-    table.add_column("max", justify="right")
-    table.add_column("mean", justify="right")
+        table.add_column(name.replace("_", "."), justify="right", overflow="fold")
+    table.add_column("max", justify="right", overflow="fold")
+    table.add_column("mean", justify="right", overflow="fold")
     ops = {row.op: row for row in model.ops}
     rows: list[tuple[str, int, float | None, dict[str, float | None]]] = [
         (f"{op} (request)", ops[op].count, queue["puts_per_s"] if op == "put" else None,
