@@ -57,28 +57,50 @@ def test_memcached_storm_sets_then_gets_the_same_keys(
     assert "memcached+binary://" in result.stdout
 
 
-def test_single_key_readers_sweeps_readers(fresh_redis: Server) -> None:
+def test_single_key_readers_reports_as_the_original(fresh_redis: Server, tmp_path: Path) -> None:
+    """Each line: time since the warm-up, the interval's ops and the cumulative ops, and
+    the rate per second, minute and hour; the clock and the count restart per level; the
+    warm-up's ops printed; every reply checked (bad values 0) and Redis agrees."""
+    import re
+
+    from kvbench.config.targets import parse_target
+    from kvbench.runner.probe import fetch_stats
+
+    def redis_info() -> dict[str, str]:
+        return fetch_stats(parse_target(f"redis://{fresh_redis.address}"))
+
+    before = redis_info()
     result = run_kvbench(
-        "run",
-        "--preset",
-        "single-key-readers",
-        f"redis://{fresh_redis.address}",
-        "--connections",
-        "2,4",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--interval",
-        "1s",
-        "--processes",
-        "1",
-        "--no-save",
-        "-q",
-    )
+        "run", "--preset", "single-key-readers", f"redis://{fresh_redis.address}",
+        "--connections", "2,4", "--duration", "2s", "--warmup", "0.5s", "--interval", "1s",
+        "--processes", "1", "--json", str(tmp_path / "skr.json"), "--no-save",
+    )  # fmt: skip
     assert result.code == 0, result.stderr
-    assert "sweep over connections" in result.stdout
-    assert "knee:" in result.stdout
+    line = re.compile(
+        r"^level (\d+) \[\s*([\d.]+)s\]  ops ([\d,]+)  total ([\d,]+)  per s ([\d,]+)  "
+        r"per min ([\d,]+)  per hour ([\d,]+)  err 0$"
+    )
+    lines = [m.groups() for m in map(line.match, result.stdout.splitlines()) if m]
+    measured = 0
+    for level in ("2", "4"):
+        mine = [[float(x.replace(",", "")) for x in g[1:]] for g in lines if g[0] == level]
+        assert [t for t, *_ in mine] == [1.0, 2.0]  # the clock restarts per level
+        running = 0.0
+        for _t, ops, total, per_s, per_min, per_h in mine:
+            running += ops
+            assert total == running  # cumulative = sum of the intervals
+            assert per_min == 60 * per_s and per_h == 3600 * per_s
+            assert abs(per_s - ops) <= 0.02 * ops + 1  # 1 s intervals
+        warmup = re.search(rf"level {level}: warm-up ([\d,]+) ops \(excluded\)", result.stdout)
+        assert warmup and int(warmup.group(1).replace(",", "")) > 0
+        measured += int(running) + int(warmup.group(1).replace(",", ""))
+    assert "bad values" in result.stdout
+    doc = read_json(tmp_path / "skr.json")
+    assert [lv["bad_values"] for lv in doc["levels"]] == [0, 0]
+    # Redis served every get the lines count, the warm-ups' and the preload's too.
+    after = redis_info()
+    hits = int(after["keyspace_hits"]) - int(before["keyspace_hits"])
+    assert hits >= measured and int(after["keyspace_misses"]) == int(before["keyspace_misses"])
 
 
 def test_preset_with_the_wrong_number_of_targets() -> None:

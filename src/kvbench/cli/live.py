@@ -3,7 +3,9 @@
 On a terminal: a rich Live display with a progress bar (rounds included, with ETA) over a
 table of the latest intervals. Otherwise (a pipe, a file, CI): one plain line per
 interval, so logs stay readable. It only ever sees merged interval snapshots that the
-coordinator hands out; it never reads the engine.
+coordinator hands out; it never reads the engine. Each run's clock starts at its
+measurement's start (after the warm-up), whether a round, a level or a compared target;
+in a sweep every line names its level, and a run's lines count its ops cumulatively.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from kvbench.config import RunConfig
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.summary import interval_row
 from kvbench.report.tables import live_table
-from kvbench.report.terminal import live_line
+from kvbench.report.terminal import live_line, unit_rates_line
 
 # Intervals kept on screen.
 LIVE_ROWS = 10
@@ -33,12 +35,19 @@ class LiveView:
         console: where to draw.
         config: the run's config (for the progress total and labels).
         runs: how many such runs the progress bar covers (sweep levels, compared targets).
+        unit_rates: each line gives the interval's ops and the run's so far, and the rate
+            per second, per minute and per hour (the single-key-readers preset's report).
     """
 
-    def __init__(self, console: Console, config: RunConfig, runs: int = 1) -> None:
+    def __init__(
+        self, console: Console, config: RunConfig, runs: int = 1, unit_rates: bool = False
+    ) -> None:
         self._console = console
         self._config = config
+        self._unit_rates = unit_rates
         self._origins: dict[int, int] = {}
+        self._cumulative = 0  # ops succeeded so far in the current run
+        self._level: tuple[str, float] | None = None
         self._rows: deque[dict[str, Any]] = deque(maxlen=LIVE_ROWS)
         self._interactive = console.is_terminal and config.report.live
         self._progress = Progress(
@@ -70,6 +79,11 @@ class LiveView:
             self._live.__exit__(kind, exc, tb)
             self._live = None
 
+    def start_level(self, axis: str, level: float) -> None:
+        """A sweep's next level: its lines say so (``connections`` also gives the live
+        connections' denominator)."""
+        self._level = (axis, level)
+
     def note(self, text: str) -> None:
         """A one-line event (preloading, next round, interrupted)."""
         if self._live is not None:
@@ -79,9 +93,19 @@ class LiveView:
 
     def interval(self, snap: IntervalSnapshot) -> None:
         """Show one merged interval."""
+        if snap.index == 0:  # a run's (round's, level's, target's) first interval
+            self._origins[snap.round] = snap.start_ns
+            self._cumulative = 0
         origin = self._origins.setdefault(snap.round, snap.start_ns)
         row = interval_row(snap, origin)
+        self._cumulative += row["succeeded"]
+        row["cumulative"] = self._cumulative
         row["connections_asked"] = self._config.load.connections
+        if self._level is not None:
+            axis, level = self._level
+            row["level"] = f"{level:g}"
+            if axis == "connections":
+                row["connections_asked"] = int(level)
         rounds = self._config.load.rounds
         self._progress.update(
             self._task,
@@ -92,8 +116,10 @@ class LiveView:
             self._rows.append(row)
             self._live.update(self._render())
         elif self._config.report.live:
-            prefix = f"round {snap.round + 1} " if rounds > 1 else ""
-            self._console.print(prefix + live_line(row))
+            prefix = f"level {row['level']} " if "level" in row else ""
+            prefix += f"round {snap.round + 1} " if rounds > 1 else ""
+            line = unit_rates_line(row) if self._unit_rates else live_line(row)
+            self._console.print(prefix + line)
 
     def _render(self) -> Group:
-        return Group(self._progress, live_table(list(self._rows)))
+        return Group(self._progress, live_table(list(self._rows), self._unit_rates))

@@ -175,7 +175,9 @@ def _levels(run: _Run) -> int:
     config = run.config(run.urls[:1])
     levels = parse_levels(level_text, f"--{preset.axis}")
     if preset.shape == "sweep":
-        return sweep_and_report(run.console, config, preset.axis, levels, None, run.outputs)
+        return sweep_and_report(
+            run.console, config, preset.axis, levels, None, run.outputs, preset.unit_rates
+        )
     flags["workload.seed"] = (config.workload.seed, "seed")
     configs = [run.config([url]) for url in run.urls]
     done, rows, status = _compare_at_levels(
@@ -242,6 +244,7 @@ def _compare_at_levels(
     base = configs[0]
     with LiveView(console, base, runs=len(levels) * len(configs)) as view:
         for level in levels:
+            view.start_level(axis, level)
             view.note(f"level {axis} = {level:g}")
             ran = run_comparison(
                 [_at_level(c, axis, level, counted) for c in configs],

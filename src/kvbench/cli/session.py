@@ -266,15 +266,19 @@ def sweep_and_report(
     levels: list[float],
     slo: str | None,
     outputs: Outputs,
+    unit_rates: bool = False,
 ) -> int:
     """Run a sweep, save its runs, print its table, knee and SLO level, write its files.
+
+    ``unit_rates``: the live lines give ops per interval and so far, and the rate per
+    second, minute and hour (cli/live.py).
 
     Returns:
         The exit code of the sweep's status (the worst level's).
     """
     objective = parse_slo(slo) if slo else None
-    with LiveView(console, config, runs=len(levels)) as view:
-        outcomes = run_sweep(config, axis, levels, view.interval, view.note)
+    with LiveView(console, config, runs=len(levels), unit_rates=unit_rates) as view:
+        outcomes = run_sweep(config, axis, levels, view.interval, view.note, view.start_level)
     rows: list[LevelRow] = [
         level_row(o.level, o.result, o.reason, objective, INTERRUPTED if o.interrupted else FAILED)
         for o in outcomes

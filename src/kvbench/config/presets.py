@@ -37,6 +37,8 @@ class Preset:
         axis, levels: for sweeps: the swept option and its levels (``64:2048:64``).
         scheme: rewrite a memcached target's scheme to this one (the protocol it used).
         targets: how many targets the preset takes.
+        unit_rates: the live lines give the interval's ops, the run's so far, and the
+            rate per second, minute and hour, as the original's reports did.
         requests_per_round: (least, per connection): a sweep's rounds end after
             max(least, per connection x the level's connections) requests, as the
             original's did, unless the command line gives a duration or a request count.
@@ -54,6 +56,7 @@ class Preset:
     scheme: str | None = None
     targets: int = 1
     requests_per_round: tuple[int, int] | None = None
+    unit_rates: bool = False
 
     def round_requests(self, connections: int) -> int | None:
         """Requests per round at ``connections`` (None: the preset runs by time)."""
@@ -164,16 +167,21 @@ PRESETS: dict[str, Preset] = {
             ),
             measures=(
                 "a sweep over 2, 4, 6, 8 connections reading one preloaded 672-byte key, 1 s "
-                "warm-up excluded, a line every 15 s, throughput with a CI and latency "
-                "percentiles from merged histograms."
+                "warm-up excluded (its op count printed); a line every 15 s with the time "
+                "since the warm-up, the interval's and the cumulative ops and the rate per "
+                "second, minute and hour; every reply checked to be the 672 bytes stored "
+                "(bad ones counted per level); throughput with a CI and latency percentiles "
+                "from merged histograms."
             ),
             shape="sweep",
             axis="connections",
             levels="2,4,6,8",
+            unit_rates=True,
             settings={
                 "workload.keys": 1,
                 "workload.value_size": 672,
                 "workload.preload": True,
+                "workload.verify": True,
                 "workload.ratio": "0:1",
                 "load.warmup": "1s",
                 "load.interval": "15s",

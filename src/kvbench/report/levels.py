@@ -82,6 +82,8 @@ class LevelRow:
     errors: int
     run_id: str | None
     slo_met: bool | None = None
+    # --verify: get hits whose value was not the one stored (wrong length or bytes).
+    bad_values: int | None = None
 
 
 def level_row(
@@ -110,6 +112,7 @@ def level_row(
         errors=model.total_errors,
         run_id=run.run_id,
         slo_met=slo.met(model.latency_us) if slo is not None else None,
+        bad_values=model.verification.mismatches if model.verification is not None else None,
     )
 
 
@@ -166,6 +169,7 @@ def level_document(row: LevelRow) -> dict[str, Any]:
         "latency_us": row.latency_us,
         "errors": row.errors,
         "slo_met": row.slo_met,
+        "bad_values": row.bad_values,
     }
 
 

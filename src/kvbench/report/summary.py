@@ -170,6 +170,7 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         "errors": snap.errors() + connection_failures(snap),
         "errors_per_s": (snap.errors() + connection_failures(snap)) / length_s,
         "per_s": snap.succeeded() / length_s,
+        "succeeded": snap.succeeded(),
         "cpu_s": snap.stats.get("cpu_ns", 0) / 1e9,
         "offered_per_s": snap.stats["offered"] / length_s if "offered" in snap.stats else None,
         "reconnects": int(snap.stats.get("reconnects", 0)),

@@ -15,6 +15,7 @@ from rich.table import Table
 from kvbench.report.levels import LevelRow
 from kvbench.report.stats import MIN_CI_SAMPLES
 from kvbench.report.terminal import fmt_us
+from kvbench.report.terminal import unit_rates as unit_rates_of
 from kvbench.results.status import OK
 from kvbench.units import format_rate
 
@@ -46,10 +47,11 @@ def presets_table(rows: Iterable[tuple[str, str, int, str]]) -> Table:
 
 
 def level_table(rows: Sequence[LevelRow], axis: str) -> Table:
-    """A sweep: per level its status, throughput with its CI, p50, p99, errors, SLO."""
-    table = _figures_table(
-        f"sweep over {axis}", (axis, "status", "ops/s", "95% CI", "p50", "p99", "errors", "SLO")
-    )
+    """A sweep: per level its status, throughput with its CI, p50, p99, errors, SLO, and
+    under --verify its bad values (get hits that were not the value stored)."""
+    verified = any(row.bad_values is not None for row in rows)
+    names = (axis, "status", "ops/s", "95% CI", "p50", "p99", "errors", "SLO")
+    table = _figures_table(f"sweep over {axis}", names + ("bad values",) * verified)
     for row in rows:
         t = row.throughput
         ci = ""
@@ -67,6 +69,7 @@ def level_table(rows: Sequence[LevelRow], axis: str) -> Table:
             fmt_us(row.latency_us.get("p99")),
             f"{row.errors:,}",
             {True: "met", False: "missed", None: ""}[row.slo_met],
+            *([f"{row.bad_values:,}" if row.bad_values is not None else ""] if verified else []),
         )
     return table
 
@@ -142,12 +145,29 @@ def _side_statuses(row: dict[str, Any]) -> str:
     return "; ".join(bad) or OK
 
 
-def live_table(rows: Sequence[dict[str, Any]]) -> Table:
-    """The live view's latest intervals (the summary's interval rows): rates, errors, CPU,
-    and per op its rate, p50 and p99."""
+def live_table(rows: Sequence[dict[str, Any]], unit_rates: bool = False) -> Table:
+    """The live view's latest intervals (the summary's interval rows): a sweep's level,
+    rates, errors, CPU, and per op its rate, p50 and p99; ``unit_rates``: the interval's
+    and the run's ops and the rate per second, minute and hour instead of per op."""
     table = Table(box=None, pad_edge=False)
-    for name in ("round", "t", "ops/s", "offered/s", "errors", "cpu"):
+    levels = any("level" in row for row in rows)
+    names = ("level",) * levels + ("round", "t", "ops/s", "offered/s", "errors", "cpu")
+    if unit_rates:
+        names = ("level",) * levels + ("round", "t", "ops", "total", "per s", "per min",
+                 "per hour", "errors")  # fmt: skip
+    for name in names:
         table.add_column(name, justify="right")
+    if unit_rates:
+        for row in rows:
+            per_s, per_min, per_h = unit_rates_of(row)
+            table.add_row(
+                *([row.get("level", "")] if levels else []),
+                str(row["round"] + 1),
+                f"{row['t_s']:.1f}s",
+                *(f"{n:,}" for n in (row["succeeded"], row["cumulative"], per_s, per_min, per_h)),
+                f"{row['errors']:,}",
+            )
+        return table
     ops = sorted({op for row in rows for op in row["ops"]})
     for op in ops:
         table.add_column(f"{op} /s", justify="right")
@@ -155,6 +175,7 @@ def live_table(rows: Sequence[dict[str, Any]]) -> Table:
         table.add_column(f"{op} p99", justify="right")
     for row in rows:
         cells = [
+            *([row.get("level", "")] if levels else []),
             str(row["round"] + 1),
             f"{row['t_s']:.1f}s",
             format_rate(row["per_s"]),

@@ -49,6 +49,29 @@ def live_line(row: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
+def unit_rates(row: dict[str, Any]) -> tuple[int, int, int]:
+    """The interval's rate per second (whole ops), per minute and per hour: 60 and 3600
+    times the per-second figure as printed, so each is recomputable from the line."""
+    per_s = round(row["succeeded"] / row["length_s"]) if row["length_s"] else 0
+    return per_s, 60 * per_s, 3600 * per_s
+
+
+def unit_rates_line(row: dict[str, Any]) -> str:
+    """One interval as the single-key-readers original reported it: time since the
+    warm-up ended, the interval's ops and the run's so far, the rate per s, min and hour."""
+    per_s, per_min, per_h = unit_rates(row)
+    parts = [
+        f"[{row['t_s']:>6.1f}s]",
+        f"ops {row['succeeded']:,}",
+        f"total {row['cumulative']:,}",
+        f"per s {per_s:,}",
+        f"per min {per_min:,}",
+        f"per hour {per_h:,}",
+        f"err {row['errors']}",
+    ]
+    return "  ".join(parts)
+
+
 def summary_table(model: ReportModel) -> Table:
     """Per-op throughput, outcomes and latency percentiles, and a total row."""
     run = model.run

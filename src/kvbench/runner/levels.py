@@ -87,11 +87,18 @@ def run_sweep(
     levels: Sequence[float],
     on_interval: Callable[[IntervalSnapshot], None],
     on_event: Callable[[str], None],
+    on_level: Callable[[str, float], None] | None = None,
 ) -> list[LevelOutcome]:
-    """Run every level in order; a failed level is kept with its reason; Ctrl-C stops."""
+    """Run every level in order; a failed level is kept with its reason; Ctrl-C stops.
+
+    ``on_level(axis, level)`` is called as each level begins; after it, ``on_event`` gets
+    the ops its warm-up did (excluded from every figure) when it had one.
+    """
     outcomes: list[LevelOutcome] = []
     for number, level in enumerate(levels, 1):
         try:
+            if on_level is not None:
+                on_level(axis, level)
             on_event(f"level {number}/{len(levels)}: {axis} = {level:g}")
             result = Coordinator(at_level(config, axis, level), on_interval, on_event).run()
         except (TargetUnreachable, RunAborted) as exc:
@@ -103,6 +110,9 @@ def run_sweep(
             on_event(f"level {level:g} {NOT_STARTED}")
             break
         result.label = f"{axis} {level:g}"  # what tells the levels apart in the history
+        warmup = result.phases.get("warmup")
+        if warmup is not None:
+            on_event(f"level {level:g}: warm-up {warmup.ops():,} ops (excluded)")
         interrupted = result.status == "interrupted"
         outcomes.append(LevelOutcome(level, result, None, interrupted))
         if interrupted:

@@ -83,9 +83,7 @@ def test_verify_is_refused_without_set_then_get() -> None:
 
 def test_verify_works_with_set_then_get() -> None:
     """Each get is compared with the URL-safe form of the set before it (engine/verify.py)."""
-    built = config(
-        workload__verify=(True, "--verify"), workload__ratio=("set-then-get", "--ratio")
-    )
+    built = config(workload__verify=(True, "--verify"), workload__ratio=("set-then-get", "--ratio"))
     assert built.workload.verify and built.workload.set_then_get
     assert built.workload.ratio == (("set", 1), ("get", 1))
 

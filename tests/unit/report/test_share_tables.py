@@ -80,3 +80,14 @@ def test_the_run_summary_keeps_every_figure_whole_at_80_columns() -> None:
     text = render(summary_table(summarize(run)))
     assert "…" not in text
     assert "309,512,345" in columns(text)[1] and "30,951,234" in columns(text)[1]
+
+
+def test_a_sweep_table_shows_bad_values_when_replies_were_checked() -> None:
+    from kvbench.report.levels import LevelRow
+    from kvbench.report.tables import level_table
+
+    row = LevelRow(2, "ok", None, None, {}, 0, None, None, bad_values=17)
+    assert "bad values" in render(level_table([row], "connections"))
+    assert columns(render(level_table([row], "connections")))[-1] == "17"
+    plain = LevelRow(2, "ok", None, None, {}, 0, None)
+    assert "bad values" not in render(level_table([plain], "connections"))
