@@ -312,6 +312,7 @@ def summarize(run: RunResult) -> ReportModel:
         if mean_for_little and mean_for_little.total_count
         else None,
         hiccup=hiccup,
+        latency_p99_ns=merged.value_at_percentile(99) if merged and merged.total_count else None,
         reconciliation=reconciliation,
         server_cpu=cpu,
         outcomes=outcomes,
