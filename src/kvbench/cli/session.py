@@ -153,7 +153,8 @@ def measure(console: Console, config: RunConfig) -> RunResult:
         else f"{load.requests:,} requests"
     )
     console.print(
-        f"kvbench: {config.targets[0].url}  {load.connections} connections x pipeline {load.pipeline}"
+        f"kvbench: {', '.join(t.url for t in config.targets)}  {load.connections} connections"
+        f" x pipeline {load.pipeline}"
         + (
             f" on the Dask cluster at {load.cluster}, {span}"
             if load.cluster
