@@ -12,13 +12,6 @@ from __future__ import annotations
 
 import sys
 
-# The load commands' workers are forked from a fork server: start it before the imports
-# below, so its own imports (the engine's) run beside them (runner/forkserver.py).
-if sys.argv[1:2] in (["run"], ["sweep"], ["compare"], ["queue"]):
-    from kvbench.runner import forkserver
-
-    forkserver.start()
-
 import click
 
 from kvbench import __version__

@@ -1,8 +1,8 @@
 """The fork server local workers are forked from (runner/local.py), started on demand.
 
 Standard library only, and imported before anything heavy: ``kvbench run``, ``sweep``,
-``compare`` and ``queue`` start it first thing (cli/__init__.py), so its one import of the
-worker's modules runs beside the CLI's own imports instead of after them. The server is
+``compare`` and ``queue`` start it first thing (kvbench/__main__.py), so its one import of
+the worker's modules runs beside the CLI's own imports instead of after them. The server is
 exec'd clean, like a spawned process, and imports only ``PRELOAD``; every worker forked
 from it starts with those modules loaded and nothing of the coordinator's.
 """
