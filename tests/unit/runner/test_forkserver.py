@@ -37,3 +37,14 @@ def test_a_worker_starts_with_its_modules_loaded_ignoring_sigint() -> None:
     assert ignores_sigint and preloaded
     assert proc.exitcode == 0
     assert "kvbench.runner.process" in forkserver.PRELOAD
+
+
+def test_the_main_module_a_worker_reimports_imports_no_cli() -> None:
+    """A worker re-imports the coordinator's main module (multiprocessing): the kvbench
+    script's is kvbench/__main__.py, which must not pull in the CLI (was: the whole CLI,
+    jinja2 and the reports, in every worker of every round)."""
+    import subprocess
+
+    code = "import sys, kvbench.__main__; print(sorted(m for m in sys.modules if m.startswith('kvbench')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['kvbench', 'kvbench.__main__']"
