@@ -97,6 +97,17 @@ def test_single_key_readers_reports_as_the_original(fresh_redis: Server, tmp_pat
     assert "bad values" in result.stdout
     doc = read_json(tmp_path / "skr.json")
     assert [lv["bad_values"] for lv in doc["levels"]] == [0, 0]
+    # The original's figure per level: the mean rate per s, min and hour.
+    for lv in doc["levels"]:
+        found = re.search(
+            rf"connections {lv['level']:g}: ([\d,]+) ops per s = ([\d,]+) per min = "
+            r"([\d,]+) per hour",
+            result.stdout,
+        )
+        assert found
+        per_s, per_min, per_h = (int(x.replace(",", "")) for x in found.groups())
+        assert abs(per_s - lv["throughput_per_s"]) <= 1  # the document's, to 0.1
+        assert per_min == 60 * per_s and per_h == 3600 * per_s
     # Redis served every get the lines count, the warm-ups' and the preload's too.
     after = redis_info()
     hits = int(after["keyspace_hits"]) - int(before["keyspace_hits"])

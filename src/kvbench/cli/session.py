@@ -43,7 +43,7 @@ from kvbench.report.levels import (
 )
 from kvbench.report.summary import queue_interval_row
 from kvbench.report.tables import level_table
-from kvbench.report.terminal import print_summary, queue_live_line
+from kvbench.report.terminal import print_summary, queue_live_line, unit_rates_sentence
 from kvbench.results.model import RunResult
 from kvbench.results.queue import QueueInterval
 from kvbench.results.status import EXIT_CODES, FAILED, INTERRUPTED, Status
@@ -287,6 +287,10 @@ def sweep_and_report(
     runs = [o.result for o in outcomes if o.result is not None]
     save_runs(config.report, runs)
     console.print(level_table(rows, axis))
+    if unit_rates:  # the original's figure per level, in its units
+        for row in rows:
+            if row.throughput is not None:
+                console.print(unit_rates_sentence(axis, row.level, row.throughput.mean))
     doc = sweep_document(axis, config.targets[0].url, rows, slo)
     console.print(
         f"knee: {axis} = {doc['knee']:g}"

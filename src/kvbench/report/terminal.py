@@ -72,6 +72,17 @@ def unit_rates_line(row: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
+def unit_rates_sentence(axis: str, level: float, per_s: float) -> str:
+    """A level's throughput in the single-key-readers original's units: ``connections 2:
+    11,318 ops per s = 679,080 per min = 40,744,800 per hour`` (60 and 3600 x the whole
+    per-second figure printed)."""
+    whole = round(per_s)
+    return (
+        f"{axis} {level:g}: {whole:,} ops per s = {60 * whole:,} per min = "
+        f"{3600 * whole:,} per hour"
+    )
+
+
 def summary_table(model: ReportModel) -> Table:
     """Per-op throughput, outcomes and latency percentiles, and a total row."""
     run = model.run
