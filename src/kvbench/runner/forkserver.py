@@ -1,10 +1,10 @@
-"""The fork server local workers are forked from (runner/local.py), started on demand.
+"""The fork server local workers are forked from (runner/local.py), started on first use.
 
-Standard library only, and imported before anything heavy: ``kvbench run``, ``sweep``,
-``compare`` and ``queue`` start it first thing (kvbench/__main__.py), so its one import of
-the worker's modules runs beside the CLI's own imports instead of after them. The server is
-exec'd clean, like a spawned process, and imports only ``PRELOAD``; every worker forked
-from it starts with those modules loaded and nothing of the coordinator's.
+The server is exec'd clean, like a spawned process, and imports only ``PRELOAD``, once;
+every worker forked from it starts with those modules loaded and nothing of the
+coordinator's. It is started when the first workers are, not earlier: started beside the
+CLI's own imports it only slowed them on a busy 2-core machine (the preflight came later).
+Standard library only.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """Local workers: fresh processes (multiprocessing ``forkserver``) with a duplex pipe each.
 
-Each worker is forked from a fork server: a process started clean (exec'd, as ``spawn``
-starts one; pyperf also starts workers clean) that only imported the worker's modules
-(runner/forkserver.py). So no worker inherits the coordinator's state, and none pays
-the imports again: a spawned worker re-imported the ``kvbench`` script and with it the
-whole CLI, numpy, asyncio and the codecs before its first request (1-4 s on a busy
-2-core machine), in every round and level of a sweep; a forked one starts in
-milliseconds, and the script it re-imports is kvbench/__main__.py, which imports nothing. Workers share the host's monotonic clock with the coordinator, so
-a start time needs no conversion. They are born ignoring SIGINT (the fork server is
-started ignoring it, and its children keep its handlers), so a Ctrl-C while one starts
-never kills it with a KeyboardInterrupt traceback.
+Each worker is forked from a fork server (runner/forkserver.py): a process exec'd clean,
+as ``spawn`` starts one (pyperf also starts workers clean), that only imported the
+worker's modules. So no worker inherits the coordinator's state, and none pays the
+imports again: a spawned worker re-imported the ``kvbench`` script, and with it the whole
+CLI, numpy, asyncio and the codecs, before its first request (1-4 s on a busy 2-core
+machine), in every round and level of a sweep; a forked one starts in milliseconds, and
+the script it re-imports (kvbench/__main__.py) imports nothing. Workers share the host's
+monotonic clock with the coordinator, so a start time needs no conversion. They are born
+ignoring SIGINT (the fork server is started ignoring it, and its children keep its
+handlers), so a Ctrl-C while one starts never kills it with a KeyboardInterrupt traceback.
 """
 
 from __future__ import annotations
