@@ -227,7 +227,9 @@ def test_gateway_vs_native_prints_the_gateway_as_a_share_of_native(
     gateway_doc, native_doc = (run["document"] for run in doc["runs"])
     for run_doc in (gateway_doc, native_doc):
         sets, gets = all_phase_counts(run_doc, "set"), all_phase_counts(run_doc, "get")
-        assert sets + gets == rounds * per_round and abs(sets - gets) <= 2
+        # A round ends after its request count: a connection may end on a set whose get
+        # would have been the next request (2 connections, so 2 sets per round at most).
+        assert sets + gets == rounds * per_round and 0 <= sets - gets <= 2 * rounds
         assert all_phase_counts(run_doc, "get", "miss") == 0
         assert run_doc["verify"]["mismatches"] == 0
         assert run_doc["verify"]["checked"] == all_phase_counts(run_doc, "get", "hit")
