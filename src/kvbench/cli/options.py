@@ -73,6 +73,11 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     ),
     click.option("--multiget", help="Keys per mget op. [10]"),
     click.option(
+        "--placement",
+        help="Keys over several memcached servers: ketama (twemproxy) or modula-crc32 "
+        "(python-memcached). [ketama]",
+    ),
+    click.option(
         "--ttl",
         help="Expiry in seconds sent with stores; a range 60-120 gives each connection "
         "its own. [0: none]",

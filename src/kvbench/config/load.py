@@ -29,6 +29,7 @@ from kvbench.config.queue import QUEUE_SCHEMES
 from kvbench.config.targets import check_http_targets, check_key_limits, mask_url, parse_target
 from kvbench.config.workload_fields import (
     MIN_VERIFY_VALUE_BYTES,
+    PLACEMENTS,
     TIMESTAMP_VALUE_BYTES,
     check_keys,
     parse_key_pattern,
@@ -149,6 +150,7 @@ _field("workload.multiget_keys")(_positive(1))
 _field("workload.ttl_s")(parse_ttl)
 _field("workload.preload")(_boolean)
 _field("workload.seed")(_positive(0))
+_field("workload.placement")(lambda v, w: _choice(v, w, PLACEMENTS))
 _field("load.connections")(_positive(1))
 _field("load.processes")(_positive(1))
 _field("load.pipeline")(_positive(1))
@@ -247,13 +249,13 @@ def _targets(urls: list[str]) -> tuple[TargetConfig, ...]:
 
 
 def _check_shards(targets: tuple[Any, ...], load: LoadConfig, settings: Settings) -> LoadConfig:
-    """Several targets are memcached servers sharded by ketama: every worker needs a
+    """Several targets are memcached servers sharded by ketama (or --placement): every worker needs a
     connection to each, so processes are capped at connections / servers."""
     if len(targets) < 2:
         return load
     if any(t.family != "memcache" for t in targets):
         raise ConfigError(
-            "target", "several targets are sharded with ketama: memcached targets only"
+            "target", "several targets are sharded (ketama or --placement): memcached targets only"
         )
     if load.connections < len(targets):
         where = settings.get("load.connections", (None, "--connections"))[1]
@@ -316,6 +318,7 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
         preload=values.get("workload.preload", defaults.preload),
         verify=values.get("workload.verify", defaults.verify),
         seed=values.get("workload.seed", int.from_bytes(os.urandom(4), "big")),
+        placement=values.get("workload.placement", defaults.placement),
     )
     _check_values(workload, values, settings)
     return workload

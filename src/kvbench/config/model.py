@@ -89,6 +89,8 @@ class WorkloadConfig:
         preload: store every key once before measuring, so gets can hit.
         verify: values derived from (key, version); every get hit is checked.
         seed: the run's seed; worker i uses a seed derived from it and i.
+        placement: how keys are placed on several servers: ``ketama`` (twemproxy) or
+            ``modula-crc32`` (python-memcached).
     """
 
     keys: int = 100_000
@@ -110,6 +112,7 @@ class WorkloadConfig:
     preload: bool = False
     verify: bool = False
     seed: int = 0
+    placement: str = "ketama"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
-"""Several memcached servers in one run: keys placed by ketama, one shard per server.
+"""Several memcached servers in one run: keys placed on them, one shard per server.
 
-The keyspace is partitioned with the ketama ring twemproxy uses (workload.ketama); each
+The keyspace is partitioned with the ketama ring twemproxy uses (workload.ketama), or
+python-memcached's modula placement (``--placement modula-crc32``: workload.placement); each
 server gets its own request source over the keys placed on it and its share of the
 connections, so a connection only ever sends keys that live on its server. Load per
 server follows its connections (closed loop) or its share of the schedule (open loop);
@@ -15,7 +16,7 @@ from dataclasses import dataclass, replace
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.engine.setup import ssl_context_for
 from kvbench.errors import ConfigError
-from kvbench.workload.ketama import KetamaRing
+from kvbench.workload.placement import placement_for
 from kvbench.workload.plan import RequestSource, WorkloadPlan, compile_plan
 
 
@@ -46,7 +47,7 @@ def build_shards(config: RunConfig, worker_index: int, n_workers: int) -> list[S
     targets = config.targets
     if len(targets) == 1:
         return [Shard(0, targets[0], plan, RequestSource(plan), ssl_context_for(targets[0]))]
-    ring = KetamaRing([server_name(t) for t in targets])
+    ring = placement_for(config.workload.placement, [server_name(t) for t in targets])
     key_groups = ring.partition(plan.key_table)
     counter_groups = ring.partition(plan.counter_table)
     shards = []

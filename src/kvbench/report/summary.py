@@ -239,8 +239,9 @@ def _servers(run: RunResult) -> list[dict[str, Any]]:
         for i in range(len(run.targets))
     ]
     total = sum(counts) or 1
+    placement = run.config.get("workload", {}).get("placement", "ketama")
     return [
-        {"url": t["url"], "completed": int(n), "share": round(n / total, 4)}
+        {"url": t["url"], "completed": int(n), "share": round(n / total, 4), "placement": placement}
         for t, n in zip(run.targets, counts, strict=True)
     ]
 

@@ -215,7 +215,8 @@ def server_lines(model: ReportModel) -> Text:
         shares = "  ".join(
             f"{s['url']} {s['completed']:,} ({s['share']:.0%})" for s in model.servers
         )
-        text.append(f"servers (ketama): {shares}\n")
+        placement = model.servers[0].get("placement", "ketama")
+        text.append(f"servers ({placement}): {shares}\n")
     return text
 
 
