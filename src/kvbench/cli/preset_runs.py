@@ -32,11 +32,13 @@ from kvbench.config.presets import Preset, Step, get_preset, with_scheme
 from kvbench.config.queue import build_queue_config
 from kvbench.errors import ConfigError
 from kvbench.report import document, summarize
+from kvbench.report.batches import batch_figures, batch_line, batches_table
 from kvbench.report.html import render
 from kvbench.report.levels import TargetColumn, comparison, target_column
 from kvbench.report.tables import compared_levels_table
 from kvbench.results.model import RunResult
 from kvbench.results.status import EXIT_CODES, INTERRUPTED, worst
+from kvbench.runner.batches import run_batch_level
 from kvbench.runner.levels import at_level, parse_levels, run_comparison
 
 # Runs of a preset, labelled (a step's name, a level, a level and a target).
@@ -82,9 +84,10 @@ def run_preset(
     run's status.
     """
     preset = get_preset(name)
-    if len(targets) != preset.targets:
+    if len(targets) < preset.targets or (len(targets) > preset.targets and not preset.more_targets):
+        more = " or more" if preset.more_targets else ""
         raise ConfigError(
-            "TARGET", f"preset {name} takes {preset.targets} target(s), got {len(targets)}"
+            "TARGET", f"preset {name} takes {preset.targets}{more} target(s), got {len(targets)}"
         )
     outputs = replace(outputs or Outputs(), json_path=flags.pop("report.json", (None, ""))[0])
     report = _report(flags)
@@ -94,7 +97,7 @@ def run_preset(
         flags["workload.seed"] = (int.from_bytes(os.urandom(4), "big"), "seed")
     urls = [with_scheme(url, preset) for url in targets]
     run = _Run(make_console(), preset, urls, flags, config_path, processes, outputs, report)
-    shapes = {"queue": _queue_steps, "steps": _steps}
+    shapes = {"queue": _queue_steps, "steps": _steps, "batches": _batches}
     return shapes.get(preset.shape, _levels)(run)
 
 
@@ -243,3 +246,36 @@ def _compare_at_levels(
                 break
     console.print(compared_levels_table(axis, shown))
     return done, rows, worst(statuses)
+
+
+def _batches(run: _Run) -> int:
+    """put-get-batches: at each level, that many clients set every key, then get it
+    (runner/batches.py); each level published as a run, then the table of all of them."""
+    preset, flags = run.preset, run.flags
+    assert preset.levels is not None
+    if flags.get("load.requests", (None, ""))[0] is not None:
+        raise ConfigError(
+            "-n", f"{preset.name}: each client sets and gets every key once; R is --keys"
+        )
+    given = flags.pop("load.connections", (None, ""))[0]
+    levels = parse_levels(str(given) if given is not None else preset.levels, "--connections")
+    config = run.config(run.urls)
+    done: Labelled = []
+    rows: list[dict[str, Any]] = []
+    statuses: list[str] = []
+    for level in levels:
+        clients = int(level)
+        run.console.print(f"[bold]{preset.name}: {clients} client(s)[/bold]")
+        result = run_batch_level(config, clients)
+        result.label = f"{preset.name}: {clients} client(s)"
+        statuses.append(publish(run.console, result, run.report, Outputs()).name)
+        figures = batch_figures(result)
+        run.console.print(batch_line(figures))
+        done.append((str(clients), result))
+        rows.append(figures)
+        if result.status == INTERRUPTED:
+            break
+    run.console.print(batches_table(rows, [t.url for t in config.targets]))
+    extra = {"status": worst(statuses), "batches": rows}
+    _write_outputs(run.console, preset, done, "clients", run.outputs, extra)
+    return EXIT_CODES[worst(statuses)]

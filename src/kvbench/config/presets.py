@@ -36,7 +36,8 @@ class Preset:
         steps: for ``steps``: the runs, in order.
         axis, levels: for sweeps: the swept option and its levels (``64:2048:64``).
         scheme: rewrite a memcached target's scheme to this one (the protocol it used).
-        targets: how many targets the preset takes.
+        targets: how many targets the preset takes (at least, with ``more_targets``).
+        more_targets: it takes ``targets`` or more (several memcached servers).
     """
 
     name: str
@@ -50,6 +51,7 @@ class Preset:
     levels: str | None = None
     scheme: str | None = None
     targets: int = 1
+    more_targets: bool = False
 
 
 PRESETS: dict[str, Preset] = {
@@ -86,30 +88,32 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             name="put-get-batches",
-            title="per-worker put/get batches: text protocol, 1..10 workers, ~1 KB values",
+            title="per-client put/get batches: text protocol, 1..10 clients, ~1 KB values",
             original=(
-                "1..10 workers, each doing `runs` sets then `runs` gets of ~1 KB values on "
-                "test_key0.., over two servers with client-side hashing; throughput computed "
-                "from summed per-thread times instead of wall-clock."
+                "1..10 threads, each with its own client connected to two memcached servers "
+                "(client-side hashing), doing R = 1000 sets of test_key0..test_key999 (~1 KB "
+                "values), then R gets of the same keys; throughput computed from summed "
+                "per-thread times instead of wall-clock."
             ),
             measures=(
-                "a sweep over 1..10 connections, sets then gets on sequential test_key keys; "
-                "throughput is successful completions over one wall-clock window shared by "
-                "every worker, with a 95% CI over rounds. (Client-side hashing over several servers is not "
-                "supported yet: give one server.)"
+                "the same batches, exactly: a client per level step with a connection to "
+                "every server, one request at a time, its R sets then its R gets (a barrier "
+                "per client); every get is checked against the value set; each batch timed "
+                "from its first request sent to its last reply received across all clients, "
+                "throughput = replies / that wall-clock (the original's formula beside it), "
+                "each server's share, and the servers' cmd_set / get_hits deltas (N x R "
+                "each). Keys placed by ketama, or --placement modula-crc32 as "
+                "python-memcached did."
             ),
-            shape="sweep",
+            shape="batches",
             axis="connections",
             levels="1:10:1",
             scheme="memcached",
+            more_targets=True,
             settings={
                 "workload.key_prefix": "test_key",
-                "workload.key_pattern": "sequential",
+                "workload.keys": 1000,
                 "workload.value_size": 1000,
-                "workload.ratio": "1:1",
-                "workload.keys": 10_000,
-                "load.duration": "5s",
-                "load.rounds": 3,
             },
         ),
         Preset(
