@@ -10,6 +10,7 @@ for (every run, labelled, in each).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -36,6 +37,7 @@ from kvbench.report.batches import batch_figures, batch_line, batches_table
 from kvbench.report.html import render
 from kvbench.report.levels import TargetColumn, comparison, target_column
 from kvbench.report.tables import compared_levels_table
+from kvbench.report.terminal import phase_end_line
 from kvbench.results.model import RunResult
 from kvbench.results.status import EXIT_CODES, INTERRUPTED, worst
 from kvbench.runner.batches import run_batch_level
@@ -111,13 +113,34 @@ def _report(flags: Settings) -> ReportConfig:
 
 
 def _steps(run: _Run) -> int:
-    """Load runs in order, each with its step's settings."""
+    """Load runs in order, each with its step's settings (a step that reads what the one
+    before wrote gets its span of keys and its time window: ``_reading``)."""
+    before: list[tuple[RunResult, int, int]] = []  # result, wall-clock ms at start and end
 
     def measure_step(step: Step) -> tuple[RunResult, ReportConfig]:
-        config = run.config(run.urls, step.settings)
-        return measure(run.console, config), config.report
+        settings = dict(step.settings)
+        if step.reads_previous and before:
+            settings.update(_reading(*before[-1]))
+        config = run.config(run.urls, settings)
+        start_ms = time.time_ns() // 1_000_000
+        result = measure(run.console, config)
+        before.append((result, start_ms, time.time_ns() // 1_000_000 + 1))
+        return result, config.report
 
     return _in_steps(run, measure_step)
+
+
+def _reading(written: RunResult, start_ms: int, end_ms: int) -> dict[str, Any]:
+    """Settings that make a step read exactly the keys ``written`` stored: each worker
+    walks its own start of the keyspace (the same seed and workers), as many keys as the
+    slowest worker stored in the window (all of them stored: replies in the window are a
+    prefix of what was sent, and the drain waited for the rest); timestamps must fall in
+    the time the step ran (--verify)."""
+    settings: dict[str, Any] = {"workload.verify_window_ms": (start_ms, end_ms)}
+    stored = [int(w.get("ops", 0)) for w in written.workers]
+    if stored and min(stored) > 0:
+        settings["workload.key_span"] = min(stored)
+    return settings
 
 
 def _queue_steps(run: _Run) -> int:
@@ -154,6 +177,8 @@ def _in_steps(run: _Run, measure_step: Callable[[Step], tuple[RunResult, ReportC
         result, report = measure_step(step)
         result.label = f"{preset.name}: {step.label}"
         statuses.append(publish(console, result, report, Outputs()).name)
+        if preset.shape == "steps":
+            console.print(phase_end_line(step.label, summarize(result)))
         done.append((step.label, result))
         if result.status == INTERRUPTED:
             break

@@ -19,6 +19,9 @@ class Step:
 
     label: str
     settings: dict[str, Any]
+    # Read exactly the keys the step before wrote (each worker its own, as far as the
+    # slowest got), and under --verify accept only values written while it ran.
+    reads_previous: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +66,25 @@ PRESETS: dict[str, Preset] = {
             original=(
                 "128 concurrent workers over the binary protocol, keys a random float plus a "
                 "counter, values the current time in ms (8 bytes); set-only, then get-only; a "
-                "throughput line every second. Nothing separated client limits from server "
-                "limits: '4 client machines reach 500k/s' was found by hand."
+                "line every second with the ops so far and the running average. Nothing "
+                "separated client limits from server limits: '4 client machines reach "
+                "500k/s' was found by hand."
             ),
             measures=(
-                "the same load with a line per second and percentiles; client CPU, event-loop "
-                "lag and the server's own CPU and counters decide whether the client or the "
-                "server was the limit (verdicts); --cluster spreads the load over machines."
+                "the same load: every live line and CSV row has the interval's rate, the ops "
+                "so far and the running average (ops so far / elapsed), each phase ends with "
+                "its total, duration, average and errors; the get phase reads exactly the "
+                "keys the set phase wrote (sequential per worker), and --verify checks every "
+                "value is an 8-byte time from the set phase. Percentiles, client CPU, "
+                "event-loop lag and the server's own CPU and counters say whether the client "
+                "or the server was the limit (verdicts); --cluster spreads the load."
             ),
             shape="steps",
             scheme="memcached+binary",
             settings={
                 "load.connections": 128,
                 "workload.key_template": "float-counter",
+                "workload.key_pattern": "sequential",
                 "workload.value_kind": "timestamp",
                 "workload.value_size": 8,
                 "load.interval": "1s",
@@ -83,7 +92,7 @@ PRESETS: dict[str, Preset] = {
             },
             steps=(
                 Step("set-only", {"workload.ratio": "1:0"}),
-                Step("get-only", {"workload.ratio": "0:1"}),
+                Step("get-only", {"workload.ratio": "0:1"}, reads_previous=True),
             ),
         ),
         Preset(

@@ -32,6 +32,7 @@ from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.protocols.base import OP_NAMES, Op
 from kvbench.units import share_out
 from kvbench.workload.plan import WorkloadPlan
+from kvbench.workload.verify import value_check
 
 _now = time.monotonic_ns
 T = TypeVar("T")
@@ -120,7 +121,11 @@ class Worker(LinkKeeper):
         self.source = self.shards[0].source
         keys_per_op = [config.workload.multiget_keys if op == Op.MGET else 1 for op in Op]
         super().__init__(Recorder(OP_NAMES, keys_per_op), config.load.connect_timeout_ns)
-        self.verifier = Verifier(self.recorder) if config.workload.verify else None
+        self.verifier = (
+            Verifier(self.recorder, value_check(config.workload))
+            if config.workload.verify
+            else None
+        )
         self.connections: list[Connection] = []
         # Why connections run the Python driver (None: they run the compiled pumps).
         self.python_reason = python_reason(config)
