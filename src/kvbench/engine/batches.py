@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kvbench.config.model import RunConfig, TargetConfig
+from kvbench.engine.reconnect import connect_error_text
 from kvbench.engine.setup import codec_factory_for
 from kvbench.errors import ProtocolError, TargetUnreachable
 from kvbench.metrics.outcome import Outcome
@@ -92,7 +93,7 @@ class _Server:
                 asyncio.open_connection(self.target.host, self.target.port), self._timeout_s
             )
         except (OSError, TimeoutError) as exc:
-            reason = str(exc) or type(exc).__name__
+            reason = connect_error_text(exc)
             raise TargetUnreachable(f"cannot connect to {self.target.url}: {reason}") from None
         self._codec = self._codec_factory()
 

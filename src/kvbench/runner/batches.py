@@ -66,14 +66,9 @@ async def _run(config: RunConfig, clients: int) -> BatchRun:
 def _sample(config: RunConfig, timeout_s: float) -> dict[str, Any] | None:
     """Every server's stats, summed, each kept under ``targets`` (as a load run's)."""
     try:
-        samples = [{"url": t.url, **probe.sample(t, None, timeout_s)} for t in config.targets]
+        return probe.sample_pool(config.targets, None, timeout_s)
     except TargetUnreachable:
         return None
-    return {
-        "taken_ns": samples[0]["taken_ns"],
-        "stats": probe.sum_stats([s["stats"] for s in samples]),
-        "targets": samples,
-    }
 
 
 def _result(
