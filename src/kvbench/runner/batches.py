@@ -79,14 +79,18 @@ def _result(
     before: dict[str, Any] | None,
     after: dict[str, Any] | None,
 ) -> RunResult:
+    start = batch.times["set"].first_sent_ns
+    end = max(t.last_reply_ns for t in batch.times.values())
     intervals = []
     for index, name in enumerate(BATCHES):
         recorder, times = batch.recorders[name], batch.times[name]
         for server, ops in enumerate(batch.server_ops[name]):
             recorder.add_stat(f"server{server}_completed", ops)
-        intervals.append(recorder.cut("measure", index, times.first_sent_ns, times.last_reply_ns))
-    start = batch.times["set"].first_sent_ns
-    end = max(t.last_reply_ns for t in batch.times.values())
+        # A batch that never began (Ctrl-C during the sets) is empty at the window's end.
+        begin, finish = (
+            (times.first_sent_ns, times.last_reply_ns) if times.first_sent_ns else (end, end)
+        )
+        intervals.append(recorder.cut("measure", index, begin, finish))
     status = "interrupted" if batch.interrupted else "ok"
     workers = [
         {
