@@ -157,3 +157,38 @@ def test_batches_report_an_unreachable_server_in_one_line() -> None:
     )
     assert result.code == 3 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_ctrl_c_keeps_the_batches_done_so_far(fresh_memcached: Server, tmp_path: Path) -> None:
+    """Ctrl-C mid-batch: every client stops after its current request; the level is kept
+    (status interrupted, exit 130) and its sets agree with the server's."""
+    import signal
+    import time
+
+    from tests.support.cli import start_kvbench
+
+    out = tmp_path / "cut.json"
+    proc = start_kvbench(
+        "run",
+        "--preset",
+        "put-get-batches",
+        f"memcached://{fresh_memcached.address}",
+        "--connections",
+        "2",
+        "--keys",
+        "100000",
+        "--json",
+        str(out),
+        "--no-save",
+        "-q",
+    )
+    deadline = time.monotonic() + 60
+    while counters(fresh_memcached)["cmd_set"] < 1000 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    (row,) = read_json(out)["batches"]
+    stored = counters(fresh_memcached)["cmd_set"]
+    assert 1000 <= row["set"]["ok"] == stored < 200_000
+    assert read_json(out)["status"] == "interrupted"
