@@ -192,3 +192,43 @@ def test_ctrl_c_keeps_the_batches_done_so_far(fresh_memcached: Server, tmp_path:
     stored = counters(fresh_memcached)["cmd_set"]
     assert 1000 <= row["set"]["ok"] == stored < 200_000
     assert read_json(out)["status"] == "interrupted"
+
+
+def test_a_server_stopped_mid_batch_is_counted_and_the_run_ends(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    """Every request after the stop is a conn_error (a down server is retried after a
+    backoff, not reconnected per request: that took 44 s here), the status is failed
+    (exit 1), one line per problem, no traceback."""
+    import time
+
+    from tests.support.cli import start_kvbench
+
+    out = tmp_path / "died.json"
+    proc = start_kvbench(
+        "run",
+        "--preset",
+        "put-get-batches",
+        f"memcached://{fresh_memcached.address}",
+        "--connections",
+        "2",
+        "--keys",
+        "20000",
+        "--json",
+        str(out),
+        "--no-save",
+        "-q",
+    )
+    deadline = time.monotonic() + 60
+    while counters(fresh_memcached)["cmd_set"] < 1000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stored = counters(fresh_memcached)["cmd_set"]
+    fresh_memcached.stop()
+    stopped = time.monotonic()
+    _, stderr = proc.communicate(timeout=120)
+    assert time.monotonic() - stopped < 20
+    assert proc.returncode == 1 and "Traceback" not in stderr
+    (row,) = read_json(out)["batches"]
+    sets, gets = row["set"], row["get"]
+    assert sets["ok"] >= stored and sets["ok"] + sets["errors"] == 2 * 20000
+    assert gets["ok"] == 0 and gets["errors"] == 2 * 20000

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kvbench.config.model import RunConfig, TargetConfig
-from kvbench.engine.reconnect import connect_error_text
+from kvbench.engine.reconnect import backoff, connect_error_text
 from kvbench.engine.setup import codec_factory_for
 from kvbench.errors import ProtocolError, TargetUnreachable
 from kvbench.metrics.outcome import Outcome
@@ -84,17 +84,30 @@ class _Server:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._codec = self._codec_factory()
+        self._retry_ns = 0  # the backoff after a failed connect (0: none failed)
+        self._down_until_ns = 0
 
     async def open(self) -> None:
-        """Connect (again); raises TargetUnreachable when the server cannot be reached."""
+        """Connect (again); raises TargetUnreachable when the server cannot be reached.
+
+        After a failed connect the server is down for a backoff (engine/reconnect.py's):
+        requests to it fail at once, without a connect, as python-memcached marks a
+        server dead for a while, so a stopped server costs the run no more than that.
+        """
         self.close()
+        now = _now()
+        if now < self._down_until_ns:
+            raise TargetUnreachable(f"{self.target.url} is down (connect failed; retrying)")
         try:
             self._reader, self._writer = await asyncio.wait_for(
                 asyncio.open_connection(self.target.host, self.target.port), self._timeout_s
             )
         except (OSError, TimeoutError) as exc:
+            self._retry_ns = backoff(self._retry_ns)
+            self._down_until_ns = _now() + self._retry_ns
             reason = connect_error_text(exc)
             raise TargetUnreachable(f"cannot connect to {self.target.url}: {reason}") from None
+        self._retry_ns = 0
         self._codec = self._codec_factory()
 
     def close(self) -> None:
