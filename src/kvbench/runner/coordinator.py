@@ -260,13 +260,14 @@ class Coordinator:
     def _handle(self, tally: _Tally, message: m.Message) -> None:
         if isinstance(message, m.Snapshot):
             snap = replace(message.snapshot, round=tally.round)
-            tally.ops_by_worker[message.worker] = tally.ops_by_worker.get(message.worker, 0) + (
-                snap.ops() if snap.phase == "measure" else 0
-            )
-            tally.cpu_by_worker[message.worker] = (
-                tally.cpu_by_worker.get(message.worker, 0) + snap.stats.get("cpu_ns", 0) / 1e9
-            )
             if snap.phase == "measure":
+                # a worker's ops and CPU are the measured window's, as the verdicts divide
+                # them by it (warm-up and preload CPU would read as a busy client)
+                worker = message.worker
+                tally.ops_by_worker[worker] = tally.ops_by_worker.get(worker, 0) + snap.ops()
+                tally.cpu_by_worker[worker] = (
+                    tally.cpu_by_worker.get(worker, 0) + snap.stats.get("cpu_ns", 0) / 1e9
+                )
                 tally.intervals.setdefault(snap.index, {})[message.worker] = snap
                 self._emit_complete(tally)
             else:
