@@ -26,6 +26,7 @@ from kvbench.protocols.base import (
     Value,
     Values,
 )
+from kvbench.protocols.resp_cluster import Redirect, parse_redirect
 
 # hiredis returns this from gets() when no complete reply is buffered (RESP3 has a real
 # boolean false, so the default False sentinel would be ambiguous).
@@ -153,20 +154,31 @@ class RespCodec(CodecBase):
     ``CodecOptions.noreply`` and ``flags`` have no RESP form and are ignored; ``ttl_s``
     adds ``EX ttl`` to SET, ADD (``SET NX``) and REPLACE (``SET XX``).
 
+    With ``cluster=True`` (a Redis Cluster node), a ``-MOVED`` or ``-ASK`` error reply is
+    a ``MOVED`` or ``ASK`` reply instead of an ``ERROR_REPLY``, and its parsed ``Redirect``
+    is appended to ``redirects``: the driver, which sends the request on, takes them from
+    there in order. ``encode_asking`` writes the ASKING that must precede the request an
+    ASK sends on.
+
     Attributes:
         protocol: 2 or 3. With 3, the caller first sends ``encode_hello``.
         push_messages: RESP3 push messages skipped.
+        redirects: cluster mode: the redirects replied, oldest first, for the driver.
     """
 
     _pending: list[int]
 
-    def __init__(self, options: CodecOptions = _DEFAULT_OPTIONS, protocol: int = 2) -> None:
+    def __init__(
+        self, options: CodecOptions = _DEFAULT_OPTIONS, protocol: int = 2, cluster: bool = False
+    ) -> None:
         if protocol not in (2, 3):
             raise ValueError(f"RESP protocol must be 2 or 3, not {protocol!r}")
         # The pending FIFO: codes from ``_head`` on are announced and not yet answered.
         super().__init__(options, [])
         self.protocol = protocol
         self.push_messages = 0
+        self.redirects: list[Redirect] = []
+        self._cluster = cluster
         self._reader = hiredis.Reader(notEnoughData=_INCOMPLETE)
         self._skip_pushes = protocol == 3
         self._null_nbytes = 3 if protocol == 3 else 5
@@ -399,6 +411,13 @@ class RespCodec(CodecBase):
         self._pending.append(_SETUP)
         return 1
 
+    def encode_asking(self, out: bytearray) -> int:
+        """Append ``ASKING`` (the request after it may use a slot being imported: the Redis
+        Cluster specification, "ASK redirection"); returns 1 (``OK``)."""
+        out += b"*1\r\n$6\r\nASKING\r\n"
+        self._pending.append(_SETUP)
+        return 1
+
     def encode_select(self, out: bytearray, db: int) -> int:
         """Append ``SELECT db``; returns 1 (``OK`` or ``ERROR_REPLY``)."""
         out += _array(b"SELECT", db)
@@ -615,9 +634,13 @@ class RespCodec(CodecBase):
     # -- reply handlers: one per request shape -------------------------------------------
 
     def _other(self, value: Any, request: str) -> Reply:
-        """An error reply, or a ProtocolError for a reply that cannot answer ``request``."""
+        """An error reply (in cluster mode a redirect is told apart), or a ProtocolError for
+        a reply that cannot answer ``request``."""
         if value.__class__ is _ReplyError:
             text = str(value).encode()
+            if self._cluster and (redirect := parse_redirect(text)) is not None:
+                self.redirects.append(redirect)
+                return Reply(redirect.kind, len(text) + 3, text)
             return Reply(ReplyKind.ERROR_REPLY, len(text) + 3, text)
         self._fail(f"reply {value!r:.60} cannot answer {request}")
 
