@@ -47,7 +47,9 @@ _Encoder = Callable[[Any, Any, bytearray, int], int]
 
 # The pending FIFO holds one code per announced reply: the ``Op`` value of the request, or
 # ``_SETUP`` for HELLO/AUTH/SELECT. ``_handlers[code]`` turns the reply into a ``Reply``.
+# ``_ASKING``'s reply is checked and consumed here: it answers no request of the caller's.
 _SETUP = len(Op)
+_ASKING = _SETUP + 1
 _GET = int(Op.GET)
 _SET = int(Op.SET)
 _DELETE = int(Op.DELETE)
@@ -266,8 +268,9 @@ class RespCodec(CodecBase):
             Op.STATS: self._on_info,
             Op.COMMAND: self._on_command,
         }
-        # Ops without an encoder are never pending; _SETUP comes last.
-        return [handlers.get(op, self._on_setup) for op in Op] + [self._on_setup]
+        # Ops without an encoder are never pending; _SETUP and _ASKING come last (the
+        # readers consume ASKING's reply before any handler would see it).
+        return [handlers.get(op, self._on_setup) for op in Op] + [self._on_setup] * 2
 
     # -- encoding ------------------------------------------------------------------------
 
@@ -412,11 +415,22 @@ class RespCodec(CodecBase):
         return 1
 
     def encode_asking(self, out: bytearray) -> int:
-        """Append ``ASKING`` (the request after it may use a slot being imported: the Redis
-        Cluster specification, "ASK redirection"); returns 1 (``OK``)."""
+        """Append ``ASKING``: the request after it may use a slot this node is importing
+        (the Redis Cluster specification, "ASK redirection").
+
+        Its ``+OK`` is consumed by the codec, never returned: the caller sends ASKING right
+        before the request an ASK redirect sends on, and its FIFO holds that request only.
+
+        Returns:
+            0 (no reply for the caller).
+
+        Raises:
+            ProtocolError: later, from the readers, when the node answers ASKING with
+                anything but ``+OK`` (a node that is not in a cluster).
+        """
         out += b"*1\r\n$6\r\nASKING\r\n"
-        self._pending.append(_SETUP)
-        return 1
+        self._pending.append(_ASKING)
+        return 0
 
     def encode_select(self, out: bytearray, db: int) -> int:
         """Append ``SELECT db``; returns 1 (``OK`` or ``ERROR_REPLY``)."""
@@ -556,6 +570,9 @@ class RespCodec(CodecBase):
                 self._head = head + 1
             else:
                 self._advance(head + 1)
+            if code == _ASKING:
+                self._asked(value)
+                continue
             return self._handlers[code](value)
 
     def read_kinds(self, kinds: list[int]) -> int:
@@ -612,6 +629,9 @@ class RespCodec(CodecBase):
                     continue
                 if code < 0:
                     self._fail(f"reply {value!r:.60} with no request pending")
+                if code == _ASKING:
+                    self._asked(value)
+                    continue
                 reply = handlers[code](value)
                 append(reply.kind | reply.keys << KEYS_SHIFT)
         finally:
@@ -632,6 +652,11 @@ class RespCodec(CodecBase):
         return NEED_DATA
 
     # -- reply handlers: one per request shape -------------------------------------------
+
+    def _asked(self, value: Any) -> None:
+        """ASKING's reply: ``+OK``, or the stream is not what a cluster node sends."""
+        if value != b"OK":
+            self._fail(f"ASKING answered {value!r:.60}: not a cluster node's reply")
 
     def _other(self, value: Any, request: str) -> Reply:
         """An error reply (in cluster mode a redirect is told apart), or a ProtocolError for

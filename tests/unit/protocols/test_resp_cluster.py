@@ -8,7 +8,7 @@ import hiredis
 import pytest
 
 from kvbench.errors import ProtocolError
-from kvbench.protocols.base import Op, ReplyKind
+from kvbench.protocols.base import NEED_DATA, Op, ReplyKind
 from kvbench.protocols.resp import RespCodec
 from kvbench.protocols.resp_cluster import (
     Master,
@@ -93,13 +93,31 @@ def test_next_reply_gives_the_redirect_text() -> None:
     assert reply.payload == b"MOVED 12 10.0.0.2:7001"  # type: ignore[union-attr]
 
 
-def test_asking_is_one_request_answered_ok() -> None:
+@pytest.mark.parametrize("batch", [False, True])
+def test_askings_ok_is_consumed_by_the_codec(batch: bool) -> None:
     codec = RespCodec(cluster=True)
     out = bytearray()
-    assert codec.encode_asking(out) == 1
+    assert codec.encode_asking(out) == 0  # no reply for the caller's FIFO
     assert bytes(out) == b"*1\r\n$6\r\nASKING\r\n"
-    codec.feed(b"+OK\r\n")
-    assert codec.next_reply().kind == ReplyKind.OK  # type: ignore[union-attr]
+    codec.encode(Op.GET, b"k", None, out)
+    codec.feed(b"+OK\r\n$1\r\nv\r\n")
+    if batch:
+        codes: list[int] = []
+        assert codec.read_kinds(codes) == 1 and codes == [int(ReplyKind.HIT) | 1 << 8]
+    else:
+        assert codec.next_reply().kind == ReplyKind.HIT  # type: ignore[union-attr]
+        assert codec.next_reply() is NEED_DATA
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_askings_refusal_is_a_protocol_error(batch: bool) -> None:
+    codec = RespCodec(cluster=True)
+    out = bytearray()
+    codec.encode_asking(out)
+    codec.encode(Op.GET, b"k", None, out)
+    codec.feed(b"-ERR This instance has cluster support disabled\r\n$-1\r\n")
+    with pytest.raises(ProtocolError, match="ASKING answered"):
+        codec.read_kinds([]) if batch else codec.next_reply()
 
 
 def test_shards_reply_with_a_replica() -> None:
