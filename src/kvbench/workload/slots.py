@@ -139,6 +139,7 @@ class SlotPlacement:
 
     def __init__(self, slot_map: SlotMap, tables: Sequence[Sequence[bytes]]) -> None:
         self.nodes = slot_map.nodes
+        self.node_index = slot_map.node_index
         self.owners = np.array(slot_map.owners, dtype=np.int64)
         self._slots = [key_slots(table) for table in tables]
 
