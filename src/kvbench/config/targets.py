@@ -165,9 +165,7 @@ def _query(scheme: str, text: str, where: str) -> dict[str, list[str]]:
             continue
         if name in TLS_OPTIONS and scheme in ("redis", "redis-queue", "redis+cluster"):
             tls_scheme = "rediss+cluster" if scheme == "redis+cluster" else "rediss"
-            raise ConfigError(
-                where, f"TLS options (ca, insecure, cert, key) need {tls_scheme}://"
-            )
+            raise ConfigError(where, f"TLS options (ca, insecure, cert, key) need {tls_scheme}://")
         takes = f"takes {', '.join(known)}" if known else "takes no options"
         raise ConfigError(
             where, f"unknown option {name!r} ({scheme}:// {takes}){suggestion(name, known)}"
