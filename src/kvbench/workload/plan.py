@@ -140,10 +140,12 @@ class RequestSource:
         """Give mget positions their key tuples and incr positions a counter key."""
         table = self._plan.key_table
         counters = self._plan.counter_table
+        picker = self._keys
+        assert picker is not None, "an empty source draws nothing"
         mget, incr = int(Op.MGET), int(Op.INCR)
         for i, op in enumerate(ops):
             if op == mget:
-                keys[i] = tuple(table[j] for j in self._keys.draw(self._mget_width).tolist())
+                keys[i] = tuple(table[j] for j in picker.draw(self._mget_width).tolist())
             elif op == incr:
                 keys[i] = counters[indexes[i] % len(counters)]
 
