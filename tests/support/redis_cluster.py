@@ -11,7 +11,6 @@ Redis Cluster specification, "Live resharding"), in steps a test can interleave 
 from __future__ import annotations
 
 import socket
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -138,15 +137,13 @@ def slot_ranges(masters: int) -> list[tuple[int, int]]:
     return [(bounds[i], bounds[i + 1] - 1) for i in range(masters)]
 
 
-def cluster_node(
-    *extra_args: str, port: int | None = None, tls: dict[str, str] | None = None
-) -> Any:
+def cluster_node(*extra_args: str, port: int | None = None) -> Any:
     """One cluster-enabled redis-server (``servers.redis`` with the cluster settings)."""
-    workdir = tempfile.mkdtemp(prefix="kvbench-rcluster-")
     bus = servers.free_port()
     args = [
         "--cluster-enabled", "yes",
-        "--cluster-config-file", f"{workdir}/nodes.conf",
+        # In the server's own work dir (--dir), removed when it stops.
+        "--cluster-config-file", "nodes.conf",
         "--cluster-port", str(bus),
         "--cluster-node-timeout", "3000",
         # A test's cluster never fails over: a slow CI machine must not make it try.

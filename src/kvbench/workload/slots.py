@@ -75,7 +75,7 @@ class SlotMap:
 
     @classmethod
     def from_masters(cls, masters: Sequence[Master], default_host: str) -> SlotMap:
-        """The map a CLUSTER SHARDS/SLOTS reply describes.
+        """The map a CLUSTER SHARDS/SLOTS reply describes, masters in slot order.
 
         Args:
             masters: from ``parse_cluster_shards``/``parse_cluster_slots``.
@@ -87,7 +87,8 @@ class SlotMap:
         """
         owners = [NO_NODE] * SLOTS
         nodes: list[tuple[str, int]] = []
-        for master in masters:
+        # Masters in slot order (the replies' order is not stable), those without slots last.
+        for master in sorted(masters, key=lambda m: (min(m.ranges, default=(SLOTS,)), m.port)):
             address = (master.host or default_host, master.port)
             if address in nodes:
                 index = nodes.index(address)
@@ -100,6 +101,18 @@ class SlotMap:
                         raise ValueError(f"slot {slot} is claimed by two masters")
                     owners[slot] = index
         return cls(tuple(nodes), tuple(owners))
+
+    def reindexed(self, nodes: Sequence[tuple[str, int]]) -> SlotMap:
+        """The same map with its masters in the order ``nodes`` gives (the same masters).
+
+        Raises:
+            ValueError: ``nodes`` are not this map's masters.
+        """
+        if sorted(nodes) != sorted(self.nodes):
+            raise ValueError("not the same masters")
+        index = [list(nodes).index(node) for node in self.nodes]
+        owners = tuple(NO_NODE if o == NO_NODE else index[o] for o in self.owners)
+        return SlotMap(tuple(nodes), owners)
 
     def node_index(self, host: str, port: int) -> int | None:
         """The index of the master at ``host:port``, or None when the map has none there."""

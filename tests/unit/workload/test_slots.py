@@ -78,7 +78,8 @@ def masters() -> list[Master]:
 
 
 def test_slot_map_from_masters() -> None:
-    slot_map = SlotMap.from_masters(masters(), default_host="10.0.0.9")
+    slot_map = SlotMap.from_masters(masters()[::-1], default_host="10.0.0.9")
+    # in slot order, whatever the reply's order; a master without slots last
     assert slot_map.nodes == (("10.0.0.1", 7000), ("10.0.0.9", 7001), ("10.0.0.3", 7002))
     assert slot_map.owners[99] == 0 and slot_map.owners[100] == 1 and slot_map.owners[101] == 0
     assert slot_map.slot_counts() == [8191, 8193, 0]
@@ -115,3 +116,16 @@ def test_placement_groups_keys_by_master_and_follows_a_move() -> None:
     moved = [i for i in range(2000) if key_slot(keys[i]) == slot]
     assert placement.indexes(2)[0] == moved
     assert not set(moved) & set(placement.indexes(before)[0])
+
+
+def test_reindexed_keeps_every_slots_master() -> None:
+    slot_map = SlotMap.from_masters(masters(), default_host="10.0.0.9")
+    order = (("10.0.0.3", 7002), ("10.0.0.1", 7000), ("10.0.0.9", 7001))
+    again = slot_map.reindexed(order)
+    assert again.nodes == order
+    assert all(
+        again.nodes[a] == slot_map.nodes[b]
+        for a, b in zip(again.owners, slot_map.owners, strict=True)
+    )
+    with pytest.raises(ValueError):
+        slot_map.reindexed(order[:2])
