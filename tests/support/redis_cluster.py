@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import hiredis
@@ -150,26 +151,41 @@ def cluster_node(*extra_args: str, port: int | None = None) -> Any:
         "--cluster-replica-no-failover", "yes",
         *extra_args,
     ]  # fmt: skip
-    return _with_bus(servers.redis(*args, port=port), bus)
+    tls_port = int(args[args.index("--tls-port") + 1]) if "--tls-port" in args else None
+    return _with_bus(servers.redis(*args, port=port), bus, tls_port)
 
 
 @contextmanager
-def _with_bus(started: Any, bus: int) -> Iterator[servers.Server]:
+def _with_bus(started: Any, bus: int, tls_port: int | None) -> Iterator[servers.Server]:
     with started as server:
         server.extra["bus_port"] = bus
+        if tls_port is not None:
+            server.extra["tls_port"] = tls_port
         yield server
 
 
 @contextmanager
 def redis_cluster(
-    masters: int = 3, *extra_args: str, password: str | None = None, timeout_s: float = 20.0
+    masters: int = 3,
+    *extra_args: str,
+    password: str | None = None,
+    tls: tuple[Path, Path] | None = None,
+    timeout_s: float = 20.0,
 ) -> Iterator[Cluster]:
-    """``masters`` masters on loopback, all slots assigned, ``cluster_state:ok`` everywhere."""
+    """``masters`` masters on loopback, all slots assigned, ``cluster_state:ok`` everywhere.
+
+    Args:
+        password: every node's ``requirepass``.
+        tls: a certificate and its key: each node also listens with TLS on a port of its
+            own (``server.extra["tls_port"]``) and the cluster bus speaks TLS; the test's
+            own commands keep to the plain port.
+    """
     if password is not None:
         extra_args = (*extra_args, "--requirepass", password, "--masterauth", password)
     with ExitStack() as stack:
         nodes = [
-            Node(stack.enter_context(cluster_node(*extra_args)), password) for _ in range(masters)
+            Node(stack.enter_context(cluster_node(*extra_args, *_tls_args(tls))), password)
+            for _ in range(masters)
         ]
         ranges = slot_ranges(masters)
         for epoch, (node, (start, end)) in enumerate(zip(nodes, ranges, strict=True), 1):
@@ -180,6 +196,21 @@ def redis_cluster(
             _ok(nodes[0].call("CLUSTER", "MEET", node.host, node.port, bus))
         wait_cluster_ok(nodes, timeout_s)
         yield Cluster(nodes, ranges)
+
+
+def _tls_args(tls: tuple[Path, Path] | None) -> list[str]:
+    """A TLS port and the cluster bus over TLS, with ``tls``'s certificate (as its CA)."""
+    if tls is None:
+        return []
+    cert, key = tls
+    return [
+        "--tls-port", str(servers.free_port()),
+        "--tls-cluster", "yes",
+        "--tls-cert-file", str(cert),
+        "--tls-key-file", str(key),
+        "--tls-ca-cert-file", str(cert),
+        "--tls-auth-clients", "no",
+    ]  # fmt: skip
 
 
 def wait_cluster_ok(nodes: Sequence[Node], timeout_s: float) -> None:
