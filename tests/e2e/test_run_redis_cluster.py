@@ -140,6 +140,39 @@ def test_a_slot_moved_mid_run_is_followed_with_ask_and_moved_and_no_errors(
     assert " moved " in text or " ask " in text  # in the live line of the seconds it moved
 
 
+def test_an_open_loop_run_follows_a_moved_slot(tmp_path: Path) -> None:
+    # Open loop: a request sent on keeps its intended time (latency from it) and its
+    # service time from its first send; every reply is counted where it completed.
+    out = tmp_path / "run.json"
+    slot, _ = hot_slot(300)
+    with redis_cluster.redis_cluster(3) as cluster:
+        source = cluster.owner(slot)
+        target = next(n for n in cluster.nodes if n is not source)
+        before = [calls(node) for node in cluster.nodes]
+        proc = start_kvbench(
+            "run", f"redis+cluster://{cluster.seed}", "--preload", "--keys", "300",
+            "--rate", "4000", "--duration", "3s", "-c", "6", "--processes", "2",
+            "--json", str(out), "--no-save",
+        )  # fmt: skip
+        read_until(proc, "ops/s")
+        cluster.migrate(slot, source, target, pause_s=0.2)
+        _, stderr = proc.communicate(timeout=60)
+        served = deltas(before, cluster)
+    assert proc.returncode == 0, stderr
+    doc = read_json(out)
+    assert doc["mode"] == "open"
+    assert sum(doc["cluster"]["all_phases"].values()) >= 1
+    assert doc["totals"]["errors"] == 0
+    for node, delta in zip(cluster.nodes, served, strict=True):
+        rows = node_rows(doc, node)
+        assert rows["calls"]["client"] == rows["calls"]["server"] == delta["calls"]
+        redirected = rows.get("redirected", {"client": 0, "server": 0})
+        assert redirected["client"] == redirected["server"] == delta["rejected"]
+    assert sum(d["calls"] for d in served) == all_phase_counts(doc, "get") + all_phase_counts(
+        doc, "set"
+    )
+
+
 def test_a_run_that_starts_while_a_slot_is_migrating_ends(tmp_path: Path) -> None:
     # The preload's SETs meet ASKs: its last requests may be guests on another
     # connection, and the phase must still end (it waited forever once).
