@@ -93,8 +93,14 @@ def test_keys_go_to_their_slots_master_and_each_nodes_counts_reconcile(tmp_path:
     assert doc["environment"]["driver"] == "python (Redis Cluster)"
 
 
+# Open loop: a request sent on keeps its intended time (latency from it) and its service
+# time from its first send, and still completes where it was sent. (A long --max-lag: a
+# loaded test machine falls behind the schedule, and a dropped request is an error.)
+@pytest.mark.parametrize(
+    "loop", [(), ("--rate", "3000", "--max-lag", "30s")], ids=["closed", "open"]
+)
 def test_a_slot_moved_mid_run_is_followed_with_ask_and_moved_and_no_errors(
-    tmp_path: Path,
+    tmp_path: Path, loop: tuple[str, ...]
 ) -> None:
     out = tmp_path / "run.json"
     slot, held = hot_slot(300)  # 300 keys: each of them asked about 60 times a second
@@ -105,7 +111,7 @@ def test_a_slot_moved_mid_run_is_followed_with_ask_and_moved_and_no_errors(
         proc = start_kvbench(
             "run", f"redis+cluster://{cluster.seed}", "--preload", "--keys", "300",
             "--duration", "4s", "-c", "6", "--processes", "2",
-            "--json", str(out), "--no-save",
+            "--json", str(out), "--no-save", *loop,
         )  # fmt: skip
         lines = read_until(proc, "ops/s")  # the first interval: the load is on
         # Live resharding as redis-cli does it, a key at a time with pauses, so that
@@ -118,7 +124,7 @@ def test_a_slot_moved_mid_run_is_followed_with_ask_and_moved_and_no_errors(
         served = deltas(before, cluster)
         on_target = int(target.call("CLUSTER", "COUNTKEYSINSLOT", slot))
         on_source = int(source.call("CLUSTER", "COUNTKEYSINSLOT", slot))
-    assert proc.returncode == 0, stderr
+    assert proc.returncode == 0, stdout + stderr
     doc = read_json(out)
     everything = doc["cluster"]["all_phases"]
     assert everything["ask"] > 0 and everything["moved"] > 0
@@ -138,39 +144,6 @@ def test_a_slot_moved_mid_run_is_followed_with_ask_and_moved_and_no_errors(
     text = "".join(lines) + stdout
     assert "redirects: MOVED" in text and "were redirected (MOVED" in text
     assert " moved " in text or " ask " in text  # in the live line of the seconds it moved
-
-
-def test_an_open_loop_run_follows_a_moved_slot(tmp_path: Path) -> None:
-    # Open loop: a request sent on keeps its intended time (latency from it) and its
-    # service time from its first send; every reply is counted where it completed.
-    out = tmp_path / "run.json"
-    slot, _ = hot_slot(300)
-    with redis_cluster.redis_cluster(3) as cluster:
-        source = cluster.owner(slot)
-        target = next(n for n in cluster.nodes if n is not source)
-        before = [calls(node) for node in cluster.nodes]
-        proc = start_kvbench(
-            "run", f"redis+cluster://{cluster.seed}", "--preload", "--keys", "300",
-            "--rate", "4000", "--duration", "3s", "-c", "6", "--processes", "2",
-            "--json", str(out), "--no-save",
-        )  # fmt: skip
-        read_until(proc, "ops/s")
-        cluster.migrate(slot, source, target, pause_s=0.2)
-        _, stderr = proc.communicate(timeout=60)
-        served = deltas(before, cluster)
-    assert proc.returncode == 0, stderr
-    doc = read_json(out)
-    assert doc["mode"] == "open"
-    assert sum(doc["cluster"]["all_phases"].values()) >= 1
-    assert doc["totals"]["errors"] == 0
-    for node, delta in zip(cluster.nodes, served, strict=True):
-        rows = node_rows(doc, node)
-        assert rows["calls"]["client"] == rows["calls"]["server"] == delta["calls"]
-        redirected = rows.get("redirected", {"client": 0, "server": 0})
-        assert redirected["client"] == redirected["server"] == delta["rejected"]
-    assert sum(d["calls"] for d in served) == all_phase_counts(doc, "get") + all_phase_counts(
-        doc, "set"
-    )
 
 
 def test_a_run_that_starts_while_a_slot_is_migrating_ends(tmp_path: Path) -> None:
