@@ -20,7 +20,7 @@ from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
 
-LIVE = re.compile(r"^\[\s*([\d.]+)s\].*\btotal ([\d,]+) avg [\d.]+[kM]?/s")
+LIVE = re.compile(r"^\[\s*([\d.]+)s\].*\btotal ([\d,]+) avg [\d.,]+[kM]?/s")
 PHASE_END = re.compile(
     r"^(\S+) ends: total ([\d,]+) ops in ([\d.]+)s, average \S+ ops/s \(([\d,.]+)/s\), errors (\d+)"
 )

@@ -23,6 +23,8 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
     memcached+meta://, redis://[USER:PASS@]HOST:6379/DB (add ?resp=3 for RESP3),
     rediss://...?ca=PATH (TLS), http+memc://HOST:PORT/PATH (nginx memc gateway). Several
     memcached TARGETs are sharded with ketama, as twemproxy places keys.
+    redis+cluster://HOST:PORT (rediss+cluster:// with TLS) is a seed node of a Redis
+    Cluster: keys go to the master of their hash slot, MOVED and ASK are followed.
 
     Closed-loop runs on memcached (text, binary, meta) and Redis RESP2 use the compiled
     driver; the rest (RESP3, HTTP, --rate, --verify, --ttl ranges, and every run with
