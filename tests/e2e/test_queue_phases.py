@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import read_json, run_kvbench
-from tests.support.memcacheq_standin import MemcacheqStandin
+from tests.support.cli import Result, read_json, run_kvbench
+from tests.support.memcacheq_standin import MemcacheqStandin, running_standin
 
 pytestmark = pytest.mark.integration
 
@@ -34,10 +34,14 @@ SUFFIX = {"": 1, "k": 1_000, "M": 1_000_000}
 @pytest.fixture
 def lossy() -> Iterator[MemcacheqStandin]:
     """Stands in for memcacheq 0.2.1, and loses every 1000th message it acknowledges."""
-    server = MemcacheqStandin(drop_every=1000)
-    server.start()
-    yield server
-    server.stop()
+    with running_standin(drop_every=1000) as server:
+        yield server
+
+
+def queue_run(server: MemcacheqStandin, *args: str) -> Result:
+    """``kvbench queue`` on the stand-in's queue ``q``, not stored, no live lines."""
+    url = f"memcacheq://127.0.0.1:{server.port}/q"
+    return run_kvbench("queue", url, *args, "--no-save", "-q")
 
 
 def printed_rate(text: str) -> tuple[float, float]:
@@ -154,36 +158,10 @@ def test_the_preset_writes_drains_and_mixes_with_one_ledger(
 def test_every_put_refused_is_a_failed_run_in_the_servers_words(tmp_path: Path) -> None:
     """Stands in for memcacheq 0.2.1 started with -B 64: a 100-byte message is answered
     ``SERVER_ERROR out of memory storing object``. (Was: "(0.00s, ok)", exit 0.)"""
-    server = MemcacheqStandin(max_message_bytes=64)
-    server.start()
-    try:
-        out = tmp_path / "q.json"
-        result = run_kvbench(
-            "queue",
-            f"memcacheq://127.0.0.1:{server.port}/q",
-            "-n",
-            "500",
-            "--message-size",
-            "100",
-            "--grace",
-            "200ms",
-            "--json",
-            str(out),
-            "--no-save",
-            "-q",
-        )
-        fits = run_kvbench(
-            "queue",
-            f"memcacheq://127.0.0.1:{server.port}/q",
-            "-n",
-            "500",
-            "--message-size",
-            "64",
-            "--no-save",
-            "-q",
-        )
-    finally:
-        server.stop()
+    out = tmp_path / "q.json"
+    with running_standin(max_message_bytes=64) as server:
+        result = queue_run(server, "-n", "500", "--message-size", "100", "--json", str(out))
+        fits = queue_run(server, "-n", "500", "--message-size", "64")
     assert result.code == 1, result.stdout + result.stderr
     doc = read_json(out)
     said = "SERVER_ERROR out of memory storing object"
@@ -201,31 +179,15 @@ def test_a_drain_alone_reads_until_the_queue_is_confirmed_empty(tmp_path: Path) 
     """Stands in for memcacheq 0.2.1 holding 300 messages another tool put there: a
     drain (--producers 0) reads them all (foreign: not this run's) and stops only after
     an empty read a --grace after the first."""
-    server = MemcacheqStandin()
-    server.start()
-    try:
+    out = tmp_path / "drain.json"
+    with running_standin() as server:
         with socket.create_connection(("127.0.0.1", server.port)) as sock:
             sock.sendall(b"set q 0 0 5\r\nhello\r\n" * 300)
             data = b""
             while data.count(b"STORED\r\n") < 300:
                 data += sock.recv(65536)
-        out = tmp_path / "drain.json"
-        result = run_kvbench(
-            "queue",
-            f"memcacheq://127.0.0.1:{server.port}/q",
-            "--producers",
-            "0",
-            "--consumers",
-            "2",
-            "--grace",
-            "300ms",
-            "--json",
-            str(out),
-            "--no-save",
-            "-q",
-        )
-    finally:
-        server.stop()
+        drain = ("--producers", "0", "--consumers", "2", "--grace", "300ms")
+        result = queue_run(server, *drain, "--json", str(out))
     assert result.code == 0, result.stdout + result.stderr
     doc = read_json(out)
     queue: dict[str, Any] = doc["queue"]

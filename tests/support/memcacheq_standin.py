@@ -29,11 +29,14 @@ error, not crash).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 VERSION = "0.2.1-kvbench-standin"
 # memcacheq's default item size limit is far above what tests send; bound the buffer.
@@ -155,6 +158,17 @@ class MemcacheqStandin:
             b"STAT %s %d/%d\r\n" % (name, state.enqueued, state.dequeued)
             for name, state in self.queues.items()
         )
+
+
+@contextlib.contextmanager
+def running_standin(**options: Any) -> Iterator[MemcacheqStandin]:
+    """A started stand-in (``MemcacheqStandin(**options)``), stopped on the way out."""
+    server = MemcacheqStandin(**options)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 class _Session(asyncio.Protocol):
