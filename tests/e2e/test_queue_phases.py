@@ -196,3 +196,30 @@ def test_a_drain_alone_reads_until_the_queue_is_confirmed_empty(tmp_path: Path) 
     assert queue["stop_reason"] == "drained: the queue was empty, and again 0.3s later"
     assert queue["phase"]["stats_queue_after"] == {"enqueued": 300, "dequeued": 300, "backlog": 0}
     assert server.get_hits == 300 and server.gets - server.get_hits == queue["empty_polls"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("run", "memcached://127.0.0.1:1", "--data-dir", "/tmp"),
+            "--data-dir: only for queue runs",
+        ),
+        (
+            ("run", "--preset", "memcached-storm", "memcached://127.0.0.1:1", "--data-dir", "/tmp"),
+            "--data-dir: preset memcached-storm runs no queue",
+        ),
+        (
+            ("queue", "memcacheq://127.0.0.1:1/q", "--producers", "0", "--consumers", "0"),
+            "--producers: a run needs producers, consumers or both",
+        ),
+        (
+            ("queue", "memcacheq://127.0.0.1:1/q", "--data-dir", "/nonexistent/kvbench"),
+            "--data-dir: '/nonexistent/kvbench' is not a directory",
+        ),
+    ],
+)
+def test_queue_phase_flags_out_of_place_are_one_line(args: tuple[str, ...], message: str) -> None:
+    result = run_kvbench(*args, "--no-save")
+    assert result.code == 2, result.stdout + result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
