@@ -595,6 +595,8 @@ class RespCodec(CodecBase):
                     self._fail(f"reply {value!r:.60} with no request pending")
                 reply = handlers[code](value)
                 append(reply.kind | reply.keys << KEYS_SHIFT)
+                if reply.kind is ReplyKind.ERROR_REPLY:
+                    self.last_error = reply.payload
         finally:
             self._head = head
         if head >= _COMPACT_AT:
