@@ -253,9 +253,9 @@ def measure_queue_phase(
             + (" (write only)" if config.consumers == 0 else "")
             + f", {config.messages:,} messages of {config.message_size_bytes} bytes"
         )
+    pop = f", {config.pop_command}" if config.consumers else ""
     console.print(
-        f"kvbench queue: {config.target.url}  {what}, pipeline {config.pipeline}, "
-        f"{config.pop_command}{start}"
+        f"kvbench queue: {config.target.url}  {what}, pipeline {config.pipeline}{pop}{start}"
     )
     origin: list[int] = []
 
