@@ -105,9 +105,9 @@ PRESETS: dict[str, Preset] = {
                 "per-thread times instead of wall-clock."
             ),
             measures=(
-                "the same batches, exactly: a client per level step with a connection to "
-                "every server, one request at a time, its R sets then its R gets (a barrier "
-                "per client); every get is checked against the value set; each batch timed "
+                "the same batches, exactly: at level N, N clients, each with a connection "
+                "to every server and one request at a time, each doing its R sets then its R "
+                "gets (a barrier per client); every get is checked against the value set; each batch timed "
                 "from its first request sent to its last reply received across all clients, "
                 "throughput = replies / that wall-clock (the original's formula beside it), "
                 "each server's share, and the servers' cmd_set / get_hits deltas (N x R "

@@ -38,11 +38,11 @@ def history_table(rows: Iterable[dict[str, Any]]) -> Table:
     return table
 
 
-def presets_table(rows: Iterable[tuple[str, str, int, str]]) -> Table:
-    """(name, shape, targets, title) per preset."""
+def presets_table(rows: Iterable[tuple[str, str, str, str]]) -> Table:
+    """(name, shape, targets (``1``, ``2``, ``1+``), title) per preset."""
     table = Table("preset", "shape", "targets", "what")
     for name, shape, targets, title in rows:
-        table.add_row(name, shape, str(targets), title)
+        table.add_row(name, shape, targets, title)
     return table
 
 
