@@ -4,6 +4,9 @@ every printed figure recomputed from the printed figures."""
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -15,7 +18,7 @@ from kvbench.config.targets import parse_target
 from kvbench.runner.probe import fetch_stats
 from kvbench.workload.ketama import KetamaRing
 from tests.support import servers
-from tests.support.cli import read_json, run_kvbench
+from tests.support.cli import read_json, run_kvbench, start_kvbench
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
@@ -145,7 +148,7 @@ def test_one_client_with_two_servers_works(two_memcached: list[Server], tmp_path
 
 def test_batches_refuse_a_request_count() -> None:
     result = run_kvbench(
-        "run", "--preset", "put-get-batches", "memcached://127.0.0.1:1", "-n", "10"
+        "run", "--preset", "put-get-batches", "memcached://127.0.0.1:1", "-n", "10", "--no-save"
     )
     assert result.code == 2 and "R is --keys" in result.stderr
 
@@ -159,32 +162,34 @@ def test_batches_report_an_unreachable_server_in_one_line() -> None:
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_ctrl_c_keeps_the_batches_done_so_far(fresh_memcached: Server, tmp_path: Path) -> None:
-    """Ctrl-C mid-batch: every client stops after its current request; the level is kept
-    (status interrupted, exit 130) and its sets agree with the server's."""
-    import signal
-    import time
-
-    from tests.support.cli import start_kvbench
-
-    out = tmp_path / "cut.json"
+def two_clients_started(server: Server, keys: int, out: Path) -> subprocess.Popen[str]:
+    """put-get-batches, 2 clients over ``keys`` keys, in the background, once the server
+    has stored 1,000 of its sets."""
     proc = start_kvbench(
         "run",
         "--preset",
         "put-get-batches",
-        f"memcached://{fresh_memcached.address}",
+        f"memcached://{server.address}",
         "--connections",
         "2",
         "--keys",
-        "100000",
+        str(keys),
         "--json",
         str(out),
         "--no-save",
         "-q",
     )
     deadline = time.monotonic() + 60
-    while counters(fresh_memcached)["cmd_set"] < 1000 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    while counters(server)["cmd_set"] < 1000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return proc
+
+
+def test_ctrl_c_keeps_the_batches_done_so_far(fresh_memcached: Server, tmp_path: Path) -> None:
+    """Ctrl-C mid-batch: every client stops after its current request; the level is kept
+    (status interrupted, exit 130) and its sets agree with the server's."""
+    out = tmp_path / "cut.json"
+    proc = two_clients_started(fresh_memcached, 100_000, out)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
@@ -198,30 +203,10 @@ def test_a_server_stopped_mid_batch_is_counted_and_the_run_ends(
     fresh_memcached: Server, tmp_path: Path
 ) -> None:
     """Every request after the stop is a conn_error (a down server is retried after a
-    backoff, not reconnected per request: that took 44 s here), the status is failed
+    backoff, not reconnected per request: that took 27-44 s here), the status is failed
     (exit 1), one line per problem, no traceback."""
-    import time
-
-    from tests.support.cli import start_kvbench
-
     out = tmp_path / "died.json"
-    proc = start_kvbench(
-        "run",
-        "--preset",
-        "put-get-batches",
-        f"memcached://{fresh_memcached.address}",
-        "--connections",
-        "2",
-        "--keys",
-        "20000",
-        "--json",
-        str(out),
-        "--no-save",
-        "-q",
-    )
-    deadline = time.monotonic() + 60
-    while counters(fresh_memcached)["cmd_set"] < 1000 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    proc = two_clients_started(fresh_memcached, 20_000, out)
     stored = counters(fresh_memcached)["cmd_set"]
     fresh_memcached.stop()
     stopped = time.monotonic()
