@@ -10,7 +10,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from kvbench.protocols.commands import RequestTemplate, Word
 
 # A reply may not be bigger than this unless the caller says otherwise. memcached's own
 # item size limit defaults to 1 MiB (-I); Redis's proto-max-bulk-len defaults to 512 MiB,
@@ -217,6 +220,9 @@ class CodecSpec:
             meta codecs match opaques and still yield replies in request order).
         ops: the ops this codec can encode.
         default_port: the server's usual port.
+        command_template: compiles a command's words (``protocols.commands``) into the
+            template of its ``Op.COMMAND`` requests; None when the protocol sends no
+            arbitrary commands.
     """
 
     name: str
@@ -224,6 +230,7 @@ class CodecSpec:
     ordered_replies: bool
     ops: frozenset[Op]
     default_port: int
+    command_template: Callable[[Sequence[Word]], RequestTemplate] | None = None
 
 
 def parse_stats_text(payload: bytes) -> dict[str, str]:

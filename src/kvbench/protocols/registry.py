@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvbench.protocols.base import CodecSpec, Op
+from kvbench.protocols.commands import resp_template, text_template
 from kvbench.protocols.http1 import HttpMemcCodec
 from kvbench.protocols.memcache_binary import MemcacheBinaryCodec
 from kvbench.protocols.memcache_meta import MemcacheMetaCodec
@@ -10,6 +11,7 @@ from kvbench.protocols.memcache_text import MemcacheTextCodec
 from kvbench.protocols.resp import RespCodec
 
 _MEMCACHE_OPS = frozenset(Op) - {Op.COMMAND}
+_TEXT_OPS = frozenset(Op) - {Op.NOOP}
 _RESP_OPS = frozenset(Op) - {Op.CAS, Op.GETS, Op.PREPEND}
 _HTTP_MEMC_OPS = frozenset(
     {
@@ -28,17 +30,27 @@ _HTTP_MEMC_OPS = frozenset(
 
 CODECS: dict[str, CodecSpec] = {
     "memcache-text": CodecSpec(
-        "memcache-text", MemcacheTextCodec, True, _MEMCACHE_OPS - {Op.NOOP}, 11211
+        "memcache-text", MemcacheTextCodec, True, _TEXT_OPS, 11211, text_template
     ),
     "memcache-binary": CodecSpec(
         "memcache-binary", MemcacheBinaryCodec, True, _MEMCACHE_OPS, 11211
     ),
     "memcache-meta": CodecSpec("memcache-meta", MemcacheMetaCodec, True, _MEMCACHE_OPS, 11211),
     "resp2": CodecSpec(
-        "resp2", lambda options: RespCodec(options, protocol=2), True, _RESP_OPS, 6379
+        "resp2",
+        lambda options: RespCodec(options, protocol=2),
+        True,
+        _RESP_OPS,
+        6379,
+        resp_template,
     ),
     "resp3": CodecSpec(
-        "resp3", lambda options: RespCodec(options, protocol=3), True, _RESP_OPS, 6379
+        "resp3",
+        lambda options: RespCodec(options, protocol=3),
+        True,
+        _RESP_OPS,
+        6379,
+        resp_template,
     ),
     # The factory's codecs speak to location /memc of localhost; engine.setup gives each
     # target's codec its own path and Host.
