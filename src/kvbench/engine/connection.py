@@ -299,7 +299,6 @@ class Connection(asyncio.Protocol):
             if n <= 0:
                 worker.maybe_finished()
                 return
-            tally.budget = budget - n
         source = self.source
         encode_many = self._codec.encode_many
         sent_ops = self._sent_ops
@@ -307,19 +306,30 @@ class Connection(asyncio.Protocol):
         sent_ns = _now()
         position = source.pos
         remaining = n
-        while remaining:
-            if position == source.size:
-                source.refill()
-                position = 0
-            stop = min(source.size, position + remaining)
-            encode_many(source.ops, source.keys, source.values, position, stop, out)
-            sent_ops.extend(source.ops[position:stop])
-            remaining -= stop - position
-            position = stop
-        source.pos = position
-        self._sent_ns.extend(repeat(sent_ns, n))
-        tally.bytes_out += len(out)
-        self._transport.write(out)
+        encoded = 0  # bytes of the requests taken so far
+        try:
+            while remaining:
+                if position == source.size:
+                    source.refill()
+                    position = 0
+                stop = min(source.size, position + remaining)
+                encode_many(source.ops, source.keys, source.values, position, stop, out)
+                sent_ops.extend(source.ops[position:stop])
+                encoded = len(out)
+                remaining -= stop - position
+                position = stop
+        finally:
+            # A refill that raised: the requests taken before it are sent and in flight
+            # (their send times beside their ops), as the pump does; the error goes on.
+            del out[encoded:]
+            taken = n - remaining
+            source.pos = position
+            self._sent_ns.extend(repeat(sent_ns, taken))
+            if budget >= 0:
+                tally.budget = budget - taken
+            if taken:
+                tally.bytes_out += len(out)
+                self._transport.write(out)
 
     def issue_scheduled(self, intended_ns: list[int], now: int) -> None:
         """Open loop: send one request per intended time, in one write; record the lags."""
