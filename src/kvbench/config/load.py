@@ -26,6 +26,7 @@ from kvbench.config.model import (
     WorkloadConfig,
 )
 from kvbench.config.names import suggestion
+from kvbench.config.prometheus import parse_prometheus_address
 from kvbench.config.queue import QUEUE_SCHEMES
 from kvbench.config.targets import check_http_targets, check_key_limits, mask_url, parse_target
 from kvbench.config.workload_fields import (
@@ -171,6 +172,7 @@ _field("report.json")(_text)
 _field("report.db")(_text)
 _field("report.save")(_boolean)
 _field("report.live")(_boolean)
+_field("report.prometheus")(parse_prometheus_address)
 _field("target.urls")(_urls)
 
 
@@ -229,6 +231,7 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
         db_path=values.get("report.db") or default_db_path(),
         save=values.get("report.save", True),
         live=values.get("report.live", True),
+        prometheus=values.get("report.prometheus"),
     )
     return RunConfig(targets=targets, workload=workload, load=load, report=report)
 

@@ -181,12 +181,15 @@ class ReportConfig:
         db_path: the SQLite history database.
         save: store the run in the history.
         live: print a line per interval.
+        prometheus: ``HOST:PORT`` to serve the running figures on for Prometheus to scrape
+            (``--prometheus``), or None.
     """
 
     json_path: str | None = None
     db_path: str = ""
     save: bool = True
     live: bool = True
+    prometheus: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
