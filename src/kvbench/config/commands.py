@@ -133,7 +133,10 @@ def parse_commands(value: Any, where: str) -> tuple[tuple[str, int], ...]:
     for entry in entries:
         text, weight = _entry(entry, where)
         command_words(text, where)
-        commands.append((text, parse_count(weight, where, minimum=1)))
+        try:
+            commands.append((text, parse_count(weight, where, minimum=1)))
+        except ConfigError as exc:
+            raise ConfigError(where, f"{text!r}: weight {exc.message}") from None
     return tuple(commands)
 
 
