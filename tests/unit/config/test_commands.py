@@ -139,5 +139,5 @@ def test_commands_in_a_scenario_file(tmp_path: Path) -> None:
         ("LPUSH q:__key__ __data__", 4),
     )
     path.write_text('[workload]\ncommands = ["SET \\"x"]\n')
-    with pytest.raises(ConfigError, match="workload.commands in .*unbalanced"):
+    with pytest.raises(ConfigError, match=r"workload\.commands in .*unbalanced"):
         load_config(str(path), {}, 1)
