@@ -423,11 +423,11 @@ class TextReplies(MemcacheCore):
         if eol < 0:
             return NEED_DATA
         if data.startswith(b"VALUE ", pos):
-            return self._command_values(pos)
+            return self._command_lines(pos, blocks=True)
         if data.startswith(b"VA ", pos):
             return self._command_block(pos, eol)
         if data.startswith(_LISTING_LINES, pos):
-            return self._command_listing(pos)
+            return self._command_lines(pos, blocks=False)
         line = bytes(data[pos:eol])
         nbytes = eol + 2 - pos
         if nbytes > self._max:
@@ -437,25 +437,29 @@ class TextReplies(MemcacheCore):
             ReplyKind.OK, nbytes, line if self._keep else None
         )
 
-    def _command_values(self, start: int) -> Reply | NeedData:
-        """``VALUE`` blocks, then ``END`` (or an error line memcached sent part way)."""
+    def _command_lines(self, start: int, blocks: bool) -> Reply | NeedData:
+        """``VALUE`` lines, each with its data block (``blocks``), or ``STAT``/``ITEM``
+        lines; then ``END``, or an error line memcached sent part way (out of memory)."""
         rb = self._rb
         data = rb.data
         pos = start
+        items = (b"VALUE ",) if blocks else _LISTING_LINES
         while True:
             eol = rb.find_line(pos, self._max - (pos - start))
             if eol < 0:
                 return NEED_DATA
-            if not data.startswith(b"VALUE ", pos):
+            if not data.startswith(items, pos):
                 break
-            end = eol + 2 + _value_size(data[pos + 6 : eol].split(b" "))
-            if end + 2 - start > self._max:
+            end = eol + 2
+            if blocks:
+                end += _value_size(data[pos + 6 : eol].split(b" ")) + 2
+            if end - start > self._max:
                 raise ReplyTooLarge(f"reply larger than {self._max} bytes")
-            if len(data) < end + 2:
+            if len(data) < end:
                 return NEED_DATA
-            if not data.startswith(b"\r\n", end):
+            if blocks and not data.startswith(b"\r\n", end - 2):
                 raise ProtocolError("VALUE data block not followed by CRLF")
-            pos = end + 2
+            pos = end
         line = bytes(data[pos:eol])
         rb.pos = eol + 2
         if line == b"END":
@@ -463,7 +467,7 @@ class TextReplies(MemcacheCore):
             return Reply(ReplyKind.OK, eol + 2 - start, payload)
         error = error_reply(line, eol + 2 - start)
         if error is None:
-            raise ProtocolError(f"unexpected line after VALUE blocks: {line[:64]!r}")
+            raise ProtocolError(f"unexpected line in a command's reply: {line[:64]!r}")
         return error
 
     def _command_block(self, start: int, eol: int) -> Reply | NeedData:
@@ -482,22 +486,3 @@ class TextReplies(MemcacheCore):
         rb.pos = end + 2
         payload = bytes(rb.data[eol + 2 : end]) if self._keep else None
         return Reply(ReplyKind.OK, end + 2 - start, payload)
-
-    def _command_listing(self, start: int) -> Reply | NeedData:
-        """``STAT``/``ITEM`` lines, then ``END``."""
-        rb = self._rb
-        data = rb.data
-        pos = start
-        while True:
-            eol = rb.find_line(pos, self._max - (pos - start))
-            if eol < 0:
-                return NEED_DATA
-            if eol + 2 - start > self._max:
-                raise ReplyTooLarge(f"reply larger than {self._max} bytes")
-            if eol == pos + 3 and data.startswith(b"END", pos):
-                rb.pos = eol + 2
-                payload = bytes(data[start:pos]) if self._keep else None
-                return Reply(ReplyKind.OK, eol + 2 - start, payload)
-            if not data.startswith(_LISTING_LINES, pos):
-                raise ProtocolError(f"unexpected line in a listing: {bytes(data[pos:eol])[:64]!r}")
-            pos = eol + 2

@@ -94,21 +94,24 @@ TEXT_REFUSED: dict[bytes, str] = {
 _CRAWLER_LINE_SUBCOMMANDS = frozenset({b"crawl", b"enable", b"disable", b"sleep", b"tocrawl"})
 
 
-class RespTemplate:
-    """A command as RESP: an array of bulk strings (RESP "Sending commands").
+class _Template:
+    """A compiled command: constant pieces (framed once) between its key and data slots.
 
-    Constant words are framed once; ``render`` frames the key and data words.
+    Attributes:
+        name: what results are kept under (``command_name``).
+        keys: how many key slots ``render`` fills.
     """
 
     __slots__ = ("_pieces", "keys", "name")
 
-    def __init__(self, name: str, pieces: tuple[bytes | KeySlot | DataSlot, ...], keys: int):
+    def __init__(self, name: str, pieces: Sequence[bytes | KeySlot | DataSlot], keys: int):
         self.name = name
         self.keys = keys
-        self._pieces = pieces
+        self._pieces = tuple(pieces)
 
     def render(self, keys: Sequence[bytes], value: Value | None) -> Request:
-        """One request, the key slots filled from ``keys`` in order, ``DATA`` with ``value``."""
+        """One whole request: the key slots filled from ``keys`` in order, ``DATA`` from
+        ``value``."""
         parts: list[bytes | Value] = []
         index = 0
         for piece in self._pieces:
@@ -116,54 +119,59 @@ class RespTemplate:
                 parts.append(piece)
             elif piece is DATA:
                 assert value is not None, "a DATA word needs a value"
-                parts += (b"$%d\r\n" % len(memoryview(value)), value, b"\r\n")
+                self._data(parts, value)
             else:
-                slot: KeySlot = piece  # type: ignore[assignment]
-                key = keys[index]
+                self._key(parts, piece, keys[index])  # type: ignore[arg-type]
                 index += 1
-                size = len(slot.prefix) + len(key) + len(slot.suffix)
-                parts += (b"$%d\r\n" % size, slot.prefix, key, slot.suffix, b"\r\n")
+        self._end(parts, value)
         return Request(b"".join(parts))
 
+    def _key(self, parts: list[bytes | Value], slot: KeySlot, key: bytes) -> None:
+        raise NotImplementedError
 
-class TextTemplate:
-    """A command as memcached text: a line of words, and a data block if ``DATA`` is its
-    byte count (protocol.txt "Commands")."""
+    def _data(self, parts: list[bytes | Value], value: Value) -> None:
+        raise NotImplementedError
 
-    __slots__ = ("_data_at", "_pieces", "keys", "name")
+    def _end(self, parts: list[bytes | Value], value: Value | None) -> None:
+        """What follows the last word."""
+
+
+class RespTemplate(_Template):
+    """A command as RESP: an array of bulk strings (RESP "Sending commands")."""
+
+    __slots__ = ()
+
+    def _key(self, parts: list[bytes | Value], slot: KeySlot, key: bytes) -> None:
+        size = len(slot.prefix) + len(key) + len(slot.suffix)
+        parts += (b"$%d\r\n" % size, slot.prefix, key, slot.suffix, b"\r\n")
+
+    def _data(self, parts: list[bytes | Value], value: Value) -> None:
+        parts += (b"$%d\r\n" % len(memoryview(value)), value, b"\r\n")
+
+
+class TextTemplate(_Template):
+    """A command as memcached text: a line of words, and the value as a data block when
+    ``DATA`` is the line's byte count (protocol.txt "Commands")."""
+
+    __slots__ = ("_block",)
 
     def __init__(
-        self,
-        name: str,
-        pieces: tuple[bytes | KeySlot | DataSlot, ...],
-        keys: int,
-        data_at: int,
+        self, name: str, pieces: Sequence[bytes | KeySlot | DataSlot], keys: int, block: bool
     ):
-        self.name = name
-        self.keys = keys
-        self._pieces = pieces
-        self._data_at = data_at  # -1: no data block
+        super().__init__(name, pieces, keys)
+        self._block = block
 
-    def render(self, keys: Sequence[bytes], value: Value | None) -> Request:
-        """One request: the line (key slots filled from ``keys``, ``DATA`` as the value's
-        byte count), then the value as a data block when the command stores one."""
-        parts: list[bytes | Value] = []
-        index = 0
-        for piece in self._pieces:
-            if piece.__class__ is bytes:
-                parts.append(piece)
-            elif piece is DATA:
-                assert value is not None, "a DATA word needs a value"
-                parts.append(b"%d" % len(memoryview(value)))
-            else:
-                slot: KeySlot = piece  # type: ignore[assignment]
-                parts += (slot.prefix, keys[index], slot.suffix)
-                index += 1
+    def _key(self, parts: list[bytes | Value], slot: KeySlot, key: bytes) -> None:
+        parts += (slot.prefix, key, slot.suffix)
+
+    def _data(self, parts: list[bytes | Value], value: Value) -> None:
+        parts.append(b"%d" % len(memoryview(value)))
+
+    def _end(self, parts: list[bytes | Value], value: Value | None) -> None:
         parts.append(b"\r\n")
-        if self._data_at >= 0:
+        if self._block:
             assert value is not None, "a DATA word needs a value"
             parts += (value, b"\r\n")
-        return Request(b"".join(parts))
 
 
 RequestTemplate = RespTemplate | TextTemplate
@@ -211,7 +219,7 @@ def resp_template(words: Sequence[Word]) -> RespTemplate:
                 pieces.append(constant)
         else:
             pieces.append(word)
-    return RespTemplate(name, tuple(pieces), _keys(words))
+    return RespTemplate(name, pieces, _keys(words))
 
 
 def text_template(words: Sequence[Word]) -> TextTemplate:
@@ -248,7 +256,7 @@ def text_template(words: Sequence[Word]) -> TextTemplate:
             f"{name}: __data__ stands only for a storage command's byte count "
             "(set __key__ 0 0 __data__, ms __key__ __data__)"
         )
-    return TextTemplate(name, tuple(_joined(words)), _keys(words), data_at)
+    return TextTemplate(name, _joined(words), _keys(words), data_at >= 0)
 
 
 def _refuse_text_command(verb: bytes, words: Sequence[Word]) -> None:

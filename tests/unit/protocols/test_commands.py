@@ -153,6 +153,7 @@ def announce_command(codec: MemcacheTextCodec) -> int:
         (b"VA 2 f3\r\nhi\r\n", Reply(K.OK, 13)),
         (b"VA 0\r\n\r\n", Reply(K.OK, 8)),
         (b"STAT pid 7\r\nITEM k [1 b; 0 s]\r\nEND\r\n", Reply(K.OK, 36)),
+        (b"STAT a b\r\nSERVER_ERROR busy\r\n", Reply(K.ERROR_REPLY, 29, b"SERVER_ERROR busy")),
         (b"ERROR\r\n", Reply(K.ERROR_REPLY, 7, b"ERROR")),
         (b"CLIENT_ERROR bad\r\n", Reply(K.ERROR_REPLY, 18, b"CLIENT_ERROR bad")),
         (
