@@ -314,7 +314,7 @@ class Connection(asyncio.Protocol):
                     position = 0
                 stop = min(source.size, position + remaining)
                 encode_many(source.ops, source.keys, source.values, position, stop, out)
-                sent_ops.extend(source.ops[position:stop])
+                sent_ops.extend(source.record_ops[position:stop])
                 encoded = len(out)
                 remaining -= stop - position
                 position = stop
@@ -348,7 +348,7 @@ class Connection(asyncio.Protocol):
                 position = 0
             stop = min(source.size, position + remaining)
             self._codec.encode_many(source.ops, source.keys, source.values, position, stop, out)
-            self._sent_ops.extend(source.ops[position:stop])
+            self._sent_ops.extend(source.record_ops[position:stop])
             remaining -= stop - position
             position = stop
         source.pos = position

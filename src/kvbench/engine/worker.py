@@ -29,7 +29,7 @@ from kvbench.engine.verify import Verifier
 from kvbench.errors import TargetUnreachable
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.protocols.base import OP_NAMES, Op
+from kvbench.protocols.base import Op
 from kvbench.units import share_out
 from kvbench.workload.plan import WorkloadPlan
 
@@ -111,8 +111,8 @@ class Worker:
         self.target: TargetConfig = self.shards[0].target
         self.plan: WorkloadPlan = self.shards[0].plan
         self.source = self.shards[0].source
-        keys_per_op = [config.workload.multiget_keys if op == Op.MGET else 1 for op in Op]
-        self.recorder = Recorder(OP_NAMES, keys_per_op)
+        # Op numbers index the fixed ops' names, then the commands' (workload/commands.py).
+        self.recorder = Recorder(self.plan.op_names(), self.plan.keys_per_op())
         self.verifier = Verifier(self.recorder) if config.workload.verify else None
         self.connections: list[Connection] = []
         # Why connections run the Python driver (None: they run the compiled pumps).
@@ -216,8 +216,12 @@ class Worker:
                 )
 
     async def _connect(self, loop: asyncio.AbstractEventLoop, conn: Connection) -> None:
-        """Open ``conn``'s transport to its shard's server (TLS for rediss://)."""
+        """Open ``conn``'s transport to its shard's server (TLS for rediss://; a Unix
+        socket for +unix URLs)."""
         target = conn.shard.target
+        if target.socket_path is not None:
+            await loop.create_unix_connection(lambda: conn, target.socket_path)
+            return
         await loop.create_connection(
             lambda: conn,
             target.host,
@@ -245,9 +249,9 @@ class Worker:
     async def _preload_shard(self, shard: Shard) -> None:
         keys = shard.plan.preload_range()
         source = shard.source
-        saved = (source.ops, source.keys, source.values, source.pos, source.size)
+        saved = (source.ops, source.record_ops, source.keys, source.values, source.pos, source.size)
         table = shard.plan.key_table
-        source.ops = [int(Op.SET)] * len(keys)
+        source.ops = source.record_ops = [int(Op.SET)] * len(keys)
         source.keys = [table[i] for i in keys]
         source.values = source.preload_values(keys)
         source.pos, source.size = 0, len(keys)
@@ -270,7 +274,7 @@ class Worker:
         watchdog.cancel()
         self.issuing = False
         self._running = False
-        source.ops, source.keys, source.values, source.pos, source.size = saved
+        source.ops, source.record_ops, source.keys, source.values, source.pos, source.size = saved
         self.budget = None
 
     # -- the run -----------------------------------------------------------------------
