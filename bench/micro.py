@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 from kvbench.config import load_config
 from kvbench.engine import fastpath
-from kvbench.engine.connection import Connection
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
 from kvbench.engine.setup import codec_factory_for
@@ -251,11 +250,19 @@ def bench_open_loop(arrival: str, rate_per_s: int = 20_000, seconds: int = 4) ->
     worker = Worker(WorkerSpec(config, 0, 1, 16, None), lambda snap: None)
     factory = codec_factory_for(worker.target, CodecOptions())
     for _ in range(16):
-        conn = Connection(worker, factory, None, 64, worker.shards[0])
+        conn = worker.make_connection(factory, None, 64, worker.shards[0])
         conn.connection_made(NullTransport())  # type: ignore[arg-type]
         conn.closed_loop = False
         worker.connections.append(conn)
-    dispatcher = OpenLoopDispatcher(worker, Schedule(rate_per_s, 0, arrival, seed=1), 10**9)
+    dispatcher = OpenLoopDispatcher(
+        worker,
+        worker.tally,
+        worker.recorder,
+        worker.connections,
+        worker.shards,
+        Schedule(rate_per_s, 0, arrival, seed=1),
+        10**9,
+    )
     start = time.process_time_ns()
     for now in range(0, seconds * 1_000_000_000, 1_000_000):
         dispatcher.dispatch(now)

@@ -8,12 +8,9 @@ caller owns, and bytes fed to it into ``Reply`` values, in order.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
-
-if TYPE_CHECKING:
-    from kvbench.protocols.commands import RequestTemplate, Word
+from typing import Final, NamedTuple, Protocol
 
 # A reply may not be bigger than this unless the caller says otherwise. memcached's own
 # item size limit defaults to 1 MiB (-I); Redis's proto-max-bulk-len defaults to 512 MiB,
@@ -207,30 +204,6 @@ class ClientCodec(Protocol):
 
 KIND_MASK = 0xFF
 KEYS_SHIFT = 8
-
-
-@dataclass(frozen=True, slots=True)
-class CodecSpec:
-    """A registry entry: how to build a codec and what it can do.
-
-    Attributes:
-        name: the registry key (``memcache-text``, ``resp2`` ...).
-        factory: builds one codec for one connection.
-        ordered_replies: replies come back in request order (all codecs here: the binary and
-            meta codecs match opaques and still yield replies in request order).
-        ops: the ops this codec can encode.
-        default_port: the server's usual port.
-        command_template: compiles a command's words (``protocols.commands``) into the
-            template of its ``Op.COMMAND`` requests; None when the protocol sends no
-            arbitrary commands.
-    """
-
-    name: str
-    factory: Callable[[CodecOptions], ClientCodec]
-    ordered_replies: bool
-    ops: frozenset[Op]
-    default_port: int
-    command_template: Callable[[Sequence[Word]], RequestTemplate] | None = None
 
 
 def parse_stats_text(payload: bytes) -> dict[str, str]:

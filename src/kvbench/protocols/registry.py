@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
-from kvbench.protocols.base import CodecSpec, Op
-from kvbench.protocols.commands import resp_template, text_template
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kvbench.protocols.base import ClientCodec, CodecOptions, Op
+from kvbench.protocols.commands import RequestTemplate, Word, resp_template, text_template
 from kvbench.protocols.http1 import HttpMemcCodec
 from kvbench.protocols.memcache_binary import MemcacheBinaryCodec
 from kvbench.protocols.memcache_meta import MemcacheMetaCodec
 from kvbench.protocols.memcache_text import MemcacheTextCodec
 from kvbench.protocols.resp import RespCodec
+
+
+@dataclass(frozen=True, slots=True)
+class CodecSpec:
+    """A registry entry: how to build a codec and what it can do.
+
+    Attributes:
+        name: the registry key (``memcache-text``, ``resp2`` ...).
+        factory: builds one codec for one connection.
+        ordered_replies: replies come back in request order (all codecs here: the binary and
+            meta codecs match opaques and still yield replies in request order).
+        ops: the ops this codec can encode.
+        default_port: the server's usual port.
+        command_template: compiles a command's words (``protocols.commands``) into the
+            template of its ``Op.COMMAND`` requests; None when the protocol sends no
+            arbitrary commands.
+    """
+
+    name: str
+    factory: Callable[[CodecOptions], ClientCodec]
+    ordered_replies: bool
+    ops: frozenset[Op]
+    default_port: int
+    command_template: Callable[[Sequence[Word]], RequestTemplate] | None = None
+
 
 _MEMCACHE_OPS = frozenset(Op) - {Op.COMMAND}
 _TEXT_OPS = frozenset(Op) - {Op.NOOP}

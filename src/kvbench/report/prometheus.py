@@ -19,7 +19,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.report.summary import interval_row, latency_summary
+from kvbench.report.latency import latency_summary
+from kvbench.report.summary import interval_row
 
 # The latency quantiles served, by their label and their name in ``latency_summary``.
 QUANTILES = (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"), ("0.999", "p99_9"))

@@ -78,7 +78,9 @@ def make(
     worker.next_cut_ns = NEVER
     if driver == "compiled":
         worker.pumps = fastpath.PumpFactory(worker.tally, 0)
-    conn = Connection(worker, codec_factory_for(config.targets[0]), None, pipeline)
+    conn = worker.make_connection(
+        codec_factory_for(config.targets[0]), None, pipeline, worker.shards[0]
+    )
     worker.connections = [conn]
     transport = ScriptedTransport()
     conn.connection_made(transport)
