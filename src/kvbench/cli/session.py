@@ -85,6 +85,7 @@ OPTION_PATHS = {
     "max_error_rate": "load.max_error_rate",
     "cluster": "load.cluster",
     "cluster_listen": "load.cluster_listen",
+    "prometheus": "report.prometheus",
 }
 
 
@@ -102,6 +103,8 @@ def settings_from_options(targets: tuple[str, ...], options: dict[str, Any]) -> 
         value = options.get(name)
         if value is not None and value is not False:
             settings[path] = (value, "--" + name.replace("_path", "").replace("_", "-"))
+    if options.get("commands"):
+        settings["workload.commands"] = (options["commands"], "--command")
     if options.get("no_save"):
         settings["report.save"] = (False, "--no-save")
     if options.get("quiet"):

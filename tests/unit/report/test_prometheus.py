@@ -16,7 +16,8 @@ from kvbench.errors import ConfigError
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.report.prometheus import LiveFigures
-from kvbench.report.summary import interval_row, latency_summary
+from kvbench.report.latency import latency_summary
+from kvbench.report.summary import interval_row
 from tests.support.servers import free_port
 
 S = 10**9
