@@ -15,8 +15,8 @@ from kvbench.config import prometheus as prometheus_config
 from kvbench.errors import ConfigError
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
-from kvbench.report.prometheus import LiveFigures
 from kvbench.report.latency import latency_summary
+from kvbench.report.prometheus import LiveFigures
 from kvbench.report.summary import interval_row
 from tests.support.servers import free_port
 
