@@ -1,7 +1,8 @@
 """``--prometheus HOST:PORT``: the running figures over HTTP, for Prometheus to scrape.
 
 The server (prometheus_client's, a daemon thread) binds only the address given and lives
-as long as the command: ``GET /metrics`` answers with ``report.prometheus.LiveFigures``.
+as long as the live view that opens it (cli/live.py: a run, a whole sweep or comparison,
+each step of a preset): ``GET /metrics`` answers with ``report.prometheus.LiveFigures``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import urllib.request
 
+import pytest
 from rich.console import Console
 
 from kvbench.cli.live import LiveView
@@ -69,3 +71,35 @@ def test_progress_covers_every_level_of_a_sweep() -> None:
     with LiveView(console, config(rounds=1), runs=4) as view:  # type: ignore[arg-type]
         view.interval(snap(0, 0))  # 1 s of 4 levels x 2 s
     assert "12%" in out.getvalue() or "13%" in out.getvalue()
+
+
+def test_with_prometheus_it_serves_its_intervals_while_open() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.support.servers import free_port
+
+    port = free_port()
+    served = load_config(
+        None,
+        {
+            "target.urls": (["memcached://127.0.0.1:1"], "T"),
+            "load.connections": ("3", "-c"),
+            "report.prometheus": (f"127.0.0.1:{port}", "--prometheus"),
+        },
+        1,
+    )
+    url = f"http://127.0.0.1:{port}/metrics"
+    out = io.StringIO()
+    with LiveView(Console(file=out, width=200), served) as view:
+        view.interval(snap(0, 0))
+        view.interval(snap(1, 0))
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            text = answer.read().decode()
+    samples = {f.name: f.samples for f in text_string_to_metric_families(text)}
+    assert [s.value for s in samples["kvbench_intervals"]] == [2]
+    assert {s.labels["outcome"]: s.value for s in samples["kvbench_ops"]} == {"hit": 2468}
+    assert {s.labels["state"]: s.value for s in samples["kvbench_connections"]} == {"asked": 3}
+    assert samples["kvbench_run_info"][0].labels["mode"] == "closed"
+    assert f"serving Prometheus metrics at {url}" in out.getvalue()
+    with pytest.raises(OSError):  # closed with the view
+        urllib.request.urlopen(url, timeout=2)
