@@ -65,16 +65,13 @@ class LiveView:
         self._live: Live | None = None
         self._served = contextlib.ExitStack()
         self._figures: LiveFigures | None = None
+        self._running: RunConfig | None = None  # the run in progress, once it started
 
     def __enter__(self) -> LiveView:
         config = self._config
-        figures = self._served.enter_context(
+        self._figures = self._served.enter_context(
             prometheus_server(config.report.prometheus, self._console)
         )
-        if figures is not None:
-            mode = "open" if config.load.rate_per_s else "closed"
-            figures.start_run(config.targets[0].url, mode, config.load.connections)
-        self._figures = figures
         if self._interactive:
             self._live = Live(self._render(), console=self._console, refresh_per_second=4)
             self._live.__enter__()
@@ -95,13 +92,23 @@ class LiveView:
         else:
             self._console.print(text)
 
+    def start(self, config: RunConfig) -> None:
+        """A run starts (a sweep's level, a compared target's round): its own settings."""
+        self._running = config
+        if self._figures is not None:
+            mode = "open" if config.load.rate_per_s else "closed"
+            self._figures.start_run(config.targets[0].url, mode, config.load.connections)
+
     def interval(self, snap: IntervalSnapshot) -> None:
         """Show one merged interval (and serve it)."""
+        running = self._running
+        if running is None:  # a single run: the view's own config
+            self.start(running := self._config)
         if self._figures is not None:
             self._figures.interval(snap)
         origin = self._origins.setdefault(snap.round, snap.start_ns)
         row = interval_row(snap, origin)
-        row["connections_asked"] = self._config.load.connections
+        row["connections_asked"] = running.load.connections
         rounds = self._config.load.rounds
         self._progress.update(
             self._task,

@@ -277,7 +277,7 @@ def sweep_and_report(
     """
     objective = parse_slo(slo) if slo else None
     with LiveView(console, config, runs=len(levels)) as view:
-        outcomes = run_sweep(config, axis, levels, view.interval, view.note)
+        outcomes = run_sweep(config, axis, levels, view.interval, view.note, view.start)
     rows: list[LevelRow] = [
         level_row(o.level, o.result, o.reason, objective, INTERRUPTED if o.interrupted else FAILED)
         for o in outcomes
@@ -317,7 +317,7 @@ def compare_and_report(console: Console, configs: list[RunConfig], outputs: Outp
     """
     first = configs[0]
     with LiveView(console, first, runs=len(configs)) as view:
-        ran = run_comparison(configs, first.load.rounds, view.interval, view.note)
+        ran = run_comparison(configs, first.load.rounds, view.interval, view.note, view.start)
     results = ran.results
     save_runs(first.report, results)
     columns = [target_column(r) for r in results]

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from kvbench.cli.live import LiveView
 from kvbench.config import load_config
+from kvbench.runner.levels import at_level
 from kvbench.metrics import Histogram, IntervalSnapshot
 
 S = 1_000_000_000
@@ -103,3 +104,33 @@ def test_with_prometheus_it_serves_its_intervals_while_open() -> None:
     assert f"serving Prometheus metrics at {url}" in out.getvalue()
     with pytest.raises(OSError):  # closed with the view
         urllib.request.urlopen(url, timeout=2)
+
+
+def test_each_run_of_a_sweep_serves_its_own_settings() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.support.servers import free_port
+
+    port = free_port()
+    base = load_config(
+        None,
+        {
+            "target.urls": (["memcached://127.0.0.1:1"], "T"),
+            "load.connections": ("2", "-c"),
+            "report.prometheus": (f"127.0.0.1:{port}", "--prometheus"),
+        },
+        1,
+    )
+    out = io.StringIO()
+    with LiveView(Console(file=out, width=200), base, runs=2) as view:
+        view.start(at_level(base, "rate", 5000))
+        view.interval(snap(0, 0))
+        view.start(at_level(base, "connections", 8))
+        view.interval(snap(0, 0))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    samples = {f.name: f.samples for f in text_string_to_metric_families(text)}
+    assert [s.value for s in samples["kvbench_runs"]] == [2]
+    assert [s.value for s in samples["kvbench_intervals"]] == [2]
+    assert {s.labels["state"]: s.value for s in samples["kvbench_connections"]} == {"asked": 8}
+    assert samples["kvbench_run_info"][0].labels["mode"] == "closed"
