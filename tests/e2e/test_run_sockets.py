@@ -66,17 +66,24 @@ def run(url: str, out: Path, *args: str, pure: bool = False) -> tuple[dict[str, 
     return read_json(out), result.stdout
 
 
-@pytest.mark.parametrize(
-    "scheme", ["memcached+unix", "memcached+binary+unix", "memcached+unix+meta"]
-)
-def test_memcached_on_a_unix_socket(memcached_socket: Server, tmp_path: Path, scheme: str) -> None:
-    url = f"{scheme}://{memcached_socket.socket_path}"
+def run_memcached(url: str, tmp_path: Path) -> dict[str, Any]:
+    """A run against memcached at ``url``: its sets and gets equal the server's counter
+    deltas, its URL is printed and stored as given."""
     before = numbers(url)
     doc, stdout = run(url, tmp_path / "run.json")
     after = numbers(url)
     assert all_phase_counts(doc, "set") == after["cmd_set"] - before["cmd_set"]
     assert all_phase_counts(doc, "get") == after["cmd_get"] - before["cmd_get"]
     assert doc["targets"][0]["url"] == url and url in stdout
+    return doc
+
+
+@pytest.mark.parametrize(
+    "scheme", ["memcached+unix", "memcached+binary+unix", "memcached+unix+meta"]
+)
+def test_memcached_on_a_unix_socket(memcached_socket: Server, tmp_path: Path, scheme: str) -> None:
+    url = f"{scheme}://{memcached_socket.socket_path}"
+    doc = run_memcached(url, tmp_path)
     assert doc["targets"][0]["server_version"]  # preflight asked over the socket
     assert all(row["matches"] for row in doc["server"]["reconciliation"])
     assert doc["totals"]["errors"] == 0
@@ -98,13 +105,7 @@ def test_redis_on_a_unix_socket_in_its_database(
 
 
 def test_memcached_on_ipv6(memcached_ipv6: Server, tmp_path: Path) -> None:
-    url = f"memcached://[::1]:{memcached_ipv6.port}"
-    before = numbers(url)
-    doc, stdout = run(url, tmp_path / "run.json")
-    after = numbers(url)
-    assert all_phase_counts(doc, "set") == after["cmd_set"] - before["cmd_set"]
-    assert all_phase_counts(doc, "get") == after["cmd_get"] - before["cmd_get"]
-    assert doc["targets"][0]["url"] == url and url in stdout
+    run_memcached(f"memcached://[::1]:{memcached_ipv6.port}", tmp_path)
 
 
 def test_redis_on_ipv6(redis_ipv6: Server, tmp_path: Path) -> None:
