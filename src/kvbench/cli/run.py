@@ -24,6 +24,8 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
     rediss://...?ca=PATH (TLS), http+memc://HOST:PORT/PATH (nginx memc gateway);
     memcached+unix:///PATH and redis+unix:///PATH for Unix sockets, [::1] for IPv6.
     Several memcached TARGETs are sharded with ketama, as twemproxy places keys.
+    redis+cluster://HOST:PORT (rediss+cluster:// with TLS) is a seed node of a Redis
+    Cluster: keys go to the master of their hash slot, MOVED and ASK are followed.
 
     Closed-loop runs on memcached (text, binary, meta) and Redis RESP2 use the compiled
     driver; the rest (RESP3, HTTP, --rate, --verify, --ttl ranges, and every run with

@@ -186,9 +186,10 @@ def check_commands(
 ) -> None:
     """What the targets cannot take from ``workload.commands``, refused before any socket.
 
-    Commands go to memcached over its text protocol or to Redis; a command may not share
-    its name with a ``--ratio`` op of the same mix (results are kept per name); memcached
-    keys with the characters around ``__key__`` must stay within 250 bytes.
+    Commands go to memcached over its text protocol or to Redis (not a Redis Cluster); a
+    command may not share its name with a ``--ratio`` op of the same mix (results are kept
+    per name); memcached keys with the characters around ``__key__`` must stay within 250
+    bytes.
 
     Raises:
         ConfigError: naming ``--command`` (or the scenario key) and what is wrong.
@@ -202,6 +203,12 @@ def check_commands(
                 where,
                 f"{target.url}: commands go to memcached:// (text protocol) or redis:// "
                 f"targets, not {target.scheme}://",
+            )
+        if target.cluster:
+            # Requests go to the master of the drawn key's slot; a command's keys
+            # (h:__key__, several keys) may hash to other slots.
+            raise ConfigError(
+                where, f"{target.url}: commands are not sent to a Redis Cluster (yet)"
             )
     family = "redis" if targets and targets[0].family == "redis" else "memcache"
     taken = {_RATIO_NAMES[family][op]: op for op, _ in workload.ratio}

@@ -56,6 +56,10 @@ class ReplyKind(enum.IntEnum):
     OK = 9
     VALUE = 10  # an integer, status or array reply (incr, RESP +OK-like values, stats)
     ERROR_REPLY = 20  # ERROR / CLIENT_ERROR / SERVER_ERROR / -ERR / HTTP 5xx
+    # Redis Cluster redirects, from a codec asked to tell them (redis+cluster:// targets):
+    # the request is to be sent on to another node, so neither ends it.
+    MOVED = 26
+    ASK = 27
 
 
 class Reply(NamedTuple):

@@ -43,6 +43,9 @@ def live_line(row: dict[str, Any]) -> str:
         parts.append(f"cpu {row['cpu_s'] / row['length_s']:.0%}")
     if row.get("reconnects"):
         parts.append(f"reconnects {row['reconnects']}")
+    redirects = row.get("redirects") or {}
+    if any(redirects.values()):  # a Redis Cluster's slots moved in this interval
+        parts.append(f"moved {redirects['moved']} ask {redirects['ask']}")
     live, asked = row.get("connections_live"), row.get("connections_asked")
     if live is not None and asked and live < asked:
         parts.append(f"live conns {live}/{asked}")
@@ -209,13 +212,22 @@ def verify_lines(model: ReportModel) -> Text:
 
 
 def server_lines(model: ReportModel) -> Text:
-    """Sharded runs: each server's share of the completions."""
+    """Sharded runs: each server's share of the completions; a Redis Cluster's redirects."""
     text = Text()
+    cluster = model.cluster
     if model.servers:
         shares = "  ".join(
             f"{s['url']} {s['completed']:,} ({s['share']:.0%})" for s in model.servers
         )
-        text.append(f"servers (ketama): {shares}\n")
+        placement = "Redis Cluster slots" if cluster is not None else "ketama"
+        text.append(f"servers ({placement}): {shares}\n")
+    if cluster is not None:
+        refreshes = cluster["map_refreshes"]
+        text.append(
+            f"redirects: MOVED {cluster['moved']:,}  ASK {cluster['ask']:,}"
+            + (f"  (slot map asked again {refreshes:,} times)" if refreshes else "")
+            + "\n"
+        )
     return text
 
 

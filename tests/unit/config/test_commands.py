@@ -103,6 +103,7 @@ def test_commands_alone_make_the_mix_unless_a_ratio_is_given() -> None:
         ("memcached+binary://h", "touch __key__ 1", None, "memcached+binary://"),
         ("memcached+meta://h", "mg __key__ v", None, "not memcached+meta://"),
         ("http+memc://h/memc", "get __key__", None, "not http+memc://"),
+        ("redis+cluster://h:7000", "HSET __key__ f x", None, "not sent to a Redis Cluster"),
         ("memcached://h", "get __key__", "1:1", "get is also sent by --ratio's get"),
         ("memcached://h", "get __key__", "mget=1", "get is also sent by --ratio's mget"),
         ("redis://h", "DEL __key__", "delete=1", "del is also sent by --ratio's delete"),
