@@ -3,7 +3,6 @@ counts equal the server's counter deltas, the URL is printed and stored as given
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,35 +12,8 @@ from kvbench.config.targets import parse_target
 from kvbench.runner.probe import fetch_stats
 from tests.support import servers
 from tests.support.cli import all_phase_counts, read_json, run_kvbench
-from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def memcached_socket() -> Iterator[Server]:
-    with servers.memcached_unix() as server:
-        yield server
-
-
-@pytest.fixture
-def redis_socket() -> Iterator[Server]:
-    with servers.redis_unix() as server:
-        yield server
-
-
-@pytest.fixture
-def memcached_ipv6() -> Iterator[Server]:
-    servers.require_ipv6()
-    with servers.memcached(host="::1") as server:
-        yield server
-
-
-@pytest.fixture
-def redis_ipv6() -> Iterator[Server]:
-    servers.require_ipv6()
-    with servers.redis(host="::1") as server:
-        yield server
 
 
 def numbers(url: str) -> dict[str, int]:
@@ -81,38 +53,41 @@ def run_memcached(url: str, tmp_path: Path) -> dict[str, Any]:
 @pytest.mark.parametrize(
     "scheme", ["memcached+unix", "memcached+binary+unix", "memcached+unix+meta"]
 )
-def test_memcached_on_a_unix_socket(memcached_socket: Server, tmp_path: Path, scheme: str) -> None:
-    url = f"{scheme}://{memcached_socket.socket_path}"
-    doc = run_memcached(url, tmp_path)
+def test_memcached_on_a_unix_socket(tmp_path: Path, scheme: str) -> None:
+    with servers.memcached_unix() as server:
+        doc = run_memcached(f"{scheme}://{server.socket_path}", tmp_path)
     assert doc["targets"][0]["server_version"]  # preflight asked over the socket
     assert all(row["matches"] for row in doc["server"]["reconciliation"])
     assert doc["totals"]["errors"] == 0
 
 
 @pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
-def test_redis_on_a_unix_socket_in_its_database(
-    redis_socket: Server, tmp_path: Path, pure: bool
-) -> None:
-    url = f"redis+unix://{redis_socket.socket_path}?db=3"
-    before = numbers(url)
-    doc, _ = run(url, tmp_path / "run.json", pure=pure)
-    after = numbers(url)
+def test_redis_on_a_unix_socket_in_its_database(tmp_path: Path, pure: bool) -> None:
+    with servers.redis_unix() as server:
+        url = f"redis+unix://{server.socket_path}?db=3"
+        before = numbers(url)
+        doc, _ = run(url, tmp_path / "run.json", pure=pure)
+        after = numbers(url)
+        keyspace = fetch_stats(parse_target(url))
     assert all_phase_counts(doc, "set") == after["set"] - before.get("set", 0)
     assert all_phase_counts(doc, "get") == after["get"] - before.get("get", 0)
-    keyspace = fetch_stats(parse_target(url))
     assert "db3" in keyspace and "db0" not in keyspace  # SELECT 3 on every connection
     assert doc["targets"][0]["url"] == url
 
 
-def test_memcached_on_ipv6(memcached_ipv6: Server, tmp_path: Path) -> None:
-    run_memcached(f"memcached://[::1]:{memcached_ipv6.port}", tmp_path)
+def test_memcached_on_ipv6(tmp_path: Path) -> None:
+    servers.require_ipv6()
+    with servers.memcached(host="::1") as server:
+        run_memcached(f"memcached://[::1]:{server.port}", tmp_path)
 
 
-def test_redis_on_ipv6(redis_ipv6: Server, tmp_path: Path) -> None:
-    url = f"redis://[::1]:{redis_ipv6.port}/0?resp=3"
-    before = numbers(url)
-    doc, _ = run(url, tmp_path / "run.json")
-    after = numbers(url)
+def test_redis_on_ipv6(tmp_path: Path) -> None:
+    servers.require_ipv6()
+    with servers.redis(host="::1") as server:
+        url = f"redis://[::1]:{server.port}/0?resp=3"
+        before = numbers(url)
+        doc, _ = run(url, tmp_path / "run.json")
+        after = numbers(url)
     assert all_phase_counts(doc, "set") == after["set"] - before.get("set", 0)
     assert all_phase_counts(doc, "get") == after["get"] - before.get("get", 0)
 
