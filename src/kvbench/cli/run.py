@@ -9,13 +9,18 @@ import click
 from kvbench.cli.console import make_console
 from kvbench.cli.options import run_options
 from kvbench.cli.outputs import Outputs
-from kvbench.cli.preset_runs import run_preset
+from kvbench.cli.preset_runs import DATA_DIR, run_preset
 from kvbench.cli.session import default_processes, run_once, settings_from_options
+from kvbench.errors import ConfigError
 
 
 @click.command()
 @click.argument("targets", nargs=-1, metavar="[TARGET]...")
 @run_options
+@click.option(
+    "--data-dir",
+    help="With the queue preset: the server's data directory; its size after each phase.",
+)
 def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> int:
     """Benchmark TARGET (a throwaway local memcached when none is given).
 
@@ -43,11 +48,18 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
         kvbench run --preset memcached-storm memcached://127.0.0.1:11211
     """
     preset = options.pop("preset", None)
+    data_dir = options.pop("data_dir", None)
     # --json arrives as the report.json setting; the other files are written after the run
     outputs = Outputs.pop_from(options)
     options["json_path"] = outputs.json_path  # a setting (report.json): the file may set it
     if preset:
         flags = settings_from_options((), options)
+        if data_dir is not None:
+            flags[DATA_DIR] = (data_dir, "--data-dir")
         return run_preset(preset, targets, flags, config_path, default_processes(), outputs)
+    if data_dir is not None:
+        raise ConfigError(
+            "--data-dir", "only for queue runs (kvbench queue, or --preset queue-producer-consumer)"
+        )
     settings = settings_from_options(targets, options)
     return run_once(make_console(), settings, config_path, outputs)

@@ -130,7 +130,15 @@ class ClientCodec(Protocol):
     """One per connection; holds both halves because the reply grammar depends on the request.
 
     No sockets, no clock, no event loop.
+
+    Attributes:
+        last_error: the text of the latest error reply ``read_kinds`` parsed where the
+            codec keeps it (memcached text: ``SERVER_ERROR out of memory storing object``),
+            else None: ``read_kinds`` gives only kinds, and a refusal is shown in the
+            server's own words.
     """
+
+    last_error: bytes | None
 
     def encode(self, op: Op, key: Key, value: Value | None, out: bytearray, arg: int = 0) -> int:
         """Append one request to ``out``.

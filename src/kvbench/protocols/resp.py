@@ -646,6 +646,8 @@ class RespCodec(CodecBase):
                     continue
                 reply = handlers[code](value)
                 append(reply.kind | reply.keys << KEYS_SHIFT)
+                if reply.kind is ReplyKind.ERROR_REPLY:
+                    self.last_error = reply.payload
         finally:
             self._head = head
         if head >= _COMPACT_AT:
