@@ -275,6 +275,7 @@ def _compare_at_levels(
                 base.load.rounds,
                 view.interval,
                 view.note,
+                view.start,
             )
             columns = [target_column(r) for r in ran.results]
             statuses += [c.model.status.name for c in columns]

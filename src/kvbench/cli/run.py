@@ -26,8 +26,9 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
 
     TARGET is a URL: memcached://HOST:11211 (text protocol), memcached+binary://,
     memcached+meta://, redis://[USER:PASS@]HOST:6379/DB (add ?resp=3 for RESP3),
-    rediss://...?ca=PATH (TLS), http+memc://HOST:PORT/PATH (nginx memc gateway). Several
-    memcached TARGETs are sharded with ketama, as twemproxy places keys.
+    rediss://...?ca=PATH (TLS), http+memc://HOST:PORT/PATH (nginx memc gateway);
+    memcached+unix:///PATH and redis+unix:///PATH for Unix sockets, [::1] for IPv6.
+    Several memcached TARGETs are sharded with ketama, as twemproxy places keys.
     redis+cluster://HOST:PORT (rediss+cluster:// with TLS) is a seed node of a Redis
     Cluster: keys go to the master of their hash slot, MOVED and ASK are followed.
 
@@ -41,6 +42,9 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
         kvbench run memcached://127.0.0.1:11211 -c 50 -P 16 --duration 10s --ratio 1:10 \\
             --keys 100000 --value-size 100
         kvbench run redis://127.0.0.1:6379 --processes 2 --json out.json
+        kvbench run redis://127.0.0.1:6379 --command 'HSET h:__key__ f __data__' \\
+            --command 'LPUSH l:__key__ __data__' --command-weight 2
+        kvbench run memcached+unix:///run/memcached.sock --prometheus 127.0.0.1:9464
         kvbench run --preset memcached-storm memcached://127.0.0.1:11211
     """
     preset = options.pop("preset", None)

@@ -86,6 +86,7 @@ OPTION_PATHS = {
     "max_error_rate": "load.max_error_rate",
     "cluster": "load.cluster",
     "cluster_listen": "load.cluster_listen",
+    "prometheus": "report.prometheus",
 }
 
 
@@ -103,6 +104,8 @@ def settings_from_options(targets: tuple[str, ...], options: dict[str, Any]) -> 
         value = options.get(name)
         if value is not None and value is not False:
             settings[path] = (value, "--" + name.replace("_path", "").replace("_", "-"))
+    if options.get("commands"):
+        settings["workload.commands"] = (options["commands"], "--command")
     if options.get("no_save"):
         settings["report.save"] = (False, "--no-save")
     if options.get("quiet"):
@@ -290,7 +293,7 @@ def sweep_and_report(
     """
     objective = parse_slo(slo) if slo else None
     with LiveView(console, config, runs=len(levels)) as view:
-        outcomes = run_sweep(config, axis, levels, view.interval, view.note)
+        outcomes = run_sweep(config, axis, levels, view.interval, view.note, view.start)
     rows: list[LevelRow] = [
         level_row(o.level, o.result, o.reason, objective, INTERRUPTED if o.interrupted else FAILED)
         for o in outcomes
@@ -330,7 +333,7 @@ def compare_and_report(console: Console, configs: list[RunConfig], outputs: Outp
     """
     first = configs[0]
     with LiveView(console, first, runs=len(configs)) as view:
-        ran = run_comparison(configs, first.load.rounds, view.interval, view.note)
+        ran = run_comparison(configs, first.load.rounds, view.interval, view.note, view.start)
     results = ran.results
     save_runs(first.report, results)
     columns = [target_column(r) for r in results]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kvbench.config.cluster import parse_listen_address, parse_scheduler_url
+from kvbench.config.commands import check_commands, parse_commands
 from kvbench.config.model import (
     MIN_INTERVAL_NS,
     WORKLOAD_OPS,
@@ -25,6 +26,7 @@ from kvbench.config.model import (
     WorkloadConfig,
 )
 from kvbench.config.names import suggestion
+from kvbench.config.prometheus import parse_prometheus_address
 from kvbench.config.queue import QUEUE_SCHEMES
 from kvbench.config.targets import (
     check_cluster_targets,
@@ -153,6 +155,7 @@ _field("workload.value_size")(parse_value_size)
 _field("workload.value_kind")(parse_value_kind)
 _field("workload.verify")(_boolean)
 _field("workload.ratio")(parse_ratio)
+_field("workload.commands")(parse_commands)
 _field("workload.multiget_keys")(_positive(1))
 _field("workload.ttl_s")(parse_ttl)
 _field("workload.preload")(_boolean)
@@ -180,6 +183,7 @@ _field("report.json")(_text)
 _field("report.db")(_text)
 _field("report.save")(_boolean)
 _field("report.live")(_boolean)
+_field("report.prometheus")(parse_prometheus_address)
 _field("target.urls")(_urls)
 
 
@@ -233,11 +237,13 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
     load = _check_shards(targets, load, settings)
     check_http_targets(targets, workload, load.pipeline, lambda key: _origin(settings, key))
     check_key_limits(targets, workload, lambda key: _origin(settings, _key_setting(key, values)))
+    check_commands(targets, workload, lambda key: _origin(settings, key))
     report = ReportConfig(
         json_path=values.get("report.json"),
         db_path=values.get("report.db") or default_db_path(),
         save=values.get("report.save", True),
         live=values.get("report.live", True),
+        prometheus=values.get("report.prometheus"),
     )
     return RunConfig(targets=targets, workload=workload, load=load, report=report)
 
@@ -323,7 +329,9 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
         value_size_max_bytes=size_max,
         value_size_weights=size_weights,
         value_kind=value_kind,
-        ratio=values.get("workload.ratio", defaults.ratio),
+        # Commands alone make the mix unless a ratio is given too.
+        ratio=values.get("workload.ratio", () if "workload.commands" in values else defaults.ratio),
+        commands=values.get("workload.commands", ()),
         multiget_keys=values.get("workload.multiget_keys", defaults.multiget_keys),
         ttl_s=ttl_s,
         ttl_max_s=ttl_max_s,

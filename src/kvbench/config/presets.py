@@ -236,5 +236,6 @@ def with_scheme(url: str, preset: Preset) -> str:
         return url
     scheme, rest = url.split("://", 1)
     if scheme.startswith("memcached"):
-        return f"{preset.scheme}://{rest}"
+        unix = "+unix" if "unix" in scheme.lower().split("+") else ""  # a socket stays one
+        return f"{preset.scheme}{unix}://{rest}"
     return url

@@ -3,9 +3,12 @@
 ``memcached://host:11211`` (text), ``memcached+binary://``, ``memcached+meta://``,
 ``redis://[user:pass@]host:6379/0`` (RESP2; ``?resp=3`` for RESP3), ``redis+cluster://host:7000``
 (a seed node of a Redis Cluster; ``rediss+cluster://`` with TLS), ``http+memc://host:80/memc``
-(an nginx memc gateway). Credentials are kept apart from the masked URL that is printed
-and stored. Everything a URL says is checked here, before any connection: the port, the
-path, and every ?option against what the scheme takes.
+(an nginx memc gateway). ``+unix`` in a memcached or redis scheme connects to a Unix socket
+instead: ``memcached+unix:///path/to.sock``, ``memcached+binary+unix:///...``,
+``redis+unix:///path/to.sock?db=1``. IPv6 addresses go in brackets
+(``memcached://[::1]:11211``). Credentials are kept apart from the masked URL that is
+printed and stored. Everything a URL says is checked here, before any connection: the
+port, the path, and every ?option against what the scheme takes.
 """
 
 from __future__ import annotations
@@ -48,7 +51,12 @@ URL_OPTIONS: dict[str, tuple[str, ...]] = {
     "rediss+cluster": ("resp", *TLS_OPTIONS),
     "redis-queue": ("resp", "block", "db"),
     "http+memc": HTTP_OPTIONS,
+    # On a Unix socket the path is the socket's: the database is an option.
+    "redis+unix": ("resp", "db"),
 }
+# The schemes that take ``+unix`` (in any place after the first part: ``memcached+unix+meta``
+# and ``memcached+meta+unix`` are the same); TLS, queues and gateways do not.
+UNIX_SCHEMES = ("memcached", "memcached+text", "memcached+binary", "memcached+meta", "redis")
 # Schemes whose path is no database or name: memcached has neither.
 PATHLESS_SCHEMES = ("memcached", "memcached+text", "memcached+binary", "memcached+meta")
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -75,22 +83,20 @@ def parse_target(url: str, where: str = "target") -> TargetConfig:
     """
     if "://" not in url:
         raise ConfigError(where, f"{url!r} is not a URL (example: memcached://127.0.0.1:11211)")
-    parts = urlsplit(url)
+    parts = _split(url, where)
     scheme = parts.scheme.lower()
-    if scheme not in SCHEMES:
-        known = ", ".join(f"{name}://" for name in SCHEMES)
-        raise ConfigError(where, f"unknown scheme {scheme + '://'!r} in {url!r} (known: {known})")
-    protocol, default_port = SCHEMES[scheme]
-    if scheme in CLUSTER_SCHEMES and "," in parts.netloc:
+    base, unix = _base_scheme(scheme, url, where)
+    protocol, default_port = SCHEMES[base]
+    if base in CLUSTER_SCHEMES and "," in parts.netloc:
         raise ConfigError(
             where, f"{url!r}: give each seed node as a URL of its own ({scheme}://HOST:PORT ...)"
         )
-    port = _port(parts, default_port, url, where)
-    host = parts.hostname
-    if not host:
-        raise ConfigError(where, f"no host in {url!r}")
-    path = parts.path.lstrip("/")
-    if path and scheme in PATHLESS_SCHEMES:
+    if unix:
+        host, port, socket_path, path = "localhost", 0, _socket_path(parts, url, where), ""
+    else:
+        host, socket_path, path = _host(parts, url, where), None, parts.path.lstrip("/")
+        port = _port(parts, default_port, url, where)
+    if path and base in PATHLESS_SCHEMES:
         raise ConfigError(
             where, f"/{path}: memcached has no databases or paths; drop it from the URL"
         )
@@ -101,14 +107,16 @@ def parse_target(url: str, where: str = "target") -> TargetConfig:
         if resp not in ("2", "3"):
             raise ConfigError(where, f"resp={resp}: the protocol version is 2 or 3")
         protocol = f"resp{resp}"
-        if path and scheme != "redis-queue":  # there the path is the list's name
+        if unix and "db" in query:
+            path = query["db"][-1]
+        if path and base != "redis-queue":  # there the path is the list's name
             if not path.isdigit():
                 raise ConfigError(where, f"redis database must be a number, got {path!r}")
             db = int(path)
-            if db and scheme in CLUSTER_SCHEMES:
+            if db and base in CLUSTER_SCHEMES:
                 raise ConfigError(where, f"/{path}: a Redis Cluster has database 0 only")
-    tls = _tls_options(scheme, query, where)
-    http = _http_options(scheme, query, path, where)
+    tls = _tls_options(base, query, where)
+    http = _http_options(base, query, path, where)
     username = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password else None
     if username is not None and password is None:
@@ -126,8 +134,64 @@ def parse_target(url: str, where: str = "target") -> TargetConfig:
         **tls,
         **http,
         path=path,
-        cluster=scheme in CLUSTER_SCHEMES,
+        socket_path=socket_path,
+        cluster=base in CLUSTER_SCHEMES,
     )
+
+
+def _split(url: str, where: str) -> SplitResult:
+    """``urlsplit``, its complaints (an unclosed ``[``) as ConfigError."""
+    try:
+        return urlsplit(url)
+    except ValueError as exc:
+        raise ConfigError(where, f"{url!r}: {exc} (IPv6: memcached://[::1]:11211)") from None
+
+
+def _base_scheme(scheme: str, url: str, where: str) -> tuple[str, bool]:
+    """The scheme without ``+unix``, and whether it was there."""
+    words = scheme.split("+")
+    unix = "unix" in words[1:]
+    base = "+".join(word for word in words if word != "unix") if unix else scheme
+    if base not in SCHEMES:
+        known = ", ".join(f"{name}://" for name in SCHEMES)
+        raise ConfigError(
+            where,
+            f"unknown scheme {scheme + '://'!r} in {url!r} (known: {known}; "
+            "memcached and redis take +unix)",
+        )
+    if unix and base not in UNIX_SCHEMES:
+        raise ConfigError(
+            where, f"{scheme}://: Unix sockets are for memcached and redis targets only"
+        )
+    return base, unix
+
+
+def _socket_path(parts: SplitResult, url: str, where: str) -> str:
+    """A ``+unix`` URL's socket path: absolute, after an empty host (three slashes)."""
+    if parts.hostname or parts.port is not None:
+        raise ConfigError(
+            where, f"{url!r}: a Unix socket URL names no host (memcached+unix:///path/to.sock)"
+        )
+    path = unquote(parts.path)
+    if not path.startswith("/") or path == "/":
+        raise ConfigError(
+            where, f"{url!r}: give the socket's absolute path (memcached+unix:///path/to.sock)"
+        )
+    return path
+
+
+def _host(parts: SplitResult, url: str, where: str) -> str:
+    """The host to connect to: a name, an IPv4 address, or an IPv6 address in brackets
+    (returned without them, a zone's ``%25`` decoded: ``[fe80::1%25eth0]``)."""
+    netloc = parts.netloc.rpartition("@")[2]
+    if netloc.count(":") > 1 and not netloc.startswith("["):
+        raise ConfigError(
+            where, f"{url!r}: an IPv6 address goes in brackets (memcached://[::1]:11211)"
+        )
+    host = parts.hostname
+    if not host:
+        raise ConfigError(where, f"no host in {url!r}")
+    return unquote(host)
 
 
 def mask_url(url: str) -> str:

@@ -318,7 +318,7 @@ class Connection(Link):
                     position = 0
                 stop = min(source.size, position + remaining)
                 encode_many(source.ops, source.keys, source.values, position, stop, out)
-                sent_ops.extend(source.ops[position:stop])
+                sent_ops.extend(source.record_ops[position:stop])
                 if kept is not None:
                     kept(source, position, stop)
                 encoded = len(out)

@@ -136,7 +136,7 @@ class OpenLoopDispatcher:
             source = shards[i % len(shards)].source
             if source.pos == source.size:
                 source.refill()
-            counts[source.ops[source.pos]][_DROPPED] += 1
+            counts[source.record_ops[source.pos]][_DROPPED] += 1
             source.pos += 1
         self._dropped += n
         self.next_index += n

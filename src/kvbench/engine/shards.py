@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.engine.setup import ssl_context_for
 from kvbench.errors import ConfigError
+from kvbench.workload.commands import check_commands, compile_commands
 from kvbench.workload.placement import placement_for
 from kvbench.workload.plan import RequestSource, WorkloadPlan, compile_plan
 from kvbench.workload.slots import SlotMap, SlotPlacement
@@ -38,8 +39,27 @@ class Shard:
 
 
 def server_name(target: TargetConfig) -> str:
-    """The name a server has on the ring: ``host:port``, as in nutcracker's config."""
+    """The name a server has on the ring: ``host:port``, as in nutcracker's config (a Unix
+    socket's path, as nutcracker names one)."""
+    if target.socket_path is not None:
+        return target.socket_path
     return f"{target.host}:{target.port}"
+
+
+def check_shards(config: RunConfig) -> None:
+    """What every worker compiles for its shards and could refuse, checked once up front
+    (the commands, for each target's protocol), so it is one ConfigError before any worker
+    starts or socket opens.
+
+    Raises:
+        ConfigError: a command a target's protocol cannot carry.
+    """
+    check_commands(config)
+
+
+def source_for(plan: WorkloadPlan, target: TargetConfig) -> RequestSource:
+    """The requests of ``plan`` for ``target``: its commands compiled for its protocol."""
+    return RequestSource(plan, templates=compile_commands(plan.config.commands, target.protocol))
 
 
 def build_shards(config: RunConfig, worker_index: int, n_workers: int) -> list[Shard]:
@@ -51,7 +71,8 @@ def build_shards(config: RunConfig, worker_index: int, n_workers: int) -> list[S
     plan = compile_plan(config.workload, worker_index, n_workers)
     targets = config.targets
     if len(targets) == 1:
-        return [Shard(0, targets[0], plan, RequestSource(plan), ssl_context_for(targets[0]))]
+        target = targets[0]
+        return [Shard(0, target, plan, source_for(plan, target), ssl_context_for(target))]
     ring = placement_for(config.workload.placement, [server_name(t) for t in targets])
     key_groups = ring.partition(plan.key_table)
     counter_groups = ring.partition(plan.counter_table)
@@ -68,7 +89,9 @@ def build_shards(config: RunConfig, worker_index: int, n_workers: int) -> list[S
             counter_table=[plan.counter_table[i] for i in counters],
         )
         shards.append(
-            Shard(index, target, shard_plan, RequestSource(shard_plan), ssl_context_for(target))
+            Shard(
+                index, target, shard_plan, source_for(shard_plan, target), ssl_context_for(target)
+            )
         )
     return shards
 

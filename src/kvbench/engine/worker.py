@@ -30,7 +30,7 @@ from kvbench.engine.shards import Shard, build_shards, cluster_shards
 from kvbench.engine.verify import Verifier
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.protocols.base import OP_NAMES, Op
+from kvbench.protocols.base import Op
 from kvbench.units import share_out
 from kvbench.workload.plan import WorkloadPlan
 from kvbench.workload.slots import SlotMap
@@ -129,8 +129,9 @@ class Worker(LinkKeeper):
         self.target: TargetConfig = self.shards[0].target
         self.plan: WorkloadPlan = self.shards[0].plan
         self.source = self.shards[0].source
-        keys_per_op = [config.workload.multiget_keys if op == Op.MGET else 1 for op in Op]
-        super().__init__(Recorder(OP_NAMES, keys_per_op), config.load.connect_timeout_ns)
+        # Op numbers index the fixed ops' names, then the commands' (workload/commands.py).
+        recorder = Recorder(self.plan.op_names(), self.plan.keys_per_op())
+        super().__init__(recorder, config.load.connect_timeout_ns)
         self.verifier = (
             Verifier(self.recorder, value_check(config.workload))
             if config.workload.verify
@@ -232,9 +233,9 @@ class Worker(LinkKeeper):
     async def _preload_shard(self, shard: Shard) -> None:
         keys = shard.plan.preload_range()
         source = shard.source
-        saved = (source.ops, source.keys, source.values, source.pos, source.size)
+        saved = (source.ops, source.record_ops, source.keys, source.values, source.pos, source.size)
         table = shard.plan.key_table
-        source.ops = [int(Op.SET)] * len(keys)
+        source.ops = source.record_ops = [int(Op.SET)] * len(keys)
         source.keys = [table[i] for i in keys]
         source.values = source.preload_values(keys)
         source.pos, source.size = 0, len(keys)
@@ -255,7 +256,7 @@ class Worker(LinkKeeper):
         watchdog.cancel()
         self.issuing = False
         self._running = False
-        source.ops, source.keys, source.values, source.pos, source.size = saved
+        source.ops, source.record_ops, source.keys, source.values, source.pos, source.size = saved
         self.budget = None
 
     # -- the run -----------------------------------------------------------------------

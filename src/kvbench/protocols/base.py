@@ -8,7 +8,7 @@ caller owns, and bytes fed to it into ``Reply`` values, in order.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol
 
@@ -216,26 +216,6 @@ class ClientCodec(Protocol):
 
 KIND_MASK = 0xFF
 KEYS_SHIFT = 8
-
-
-@dataclass(frozen=True, slots=True)
-class CodecSpec:
-    """A registry entry: how to build a codec and what it can do.
-
-    Attributes:
-        name: the registry key (``memcache-text``, ``resp2`` ...).
-        factory: builds one codec for one connection.
-        ordered_replies: replies come back in request order (all codecs here: the binary and
-            meta codecs match opaques and still yield replies in request order).
-        ops: the ops this codec can encode.
-        default_port: the server's usual port.
-    """
-
-    name: str
-    factory: Callable[[CodecOptions], ClientCodec]
-    ordered_replies: bool
-    ops: frozenset[Op]
-    default_port: int
 
 
 def parse_stats_text(payload: bytes) -> dict[str, str]:

@@ -26,6 +26,7 @@ from kvbench.protocols.base import (
     Value,
     Values,
 )
+from kvbench.protocols.commands import Request
 from kvbench.protocols.resp_cluster import Redirect, parse_redirect
 
 # hiredis returns this from gets() when no complete reply is buffered (RESP3 has a real
@@ -55,6 +56,7 @@ _SET = int(Op.SET)
 _DELETE = int(Op.DELETE)
 _INCR = int(Op.INCR)
 _DECR = int(Op.DECR)
+_COMMAND = int(Op.COMMAND)
 # read_kinds values (``int(kind) | keys << KEYS_SHIFT``) of the common replies.
 _HIT_1 = int(_HIT) | 1 << KEYS_SHIFT
 _MISS_0 = int(_MISS)
@@ -282,8 +284,10 @@ class RespCodec(CodecBase):
 
         Args:
             op: the request kind; GETS, CAS and PREPEND have no Redis form.
-            key: the key; for ``Op.MGET`` a sequence of keys; for ``Op.COMMAND`` the argv
-                (a sequence of bytes or str, or one bytes string split on whitespace); for
+            key: the key; for ``Op.MGET`` a sequence of keys; for ``Op.COMMAND`` a
+                ``Request`` rendered by ``protocols.commands.resp_template`` (written as it
+                is), or the argv (a sequence of bytes or str, or one bytes string split on
+                whitespace); for
                 ``Op.STATS`` an optional INFO section.
             value: the value of SET/ADD/REPLACE/APPEND, else None.
             out: the caller's write buffer.
@@ -359,6 +363,10 @@ class RespCodec(CodecBase):
                     except KeyError:
                         out += self._head_for(self._incr_heads, _INCR_HEAD, len(key))
                     out += key
+                elif op == _COMMAND and keys[i].__class__ is Request:  # written whole
+                    out += crlf
+                    out += keys[i]  # type: ignore[arg-type]
+                    del out[-2:]
                 else:
                     # The encoder writes a whole request and pushes its own code: announce
                     # the requests before it first.
@@ -516,6 +524,10 @@ class RespCodec(CodecBase):
         return 1
 
     def _encode_command(self, argv: Any, value: object, out: bytearray, arg: int) -> int:
+        if argv.__class__ is Request:  # rendered by protocols.commands.resp_template
+            out += argv
+            self._pending.append(_COMMAND)
+            return 1
         if isinstance(argv, bytes | bytearray | memoryview):
             argv = bytes(argv).split()
         if not argv:
@@ -743,17 +755,17 @@ class RespCodec(CodecBase):
         return self._other(value, "INFO")
 
     def _on_command(self, value: Any) -> Reply:
+        """Any command's reply is ``OK`` or an error reply: commands are counted as ok or
+        error (with ``keep_payload``, a bulk string or number comes back as the payload)."""
         if value == b"OK":
             return self._ok
         if value.__class__ is _ReplyError:
             return self._other(value, "a command")
         nbytes = wire_nbytes(value, self._null_nbytes)
-        if isinstance(value, list | dict):
-            return Reply(_VALUE, nbytes, None, len(value))
         payload = None
-        if self._keep and value is not None:
+        if self._keep and value is not None and not isinstance(value, list | dict):
             payload = value if value.__class__ is bytes else str(value).encode()
-        return Reply(_VALUE, nbytes, payload)
+        return Reply(ReplyKind.OK, nbytes, payload)
 
     def _on_setup(self, value: Any) -> Reply:
         if value.__class__ is _ReplyError:

@@ -19,6 +19,7 @@ from typing import Any
 
 from kvbench import __version__
 from kvbench.config.model import RunConfig
+from kvbench.engine.shards import check_shards
 from kvbench.engine.worker import WorkerSpec, WorkerSummary
 from kvbench.errors import RunAborted, TargetUnreachable, WorkerFailed
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
@@ -80,6 +81,7 @@ class Coordinator:
         on_event: Callable[[str], None] | None = None,
         launcher: WorkerLauncher | None = None,
     ) -> None:
+        check_shards(config)  # before any worker or socket: a bad --command is exit 2
         self.config = config
         self._launcher = launcher or launcher_for(config)
         self._on_interval = on_interval or (lambda snap: None)
