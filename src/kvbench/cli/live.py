@@ -2,27 +2,34 @@
 
 On a terminal: a rich Live display with a progress bar (rounds included, with ETA) over a
 table of the latest intervals. Otherwise (a pipe, a file, CI): one plain line per
-interval, so logs stay readable. It only ever sees merged interval snapshots that the
-coordinator hands out; it never reads the engine. Each run's clock starts at its
-measurement's start (after the warm-up), whether a round, a level or a compared target;
-in a sweep every line names its level, and a run's lines count its ops cumulatively.
+interval, so logs stay readable. With ``--prometheus`` it also serves them for scraping
+(cli/prometheus.py) while it is open: a run, a whole sweep or comparison, a preset's step.
+It only ever sees merged interval snapshots that the coordinator hands out; it never reads
+the engine. Each run's clock and counts start at its measurement's start (after the
+warm-up), whether a round, a level or a compared target; in a sweep every line names its
+level.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
+from kvbench.cli.prometheus import prometheus_server
 from kvbench.config import RunConfig
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.report.summary import interval_row
+from kvbench.report.summary import Running, interval_row
 from kvbench.report.tables import live_table
 from kvbench.report.terminal import live_line, unit_rates_line
+
+if TYPE_CHECKING:
+    from kvbench.report.prometheus import LiveFigures
 
 # Intervals kept on screen.
 LIVE_ROWS = 10
@@ -46,9 +53,10 @@ class LiveView:
         self._config = config
         self._unit_rates = unit_rates
         self._origins: dict[int, int] = {}
-        self._cumulative = 0  # ops succeeded so far in the current run
-        self._level: tuple[str, float] | None = None
+        self._sweep_axis: str | None = None  # a sweep's axis (``sweeping``)
+        self._level: float | None = None  # the level of the run in progress
         self._rows: deque[dict[str, Any]] = deque(maxlen=LIVE_ROWS)
+        self._totals = Running()  # cumulative ops and the running average, per round
         self._interactive = console.is_terminal and config.report.live
         self._progress = Progress(
             TextColumn("{task.description}"),
@@ -65,8 +73,15 @@ class LiveView:
         self._by_time = unit == "s"
         self._task = self._progress.add_task("measuring", total=total or None)
         self._live: Live | None = None
+        self._served = contextlib.ExitStack()
+        self._figures: LiveFigures | None = None
+        self._running: RunConfig | None = None  # the run in progress, once it started
 
     def __enter__(self) -> LiveView:
+        config = self._config
+        self._figures = self._served.enter_context(
+            prometheus_server(config.report.prometheus, self._console)
+        )
         if self._interactive:
             self._live = Live(self._render(), console=self._console, refresh_per_second=4)
             self._live.__enter__()
@@ -78,11 +93,15 @@ class LiveView:
         if self._live is not None:
             self._live.__exit__(kind, exc, tb)
             self._live = None
+        self._served.close()
 
     def start_level(self, axis: str, level: float) -> None:
-        """A sweep's next level: its lines say so (``connections`` also gives the live
-        connections' denominator)."""
-        self._level = (axis, level)
+        """A comparison's next level (of ``axis``): its lines say so."""
+        self._level = level
+
+    def sweeping(self, axis: str) -> None:
+        """Each run ``start`` announces is a level of ``axis``: its lines say which."""
+        self._sweep_axis = axis
 
     def note(self, text: str) -> None:
         """A one-line event (preloading, next round, interrupted)."""
@@ -91,21 +110,32 @@ class LiveView:
         else:
             self._console.print(text)
 
+    def start(self, config: RunConfig) -> None:
+        """A run starts (a sweep's level, a compared target's round): its own settings."""
+        self._running = config
+        if self._sweep_axis is not None:
+            load = config.load
+            value = {"connections": load.connections, "pipeline": load.pipeline}
+            self._level = value.get(self._sweep_axis, load.rate_per_s or self._level)
+        if self._figures is not None:
+            mode = "open" if config.load.rate_per_s else "closed"
+            self._figures.start_run(config.targets[0].url, mode, config.load.connections)
+
     def interval(self, snap: IntervalSnapshot) -> None:
-        """Show one merged interval."""
+        """Show one merged interval (and serve it)."""
+        running = self._running
+        if running is None:  # a single run: the view's own config
+            self.start(running := self._config)
+        if self._figures is not None:
+            self._figures.interval(snap)
         if snap.index == 0:  # a run's (round's, level's, target's) first interval
-            self._origins[snap.round] = snap.start_ns
-            self._cumulative = 0
+            self._origins[snap.round] = snap.start_ns  # its clock starts at zero
+            self._totals.restart()  # and so does its count
         origin = self._origins.setdefault(snap.round, snap.start_ns)
-        row = interval_row(snap, origin)
-        self._cumulative += row["succeeded"]
-        row["cumulative"] = self._cumulative
-        row["connections_asked"] = self._config.load.connections
+        row = self._totals.add(interval_row(snap, origin))
+        row["connections_asked"] = running.load.connections
         if self._level is not None:
-            axis, level = self._level
-            row["level"] = f"{level:g}"
-            if axis == "connections":
-                row["connections_asked"] = int(level)
+            row["level"] = f"{self._level:g}"
         rounds = self._config.load.rounds
         self._progress.update(
             self._task,

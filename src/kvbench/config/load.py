@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kvbench.config.cluster import parse_listen_address, parse_scheduler_url
+from kvbench.config.commands import check_commands, parse_commands
 from kvbench.config.model import (
     MIN_INTERVAL_NS,
     WORKLOAD_OPS,
@@ -25,14 +26,23 @@ from kvbench.config.model import (
     WorkloadConfig,
 )
 from kvbench.config.names import suggestion
+from kvbench.config.prometheus import parse_prometheus_address
 from kvbench.config.queue import QUEUE_SCHEMES
-from kvbench.config.targets import check_http_targets, check_key_limits, mask_url, parse_target
+from kvbench.config.targets import (
+    check_cluster_targets,
+    check_http_targets,
+    check_key_limits,
+    mask_url,
+    parse_target,
+)
 from kvbench.config.workload_fields import (
     MIN_VERIFY_VALUE_BYTES,
+    PLACEMENTS,
     TIMESTAMP_VALUE_BYTES,
     check_keys,
     parse_key_pattern,
     parse_key_template,
+    parse_time_window_ms,
     parse_ttl,
     parse_value_kind,
     parse_value_size,
@@ -155,10 +165,14 @@ _field("workload.value_size")(parse_value_size)
 _field("workload.value_kind")(parse_value_kind)
 _field("workload.verify")(_boolean)
 _field("workload.ratio")(parse_ratio)
+_field("workload.commands")(parse_commands)
 _field("workload.multiget_keys")(_positive(1))
 _field("workload.ttl_s")(parse_ttl)
 _field("workload.preload")(_boolean)
 _field("workload.seed")(_positive(0))
+_field("workload.placement")(lambda v, w: _choice(v, w, PLACEMENTS))
+_field("workload.key_span")(_positive(1))
+_field("workload.verify_window_ms")(parse_time_window_ms)
 _field("load.connections")(_positive(1))
 _field("load.processes")(_positive(1))
 _field("load.pipeline")(_positive(1))
@@ -179,6 +193,7 @@ _field("report.json")(_text)
 _field("report.db")(_text)
 _field("report.save")(_boolean)
 _field("report.live")(_boolean)
+_field("report.prometheus")(parse_prometheus_address)
 _field("target.urls")(_urls)
 
 
@@ -227,9 +242,15 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
         values[key] = parse(raw, origin)
     targets = _targets(values.get("target.urls", []))
     workload = _build_workload(values, settings)
+    check_cluster_targets(targets, workload, lambda key: _origin(settings, key))
     load = _build_load(values, default_processes, settings)
     load = _check_shards(targets, load, settings)
     check_http_targets(targets, workload, load.pipeline, lambda key: _origin(settings, key))
+    if workload.set_then_get and workload.commands:
+        raise ConfigError(
+            _origin(settings, "workload.ratio"),
+            "set-then-get sends its own set and get: it takes no --command",
+        )
     if workload.set_then_get and workload.keys < load.connections:
         raise ConfigError(
             _origin(settings, "workload.keys"),
@@ -237,11 +258,13 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
             f"keys cannot serve {load.connections:,} connections",
         )
     check_key_limits(targets, workload, lambda key: _origin(settings, _key_setting(key, values)))
+    check_commands(targets, workload, lambda key: _origin(settings, key))
     report = ReportConfig(
         json_path=values.get("report.json"),
         db_path=values.get("report.db") or default_db_path(),
         save=values.get("report.save", True),
         live=values.get("report.live", True),
+        prometheus=values.get("report.prometheus"),
     )
     return RunConfig(targets=targets, workload=workload, load=load, report=report)
 
@@ -263,13 +286,15 @@ def _targets(urls: list[str]) -> tuple[TargetConfig, ...]:
 
 
 def _check_shards(targets: tuple[Any, ...], load: LoadConfig, settings: Settings) -> LoadConfig:
-    """Several targets are memcached servers sharded by ketama: every worker needs a
-    connection to each, so processes are capped at connections / servers."""
-    if len(targets) < 2:
+    """Several targets are memcached servers sharded by ketama (or --placement): every
+    worker needs a connection to each, so processes are capped at connections / servers.
+    (Several ``redis+cluster://`` targets are seeds of one cluster, capped once its masters
+    are known: runner/redis_cluster.py.)"""
+    if len(targets) < 2 or all(t.cluster for t in targets):
         return load
     if any(t.family != "memcache" for t in targets):
         raise ConfigError(
-            "target", "several targets are sharded with ketama: memcached targets only"
+            "target", "several targets are sharded (ketama or --placement): memcached targets only"
         )
     if load.connections < len(targets):
         where = settings.get("load.connections", (None, "--connections"))[1]
@@ -325,7 +350,9 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
         value_size_max_bytes=size_max,
         value_size_weights=size_weights,
         value_kind=value_kind,
-        ratio=values.get("workload.ratio", defaults.ratio),
+        # Commands alone make the mix unless a ratio is given too.
+        ratio=values.get("workload.ratio", () if "workload.commands" in values else defaults.ratio),
+        commands=values.get("workload.commands", ()),
         multiget_keys=values.get("workload.multiget_keys", defaults.multiget_keys),
         ttl_s=ttl_s,
         ttl_max_s=ttl_max_s,
@@ -333,6 +360,9 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
         verify=values.get("workload.verify", defaults.verify),
         set_then_get=is_set_then_get(settings.get("workload.ratio", (None, ""))[0]),
         seed=values.get("workload.seed", int.from_bytes(os.urandom(4), "big")),
+        placement=values.get("workload.placement", defaults.placement),
+        key_span=values.get("workload.key_span"),
+        verify_window_ms=values.get("workload.verify_window_ms"),
     )
     _check_values(workload, values, settings)
     return workload
@@ -349,6 +379,8 @@ def _check_values(workload: WorkloadConfig, values: dict[str, Any], settings: Se
     if not workload.verify:
         return
     where = _origin(settings, "workload.verify")
+    if workload.value_kind == "timestamp":  # checked as a time: 8 bytes, inside the window
+        return
     if workload.value_kind != "random":
         raise ConfigError(
             where,

@@ -128,14 +128,15 @@ class OpenLoopDispatcher:
         In a sharded run the dropped requests are taken from the servers' sources in turn,
         so no server's key sequence is skipped ahead of the others'.
         """
-        shards = self._shards
+        # A Redis Cluster master that serves none of the keys has no requests to skip.
+        shards = [s for s in self._shards if not s.source.empty]
         counts = self._recorder.counts
         self._take_budget(n)
         for i in range(self._dropped, self._dropped + n):
             source = shards[i % len(shards)].source
             if source.pos == source.size:
                 source.refill()
-            counts[source.ops[source.pos]][_DROPPED] += 1
+            counts[source.record_ops[source.pos]][_DROPPED] += 1
             source.pos += 1
         self._dropped += n
         self.next_index += n

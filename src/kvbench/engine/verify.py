@@ -30,7 +30,7 @@ from kvbench.protocols.base import (
     Reply,
     ReplyKind,
 )
-from kvbench.workload.verify import check_value
+from kvbench.workload.verify import Payload, check_value
 
 # Example keys kept per worker (distinct keys, first seen first).
 EXAMPLE_KEYS = 10
@@ -47,11 +47,16 @@ class Verifier:
 
     Args:
         recorder: the worker's recorder (``counts`` and stats are reset in place at cuts).
+        check: whether a key's value is good (workload/verify.py's ``value_check``: derived
+            from the key, or a timestamp inside the set phase).
     """
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(
+        self, recorder: Recorder, check: Callable[[bytes, Payload], bool] = check_value
+    ) -> None:
         self.recorder = recorder
         self.examples: list[str] = []
+        self._check = check
 
     def check(self, key: bytes, payload: bytes | None, expected: bytes | None = None) -> None:
         """Check one get hit's value (against ``expected`` when the set before it is
@@ -59,7 +64,7 @@ class Verifier:
         ``mismatch``."""
         self.recorder.add_stat("verified", 1)
         if payload is not None and (
-            payload == expected if expected is not None else check_value(key, payload)
+            payload == expected if expected is not None else self._check(key, payload)
         ):
             return
         self.recorder.counts[_GET][_MISMATCH] += 1

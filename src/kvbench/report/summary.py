@@ -16,6 +16,12 @@ from typing import Any
 
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
+from kvbench.report.cluster import (
+    cluster_figures,
+    cluster_verdicts,
+    interval_redirects,
+    is_cluster,
+)
 from kvbench.report.connections import (
     connection_failures,
     connection_verdicts,
@@ -28,6 +34,7 @@ from kvbench.report.reconcile import (
     Restart,
     ServerCpu,
     reconcile,
+    reconcile_nodes,
     server_cpu,
     server_restarts,
 )
@@ -93,6 +100,7 @@ class ReportModel:
     server_restarts: list[Restart] = field(default_factory=list)
     not_comparable: list[str] = field(default_factory=list)
     queue: dict[str, Any] | None = None  # a queue run's figures (report/queue_figures.py)
+    cluster: dict[str, Any] | None = None  # a Redis Cluster run's (report/cluster.py)
 
     @property
     def errors_per_s(self) -> float:
@@ -170,7 +178,6 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         "errors": snap.errors() + connection_failures(snap),
         "errors_per_s": (snap.errors() + connection_failures(snap)) / length_s,
         "per_s": snap.succeeded() / length_s,
-        "succeeded": snap.succeeded(),
         "cpu_s": snap.stats.get("cpu_ns", 0) / 1e9,
         "offered_per_s": snap.stats["offered"] / length_s if "offered" in snap.stats else None,
         "reconnects": int(snap.stats.get("reconnects", 0)),
@@ -178,7 +185,38 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         "connections_live": int(snap.stats["connections_live_min"])
         if "connections_live_min" in snap.stats
         else None,
+        **({"redirects": interval_redirects(snap)} if "redirect_moved" in snap.stats else {}),
     }
+
+
+class Running:
+    """Cumulative ops and the running average (ops so far / time since the round's window
+    began), added to interval rows in order; a new round starts from zero. The live view
+    and the summary (hence the document and the CSV) both use it, so they agree."""
+
+    def __init__(self) -> None:
+        self.restart()
+
+    def restart(self) -> None:
+        """From zero again (the live view: a new run of a sweep or preset begins)."""
+        self._round: int | None = None
+        self._total = 0
+        self._by_op: dict[str, int] = {}
+
+    def add(self, row: dict[str, Any]) -> dict[str, Any]:
+        """``row`` with ``total`` and ``avg_per_s``, and the same per op."""
+        if row["round"] != self._round:
+            self._round, self._total, self._by_op = row["round"], 0, {}
+        elapsed_s = row["t_s"]
+        for name, vals in row["ops"].items():
+            done = self._by_op.get(name, 0) + vals["count"]
+            self._by_op[name] = done
+            vals["total"] = done
+            vals["avg_per_s"] = done / elapsed_s if elapsed_s > 0 else 0.0
+        self._total += sum(vals["count"] for vals in row["ops"].values())
+        row["total"] = self._total
+        row["avg_per_s"] = self._total / elapsed_s if elapsed_s > 0 else 0.0
+        return row
 
 
 def queue_interval_row(
@@ -247,16 +285,24 @@ def _servers(run: RunResult) -> list[dict[str, Any]]:
         for i in range(len(run.targets))
     ]
     total = sum(counts) or 1
-    return [
-        {"url": t["url"], "completed": int(n), "share": round(n / total, 4)}
+    placement = run.config.get("workload", {}).get("placement", "ketama")
+    rows = [
+        {"url": t["url"], "completed": int(n), "share": round(n / total, 4), "placement": placement}
         for t, n in zip(run.targets, counts, strict=True)
     ]
+    if is_cluster(run):  # what each master sent elsewhere (report/cluster.py)
+        for i, row in enumerate(rows):
+            row["redirected"] = int(
+                sum(s.stats.get(f"server{i}_redirected", 0) for s in run.intervals)
+            )
+    return rows
 
 
 def _intervals(run: RunResult) -> list[dict[str, Any]]:
     """Per interval: its row; a queue run's with its queue figures."""
     if run.queue is None:
-        return [interval_row(s, _round_start(run, s.round)) for s in run.intervals]
+        running = Running()
+        return [running.add(interval_row(s, _round_start(run, s.round))) for s in run.intervals]
     restart = server_restart(run.server)
     records = {record.index: record for record in run.queue.intervals}
     return [
@@ -288,11 +334,14 @@ def summarize(run: RunResult) -> ReportModel:
     }
     everything = run.intervals + list(run.phases.values())
     mget_width = int(run.config.get("workload", {}).get("multiget_keys", 1))
+    all_phases = merge_snapshots(everything) if everything else None
     reconciliation = (
-        reconcile(_family(run), merge_snapshots(everything), run.server, mget_width)
-        if everything
-        else []
+        reconcile(_family(run), all_phases, run.server, mget_width) if all_phases else []
     )
+    if all_phases is not None and is_cluster(run):  # and each master's own counters
+        urls = [str(t["url"]) for t in run.targets]
+        reconciliation += reconcile_nodes(all_phases, run.server, urls)
+    cluster = cluster_figures(run)
     restarts = server_restarts(run.server)
     # A restarted server counts from zero again: its deltas say nothing about the client's.
     not_comparable = [r.name for r in reconciliation] if restarts else []
@@ -338,7 +387,8 @@ def summarize(run: RunResult) -> ReportModel:
         verdicts=all_verdicts(evidence)
         + verification_verdicts(verification(run))
         + connection_verdicts(connections)
-        + restart_verdicts(restarts, not_comparable),
+        + restart_verdicts(restarts, not_comparable)
+        + cluster_verdicts(cluster),
         reconciliation=reconciliation,
         server_cpu=cpu,
         loop_lag_us=latency_summary(hiccup),
@@ -348,4 +398,5 @@ def summarize(run: RunResult) -> ReportModel:
         server_restarts=restarts,
         not_comparable=not_comparable,
         queue=figures,
+        cluster=cluster,
     )

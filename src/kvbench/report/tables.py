@@ -1,5 +1,6 @@
 """The rich tables the commands print besides a run's summary: the history, the presets,
-a sweep's levels, a comparison at each level, and the live view's latest intervals.
+a sweep's levels, a comparison at each level, the live view's latest intervals, and a
+queue experiment's phases.
 
 Pure: rows in, a ``rich.table.Table`` out; the figures come from the summary, the level
 rows (report/levels.py) or the store's listing, never computed here.
@@ -14,7 +15,7 @@ from rich.table import Table
 
 from kvbench.report.levels import LevelRow
 from kvbench.report.stats import MIN_CI_SAMPLES
-from kvbench.report.terminal import fmt_us
+from kvbench.report.terminal import fmt_us, interval_ops
 from kvbench.report.terminal import unit_rates as unit_rates_of
 from kvbench.results.status import OK
 from kvbench.units import format_rate
@@ -38,11 +39,11 @@ def history_table(rows: Iterable[dict[str, Any]]) -> Table:
     return table
 
 
-def presets_table(rows: Iterable[tuple[str, str, int, str]]) -> Table:
-    """(name, shape, targets, title) per preset."""
+def presets_table(rows: Iterable[tuple[str, str, str, str]]) -> Table:
+    """(name, shape, targets (``1``, ``2``, ``1+``), title) per preset."""
     table = Table("preset", "shape", "targets", "what")
     for name, shape, targets, title in rows:
-        table.add_row(name, shape, str(targets), title)
+        table.add_row(name, shape, targets, title)
     return table
 
 
@@ -151,7 +152,9 @@ def live_table(rows: Sequence[dict[str, Any]], unit_rates: bool = False) -> Tabl
     and the run's ops and the rate per second, minute and hour instead of per op."""
     table = Table(box=None, pad_edge=False)
     levels = any("level" in row for row in rows)
-    names = ("level",) * levels + ("round", "t", "ops/s", "offered/s", "errors", "cpu")
+    names = ("level",) * levels + (
+        "round", "t", "ops/s", "total", "avg/s", "offered/s", "errors", "cpu",
+    )  # fmt: skip
     if unit_rates:
         names = ("level",) * levels + ("round", "t", "ops", "total", "per s", "per min",
                  "per hour", "errors")  # fmt: skip
@@ -164,7 +167,7 @@ def live_table(rows: Sequence[dict[str, Any]], unit_rates: bool = False) -> Tabl
                 *([row.get("level", "")] if levels else []),
                 str(row["round"] + 1),
                 f"{row['t_s']:.1f}s",
-                *(f"{n:,}" for n in (row["succeeded"], row["cumulative"], per_s, per_min, per_h)),
+                *(f"{n:,}" for n in (interval_ops(row), row["total"], per_s, per_min, per_h)),
                 f"{row['errors']:,}",
             )
         return table
@@ -179,6 +182,8 @@ def live_table(rows: Sequence[dict[str, Any]], unit_rates: bool = False) -> Tabl
             str(row["round"] + 1),
             f"{row['t_s']:.1f}s",
             format_rate(row["per_s"]),
+            f"{row['total']:,}" if "total" in row else "",
+            format_rate(row["avg_per_s"]) if "avg_per_s" in row else "",
             "" if row.get("offered_per_s") is None else format_rate(row["offered_per_s"]),
             f"{row['errors']:,}",
             f"{row['cpu_s'] / row['length_s']:.0%}" if row["length_s"] else "",
@@ -194,4 +199,32 @@ def live_table(rows: Sequence[dict[str, Any]], unit_rates: bool = False) -> Tabl
                     fmt_us(vals["p99_us"]),
                 ]
         table.add_row(*cells)
+    return table
+
+
+def queue_phases_table(title: str, phases: Sequence[tuple[str, dict[str, Any]]]) -> Table:
+    """A queue experiment's phases (a label and each run's result document): the
+    original's figures in its units (puts, puts/s, gets, gets/s over the phase's
+    duration) beside kvbench's own (the one ledger's lost and duplicated so far, the
+    end-to-end p99, the status)."""
+    table = Table(title=title, title_justify="left")
+    for name in ("phase", "puts", "puts/s", "gets", "gets/s", "duration"):
+        table.add_column(name, justify="left" if name == "phase" else "right")
+    for name in ("lost so far", "duplicated so far", "e2e p99", "status"):
+        table.add_column(name, justify="right")
+    for label, doc in phases:
+        queue = doc["queue"]
+        phase = queue["phase"]
+        table.add_row(
+            label,
+            f"{phase['puts']:,}",
+            format_rate(phase["puts_per_s"]),
+            f"{phase['gets']:,}",
+            format_rate(phase["gets_per_s"]),
+            f"{phase['duration_s']:.3f}s",
+            f"{queue['lost']:,}",
+            f"{queue['duplicated']:,}",
+            fmt_us(queue["e2e_latency_us"]["p99"]),
+            doc["status"],
+        )
     return table

@@ -87,20 +87,18 @@ def run_sweep(
     levels: Sequence[float],
     on_interval: Callable[[IntervalSnapshot], None],
     on_event: Callable[[str], None],
-    on_level: Callable[[str, float], None] | None = None,
+    on_start: Callable[[RunConfig], None] = lambda config: None,
 ) -> list[LevelOutcome]:
     """Run every level in order; a failed level is kept with its reason; Ctrl-C stops.
-
-    ``on_level(axis, level)`` is called as each level begins; after it, ``on_event`` gets
-    the ops its warm-up did (excluded from every figure) when it had one.
-    """
+    ``on_start`` hears each level's config as its run starts; after the run, ``on_event``
+    gets the ops its warm-up did (excluded from every figure) when it had one."""
     outcomes: list[LevelOutcome] = []
     for number, level in enumerate(levels, 1):
         try:
-            if on_level is not None:
-                on_level(axis, level)
             on_event(f"level {number}/{len(levels)}: {axis} = {level:g}")
-            result = Coordinator(at_level(config, axis, level), on_interval, on_event).run()
+            leveled = at_level(config, axis, level)
+            on_start(leveled)
+            result = Coordinator(leveled, on_interval, on_event).run()
         except (TargetUnreachable, RunAborted) as exc:
             outcomes.append(LevelOutcome(level, None, str(exc)))
             on_event(f"level {level:g} failed: {exc}")
@@ -140,8 +138,10 @@ def run_comparison(
     rounds: int,
     on_interval: Callable[[IntervalSnapshot], None],
     on_event: Callable[[str], None],
+    on_start: Callable[[RunConfig], None] = lambda config: None,
 ) -> ComparisonRuns:
-    """Rounds interleaved across targets (A B A B ...); one combined result per target."""
+    """Rounds interleaved across targets (A B A B ...); one combined result per target.
+    ``on_start`` hears each round's config as it starts."""
     per_target: list[list[RunResult]] = [[] for _ in configs]
     interrupted = False
     for round_index in range(rounds):
@@ -149,6 +149,7 @@ def run_comparison(
             single = replace(config, load=replace(config.load, rounds=1))
             try:
                 on_event(f"round {round_index + 1}/{rounds}: {config.targets[0].url}")
+                on_start(single)
                 result = Coordinator(single, on_interval, on_event).run()
             except KeyboardInterrupt:
                 on_event(f"round {round_index + 1} of {config.targets[0].url} {NOT_STARTED}")
