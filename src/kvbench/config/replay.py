@@ -43,9 +43,10 @@ def parse_speed(text: str) -> float | None:
     Raises:
         ConfigError: neither.
     """
-    value = text.strip().lower().removesuffix("x")
+    value = text.strip().lower()
     if value == "max":
         return None
+    value = value.removesuffix("x")
     try:
         speed = float(value)
     except ValueError:

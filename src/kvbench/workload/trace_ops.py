@@ -105,7 +105,7 @@ def fit_key(key: bytes, size: int) -> bytes:
     if n < size:
         fill = digest * (1 + (size - n) // len(digest))
         return key + fill[: size - n]
-    tail = min(size, 16)
+    tail = min(16, size - size // 3)
     return key[: size - tail] + digest[:tail]
 
 
@@ -123,14 +123,14 @@ class KeyFitter:
     def fit(self, keys: list[bytes], sizes: list[int]) -> list[bytes]:
         """Each key at its size (the list itself when every key already fits)."""
         lengths = list(map(len, keys))
-        if lengths == sizes:
+        if lengths == sizes and max(sizes) <= MAX_KEY_BYTES:
             return keys
         out = list(keys)
         cache = self._cache
         if len(cache) > KEY_CACHE_SIZE:
             cache.clear()
         for i, (n, size) in enumerate(zip(lengths, sizes, strict=True)):
-            if n == size:
+            if n == size <= MAX_KEY_BYTES:
                 continue
             key = keys[i]
             fitted = cache.get(key)

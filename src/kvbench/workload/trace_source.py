@@ -51,6 +51,7 @@ MAX_BUFFERED_ROWS = 1 << 18
 # reads carry this TTL (they send none).
 NO_TTL = -1
 _STORES = frozenset(int(op) for op in (Op.SET, Op.ADD, Op.REPLACE, Op.CAS, Op.APPEND, Op.PREPEND))
+_IS_STORE = [int(op) in _STORES for op in Op]
 
 
 @dataclass(slots=True)

@@ -101,7 +101,7 @@ def test_a_bad_row_in_a_zstd_trace_names_its_line(tmp_path: Path) -> None:
 def test_a_truncated_zstd_file_is_a_config_error(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "t.zst", mixed_rows(5000), compress=True)
     path.write_bytes(path.read_bytes()[:-100])
-    with pytest.raises(ConfigError, match="t.zst"):
+    with pytest.raises(ConfigError, match=r"t\.zst: cannot decompress"):
         read_all(TraceReader(path))
 
 
