@@ -22,8 +22,9 @@ and a timed replay holds the rows due within the next second of trace time.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import compress
 from pathlib import Path
@@ -133,7 +134,7 @@ class Lane:
     """
 
     def __init__(self, feed: ReplayFeed, index: int) -> None:
-        self._feed = feed
+        self.feed = feed
         self.index = index
         self._waiting: deque[_Chunk] = deque()
         self.waiting_rows = 0
@@ -167,9 +168,10 @@ class Lane:
         self.pos = self.size = 0
         self.ops, self.keys, self.values, self.offsets_ns = [], [], [], []
         if not self._waiting:
-            self._feed.read_for(self)
+            if not self.feed.config.timed:  # timed: the schedule reads (read_until)
+                self.feed.read_for(self)
             if not self._waiting:
-                self.starved = not self._feed.done
+                self.starved = not self.feed.done
                 return False
         self.starved = False
         chunk = self._waiting.popleft()
@@ -185,12 +187,32 @@ class Lane:
         ttl = max(chunk.ttls)
         self.ttl_s = ttl if ttl > 0 else 0
         self.size = len(chunk.ops)
-        self._feed.buffered -= self.size
+        self.feed.buffered -= self.size
         return True
 
-    def waiting_offsets(self) -> list[list[int]]:
-        """The offsets of the chunks waiting after the current one (timed replays)."""
-        return [c.offsets_ns for c in self._waiting if c.offsets_ns is not None]
+    def offsets_from(self, first: int) -> Iterator[int]:
+        """Timed replays: the offsets of this lane's requests from lane index ``first``
+        on (at or after the current chunk's start), as far as the lane holds them."""
+        skip = first - self.taken
+        for offsets in (self.offsets_ns, *(c.offsets_ns or [] for c in self._waiting)):
+            if skip >= len(offsets):
+                skip -= len(offsets)
+                continue
+            yield from offsets[skip:]
+            skip = 0
+
+    def due_count(self, offset_ns: int) -> int:
+        """Timed replays: how many of this lane's requests (counted over the whole
+        replay) are due at or before ``offset_ns``, among those it has received."""
+        count = self.taken
+        for offsets in (self.offsets_ns, *(c.offsets_ns or [] for c in self._waiting)):
+            if not offsets:
+                continue
+            if offsets[-1] <= offset_ns:
+                count += len(offsets)
+                continue
+            return count + bisect_right(offsets, offset_ns)
+        return count
 
 
 def _ttl_run(ttls: list[int]) -> int:

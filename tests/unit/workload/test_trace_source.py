@@ -232,3 +232,23 @@ def test_replay_flags_are_checked() -> None:
         replay_config("t.csv", speed="0")
     with pytest.raises(ConfigError, match="--to: must be after --from"):
         replay_config("t.csv", from_text="10", to_text="5")
+
+
+def test_trace_schedule_answers_from_the_lane(tmp_path: Path) -> None:
+    from kvbench.engine.pacing import TraceSchedule
+
+    rows = [(i // 4, f"k{i}", 3, 0, 1, "get", 0) for i in range(40)]
+    feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=1, block=64, speed=1.0)
+    lane = feed.lanes[0]
+    schedule = TraceSchedule(lane, start_ns=1_000)
+    assert schedule.due_by(999) == 0
+    assert schedule.due_by(1_000) == 1  # row 0 at offset 0
+    assert schedule.due_by(1_000 + 1_000_000_000) == 5  # second 0 and the first of 1
+    assert not feed.done  # read no further than needed
+    assert schedule.intended_range(0, 3) == [1_000, 1_000 + 250_000_000, 1_000 + 500_000_000]
+    assert lane.refill()
+    lane.pos = lane.size
+    sent = lane.size
+    assert lane.refill() or feed.done
+    assert schedule.intended_ns(sent) == 1_000 + sent * 250_000_000
+    assert schedule.due_by(1_000 + 10**12) == 40
