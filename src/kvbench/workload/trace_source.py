@@ -456,30 +456,24 @@ class ReplayFeed:
         if n_lanes == 1:
             targets: list[tuple[Lane, _Chunk]] = [(self.lanes[0], chunk)]
         else:
+            # Sort the block by lane once (stable: each lane keeps the trace's order), then
+            # each lane's rows are one slice of each column.
             lane_of = (np.asarray(hashes, dtype=np.int64) // self._n_workers) % n_lanes
             order = np.argsort(lane_of, kind="stable")
-            bounds = np.searchsorted(lane_of[order], np.arange(n_lanes + 1), side="left")
-            order_list = order.tolist()
-            targets = []
-            for index in range(n_lanes):
-                low, high = int(bounds[index]), int(bounds[index + 1])
-                if low == high:
-                    continue
-                pick = order_list[low:high]
-                targets.append(
-                    (
-                        self.lanes[index],
-                        _Chunk(
-                            gather(chunk.ops, pick),
-                            gather(chunk.keys, pick),
-                            gather(chunk.values, pick),
-                            gather(chunk.ttls, pick),
-                            gather(chunk.offsets_ns, pick)
-                            if chunk.offsets_ns is not None
-                            else None,
-                        ),
-                    )
-                )
+            bounds = np.searchsorted(lane_of[order], np.arange(n_lanes + 1), side="left").tolist()
+            pick = order.tolist()
+            by_lane = _Chunk(
+                gather(chunk.ops, pick),
+                gather(chunk.keys, pick),
+                gather(chunk.values, pick),
+                gather(chunk.ttls, pick),
+                gather(chunk.offsets_ns, pick) if chunk.offsets_ns is not None else None,
+            )
+            targets = [
+                (self.lanes[index], by_lane.part(bounds[index], bounds[index + 1]))
+                for index in range(n_lanes)
+                if bounds[index] < bounds[index + 1]
+            ]
         for lane, part in targets:
             lane.append(part)
         self._wake()
