@@ -53,7 +53,7 @@ deps:
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml src/kvbench/engine/_pump.c
+$(VENV)/.installed: pyproject.toml $(wildcard src/kvbench/engine/_pump*.[ch])
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

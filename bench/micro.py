@@ -1,5 +1,5 @@
-"""ns per op for each codec's encode and parse, the recorder's bulk fold, and open-loop
-dispatch (uniform vs Poisson arrivals).
+"""ns per op for each codec's encode and parse, the compiled driver's closed loop per
+protocol, the recorder's bulk fold, and open-loop dispatch (uniform vs Poisson arrivals).
 
     python bench/micro.py
 
@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 from kvbench.config import load_config
 from kvbench.engine import fastpath
-from kvbench.engine.connection import Connection
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
 from kvbench.engine.setup import codec_factory_for
@@ -184,29 +183,44 @@ def bench_fold() -> None:
     print(f"histogram record_many: {ns:.2f} ns per value (100k batch)")
 
 
-def bench_pump(name: str) -> None:
-    """The compiled driver: one read of 16 get hits accounted, 16 gets encoded and written."""
+def bench_pump(name: str, mix: str, rounds: int = ROUNDS // 4) -> None:
+    """The compiled driver: one read of 16 replies accounted and 16 requests encoded and
+    written, per step (``mix``: 16 get hits, or set and get hit in turn as bench/peers.py
+    runs them, 100-byte values). Replies carry the opaques the pump gave their requests."""
     if not fastpath.compiled():
         print(f"{name:15} pump: not built")
         return
     from kvbench.engine import _pump  # type: ignore[attr-defined]
 
     protocol, families = fastpath.PROTOCOLS[name]
-    chunk = ([int(Op.GET)] * 4096, [KEY] * 4096, [None] * 4096, 0)
+    pattern = [Op.GET] if mix == "get" else [Op.SET, Op.GET]
+    ops = [int(pattern[i % len(pattern)]) for i in range(4096)]
+    chunk = (ops, [KEY] * 4096, [memoryview(VALUE)] * 4096, 0)
     tally = _pump.Tally()
     tally.issuing = True
     written: list[bytes] = []
-    stream = _pump.Stream(lambda: chunk, protocol)
-    pump = _pump.Pump(tally, stream, written.append, protocol, families, 1 << 20)
-    read = REPLIES[name][0] * BATCH
+    pump = _pump.Pump(
+        tally, _pump.Stream(lambda: chunk, protocol), written.append, protocol, families, 1 << 20
+    )
+    reply = BATCH_REPLIES[name]
+    # request i (opaque i) is ops[i % 4096]: a get hit or a set success
+    reads = [
+        b"".join(
+            reply(i)[0 if ops[i % 4096] == Op.GET else 1] for i in range(r * BATCH, (r + 1) * BATCH)
+        )
+        for r in range(rounds)
+    ]
     pump.issue(BATCH)
+    step_reads = iter(reads)
 
     def step() -> None:  # the 16 replies free 16 slots: 16 requests go out
-        pump.received(read)
+        pump.received(next(step_reads))
         written.clear()
         tally.take()
 
-    print(f"{name:15} pump received+issue, 16 hits per read {per_op_ns(step, BATCH):6.0f} ns")
+    ns = per_op_ns(step, BATCH, rounds)
+    assert pump.error is None, pump.error
+    print(f"{name:15} pump received+issue, 16 per read, {mix:7} {ns:6.0f} ns")
 
 
 class NullTransport:
@@ -236,11 +250,19 @@ def bench_open_loop(arrival: str, rate_per_s: int = 20_000, seconds: int = 4) ->
     worker = Worker(WorkerSpec(config, 0, 1, 16, None), lambda snap: None)
     factory = codec_factory_for(worker.target, CodecOptions())
     for _ in range(16):
-        conn = Connection(worker, factory, None, 64, worker.shards[0])
+        conn = worker.make_connection(factory, None, 64, worker.shards[0])
         conn.connection_made(NullTransport())  # type: ignore[arg-type]
         conn.closed_loop = False
         worker.connections.append(conn)
-    dispatcher = OpenLoopDispatcher(worker, Schedule(rate_per_s, 0, arrival, seed=1), 10**9)
+    dispatcher = OpenLoopDispatcher(
+        worker,
+        worker.tally,
+        worker.recorder,
+        worker.connections,
+        worker.shards,
+        Schedule(rate_per_s, 0, arrival, seed=1),
+        10**9,
+    )
     start = time.process_time_ns()
     for now in range(0, seconds * 1_000_000_000, 1_000_000):
         dispatcher.dispatch(now)
@@ -262,8 +284,9 @@ def bench_open_loops() -> None:
 
 
 if __name__ == "__main__":
-    for name in REPLIES:
-        bench_pump(name)
+    for name in BATCH_REPLIES:
+        for mix in ("get", "set/get"):
+            bench_pump(name, mix)
     for name in REPLIES:
         bench_codec(name)
     for name in BATCH_REPLIES:

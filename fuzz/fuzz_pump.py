@@ -1,15 +1,16 @@
-"""atheris harness for the compiled pump (engine/_pump.c) against the Python codecs.
+"""atheris harness for the compiled pump (engine/_pump*.c) against the Python codecs.
 
 Oracle (tests/support/pump_oracle.py, the one the differential test in
-tests/unit/engine/test_pump.py uses): for the same requests and the same reply bytes read
-in the same pieces, the pump and the codec's ``read_kinds`` write the same requests and
-account the same reply codes, and both stop on a protocol error or neither (save the
-documented exceptions); the pump never raises and never crashes.
+tests/unit/engine/test_pump_replies.py uses): for the same requests and the same reply
+bytes read in the same pieces, the pump and the codec's ``read_kinds`` write the same
+requests (binary opaques and meta tokens included) and account the same reply codes, and
+both stop on a protocol error or neither (save the documented exceptions); the pump never
+raises and never crashes. Protocols: memcached text, binary and meta, RESP2.
 
 The first input byte chooses the mode: grammar-aware (even: replies drawn from each op
-family's grammar by the rest of the input, then mutated) or raw (odd: the next bytes
-choose the protocol, up to 8 ops, the reply bound and the read size; the rest is the
-server's byte stream as it is).
+family's grammar, tests/support/reply_grammar.py, by the rest of the input, then mutated)
+or raw (odd: the next bytes choose the protocol, up to 8 ops, the reply bound and the read
+size; the rest is the server's byte stream as it is).
 
 Run by hand (not in CI), from the repository root:
 ``pip install atheris && python fuzz/fuzz_pump.py corpus/`` (libFuzzer flags such as
@@ -39,7 +40,7 @@ def test_one_input(data: bytes) -> None:
         draw = ByteDraw(data[1:])
         pump_oracle.check(pump_oracle.exchange(draw))
         return
-    protocol = "memcache-text" if data[1] % 2 == 0 else "resp2"
+    protocol = pump_oracle.PROTOCOLS[data[1] % len(pump_oracle.PROTOCOLS)]
     count = 1 + data[2] % 8
     if len(data) < 5 + count:
         return

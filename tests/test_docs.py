@@ -46,3 +46,25 @@ def test_presets_doc_covers_every_preset() -> None:
     text = (ROOT / "docs" / "presets.md").read_text()
     for name in PRESETS:
         assert f"## {name}" in text and f"--preset {name}" in text
+
+
+def test_run_outputs_stay_out_of_the_repository() -> None:
+    """A result written at the root (``--json out.json``, ``kvbench report``'s report.html)
+    is ignored, and none is tracked (an ``out2.json`` was)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    outputs = ["out.json", "report.html", "run.hlog", "series.csv"]
+    ignored = subprocess.run(
+        ["git", "check-ignore", *outputs], cwd=ROOT, capture_output=True, text=True
+    ).stdout.split()
+    assert ignored == outputs
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.json", "*.html", "*.csv", "*.hlog"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert [path for path in tracked if "/" not in path] == []

@@ -4,9 +4,12 @@
 
     KvbenchError                 base; every exception kvbench defines derives from it
     ├── ConfigError              bad flag or config value; carries the config path ("load.pipeline")
+    │   └── UnknownRun           a RUN argument names no stored run, or more than one
     ├── ProtocolError            a reply broke the grammar (sans-IO); the codec is dead afterwards
     │   └── ReplyTooLarge        a reply exceeded the codec's max_reply_bytes bound
     ├── TargetUnreachable        preflight: no connection could be opened to a target
+    │   └── SetupRefused         the server took the connection but refused its setup
+    │                            (AUTH, SELECT, HELLO); during a run it is a failed attempt
     ├── RunAborted               a phase failed; carries the phase and the cause
     │   └── WorkerFailed         a worker process exited or went silent
     ├── MessageError             coordinator <-> worker message invalid or of the wrong version
@@ -15,7 +18,8 @@
 
 Error *replies* (``ERROR``, ``-ERR``, HTTP 5xx) are never raised: codecs return them as
 values and the engine counts them. Transport failures during a run are counters, not
-exceptions. The CLI maps ConfigError to exit 2, TargetUnreachable to 3, RunAborted to 4.
+exceptions. The CLI maps ConfigError to exit 2, TargetUnreachable to 3, RunAborted to 4,
+StoreError to 5.
 """
 
 from __future__ import annotations
@@ -39,6 +43,14 @@ class ConfigError(KvbenchError):
         self.message = message
 
 
+class UnknownRun(ConfigError):
+    """A RUN argument (an id, a prefix of one, ``last``) names no stored run, or several:
+    a usage error (exit 2), not a damaged database."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("RUN", message)
+
+
 class ProtocolError(KvbenchError):
     """The byte stream from the server broke the protocol's grammar."""
 
@@ -49,6 +61,15 @@ class ReplyTooLarge(ProtocolError):
 
 class TargetUnreachable(KvbenchError):
     """No connection could be opened to a target (refused, timed out, auth failed)."""
+
+
+class SetupRefused(TargetUnreachable):
+    """The server accepted a connection but refused its setup (AUTH, SELECT, HELLO).
+
+    The message is the server's error reply. Before a run it ends the run like
+    any unreachable target (exit 3); during one, the attempt is counted as failed and the
+    connection is tried again.
+    """
 
 
 class RunAborted(KvbenchError):

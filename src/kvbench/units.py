@@ -8,6 +8,7 @@ and in report/ (output), nowhere else.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from kvbench.errors import ConfigError
 
@@ -76,36 +77,53 @@ def plain_duration(value_ns: int | float) -> str:
 
 def parse_count(text: str | int, where: str, minimum: int = 0) -> int:
     """Parse a count ("100000", "100k", "1M") to an int no smaller than ``minimum``."""
-    if isinstance(text, bool):
-        raise ConfigError(where, f"expected a number, got {text!r}")
-    if isinstance(text, int):
-        value = text
-    else:
-        match = _COUNT.match(str(text).strip())
-        if not match:
-            raise ConfigError(where, f"{text!r} is not a count (examples: 50, 10k, 1M)")
+
+    def whole(match: re.Match[str]) -> int:
         number = float(match.group(1)) * _COUNT_MULT[match.group(2).lower()]
         if number != int(number):
             raise ConfigError(where, f"{text!r} is not a whole number")
-        value = int(number)
-    if value < minimum:
-        raise ConfigError(where, f"must be at least {minimum}, got {value}")
-    return value
+        return int(number)
+
+    return _parse_scaled(
+        text, where, minimum, ("number", "count", "50, 10k, 1M", ""), _COUNT, whole
+    )
 
 
 def parse_size_bytes(text: str | int, where: str, minimum: int = 0) -> int:
     """Parse a size ("100", "1KiB", "4k" meaning 4096) to bytes."""
+
+    def size(match: re.Match[str]) -> int:
+        return round(float(match.group(1)) * _SIZE_MULT[match.group(2)])
+
+    words = ("size", "size", "100, 1KiB, 64k", " bytes")
+    return _parse_scaled(text, where, minimum, words, _SIZE, size)
+
+
+def _parse_scaled(
+    text: str | int,
+    where: str,
+    minimum: int,
+    words: tuple[str, str, str, str],
+    pattern: re.Pattern[str],
+    scale: Callable[[re.Match[str]], int],
+) -> int:
+    """An int given as itself, or as text ``pattern`` matches and ``scale`` converts.
+
+    Args:
+        words: what is expected, what the text is not, examples, the minimum's unit.
+    """
+    expected, kind, examples, unit = words
     if isinstance(text, bool):
-        raise ConfigError(where, f"expected a size, got {text!r}")
+        raise ConfigError(where, f"expected a {expected}, got {text!r}")
     if isinstance(text, int):
         value = text
     else:
-        match = _SIZE.match(str(text).strip())
+        match = pattern.match(str(text).strip())
         if not match:
-            raise ConfigError(where, f"{text!r} is not a size (examples: 100, 1KiB, 64k)")
-        value = round(float(match.group(1)) * _SIZE_MULT[match.group(2)])
+            raise ConfigError(where, f"{text!r} is not a {kind} (examples: {examples})")
+        value = scale(match)
     if value < minimum:
-        raise ConfigError(where, f"must be at least {minimum} bytes, got {value}")
+        raise ConfigError(where, f"must be at least {minimum}{unit}, got {value}")
     return value
 
 

@@ -1,13 +1,16 @@
 """``kvbench run`` against servers whose replies are hostile, on both drivers.
 
-Reply bytes that are not UTF-8, and RESP integers of 19 digits and beyond: a fake server
-writes what a real one would not (a real redis-server for the 64-bit edge it does reach).
-Bad replies are protocol errors, counted, and the connection is reopened, the same on the
-compiled and the Python driver; never a traceback, never a silent ``conn_error``.
+Reply bytes that are not UTF-8, RESP integers of 19 digits and beyond, binary responses
+with another request's opaque or a body past every bound, meta replies with another
+request's token or a 20-digit value size: a fake server writes what a real one would not
+(a real redis-server for the 64-bit edge it does reach). Bad replies are protocol errors,
+counted, and the connection is reopened, the same on the compiled and the Python driver;
+never a traceback, never a silent ``conn_error``.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import socketserver
 import threading
@@ -22,6 +25,7 @@ import pytest
 from kvbench.engine import fastpath
 from tests.support import pump_oracle
 from tests.support.cli import Result, all_phase_counts, read_json, run_kvbench
+from tests.support.reply_grammar import packet
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
@@ -32,12 +36,19 @@ CUT_CHARACTER = b"x" * 47 + "\u20ac".encode() + b"\r\n"
 NOT_UTF8 = b"\xff\xfe garbage\r\n"
 
 
-class FakeServer(socketserver.ThreadingTCPServer):
-    """memcached text or RESP2 on a free loopback port; ``answer`` writes each reply.
+# memcached binary opcodes -> the verb FakeServer.reply counts them by.
+BINARY_VERBS = {0x00: b"get", 0x01: b"set", 0x04: b"delete", 0x05: b"incr", 0x10: b"stat"}
 
-    ``answer(command, n)`` gets the request's words (a text line split on spaces, or the
-    RESP array) and how many requests of that verb came before; ``stats`` / ``INFO`` and
-    ``version`` are answered here so that the run's probe passes.
+
+class FakeServer(socketserver.ThreadingTCPServer):
+    """memcached (text, meta, binary) or RESP2 on a free loopback port; ``answer`` writes
+    each reply.
+
+    ``answer(command, n)`` gets the request's words (a text or meta line split on spaces;
+    the RESP array; for a binary request its verb, its opaque and its key) and how many
+    requests of that verb came before; ``stats`` / ``INFO`` and ``version`` are answered
+    here so that the run's probe passes. A memcached connection whose first byte is 0x80
+    speaks binary, as memcached decides.
     """
 
     daemon_threads = True
@@ -55,6 +66,9 @@ class FakeServer(socketserver.ThreadingTCPServer):
         with self.lock:
             n = self.counts.get(verb, 0)
             self.counts[verb] = n + 1
+        if verb == b"stat":  # binary: one statistic, then the empty key that ends them
+            opaque = int.from_bytes(command[1], "big")
+            return packet(0x10, opaque, key=b"pid", value=b"1") + packet(0x10, opaque)
         if verb in (b"stats", b"info"):
             text = b"redis_version:7.0.0\r\nuptime_in_seconds:1\r\n"
             return b"$%d\r\n%b\r\n" % (len(text), text) if self.resp else b"STAT pid 1\r\nEND\r\n"
@@ -70,17 +84,25 @@ class _Session(socketserver.BaseRequestHandler):
         buffer = b""
         while data := self.request.recv(65536):
             out = []
+            buffer += data
             if server.resp:
                 reader.feed(data)
                 while (command := reader.gets()) is not False:
                     out.append(server.reply(command))
+            elif buffer[:1] == b"\x80":
+                while len(buffer) >= 24 and len(buffer) >= 24 + (
+                    body := int.from_bytes(buffer[8:12], "big")
+                ):
+                    key = buffer[24 + buffer[4] : 24 + buffer[4] + buffer[3]]
+                    verb = BINARY_VERBS.get(buffer[1], b"opcode %d" % buffer[1])
+                    out.append(server.reply([verb, buffer[12:16], key]))
+                    buffer = buffer[24 + body :]
             else:
-                buffer += data
                 while (eol := buffer.find(b"\r\n")) >= 0:
                     words = buffer[:eol].split(b" ")
                     end = eol + 2
-                    if words[0] == b"set":  # the data block follows the line
-                        end += int(words[4]) + 2
+                    if words[0] in (b"set", b"ms"):  # the data block follows the line
+                        end += int(words[4 if words[0] == b"set" else 2]) + 2
                         if len(buffer) < end:
                             break
                     buffer = buffer[end:]
@@ -155,6 +177,63 @@ def test_reply_bytes_that_are_not_utf8_are_protocol_errors_and_reconnects(
         for e in errors
     ), errors
     # the client's count of gets is the server's (less those still in flight at the end)
+    assert gets - 4 <= all_phase_counts(doc, "get") <= gets
+
+
+def binary_opaques(command: list[bytes], n: int) -> bytes:
+    """Every 50th get answered with the next request's opaque, every 50th with a header
+    declaring a body of 2**32-1 bytes; else a miss."""
+    verb, opaque = command[0], int.from_bytes(command[1], "big")
+    if verb != b"get":
+        return packet(0x01, opaque)
+    if n % 50 == 24:
+        return packet(0x00, opaque + 1, 1, value=b"Not found")
+    if n % 50 == 49:
+        return packet(0x00, opaque, 1, body=2**32 - 1)[:24]
+    return packet(0x00, opaque, 1, value=b"Not found")
+
+
+def meta_tokens(command: list[bytes], n: int) -> bytes:
+    """Every 50th get answered with the next request's token, every 50th with a 20-digit
+    value size; else a miss."""
+    token = int(command[-1][1:])
+    if command[0] != b"mg":
+        return b"HD O%d\r\n" % token
+    if n % 50 == 24:
+        return b"EN O%d\r\n" % (token + 1)
+    if n % 50 == 49:
+        return b"VA 99999999999999999999 O%d\r\n" % token
+    return b"EN O%d\r\n" % token
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize(
+    ("scheme", "answer", "faults"),
+    [
+        ("memcached+binary", binary_opaques, ("opaque", "of 4294967295 bytes exceeds")),
+        ("memcached+meta", meta_tokens, ("opaque mismatch: expected O", "bad VA line: b'VA 999")),
+    ],
+)
+def test_replies_for_another_request_or_past_every_bound_are_protocol_errors(
+    tmp_path: Path,
+    driver: str,
+    scheme: str,
+    answer: Callable[[list[bytes], int], bytes],
+    faults: tuple[str, str],
+) -> None:
+    with fake_server(False, answer) as server:
+        port = server.server_address[1]
+        _, doc = run(f"{scheme}://127.0.0.1:{port}", driver, tmp_path, "--ratio", "0:1")
+        gets = server.counts[b"get" if scheme == "memcached+binary" else b"mg"]
+    outcomes = doc["ops"]["get"]["outcomes"]
+    assert outcomes["miss"] > 50 and "hit" not in outcomes
+    assert outcomes.get("conn_error", 0) >= 1 and reconnects(doc) >= 1
+    # one protocol error per fault the server wrote (each 25th get), less those still in
+    # flight at the end; the worker names the last, in the same text on both drivers
+    errors = protocol_errors(doc)
+    counted = sum(int(n) for e in errors for n in re.findall(r"'protocol_error': (\d+)", e))
+    assert gets // 25 - 2 <= counted <= gets // 25 and counted >= 2, (gets, errors)
+    assert all(any(fault in e for fault in faults) for e in errors), errors
     assert gets - 4 <= all_phase_counts(doc, "get") <= gets
 
 

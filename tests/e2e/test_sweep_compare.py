@@ -53,7 +53,10 @@ def test_sweep_reports_every_level_with_a_ci_and_an_slo(
         assert row["slo_met"] is True
     assert doc["best_level"] == 3.0
     assert "sweep over connections" in result.stdout
-    assert run_kvbench("history", "--db", db).stdout.count(fresh_memcached.address) == 2
+    listed = run_kvbench("history", "--db", db).stdout
+    assert listed.count(fresh_memcached.address) == 2
+    # the levels told apart (was: two identical rows)
+    assert "connections 1 " in listed and "connections 3 " in listed
     # Every level's run in one CSV and one log, each row or tag labelled with its level.
     with open(tmp_path / "sweep.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import click
-from rich.table import Table
 
 from kvbench.cli.console import make_console
 from kvbench.config.load import default_db_path
 from kvbench.report import dumps, summarize
-from kvbench.report.queue_report import print_queue_summary
+from kvbench.report.tables import history_table
 from kvbench.report.terminal import print_summary
 from kvbench.results.store import Store
 
@@ -20,7 +17,7 @@ from kvbench.results.store import Store
 @click.option("--last", default=20, show_default=True, help="How many runs to list.")
 @click.option("--db", type=click.Path(dir_okay=False), help="History database.")
 def history(target: str | None, last: int, db: str | None) -> None:
-    """List stored runs, newest first.
+    """List stored runs, newest first; a sweep's levels and a preset's steps by their label.
 
     \b
     Example:
@@ -30,18 +27,7 @@ def history(target: str | None, last: int, db: str | None) -> None:
     console = make_console()
     with Store(db or default_db_path()) as store:
         rows = store.list_runs(target, last)
-    table = Table("run", "started", "status", "target", "window", "ops/s")
-    for row in rows:
-        rate = row["throughput_per_s"]
-        table.add_row(
-            row["run_id"],
-            row["started_at"],
-            row["status"],
-            row["target"],
-            f"{row['window_s']:.2f}s",
-            "" if rate is None else f"{rate:,.0f}",
-        )
-    console.print(table if rows else "no runs stored yet")
+    console.print(history_table(rows) if rows else "no runs stored yet")
 
 
 @click.command()
@@ -58,13 +44,6 @@ def show(run_ref: str, as_json: bool, db: str | None) -> None:
     """
     with Store(db or default_db_path()) as store:
         run = store.load_run(run_ref)
-        document = store.document(run_ref) if run.mode == "queue" else None
-    if document is not None:  # a queue run: its figures live in its document
-        if as_json:
-            click.echo(json.dumps(document, indent=2))
-        else:
-            print_queue_summary(make_console(), document)
-        return
     model = summarize(run)
     if as_json:
         click.echo(dumps(model), nl=False)

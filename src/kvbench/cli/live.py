@@ -15,13 +15,12 @@ from typing import Any
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from kvbench.config import RunConfig
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.summary import interval_row
-from kvbench.report.terminal import fmt_us, live_line
-from kvbench.units import format_rate
+from kvbench.report.tables import live_table
+from kvbench.report.terminal import live_line
 
 # Intervals kept on screen.
 LIVE_ROWS = 10
@@ -97,32 +96,4 @@ class LiveView:
             self._console.print(prefix + live_line(row))
 
     def _render(self) -> Group:
-        table = Table(box=None, pad_edge=False)
-        for name in ("round", "t", "ops/s", "offered/s", "errors", "cpu"):
-            table.add_column(name, justify="right")
-        ops = sorted({op for row in self._rows for op in row["ops"]})
-        for op in ops:
-            table.add_column(f"{op} /s", justify="right")
-            table.add_column(f"{op} p50", justify="right")
-            table.add_column(f"{op} p99", justify="right")
-        for row in self._rows:
-            cells = [
-                str(row["round"] + 1),
-                f"{row['t_s']:.1f}s",
-                format_rate(row["per_s"]),
-                "" if row.get("offered_per_s") is None else format_rate(row["offered_per_s"]),
-                f"{row['errors']:,}",
-                f"{row['cpu_s'] / row['length_s']:.0%}" if row["length_s"] else "",
-            ]
-            for op in ops:
-                vals = row["ops"].get(op)
-                if vals is None:
-                    cells += ["", "", ""]
-                else:
-                    cells += [
-                        format_rate(vals["per_s"]),
-                        fmt_us(vals["p50_us"]),
-                        fmt_us(vals["p99_us"]),
-                    ]
-            table.add_row(*cells)
-        return Group(self._progress, table)
+        return Group(self._progress, live_table(list(self._rows)))

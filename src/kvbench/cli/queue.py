@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Any
 
 import click
-from rich.console import Console
 
 from kvbench.cli.console import make_console
-from kvbench.cli.export import Outputs, check_history, saved_run_hint, write_text
+from kvbench.cli.options import output_options
+from kvbench.cli.outputs import Outputs
+from kvbench.cli.session import queue_once
 from kvbench.config.load import default_db_path
 from kvbench.config.model import ReportConfig
-from kvbench.config.queue import QueueConfig, build_queue_config
-from kvbench.report.queue_report import (
-    print_queue_summary,
-    queue_document,
-    queue_interval_row,
-    queue_live_line,
-)
-from kvbench.results.queue import QueueIntervalRecord
-from kvbench.results.status import EXIT_CODES
-from kvbench.results.store import Store
-from kvbench.runner.queue import QueueCoordinator
+from kvbench.config.queue import build_queue_config
 
 # Flags passed to build_queue_config as they were typed (None: not given).
 QUEUE_OPTIONS = (
@@ -60,19 +49,8 @@ QUEUE_OPTIONS = (
 )
 @click.option("--timeout", help="Per-request timeout. [5s]")
 @click.option("--interval", help="Live line and snapshot period. [1s]")
-@click.option(
-    "--json", "json_path", type=click.Path(dir_okay=False), help="Write the result document here."
-)
-@click.option(
-    "--db",
-    type=click.Path(dir_okay=False),
-    help="History database. [~/.local/share/kvbench/history.db]",
-)
-@click.option("--no-save", is_flag=True, help="Do not store the run in the history.")
-@click.option("-q", "--quiet", is_flag=True, help="No live line per interval.")
-def queue(
-    target: str, json_path: str | None, db: str | None, no_save: bool, quiet: bool, **options: Any
-) -> int:
+@output_options
+def queue(target: str, db: str | None, no_save: bool, quiet: bool, **options: Any) -> int:
     """Produce and consume messages through TARGET; check that none was lost.
 
     TARGET is memcacheq://HOST:22201/QUEUE (set enqueues, get dequeues) or
@@ -80,54 +58,22 @@ def queue(
     Every message carries its producer, sequence number and send time: the run reports
     puts/s, gets/s, end-to-end latency, the backlog, and per producer the lost,
     duplicated and out-of-order messages. Exit 1 when a message was duplicated, or lost
-    in a run that drained the queue.
+    in a run that drained the queue. A queue run is stored as any run: kvbench show,
+    export, diff and report read it.
 
     \b
     Example:
         kvbench queue memcacheq://127.0.0.1:22201/q --producers 2 --consumers 2 \\
             --messages 1000000 --message-size 100 -P 16
         kvbench queue redis-queue://127.0.0.1:6379/jobs?block=100ms --consumers-start-after 100000
+        kvbench queue memcacheq://127.0.0.1:22201/q --json q.json --report q.html
     """
-    console = make_console()
+    outputs = Outputs.pop_from(options)
     report = ReportConfig(
-        json_path=json_path, db_path=db or default_db_path(), save=not no_save, live=not quiet
+        json_path=outputs.json_path,
+        db_path=db or default_db_path(),
+        save=not no_save,
+        live=not quiet,
     )
     config = build_queue_config(target, {k: options.get(k) for k in QUEUE_OPTIONS}, report)
-    Outputs(json_path=json_path).check()
-    check_history(report)
-    _announce(console, config)
-    origin: list[int] = []
-
-    def show_interval(record: QueueIntervalRecord) -> None:
-        if not origin:
-            origin.append(record.snapshot.start_ns)
-        if config.report.live:
-            console.print(queue_live_line(queue_interval_row(record, origin[0])))
-
-    result = QueueCoordinator(config, show_interval, console.print).run()
-    sys.stdout.flush()
-    document = queue_document(result)
-    print_queue_summary(console, document)
-    if report.save:  # first: a --json that cannot be written then loses nothing
-        with Store(report.db_path) as store:
-            store.save_run(result.to_run_result(), document)
-        console.print(f"saved as run {result.run_id} in {report.db_path}")
-    if json_path:
-        with saved_run_hint(result.run_id if report.save else None):
-            write_text("--json", json_path, json.dumps(document, indent=2) + "\n")
-        console.print(f"result document written to {json_path}")
-    return EXIT_CODES[document["status"]]
-
-
-def _announce(console: Console, config: QueueConfig) -> None:
-    start = (
-        f", consumers start after {config.consumers_start_after:,} stored"
-        if config.consumers_start_after
-        else ""
-    )
-    console.print(
-        f"kvbench queue: {config.target.url}  {config.producers} producer(s) x "
-        f"{config.consumers} consumer(s), {config.messages:,} messages of "
-        f"{config.message_size_bytes} bytes, pipeline {config.pipeline}, "
-        f"{config.pop_command}{start}"
-    )
+    return queue_once(make_console(), config, outputs)

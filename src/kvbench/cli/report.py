@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
 
 from kvbench.cli.console import make_console
-from kvbench.cli.export import write_text
+from kvbench.cli.outputs import save_report
 from kvbench.config.load import default_db_path
 from kvbench.report.html import render
 from kvbench.results.store import Store
-
-
-def save_report(console: Console, path: str, html: str, flag: str = "--report") -> None:
-    """Write the page and say where, with its size.
-
-    Raises:
-        ConfigError: the file cannot be written (one line naming ``flag``, exit 2).
-    """
-    write_text(flag, path, html)
-    console.print(f"HTML report written to {path} ({len(html.encode()) / 1024:,.0f} KiB)")
 
 
 @click.command()

@@ -2,7 +2,8 @@
  *
  * At pipeline 1 every op is one read, one write and one event-loop callback; the Python
  * driver spent about 5 us per op around them (parse, account, encode, FIFO), more than
- * the syscalls. This module does that work in C for memcached text and RESP2:
+ * the syscalls. This module does that work in C for memcached text, binary and meta and
+ * for RESP2:
  *
  *   Pump.received(data)  one read: classify every complete reply (the Python codecs'
  *                        read_kinds codes, same values), account op / code / latency
@@ -10,17 +11,18 @@
  *                        from the server's Stream (the workload's chunks of op, key and
  *                        value) and encoded here, in one write.
  *
- * Replies are classified with the grammar of memcached's protocol.txt and the RESP2
- * specification, requests written as the codecs write them, for the ops a workload mix
- * sends (get, set, delete, incr/decr, multi-get). The Python codecs remain the reference:
- * tests compare replies' codes and requests' bytes with theirs.
+ * Each protocol is a Wire (_pump.h): a reply scanner and a request encoder, in a file of
+ * its own (_pump_text.c, _pump_resp.c, _pump_binary.c, _pump_meta.c), for the ops a
+ * workload mix sends (get, set, delete, incr/decr, multi-get). The Python codecs remain
+ * the reference: tests compare replies' codes and requests' bytes with theirs. Binary and
+ * meta requests carry opaques: each pump numbers its own, as each connection's codec does,
+ * and its FIFO keeps the one each reply must carry.
  *
  * Sans-IO like the codecs: no sockets here; the transport's write is a callable.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_pump.h"
+#include <stdarg.h>
 #include <structmember.h>
-#include <string.h>
 #include <time.h>
 
 #if PY_VERSION_HEX < 0x030C0000
@@ -51,30 +53,20 @@ PyErr_SetRaisedException(PyObject *exc)
 }
 #endif
 
-/* protocols.base.ReplyKind values (a test compares them with the enum). */
-enum {
-    K_HIT = 1,
-    K_MISS = 2,
-    K_STORED = 3,
-    K_NOT_STORED = 4,
-    K_EXISTS = 5,
-    K_NOT_FOUND = 6,
-    K_DELETED = 7,
-    K_VALUE = 10,
-    K_ERROR = 20,
-};
-#define KEYS_SHIFT 8
+static const Wire *const WIRES[P_COUNT] = {
+    [P_TEXT] = &text_wire, [P_RESP2] = &resp2_wire, [P_BINARY] = &binary_wire,
+    [P_META] = &meta_wire};
 
-/* What a reply must look like, per op: the engine passes a table op -> family. */
-enum { F_NONE = 0, F_GET, F_MGET, F_STORE, F_DELETE, F_ARITH, F_COUNT };
-enum { P_TEXT = 1, P_RESP2 = 2 };
-
-#define MAX_OPS 64
-#define MAX_SIZE_DIGITS 18
-
-/* Scan results: > 0 bytes consumed; 0 incomplete; < 0 a grammar error (message set). */
-#define NEED 0
-#define BAD (-1)
+/* The wire of ``protocol``, or NULL with a ValueError. */
+static const Wire *
+wire_of(int protocol)
+{
+    if (protocol <= 0 || protocol >= P_COUNT) {
+        PyErr_Format(PyExc_ValueError, "unknown protocol %d", protocol);
+        return NULL;
+    }
+    return WIRES[protocol];
+}
 
 static long long
 monotonic_ns(void)
@@ -84,87 +76,36 @@ monotonic_ns(void)
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* -- byte helpers -------------------------------------------------------------------- */
+/* -- failures ------------------------------------------------------------------------ */
 
-/* Index of the first CRLF in p[0:n], or -1. */
-static Py_ssize_t
-find_crlf(const char *p, Py_ssize_t n)
-{
-    const char *q = p, *end = p + n;
-    while (q < end && (q = memchr(q, '\r', (size_t)(end - q))) != NULL) {
-        if (q + 1 >= end)
-            return -1;
-        if (q[1] == '\n')
-            return q - p;
-        q++;
-    }
-    return -1;
-}
-
-static int
-is_word(const char *p, Py_ssize_t n, const char *word)
-{
-    size_t len = strlen(word);
-    return (size_t)n == len && memcmp(p, word, len) == 0;
-}
-
-static int
-starts(const char *p, Py_ssize_t n, const char *prefix)
-{
-    size_t len = strlen(prefix);
-    return (size_t)n >= len && memcmp(p, prefix, len) == 0;
-}
-
-static int
-all_digits(const char *p, Py_ssize_t n)
-{
-    if (n <= 0)
-        return 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (p[i] < '0' || p[i] > '9')
-            return 0;
-    return 1;
-}
-
-/* memcached's error lines (protocol.txt "Error strings"). */
-static int
-is_error_line(const char *p, Py_ssize_t n)
-{
-    return is_word(p, n, "ERROR") || is_word(p, n, "CLIENT_ERROR") ||
-           is_word(p, n, "SERVER_ERROR") || starts(p, n, "ERROR ") ||
-           starts(p, n, "CLIENT_ERROR ") || starts(p, n, "SERVER_ERROR ");
-}
-
-/* A scan's outcome for one reply. */
-typedef struct {
-    long long code;       /* kind | keys << KEYS_SHIFT */
-    const char *error;    /* set when the scan returns BAD (ASCII) */
-    char detail[96];      /* formatted error text when error == detail */
-    const char *quote;    /* reply bytes the error quotes after ``error`` (NULL: none) */
-    Py_ssize_t quote_len;
-} Scan;
-
-/* The bytes of a reply an error message quotes at most: the Python codecs' ``[:64]``. */
-#define QUOTE_MAX 64
-
-static Py_ssize_t
-fail(Scan *s, const char *message)
+Py_ssize_t
+scan_fail(Scan *s, const char *message)
 {
     s->error = message;
     return BAD;
 }
 
-/* A line that answers nothing: quoted as the codec quotes it (``{line[:64]!r}``). The
- * bytes are the server's, so they are only escaped when the error is built (scan_error),
- * never decoded: this costs nothing until a reply is wrong. */
-static Py_ssize_t
-fail_line(Scan *s, const char *what, const char *line, Py_ssize_t n)
+/* The quoted bytes are the server's, so they are only escaped when the error is built
+ * (scan_error), never decoded: this costs nothing until a reply is wrong. */
+Py_ssize_t
+scan_failf(Scan *s, const char *line, Py_ssize_t n, const char *format, ...)
 {
-    PyOS_snprintf(s->detail, sizeof s->detail, "unexpected reply to %s: ", what);
+    va_list args;
+    va_start(args, format);
+    PyOS_vsnprintf(s->detail, sizeof s->detail, format, args);
+    va_end(args);
     s->error = s->detail;
-    s->quote = line;
-    s->quote_len = n < QUOTE_MAX ? n : QUOTE_MAX;
+    if (line != NULL) {
+        s->quote = line;
+        s->quote_len = n < QUOTE_MAX ? n : QUOTE_MAX;
+    }
     return BAD;
+}
+
+Py_ssize_t
+scan_no_request(Scan *s)
+{
+    return scan_fail(s, "a reply arrived with no request pending");
 }
 
 /* The error text of a failed scan, built while the bytes it quotes are still there. The
@@ -195,378 +136,20 @@ not_initialized(const char *type)
     return -1;
 }
 
-/* -- memcached text replies ---------------------------------------------------------- */
-
-/* One status line at p: its length without CRLF in *len, or NEED / BAD (too long). */
-static Py_ssize_t
-status_line(const char *p, Py_ssize_t n, long long max, Py_ssize_t *len, Scan *s)
-{
-    Py_ssize_t eol = find_crlf(p, n);
-    if (eol < 0) {
-        if (n > max)
-            return fail(s, "reply line longer than the reply bound");
-        return NEED;
-    }
-    *len = eol;
-    return eol + 2;
-}
-
-/* The byte count of a VALUE header's fields ("key flags bytes [cas]"), or -1. */
-static long long
-value_size(const char *p, Py_ssize_t n)
-{
-    const char *f[5];
-    Py_ssize_t len[5];
-    int count = 0;
-    const char *start = p, *end = p + n;
-    for (const char *q = p;; q++) {
-        if (q == end || *q == ' ') {
-            if (count == 5)
-                return -1;
-            f[count] = start;
-            len[count] = q - start;
-            count++;
-            if (q == end)
-                break;
-            start = q + 1;
-        }
-    }
-    if (count != 3 && count != 4)
-        return -1;
-    if (!all_digits(f[1], len[1]) || !all_digits(f[2], len[2]) || len[2] > MAX_SIZE_DIGITS)
-        return -1;
-    if (count == 4 && !all_digits(f[3], len[3]))
-        return -1;
-    long long size = 0;
-    for (Py_ssize_t i = 0; i < len[2]; i++)
-        size = size * 10 + (f[2][i] - '0');
-    return size;
-}
-
-/* One VALUE block at p ("VALUE k f b [c]\r\n<data>"): the offset just past <data> in
- * *block_end, NEED, or BAD. Checks the bound on what the reply will take (``before`` bytes
- * of it precede p, ``tail`` follow the block). */
-static Py_ssize_t
-value_block(const char *p, Py_ssize_t n, long long max, Py_ssize_t before, Py_ssize_t tail,
-            Py_ssize_t *block_end, Scan *s)
-{
-    Py_ssize_t eol = find_crlf(p, n);
-    if (eol < 0) {
-        if (before + n > max)
-            return fail(s, "get reply larger than the reply bound");
-        return NEED;
-    }
-    long long size = value_size(p + 6, eol - 6);
-    if (size < 0)
-        return fail(s, "bad VALUE header");
-    long long end = eol + 2 + size;
-    if (before + end + tail > max)
-        return fail(s, "get reply larger than the reply bound");
-    *block_end = (Py_ssize_t)end;
-    return 1;
-}
+/* -- scanning one reply ---------------------------------------------------------------- */
 
 static Py_ssize_t
-text_status(const char *p, Py_ssize_t n, long long max, int family, Scan *s)
+scan_reply(const Wire *wire, const char *p, Py_ssize_t n, const Head *head, long long max,
+           Scan *s)
 {
-    static const char *const what[F_COUNT] = {
-        "?", "get", "get", "a storage command", "delete", "incr/decr"};
-    Py_ssize_t len;
-    Py_ssize_t r = status_line(p, n, max, &len, s);
-    if (r <= 0)
-        return r;
-    switch (family) {
-    case F_STORE:
-        if (is_word(p, len, "STORED")) s->code = K_STORED;
-        else if (is_word(p, len, "NOT_STORED")) s->code = K_NOT_STORED;
-        else if (is_word(p, len, "EXISTS")) s->code = K_EXISTS;
-        else if (is_word(p, len, "NOT_FOUND")) s->code = K_NOT_FOUND;
-        else goto other;
-        return r;
-    case F_DELETE:
-        if (is_word(p, len, "DELETED")) s->code = K_DELETED;
-        else if (is_word(p, len, "NOT_FOUND")) s->code = K_NOT_FOUND;
-        else goto other;
-        return r;
-    case F_ARITH:
-        if (all_digits(p, len)) {
-            if (r > max)
-                return fail(s, "incr/decr reply longer than the reply bound");
-            s->code = K_VALUE;
-        }
-        else if (is_word(p, len, "NOT_FOUND")) s->code = K_NOT_FOUND;
-        else goto other;
-        return r;
-    default:
-        goto other;
-    }
-other:
-    if (is_error_line(p, len)) {
-        if (r > max)
-            return fail(s, "error line longer than the reply bound");
-        s->code = K_ERROR;
-        return r;
-    }
-    return fail_line(s, what[family], p, len);
-}
-
-static Py_ssize_t
-text_get(const char *p, Py_ssize_t n, long long max, Scan *s)
-{
-    if (starts(p, n, "VALUE ")) {
-        Py_ssize_t end;
-        Py_ssize_t r = value_block(p, n, max, 0, 7, &end, s);
-        if (r <= 0)
-            return r;
-        if (n < end + 7) {
-            /* Fail as soon as what follows the block cannot become CRLF END CRLF. */
-            if (n > end && memcmp(p + end, "\r\nEND\r\n", (size_t)(n - end)) != 0)
-                return fail(s, "get: data block not followed by CRLF END CRLF");
-            return NEED;
-        }
-        if (memcmp(p + end, "\r\nEND\r\n", 7) != 0)
-            return fail(s, "get: data block not followed by CRLF END CRLF");
-        s->code = K_HIT | 1 << KEYS_SHIFT;
-        return end + 7;
-    }
-    if (starts(p, n, "END\r\n")) {
-        s->code = K_MISS;
-        return 5;
-    }
-    return text_status(p, n, max, F_GET, s);
-}
-
-static Py_ssize_t
-text_mget(const char *p, Py_ssize_t n, long long max, Scan *s)
-{
-    long long hits = 0;
-    Py_ssize_t pos = 0;
-    for (;;) {
-        const char *q = p + pos;
-        Py_ssize_t left = n - pos;
-        if (starts(q, left, "VALUE ")) {
-            Py_ssize_t end;
-            Py_ssize_t r = value_block(q, left, max, pos, 2 + 5, &end, s);
-            if (r <= 0)
-                return r;
-            if (left < end + 2)
-                return NEED;
-            if (memcmp(q + end, "\r\n", 2) != 0)
-                return fail(s, "get: data block not followed by CRLF");
-            hits++;
-            pos += end + 2;
-            continue;
-        }
-        if (starts(q, left, "END\r\n")) {
-            s->code = hits ? (K_HIT | hits << KEYS_SHIFT) : K_MISS;
-            return pos + 5;
-        }
-        /* memcached can fail part way through a multi-get (out of memory, bad key). */
-        Py_ssize_t r = text_status(q, left, max, F_MGET, s);
-        if (r <= 0)
-            return r;
-        s->code = K_ERROR | hits << KEYS_SHIFT;
-        return pos + r;
-    }
-}
-
-static Py_ssize_t
-scan_text(const char *p, Py_ssize_t n, int family, long long max, Scan *s)
-{
-    switch (family) {
-    case F_GET:
-        return text_get(p, n, max, s);
-    case F_MGET:
-        return text_mget(p, n, max, s);
-    default:
-        return text_status(p, n, max, family, s);
-    }
-}
-
-/* -- RESP2 replies ------------------------------------------------------------------- */
-
-/* A signed decimal line at p (after the type byte): value in *v, or -1 if malformed.
- * RESP numbers are signed 64-bit, and the grammar is hiredis's string2ll (what the Python
- * codec parses with): "0", or an optional '-' and digits without a leading zero; anything
- * outside [LLONG_MIN, LLONG_MAX] is malformed. */
-#define INT64_DIGITS 19
-
-static int
-parse_ll(const char *p, Py_ssize_t n, long long *v)
-{
-    if (n == 1 && p[0] == '0') {
-        *v = 0;
-        return 0;
-    }
-    int negative = n > 0 && p[0] == '-';
-    p += negative;
-    n -= negative;
-    if (n <= 0 || n > INT64_DIGITS || p[0] < '1' || p[0] > '9' || !all_digits(p, n))
-        return -1;
-    unsigned long long x = 0; /* 19 digits fit: < 10^19 < 2^64 */
-    for (Py_ssize_t i = 0; i < n; i++)
-        x = x * 10 + (unsigned long long)(p[i] - '0');
-    if (x > (unsigned long long)LLONG_MAX + negative)
-        return -1;
-    *v = negative ? (long long)(0ULL - x) : (long long)x;
-    return 0;
-}
-
-/* hiredis's bound on an array's declared length (REDIS_READER_MAX_ARRAY_ELEMENTS). */
-#define MAX_ARRAY_ELEMENTS 4294967295LL
-
-/* One RESP2 item that is not an array: its type byte in *type, for '$' the length in *len
- * (-1 null), for ':' the value in *len. Returns consumed, NEED or BAD. '_' (RESP3 null)
- * reads as a null bulk string. As in hiredis, an unknown type byte fails at once, and a
- * simple string or error may hold no CR or LF. */
-static Py_ssize_t
-resp_item(const char *p, Py_ssize_t n, long long max, char *type, long long *len, Scan *s)
-{
-    if (n < 1)
-        return NEED;
-    if (memchr("+-:_$*", p[0], 6) == NULL)
-        return fail(s, "RESP protocol error: unknown reply type");
-    Py_ssize_t eol = find_crlf(p, n);
-    if (eol < 0)
-        return n > max ? fail(s, "RESP reply larger than the reply bound") : NEED;
-    *type = p[0];
-    switch (p[0]) {
-    case '+':
-    case '-':
-        if (memchr(p, '\r', (size_t)eol) != NULL || memchr(p, '\n', (size_t)eol) != NULL)
-            return fail(s, "RESP protocol error: CR or LF in a simple string");
-        return eol + 2;
-    case ':':
-        if (parse_ll(p + 1, eol - 1, len) < 0)
-            return fail(s, "RESP protocol error: bad integer");
-        return eol + 2;
-    case '_':
-        if (eol != 1)
-            return fail(s, "RESP protocol error: bad null");
-        *type = '$';
-        *len = -1;
-        return eol + 2;
-    case '$':
-        if (parse_ll(p + 1, eol - 1, len) < 0 || *len < -1)
-            return fail(s, "RESP protocol error: bad bulk string length");
-        if (*len == -1)
-            return eol + 2;
-        /* Bounded before use, written so that no length can overflow the sum. */
-        if (*len > max - (eol + 4))
-            return fail(s, "RESP reply larger than the reply bound");
-        if (n < eol + 2 + *len + 2)
-            return NEED;
-        if (memcmp(p + eol + 2 + *len, "\r\n", 2) != 0)
-            return fail(s, "RESP protocol error: bulk string not followed by CRLF");
-        return eol + 2 + (Py_ssize_t)*len + 2;
-    default: /* '*' */
-        if (parse_ll(p + 1, eol - 1, len) < 0 || *len < -1 || *len > MAX_ARRAY_ELEMENTS)
-            return fail(s, "RESP protocol error: bad array length");
-        return eol + 2;
-    }
-}
-
-static Py_ssize_t
-scan_resp2(const char *p, Py_ssize_t n, int family, long long max, Scan *s)
-{
-    static const char *const what[F_COUNT] = {"?", "GET", "MGET", "SET", "DEL", "INCR/DECR"};
-    char type;
-    long long len = 0;
-    Py_ssize_t r = resp_item(p, n, max, &type, &len, s);
-    if (r <= 0)
-        return r;
-    if (type == '-') {
-        if (r > max)
-            return fail(s, "RESP error reply larger than the reply bound");
-        s->code = K_ERROR;
-        return r;
-    }
-    int null = (type == '$' || type == '*') && len == -1;
-    switch (family) {
-    case F_GET:
-        if (type == '$' || type == '+') {
-            s->code = null ? K_MISS : (K_HIT | 1 << KEYS_SHIFT);
-            return r;
-        }
-        if (null) {
-            s->code = K_MISS;
-            return r;
-        }
-        break;
-    case F_STORE:
-        if (null) {
-            s->code = K_NOT_STORED;
-            return r;
-        }
-        if ((type == '+' && r == 5 && memcmp(p, "+OK", 3) == 0) ||
-            (type == '$' && len == 2 && memcmp(p + r - 4, "OK", 2) == 0)) {
-            s->code = K_STORED;
-            return r;
-        }
-        break;
-    case F_DELETE:
-        if (type == ':') {
-            s->code = len ? K_DELETED : K_NOT_FOUND;
-            return r;
-        }
-        break;
-    case F_ARITH:
-        if (type == ':') {
-            s->code = K_VALUE;
-            return r;
-        }
-        break;
-    case F_MGET:
-        if (type == '*' && len >= 0) {
-            long long hits = 0;
-            Py_ssize_t pos = r;
-            for (long long i = 0; i < len; i++) {
-                char item_type;
-                long long item_len = 0;
-                Py_ssize_t k = resp_item(p + pos, n - pos, max - pos, &item_type, &item_len, s);
-                if (k == NEED && n > max) /* complete elements of an array that never ends */
-                    return fail(s, "RESP reply larger than the reply bound");
-                if (k <= 0)
-                    return k;
-                if (item_type == '$' || item_type == '+')
-                    hits += !(item_type == '$' && item_len == -1);
-                else if (!(item_type == '*' && item_len == -1))
-                    return fail(s, "an MGET element is not a bulk string or null");
-                pos += k;
-            }
-            s->code = hits ? (K_HIT | hits << KEYS_SHIFT) : K_MISS;
-            return pos;
-        }
-        break;
-    }
-    PyOS_snprintf(s->detail, sizeof s->detail, "a reply of type %c cannot answer %s", type,
-                  what[family]);
-    s->error = s->detail;
-    return BAD;
-}
-
-static Py_ssize_t
-scan_reply(int protocol, const char *p, Py_ssize_t n, int family, long long max, Scan *s)
-{
-    if (family == F_NONE)
-        return fail(s, "no compiled scanner for this op");
-    return protocol == P_TEXT ? scan_text(p, n, family, max, s) : scan_resp2(p, n, family, max, s);
+    if (head != NULL && head->family == F_NONE)
+        return scan_fail(s, "no compiled scanner for this op");
+    return wire->scan(p, n, head, max, s);
 }
 
 /* -- requests ------------------------------------------------------------------------ */
 
-/* Requests are written byte for byte as the Python codecs' encode_many writes them (tests
- * compare the two): memcached text ("get k", "set k <flags> <ttl> <bytes>" + block,
- * "delete k", "incr k 1", "decr k 1", "get k1 k2 ...") and RESP arrays of bulk strings
- * (GET, SET [EX ttl], DEL, INCR, DECR, MGET). Op numbers are protocols.base.Op's. */
-enum { OP_GET = 0, OP_SET = 1, OP_DELETE = 2, OP_INCR = 3, OP_DECR = 4, OP_MGET = 5 };
-
-typedef struct {
-    char *p;
-    Py_ssize_t len, cap;
-} Out;
-
-static int
+int
 out_reserve(Out *o, Py_ssize_t more)
 {
     if (o->len + more <= o->cap)
@@ -584,33 +167,7 @@ out_reserve(Out *o, Py_ssize_t more)
     return 0;
 }
 
-/* Appends: callers reserve first (out_reserve), so these never fail. */
-static void
-put(Out *o, const void *src, Py_ssize_t n)
-{
-    memcpy(o->p + o->len, src, (size_t)n);
-    o->len += n;
-}
-
-static void
-put_ll(Out *o, long long v)
-{
-    char digits[24];
-    int i = sizeof digits;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        digits[--i] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        digits[--i] = '-';
-    put(o, digits + i, (Py_ssize_t)sizeof digits - i);
-}
-
-#define PUT_LITERAL(o, s) put((o), (s), (Py_ssize_t)sizeof(s) - 1)
-
-/* The bytes of a key or value: bytes, bytearray or a contiguous memoryview. */
-static int
+int
 view_of(PyObject *obj, const char **p, Py_ssize_t *n)
 {
     if (PyBytes_Check(obj)) {
@@ -636,175 +193,63 @@ view_of(PyObject *obj, const char **p, Py_ssize_t *n)
     return -1;
 }
 
-/* A multi-get's keys: a tuple or list of bytes-like keys. */
-static int
-keys_of(PyObject *obj, PyObject ***items, Py_ssize_t *n)
+int
+multi_get_of(PyObject *keys, Py_ssize_t per_key, Out *o, PyObject ***items, Py_ssize_t *count)
 {
-    if (PyTuple_Check(obj)) {
-        *items = &PyTuple_GET_ITEM(obj, 0);
-        *n = PyTuple_GET_SIZE(obj);
-        return 0;
+    if (PyTuple_Check(keys)) {
+        *items = &PyTuple_GET_ITEM(keys, 0);
+        *count = PyTuple_GET_SIZE(keys);
     }
-    if (PyList_Check(obj)) {
-        *items = &PyList_GET_ITEM(obj, 0);
-        *n = PyList_GET_SIZE(obj);
-        return 0;
+    else if (PyList_Check(keys)) {
+        *items = &PyList_GET_ITEM(keys, 0);
+        *count = PyList_GET_SIZE(keys);
     }
-    PyErr_SetString(PyExc_TypeError, "a multi-get's keys must be a tuple or list");
-    return -1;
+    else {
+        PyErr_SetString(PyExc_TypeError, "a multi-get's keys must be a tuple or list");
+        return -1;
+    }
+    Py_ssize_t total = FRAME_BYTES;
+    for (Py_ssize_t i = 0; i < *count; i++) {
+        const char *k;
+        Py_ssize_t kn;
+        if (view_of((*items)[i], &k, &kn) < 0)
+            return -1;
+        total += kn + per_key;
+    }
+    return out_reserve(o, total);
 }
 
-static void
-put_bulk(Out *o, const char *p, Py_ssize_t n)
+int
+request_of(int op, PyObject *key, PyObject *value, Out *o, Request *r)
 {
-    PUT_LITERAL(o, "$");
-    put_ll(o, n);
-    PUT_LITERAL(o, "\r\n");
-    put(o, p, n);
-    PUT_LITERAL(o, "\r\n");
-}
-
-typedef struct {
-    int protocol;
-    long long ttl, flags;
-    char ttl_digits[24]; /* scratch for the ttl's decimal form */
-} Encoding;
-
-/* Append one request; -1 with an exception for an op there is no compiled form of. */
-static int
-encode_request(Encoding *e, int op, PyObject *key, PyObject *value, Out *o)
-{
-    const char *k, *v = NULL;
-    Py_ssize_t kn = 0, vn = 0;
-    if (op == OP_MGET) {
-        PyObject **items;
-        Py_ssize_t count, total = 0;
-        if (keys_of(key, &items, &count) < 0)
-            return -1;
-        for (Py_ssize_t i = 0; i < count; i++) {
-            if (view_of(items[i], &k, &kn) < 0)
-                return -1;
-            total += kn + 32;
-        }
-        if (out_reserve(o, total + 32) < 0)
-            return -1;
-        if (e->protocol == P_TEXT)
-            PUT_LITERAL(o, "get");
-        else {
-            PUT_LITERAL(o, "*");
-            put_ll(o, count + 1);
-            PUT_LITERAL(o, "\r\n$4\r\nMGET\r\n");
-        }
-        for (Py_ssize_t i = 0; i < count; i++) {
-            view_of(items[i], &k, &kn);
-            if (e->protocol == P_TEXT) {
-                PUT_LITERAL(o, " ");
-                put(o, k, kn);
-            }
-            else
-                put_bulk(o, k, kn);
-        }
-        if (e->protocol == P_TEXT)
-            PUT_LITERAL(o, "\r\n");
-        return 0;
-    }
-    if (view_of(key, &k, &kn) < 0)
+    if (op < OP_GET || op > OP_DECR) {
+        PyErr_Format(PyExc_ValueError, "op %d has no compiled encoding", op);
         return -1;
-    if (op == OP_SET && view_of(value, &v, &vn) < 0)
-        return -1;
-    if (out_reserve(o, kn + vn + 128) < 0)
-        return -1;
-    if (e->protocol == P_TEXT) {
-        switch (op) {
-        case OP_GET:
-            PUT_LITERAL(o, "get ");
-            break;
-        case OP_SET:
-            PUT_LITERAL(o, "set ");
-            put(o, k, kn);
-            PUT_LITERAL(o, " ");
-            put_ll(o, e->flags);
-            PUT_LITERAL(o, " ");
-            put_ll(o, e->ttl);
-            PUT_LITERAL(o, " ");
-            put_ll(o, vn);
-            PUT_LITERAL(o, "\r\n");
-            put(o, v, vn);
-            PUT_LITERAL(o, "\r\n");
-            return 0;
-        case OP_DELETE:
-            PUT_LITERAL(o, "delete ");
-            break;
-        case OP_INCR:
-        case OP_DECR:
-            if (op == OP_INCR)
-                PUT_LITERAL(o, "incr ");
-            else
-                PUT_LITERAL(o, "decr ");
-            put(o, k, kn);
-            PUT_LITERAL(o, " 1\r\n");
-            return 0;
-        default:
-            goto unsupported;
-        }
-        put(o, k, kn);
-        PUT_LITERAL(o, "\r\n");
-        return 0;
     }
-    switch (op) {
-    case OP_GET:
-        PUT_LITERAL(o, "*2\r\n$3\r\nGET\r\n");
-        break;
-    case OP_SET:
-        if (e->ttl) {
-            Out ttl = {e->ttl_digits, 0, sizeof e->ttl_digits};
-            put_ll(&ttl, e->ttl);
-            PUT_LITERAL(o, "*5\r\n$3\r\nSET\r\n");
-            put_bulk(o, k, kn);
-            put_bulk(o, v, vn);
-            PUT_LITERAL(o, "$2\r\nEX\r\n");
-            put_bulk(o, ttl.p, ttl.len);
-            return 0;
-        }
-        PUT_LITERAL(o, "*3\r\n$3\r\nSET\r\n");
-        put_bulk(o, k, kn);
-        put_bulk(o, v, vn);
-        return 0;
-    case OP_DELETE:
-        PUT_LITERAL(o, "*2\r\n$3\r\nDEL\r\n");
-        break;
-    case OP_INCR:
-        PUT_LITERAL(o, "*2\r\n$4\r\nINCR\r\n");
-        break;
-    case OP_DECR:
-        PUT_LITERAL(o, "*2\r\n$4\r\nDECR\r\n");
-        break;
-    default:
-        goto unsupported;
-    }
-    put_bulk(o, k, kn);
-    return 0;
-unsupported:
-    PyErr_Format(PyExc_ValueError, "op %d has no compiled encoding", op);
-    return -1;
+    r->value = ""; /* none: nothing to put */
+    r->value_len = 0;
+    if (view_of(key, &r->key, &r->key_len) < 0 ||
+        (op == OP_SET && view_of(value, &r->value, &r->value_len) < 0))
+        return -1;
+    return out_reserve(o, r->key_len + r->value_len + FRAME_BYTES);
 }
 
 static int
 encoding_from(int protocol, long long ttl, long long flags, Encoding *e)
 {
-    if (protocol != P_TEXT && protocol != P_RESP2) {
-        PyErr_Format(PyExc_ValueError, "unknown protocol %d", protocol);
+    const Wire *wire = wire_of(protocol);
+    if (wire == NULL)
         return -1;
-    }
     e->protocol = protocol;
     e->ttl = ttl;
     e->flags = flags;
-    return 0;
+    return wire->check != NULL ? wire->check(e) : 0;
 }
 
 PyDoc_STRVAR(encode_doc,
-"encode(protocol, ttl, flags, ops, keys, values, start, stop) -> bytes\n\n"
-"Requests ``start`` to ``stop`` as a Stream writes them (for tests and benchmarks).");
+"encode(protocol, ttl, flags, ops, keys, values, start, stop, opaque=0) -> bytes\n\n"
+"Requests ``start`` to ``stop`` as a Stream writes them, numbering opaques (binary, meta)\n"
+"from ``opaque`` (for tests and benchmarks).");
 
 static PyObject *
 encode(PyObject *module, PyObject *args)
@@ -813,9 +258,10 @@ encode(PyObject *module, PyObject *args)
     long long ttl, flags;
     PyObject *ops, *keys, *values;
     Py_ssize_t start, stop;
+    unsigned int opaque = 0;
     Encoding e;
-    if (!PyArg_ParseTuple(args, "iLLO!O!O!nn", &protocol, &ttl, &flags, &PyList_Type, &ops,
-                          &PyList_Type, &keys, &PyList_Type, &values, &start, &stop) ||
+    if (!PyArg_ParseTuple(args, "iLLO!O!O!nn|I", &protocol, &ttl, &flags, &PyList_Type, &ops,
+                          &PyList_Type, &keys, &PyList_Type, &values, &start, &stop, &opaque) ||
         encoding_from(protocol, ttl, flags, &e) < 0)
         return NULL;
     if (start < 0 || stop > PyList_GET_SIZE(ops) || stop > PyList_GET_SIZE(keys) ||
@@ -823,12 +269,14 @@ encode(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_IndexError, "start/stop outside the lists");
         return NULL;
     }
+    const Wire *wire = WIRES[protocol];
     Out o = {NULL, 0, 0};
+    Tags tags = {opaque, 0, 0};
     for (Py_ssize_t i = start; i < stop; i++) {
         long op = PyLong_AsLong(PyList_GET_ITEM(ops, i));
         if ((op == -1 && PyErr_Occurred()) ||
-            encode_request(&e, (int)op, PyList_GET_ITEM(keys, i), PyList_GET_ITEM(values, i),
-                           &o) < 0) {
+            wire->encode(&e, (int)op, PyList_GET_ITEM(keys, i), PyList_GET_ITEM(values, i),
+                         &tags, &o) < 0) {
             PyMem_Free(o.p);
             return NULL;
         }
@@ -1127,19 +575,27 @@ static PyTypeObject StreamType = {
 /* received() and issue() results besides "nothing to do" (0). */
 enum { PUMP_OK = 0, PUMP_IDLE = 1, PUMP_ERROR = 2 };
 
+/* A request in flight: its op, when it was sent, and the tags its reply is checked with. */
+typedef struct {
+    long long sent_ns;
+    uint32_t tag, keys;
+    unsigned char op;
+} Pending;
+
 typedef struct {
     PyObject_HEAD
     Tally *tally;
     Stream *stream;
     PyObject *write; /* the transport's write */
     PyObject *error; /* the grammar error that stopped the pump, or None */
-    int protocol;
+    const Wire *wire;
     long long max_reply;
     unsigned char family[MAX_OPS];
-    /* In-flight FIFO: a ring of ops and send times. */
-    unsigned char *fifo_ops;
-    long long *fifo_sent;
+    /* In-flight FIFO: a ring of requests. */
+    Pending *fifo;
     Py_ssize_t fifo_cap, fifo_head, fifo_len;
+    /* This connection's opaques (binary, meta): the next to send; the last answered. */
+    uint32_t opaque, answered;
     /* Bytes of an incomplete reply, kept for the next read. */
     char *in;
     Py_ssize_t in_len, in_cap;
@@ -1165,9 +621,12 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
         PyBuffer_Release(&families);
         return not_initialized(((Tally *)tally)->on_cut == NULL ? "Tally" : "Stream");
     }
-    if (protocol != P_TEXT && protocol != P_RESP2) {
+    const Wire *wire = wire_of(protocol);
+    if (wire == NULL || protocol != ((Stream *)stream)->encoding.protocol) {
         PyBuffer_Release(&families);
-        PyErr_Format(PyExc_ValueError, "unknown protocol %d", protocol);
+        if (wire != NULL)
+            PyErr_Format(PyExc_ValueError, "the stream encodes protocol %d, not %d",
+                         ((Stream *)stream)->encoding.protocol, protocol);
         return -1;
     }
     if (families.len > MAX_OPS) {
@@ -1189,8 +648,12 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->write, write);
     Py_INCREF(Py_None);
     Py_XSETREF(self->error, Py_None);
-    self->protocol = protocol;
+    self->wire = wire;
     self->max_reply = max_reply;
+    /* As a fresh codec: the first request gets opaque 0, and "the last one answered" is
+     * the one before it (protocols/memcache_binary.py). */
+    self->opaque = 0;
+    self->answered = UINT32_MAX;
     return 0;
 }
 
@@ -1219,8 +682,7 @@ Pump_dealloc(Pump *self)
 {
     PyObject_GC_UnTrack(self);
     Pump_clear(self);
-    PyMem_Free(self->fifo_ops);
-    PyMem_Free(self->fifo_sent);
+    PyMem_Free(self->fifo);
     PyMem_Free(self->in);
     PyMem_Free(self->out);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -1244,6 +706,13 @@ grow(void *pp, Py_ssize_t *cap, Py_ssize_t need, size_t item)
     return 0;
 }
 
+/* The i-th request in flight (0: the oldest). */
+static inline Pending *
+fifo_at(Pump *self, Py_ssize_t i)
+{
+    return &self->fifo[(self->fifo_head + i) % self->fifo_cap];
+}
+
 /* Room in the ring for ``more`` entries (unrolled into a fresh array when it grows). */
 static int
 fifo_reserve(Pump *self, Py_ssize_t more)
@@ -1254,23 +723,15 @@ fifo_reserve(Pump *self, Py_ssize_t more)
     Py_ssize_t cap = self->fifo_cap ? self->fifo_cap : 64;
     while (cap < need)
         cap *= 2;
-    unsigned char *ops = PyMem_Malloc((size_t)cap);
-    long long *sent = PyMem_Malloc((size_t)cap * sizeof(long long));
-    if (ops == NULL || sent == NULL) {
-        PyMem_Free(ops);
-        PyMem_Free(sent);
+    Pending *fifo = PyMem_Malloc((size_t)cap * sizeof(Pending));
+    if (fifo == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t i = 0; i < self->fifo_len; i++) {
-        Py_ssize_t j = (self->fifo_head + i) % self->fifo_cap;
-        ops[i] = self->fifo_ops[j];
-        sent[i] = self->fifo_sent[j];
-    }
-    PyMem_Free(self->fifo_ops);
-    PyMem_Free(self->fifo_sent);
-    self->fifo_ops = ops;
-    self->fifo_sent = sent;
+    for (Py_ssize_t i = 0; i < self->fifo_len; i++)
+        fifo[i] = *fifo_at(self, i);
+    PyMem_Free(self->fifo);
+    self->fifo = fifo;
     self->fifo_cap = cap;
     self->fifo_head = 0;
     return 0;
@@ -1295,6 +756,8 @@ pump_issue(Pump *self, Py_ssize_t n)
         return -1;
     long long sent = monotonic_ns();
     Out o = {self->out, 0, self->out_cap};
+    const Wire *wire = self->wire;
+    Tags tags = {self->opaque, 0, 0};
     Py_ssize_t i = 0;
     for (; i < n; i++) {
         if (stream->pos == stream->size && Stream_next_chunk(stream) < 0)
@@ -1306,12 +769,11 @@ pump_issue(Pump *self, Py_ssize_t n)
                 PyErr_Format(PyExc_ValueError, "op %ld out of range", op);
             break;
         }
-        if (encode_request(&stream->encoding, (int)op, PyList_GET_ITEM(stream->keys, at),
-                           PyList_GET_ITEM(stream->values, at), &o) < 0)
+        if (wire->encode(&stream->encoding, (int)op, PyList_GET_ITEM(stream->keys, at),
+                         PyList_GET_ITEM(stream->values, at), &tags, &o) < 0)
             break;
-        Py_ssize_t j = (self->fifo_head + self->fifo_len + i) % self->fifo_cap;
-        self->fifo_ops[j] = (unsigned char)op;
-        self->fifo_sent[j] = sent;
+        *fifo_at(self, self->fifo_len + i) = (Pending){sent, tags.tag, tags.keys,
+                                                       (unsigned char)op};
         stream->pos++;
     }
     self->out = o.p;
@@ -1328,6 +790,7 @@ pump_issue(Pump *self, Py_ssize_t n)
     PyObject *result = NULL;
     if (bytes != NULL) {
         self->fifo_len += i;
+        self->opaque = tags.next; /* the opaques of the i requests in flight */
         if (tally->budget >= 0)
             tally->budget -= i;
         tally->bytes_out += o.len;
@@ -1350,16 +813,14 @@ pump_issue(Pump *self, Py_ssize_t n)
     return PUMP_OK;
 }
 
-static int
-account(Pump *self, Tally *tally, long long code, long long now)
+static void
+account(Pump *self, Tally *tally, const Pending *request, long long code, long long now)
 {
-    Py_ssize_t h = self->fifo_head;
-    tally->ops.v[tally->ops.len++] = self->fifo_ops[h];
+    tally->ops.v[tally->ops.len++] = request->op;
     tally->codes.v[tally->codes.len++] = code;
-    tally->latency.v[tally->latency.len++] = now - self->fifo_sent[h];
-    self->fifo_head = (h + 1) % self->fifo_cap;
+    tally->latency.v[tally->latency.len++] = now - request->sent_ns;
+    self->fifo_head = (self->fifo_head + 1) % self->fifo_cap;
     self->fifo_len--;
-    return 0;
 }
 
 static int
@@ -1422,21 +883,21 @@ Pump_received(Pump *self, PyObject *data)
         i64s_reserve(&tally->latency, self->fifo_len) < 0)
         return NULL;
     Py_ssize_t pos = 0, done = 0;
-    Scan scan = {0, NULL, {0}};
+    Scan scan = {.answered = self->answered};
     while (pos < n) {
-        if (self->fifo_len == 0) {
-            scan.error = "a reply arrived with no request pending";
-            break;
-        }
-        int family = self->family[self->fifo_ops[self->fifo_head]];
-        Py_ssize_t k = scan_reply(self->protocol, buf + pos, n - pos, family, self->max_reply,
-                                  &scan);
+        const Pending *request = self->fifo_len ? fifo_at(self, 0) : NULL;
+        Head head;
+        if (request != NULL)
+            head = (Head){request->op, self->family[request->op], request->tag, request->keys};
+        Py_ssize_t k = scan_reply(self->wire, buf + pos, n - pos, request ? &head : NULL,
+                                  self->max_reply, &scan);
         if (k <= 0)
             break;
-        account(self, tally, scan.code, now);
+        account(self, tally, request, scan.code, now);
         pos += k;
         done++;
     }
+    self->answered = scan.answered;
     self->stream->completed += done;
     if (scan.error != NULL) {
         /* The error quotes bytes of buf: build it before they may go. */
@@ -1500,7 +961,7 @@ Pump_oldest_sent_ns(Pump *self, PyObject *unused)
     }
     if (self->fifo_len == 0)
         Py_RETURN_NONE;
-    return PyLong_FromLongLong(self->fifo_sent[self->fifo_head]);
+    return PyLong_FromLongLong(fifo_at(self, 0)->sent_ns);
 }
 
 PyDoc_STRVAR(Pump_expire_doc,
@@ -1519,13 +980,13 @@ Pump_expire(Pump *self, PyObject *args)
         return NULL;
     Py_ssize_t k = 0;
     while (k < self->fifo_len &&
-           now - self->fifo_sent[(self->fifo_head + k) % self->fifo_cap] >= timeout_ns)
+           now - fifo_at(self, k)->sent_ns >= timeout_ns)
         k++;
     PyObject *ops = PyBytes_FromStringAndSize(NULL, k);
     if (ops == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < k; i++)
-        PyBytes_AS_STRING(ops)[i] = (char)self->fifo_ops[(self->fifo_head + i) % self->fifo_cap];
+        PyBytes_AS_STRING(ops)[i] = (char)fifo_at(self, i)->op;
     if (k) {
         self->fifo_head = (self->fifo_head + k) % self->fifo_cap;
         self->fifo_len -= k;
@@ -1548,7 +1009,7 @@ Pump_drop(Pump *self, PyObject *unused)
     if (ops == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < self->fifo_len; i++)
-        PyBytes_AS_STRING(ops)[i] = (char)self->fifo_ops[(self->fifo_head + i) % self->fifo_cap];
+        PyBytes_AS_STRING(ops)[i] = (char)fifo_at(self, i)->op;
     self->fifo_head = self->fifo_len = 0;
     self->in_len = 0;
     return ops;
@@ -1598,34 +1059,42 @@ static PyTypeObject PumpType = {
 /* -- a scanner entry point for tests ---------------------------------------------------- */
 
 PyDoc_STRVAR(scan_replies_doc,
-"scan_replies(protocol, families, ops, data, max_reply) -> (codes, consumed, error)\n\n"
-"Classify the replies in ``data`` answering ``ops`` (bytes, one op per request) as a\n"
-"Pump would: the codes of the complete ones, the bytes they took, and the grammar error\n"
-"that stopped the scan (or None). For tests that compare with the Python codecs.");
+"scan_replies(protocol, families, ops, data, max_reply, keys=b'') -> (codes, consumed, error)\n\n"
+"Classify the replies in ``data`` answering ``ops`` (bytes, one op per request; ``keys``:\n"
+"each request's key count, for multi-gets) as a Pump would, opaques numbered from 0: the\n"
+"codes of the complete ones, the bytes they took, and the grammar error that stopped the\n"
+"scan (or None). For tests that compare with the Python codecs.");
 
 static PyObject *
 scan_replies(PyObject *module, PyObject *args)
 {
     int protocol;
-    Py_buffer families, ops, data;
+    Py_buffer families, ops, data, keys = {0};
     long long max;
-    if (!PyArg_ParseTuple(args, "iy*y*y*L", &protocol, &families, &ops, &data, &max))
+    if (!PyArg_ParseTuple(args, "iy*y*y*L|y*", &protocol, &families, &ops, &data, &max, &keys))
         return NULL;
+    const Wire *wire = wire_of(protocol);
     unsigned char family[MAX_OPS] = {0};
     for (Py_ssize_t i = 0; i < families.len && i < MAX_OPS; i++)
         family[i] = ((const unsigned char *)families.buf)[i] % F_COUNT;
-    PyObject *codes = PyList_New(0);
+    PyObject *codes = wire != NULL ? PyList_New(0) : NULL;
     Py_ssize_t pos = 0, i = 0;
-    Scan scan = {0, NULL, {0}};
+    Scan scan = {.answered = UINT32_MAX};
+    Tags tags = {0, 0, 0};
+    Head head = {0};
     const char *p = data.buf;
     while (codes != NULL && pos < data.len) {
-        if (i == ops.len) {
-            scan.error = "a reply arrived with no request pending";
-            break;
+        if (i < ops.len) { /* request i, tagged as the encoder tags it */
+            int op = ((const unsigned char *)ops.buf)[i];
+            uint32_t count = i < keys.len ? ((const unsigned char *)keys.buf)[i] : 0;
+            tags.tag = 0;
+            tags.keys = count;
+            if (wire->tag != NULL)
+                wire->tag(op, count, &tags);
+            head = (Head){op, op < MAX_OPS ? family[op] : F_NONE, tags.tag, tags.keys};
         }
-        unsigned char op = ((const unsigned char *)ops.buf)[i];
-        Py_ssize_t k = scan_reply(protocol, p + pos, data.len - pos,
-                                  op < MAX_OPS ? family[op] : F_NONE, max, &scan);
+        Py_ssize_t k = scan_reply(wire, p + pos, data.len - pos, i < ops.len ? &head : NULL,
+                                  max, &scan);
         if (k <= 0)
             break;
         PyObject *code = PyLong_FromLongLong(scan.code);
@@ -1643,6 +1112,8 @@ scan_replies(PyObject *module, PyObject *args)
     PyBuffer_Release(&families);
     PyBuffer_Release(&ops);
     PyBuffer_Release(&data);
+    if (keys.obj != NULL)
+        PyBuffer_Release(&keys);
     if (codes == NULL || error == NULL) {
         Py_XDECREF(codes);
         Py_XDECREF(error);
@@ -1662,7 +1133,7 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "kvbench.engine._pump",
-    .m_doc = PyDoc_STR("The compiled closed-loop hot path (memcached text, RESP2)."),
+    .m_doc = PyDoc_STR("The compiled closed-loop hot path (memcached text, binary, meta; RESP2)."),
     .m_size = -1,
     .m_methods = module_methods,
 };
@@ -1680,7 +1151,8 @@ PyInit__pump(void)
         const char *name;
         long value;
     } constants[] = {
-        {"TEXT", P_TEXT}, {"RESP2", P_RESP2}, {"F_GET", F_GET}, {"F_MGET", F_MGET},
+        {"TEXT", P_TEXT}, {"RESP2", P_RESP2}, {"BINARY", P_BINARY}, {"META", P_META},
+        {"F_GET", F_GET}, {"F_MGET", F_MGET},
         {"F_STORE", F_STORE}, {"F_DELETE", F_DELETE}, {"F_ARITH", F_ARITH},
         {"K_HIT", K_HIT}, {"K_MISS", K_MISS}, {"K_STORED", K_STORED},
         {"K_NOT_STORED", K_NOT_STORED}, {"K_EXISTS", K_EXISTS}, {"K_NOT_FOUND", K_NOT_FOUND},

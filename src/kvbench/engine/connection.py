@@ -1,31 +1,32 @@
 """The connection driver: an asyncio.Protocol that keeps requests in flight (closed loop).
 
-It owns the transport, the codec, the write buffer and the in-flight FIFO, and is the one
-place where transport failures become counters (``conn_error``, ``timeout``) instead of
-exceptions. Hot path rules: one clock read per socket read and one per write batch;
-requests encoded by the codec in one call per batch and written once; replies counted in
-bulk (C-level list slices and array extends), never with Python work per reply.
+It owns the write buffer and the in-flight FIFO, and is the one place where a load run's
+transport failures become counters (``conn_error``, ``timeout``) instead of exceptions;
+its life (transport, codec, setup, refusals, closing) is ``Link``'s (engine/link.py).
+Hot path rules: one clock read per socket read and one per write batch; requests encoded
+by the codec in one call per batch and written once; replies counted in bulk (C-level list
+slices and array extends), never with Python work per reply.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from itertools import repeat
 from operator import sub
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from kvbench.engine.link import Link, LinkHost, SetupWriter
 from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome
-from kvbench.protocols.base import NEED_DATA, ClientCodec, ReplyKind
+from kvbench.metrics.recorder import Recorder
+from kvbench.protocols.base import ClientCodec
 
 if TYPE_CHECKING:
+    from kvbench.engine.fastpath import PumpFactory
     from kvbench.engine.shards import Shard
-    from kvbench.engine.worker import Worker
 
 _now = time.monotonic_ns
-_CONN_ERROR = int(Outcome.CONN_ERROR)
 _TIMEOUT = int(Outcome.TIMEOUT)
 _LATE = int(Outcome.LATE)
 _PUMP_IDLE = 1  # Pump.received / issue: nothing could be sent
@@ -33,47 +34,55 @@ _PUMP_IDLE = 1  # Pump.received / issue: nothing could be sent
 LATE_NS = 2_000_000
 # Compact the FIFO lists once this many answered entries sit at their front.
 _COMPACT_AT = 4096
-# How a server refuses a connection it accepted: one error line, then it closes. memcached
-# over its -c limit writes "ERROR Too many open connections" (in every protocol), Redis
-# over maxclients "-ERR max number of clients reached".
-_REFUSALS = (b"ERROR", b"SERVER_ERROR", b"CLIENT_ERROR", b"-")
 
 
-class SetupFailed(Exception):
-    """The server refused a connection's setup (AUTH, SELECT, HELLO)."""
+class DriverHost(LinkHost, Protocol):
+    """What a load connection and the open-loop dispatcher need of their worker, beyond a
+    link's events: the interval cut (called on the hot path when a read crosses the
+    boundary) and, while a run uses them, the compiled pumps."""
+
+    pumps: PumpFactory | None
+
+    def cut(self, now: int) -> None:
+        """Cut every interval whose boundary ``now`` has passed."""
 
 
-class Connection(asyncio.Protocol):
-    """One client connection, reconnected by its worker when it breaks.
+class Connection(Link):
+    """One client connection of a load run, reconnected by its worker when it breaks.
 
     The in-flight FIFO is two lists, ``_sent_ops`` and ``_sent_ns``, read from ``_head``:
     replies come back in request order, so the n replies of a read are the n entries from
-    the head, taken with one slice each.
+    the head, taken with one slice each. The send state (issuing, budget, the next cut,
+    bytes) is the worker's ``tally``, shared with the compiled pumps; replies go into the
+    worker's ``recorder``. Both are attributes here, so the hot path reads no host.
 
     Args:
-        worker: the owning worker (request source, recorder, phase flags).
+        host: the owning worker.
+        tally: the worker's send state (engine/fastpath.py).
+        recorder: the worker's counters and latency arrays.
         codec_factory: builds a fresh codec for each (re)connection.
         setup: appends setup requests (AUTH/SELECT/HELLO) to a buffer; returns their count.
         pipeline: requests kept in flight.
-        shard: the server this connection talks to (default: the worker's first).
+        shard: the server this connection talks to, and its request source.
     """
 
     def __init__(
         self,
-        worker: Worker,
+        host: DriverHost,
+        tally: Any,
+        recorder: Recorder,
         codec_factory: Callable[[], ClientCodec],
-        setup: Callable[[Any, bytearray], int] | None,
+        setup: SetupWriter | None,
         pipeline: int,
-        shard: Shard | None = None,
+        shard: Shard,
     ) -> None:
-        self._worker = worker
-        self.shard: Shard = shard if shard is not None else worker.shards[0]
-        self.source = self.shard.source
-        self._codec_factory = codec_factory
-        self._setup = setup
+        super().__init__(host, shard.target, shard.ssl, codec_factory, setup)
+        self._host: DriverHost = host
+        self._tally = tally
+        self._recorder = recorder
+        self.shard = shard
+        self.source = shard.source
         self.pipeline = pipeline
-        self._codec: ClientCodec = codec_factory()
-        self._transport: asyncio.Transport | None = None
         self._sent_ops: list[int] = []
         self._sent_ns: list[int] = []
         # Open loop only: when each in-flight request was due (latency is measured from it).
@@ -81,67 +90,17 @@ class Connection(asyncio.Protocol):
         self.closed_loop = True
         self._head = 0
         self._codes: list[int] = []
-        self._setup_left = 0
-        self._close_expected = False
-        self.ready: asyncio.Future[None] | None = None
-        self.connected = False
-        # Set up and usable (counted in the worker's live connections).
-        self.live = False
-        self.setup_error: str | None = None
-        # What the first reads said (see connection_lost); whether we closed it ourselves.
-        self._watching = False
-        self._read_once = False
-        self._refused = False
-        self._closed_here = False
-        # The wait before the next reopening after refusals at accept (worker's backoff).
-        self.reconnect_delay_ns = 0
         # The compiled closed loop (engine/fastpath.py), while the worker runs one; it then
         # owns the in-flight FIFO and the codec is only used for the setup.
         self._pump: Any = None
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports implement asyncio.Transport without subclassing it.
-        self._transport = cast(asyncio.Transport, transport)
-        self._codec = self._codec_factory()
-        self._clear_fifo()
-        self.connected = True
-        self._watching, self._read_once, self._refused = True, False, False
-        self._closed_here = False
-        self._worker.connection_opened()
-        out = bytearray()
-        self._setup_left = self._setup(self._codec, out) if self._setup else 0
-        if self._setup_left:
-            self._transport.write(bytes(out))
-        else:
-            self._set_ready()
+    def _became_ready(self) -> None:
+        self.attach_pump()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.connected = False
-        self._transport = None
-        self._fail_inflight(_CONN_ERROR)
+    def _transport_gone(self) -> None:
         self._pump = None
-        if self.ready is not None and not self.ready.done():
-            self.ready.set_exception(ConnectionError(str(exc) if exc else "closed by the server"))
-        announced, self._close_expected = self._close_expected, False
-        was_live, self.live = self.live, False
-        self._worker.connection_broken(self, announced, was_live, self.refused_at_accept)
-
-    @property
-    def refused_at_accept(self) -> bool:
-        """The server refused this connection after accepting it: it closed it before any
-        reply, or its first read was one error line (memcached over ``-c``, Redis over
-        ``maxclients``) and nothing followed."""
-        return self._refused or (not self._read_once and not self._closed_here)
-
-    def _watch_read(self, data: bytes) -> None:
-        """The first reads of a connection: is this a server refusing it?"""
-        if self._read_once:  # a second read: the first was an answer, not a refusal
-            self._refused = self._watching = False
-            return
-        self._read_once = True
-        self._refused = self._watching = data.startswith(_REFUSALS)
 
     def _close_announced(self) -> None:
         """HTTP ``Connection: close``: send nothing more here; reopen as soon as it closes.
@@ -154,26 +113,13 @@ class Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
-    def _set_ready(self) -> None:
-        self.attach_pump()
-        if self.ready is not None and not self.ready.done():
-            self.ready.set_result(None)
-        self.live = True
-        self._worker.connection_ready(self)
-
-    def close(self) -> None:
-        """Close without counting in-flight requests (they were counted already)."""
-        self._closed_here = True
-        if self._transport is not None:
-            self._transport.abort()
-
     def attach_pump(self) -> None:
         """Hand the closed loop to the compiled pump, if the worker runs them.
 
         Called when the connection is ready (set up, nothing in flight), and by the worker
         for every ready connection when its run starts.
         """
-        pumps = self._worker.pumps
+        pumps = self._host.pumps
         if pumps is None or self._transport is None or self._pump is not None:
             return
         assert self.inflight == 0, "a pump starts with nothing in flight"
@@ -203,8 +149,8 @@ class Connection(asyncio.Protocol):
                 self._pump_stopped(status)
             return
         now = _now()
-        worker = self._worker
-        tally = worker.tally  # the send state, read here without the worker's properties
+        worker = self._host
+        tally = self._tally
         if now >= tally.next_cut_ns:
             worker.cut(now)
         tally.bytes_in += len(data)
@@ -220,7 +166,7 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             self._account(now)
             if not self._refused:  # a refusal is counted as one when the server closes
-                worker.protocol_error(str(exc))
+                worker.note_error("protocol_error", str(exc))
             self._abort()
             return
         if codec.closing:  # the server said it closes after this reply
@@ -235,10 +181,10 @@ class Connection(asyncio.Protocol):
     def _pump_stopped(self, status: int) -> None:
         """The pump sent nothing: the worker may be finished, or the replies broke."""
         if status == _PUMP_IDLE:
-            self._worker.maybe_finished()
+            self._host.maybe_finished()
         else:
             if not self._refused:
-                self._worker.protocol_error(str(self._pump.error))
+                self._host.note_error("protocol_error", str(self._pump.error))
             self._abort()
 
     def _account(self, now: int) -> int:
@@ -262,7 +208,7 @@ class Connection(asyncio.Protocol):
             del codes[done - surplus :]
             done -= surplus
             stop -= surplus
-        recorder = self._worker.recorder
+        recorder = self._recorder
         self.shard.completed += done
         recorder.reply_ops.extend(self._sent_ops[head:stop])
         recorder.reply_codes.extend(codes)
@@ -284,12 +230,12 @@ class Connection(asyncio.Protocol):
 
     def issue(self, n: int) -> None:
         """Send up to ``n`` more requests from the worker's source, in one write."""
-        worker = self._worker
+        worker = self._host
         if self._pump is not None:
             if self._pump.issue(n):
                 worker.maybe_finished()
             return
-        tally = worker.tally
+        tally = self._tally
         if not tally.issuing or self._transport is None:
             worker.maybe_finished()
             return
@@ -299,7 +245,6 @@ class Connection(asyncio.Protocol):
             if n <= 0:
                 worker.maybe_finished()
                 return
-            tally.budget = budget - n
         source = self.source
         encode_many = self._codec.encode_many
         sent_ops = self._sent_ops
@@ -307,23 +252,33 @@ class Connection(asyncio.Protocol):
         sent_ns = _now()
         position = source.pos
         remaining = n
-        while remaining:
-            if position == source.size:
-                source.refill()
-                position = 0
-            stop = min(source.size, position + remaining)
-            encode_many(source.ops, source.keys, source.values, position, stop, out)
-            sent_ops.extend(source.ops[position:stop])
-            remaining -= stop - position
-            position = stop
-        source.pos = position
-        self._sent_ns.extend(repeat(sent_ns, n))
-        tally.bytes_out += len(out)
-        self._transport.write(out)
+        encoded = 0  # bytes of the requests taken so far
+        try:
+            while remaining:
+                if position == source.size:
+                    source.refill()
+                    position = 0
+                stop = min(source.size, position + remaining)
+                encode_many(source.ops, source.keys, source.values, position, stop, out)
+                sent_ops.extend(source.ops[position:stop])
+                encoded = len(out)
+                remaining -= stop - position
+                position = stop
+        finally:
+            # A refill that raised: the requests taken before it are sent and in flight
+            # (their send times beside their ops), as the pump does; the error goes on.
+            del out[encoded:]
+            taken = n - remaining
+            source.pos = position
+            self._sent_ns.extend(repeat(sent_ns, taken))
+            if budget >= 0:
+                tally.budget = budget - taken
+            if taken:
+                tally.bytes_out += len(out)
+                self._transport.write(out)
 
     def issue_scheduled(self, intended_ns: list[int], now: int) -> None:
         """Open loop: send one request per intended time, in one write; record the lags."""
-        worker = self._worker
         if self._transport is None:
             return
         n = len(intended_ns)
@@ -345,7 +300,7 @@ class Connection(asyncio.Protocol):
         sent_ns = _now()
         self._sent_ns.extend(repeat(sent_ns, n))
         self._intended_ns.extend(intended_ns)
-        recorder = worker.recorder
+        recorder = self._recorder
         lags = [sent_ns - t for t in intended_ns]
         recorder.lag_ns.extend(lags)
         ops = self._sent_ops
@@ -353,7 +308,7 @@ class Connection(asyncio.Protocol):
             if lag > LATE_NS:
                 recorder.counts[ops[first + i]][_LATE] += 1
         recorder.add_stat("sent", n)
-        worker.bytes_out += len(out)
+        self._tally.bytes_out += len(out)
         self._transport.write(out)
 
     def fill(self) -> None:
@@ -363,19 +318,6 @@ class Connection(asyncio.Protocol):
             self.issue(missing)
 
     # -- failures ------------------------------------------------------------------------
-
-    def _receive_setup(self) -> None:
-        while self._setup_left and (reply := self._codec.next_reply()) is not NEED_DATA:
-            self._setup_left -= 1
-            if reply.kind == ReplyKind.ERROR_REPLY:
-                payload = reply.payload or b"error"
-                self.setup_error = payload.decode("utf-8", "replace").strip()
-                if self.ready is not None and not self.ready.done():
-                    self.ready.set_exception(SetupFailed(self.setup_error))
-                self._abort()
-                return
-        if not self._setup_left:
-            self._set_ready()
 
     def check_timeout(self, now: int, timeout_ns: int) -> None:
         """Count requests unanswered for ``timeout_ns`` as timeouts and drop the connection.
@@ -387,7 +329,7 @@ class Connection(asyncio.Protocol):
         oldest = self.oldest_sent_ns()
         if oldest is None or now - oldest < timeout_ns:
             return
-        recorder = self._worker.recorder
+        recorder = self._recorder
         if self._pump is not None:  # closed loop: latency is the timeout
             for op in self._pump.expire(now, timeout_ns):
                 recorder.counts[op][_TIMEOUT] += 1
@@ -407,20 +349,14 @@ class Connection(asyncio.Protocol):
         self._abort()
 
     def _fail_inflight(self, outcome: int) -> None:
-        counts = self._worker.recorder.counts
+        counts = self._recorder.counts
         for op in self._pump.drop() if self._pump is not None else self._sent_ops[self._head :]:
             counts[op][outcome] += 1
-        self._clear_fifo()
+        self._clear()
 
-    def _clear_fifo(self) -> None:
+    def _clear(self) -> None:
         self._sent_ops.clear()
         self._sent_ns.clear()
         self._intended_ns.clear()
         self._codes.clear()
         self._head = 0
-
-    def _abort(self) -> None:
-        self._fail_inflight(_CONN_ERROR)
-        self._closed_here = True
-        if self._transport is not None:
-            self._transport.abort()

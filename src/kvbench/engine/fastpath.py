@@ -1,16 +1,17 @@
 """The compiled hot path: when a run uses it, and the glue between it and the worker.
 
 ``engine/_pump.c`` runs a connection's closed loop in C (classify replies, account them,
-send the next requests in one write) for memcached text and RESP2. The connections of a
-server share a ``Stream``: the workload's chunks of ops, keys and values, which C
-encodes as the codecs would (tests compare the bytes).
+send the next requests in one write) for memcached text, binary and meta and for RESP2.
+The connections of a server share a ``Stream``: the workload's chunks of ops, keys and
+values, which C encodes as the codecs would (tests compare the bytes); each pump numbers
+its own opaques (binary, meta), as each connection's codec does.
 The worker's send state (issuing, budget, interval cut time, byte counts) lives in one
 ``Tally`` both paths read and write, and the replies the pumps accounted are moved into
 the recorder's buffers at every interval cut, so the fold and everything after it is
 the same whichever path counted them.
 
-Everything else stays in Python: open loop, ``--verify``, ``--ttl`` ranges, binary, meta,
-RESP3, HTTP, and any build without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
+Everything else stays in Python: open loop, ``--verify``, ``--ttl`` ranges, RESP3, HTTP,
+and any build without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
 path too); ``python_reason`` names the reason, and the run records it.
 """
 
@@ -59,6 +60,8 @@ _FAMILIES = {
 PROTOCOLS: dict[str, tuple[int, bytes]] = (
     {
         "memcache-text": (int(_pump.TEXT), _families(_FAMILIES)),
+        "memcache-binary": (int(_pump.BINARY), _families(_FAMILIES)),
+        "memcache-meta": (int(_pump.META), _families(_FAMILIES)),
         "resp2": (int(_pump.RESP2), _families(_FAMILIES)),
     }
     if _pump is not None

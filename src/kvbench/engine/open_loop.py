@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from kvbench.engine.pacing import Schedule
 from kvbench.metrics.outcome import Outcome
+from kvbench.metrics.recorder import Recorder
 
 if TYPE_CHECKING:
-    from kvbench.engine.worker import Worker
+    from kvbench.engine.connection import Connection, DriverHost
+    from kvbench.engine.shards import Shard
 
 _now = time.monotonic_ns
 # The dispatcher wakes at least this often; asyncio timers are about 1 ms grained.
@@ -31,13 +34,31 @@ class OpenLoopDispatcher:
     """Feeds a worker's connections from a schedule.
 
     Args:
-        worker: the worker whose connections and request source are used.
+        host: the worker (told when the phase may be over).
+        tally: the worker's send state: ``issuing``, and ``budget`` (requests left to
+            send, -1 for no limit), which the dispatcher draws down.
+        recorder: where dropped requests are counted.
+        connections: the worker's connections.
+        shards: the worker's servers (dropped requests are taken from their sources).
         schedule: the intended send times.
         max_lag_ns: a request this far behind its slot is dropped, not sent.
     """
 
-    def __init__(self, worker: Worker, schedule: Schedule, max_lag_ns: int) -> None:
-        self._worker = worker
+    def __init__(
+        self,
+        host: DriverHost,
+        tally: Any,
+        recorder: Recorder,
+        connections: Sequence[Connection],
+        shards: Sequence[Shard],
+        schedule: Schedule,
+        max_lag_ns: int,
+    ) -> None:
+        self._host = host
+        self._tally = tally
+        self._recorder = recorder
+        self._connections = connections
+        self._shards = shards
         self.schedule = schedule
         self._max_lag_ns = max_lag_ns
         self.next_index = 0
@@ -48,28 +69,28 @@ class OpenLoopDispatcher:
 
     async def run(self) -> None:
         """Dispatch until the worker stops issuing."""
-        worker = self._worker
-        while worker.issuing and not self.exhausted():
+        tally = self._tally
+        while tally.issuing and not self.exhausted():
             self.dispatch(_now())
             wait_ns = min(self.schedule.intended_ns(self.next_index) - _now(), TICK_NS)
             await asyncio.sleep(max(wait_ns, 0) / 1e9)
-        worker.maybe_finished()
+        self._host.maybe_finished()
 
     def exhausted(self) -> bool:
-        return self._worker.budget == 0
+        return bool(self._tally.budget == 0)
 
     def dispatch(self, now: int) -> None:
         """Send (or drop) everything due by ``now``."""
-        worker = self._worker
         due = self.schedule.due_by(now)
-        if worker.budget is not None:
-            due = min(due, self.next_index + worker.budget)
+        budget = self._tally.budget
+        if budget >= 0:  # -1: no limit
+            due = min(due, self.next_index + budget)
         if due <= self.next_index:
             return
         oldest_ok_ns = now - self._max_lag_ns
         if self.schedule.intended_ns(self.next_index) < oldest_ok_ns:
             self._drop(min(due, self.schedule.due_by(oldest_ok_ns - 1)) - self.next_index)
-        connections = [c for c in worker.connections if c.connected and c.inflight < c.pipeline]
+        connections = [c for c in self._connections if c.connected and c.inflight < c.pipeline]
         remaining = due - self.next_index
         start = self._turn
         for k in range(len(connections)):
@@ -98,8 +119,8 @@ class OpenLoopDispatcher:
         return offered
 
     def _take_budget(self, n: int) -> None:
-        if self._worker.budget is not None:
-            self._worker.budget -= n
+        if self._tally.budget >= 0:
+            self._tally.budget -= n
 
     def _drop(self, n: int) -> None:
         """Count ``n`` requests as dropped (by op) and skip them in the sources.
@@ -107,9 +128,8 @@ class OpenLoopDispatcher:
         In a sharded run the dropped requests are taken from the servers' sources in turn,
         so no server's key sequence is skipped ahead of the others'.
         """
-        worker = self._worker
-        shards = worker.shards
-        counts = worker.recorder.counts
+        shards = self._shards
+        counts = self._recorder.counts
         self._take_budget(n)
         for i in range(self._dropped, self._dropped + n):
             source = shards[i % len(shards)].source

@@ -1,8 +1,8 @@
 """Queue traffic on one connection: a producer's puts or a consumer's gets, closed loop.
 
-``QueueLink`` is the asyncio.Protocol driver (transport, codec, setup, in-flight send
-times, timeouts, transport failures as counters), in the manner of engine/connection.py;
-``Producer`` and ``Consumer`` are its two roles. The codecs are the existing ones:
+``QueueLink`` is the driver (in-flight send times, timeouts, transport failures as
+counters) on the ``Link`` every driver shares (engine/link.py: transport, codec, setup,
+refusals, closing); ``Producer`` and ``Consumer`` are its two roles. The codecs are the existing ones:
 memcacheq is the memcached text codec (``set QUEUE`` / ``get QUEUE``; an empty queue's
 ``END`` is a MISS), Redis lists are ``RespQueueCodec`` (LPUSH / RPOP / BRPOP).
 Hot path: one clock read per socket read and per write batch; replies recorded by
@@ -17,9 +17,10 @@ from array import array
 from collections.abc import Callable
 from itertools import repeat
 from operator import sub
-from typing import Any, Protocol, cast
 
 from kvbench.config.queue import QueueConfig
+from kvbench.engine.link import Link, LinkHost
+from kvbench.engine.setup import setup_for
 from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
@@ -35,21 +36,24 @@ QUEUE_OPS = ("put", "get")
 _STORED = int(ReplyKind.STORED)
 _HIT = ReplyKind.HIT
 _MISS = ReplyKind.MISS
-_ERROR_REPLY = ReplyKind.ERROR_REPLY
-_CONN_ERROR = int(Outcome.CONN_ERROR)
 _TIMEOUT = int(Outcome.TIMEOUT)
 # Drop answered entries from the front of the in-flight lists once this many pile up.
 _COMPACT_AT = 4096
 
 
 class QueueCommands:
-    """How one backend enqueues and dequeues, written through a codec.
+    """How one backend enqueues and dequeues, written through a codec; and the server.
 
     Args:
-        config: the queue run's config (backend, queue name, BRPOP block time).
+        config: the queue run's config (target, backend, queue name, BRPOP block time).
+
+    Attributes:
+        target: the server; setup: its connections' setup writer (AUTH/SELECT/HELLO).
     """
 
     def __init__(self, config: QueueConfig) -> None:
+        self.target = config.target
+        self.setup = setup_for(config.target)
         self.backend = config.backend
         self._queue = config.queue.encode("utf-8")
         options = CodecOptions(keep_payload=True)
@@ -82,26 +86,12 @@ class QueueCommands:
                 codec.encode(Op.COMMAND, self._get_argv, None, out)
 
 
-class LinkOwner(Protocol):
-    """What a link tells its worker."""
-
-    def link_ready(self) -> None: ...
-    def link_broken(self) -> None: ...
-    def link_progressed(self) -> None: ...
-    def note_error(self, kind: str, text: str) -> None: ...
-
-
-class SetupRefused(Exception):
-    """The server refused the connection's setup (AUTH, SELECT, HELLO)."""
-
-
-class QueueLink(asyncio.Protocol):
+class QueueLink(Link):
     """One connection of a producer or consumer; reopened by its worker when it breaks.
 
     Args:
-        owner: the worker (told when the link is ready, broken, or made progress).
-        commands: the backend's enqueue/dequeue writers and codec factory.
-        setup: appends setup requests (AUTH/SELECT/HELLO); returns their count.
+        host: the worker.
+        commands: the backend's enqueue/dequeue writers, codec factory and server.
         recorder: counters and latency arrays for ``put`` and ``get``.
         pipeline: requests kept in flight.
     """
@@ -109,59 +99,15 @@ class QueueLink(asyncio.Protocol):
     op = PUT
 
     def __init__(
-        self,
-        owner: LinkOwner,
-        commands: QueueCommands,
-        setup: Callable[[Any, bytearray], int] | None,
-        recorder: Recorder,
-        pipeline: int,
+        self, host: LinkHost, commands: QueueCommands, recorder: Recorder, pipeline: int
     ) -> None:
-        self._owner = owner
+        super().__init__(host, commands.target, None, commands.codec_factory, commands.setup)
         self._commands = commands
-        self._setup = setup
         self._recorder = recorder
         self.pipeline = pipeline
-        self._codec: ClientCodec = commands.codec_factory()
-        self._transport: asyncio.Transport | None = None
         self._sent_ns: list[int] = []
         self._head = 0
-        self._setup_left = 0
         self.issuing = False
-        self.connected = False
-        self.ready: asyncio.Future[None] | None = None
-
-    # -- lifecycle -------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports implement asyncio.Transport without subclassing it.
-        self._transport = cast(asyncio.Transport, transport)
-        self._codec = self._commands.codec_factory()
-        self._clear()
-        self.connected = True
-        out = bytearray()
-        self._setup_left = self._setup(self._codec, out) if self._setup else 0
-        if self._setup_left:
-            self._transport.write(bytes(out))
-        else:
-            self._set_ready()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.connected = False
-        self._transport = None
-        self._fail_inflight(_CONN_ERROR)
-        if self.ready is not None and not self.ready.done():
-            self.ready.set_exception(ConnectionError(str(exc) if exc else "closed by the server"))
-        self._owner.link_broken()
-
-    def _set_ready(self) -> None:
-        if self.ready is not None and not self.ready.done():
-            self.ready.set_result(None)
-        self._owner.link_ready()
-
-    def close(self) -> None:
-        """Close the connection (in-flight requests count as ``conn_error``)."""
-        if self._transport is not None:
-            self._transport.abort()
 
     @property
     def inflight(self) -> int:
@@ -170,6 +116,8 @@ class QueueLink(asyncio.Protocol):
     # -- replies ---------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        if self._watching:
+            self._watch_read(data)
         now = _now()
         try:
             self._codec.feed(data)
@@ -178,30 +126,15 @@ class QueueLink(asyncio.Protocol):
                 return
             self._on_replies(now)
         except ProtocolError as exc:
-            self._owner.note_error("protocol_error", str(exc))
+            if not self._refused:  # a refusal is counted as one when the server closes
+                self._host.note_error("protocol_error", str(exc))
             self.close()
             return
         self._compact()
-        self._owner.link_progressed()
+        self._host.maybe_finished()
 
     def _on_replies(self, now: int) -> None:
         raise NotImplementedError
-
-    def fill(self) -> None:
-        """Top the pipeline up, if the link is issuing."""
-        raise NotImplementedError
-
-    def _receive_setup(self) -> None:
-        while self._setup_left and (reply := self._codec.next_reply()) is not NEED_DATA:
-            self._setup_left -= 1
-            if reply.kind == _ERROR_REPLY:
-                text = (reply.payload or b"error").decode("utf-8", "replace").strip()
-                if self.ready is not None and not self.ready.done():
-                    self.ready.set_exception(SetupRefused(text))
-                self.close()
-                return
-        if not self._setup_left:
-            self._set_ready()
 
     # -- failures --------------------------------------------------------------------
 
@@ -257,15 +190,14 @@ class Producer(QueueLink):
 
     def __init__(
         self,
-        owner: LinkOwner,
+        host: LinkHost,
         commands: QueueCommands,
-        setup: Callable[[Any, bytearray], int] | None,
         recorder: Recorder,
         pipeline: int,
         message_format: MessageFormat,
         quota: int,
     ) -> None:
-        super().__init__(owner, commands, setup, recorder, pipeline)
+        super().__init__(host, commands, recorder, pipeline)
         self._format = message_format
         self.quota = quota
         self.next_seq = 0
@@ -347,7 +279,7 @@ class Producer(QueueLink):
                 if code != _STORED:
                     self.unacknowledged.append(self._seqs[head + i])
                     kind = ReplyKind(code & 0xFF).name.lower()
-                    self._owner.note_error("put_not_stored", f"a put was answered {kind}")
+                    self._host.note_error("put_not_stored", f"a put was answered {kind}")
         if stored:
             self.stored += stored
             self.last_ack_ns = now
@@ -387,15 +319,14 @@ class Consumer(QueueLink):
 
     def __init__(
         self,
-        owner: LinkOwner,
+        host: LinkHost,
         commands: QueueCommands,
-        setup: Callable[[Any, bytearray], int] | None,
         recorder: Recorder,
         pipeline: int,
         run_tag: int,
         poll_interval_ns: int,
     ) -> None:
-        super().__init__(owner, commands, setup, recorder, pipeline)
+        super().__init__(host, commands, recorder, pipeline)
         self._run_tag = run_tag
         self._poll_s = poll_interval_ns / 1e9
         self._timer: asyncio.TimerHandle | None = None
@@ -472,7 +403,7 @@ class Consumer(QueueLink):
                     empties += 1
                 else:
                     text = (reply.payload or b"").decode("utf-8", "replace")
-                    self._owner.note_error("get_error_reply", text.strip() or "error reply")
+                    self._host.note_error("get_error_reply", text.strip() or "error reply")
         except ProtocolError as exc:  # the replies before it were counted
             error = exc
         self._head = head

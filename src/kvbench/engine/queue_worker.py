@@ -5,7 +5,8 @@ dequeues until told to stop (a consumer). Every ``PROGRESS_NS`` it emits a
 ``QueueProgress`` (counters, and the consumer's new receipts); at every interval boundary
 on the common grid a ``QueueInterval`` (snapshot of put/get outcomes and latencies, the
 end-to-end latency histogram). Transport failures are counted and the connection is
-reopened; nothing here raises during a run.
+reopened (engine/reconnect.py, as for a load run's connections); nothing here raises
+during a run.
 """
 
 from __future__ import annotations
@@ -21,16 +22,8 @@ import numpy as np
 
 from kvbench.config.queue import QueueConfig
 from kvbench.engine.clock import NEVER
-from kvbench.engine.queue_link import (
-    QUEUE_OPS,
-    Consumer,
-    Producer,
-    QueueCommands,
-    QueueLink,
-    SetupRefused,
-)
-from kvbench.engine.setup import setup_for
-from kvbench.errors import TargetUnreachable
+from kvbench.engine.queue_link import QUEUE_OPS, Consumer, Producer, QueueCommands, QueueLink
+from kvbench.engine.reconnect import LinkKeeper, open_links
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
@@ -40,9 +33,6 @@ _now = time.monotonic_ns
 # Progress reports (counters, receipts) go to the coordinator this often: it starts the
 # consumers (--consumers-start-after) and decides the end of the run from them.
 PROGRESS_NS = 50_000_000
-# Reconnect backoff, as engine/worker.py: fast first, capped at 1 s.
-RECONNECT_FIRST_NS = 50_000_000
-RECONNECT_MAX_NS = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +45,7 @@ class QueueWorkerSpec:
         index: the producer's or consumer's id (0-based, per role).
         quota: a producer's share of the messages (0 for a consumer).
         run_tag: the run's tag, written into every message.
+        worker_index: its process's number among all of the run's (producers first).
     """
 
     config: QueueConfig
@@ -62,6 +53,11 @@ class QueueWorkerSpec:
     index: int
     quota: int
     run_tag: int
+    worker_index: int = 0
+
+    @property
+    def process_name(self) -> str:
+        return f"kvbench-{self.role}-{self.index}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +136,9 @@ class QueueSummary:
 QueueReport = QueueProgress | QueueInterval
 
 
-class QueueWorker:
-    """Runs one producer or consumer on the current event loop.
+class QueueWorker(LinkKeeper):
+    """Runs one producer or consumer on the current event loop; its link's host, keeping
+    it as every worker does (``LinkKeeper``: engine/reconnect.py).
 
     Args:
         spec: what to do.
@@ -152,31 +149,26 @@ class QueueWorker:
         config = spec.config
         self.spec = spec
         self._emit = emit
-        self.recorder = Recorder(QUEUE_OPS)
+        super().__init__(Recorder(QUEUE_OPS), config.connect_timeout_ns)
         commands = QueueCommands(config)
-        setup = setup_for(config.target)
         self.link: QueueLink
         if spec.role == "producer":
             message_format = MessageFormat(spec.run_tag, spec.index, config.message_size_bytes)
             self.link = Producer(
-                self, commands, setup, self.recorder, config.pipeline, message_format, spec.quota
+                self, commands, self.recorder, config.pipeline, message_format, spec.quota
             )
         else:
             poll_ns = 0 if config.block_ns is not None else config.poll_interval_ns
             self.link = Consumer(
-                self, commands, setup, self.recorder, config.pipeline, spec.run_tag, poll_ns
+                self, commands, self.recorder, config.pipeline, spec.run_tag, poll_ns
             )
         self._stop_requested = False
         self._finished: asyncio.Event | None = None
-        self._running = False
-        self._interrupted = False
         self._consume_start_ns: int | None = None
         self._start_ns = 0
         self._next_cut_ns = NEVER
         self._index = 0
         self._cpu_mark_ns = 0
-        self.errors: dict[str, int] = {}
-        self.last_error: str | None = None
 
     # -- preflight ---------------------------------------------------------------------
 
@@ -186,26 +178,13 @@ class QueueWorker:
         Raises:
             TargetUnreachable: it could not be opened or set up.
         """
-        try:
-            await self._open()
-        except (OSError, TimeoutError, SetupRefused) as exc:
-            self.link.close()
-            raise TargetUnreachable(
-                f"cannot connect to {self.spec.config.target.url}: {_connect_error(exc)}"
-            ) from None
-
-    async def _open(self) -> None:
-        config = self.spec.config
-        loop = asyncio.get_running_loop()
-        self.link.ready = loop.create_future()
-        async with asyncio.timeout(config.connect_timeout_ns / 1e9):
-            await loop.create_connection(lambda: self.link, config.target.host, config.target.port)
-            await self.link.ready
+        await open_links([self.link], self.spec.config.connect_timeout_ns)
 
     # -- the run -----------------------------------------------------------------------
 
-    async def run(self, start_ns: int, consume: bool) -> QueueSummary:
-        """Start at ``start_ns``; a consumer dequeues from then on only if ``consume``.
+    async def run(self, start_ns: int) -> QueueSummary:
+        """Start at ``start_ns``; a consumer dequeues from then on unless it waits for
+        ``--consumers-start-after`` (then ``begin_consuming`` starts it).
 
         Returns when a producer has sent its quota and had every put answered, or when
         ``stop`` was called and the requests in flight were answered.
@@ -217,8 +196,9 @@ class QueueWorker:
         self._cpu_mark_ns = time.process_time_ns()
         cpu_start_ns = self._cpu_mark_ns
         self._running = True
+        self.restart_live_min()
         if not self.link.connected:  # lost between Ready and Start
-            asyncio.get_running_loop().create_task(self._reconnect())
+            self.reopen(self.link)
         gc.collect()
         gc.freeze()
         gc.disable()
@@ -229,7 +209,7 @@ class QueueWorker:
                 self.link.issuing = True
                 self.link.fill()
                 self.maybe_finished()
-            elif consume:
+            elif self.spec.config.consumers_start_after == 0:
                 self.begin_consuming()
             await self._finished.wait()
         finally:
@@ -317,6 +297,7 @@ class QueueWorker:
     def _cut(self, end_ns: int) -> None:
         cpu = time.process_time_ns()
         self.recorder.add_stat("cpu_ns", cpu - self._cpu_mark_ns)
+        self.recorder.add_stat("connections_live_min", self.take_live_min())
         self._cpu_mark_ns = cpu
         start_ns = self._start_ns + self._index * self.spec.config.interval_ns
         snapshot = self.recorder.cut("measure", self._index, start_ns, end_ns)
@@ -338,73 +319,30 @@ class QueueWorker:
 
     def _summary(self, cpu_s: float, active_s: float) -> QueueSummary:
         link = self.link
-        common = {
-            "cpu_s": cpu_s,
-            "active_s": active_s,
-            "errors": dict(self.errors),
-            "last_error": self.last_error,
-        }
+        common = {"cpu_s": cpu_s, "active_s": active_s, **self.summary_fields()}
         if isinstance(link, Producer):
             return QueueSummary(
-                status="interrupted" if self._interrupted else "ok",
                 sent=link.next_seq,
                 stored=link.stored,
                 unacknowledged=tuple(link.unacknowledged),
                 first_send_ns=link.first_send_ns,
                 last_ack_ns=link.last_ack_ns,
-                **common,  # type: ignore[arg-type]
+                **common,
             )
         assert isinstance(link, Consumer)
-        return QueueSummary(
-            status="ok",
+        return QueueSummary(  # a consumer is never interrupted: stopping is how it ends
             consume_start_ns=self._consume_start_ns,
             last_receive_ns=link.last_receive_ns,
             received=link.received,
             foreign=link.foreign,
             empties=link.empties,
-            **common,  # type: ignore[arg-type]
+            **common,
         )
 
-    # -- link events -------------------------------------------------------------------
+    # -- link events: counted and reopened by LinkKeeper --------------------------------
 
-    def link_ready(self) -> None:
-        self.link.fill()
-
-    def link_progressed(self) -> None:
-        self.maybe_finished()
-
-    def link_broken(self) -> None:
-        if self._wants_connection():
-            self.recorder.add_stat("reconnects", 1)
-            asyncio.get_running_loop().create_task(self._reconnect())
-        self.maybe_finished()
-
-    def _wants_connection(self) -> bool:
-        """Running, not stopping, and (a producer) with messages left to send."""
+    def _wants_links(self) -> bool:
+        """Not stopping, and (a producer) with messages left to send."""
         link = self.link
         exhausted = isinstance(link, Producer) and link.next_seq >= link.quota
-        return self._running and not self._stop_requested and not exhausted
-
-    def note_error(self, kind: str, text: str) -> None:
-        self.errors[kind] = self.errors.get(kind, 0) + 1
-        self.last_error = text
-
-    async def _reconnect(self) -> None:
-        delay_ns = RECONNECT_FIRST_NS
-        while self._wants_connection() and not self.link.connected:
-            await asyncio.sleep(delay_ns / 1e9)
-            try:
-                await self._open()
-            except (OSError, TimeoutError, SetupRefused) as exc:
-                self.note_error("connect_error", f"reconnect: {_connect_error(exc)}")
-                delay_ns = min(delay_ns * 2, RECONNECT_MAX_NS)
-
-
-def _connect_error(exc: BaseException) -> str:
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    if isinstance(exc, SetupRefused):
-        return f"the server refused the connection setup: {exc}"
-    return str(getattr(exc, "strerror", None) or exc or type(exc).__name__)
+        return not self._stop_requested and not exhausted

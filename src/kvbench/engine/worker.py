@@ -10,23 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.engine.clock import NEVER
 from kvbench.engine.codec_choice import connection_codec_factories
-from kvbench.engine.connection import Connection, SetupFailed
+from kvbench.engine.connection import Connection
 from kvbench.engine.fastpath import PumpFactory, drain, driver_name, new_tally, python_reason
+from kvbench.engine.link import Link, SetupWriter
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
+from kvbench.engine.reconnect import LinkKeeper, open_links
 from kvbench.engine.setup import setup_for
 from kvbench.engine.shards import Shard, build_shards
 from kvbench.engine.verify import Verifier
-from kvbench.errors import TargetUnreachable
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.protocols.base import OP_NAMES, Op
@@ -34,9 +34,7 @@ from kvbench.units import share_out
 from kvbench.workload.plan import WorkloadPlan
 
 _now = time.monotonic_ns
-# Reconnect backoff: start fast (a restarted server is back in milliseconds), cap at 1 s.
-RECONNECT_FIRST_NS = 50_000_000
-RECONNECT_MAX_NS = 1_000_000_000
+T = TypeVar("T")
 PRELOAD_PIPELINE = 64
 # The hiccup task sleeps this long and records how late it wakes (jHiccup's idea): a
 # busy or blocked event loop delays every reply it reads by as much.
@@ -67,6 +65,10 @@ class WorkerSpec:
     connections: int
     requests: int | None
 
+    @property
+    def process_name(self) -> str:
+        return f"kvbench-worker-{self.worker_index}"
+
 
 @dataclass(slots=True)
 class WorkerSummary:
@@ -81,22 +83,27 @@ class WorkerSummary:
     driver: str = "python"  # "compiled", or "python (<why>)": engine/fastpath.py
 
 
-def connect_error_text(exc: BaseException) -> str:
-    """One line for a failed connect: ``connection refused``, ``timed out after 3.0s``."""
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-        return "timed out"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS handshake failed: {exc.reason or exc}"
-    if isinstance(exc, SetupFailed):
-        return f"the server refused the connection setup: {exc}"
-    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-    return str(text).lower() if isinstance(exc, OSError) else str(text)
+class _OnTally(Generic[T]):
+    """A worker attribute kept on its tally, the send state the compiled pumps share."""
+
+    def __init__(self, convert: Callable[[Any], T]) -> None:
+        self._convert = convert
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, worker: Any, owner: type | None = None) -> T:
+        return self._convert(getattr(worker.tally, self._name))
+
+    def __set__(self, worker: Any, value: T) -> None:
+        setattr(worker.tally, self._name, value)
 
 
-class Worker:
-    """Runs one worker's share of the load on the current event loop.
+class Worker(LinkKeeper):
+    """Runs one worker's share of the load on the current event loop; its connections'
+    host (``DriverHost``: engine/connection.py), keeping them as every worker does
+    (``LinkKeeper``: engine/reconnect.py).
 
     Args:
         spec: this worker's assignment.
@@ -112,7 +119,7 @@ class Worker:
         self.plan: WorkloadPlan = self.shards[0].plan
         self.source = self.shards[0].source
         keys_per_op = [config.workload.multiget_keys if op == Op.MGET else 1 for op in Op]
-        self.recorder = Recorder(OP_NAMES, keys_per_op)
+        super().__init__(Recorder(OP_NAMES, keys_per_op), config.load.connect_timeout_ns)
         self.verifier = Verifier(self.recorder) if config.workload.verify else None
         self.connections: list[Connection] = []
         # Why connections run the Python driver (None: they run the compiled pumps).
@@ -128,24 +135,13 @@ class Worker:
         self._cpu_mark_ns = time.process_time_ns()
         self._finished: asyncio.Event | None = None
         self.dispatcher: OpenLoopDispatcher | None = None
-        self._running = False
-        self._interrupted = False
-        self.errors: dict[str, int] = {}
-        self.last_error: str | None = None
-        # Connections set up and usable now, and the fewest since the last interval cut.
-        self.live_connections = 0
-        self._live_min = 0
 
     # -- send state, shared with the compiled pumps -------------------------------------
 
-    @property
-    def issuing(self) -> bool:
-        """Connections may send new requests."""
-        return bool(self.tally.issuing)
-
-    @issuing.setter
-    def issuing(self, value: bool) -> None:
-        self.tally.issuing = value
+    issuing = _OnTally(bool)  # connections may send new requests
+    next_cut_ns = _OnTally(int)  # when the current interval ends (NEVER outside the window)
+    bytes_in = _OnTally(int)
+    bytes_out = _OnTally(int)
 
     @property
     def budget(self) -> int | None:
@@ -156,31 +152,6 @@ class Worker:
     @budget.setter
     def budget(self, value: int | None) -> None:
         self.tally.budget = -1 if value is None else value
-
-    @property
-    def next_cut_ns(self) -> int:
-        """When the current interval ends (NEVER outside warm-up and measure)."""
-        return int(self.tally.next_cut_ns)
-
-    @next_cut_ns.setter
-    def next_cut_ns(self, value: int) -> None:
-        self.tally.next_cut_ns = value
-
-    @property
-    def bytes_in(self) -> int:
-        return int(self.tally.bytes_in)
-
-    @bytes_in.setter
-    def bytes_in(self, value: int) -> None:
-        self.tally.bytes_in = value
-
-    @property
-    def bytes_out(self) -> int:
-        return int(self.tally.bytes_out)
-
-    @bytes_out.setter
-    def bytes_out(self, value: int) -> None:
-        self.tally.bytes_out = value
 
     # -- preflight ---------------------------------------------------------------------
 
@@ -201,37 +172,19 @@ class Worker:
             )
             setup = setup_for(shard.target)
             self.connections += [
-                Connection(self, factory, setup, load.pipeline, shard) for factory in factories
+                self.make_connection(factory, setup, load.pipeline, shard) for factory in factories
             ]
-        results = await asyncio.gather(
-            *(self._open(c, load.connect_timeout_ns) for c in self.connections),
-            return_exceptions=True,
-        )
-        for conn, result in zip(self.connections, results, strict=True):
-            if isinstance(result, BaseException):
-                for other in self.connections:
-                    other.close()
-                raise TargetUnreachable(
-                    f"cannot connect to {conn.shard.target.url}: {connect_error_text(result)}"
-                )
+        await open_links(self.connections, load.connect_timeout_ns)
 
-    async def _connect(self, loop: asyncio.AbstractEventLoop, conn: Connection) -> None:
-        """Open ``conn``'s transport to its shard's server (TLS for rediss://)."""
-        target = conn.shard.target
-        await loop.create_connection(
-            lambda: conn,
-            target.host,
-            target.port,
-            ssl=conn.shard.ssl,
-            server_hostname=target.host if conn.shard.ssl else None,
-        )
-
-    async def _open(self, conn: Connection, timeout_ns: int) -> None:
-        loop = asyncio.get_running_loop()
-        conn.ready = loop.create_future()
-        async with asyncio.timeout(timeout_ns / 1e9):
-            await self._connect(loop, conn)
-            await conn.ready
+    def make_connection(
+        self,
+        codec_factory: Callable[[], Any],
+        setup: SetupWriter | None,
+        pipeline: int,
+        shard: Shard,
+    ) -> Connection:
+        """A connection of this worker (not opened), sending to ``shard``."""
+        return Connection(self, self.tally, self.recorder, codec_factory, setup, pipeline, shard)
 
     # -- preload -----------------------------------------------------------------------
 
@@ -286,7 +239,7 @@ class Worker:
         await asyncio.sleep(max(0, start_ns - _now()) / 1e9)
         self._interval_start_ns = start_ns
         self._cpu_mark_ns = time.process_time_ns()
-        self._live_min = self.live_connections
+        self.restart_live_min()
         for shard in self.shards:  # preload's replies are not the run's
             shard.completed = 0
         if load.warmup_ns > 0:
@@ -325,13 +278,11 @@ class Worker:
             for conn in self.connections:
                 conn.close()
         return WorkerSummary(
-            status="interrupted" if self._interrupted else "ok",
             measure_start_ns=self._measure_start_ns,
             measure_end_ns=self._measure_end_ns,
-            errors=dict(self.errors),
-            last_error=self.last_error,
             mismatch_keys=list(self.verifier.examples) if self.verifier else [],
             driver=driver_name(self.python_reason),
+            **self.summary_fields(),
         )
 
     def _open_loop(self, start_ns: int, total_rate_per_s: float) -> OpenLoopDispatcher:
@@ -347,7 +298,15 @@ class Worker:
         )
         for conn in self.connections:
             conn.closed_loop = False
-        return OpenLoopDispatcher(self, schedule, load.max_lag_ns)
+        return OpenLoopDispatcher(
+            self,
+            self.tally,
+            self.recorder,
+            self.connections,
+            self.shards,
+            schedule,
+            load.max_lag_ns,
+        )
 
     def stop(self) -> None:
         """End the measured window now (Ctrl-C); in-flight requests still drain."""
@@ -398,8 +357,7 @@ class Worker:
         if self.dispatcher is not None:
             self.recorder.add_stat("offered", self.dispatcher.offered(end_ns))
         self._cpu_mark_ns, self.bytes_in, self.bytes_out = cpu, 0, 0
-        self.recorder.add_stat("connections_live_min", self._live_min)
-        self._live_min = self.live_connections
+        self.recorder.add_stat("connections_live_min", self.take_live_min())
         if len(self.shards) > 1:
             for shard in self.shards:
                 self.recorder.add_stat(f"server{shard.index}_completed", shard.completed)
@@ -494,82 +452,8 @@ class Worker:
         for conn in self.connections:
             conn.check_timeout(now, timeout_ns)
 
-    # -- connection events -------------------------------------------------------------
-    #
-    # Counted per interval (snapshot stats, added up across workers): ``connects`` (opened),
-    # ``connect_failures`` (attempts refused, timed out or refused at setup),
-    # ``connect_resets`` (live connections the server refused right after accepting them),
-    # ``reconnect_attempts``, ``reconnects`` (connections lost while running, then reopened)
-    # and ``connections_live_min``. Failures and resets while running are errors of their
-    # interval (report/connections.py); refusals before the start (``connect_resets_before``)
-    # show in the live count and its verdict.
+    # -- connection events: counted and reopened by LinkKeeper ---------------------------
 
-    def connection_opened(self) -> None:
-        self.recorder.add_stat("connects", 1)
-
-    def connection_ready(self, conn: Connection) -> None:
-        self.live_connections += 1
+    def _link_ready(self, link: Link) -> None:
         if self.issuing:
-            conn.fill()
-
-    def connection_broken(
-        self,
-        conn: Connection,
-        announced: bool = False,
-        was_live: bool = True,
-        refused: bool = False,
-    ) -> None:
-        """Count a lost connection and reopen it: at once when the server announced the
-        close, with a growing wait when the server keeps refusing it at accept.
-
-        Args:
-            conn: the connection.
-            announced: the server said it would close (HTTP ``Connection: close``).
-            was_live: it was set up (a connection that never was is a failed attempt,
-                counted where the attempt was made).
-            refused: the server refused it right after accepting it.
-        """
-        if was_live:
-            self.live_connections -= 1
-            self._live_min = min(self._live_min, self.live_connections)
-        if was_live and refused:
-            name = "connect_resets" if self._running else "connect_resets_before"
-            self.recorder.add_stat(name, 1)
-        if self._running:
-            self.recorder.add_stat("reconnects", 1)
-            if refused:
-                conn.reconnect_delay_ns = _backoff(conn.reconnect_delay_ns)
-                first = conn.reconnect_delay_ns
-            else:
-                conn.reconnect_delay_ns = 0
-                first = 0 if announced else RECONNECT_FIRST_NS
-            asyncio.get_running_loop().create_task(self._reconnect(conn, first))
-        self.maybe_finished()
-
-    def protocol_error(self, message: str) -> None:
-        self.errors["protocol_error"] = self.errors.get("protocol_error", 0) + 1
-        self.last_error = message
-
-    async def _reconnect(self, conn: Connection, first_delay_ns: int = RECONNECT_FIRST_NS) -> None:
-        delay_ns = first_delay_ns
-        loop = asyncio.get_running_loop()
-        while self._running and not conn.connected:
-            await asyncio.sleep(delay_ns / 1e9)
-            if not self._running:
-                return
-            self.recorder.add_stat("reconnect_attempts", 1)
-            try:
-                conn.ready = loop.create_future()
-                async with asyncio.timeout(self.spec.config.load.connect_timeout_ns / 1e9):
-                    await self._connect(loop, conn)
-                    await conn.ready
-            except (OSError, TimeoutError, SetupFailed) as exc:
-                self.recorder.add_stat("connect_failures", 1)
-                self.errors["connect_error"] = self.errors.get("connect_error", 0) + 1
-                self.last_error = f"reconnect to {conn.shard.target.url}: {connect_error_text(exc)}"
-                delay_ns = _backoff(delay_ns)
-
-
-def _backoff(delay_ns: int) -> int:
-    """The next wait before reopening: doubled, from RECONNECT_FIRST_NS to RECONNECT_MAX_NS."""
-    return min(max(delay_ns, RECONNECT_FIRST_NS) * 2, RECONNECT_MAX_NS)
+            link.fill()

@@ -265,7 +265,11 @@ class MetaReplies(MemcacheCore):
         if eol < 0 or at <= pos + 3 or not data.startswith(otok, at):
             return -1
         digits = data[pos + 3 : at]
-        return eol + 2 + int(digits) if digits.isdigit() else -1
+        # The parser's bound (MAX_SIZE_DIGITS), not the search window's: a zero-padded
+        # 19-20 digit size is the parser's to refuse, inline or not.
+        if len(digits) > MAX_SIZE_DIGITS or not digits.isdigit():
+            return -1
+        return eol + 2 + int(digits)
 
     def _check_eof(self) -> None:
         if self._eof and (len(self._pending) > self._head or len(self._rb)):

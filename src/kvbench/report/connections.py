@@ -44,14 +44,26 @@ def live_min(intervals: Iterable[IntervalSnapshot]) -> int | None:
     return min(values) if values else None
 
 
+def _asked(run: RunResult) -> int:
+    """Connections the run asked for: ``--connections``, or a queue's producers and
+    consumers (one connection each)."""
+    config = run.config
+    if run.queue is not None:
+        return int(config.get("producers", 0)) + int(config.get("consumers", 0))
+    return int(config.get("load", {}).get("connections", 0))
+
+
 def connections_section(run: RunResult) -> dict[str, Any]:
     """The document's ``connections``: asked, live at the worst moment of the window, and
     the events of the whole run (preflight and every phase)."""
     snaps = list(run.intervals) + list(run.phases.values())
     events = {name: int(sum(s.stats.get(name, 0) for s in snaps)) for name in _EVENT_STATS}
+    asked = _asked(run)
+    # A queue's producers leave as they finish: live counts only while every one runs.
+    during = [s for s in run.intervals if run.queue is None or s.workers >= asked]
     return {
-        "asked": int(run.config.get("load", {}).get("connections", 0)),
-        "live_min": live_min(run.intervals),
+        "asked": asked,
+        "live_min": live_min(during),
         **events,
         "errors": sum(connection_failures(s) for s in run.intervals),
     }

@@ -17,6 +17,9 @@ The method (docs/measurement.md, "Comparing two runs"):
   otherwise *within noise*; without an interval, *no CI* (never a flag).
 - **status**: each run's (``results.status``) is shown; a failed run's figures are not an
   answer, so the reader is told.
+- **queue runs**: their put and get rates are the summary's (each over its side's window,
+  empty answers not gets); end-to-end p50 and p99, lost, duplicated and the backlog peak
+  are compared too, as plain changes (a queue run has no rounds to give an interval).
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ class RunDiff:
     differences: list[tuple[str, str, str]] = field(default_factory=list)  # (what, A, B)
     status_a: str = "ok"  # each run's status (results.status)
     status_b: str = "ok"
+    queue: bool = False  # queue runs (they have no rounds)
 
     @property
     def has_ci(self) -> bool:
@@ -195,7 +199,8 @@ def _context(run: RunResult) -> dict[str, str]:
         "target": " ".join(str(t.get("url")) for t in run.targets),
         "server version": " ".join(str(t.get("server_version")) for t in run.targets),
     }
-    config = {k: v for k, v in run.config.items() if k not in ("targets", "report")}
+    # the targets are listed above; a queue run's tag is new each run
+    config = {k: v for k, v in run.config.items() if k not in ("targets", "report", "run_tag")}
     _flatten("config", config, out)
     for name in _ENVIRONMENT_FIELDS:
         if name in run.environment:
@@ -241,6 +246,7 @@ def diff_runs(a: RunResult, b: RunResult) -> RunDiff:
         ci = welch_interval(p99_rounds_a, p99_rounds_b) if with_ci else None
         flag = _flag(ci, False, pa is not None and pb is not None)
         changes.append(Change("p99_us", op, pa, pb, ci, flag, "merged histograms"))
+    changes += _queue_changes(model_a, model_b)
     return RunDiff(
         a.run_id,
         b.run_id,
@@ -250,7 +256,40 @@ def diff_runs(a: RunResult, b: RunResult) -> RunDiff:
         differences(a, b),
         model_a.status.name,
         model_b.status.name,
+        model_a.queue is not None or model_b.queue is not None,
     )
+
+
+# A queue run's own figures compared: (metric, row, where in the summary's queue figures).
+_QUEUE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None]], ...] = (
+    ("e2e_p50_us", "end to end", lambda q: q["e2e_latency_us"]["p50"]),
+    ("e2e_p99_us", "end to end", lambda q: q["e2e_latency_us"]["p99"]),
+    ("lost", "delivery", lambda q: q["lost"]),
+    ("duplicated", "delivery", lambda q: q["duplicated"]),
+    ("backlog_peak", "backlog", lambda q: q["backlog"]["peak"]),
+)
+# How each metric is named in the table, and whether higher is better (None: neither).
+_METRICS = {
+    "throughput_per_s": "ops/s",
+    "p99_us": "p99",
+    "e2e_p50_us": "p50",
+    "e2e_p99_us": "p99",
+    "lost": "lost",
+    "duplicated": "duplicated",
+    "backlog_peak": "peak",
+}
+
+
+def _queue_changes(a: ReportModel, b: ReportModel) -> list[Change]:
+    """End-to-end latency, delivery and backlog of two queue runs (none otherwise)."""
+    if a.queue is None or b.queue is None:
+        return []
+    changes = []
+    for metric, row, figure in _QUEUE_FIGURES:
+        va, vb = figure(a.queue), figure(b.queue)
+        flag = _flag(None, False, va is not None and vb is not None)
+        changes.append(Change(metric, row, va, vb, None, flag, "whole run"))
+    return changes
 
 
 def to_dict(diff: RunDiff) -> dict[str, Any]:
@@ -294,7 +333,9 @@ _FLAG_STYLE = {REGRESSION: "bold red", IMPROVEMENT: "green", WITHIN_NOISE: "", N
 def _value(metric: str, value: float | None) -> str:
     if value is None:
         return "n/a"
-    return f"{value:,.0f}/s" if metric == "throughput_per_s" else f"{value:,.1f}us"
+    if metric == "throughput_per_s":
+        return f"{value:,.0f}/s"
+    return f"{value:,.1f}us" if metric.endswith("_us") else f"{value:,.0f}"
 
 
 def _signed(metric: str, value: float) -> str:
@@ -324,7 +365,7 @@ def render(diff: RunDiff) -> RenderableType:
         )
         table.add_row(
             c.op,
-            "ops/s" if c.metric == "throughput_per_s" else "p99",
+            _METRICS[c.metric],
             _value(c.metric, c.a),
             _value(c.metric, c.b),
             change,
@@ -339,6 +380,12 @@ def render(diff: RunDiff) -> RenderableType:
             "are round means, p99 A/B from merged histograms (CI from per-round p99s); a "
             "regression is a CI entirely on the worse side of zero\n"
         )
+    elif diff.queue:
+        notes.append(
+            "no confidence interval is possible: a queue run has no rounds; the plain change "
+            "is shown and nothing is flagged\n",
+            style="yellow",
+        )
     else:
         notes.append(
             f"no confidence interval is possible: complete rounds A {diff.rounds_a}, "
@@ -350,10 +397,7 @@ def render(diff: RunDiff) -> RenderableType:
         if status != "ok":
             notes.append(f"run {name} is {status}: see kvbench show for why\n", style="yellow")
     if diff.regressions:
-        names = ", ".join(
-            f"{c.op} {'ops/s' if c.metric == 'throughput_per_s' else 'p99'}"
-            for c in diff.regressions
-        )
+        names = ", ".join(f"{c.op} {_METRICS[c.metric]}" for c in diff.regressions)
         notes.append(f"regression beyond the noise: {names}\n", style="bold red")
     if diff.differences:
         notes.append("the runs differ in:\n")

@@ -25,6 +25,8 @@ LOG_LEGEND = '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compre
 MAX_VALUE_UNIT_RATIO = 1_000_000
 # Open loop: the service-time histogram of op X is logged with the tag "X.service".
 SERVICE_TAG_SUFFIX = ".service"
+# A queue run: each interval's end-to-end latency histogram has this tag.
+E2E_TAG = "e2e"
 
 CSV_COLUMNS = (
     "round",
@@ -59,7 +61,7 @@ def hdr_log(run: RunResult) -> str:
     each other in order), length is the interval's in seconds, max is the interval's max
     latency in milliseconds, the histogram is its V2 compressed encoding in base64 (values
     in nanoseconds). In open loop the service-time histograms follow with tag
-    ``<op>.service``. ``StartTime`` and ``BaseTime`` are the run's recorded start (to the
+    ``<op>.service``; a queue run's end-to-end latencies with tag ``e2e``. ``StartTime`` and ``BaseTime`` are the run's recorded start (to the
     second); the window began a little later (after preflight and worker start), so
     absolute times read from the log are approximate.
     """
@@ -99,11 +101,15 @@ def _log_header(run: RunResult, title: str, tags: str) -> list[str]:
 
 def _log_lines(run: RunResult, prefix: str = "", shift_s: float = 0.0) -> Iterator[str]:
     base_ns = run.window_start_ns
+    records = run.queue.intervals if run.queue is not None else []
+    e2e = {r.index: r.e2e for r in records if r.e2e is not None}
     for snap in sorted(run.intervals, key=lambda s: s.start_ns):
         offset_s = shift_s + max(0, snap.start_ns - base_ns) / 1e9
         length_s = max(0, snap.end_ns - snap.start_ns) / 1e9
         tagged = [(op, snap.latency[op]) for op in sorted(snap.latency)]
         tagged += [(op + SERVICE_TAG_SUFFIX, snap.service[op]) for op in sorted(snap.service)]
+        if snap.index in e2e:  # a queue run's end-to-end latency of the interval
+            tagged.append((E2E_TAG, e2e[snap.index]))
         for tag, hist in tagged:
             yield (
                 f"Tag={prefix}{tag},{offset_s:.3f},{length_s:.3f},"

@@ -22,6 +22,7 @@ from markupsafe import Markup
 
 from kvbench import __version__
 from kvbench.report.json_report import document
+from kvbench.report.latency import PERCENTILES
 from kvbench.report.levels import (
     KNEE_RULE,
     LevelRow,
@@ -31,9 +32,16 @@ from kvbench.report.levels import (
     sweep_document,
     target_column,
 )
-from kvbench.report.series import ALL_OPS, coarsen, run_spectrum, server_series
+from kvbench.report.series import (
+    ALL_OPS,
+    coarsen,
+    coarsen_queue,
+    run_spectrum,
+    server_series,
+    spectrum,
+)
 from kvbench.report.stats import MIN_CI_SAMPLES
-from kvbench.report.summary import PERCENTILES, summarize
+from kvbench.report.summary import summarize
 from kvbench.results.model import RunResult
 from kvbench.units import format_duration_ns
 
@@ -102,7 +110,10 @@ def _page_document(run: RunResult, every: int) -> dict[str, Any]:
     doc = document(summarize(run))
     doc["server"] = {k: v for k, v in doc["server"].items() if k != "intervals"}
     if every > 1:
-        coarse = dataclasses.replace(run, intervals=coarsen(run.intervals, every))
+        queue = run.queue
+        if queue is not None:
+            queue = dataclasses.replace(queue, intervals=coarsen_queue(queue.intervals, every))
+        coarse = dataclasses.replace(run, intervals=coarsen(run.intervals, every), queue=queue)
         doc["intervals"] = document(summarize(coarse))["intervals"]
     return doc
 
@@ -110,6 +121,8 @@ def _page_document(run: RunResult, every: int) -> dict[str, Any]:
 def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:
     """The settings a reader needs to place a run, as (label, value) pairs."""
     config = doc.get("config") or {}
+    if doc.get("queue") is not None:
+        return _queue_facts(doc)
     load = config.get("load") or {}
     workload = config.get("workload") or {}
     facts = [("mode", f"{doc['mode']} loop"), ("status", doc["status"])]
@@ -139,6 +152,23 @@ def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return facts
 
 
+def _queue_facts(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """A queue run's settings: its queue, producers and consumers, messages, pipeline."""
+    queue, config = doc["queue"], doc["config"]
+    return [
+        ("mode", f"queue ({queue['backend']}, {queue['pop_command']})"),
+        ("status", doc["status"]),
+        ("queue", str(queue["name"])),
+        (
+            "agents",
+            f"{queue['producers_count']} producer(s) {TIMES} {queue['consumers_count']} consumer(s)",
+        ),
+        ("messages", f"{queue['messages_planned']:,} {TIMES} {queue['message_size_bytes']} B"),
+        ("pipeline", str(config.get("pipeline"))),
+        ("window", f"{doc['window_s']:.2f} s"),
+    ]
+
+
 def _views(runs: Sequence[RunResult], labels: Sequence[str]) -> list[dict[str, Any]]:
     """Per run: its page document, facts and chart data, with intervals merged to fit."""
     budget = max(100, MAX_POINTS // max(1, len(runs)))
@@ -152,6 +182,7 @@ def _views(runs: Sequence[RunResult], labels: Sequence[str]) -> list[dict[str, A
             "spectrum": run_spectrum(run),
             "server": server_series(run, every),
             "interval_merge": every,
+            "e2e_spectrum": spectrum(run.queue.e2e_total()) if run.queue is not None else [],
         }
         views.append(
             {

@@ -1,4 +1,8 @@
-"""The result document (DESIGN.md §3): a stable, versioned JSON shape other tools read."""
+"""The result document (DESIGN.md §3): a stable, versioned JSON shape other tools read.
+
+One builder for every kind of run: a queue run's document is a run's, with its ``queue``
+section (the summary's queue figures) besides.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,10 @@ from typing import Any
 
 from kvbench.report.summary import ReportModel
 from kvbench.results.model import SCHEMA_VERSION
+
+# Per-interval figures rounded as the document gives them (the queue's among them).
+_RATES = ("per_s", "errors_per_s", "puts_per_s", "gets_per_s")
+_LATENCIES = ("e2e_p50_us", "e2e_p99_us")
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -38,7 +46,14 @@ def _ci95(model: ReportModel) -> list[float] | None:
 
 
 def document(model: ReportModel) -> dict[str, Any]:
-    """The result document of a run."""
+    """The result document of a run (a queue run's has ``queue`` too)."""
+    doc = _document(model)
+    if model.queue is not None:
+        doc["queue"] = model.queue
+    return doc
+
+
+def _document(model: ReportModel) -> dict[str, Any]:
     run = model.run
     ops: dict[str, Any] = {}
     for row in model.ops:
@@ -97,8 +112,8 @@ def document(model: ReportModel) -> dict[str, Any]:
         "intervals": [
             {
                 **row,
-                "per_s": round(row["per_s"], 1),
-                "errors_per_s": round(row["errors_per_s"], 1),
+                **{k: round(row[k], 1) for k in _RATES if row.get(k) is not None},
+                **{k: round(row[k], 3) for k in _LATENCIES if row.get(k) is not None},
                 "cpu_s": round(row["cpu_s"], 4),
                 "ops": {
                     op: {k: _round(v, 3) if isinstance(v, float) else v for k, v in vals.items()}

@@ -16,8 +16,9 @@ from kvbench.errors import ConfigError
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.json_report import document
+from kvbench.report.latency import PERCENTILES
 from kvbench.report.stats import MIN_CI_SAMPLES, Ratio, Spread, log_ratio, spread
-from kvbench.report.summary import PERCENTILES, ReportModel, summarize
+from kvbench.report.summary import ReportModel, summarize
 from kvbench.results.model import SCHEMA_VERSION, RunResult
 from kvbench.results.status import FAILED, INTERRUPTED, OK, worst
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
-from kvbench.report.summary import min_samples
+from kvbench.report.latency import min_samples
 from kvbench.results.model import RunResult
+from kvbench.results.queue import QueueInterval
 
 # The spectrum's x axis counts "nines": x = -log10(1 - p/100), so p90 is 1, p99 is 2 and
 # p99.999 is 5 (HdrHistogram's percentile distribution plot). Steps of 0.05 give 101 points.
@@ -159,4 +160,27 @@ def coarsen(intervals: list[IntervalSnapshot], every: int) -> list[IntervalSnaps
         group.append(snap)
     if group:
         out.append(merge_snapshots(group))
+    return out
+
+
+def coarsen_queue(records: list[QueueInterval], every: int) -> list[QueueInterval]:
+    """A queue run's intervals merged as ``coarsen`` merges its snapshots (a queue run has
+    one round): each group's end-to-end histograms merged, its last counts kept, under
+    its first index (the merged snapshot's)."""
+    if every <= 1:
+        return records
+    out = []
+    for start in range(0, len(records), every):
+        group = records[start : start + every]
+        parts = [r.e2e for r in group if r.e2e is not None]
+        last = group[-1]
+        out.append(
+            QueueInterval(
+                group[0].index,
+                Histogram.merged(parts) if parts else None,
+                last.stored_total,
+                last.received_total,
+                last.server_backlog,
+            )
+        )
     return out

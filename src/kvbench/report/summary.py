@@ -1,9 +1,12 @@
 """Pure: RunResult -> ReportModel (rates, percentiles, outcomes, verdicts, status).
 
-Every figure any report prints is computed here, once, from the stored run. Throughput
-counts successes only (error replies are errors, with their own rate); the status is
-``results.status``'s. Percentiles come from merged histograms; a percentile with too few
-samples behind it is None ("n/a"), never a number the data cannot support.
+Every figure any report prints is computed here, once, from the stored run, whatever its
+kind: a load run, or a queue run, whose own figures (delivery, end-to-end latency, backlog;
+report/queue_figures.py) join the model's ``queue`` and whose put and get rates are over
+each side's window. Throughput counts successes only (error replies are errors, with their
+own rate); the status is ``results.status``'s. Percentiles come from merged histograms; a
+percentile with too few samples behind it is None ("n/a"), never a number the data cannot
+support.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from kvbench.report.connections import (
     connection_verdicts,
     connections_section,
 )
+from kvbench.report.latency import latency_summary, min_samples
+from kvbench.report.queue_figures import interval_fields, op_bases, queue_figures, server_restart
 from kvbench.report.reconcile import (
     Reconciled,
     Restart,
@@ -30,41 +35,8 @@ from kvbench.report.stats import Spread, spread
 from kvbench.report.verdicts import Evidence, Verdict, all_verdicts, restart_verdicts
 from kvbench.report.verification import Verification, verification, verification_verdicts
 from kvbench.results.model import RunResult
+from kvbench.results.queue import QueueInterval
 from kvbench.results.status import Status, Tally, max_error_rate, run_status, tally
-
-# Percentiles reported everywhere, with their JSON names.
-PERCENTILES: tuple[tuple[str, float], ...] = (
-    ("p50", 50.0),
-    ("p90", 90.0),
-    ("p99", 99.0),
-    ("p99_9", 99.9),
-    ("p99_99", 99.99),
-)
-# A percentile q is printed only with at least 10 / (1 - q) samples behind it: ten samples
-# beyond it (p99.9 needs 10,000), else it is one or two outliers, not a distribution.
-TAIL_SAMPLES = 10
-
-
-def min_samples(percentile: float) -> int:
-    """Samples needed before ``percentile`` is reported: 10 / (1 - p/100), at least 1."""
-    if percentile >= 100:
-        return 1
-    return max(1, round(TAIL_SAMPLES / (1 - percentile / 100)))
-
-
-def latency_summary(hist: Histogram | None) -> dict[str, float | None]:
-    """Percentiles, max, mean and stddev in microseconds; None where samples are too few."""
-    if hist is None or hist.total_count == 0:
-        empty: dict[str, float | None] = {name: None for name, _ in PERCENTILES}
-        return empty | {"max": None, "mean": None, "stddev": None}
-    values = hist.percentiles([p for _, p in PERCENTILES])
-    out: dict[str, float | None] = {}
-    for name, p in PERCENTILES:
-        out[name] = values[p] / 1000 if hist.total_count >= min_samples(p) else None
-    out["max"] = hist.max_ns / 1000
-    out["mean"] = hist.mean_ns() / 1000
-    out["stddev"] = hist.stddev_ns() / 1000
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +85,7 @@ class ReportModel:
     # The server restarted during the run: these reconciliation rows were not comparable.
     server_restarts: list[Restart] = field(default_factory=list)
     not_comparable: list[str] = field(default_factory=list)
+    queue: dict[str, Any] | None = None  # a queue run's figures (report/queue_figures.py)
 
     @property
     def errors_per_s(self) -> float:
@@ -125,10 +98,16 @@ class ReportModel:
         return spread(values, floor=0.0) if values else None
 
 
-def _op_row(name: str, total: IntervalSnapshot, window_s: float) -> OpRow:
+def _op_row(
+    name: str, total: IntervalSnapshot, window_s: float, basis: tuple[int, float] | None = None
+) -> OpRow:
+    """One op's figures; ``basis`` (a queue run's put or get): what its throughput counts,
+    over which window, instead of its successes over the run's window."""
     outcomes = dict(sorted(total.counts.get(name, {}).items()))
     count = total.ops(name)
     succeeded = total.succeeded(name)
+    if basis is not None:
+        succeeded, window_s = basis
     errors = total.errors(name)
     hits = outcomes.get("hit", 0)
     misses = outcomes.get("miss", 0)
@@ -139,7 +118,7 @@ def _op_row(name: str, total: IntervalSnapshot, window_s: float) -> OpRow:
         count=count,
         completed=total.completed(name),
         succeeded=succeeded,
-        throughput_per_s=succeeded / window_s if window_s else 0.0,
+        throughput_per_s=_throughput(succeeded, window_s, basis is not None),
         outcomes=outcomes,
         errors=errors,
         errors_per_s=errors / window_s if window_s else 0.0,
@@ -153,6 +132,13 @@ def _op_row(name: str, total: IntervalSnapshot, window_s: float) -> OpRow:
             h.out_of_range for h in (total.latency.get(name), service) if h is not None
         ),
     )
+
+
+def _throughput(succeeded: int, window_s: float, queue: bool) -> float:
+    rate = succeeded / window_s if window_s else 0.0
+    # A queue's rates are given to 0.1/s, as its document's queue section holds them, so
+    # the op rows, that section, the history and diff print one figure.
+    return round(rate, 1) if queue else rate
 
 
 def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]:
@@ -185,6 +171,27 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         if "connections_live_min" in snap.stats
         else None,
     }
+
+
+def queue_interval_row(
+    snap: IntervalSnapshot, record: QueueInterval | None, window_start_ns: int
+) -> dict[str, Any]:
+    """A queue run's interval as its row (the live line's, before the run is stored)."""
+    return _with_queue(interval_row(snap, window_start_ns), snap, record, None)
+
+
+def _with_queue(
+    row: dict[str, Any],
+    snap: IntervalSnapshot,
+    record: QueueInterval | None,
+    restart: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """A queue run's interval row: its queue figures added, no empty answer a get."""
+    extra = interval_fields(snap, record, restart)
+    row.update(extra)
+    if "get" in row["ops"]:
+        row["ops"]["get"]["per_s"] = extra["gets_per_s"]
+    return row
 
 
 def _round_start(run: RunResult, index: int) -> int:
@@ -238,11 +245,29 @@ def _servers(run: RunResult) -> list[dict[str, Any]]:
     ]
 
 
+def _intervals(run: RunResult) -> list[dict[str, Any]]:
+    """Per interval: its row; a queue run's with its queue figures."""
+    if run.queue is None:
+        return [interval_row(s, _round_start(run, s.round)) for s in run.intervals]
+    restart = server_restart(run.server)
+    records = {record.index: record for record in run.queue.intervals}
+    return [
+        _with_queue(interval_row(s, run.window_start_ns), s, records.get(s.index), restart)
+        for s in run.intervals
+    ]
+
+
 def summarize(run: RunResult) -> ReportModel:
     """Compute the report model of a run."""
     total = run.total()
     window_s = run.window_s
-    rows = [_op_row(name, total, window_s) for name in sorted(total.counts)] if total else []
+    bases = op_bases(run) if run.queue is not None else {}
+    rows = (
+        [_op_row(name, total, window_s, bases.get(name)) for name in sorted(total.counts)]
+        if total
+        else []
+    )
+    figures = queue_figures(run) if run.queue is not None else None
     counts = tally(total)  # connection failures included: results.status counts them
     connections = connections_section(run)
     total_completed = sum(r.completed for r in rows)
@@ -282,19 +307,23 @@ def summarize(run: RunResult) -> ReportModel:
         server_cpu=cpu,
         outcomes=outcomes,
         out_of_range=sum(r.out_of_range for r in rows),
-        max_error_rate=max_error_rate(run.config),
+        max_error_rate=None if figures is not None else max_error_rate(run.config),
+        queue=figures,
     )
     return ReportModel(
         run=run,
         ops=rows,
         total_ops=counts.attempted,
         total_errors=counts.errors,
-        throughput_per_s=counts.succeeded / window_s if window_s else 0.0,
+        # a queue run's: puts/s + gets/s, each over its own side's window
+        throughput_per_s=sum(r.throughput_per_s for r in rows)
+        if figures is not None
+        else (counts.succeeded / window_s if window_s else 0.0),
         latency_us=latency_summary(merged),
         status=run_status(run, counts),
         tally=counts,
-        intervals=[interval_row(s, _round_start(run, s.round)) for s in run.intervals],
-        rounds=_rounds(run),
+        intervals=_intervals(run),
+        rounds=_rounds(run) if figures is None else [],
         phases=phases,
         verdicts=all_verdicts(evidence)
         + verification_verdicts(verification(run))
@@ -308,4 +337,5 @@ def summarize(run: RunResult) -> ReportModel:
         connections=connections,
         server_restarts=restarts,
         not_comparable=not_comparable,
+        queue=figures,
     )

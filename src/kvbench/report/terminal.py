@@ -1,7 +1,9 @@
-"""Terminal output: the live line per interval and the summary table (rich renderables).
+"""Terminal output: the live line per interval and the summary (rich renderables).
 
 Everything is printed to an injected ``Console`` so tests capture it; the figures come
-from ``summary`` and nothing here computes a statistic of its own.
+from ``summary`` and nothing here computes a statistic of its own. A queue run's summary
+has its own table (put and get requests, end to end), the delivery ledger per producer and
+the backlog, from the same model.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvbench.report.latency import PERCENTILES
 from kvbench.report.stats import MIN_CI_SAMPLES, Spread
-from kvbench.report.summary import PERCENTILES, ReportModel
+from kvbench.report.summary import ReportModel
 from kvbench.units import format_duration_ns, format_rate
 
 _LEVEL_STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
@@ -245,9 +248,16 @@ def verdict_lines(model: ReportModel) -> Text:
 
 def summary(model: ReportModel) -> RenderableType:
     """The end-of-run summary: table, outcomes, verdicts."""
+    if model.queue is not None:
+        first: list[RenderableType] = [
+            queue_table(model),
+            delivery_table(model.queue),
+            queue_lines(model),
+        ]
+    else:
+        first = [summary_table(model), outcome_lines(model)]
     parts: list[RenderableType] = [
-        summary_table(model),
-        outcome_lines(model),
+        *first,
         round_lines(model),
         server_lines(model),
         reconciliation_lines(model),
@@ -268,3 +278,115 @@ def summary(model: ReportModel) -> RenderableType:
 
 def print_summary(console: Console, model: ReportModel) -> None:
     console.print(summary(model))
+
+
+# -- queue runs --------------------------------------------------------------------------
+
+# A dequeue's outcomes in queue words: a hit brought a message, a miss found it empty.
+_GET_LABELS = {"hit": "message", "miss": "empty"}
+
+
+def queue_live_line(row: dict[str, Any]) -> str:
+    """``[  1.0s] put 52.1k/s  get 50.3k/s  e2e p50 1.20ms p99 4.10ms  backlog 1,234 ...``."""
+    parts = [
+        f"[{row['t_s']:>6.1f}s]",
+        f"put {format_rate(row['puts_per_s'])}/s",
+        f"get {format_rate(row['gets_per_s'])}/s",
+        f"e2e p50 {fmt_us(row['e2e_p50_us'])} p99 {fmt_us(row['e2e_p99_us'])}",
+        f"backlog {row['backlog'] or 0:,}",
+    ]
+    if row.get("server_backlog") is not None:
+        parts.append(f"(server {row['server_backlog']:,})")
+    parts.append(f"empty {row['empties']:,}")
+    parts.append(f"err {row['errors']}")
+    if row["length_s"]:
+        parts.append(f"cpu {row['cpu_s'] / row['length_s']:.0%}")
+    if row.get("reconnects"):
+        parts.append(f"reconnects {row['reconnects']}")
+    return "  ".join(parts)
+
+
+def queue_table(model: ReportModel) -> Table:
+    """Put and get requests and end to end: count, rate, latency percentiles."""
+    run, queue = model.run, model.queue
+    assert queue is not None
+    table = Table(
+        title=f"kvbench queue {run.run_id}  {', '.join(t['url'] for t in run.targets)}  "
+        f"({run.window_s:.2f}s, {model.status.name})",
+        title_justify="left",
+    )
+    for name in ("", "count", "per s"):
+        table.add_column(name, justify="left" if not name else "right")
+    for name, _ in PERCENTILES:
+        table.add_column(name.replace("_", "."), justify="right")
+    table.add_column("max", justify="right")
+    table.add_column("mean", justify="right")
+    ops = {row.op: row for row in model.ops}
+    rows: list[tuple[str, int, float | None, dict[str, float | None]]] = [
+        (f"{op} (request)", ops[op].count, queue["puts_per_s"] if op == "put" else None,
+         ops[op].latency_us)
+        for op in ("put", "get")
+        if op in ops
+    ]  # fmt: skip
+    rows.append(("end to end", queue["received"], queue["gets_per_s"], queue["e2e_latency_us"]))
+    for label, count, rate, lat in rows:
+        table.add_row(
+            label,
+            f"{count:,}",
+            "" if rate is None else format_rate(rate),
+            *(fmt_us(lat[name]) for name, _ in PERCENTILES),
+            fmt_us(lat["max"]),
+            fmt_us(lat["mean"]),
+        )
+    return table
+
+
+def delivery_table(queue: dict[str, Any]) -> Table:
+    """The delivery ledger: per producer, sent, stored, received, lost, duplicated, late."""
+    table = Table(title="delivery per producer", title_justify="left")
+    for name in ("producer", "sent", "stored", "received", "lost", "duplicated", "out of order"):
+        table.add_column(name, justify="right")
+    for p in queue["producers"]:
+        table.add_row(
+            str(p["producer"]),
+            *(
+                f"{p[k]:,}"
+                for k in ("sent", "produced", "received", "lost", "duplicated", "out_of_order")
+            ),
+        )
+    return table
+
+
+def queue_lines(model: ReportModel) -> Text:
+    """Rates and their windows, the backlog, the delivery in one line, outcomes per op."""
+    queue = model.queue
+    assert queue is not None
+    text = Text()
+    text.append(
+        f"puts {format_rate(queue['puts_per_s'])}/s over {queue['produce_window_s']:.2f}s; "
+        f"gets {format_rate(queue['gets_per_s'])}/s over {queue['consume_window_s']:.2f}s "
+        f"({queue['pop_command']}; {queue['empty_polls']:,} found the queue empty)\n"
+    )
+    backlog = queue["backlog"]
+    server = ""
+    if backlog["server_after"] is not None:
+        server = (
+            f"; the server's count: {backlog['server_before']:,} before, "
+            f"{backlog['server_after']:,} after"
+        )
+    peak_at = f" at {backlog['peak_t_s']:.2f}s" if backlog["peak_t_s"] is not None else ""
+    text.append(f"backlog peak {backlog['peak']:,}{peak_at}{server}\n")
+    text.append(
+        f"delivery: {queue['produced']:,} stored, {queue['unique']:,} received, "
+        f"lost {queue['lost']:,}, duplicated {queue['duplicated']:,}, "
+        f"out of order {queue['out_of_order']:,}"
+        + (f", foreign {queue['foreign']:,}" if queue["foreign"] else "")
+        + (f", unexpected {queue['unexpected']:,}" if queue["unexpected"] else "")
+        + f"  ({queue['stop_reason']})\n",
+        style="" if not (queue["lost"] or queue["duplicated"]) else "bold red",
+    )
+    for row in model.ops:
+        labels = _GET_LABELS if row.op == "get" else {}
+        outcomes = "  ".join(f"{labels.get(k, k)} {v:,}" for k, v in row.outcomes.items())
+        text.append(f"{row.op}: {outcomes}\n")
+    return text

@@ -1,7 +1,9 @@
 """Verdicts: whether a run's figures can be trusted, each with the evidence behind it.
 
-Pure functions of the summary's inputs. Each verdict names what it saw, so a reader can
-judge it: "worker 0 used 97% of a core" is evidence, "client-bound" alone is not.
+Pure functions of the summary's inputs; one pass (``all_verdicts``) for every kind of run,
+a queue run's delivery and backlog verdicts included. Each verdict names what it saw, so a
+reader can judge it: "worker 0 used 97% of a core" is evidence, "client-bound" alone is
+not.
 """
 
 from __future__ import annotations
@@ -49,24 +51,30 @@ class Evidence:
     server_cpu: ServerCpu | None
     outcomes: dict[str, int]
     out_of_range: int = 0
-    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    # None: errors do not decide the status (a queue run's delivery does)
+    max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE
+    queue: dict[str, Any] | None = None  # a queue run's figures (report/queue_figures.py)
 
 
 def client_verdicts(ev: Evidence) -> list[Verdict]:
     out: list[Verdict] = []
     window_s = ev.run.window_s
     for worker in ev.run.workers:
-        busy = worker.get("cpu_s", 0) / window_s if window_s else 0
+        # a queue's producer or consumer is busy for its own span (active_s), not the run's
+        span_s = worker.get("active_s") or window_s
+        busy = (worker.get("cpu_s") or 0) / span_s if span_s else 0
         if busy > CLIENT_CPU_LIMIT:
             driver = worker.get("driver", "")
             # A busy Python driver is worth naming: the compiled one costs far less per op.
             why = f"; it ran the {driver} driver" if driver.startswith("python (") else ""
+            name = f"{worker.get('role', 'worker')} {worker['index']}"
+            more = "" if "role" in worker else " (add --processes or client machines)"
             out.append(
                 Verdict(
                     "client.cpu",
                     "warning",
-                    f"worker {worker['index']} used {busy:.0%} of a core: the client may be the "
-                    f"bottleneck (add --processes or client machines){why}",
+                    f"{name} used {busy:.0%} of a core: the client may be the bottleneck"
+                    f"{more}{why}",
                     {"worker": worker["index"], "cpu_share": round(busy, 3), "driver": driver},
                 )
             )
@@ -125,7 +133,8 @@ def measurement_verdicts(ev: Evidence) -> list[Verdict]:
                 {"status": run.status},
             )
         )
-    out += error_verdicts(ev.tally, ev.max_error_rate)
+    if ev.max_error_rate is not None:
+        out += error_verdicts(ev.tally, ev.max_error_rate)
     little = littles_law(run.intervals, ev.completed, run.window_s, ev.mean_latency_ns)
     if little is not None and abs(little[0] - little[1]) > LITTLE_TOLERANCE * little[1]:
         out.append(
@@ -244,8 +253,112 @@ def all_verdicts(ev: Evidence) -> list[Verdict]:
         client_verdicts(ev)
         + server_verdicts(ev)
         + open_loop_verdicts(ev)
+        + queue_verdicts(ev)
         + measurement_verdicts(ev)
     )
+
+
+def queue_verdicts(ev: Evidence) -> list[Verdict]:
+    """A queue run's delivery (lost, duplicated, out of order, unexpected, foreign), its
+    end (drained or not), its server (restarted) and its failed requests."""
+    queue = ev.queue
+    if queue is None:
+        return []
+    out = _delivery_verdicts(queue)
+    if not queue["drained"]:
+        out.insert(
+            0,
+            Verdict(
+                "queue.not_drained",
+                "warning",
+                f"the run ended before the queue was drained "
+                f"({queue['stop_reason'] or ev.run.status}): 'lost' includes messages that "
+                "may still be in the queue",
+                {"server_backlog_after": queue["backlog"]["server_after"]},
+            ),
+        )
+    restart = queue["backlog"]["server_restart"]
+    if restart is not None:
+        out.append(
+            Verdict(
+                "queue.server_restarted",
+                "warning",
+                f"the queue server restarted during the run ({restart['evidence']}): its "
+                "queue counts started again, so its backlog is not shown from then on",
+                dict(restart),
+            )
+        )
+    if queue["failed_puts"]:
+        out.append(
+            Verdict(
+                "queue.failed_puts",
+                "warning",
+                f"{queue['failed_puts']:,} puts were not acknowledged (error reply, timeout or "
+                "broken connection); they are not counted lost",
+            )
+        )
+    by_op = _errors_by_op(ev)
+    if sum(by_op.values()):
+        failed = sum(by_op.values())
+        out.append(Verdict("errors", "warning", f"{failed:,} requests failed", {"by_op": by_op}))
+    return out
+
+
+def _errors_by_op(ev: Evidence) -> dict[str, int]:
+    total = ev.run.total()
+    return {op: total.errors(op) for op in sorted(total.counts)} if total else {}
+
+
+def _delivery_verdicts(queue: dict[str, Any]) -> list[Verdict]:
+    out: list[Verdict] = []
+    if queue["lost"]:
+        by_producer = {p["producer"]: p["lost"] for p in queue["producers"] if p["lost"]}
+        drained = queue["drained"]
+        out.append(
+            Verdict(
+                "delivery.lost",
+                "error" if drained else "warning",
+                f"{queue['lost']:,} acknowledged messages were "
+                + ("never received" if drained else "not received before the end"),
+                {"by_producer": by_producer},
+            )
+        )
+    if queue["duplicated"]:
+        out.append(
+            Verdict(
+                "delivery.duplicated",
+                "error",
+                f"{queue['duplicated']:,} messages were received twice or more",
+            )
+        )
+    if queue["out_of_order"]:
+        out.append(
+            Verdict(
+                "delivery.out_of_order",
+                "warning",
+                f"{queue['out_of_order']:,} messages arrived at a consumer after a later one "
+                "of the same producer",
+            )
+        )
+    if queue["unexpected"]:
+        out.append(
+            Verdict(
+                "delivery.unexpected",
+                "error",
+                f"{queue['unexpected']:,} messages of this run named a producer or sequence "
+                "number never sent",
+            )
+        )
+    if queue["foreign"]:
+        out.append(
+            Verdict(
+                "queue.foreign",
+                "warning",
+                f"{queue['foreign']:,} messages dequeued were not this run's (left in the "
+                "queue before, or another client)",
+            )
+        )
+    return out
 
 
 def restart_verdicts(restarts: list[Restart], not_comparable: list[str]) -> list[Verdict]:

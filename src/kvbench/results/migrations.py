@@ -104,6 +104,21 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE runs ADD COLUMN process_status TEXT
         """,
     ),
+    # What tells a run from its siblings: a sweep's level, a preset's step ('' for none).
+    (
+        "0006_run_label",
+        """
+        ALTER TABLE runs ADD COLUMN label TEXT NOT NULL DEFAULT ''
+        """,
+    ),
+    # A queue run's section (results/queue.py) as JSON; NULL for load runs, and for queue
+    # runs stored before it (their section is rebuilt from their document).
+    (
+        "0007_queue_section",
+        """
+        ALTER TABLE runs ADD COLUMN queue TEXT
+        """,
+    ),
 )
 
 

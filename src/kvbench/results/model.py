@@ -1,6 +1,9 @@
 """RunResult: one run as it is stored — metadata plus merged interval snapshots.
 
-Everything a report shows is computed from this (reports never read live objects).
+Every kind of run is one: a load run (mode ``closed`` or ``open``), a sweep's level, a
+compared target, and a queue run (mode ``queue``, with its ``queue`` section:
+results/queue.py). Everything a report shows is computed from this (reports never read
+live objects).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
+from kvbench.results.queue import QueueSection
 
 SCHEMA_VERSION = 1
 
@@ -20,8 +24,9 @@ class RunResult:
     Attributes:
         run_id: short unique id (``20261129-203000-1a2b``).
         started_at: ISO 8601 UTC wall-clock time the run started.
-        status: ``ok``, ``interrupted`` (Ctrl-C: partial), ``partial`` (a worker failed).
-        mode: ``closed`` or ``open``.
+        status: what happened to its processes: ``ok``, ``interrupted`` (Ctrl-C: partial),
+            ``partial`` (a worker failed). The run's status is results/status.py's.
+        mode: ``closed``, ``open`` or ``queue``.
         kvbench_version: the tool's version.
         config: the run's config as a dict (seed included, credentials masked).
         targets: ``{url, protocol, server_version}`` per target.
@@ -33,6 +38,9 @@ class RunResult:
         environment: host, CPU, kernel, Python, event loop.
         server: server-side stats (before/after) when sampled.
         rounds: per round: ``round``, ``window_start_ns``, ``window_end_ns``, ``status``.
+        queue: a queue run's section (delivery, end-to-end latency, backlog), else None.
+        label: what tells it from its siblings: a sweep's level (``connections 64``), a
+            preset's step; empty for a run of its own.
     """
 
     run_id: str
@@ -51,6 +59,8 @@ class RunResult:
     environment: dict[str, Any] = field(default_factory=dict)
     server: dict[str, Any] = field(default_factory=dict)
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    queue: QueueSection | None = None
+    label: str = ""
 
     @property
     def window_s(self) -> float:

@@ -1,35 +1,35 @@
-"""QueueRunResult: one queue run as it is reported and stored.
+"""A queue run's own section of its ``RunResult``: delivery, end-to-end latency, backlog.
 
-Everything the queue report shows is computed from this. For the history it becomes a
-``RunResult`` with mode ``queue`` (``to_run_result``): its intervals carry the put/get
-counts and request latencies; the queue figures (end-to-end latency, delivery, backlog)
-travel in the stored result document.
+A queue run is a run (mode ``queue``): its intervals are ordinary snapshots of the ``put``
+and ``get`` requests, and what only a queue has lives here, stored with it
+(``to_json``/``from_json``; the store keeps it in ``runs.queue``). Everything the reports
+show of it is computed from this and the run (report/queue_figures.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kvbench.metrics.delivery import DeliveryReport
+from kvbench.metrics.delivery import DeliveryReport, ProducerDelivery
 from kvbench.metrics.histogram import Histogram
-from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.results.model import RunResult
+from kvbench.results.encoding import histogram_from_json, histogram_to_json
 
 
 @dataclass(frozen=True, slots=True)
-class QueueIntervalRecord:
-    """One interval merged across producers and consumers.
+class QueueInterval:
+    """One interval's queue figures, merged across producers and consumers.
 
     Attributes:
-        snapshot: put/get outcomes and request latencies (op names ``put`` and ``get``).
-        e2e: end-to-end latency of the messages received in the interval, or None.
+        index: the interval's number (the run's ``intervals[index]`` holds its put and get
+            counts and request latencies).
+        e2e: end-to-end latency of the messages received in it, or None.
         stored_total, received_total: messages acknowledged / received by the interval's
             end, cumulative.
         server_backlog: the queue's length by the server's own count, when it could say.
     """
 
-    snapshot: IntervalSnapshot
+    index: int
     e2e: Histogram | None
     stored_total: int
     received_total: int
@@ -37,23 +37,21 @@ class QueueIntervalRecord:
 
     @property
     def backlog(self) -> int:
-        """Acknowledged but not yet received, at the interval's end (client's view)."""
+        """Acknowledged but not yet received, at the interval's end (the client's view)."""
         return max(0, self.stored_total - self.received_total)
 
 
 @dataclass(slots=True)
-class QueueRunResult:
-    """A finished (or stopped) queue run.
+class QueueSection:
+    """What a queue run adds to a run.
 
     Attributes:
-        run_id, started_at, status, kvbench_version, config, targets: as in ``RunResult``
-            (status: ``ok``, ``interrupted`` or ``partial``).
-        start_ns: the common start instant (monotonic clock).
-        produce_end_ns: the last put acknowledgement.
-        consume_start_ns: when consumers started dequeuing.
-        consume_end_ns: the last message received.
-        intervals: merged intervals, in order.
-        delivery: lost / duplicated / out-of-order accounting.
+        produce_end_ns: the last put acknowledgement (the produce window runs from the
+            run's start to here).
+        consume_start_ns: when consumers started dequeuing (None: they never did).
+        consume_end_ns: the last message received (the consume window ends here).
+        intervals: per interval, in the order of the run's intervals.
+        delivery: lost / duplicated / out-of-order accounting, per producer.
         foreign: messages dequeued that were not this run's.
         empties: dequeues that found the queue empty.
         consumers: per consumer: ``consumer``, ``received``, ``foreign``, ``empties``,
@@ -64,24 +62,12 @@ class QueueRunResult:
         drained: the run went on until every message was received or the queue stayed
             empty for the grace period; False when a limit or Ctrl-C ended it first.
         stop_reason: why the consumers stopped.
-        server: the server's backlog before, per interval and after.
-        workers: per process: role, index, host, pid, ops, cpu_s, active_s, status,
-            errors.
-        errors: one line per problem.
-        environment: host, CPU, Python, event loop.
     """
 
-    run_id: str
-    started_at: str
-    status: str
-    kvbench_version: str
-    config: dict[str, Any]
-    targets: list[dict[str, Any]]
-    start_ns: int
     produce_end_ns: int
     consume_start_ns: int | None
     consume_end_ns: int
-    intervals: list[QueueIntervalRecord]
+    intervals: list[QueueInterval]
     delivery: DeliveryReport
     foreign: int = 0
     empties: int = 0
@@ -91,51 +77,125 @@ class QueueRunResult:
     backlog_series: list[tuple[float, int]] = field(default_factory=list)
     drained: bool = True
     stop_reason: str = ""
-    server: dict[str, Any] = field(default_factory=dict)
-    workers: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def end_ns(self) -> int:
-        """The end of the run: the later of the last acknowledgement and last receipt."""
-        return max(self.produce_end_ns, self.consume_end_ns, self.start_ns)
+    def e2e_total(self) -> Histogram | None:
+        """Every interval's end-to-end latencies merged (None: no message received)."""
+        parts = [i.e2e for i in self.intervals if i.e2e is not None]
+        return Histogram.merged(parts) if parts else None
 
-    @property
-    def produce_window_s(self) -> float:
-        """From the common start to the last put acknowledgement."""
-        return max(0, self.produce_end_ns - self.start_ns) / 1e9
-
-    @property
-    def consume_window_s(self) -> float:
-        """From the consumers' start to the last message received."""
-        if self.consume_start_ns is None:
-            return 0.0
-        return max(0, self.consume_end_ns - self.consume_start_ns) / 1e9
-
-    def to_run_result(self) -> RunResult:
-        """This run in the shape of the history's runs (mode ``queue``)."""
-        return RunResult(
-            run_id=self.run_id,
-            started_at=self.started_at,
-            status=self.status,
-            mode="queue",
-            kvbench_version=self.kvbench_version,
-            config=self.config,
-            targets=self.targets,
-            window_start_ns=self.start_ns,
-            window_end_ns=self.end_ns,
-            intervals=[record.snapshot for record in self.intervals],
-            workers=self.workers,
-            errors=self.errors,
-            environment=self.environment,
-            server=self.server,
-            rounds=[
+    def to_json(self) -> dict[str, Any]:
+        """The section as a JSON-ready dict (histograms: results/encoding.py)."""
+        delivery = self.delivery
+        return {
+            "produce_end_ns": self.produce_end_ns,
+            "consume_start_ns": self.consume_start_ns,
+            "consume_end_ns": self.consume_end_ns,
+            "intervals": [
                 {
-                    "round": 0,
-                    "window_start_ns": self.start_ns,
-                    "window_end_ns": self.end_ns,
-                    "status": self.status,
+                    "index": i.index,
+                    "e2e": histogram_to_json(i.e2e) if i.e2e is not None else None,
+                    "stored_total": i.stored_total,
+                    "received_total": i.received_total,
+                    "server_backlog": i.server_backlog,
                 }
+                for i in self.intervals
             ],
+            "delivery": {
+                "producers": [asdict(row) for row in delivery.producers],
+                "unexpected": delivery.unexpected,
+                "out_of_order_by_consumer": {
+                    str(c): n for c, n in delivery.out_of_order_by_consumer.items()
+                },
+            },
+            "foreign": self.foreign,
+            "empties": self.empties,
+            "consumers": self.consumers,
+            "backlog_peak": self.backlog_peak,
+            "backlog_peak_ns": self.backlog_peak_ns,
+            "backlog_series": [list(point) for point in self.backlog_series],
+            "drained": self.drained,
+            "stop_reason": self.stop_reason,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> QueueSection:
+        """``to_json`` read back."""
+        delivery = data["delivery"]
+        return cls(
+            produce_end_ns=int(data["produce_end_ns"]),
+            consume_start_ns=data["consume_start_ns"],
+            consume_end_ns=int(data["consume_end_ns"]),
+            intervals=[
+                QueueInterval(
+                    index=int(i["index"]),
+                    e2e=histogram_from_json(i["e2e"]) if i["e2e"] is not None else None,
+                    stored_total=int(i["stored_total"]),
+                    received_total=int(i["received_total"]),
+                    server_backlog=i["server_backlog"],
+                )
+                for i in data["intervals"]
+            ],
+            delivery=DeliveryReport(
+                tuple(
+                    ProducerDelivery(**{**row, "lost_examples": tuple(row["lost_examples"])})
+                    for row in delivery["producers"]
+                ),
+                int(delivery["unexpected"]),
+                {int(c): int(n) for c, n in delivery["out_of_order_by_consumer"].items()},
+            ),
+            foreign=int(data["foreign"]),
+            empties=int(data["empties"]),
+            consumers=list(data["consumers"]),
+            backlog_peak=int(data["backlog_peak"]),
+            backlog_peak_ns=data["backlog_peak_ns"],
+            backlog_series=[(float(t), int(n)) for t, n in data["backlog_series"]],
+            drained=bool(data["drained"]),
+            stop_reason=str(data["stop_reason"]),
         )
+
+
+def section_from_document(document: dict[str, Any], start_ns: int) -> QueueSection:
+    """The section of a queue run stored before sections were (migration 0007): rebuilt
+    from its stored result document, which kept every figure but the per-interval
+    end-to-end histograms and cumulative counts. The whole run's end-to-end histogram
+    stands as the last interval's and each interval's backlog as its ``stored_total``, so
+    the run's figures come out as they were printed (the end-to-end max and mean to the
+    histogram's precision: the document kept no exact scalars)."""
+    queue, rows = document["queue"], document.get("intervals", [])
+    whole = queue.get("e2e_latency_hdr")
+    intervals = [
+        QueueInterval(
+            index=k,
+            e2e=Histogram.decode(whole.encode()) if whole and k == len(rows) - 1 else None,
+            stored_total=int(row.get("backlog", 0)),
+            received_total=0,
+            server_backlog=row.get("server_backlog"),
+        )
+        for k, row in enumerate(rows)
+    ]
+    consume_s, produce_s = queue.get("consume_window_s", 0.0), queue.get("produce_window_s", 0.0)
+    rows_of = [
+        ProducerDelivery(**{**row, "lost_examples": tuple(row.get("lost_examples", ()))})
+        for row in queue["producers"]
+    ]
+    return QueueSection(
+        produce_end_ns=start_ns + round(produce_s * 1e9),
+        consume_start_ns=start_ns,
+        consume_end_ns=start_ns + round(consume_s * 1e9),
+        intervals=intervals,
+        delivery=DeliveryReport(
+            tuple(rows_of),
+            int(queue.get("unexpected", 0)),
+            {int(c["consumer"]): int(c.get("out_of_order") or 0) for c in queue["consumers"]},
+        ),
+        foreign=int(queue.get("foreign", 0)),
+        empties=int(queue.get("empty_polls", 0)),
+        consumers=list(queue["consumers"]),
+        backlog_peak=int(queue["backlog"]["peak"]),
+        backlog_peak_ns=None
+        if queue["backlog"].get("peak_t_s") is None
+        else start_ns + round(queue["backlog"]["peak_t_s"] * 1e9),
+        backlog_series=[(float(t), int(n)) for t, n in queue["backlog"].get("series", [])],
+        drained=bool(queue["drained"]),
+        stop_reason=str(queue.get("stop_reason", "")),
+    )

@@ -16,6 +16,7 @@ from typing import Any
 from kvbench.metrics.outcome import ERROR_OUTCOMES
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.results.model import RunResult
+from kvbench.results.queue import QueueSection
 
 OK, FAILED, PARTIAL, INTERRUPTED = "ok", "failed", "partial", "interrupted"
 # When several apply, the first wins: an interrupted run's figures are cut short whatever
@@ -159,13 +160,29 @@ def max_error_rate(config: dict[str, Any]) -> float:
     return DEFAULT_MAX_ERROR_RATE if value is None else float(value)
 
 
+def delivery_problem(queue: QueueSection) -> str | None:
+    """A queue run's duplicated messages, or lost ones in a run that drained the queue, in
+    words; None when delivery was right. Messages not received when a limit or Ctrl-C
+    ended the run may still be queued: not a failure."""
+    totals = queue.delivery.totals()
+    problems = []
+    if totals["lost"] and queue.drained:
+        problems.append(f"{totals['lost']:,} acknowledged messages were never received")
+    if totals["duplicated"]:
+        problems.append(f"{totals['duplicated']:,} messages were received twice or more")
+    return "; ".join(problems) or None
+
+
 def run_status(run: RunResult, counts: Tally | None = None) -> Status:
-    """The status of a load run (``run``, a sweep's level, a compared target).
+    """The status of any run: a load run, a sweep's level, a compared target, a queue run
+    (judged by its delivery, not by an error rate).
 
     Args:
         counts: ``tally(run.total())`` when the caller has it already.
     """
     counts = counts if counts is not None else tally(run.total())
+    if run.queue is not None:
+        return judge(run.status, counts, None, delivery_problem(run.queue))
     return judge(run.status, counts, max_error_rate(run.config))
 
 

@@ -1,7 +1,8 @@
 """The run history: SQLite, one row per run and one per interval (histograms encoded).
 
-Histograms are stored in the HdrHistogram V2 encoding (base64), so a stored run merges
-exactly as a live one and other HdrHistogram tools can read them.
+Histograms are stored in the HdrHistogram V2 encoding (base64, results/encoding.py), so a
+stored run merges exactly as a live one and other HdrHistogram tools can read them. A
+queue run's section is one JSON column of its row (``runs.queue``).
 """
 
 from __future__ import annotations
@@ -11,47 +12,20 @@ import functools
 import json
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
-from kvbench.errors import SchemaVersionError, StoreError
+from kvbench.errors import SchemaVersionError, StoreError, UnknownRun
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.results.encoding import histograms_from_text, histograms_to_text
 from kvbench.results.migrations import migrate
 from kvbench.results.model import RunResult
+from kvbench.results.queue import QueueSection, section_from_document
 from kvbench.results.status import run_status
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def _encode_hists(hists: dict[str, Histogram]) -> str:
-    """Op -> {V2 base64, and the exact scalars the V2 encoding does not carry}."""
-    return json.dumps({op: _exact(h) for op, h in hists.items()})
-
-
-def _exact(hist: Histogram) -> dict[str, Any]:
-    return {
-        "hdr": hist.encode_base64(),
-        "min_ns": hist.min_ns,
-        "max_ns": hist.max_ns,
-        "sum_ns": hist.sum_ns,
-        "out_of_range": hist.out_of_range,
-    }
-
-
-def _decode_hists(text: str) -> dict[str, Histogram]:
-    hists: dict[str, Histogram] = {}
-    for op, data in json.loads(text).items():
-        if isinstance(data, str):  # written before the exact scalars were kept
-            hists[op] = Histogram.decode(data.encode())
-            continue
-        hist = Histogram.decode(data["hdr"].encode())
-        if hist.total_count:
-            hist.min_ns, hist.max_ns = int(data["min_ns"]), int(data["max_ns"])
-            hist.sum_ns, hist.out_of_range = int(data["sum_ns"]), int(data["out_of_range"])
-        hists[op] = hist
-    return hists
 
 
 def _window_s(start_ns: int, end_ns: int, rounds: list[dict[str, Any]]) -> float:
@@ -61,6 +35,60 @@ def _window_s(start_ns: int, end_ns: int, rounds: list[dict[str, Any]]) -> float
             sum(max(0, int(r["window_end_ns"]) - int(r["window_start_ns"])) for r in rounds) / 1e9
         )
     return max(0, end_ns - start_ns) / 1e9
+
+
+def _histogram_or_none(text: str) -> Histogram | None:
+    return Histogram.decode(text.encode()) if text else None
+
+
+# How a stored run is read back: (RunResult or IntervalSnapshot field, column, decoder).
+Fields = tuple[tuple[str, str, Callable[[Any], Any] | None], ...]
+
+
+def _as(decoder: Callable[[Any], Any] | None, names: str) -> Fields:
+    """Fields stored in columns of their own names, read with ``decoder`` (None: as is)."""
+    return tuple((name, name, decoder) for name in names.split())
+
+
+_RUN_FIELDS: Fields = (
+    *_as(None, "run_id started_at"),
+    # what happened to its processes (the status column is the judged status)
+    ("status", "COALESCE(process_status, status)", None),
+    *_as(None, "mode kvbench_version window_start_ns window_end_ns"),
+    *_as(json.loads, "config targets environment workers errors server rounds"),
+    *_as(None, "label"),
+)
+_INTERVAL_FIELDS: Fields = (
+    *_as(None, "phase"),
+    ("index", "idx", None),
+    *_as(None, "start_ns end_ns workers"),
+    *_as(json.loads, "counts keys keys_hit stats"),
+    *_as(histograms_from_text, "latency service"),
+    *_as(_histogram_or_none, "lag"),
+    *_as(None, "round"),
+    *_as(_histogram_or_none, "hiccup"),
+)
+
+
+def _columns(fields: Fields) -> str:
+    return ", ".join(column for _, column, _ in fields)
+
+
+def _read(fields: Fields, row: Sequence[Any]) -> dict[str, Any]:
+    return {name: read(v) if read else v for (name, _, read), v in zip(fields, row, strict=False)}
+
+
+def _queue_section(
+    stored: str | None, legacy_document: str | None, start_ns: int
+) -> QueueSection | None:
+    """A queue run's section: its column, or (stored before the column) its document's."""
+    if stored is not None:
+        return QueueSection.from_json(json.loads(stored))
+    if legacy_document is not None:
+        document = json.loads(legacy_document)
+        if "queue" in document:
+            return section_from_document(document, start_ns)
+    return None
 
 
 def _busy(exc: BaseException) -> bool:
@@ -153,21 +181,23 @@ class Store:
         self.close()
 
     def save_run(self, run: RunResult, document: dict[str, Any] | None = None) -> None:
-        """Store a run, its intervals and phases, and (optionally) its result document.
+        """Store a run, its intervals and phases, its queue section, and (optionally) its
+        result document.
 
-        The ``status`` column is the run's status as its document states it (a queue run's
-        delivery is judged there), else ``results.status.run_status``; ``process_status``
-        keeps ``run.status``, what happened to its processes.
+        The ``status`` column is ``results.status.run_status`` (a queue run's delivery is
+        judged there too); ``process_status`` keeps ``run.status``, what happened to its
+        processes.
         """
         throughput = document["totals"]["throughput_per_s"] if document else None
-        status = document["status"] if document else run_status(run).name
+        status = run_status(run).name
+        queue = json.dumps(run.queue.to_json()) if run.queue is not None else None
         try:
             with self._db:
                 self._db.execute(
                     "INSERT INTO runs (run_id, started_at, status, mode, target, kvbench_version, "
                     "window_start_ns, window_end_ns, throughput_per_s, config, targets, "
-                    "environment, workers, errors, server, document, rounds, process_status) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "environment, workers, errors, server, document, rounds, process_status, "
+                    "label, queue) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         run.run_id,
                         run.started_at,
@@ -187,6 +217,8 @@ class Store:
                         json.dumps(document) if document else None,
                         json.dumps(run.rounds),
                         run.status,
+                        run.label,
+                        queue,
                     ),
                 )
                 snapshots = list(run.intervals) + list(run.phases.values())
@@ -207,8 +239,8 @@ class Store:
                             json.dumps(s.keys),
                             json.dumps(s.keys_hit),
                             json.dumps(s.stats),
-                            _encode_hists(s.latency),
-                            _encode_hists(s.service),
+                            histograms_to_text(s.latency),
+                            histograms_to_text(s.service),
                             s.lag.encode_base64() if s.lag is not None else "",
                             s.hiccup.encode_base64() if s.hiccup is not None else "",
                         )
@@ -223,22 +255,22 @@ class Store:
         """A full run id from an id, a unique prefix of one, or ``last``.
 
         Raises:
-            StoreError: no run, or more than one, matches.
+            UnknownRun: no run, or more than one, matches (a usage error).
         """
         if run_ref in ("last", "latest"):
             row = self._db.execute(
                 "SELECT run_id FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1"
             ).fetchone()
             if row is None:
-                raise StoreError(f"no runs in {self.path}")
+                raise UnknownRun(f"no runs in {self.path}")
             return str(row[0])
         rows = self._db.execute(
             "SELECT run_id FROM runs WHERE run_id LIKE ? ORDER BY run_id", (run_ref + "%",)
         ).fetchall()
         if not rows:
-            raise StoreError(f"no run {run_ref!r} in {self.path}")
+            raise UnknownRun(f"no run {run_ref!r} in {self.path} (kvbench history lists them)")
         if len(rows) > 1:
-            raise StoreError(f"{run_ref!r} matches {len(rows)} runs; give more of the id")
+            raise UnknownRun(f"{run_ref!r} matches {len(rows)} runs; give more of the id")
         return str(rows[0][0])
 
     @_readable
@@ -246,65 +278,33 @@ class Store:
         """Load a stored run (by id, prefix or ``last``)."""
         run_id = self.resolve(run_ref)
         row = self._db.execute(
-            "SELECT run_id, started_at, COALESCE(process_status, status), mode, "
-            "kvbench_version, window_start_ns, "
-            "window_end_ns, config, targets, environment, workers, errors, server, rounds "
+            f"SELECT {_columns(_RUN_FIELDS)}, queue, "
+            "CASE WHEN queue IS NULL AND mode = 'queue' THEN document END "
             "FROM runs WHERE run_id = ?",
             (run_id,),
         ).fetchone()
         intervals: list[IntervalSnapshot] = []
         phases: dict[str, IntervalSnapshot] = {}
         for r in self._db.execute(
-            "SELECT phase, idx, start_ns, end_ns, workers, counts, keys, keys_hit, stats, "
-            "latency, service, lag, round, hiccup FROM intervals WHERE run_id = ? "
+            f"SELECT {_columns(_INTERVAL_FIELDS)} FROM intervals WHERE run_id = ? "
             "ORDER BY round, phase, idx",
             (run_id,),
         ):
-            snap = IntervalSnapshot(
-                phase=r[0],
-                index=r[1],
-                start_ns=r[2],
-                end_ns=r[3],
-                workers=r[4],
-                counts=json.loads(r[5]),
-                keys=json.loads(r[6]),
-                keys_hit=json.loads(r[7]),
-                stats=json.loads(r[8]),
-                latency=_decode_hists(r[9]),
-                service=_decode_hists(r[10]),
-                lag=Histogram.decode(r[11].encode()) if r[11] else None,
-                round=r[12],
-                hiccup=Histogram.decode(r[13].encode()) if r[13] else None,
-            )
+            snap = IntervalSnapshot(**_read(_INTERVAL_FIELDS, r))
             if snap.phase == "measure":
                 intervals.append(snap)
             else:
                 phases[snap.phase] = snap
-        return RunResult(
-            run_id=row[0],
-            started_at=row[1],
-            status=row[2],
-            mode=row[3],
-            kvbench_version=row[4],
-            window_start_ns=row[5],
-            window_end_ns=row[6],
-            config=json.loads(row[7]),
-            targets=json.loads(row[8]),
-            environment=json.loads(row[9]),
-            workers=json.loads(row[10]),
-            errors=json.loads(row[11]),
-            server=json.loads(row[12]),
-            intervals=intervals,
-            phases=phases,
-            rounds=json.loads(row[13]),
-        )
+        fields = _read(_RUN_FIELDS, row)
+        queue = _queue_section(row[-2], row[-1], fields["window_start_ns"])
+        return RunResult(**fields, intervals=intervals, phases=phases, queue=queue)
 
     @_readable
     def list_runs(self, target: str | None = None, last: int = 20) -> list[dict[str, Any]]:
-        """The newest runs first: id, start, status, target, window and throughput."""
+        """The newest runs first: id, start, status, label, target, window and throughput."""
         query = (
             "SELECT run_id, started_at, status, mode, target, window_start_ns, window_end_ns, "
-            "throughput_per_s, rounds FROM runs"
+            "throughput_per_s, rounds, label FROM runs"
         )
         params: list[Any] = []
         if target:
@@ -321,13 +321,7 @@ class Store:
                 "target": r[4],
                 "window_s": _window_s(r[5], r[6], json.loads(r[8])),
                 "throughput_per_s": r[7],
+                "label": r[9],
             }
             for r in self._db.execute(query, params)
         ]
-
-    @_readable
-    def document(self, run_ref: str) -> dict[str, Any] | None:
-        """The stored result document of a run, if one was saved."""
-        run_id = self.resolve(run_ref)
-        row = self._db.execute("SELECT document FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return json.loads(row[0]) if row and row[0] else None

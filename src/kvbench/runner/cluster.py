@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client as connect_back
@@ -32,7 +33,7 @@ from kvbench.config.model import LoadConfig
 from kvbench.engine.worker import WorkerSpec
 from kvbench.errors import ConfigError, MessageError, TargetUnreachable, WorkerFailed
 from kvbench.runner import messages as m
-from kvbench.runner.process import run_worker
+from kvbench.runner.process import ProcessSpec, run_worker
 
 # Start-message headroom: a LAN round trip plus the hosts' clock disagreement (NTP keeps
 # it to milliseconds); the local default of 200 ms is too tight for a loaded network.
@@ -228,13 +229,14 @@ class DaskLauncher:
 
     # -- a round -----------------------------------------------------------------------
 
-    def start(self, specs: list[WorkerSpec]) -> list[Pipe]:
+    def start(self, specs: Sequence[ProcessSpec]) -> list[Pipe]:
         """Submit one task per spec, pinned to its Dask worker; accept their connections.
 
         Raises:
             WorkerFailed: a task failed, or not every worker connected back in time.
         """
         assert self._client is not None and len(specs) <= len(self._addresses)
+        assert all(isinstance(spec, WorkerSpec) for spec in specs), "load runs only"
         self._round += 1
         clock = read_clock()
         self._futures = [

@@ -1,7 +1,8 @@
 """The coordinator: preflight -> (preload) -> warm-up -> measure -> drain, as phases.
 
-A launcher starts the workers (local processes, or Dask workers: runner/launcher.py); the
-coordinator starts them at one common instant, merges their interval snapshots as they
+A launcher starts the workers (local processes, or Dask workers: runner/launcher.py) and a
+pool talks to them (runner/pool.py, as the queue coordinator's does); the coordinator
+starts them at one common instant, merges their interval snapshots as they
 arrive (a live line per interval), and builds the RunResult. Ctrl-C
 sends Stop to every worker and the partial result is still built; a worker that dies is
 recorded and the others' results are kept.
@@ -14,8 +15,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from multiprocessing.connection import Connection as Pipe
-from multiprocessing.connection import wait
 from typing import Any
 
 from kvbench import __version__
@@ -28,6 +27,7 @@ from kvbench.results.model import RunResult
 from kvbench.runner import messages as m
 from kvbench.runner import probe
 from kvbench.runner.launcher import WorkerLauncher, launcher_for
+from kvbench.runner.pool import WorkerPool
 from kvbench.runner.process import event_loop_name
 from kvbench.units import share_out
 
@@ -82,7 +82,7 @@ class Coordinator:
         self._launcher = launcher or launcher_for(config)
         self._on_interval = on_interval or (lambda snap: None)
         self._on_event = on_event or (lambda text: None)
-        self._pipes: list[Pipe] = []
+        self._pool = WorkerPool(self._launcher)
         self._hosts: dict[int, dict[str, Any]] = {}
         self._stopping = False
         self._aborted_round: str | None = None
@@ -175,19 +175,18 @@ class Coordinator:
         """One round: fresh worker processes, start together, collect (pyperf-style)."""
         specs = worker_specs(self.config)
         tally = _Tally(len(specs), round_index)
-        self._pipes = []
         try:
-            self._pipes = self._launcher.start(specs)
+            self._pool.start(specs)
             self._await_ready(tally)
             if self.config.workload.preload and round_index == 0:
                 self._preload(tally)
             start_ns = time.monotonic_ns() + self._launcher.start_delay_ns
-            self._broadcast(m.Start(start_ns))
+            self._pool.broadcast(m.Start(start_ns))
             self._collect(tally, start_ns)
         except KeyboardInterrupt:
             self._stop_all(tally)
         finally:
-            self._shutdown()
+            self._pool.stop()
         return tally
 
     # -- phases ------------------------------------------------------------------------
@@ -206,9 +205,8 @@ class Coordinator:
 
     def _await_ready(self, tally: _Tally) -> None:
         ready: set[int] = set()
-        deadline = time.monotonic_ns() + self.config.load.connect_timeout_ns + 30 * 10**9
         while len(ready) < tally.n_workers:
-            for message in self._receive(tally, deadline):
+            for message in self._receive(tally):
                 if isinstance(message, m.Ready):
                     ready.add(message.worker)
                     self._hosts[message.worker] = {"host": message.host, "pid": message.pid}
@@ -216,9 +214,9 @@ class Coordinator:
 
     def _preload(self, tally: _Tally) -> None:
         self._on_event(f"preloading {self.config.workload.keys:,} keys")
-        self._broadcast(m.Preload())
+        self._pool.broadcast(m.Preload())
         while len(tally.other.get("preload", [])) < tally.n_workers:
-            list(self._receive(tally, None))
+            self._receive(tally)
             self._raise_on_failure(tally, "preload")
 
     def _collect(self, tally: _Tally, start_ns: int) -> None:
@@ -234,49 +232,29 @@ class Coordinator:
                     if index not in tally.summaries:
                         tally.failures.setdefault(index, "stopped reporting before the run ended")
                 break
-            list(self._receive(tally, deadline))
+            self._receive(tally)
 
     def _stop_all(self, tally: _Tally) -> None:
         """Ctrl-C: end every worker's window now and collect what they measured."""
         self._stopping = True
         self._on_event("interrupted: stopping workers, keeping what was measured")
-        self._broadcast(m.Stop())
+        self._pool.broadcast(m.Stop())
         deadline = time.monotonic_ns() + self.config.load.timeout_ns + REPORT_GRACE_NS
         try:
             while len(tally.summaries) + len(tally.failures) < tally.n_workers:
                 if time.monotonic_ns() > deadline:
                     break
-                list(self._receive(tally, deadline))
+                self._receive(tally)
         except KeyboardInterrupt:
             pass  # a second Ctrl-C: stop waiting, keep what arrived
 
     # -- messaging ---------------------------------------------------------------------
 
-    def _broadcast(self, message: m.Message) -> None:
-        for pipe in self._pipes:
-            try:
-                pipe.send(message)
-            except OSError:  # BrokenPipeError included: counted when its process is found dead
-                continue
-
-    def _receive(self, tally: _Tally, deadline: int | None) -> list[m.Message]:
-        """Wait up to 0.2 s for messages, handle them, note dead workers."""
-        received: list[m.Message] = []
-        live = [p for i, p in enumerate(self._pipes) if i not in tally.failures]
-        for pipe in wait(live, timeout=0.2):
-            assert isinstance(pipe, Pipe)
-            index = self._pipes.index(pipe)
-            try:
-                message = m.check(pipe.recv())
-            except (EOFError, OSError):
-                if index not in tally.summaries:
-                    tally.failures.setdefault(index, "worker process exited")
-                continue
-            received.append(message)
+    def _receive(self, tally: _Tally) -> list[m.Message]:
+        """Wait up to 0.2 s for messages and handle them (a dead worker is a Failed one)."""
+        received = [message for _, message in self._pool.receive(0.2)]
+        for message in received:
             self._handle(tally, message)
-        for index, reason in self._launcher.exited().items():
-            if index not in tally.summaries and not self._pipes[index].poll():
-                tally.failures.setdefault(index, reason)
         return received
 
     def _handle(self, tally: _Tally, message: m.Message) -> None:
@@ -294,10 +272,11 @@ class Coordinator:
             else:
                 tally.other.setdefault(snap.phase, []).append(snap)
         elif isinstance(message, m.Done):
+            assert isinstance(message.summary, WorkerSummary)
             tally.summaries[message.worker] = message.summary
             self._emit_complete(tally)
         elif isinstance(message, m.Failed):
-            tally.failures[message.worker] = message.message
+            tally.failures.setdefault(message.worker, message.message)
             if message.kind == "unreachable":
                 tally.unreachable.add(message.worker)
 
@@ -324,11 +303,6 @@ class Coordinator:
         if index in tally.unreachable:
             raise TargetUnreachable(message)
         raise WorkerFailed(phase, f"worker {index}: {message.strip().splitlines()[-1]}")
-
-    def _shutdown(self) -> None:
-        self._launcher.stop()
-        for pipe in self._pipes:
-            pipe.close()
 
     # -- result ------------------------------------------------------------------------
 

@@ -8,11 +8,12 @@ or sockets from Dask workers on other machines.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from multiprocessing.connection import Connection as Pipe
 from typing import Protocol
 
 from kvbench.config.model import RunConfig
-from kvbench.engine.worker import WorkerSpec
+from kvbench.runner.process import ProcessSpec
 
 
 class WorkerLauncher(Protocol):
@@ -34,7 +35,7 @@ class WorkerLauncher(Protocol):
         """
         ...
 
-    def start(self, specs: list[WorkerSpec]) -> list[Pipe]:
+    def start(self, specs: Sequence[ProcessSpec]) -> list[Pipe]:
         """Start one worker per spec; return their connections, in spec order.
 
         Raises:

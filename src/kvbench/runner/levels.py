@@ -102,6 +102,7 @@ def run_sweep(
             outcomes.append(LevelOutcome(level, None, NOT_STARTED, interrupted=True))
             on_event(f"level {level:g} {NOT_STARTED}")
             break
+        result.label = f"{axis} {level:g}"  # what tells the levels apart in the history
         interrupted = result.status == "interrupted"
         outcomes.append(LevelOutcome(level, result, None, interrupted))
         if interrupted:

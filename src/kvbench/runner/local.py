@@ -12,16 +12,16 @@ import contextlib
 import multiprocessing
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
-from kvbench.engine.worker import WorkerSpec
-from kvbench.runner.process import worker_main
+from kvbench.runner.process import ProcessSpec, worker_main
 
 
 class LocalLauncher:
-    """Spawns one worker process per spec on this machine."""
+    """Spawns one worker process per spec on this machine (a load run's workers, or a
+    queue's producers and consumers)."""
 
     start_delay_ns = 200_000_000
 
@@ -31,7 +31,7 @@ class LocalLauncher:
     def open(self, wanted: int) -> int:
         return wanted
 
-    def start(self, specs: list[WorkerSpec]) -> list[Pipe]:
+    def start(self, specs: Sequence[ProcessSpec]) -> list[Pipe]:
         context = multiprocessing.get_context("spawn")
         pipes: list[Pipe] = []
         self._procs = []
@@ -40,7 +40,7 @@ class LocalLauncher:
             proc = context.Process(
                 target=worker_main,
                 args=(spec, child),
-                name=f"kvbench-worker-{spec.worker_index}",
+                name=spec.process_name,
                 daemon=True,
             )
             with _children_ignore_sigint():

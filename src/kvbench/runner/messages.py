@@ -1,13 +1,17 @@
-"""Messages between the coordinator and its workers (versioned, small, picklable).
+"""Messages between a coordinator and its workers (versioned, small, picklable).
 
-Workers send snapshots, never raw samples. A message of another ``VERSION`` is refused
-with MessageError, so a coordinator never merges what it does not understand.
+One set for both kinds of run: a load run's workers send interval snapshots, a queue
+run's producers and consumers send progress reports and intervals (a consumer's receipts
+travel in its progress reports as two compact arrays). Workers send snapshots, never raw
+samples. A message of another ``VERSION`` is refused with MessageError, so a coordinator
+never merges what it does not understand.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvbench.engine.queue_worker import QueueInterval, QueueProgress, QueueSummary
 from kvbench.engine.worker import WorkerSummary
 from kvbench.errors import MessageError
 from kvbench.metrics.snapshot import IntervalSnapshot
@@ -36,7 +40,9 @@ class Ready:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """Worker -> coordinator: the worker cannot go on. ``kind`` is ``unreachable`` or ``bug``."""
+    """Worker -> coordinator: the worker cannot go on. ``kind`` is ``unreachable`` or
+    ``bug``; the coordinator's pool (runner/pool.py) says ``exited`` for a worker gone
+    without a word."""
 
     worker: int
     kind: str
@@ -67,6 +73,13 @@ class Stop:
 
 
 @dataclass(frozen=True, slots=True)
+class Consume:
+    """Coordinator -> a queue's consumer: start dequeuing now (--consumers-start-after)."""
+
+    version: int = VERSION
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Worker -> coordinator: one interval (or the preload's whole record)."""
 
@@ -76,15 +89,25 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class Report:
+    """A queue's producer or consumer -> coordinator: a progress report or an interval."""
+
+    worker: int
+    report: QueueProgress | QueueInterval
+    version: int = VERSION
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     """Worker -> coordinator: the run is over for this worker."""
 
     worker: int
-    summary: WorkerSummary
+    summary: WorkerSummary | QueueSummary
     version: int = VERSION
 
 
-Message = Hello | Ready | Failed | Preload | Start | Stop | Snapshot | Done
+Message = Hello | Ready | Failed | Preload | Start | Stop | Consume | Snapshot | Report | Done
+_TYPES = (Hello, Ready, Failed, Preload, Start, Stop, Consume, Snapshot, Report, Done)
 
 
 def check(message: object) -> Message:
@@ -93,7 +116,7 @@ def check(message: object) -> Message:
     Raises:
         MessageError: anything else.
     """
-    if not isinstance(message, Hello | Ready | Failed | Preload | Start | Stop | Snapshot | Done):
+    if not isinstance(message, _TYPES):
         raise MessageError(f"unexpected message {type(message).__name__}")
     check_version(message.version)
     return message

@@ -2,7 +2,10 @@
 
 Used before a run (preflight: fail fast with one line, learn the server version) and to
 sample the server's own counters before and after. Speaks through the same sans-IO codecs
-as the load, over a plain socket; never on the load's connections.
+as the load, over a plain socket; never on the load's connections. ``ask`` is the one
+connect-and-ask routine (every failure one line saying which); ``exchange`` (through a
+codec) and ``text_exchange`` (a memcached text stats request) are what is asked; a queue's
+backlog is asked the same way (runner/queue_probe.py).
 """
 
 from __future__ import annotations
@@ -16,16 +19,19 @@ import hiredis
 
 from kvbench.config.model import TargetConfig
 from kvbench.config.targets import parse_target
+from kvbench.engine.reconnect import connect_error_text
 from kvbench.engine.setup import codec_factory_for, setup_for, ssl_context_for
-from kvbench.engine.worker import connect_error_text
 from kvbench.errors import ProtocolError, TargetUnreachable
 from kvbench.protocols.base import NEED_DATA, CodecOptions, Op, Reply, ReplyKind, parse_stats_text
+from kvbench.protocols.memcacheq import stats_queue_complete
 from kvbench.results.server_stats import stat_number
 from kvbench.units import plain_duration
 
 T = TypeVar("T")
 # How long the probe waits when the caller names no timeout (the run passes --timeout).
 DEFAULT_TIMEOUT_S = 3.0
+# A text stats reply larger than this is not what we asked for.
+MAX_STATS_BYTES = 1 << 20
 
 
 class StatsUnavailable(TargetUnreachable):
@@ -34,7 +40,7 @@ class StatsUnavailable(TargetUnreachable):
     (twemproxy closes, others answer ``ERROR``); a run can go ahead without server stats."""
 
 
-def _exchange(sock: socket.socket, codec: Any, out: bytearray, expected: int) -> list[Reply]:
+def exchange(sock: socket.socket, codec: Any, out: bytearray, expected: int) -> list[Reply]:
     """Send ``out``; read ``expected`` replies.
 
     Raises:
@@ -65,14 +71,34 @@ def _exchange(sock: socket.socket, codec: Any, out: bytearray, expected: int) ->
     return replies
 
 
-def _ask(
-    target: TargetConfig, timeout_s: float, request: str, exchange: Callable[[socket.socket], T]
+def text_exchange(sock: socket.socket, request: bytes) -> bytearray:
+    """Send a memcached text stats request (``stats settings``, memcacheq's ``stats queue``);
+    its whole reply: ``STAT`` lines up to ``END``, or one error line.
+
+    Raises:
+        EOFError: the server closed the connection first.
+        ProtocolError: the reply grew beyond MAX_STATS_BYTES.
+    """
+    sock.sendall(request)
+    data = bytearray()
+    while not stats_queue_complete(data):  # the grammar of every text stats reply
+        if len(data) > MAX_STATS_BYTES:
+            raise ProtocolError(f"{request.strip().decode()} reply beyond {MAX_STATS_BYTES} bytes")
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def ask(
+    target: TargetConfig, timeout_s: float, request: str, talk: Callable[[socket.socket], T]
 ) -> T:
-    """Connect and run ``exchange`` on the socket, every failure one line saying which.
+    """Connect and run ``talk`` on the socket, every failure one line saying which.
 
     Args:
         timeout_s: the longest wait for the connection and then for each reply.
-        request: what ``exchange`` asks, for the messages (``stats``, ``INFO all``).
+        request: what ``talk`` asks, for the messages (``stats``, ``INFO all``).
 
     Raises:
         TargetUnreachable: cannot connect ("cannot connect to ..."), no reply in time
@@ -88,7 +114,7 @@ def _ask(
         ) from None
     with sock:
         try:
-            return exchange(sock)
+            return talk(sock)
         except TimeoutError:
             raise TargetUnreachable(
                 f"{target.url} accepted the connection but gave no reply to {request!r} "
@@ -159,7 +185,7 @@ def fetch_stats(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> d
     else:
         request = "stats"
         count += codec.encode(Op.STATS, b"", None, out)
-    replies = _ask(target, timeout_s, request, lambda sock: _exchange(sock, codec, out, count))
+    replies = ask(target, timeout_s, request, lambda sock: exchange(sock, codec, out, count))
     for reply in replies[:-1]:  # the setup's (AUTH, HELLO, SELECT)
         if reply.kind == ReplyKind.ERROR_REPLY:
             raise TargetUnreachable(f"{target.url} refused the request: {_text(reply)}")
@@ -182,9 +208,7 @@ def _gateway_stats(target: TargetConfig, timeout_s: float) -> dict[str, str]:
     out = bytearray()
     count = codec.encode_version(out)
     try:
-        reply = _ask(target, timeout_s, "?cmd=version", lambda s: _exchange(s, codec, out, count))[
-            -1
-        ]
+        reply = ask(target, timeout_s, "?cmd=version", lambda s: exchange(s, codec, out, count))[-1]
     except StatsUnavailable as exc:  # the version request is the gateway's whole check
         raise TargetUnreachable(str(exc)) from None
     text = _text(reply)
@@ -246,15 +270,15 @@ def fetch_settings(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -
         backing = _stats_source(target)
         return fetch_settings(backing, timeout_s) if backing is not None else {}
     if target.family == "redis":
-        return _ask(target, timeout_s, "CONFIG GET", lambda sock: _redis_settings(sock, target))
+        return ask(target, timeout_s, "CONFIG GET", lambda sock: _redis_settings(sock, target))
     if target.protocol != "memcache-binary":
-        return _ask(
+        return ask(
             target, timeout_s, "stats settings", lambda s: _memcache_text_settings(s, target)
         )
     codec = codec_factory_for(target, CodecOptions(keep_payload=True))()
     out = bytearray()
     count = codec.encode(Op.STATS, b"settings", None, out)
-    reply = _ask(target, timeout_s, "stats settings", lambda s: _exchange(s, codec, out, count))[-1]
+    reply = ask(target, timeout_s, "stats settings", lambda s: exchange(s, codec, out, count))[-1]
     if reply.kind == ReplyKind.ERROR_REPLY:
         raise TargetUnreachable(f"{target.url} refused stats settings: {_text(reply)}")
     return parse_stats_text(reply.payload or b"")
@@ -262,16 +286,10 @@ def fetch_settings(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -
 
 def _memcache_text_settings(sock: socket.socket, target: TargetConfig) -> dict[str, str]:
     """``stats settings`` in the text protocol: ``STAT name value`` lines, then ``END``."""
-    sock.sendall(b"stats settings\r\n")
-    data = bytearray()
-    while not (data == b"END\r\n" or data.endswith(b"\r\nEND\r\n")):
-        if data.endswith(b"\r\n") and data.startswith((b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR")):
-            text = data.decode("utf-8", "replace").strip()
-            raise TargetUnreachable(f"{target.url} refused stats settings: {text}")
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise EOFError
-        data += chunk
+    data = text_exchange(sock, b"stats settings\r\n")
+    if data.startswith((b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR")):
+        text = data.decode("utf-8", "replace").strip()
+        raise TargetUnreachable(f"{target.url} refused stats settings: {text}")
     settings: dict[str, str] = {}
     for line in data.decode("utf-8", "replace").split("\r\n"):
         parts = line.split(" ", 2)
@@ -400,5 +418,5 @@ def preflight(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> tup
         if target.family != "memcache":  # Redis may close on a refused AUTH sent with INFO
             raise
         reason = str(exc)
-    _ask(target, timeout_s, "a connection", lambda sock: None)  # does it still take one?
+    ask(target, timeout_s, "a connection", lambda sock: None)  # does it still take one?
     return "unknown", f"{reason} (a proxy?): no server-side stats for this run"

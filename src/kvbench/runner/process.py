@@ -1,4 +1,9 @@
-"""The worker entry: one event loop (uvloop when installed) driving one Worker.
+"""The worker entry: one event loop (uvloop when installed) driving one worker.
+
+One entry for both kinds of run: ``serve`` runs a load ``Worker`` or a queue's
+``QueueWorker`` (engine) through the same small interface (``ServedWorker``: connect, run
+from a start instant, stop), and answers the coordinator's commands; Preload only means
+something to a load worker, Consume only to a queue's consumer.
 
 A local worker process ignores SIGINT: Ctrl-C reaches the coordinator, which sends Stop,
 so every worker ends its window at the same moment and still reports what it measured.
@@ -14,12 +19,30 @@ import socket
 import traceback
 from dataclasses import replace
 from multiprocessing.connection import Connection as Pipe
+from typing import Any, Protocol
 
 from kvbench.engine.clock import NEVER
+from kvbench.engine.queue_worker import QueueReport, QueueWorker, QueueWorkerSpec
 from kvbench.engine.worker import Worker, WorkerSpec, WorkerSummary
 from kvbench.errors import TargetUnreachable
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.runner import messages as m
+
+# What a worker process is given: a load run's share, or a queue's producer or consumer.
+ProcessSpec = WorkerSpec | QueueWorkerSpec
+
+
+class ServedWorker(Protocol):
+    """What ``serve`` needs of a worker (engine/worker.py, engine/queue_worker.py)."""
+
+    async def connect(self) -> None:
+        """Open the connections. Raises TargetUnreachable."""
+
+    async def run(self, start_ns: int) -> Any:
+        """Run from ``start_ns`` (monotonic clock) to the end; return the summary."""
+
+    def stop(self) -> None:
+        """End the run now (Ctrl-C, or the coordinator decided); what is in flight drains."""
 
 
 def event_loop_name() -> str:
@@ -31,13 +54,13 @@ def event_loop_name() -> str:
     return "uvloop"
 
 
-def worker_main(spec: WorkerSpec, pipe: Pipe) -> None:
+def worker_main(spec: ProcessSpec, pipe: Pipe) -> None:
     """Process target: run ``spec`` and talk to the coordinator over ``pipe``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     run_worker(spec, pipe)
 
 
-def run_worker(spec: WorkerSpec, pipe: Pipe, offset_ns: int = 0) -> None:
+def run_worker(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
     """Run ``serve`` on a fresh event loop in the calling thread; close ``pipe`` after.
 
     Installs no signal handler, so it may run in any thread (a Dask worker's task thread).
@@ -67,7 +90,34 @@ def _shift_summary(summary: WorkerSummary, offset_ns: int) -> WorkerSummary:
     )
 
 
-async def serve(spec: WorkerSpec, pipe: Pipe, offset_ns: int = 0) -> None:
+def _on_coordinator_clock(snap: IntervalSnapshot, offset_ns: int) -> IntervalSnapshot:
+    if not offset_ns:
+        return snap
+    return replace(snap, start_ns=snap.start_ns + offset_ns, end_ns=snap.end_ns + offset_ns)
+
+
+def _worker_for(spec: ProcessSpec, pipe: Pipe, offset_ns: int) -> Worker | QueueWorker:
+    """The worker ``spec`` asks for, sending what it emits to the coordinator.
+
+    Args:
+        offset_ns: the coordinator's monotonic clock minus this host's (0 on one host);
+            snapshot times are sent on the coordinator's clock. Queue runs are one host's.
+    """
+    index = spec.worker_index
+    if isinstance(spec, QueueWorkerSpec):
+
+        def send_report(report: QueueReport) -> None:
+            pipe.send(m.Report(index, report))
+
+        return QueueWorker(spec, send_report)
+
+    def send_snapshot(snap: IntervalSnapshot) -> None:
+        pipe.send(m.Snapshot(index, _on_coordinator_clock(snap, offset_ns)))
+
+    return Worker(spec, send_snapshot)
+
+
+async def serve(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
     """Connect, report Ready, then follow the coordinator's commands.
 
     Args:
@@ -86,13 +136,7 @@ async def serve(spec: WorkerSpec, pipe: Pipe, offset_ns: int = 0) -> None:
             inbox.put_nowait(m.Stop())
 
     index = spec.worker_index
-
-    def send_snapshot(snap: IntervalSnapshot) -> None:
-        if offset_ns:
-            snap = replace(snap, start_ns=snap.start_ns + offset_ns, end_ns=snap.end_ns + offset_ns)
-        pipe.send(m.Snapshot(index, snap))
-
-    worker = Worker(spec, send_snapshot)
+    worker = _worker_for(spec, pipe, offset_ns)
     try:
         await worker.connect()
     except TargetUnreachable as exc:
@@ -101,19 +145,25 @@ async def serve(spec: WorkerSpec, pipe: Pipe, offset_ns: int = 0) -> None:
     pipe.send(m.Ready(index, socket.gethostname(), os.getpid()))
     loop.add_reader(pipe.fileno(), on_readable)
     command = await inbox.get()
-    if isinstance(command, m.Preload):
-        send_snapshot(await worker.preload())
+    if isinstance(command, m.Preload) and isinstance(worker, Worker):
+        pipe.send(m.Snapshot(index, _on_coordinator_clock(await worker.preload(), offset_ns)))
         command = await inbox.get()
     if not isinstance(command, m.Start):
         return
-
-    async def follow_stop() -> None:
-        while True:
-            if isinstance(await inbox.get(), m.Stop):
-                worker.stop()
-
-    follower = asyncio.create_task(follow_stop())
+    follower = asyncio.create_task(_follow(inbox, worker))
     summary = await worker.run(command.start_ns - offset_ns)
     follower.cancel()
     loop.remove_reader(pipe.fileno())
-    pipe.send(m.Done(index, _shift_summary(summary, offset_ns) if offset_ns else summary))
+    if offset_ns and isinstance(summary, WorkerSummary):
+        summary = _shift_summary(summary, offset_ns)
+    pipe.send(m.Done(index, summary))
+
+
+async def _follow(inbox: asyncio.Queue[m.Message], worker: ServedWorker) -> None:
+    """Commands during the run: Stop ends it; Consume starts a waiting consumer."""
+    while True:
+        message = await inbox.get()
+        if isinstance(message, m.Stop):
+            worker.stop()
+        elif isinstance(message, m.Consume) and isinstance(worker, QueueWorker):
+            worker.begin_consuming()

@@ -1,7 +1,9 @@
 """The queue coordinator: producers and consumers in processes of their own, one run.
 
-Phases: preflight (server version, the queue's backlog) -> spawn and connect -> start at
-one instant -> consumers start (at once, or when the producers report
+The same skeleton as a load run's coordinator: processes started by the local launcher
+and talked to through a ``WorkerPool`` (runner/pool.py), the same process entry and
+messages. Phases: preflight (server version, the queue's backlog) -> spawn and connect ->
+start at one instant -> consumers start (at once, or when the producers report
 --consumers-start-after messages stored) -> producers finish -> consumers stop when every
 acknowledged message was received, or when the queue stayed empty for the grace period
 (the rest is lost), or at the --duration limit -> accounting. Receipts arrive with the
@@ -14,15 +16,11 @@ not supported (end-to-end latency would mix two clocks).
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from multiprocessing.connection import Connection as Pipe
-from multiprocessing.connection import wait
 from typing import Any
 
 from kvbench import __version__
@@ -32,15 +30,18 @@ from kvbench.errors import RunAborted, TargetUnreachable, WorkerFailed
 from kvbench.metrics.backlog import backlog_at, backlog_peak
 from kvbench.metrics.delivery import Acknowledged, DeliveryLedger
 from kvbench.metrics.histogram import Histogram
-from kvbench.metrics.snapshot import merge_snapshots
+from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.environment import describe_environment
-from kvbench.results.queue import QueueIntervalRecord, QueueRunResult
+from kvbench.results.model import RunResult
+from kvbench.results.queue import QueueInterval as QueueRecord
+from kvbench.results.queue import QueueSection
+from kvbench.runner import messages as m
 from kvbench.runner import probe
-from kvbench.runner import queue_messages as m
 from kvbench.runner.coordinator import new_run_id
+from kvbench.runner.local import LocalLauncher
+from kvbench.runner.pool import WorkerPool
 from kvbench.runner.process import event_loop_name
 from kvbench.runner.queue_probe import server_backlog
-from kvbench.runner.queue_process import queue_worker_main
 from kvbench.units import share_out
 
 # The gap between "everyone is ready" and the common start (as for runs): time for Start
@@ -61,8 +62,6 @@ class _Worker:
     """What the coordinator knows of one producer or consumer process."""
 
     spec: QueueWorkerSpec
-    pipe: Pipe
-    proc: Any
     host: dict[str, Any] = field(default_factory=dict)
     progress: QueueProgress | None = None
     counts: list[tuple[int, int]] = field(default_factory=list)  # (taken_ns, stored/received)
@@ -91,17 +90,19 @@ class QueueCoordinator:
     def __init__(
         self,
         config: QueueConfig,
-        on_interval: Callable[[QueueIntervalRecord], None] | None = None,
+        on_interval: Callable[[IntervalSnapshot, QueueRecord], None] | None = None,
         on_event: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
-        self._on_interval = on_interval or (lambda record: None)
+        self._on_interval = on_interval or (lambda snapshot, record: None)
         self._on_event = on_event or (lambda text: None)
         self.run_tag = int.from_bytes(os.urandom(4), "big")
         self._quotas = share_out(config.messages, config.producers)
         self._ledger = DeliveryLedger(self._quotas)
         self._workers: list[_Worker] = []
-        self._records: list[QueueIntervalRecord] = []
+        self._pool = WorkerPool(LocalLauncher())
+        self._snapshots: list[IntervalSnapshot] = []
+        self._records: list[QueueRecord] = []
         self._server: dict[str, Any] = {"intervals": []}
         self._start_ns = 0
         self._consume_start_ns: int | None = None
@@ -112,7 +113,7 @@ class QueueCoordinator:
         self._drained = True
         self._interrupted = False
 
-    def run(self) -> QueueRunResult:
+    def run(self) -> RunResult:
         """Run the whole queue measurement.
 
         Raises:
@@ -134,39 +135,27 @@ class QueueCoordinator:
             self._spawn()
             self._await_ready()
             self._start_ns = time.monotonic_ns() + START_DELAY_NS
-            consume_now = self.config.consumers_start_after == 0
-            if consume_now:
+            if self.config.consumers_start_after == 0:  # they start with the producers
                 self._consume_start_ns = self._start_ns
-            for worker in self._workers:
-                self._send(worker, m.Start(self._start_ns, consume_now))
+            self._pool.broadcast(m.Start(self._start_ns))
             self._collect()
         finally:
-            self._shutdown()
+            self._pool.stop()
         self._server["after"] = server_backlog(self.config)
         return self._result(started_at, targets)
 
     # -- processes ---------------------------------------------------------------------
 
     def _spawn(self) -> None:
-        context = multiprocessing.get_context("spawn")
         config = self.config
+        roles = [("producer", i, quota) for i, quota in enumerate(self._quotas)]
+        roles += [("consumer", i, 0) for i in range(config.consumers)]
         specs = [
-            QueueWorkerSpec(config, "producer", i, quota, self.run_tag)
-            for i, quota in enumerate(self._quotas)
-        ] + [
-            QueueWorkerSpec(config, "consumer", i, 0, self.run_tag) for i in range(config.consumers)
+            QueueWorkerSpec(config, role, index, quota, self.run_tag, number)
+            for number, (role, index, quota) in enumerate(roles)
         ]
-        for number, spec in enumerate(specs):
-            parent, child = context.Pipe(duplex=True)
-            proc = context.Process(
-                target=queue_worker_main,
-                args=(spec, number, child),
-                name=f"kvbench-{spec.role}-{spec.index}",
-                daemon=True,
-            )
-            proc.start()
-            child.close()
-            self._workers.append(_Worker(spec, parent, proc))
+        self._workers = [_Worker(spec) for spec in specs]
+        self._pool.start(specs)
 
     def _await_ready(self) -> None:
         deadline = time.monotonic_ns() + READY_TIMEOUT_NS
@@ -178,26 +167,11 @@ class QueueCoordinator:
                 if isinstance(message, m.Ready):
                     ready.add(number)
                     self._workers[number].host = {"host": message.host, "pid": message.pid}
+                elif isinstance(message, m.Failed) and message.kind == "unreachable":
+                    raise TargetUnreachable(message.message)
             failed = [w for w in self._workers if w.failure is not None]
             if failed:
-                text = failed[0].failure or ""
-                if text.startswith("cannot connect"):
-                    raise TargetUnreachable(text)
-                raise WorkerFailed("preflight", text.strip().splitlines()[-1])
-
-    def _shutdown(self) -> None:
-        for worker in self._workers:
-            worker.proc.join(timeout=2)
-            if worker.proc.is_alive():
-                worker.proc.terminate()
-                worker.proc.join(timeout=2)
-            worker.pipe.close()
-
-    def _send(self, worker: _Worker, message: m.Message) -> None:
-        if worker.over:
-            return
-        with contextlib.suppress(OSError):  # a dead process is noticed by _receive
-            worker.pipe.send(message)
+                raise WorkerFailed("preflight", (failed[0].failure or "").strip().splitlines()[-1])
 
     # -- the run -----------------------------------------------------------------------
 
@@ -239,9 +213,9 @@ class QueueCoordinator:
             stored >= self.config.consumers_start_after or self._producers_done_ns is not None
         ):
             self._consume_start_ns = now
-            for worker in self._workers:
+            for number, worker in enumerate(self._workers):
                 if not worker.producing:
-                    self._send(worker, m.Consume())
+                    self._pool.send(number, m.Consume())
             self._on_event(f"consumers started: {stored:,} messages stored")
         if self._stopped_consumers or self._producers_done_ns is None:
             return
@@ -268,40 +242,23 @@ class QueueCoordinator:
     def _stop_consumers(self, reason: str) -> None:
         self._stopped_consumers = True
         self._stop_reason = self._stop_reason or reason
-        for worker in self._workers:
+        for number, worker in enumerate(self._workers):
             if not worker.producing:
-                self._send(worker, m.Stop())
+                self._pool.send(number, m.Stop())
 
     def _stop_all(self, reason: str) -> None:
         self._stopped_all = True
         self._stop_reason = self._stop_reason or reason
         self._stopped_consumers = True
-        for worker in self._workers:
-            self._send(worker, m.Stop())
+        self._pool.broadcast(m.Stop())
 
     # -- messages ----------------------------------------------------------------------
 
     def _receive(self) -> list[tuple[int, m.Message]]:
-        """Wait up to POLL_S for messages, handle them, note dead workers."""
-        received: list[tuple[int, m.Message]] = []
-        pipes = {w.pipe: number for number, w in enumerate(self._workers) if not w.over}
-        for pipe in wait(list(pipes), timeout=POLL_S):
-            assert isinstance(pipe, Pipe)
-            number = pipes[pipe]
-            worker = self._workers[number]
-            while not worker.over:
-                try:
-                    if not pipe.poll():
-                        break
-                    message = m.check(pipe.recv())
-                except (EOFError, OSError):
-                    worker.failure = worker.failure or "worker process exited"
-                    break
-                received.append((number, message))
-                self._handle(worker, message)
-        for worker in self._workers:
-            if not worker.over and worker.proc.exitcode is not None and not worker.pipe.poll():
-                worker.failure = f"worker process exited with code {worker.proc.exitcode}"
+        """Wait up to POLL_S for messages and handle them (a dead worker is a Failed one)."""
+        received = self._pool.receive(POLL_S)
+        for number, message in received:
+            self._handle(self._workers[number], message)
         return received
 
     def _handle(self, worker: _Worker, message: m.Message) -> None:
@@ -319,10 +276,11 @@ class QueueCoordinator:
                 worker.intervals[report.snapshot.index] = report
                 self._emit_intervals()
         elif isinstance(message, m.Done):
+            assert isinstance(message.summary, QueueSummary)
             worker.summary = message.summary
             self._emit_intervals()
         elif isinstance(message, m.Failed):
-            worker.failure = message.message
+            worker.failure = worker.failure or message.message
 
     # -- intervals ---------------------------------------------------------------------
 
@@ -334,11 +292,14 @@ class QueueCoordinator:
             waiting = [w for w in self._workers if not w.over and index not in w.intervals]
             if not parts or (waiting and not final):
                 return
-            record = self._merge(index, parts)
+            snapshot, record = self._merge(index, parts)
+            self._snapshots.append(snapshot)
             self._records.append(record)
-            self._on_interval(record)
+            self._on_interval(snapshot, record)
 
-    def _merge(self, index: int, parts: list[QueueInterval]) -> QueueIntervalRecord:
+    def _merge(
+        self, index: int, parts: list[QueueInterval]
+    ) -> tuple[IntervalSnapshot, QueueRecord]:
         e2e = [p.e2e for p in parts if p.e2e is not None]
         stored = received = 0
         for worker in self._workers:
@@ -349,8 +310,8 @@ class QueueCoordinator:
         sample = server_backlog(self.config)
         if sample is not None:
             self._server["intervals"].append({"index": index, **sample})
-        return QueueIntervalRecord(
-            snapshot=merge_snapshots(p.snapshot for p in parts),
+        return merge_snapshots(p.snapshot for p in parts), QueueRecord(
+            index=index,
             e2e=Histogram.merged(e2e) if e2e else None,
             stored_total=stored,
             received_total=received,
@@ -359,11 +320,12 @@ class QueueCoordinator:
 
     # -- result ------------------------------------------------------------------------
 
-    def _result(self, started_at: str, targets: list[dict[str, Any]]) -> QueueRunResult:
-        producers = [w for w in self._workers if w.producing]
-        consumers = [w for w in self._workers if not w.producing]
-        acknowledged = [_acknowledged(w) for w in producers]
-        delivery = self._ledger.finish(acknowledged)
+    def _result(self, started_at: str, targets: list[dict[str, Any]]) -> RunResult:
+        """The run (mode ``queue``) with its queue section.
+
+        Raises:
+            RunAborted: every worker failed.
+        """
         failed = [w for w in self._workers if w.failure is not None]
         if failed and not any(w.summary for w in self._workers):
             raise RunAborted("run", failed[0].failure or "every worker failed")
@@ -373,6 +335,31 @@ class QueueCoordinator:
             status = "partial"
         else:
             status = "ok"
+        queue = self._section(drained=self._drained and not self._interrupted and not failed)
+        end_ns = max(queue.produce_end_ns, queue.consume_end_ns, self._start_ns)
+        return RunResult(
+            run_id=new_run_id(),
+            started_at=started_at,
+            status=status,
+            mode="queue",
+            kvbench_version=__version__,
+            config=self.config.to_dict() | {"run_tag": self.run_tag},
+            targets=targets,
+            window_start_ns=self._start_ns,
+            window_end_ns=end_ns,
+            intervals=self._snapshots,
+            workers=[_worker_row(w) for w in self._workers],
+            errors=_errors(self._workers),
+            environment=describe_environment(event_loop_name()),
+            server=self._server,
+            queue=queue,
+        )
+
+    def _section(self, drained: bool) -> QueueSection:
+        """Delivery, windows, consumers and the backlog, from what the workers reported."""
+        producers = [w for w in self._workers if w.producing]
+        consumers = [w for w in self._workers if not w.producing]
+        delivery = self._ledger.finish([_acknowledged(w) for w in producers])
         out_of_order = delivery.out_of_order_by_consumer
         summaries = [w.summary for w in consumers if w.summary is not None]
         consume_starts = [s.consume_start_ns for s in summaries if s.consume_start_ns is not None]
@@ -382,14 +369,7 @@ class QueueCoordinator:
         end_ns = max([self._start_ns, *(t for w in self._workers for t, _ in w.counts[-1:])])
         grid = list(range(self._start_ns, end_ns + BACKLOG_STEP_NS, BACKLOG_STEP_NS))
         series = backlog_at(stored_series, received_series, grid)
-        return QueueRunResult(
-            run_id=new_run_id(),
-            started_at=started_at,
-            status=status,
-            kvbench_version=__version__,
-            config=self.config.to_dict() | {"run_tag": self.run_tag},
-            targets=targets,
-            start_ns=self._start_ns,
+        return QueueSection(
             produce_end_ns=max((w.summary.last_ack_ns for w in producers if w.summary), default=0),
             consume_start_ns=min(consume_starts) if consume_starts else self._consume_start_ns,
             consume_end_ns=max((s.last_receive_ns for s in summaries), default=0),
@@ -412,12 +392,8 @@ class QueueCoordinator:
             backlog_series=[
                 ((t - self._start_ns) / 1e9, b) for t, b in zip(grid, series, strict=True)
             ],
-            drained=self._drained and not self._interrupted and not failed,
+            drained=drained,
             stop_reason=self._stop_reason,
-            server=self._server,
-            workers=[_worker_row(w) for w in self._workers],
-            errors=_errors(self._workers),
-            environment=describe_environment(event_loop_name()),
         )
 
 

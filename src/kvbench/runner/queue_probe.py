@@ -1,8 +1,10 @@
-"""A blocking side connection to a queue server: its version and the queue's backlog.
+"""A queue's backlog as its server counts it, asked on a side connection.
 
-memcacheq: ``stats queue`` (``STAT <queue> <enqueued>/<dequeued>``); Redis: ``LLEN``.
-Never on the load's connections. A server that cannot say gives None, not an error: the
-backlog seen by the server is a cross-check, the client's own counts are the figures.
+memcacheq: ``stats queue`` (``STAT <queue> <enqueued>/<dequeued>``), with ``stats``'s pid
+and uptime to tell a restart; Redis: ``LLEN`` (after the URL's AUTH/SELECT). Asked through
+runner/probe.py's one connect-and-ask routine; never on the load's connections. A server
+that cannot say gives None, not an error: the backlog seen by the server is a
+cross-check, the client's own counts are the figures.
 """
 
 from __future__ import annotations
@@ -12,19 +14,14 @@ from typing import Any
 
 from kvbench.config.queue import QueueConfig
 from kvbench.engine.setup import setup_for
-from kvbench.errors import ProtocolError
-from kvbench.protocols.base import NEED_DATA, CodecOptions, Op, Reply, ReplyKind
-from kvbench.protocols.memcacheq import (
-    STATS_QUEUE_REQUEST,
-    parse_stats_queue,
-    stats_queue_complete,
-)
+from kvbench.errors import TargetUnreachable
+from kvbench.protocols.base import CodecOptions, Op, ReplyKind
+from kvbench.protocols.memcacheq import STATS_QUEUE_REQUEST, parse_stats_queue
 from kvbench.protocols.resp import RespCodec
+from kvbench.runner.probe import ask, exchange, text_exchange
 
-# A stats reply larger than this is not what we asked for.
-MAX_STATS_BYTES = 1 << 20
 # memcacheq's ``stats`` fields naming the server process: a restart changes them, and the
-# ``stats queue`` counts start again (report/queue_report.py then stops comparing them).
+# ``stats queue`` counts start again (the report then stops comparing them).
 PROCESS_STATS = (b"pid", b"uptime")
 
 
@@ -32,32 +29,18 @@ def server_backlog(config: QueueConfig, timeout_s: float = 2.0) -> dict[str, Any
     """The queue as the server sees it: ``{"backlog": n}`` plus, for memcacheq, the
     cumulative ``enqueued`` and ``dequeued`` counts; None when the server cannot tell."""
     try:
-        with socket.create_connection(
-            (config.target.host, config.target.port), timeout=timeout_s
-        ) as sock:
-            if config.backend == "memcacheq":
-                return _stats_queue(sock, config.queue)
-            return _llen(sock, config)
-    except (OSError, ProtocolError):
+        if config.backend == "memcacheq":
+            return ask(config.target, timeout_s, "stats queue", lambda s: _stats_queue(s, config))
+        return ask(config.target, timeout_s, "LLEN", lambda sock: _llen(sock, config))
+    except TargetUnreachable:  # the server could not say (it closed, refused, garbled)
         return None
 
 
-def _stats_queue(sock: socket.socket, queue: str) -> dict[str, Any]:
-    process = _process_stats(_ask(sock, b"stats\r\n"))
-    enqueued, dequeued = parse_stats_queue(_ask(sock, STATS_QUEUE_REQUEST)).get(queue, (0, 0))
+def _stats_queue(sock: socket.socket, config: QueueConfig) -> dict[str, Any]:
+    process = _process_stats(text_exchange(sock, b"stats\r\n"))
+    queues = parse_stats_queue(text_exchange(sock, STATS_QUEUE_REQUEST))
+    enqueued, dequeued = queues.get(config.queue, (0, 0))
     return {"backlog": enqueued - dequeued, "enqueued": enqueued, "dequeued": dequeued, **process}
-
-
-def _ask(sock: socket.socket, request: bytes) -> bytearray:
-    """Send a stats request; its whole reply (up to END, or an error line)."""
-    sock.sendall(request)
-    data = bytearray()
-    while not stats_queue_complete(data):
-        chunk = sock.recv(65536)
-        if not chunk or len(data) > MAX_STATS_BYTES:
-            raise ProtocolError(f"{request.strip().decode()} reply cut short")
-        data += chunk
-    return data
 
 
 def _process_stats(data: bytes | bytearray) -> dict[str, str]:
@@ -78,19 +61,7 @@ def _llen(sock: socket.socket, config: QueueConfig) -> dict[str, Any] | None:
     setup = setup_for(config.target)
     expected = setup(codec, out) if setup else 0
     expected += codec.encode(Op.COMMAND, [b"LLEN", config.queue.encode()], None, out)
-    sock.sendall(out)
-    replies: list[Reply] = []
-    while len(replies) < expected:
-        reply = codec.next_reply()
-        if reply is NEED_DATA:
-            chunk = sock.recv(65536)
-            if not chunk:
-                codec.feed_eof()
-            else:
-                codec.feed(chunk)
-            continue
-        replies.append(reply)
-    last = replies[-1]
+    last = exchange(sock, codec, out, expected)[-1]
     if last.kind == ReplyKind.ERROR_REPLY or last.payload is None:
         return None
     return {"backlog": int(last.payload)}

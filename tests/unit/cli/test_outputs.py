@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvbench.cli import main
-from kvbench.cli.export import Outputs, check_writable
+from kvbench.cli.outputs import Outputs, check_writable
 from kvbench.errors import ConfigError
 from kvbench.results import Store
 from tests.unit.results.test_store import a_run

@@ -78,7 +78,9 @@ def make(
     worker.next_cut_ns = NEVER
     if driver == "compiled":
         worker.pumps = fastpath.PumpFactory(worker.tally, 0)
-    conn = Connection(worker, codec_factory_for(config.targets[0]), None, pipeline)
+    conn = worker.make_connection(
+        codec_factory_for(config.targets[0]), None, pipeline, worker.shards[0]
+    )
     worker.connections = [conn]
     transport = ScriptedTransport()
     conn.connection_made(transport)
@@ -170,3 +172,29 @@ def test_more_replies_than_requests_is_a_protocol_error_not_a_corrupt_record(dri
     assert transport.aborted and worker.errors == {"protocol_error": 1}
     snap = cut(worker)  # the fold still lines up
     assert snap.counts == {"get": {"miss": 1}}
+
+
+def test_a_refill_that_raises_sends_what_was_taken_and_keeps_the_fifo_aligned(
+    driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests taken from the chunk before a failed refill go out and stay in flight, each
+    with its send time (the Python driver lost them from the write and the send times)."""
+    worker, conn, transport = make(driver, pipeline=4, ratio="0:1")
+    transport.take_requests()
+    source = conn.source
+    left = source.size - source.pos if driver == "python" else source.size - 4  # in the chunk
+
+    def refill() -> None:
+        raise MemoryError("the workload could not draw its next chunk")
+
+    monkeypatch.setattr(source, "refill", refill)
+    with pytest.raises(MemoryError, match="next chunk"):
+        conn.issue(left + 10)
+    assert len(transport.take_requests()) == left
+    assert conn.inflight == 4 + left
+    worker.issuing = False
+    conn.data_received(b"END\r\n" * (4 + left))  # every one answered
+    snap = cut(worker)
+    assert snap.counts == {"get": {"miss": 4 + left}}
+    assert snap.latency["get"].total_count == 4 + left
+    assert conn.inflight == 0 and not transport.aborted

@@ -10,7 +10,8 @@ import asyncio
 
 import pytest
 
-from kvbench.engine.worker import RECONNECT_FIRST_NS, Worker
+from kvbench.engine.reconnect import RECONNECT_FIRST_NS
+from kvbench.engine.worker import Worker
 from kvbench.metrics.snapshot import IntervalSnapshot
 from tests.unit.engine.test_connection import cut, make
 
@@ -60,7 +61,7 @@ def test_refusals_while_running_are_counted_and_back_off(driver: str) -> None:
     async def scenario() -> tuple[dict[str, float], list[int]]:
         worker, conn, transport = make(driver, pipeline=2, ratio="0:1")
         worker._running = True
-        worker._live_min = worker.live_connections
+        worker.restart_live_min()
         delays = []
         for _ in range(3):  # reopened, and refused again at once
             conn.connection_lost(None)

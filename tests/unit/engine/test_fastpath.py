@@ -44,8 +44,17 @@ def test_the_compiled_pump_is_built_here() -> None:
         ("memcached://127.0.0.1:1", {"workload.verify": True}, "--verify"),
         ("memcached://127.0.0.1:1", {"workload.ttl_s": "10-20"}, "a --ttl range"),
         ("memcached://127.0.0.1:1", {"workload.ttl_s": "10"}, None),
-        ("memcached+binary://127.0.0.1:1", {}, "memcache-binary has no compiled scanner"),
+        ("memcached+binary://127.0.0.1:1", {}, None),
+        ("memcached+meta://127.0.0.1:1", {}, None),
+        (
+            "memcached+binary://127.0.0.1:1",
+            {"workload.ratio": "set=1,delete=1,incr=1,mget=1"},
+            None,
+        ),
+        ("memcached+meta://127.0.0.1:1", {"workload.ratio": "set=1,get=1,incr=1,mget=1"}, None),
+        ("memcached+meta://127.0.0.1:1", {"load.rate": "1000"}, "open loop"),
         ("redis://127.0.0.1:1/0?resp=3", {}, "resp3 has no compiled scanner"),
+        ("http+memc://127.0.0.1:1/memc", {}, "http-memc has no compiled scanner"),
     ],
 )
 def test_python_reason_names_what_keeps_a_run_off_the_compiled_driver(
@@ -66,9 +75,18 @@ def test_the_switch_forces_the_python_driver(monkeypatch: pytest.MonkeyPatch) ->
     assert reason == expected
 
 
-@pytest.mark.parametrize("url", ["memcached://127.0.0.1:1", "redis://127.0.0.1:1/0"])
-def test_a_pump_sends_what_the_connections_codec_would(url: str) -> None:
-    """The glue passes the run's ttl (and the codecs' flags) to the C encoder."""
+@pytest.mark.parametrize(
+    ("url", "ttl_bytes"),
+    [
+        ("memcached://127.0.0.1:1", b" 0 30 "),
+        ("redis://127.0.0.1:1/0", b"$2\r\n30\r\n"),
+        ("memcached+binary://127.0.0.1:1", b"\0\0\0\0\0\0\0\x1e"),  # flags, ttl
+        ("memcached+meta://127.0.0.1:1", b" T30 F0 "),
+    ],
+)
+def test_a_pump_sends_what_the_connections_codec_would(url: str, ttl_bytes: bytes) -> None:
+    """The glue passes the run's ttl (and the codecs' flags) to the C encoder, and a pump
+    numbers opaques as a fresh codec does."""
     pump_oracle.require_compiled()
     from kvbench.engine import _pump  # type: ignore[attr-defined]
 
@@ -86,4 +104,4 @@ def test_a_pump_sends_what_the_connections_codec_would(url: str) -> None:
         codec.encode_many(source.ops, source.keys, source.values, 0, source.size, expected)
         source.refill()
     assert written[0] == bytes(expected[: len(written[0])])
-    assert b" 30 " in written[0] or b"$2\r\n30\r\n" in written[0]
+    assert ttl_bytes in written[0]

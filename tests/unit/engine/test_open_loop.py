@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kvbench.config import load_config
@@ -26,7 +28,7 @@ def test_drops_are_counted_by_op_and_taken_from_every_server_in_turn() -> None:
         1,
     )
     worker = Worker(WorkerSpec(config, 0, 1, 2, None), lambda snap: None)
-    dispatcher = OpenLoopDispatcher(worker, Schedule(1000, 0, "uniform", seed=1), 10**9)
+    dispatcher = OpenLoopDispatcher(*_parts(worker), Schedule(1000, 0, "uniform", seed=1), 10**9)
     expected = [
         worker.shards[i % 2].source.ops[worker.shards[i % 2].source.pos + i // 2] for i in range(10)
     ]
@@ -36,6 +38,11 @@ def test_drops_are_counted_by_op_and_taken_from_every_server_in_turn() -> None:
     assert sum(dropped.values()) == 10
     assert dropped == {op: expected.count(op) for op in set(expected)}
     assert dispatcher.next_index == 10
+
+
+def _parts(worker: Worker) -> tuple[Any, ...]:
+    """What a dispatcher takes of its worker."""
+    return worker, worker.tally, worker.recorder, worker.connections, worker.shards
 
 
 class _Sink:
@@ -75,7 +82,7 @@ def test_offered_per_interval_is_the_schedule_count_far_above_a_poisson_chunk(
     worker = _open_loop_worker(rate)
     sink = _Sink()
     worker.connections = [sink]  # type: ignore[list-item]
-    dispatcher = OpenLoopDispatcher(worker, Schedule(rate, 0, arrival, seed=3), S)
+    dispatcher = OpenLoopDispatcher(*_parts(worker), Schedule(rate, 0, arrival, seed=3), S)
     reference = Schedule(rate, 0, arrival, seed=3)  # never released
     offered = []
     boundary = S
@@ -99,7 +106,9 @@ def test_poisson_backlog_beyond_max_lag_is_dropped_exactly_after_releases() -> N
     worker = _open_loop_worker(rate)
     sink = _Sink()
     worker.connections = [sink]  # type: ignore[list-item]
-    dispatcher = OpenLoopDispatcher(worker, Schedule(rate, 0, "poisson", seed=8), max_lag_ns)
+    dispatcher = OpenLoopDispatcher(
+        *_parts(worker), Schedule(rate, 0, "poisson", seed=8), max_lag_ns
+    )
     reference = Schedule(rate, 0, "poisson", seed=8)
     for now in range(0, 3 * S, MS):
         sink.connected = not (S <= now < S + S // 2)

@@ -30,19 +30,22 @@ class ScriptedTransport(asyncio.Transport):
 
 
 class Owner:
-    """Records what the link tells its worker."""
+    """Records what the link tells its worker (a ``LinkHost``)."""
 
     def __init__(self) -> None:
         self.errors: list[tuple[str, str]] = []
         self.broken = 0
 
-    def link_ready(self) -> None:
+    def connection_opened(self) -> None:
         pass
 
-    def link_broken(self) -> None:
+    def connection_ready(self, link: Any) -> None:
+        pass
+
+    def connection_broken(self, link: Any, announced: bool, was_live: bool, refused: bool) -> None:
         self.broken += 1
 
-    def link_progressed(self) -> None:
+    def maybe_finished(self) -> None:
         pass
 
     def note_error(self, kind: str, text: str) -> None:
@@ -57,9 +60,7 @@ def producer(
     quota: int, pipeline: int, url: str = "memcacheq://127.0.0.1/q"
 ) -> tuple[Producer, ScriptedTransport, Owner, Recorder]:
     owner, recorder, transport = Owner(), Recorder(QUEUE_OPS), ScriptedTransport()
-    link = Producer(
-        owner, commands(url), None, recorder, pipeline, MessageFormat(TAG, 3, 40), quota
-    )
+    link = Producer(owner, commands(url), recorder, pipeline, MessageFormat(TAG, 3, 40), quota)
     link.connection_made(transport)
     link.issuing = True
     link.fill()
@@ -108,7 +109,7 @@ def consumer(
     pipeline: int, poll_ns: int = 0, url: str = "memcacheq://127.0.0.1/q"
 ) -> tuple[Consumer, ScriptedTransport, Owner, Recorder]:
     owner, recorder, transport = Owner(), Recorder(QUEUE_OPS), ScriptedTransport()
-    link = Consumer(owner, commands(url), None, recorder, pipeline, TAG, poll_ns)
+    link = Consumer(owner, commands(url), recorder, pipeline, TAG, poll_ns)
     link.connection_made(transport)
     link.issuing = True
     link.fill()

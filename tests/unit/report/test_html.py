@@ -15,9 +15,9 @@ from kvbench.cli import cli
 from kvbench.metrics import Histogram, IntervalSnapshot
 from kvbench.report import document, summarize
 from kvbench.report.html import MAX_POINTS, render, script_json
+from kvbench.report.latency import min_samples
 from kvbench.report.levels import comparison, target_column
 from kvbench.report.series import ALL_OPS, coarsen, run_spectrum, server_series, spectrum
-from kvbench.report.summary import min_samples
 from kvbench.results.model import RunResult
 from kvbench.results.store import Store
 from tests.support.report_page import parse, resolve

@@ -1,4 +1,5 @@
-"""The queue report from a fixed QueueRunResult: document figures, verdicts, terminal text."""
+"""A queue run is a run: its summary, document, verdicts and terminal text from a fixed
+``RunResult`` (mode ``queue``) with its queue section."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ from rich.console import Console
 
 from kvbench.metrics import Histogram, IntervalSnapshot
 from kvbench.metrics.delivery import Acknowledged, DeliveryLedger
-from kvbench.report.queue_report import (
-    print_queue_summary,
-    queue_document,
-    queue_interval_row,
-    queue_live_line,
-)
-from kvbench.results.queue import QueueIntervalRecord, QueueRunResult
+from kvbench.report import document, summarize
+from kvbench.report.summary import queue_interval_row
+from kvbench.report.terminal import print_summary, queue_live_line
+from kvbench.results.model import RunResult
+from kvbench.results.queue import QueueInterval, QueueSection
+from kvbench.results.status import delivery_problem, run_status
 
 S = 1_000_000_000
 MS = 1_000_000
@@ -24,7 +24,7 @@ MS = 1_000_000
 
 def interval(
     index: int, puts: int, gets: int, empties: int, e2e_ms: list[int]
-) -> QueueIntervalRecord:
+) -> tuple[IntervalSnapshot, QueueInterval]:
     latency = Histogram()
     latency.record_many([100_000] * (puts + gets + empties))
     e2e = Histogram()
@@ -38,20 +38,33 @@ def interval(
         {"put": latency, "get": latency},
         stats={"cpu_ns": S // 2},
     )
-    return QueueIntervalRecord(
-        snapshot, e2e if e2e_ms else None, puts * (index + 1), gets * (index + 1)
-    )
+    record = QueueInterval(index, e2e if e2e_ms else None, puts * (index + 1), gets * (index + 1))
+    return snapshot, record
 
 
-def result(lost_seq: int | None = None, **kw: Any) -> QueueRunResult:
+def result(lost_seq: int | None = None, **kw: Any) -> RunResult:
     ledger = DeliveryLedger([1000, 1000])
     for producer in (0, 1):
         seqs = [s for s in range(1000) if not (producer == 0 and s == lost_seq)]
         ledger.add(producer, [producer] * len(seqs), seqs)
-    return QueueRunResult(
+    parts = [interval(0, 1000, 1000, 5, [1] * 1000), interval(1, 1000, 1000, 5, [3] * 1000)]
+    section = QueueSection(
+        produce_end_ns=2 * S,
+        consume_start_ns=0,
+        consume_end_ns=4 * S,
+        intervals=[record for _, record in parts],
+        delivery=ledger.finish([Acknowledged(1000), Acknowledged(1000)]),
+        empties=10,
+        backlog_peak=1234,
+        backlog_peak_ns=S // 2,
+        drained=kw.pop("drained", True),
+        stop_reason=kw.pop("stop_reason", ""),
+    )
+    return RunResult(
         run_id="20261129-000000-abcdef",
         started_at="2026-11-29T00:00:00+00:00",
         status=kw.pop("status", "ok"),
+        mode="queue",
         kvbench_version="0.0",
         config={
             "queue": "q",
@@ -63,38 +76,40 @@ def result(lost_seq: int | None = None, **kw: Any) -> QueueRunResult:
             "consumers": 2,
         },
         targets=[{"url": "memcacheq://h/q", "protocol": "memcache-text", "server_version": "x"}],
-        start_ns=0,
-        produce_end_ns=2 * S,
-        consume_start_ns=0,
-        consume_end_ns=4 * S,
-        intervals=[interval(0, 1000, 1000, 5, [1] * 1000), interval(1, 1000, 1000, 5, [3] * 1000)],
-        delivery=ledger.finish([Acknowledged(1000), Acknowledged(1000)]),
-        empties=10,
-        backlog_peak=1234,
-        backlog_peak_ns=S // 2,
+        window_start_ns=0,
+        window_end_ns=4 * S,
+        intervals=[snapshot for snapshot, _ in parts],
         workers=[{"role": "producer", "index": 0, "cpu_s": 1.9, "active_s": 2.0}],
         server={"before": {"backlog": 0}, "after": {"backlog": 0}},
+        queue=section,
         **kw,
     )
 
 
+def doc_of(run: RunResult) -> dict[str, Any]:
+    return document(summarize(run))
+
+
 def test_rates_come_from_each_sides_own_window() -> None:
-    doc = queue_document(result())
+    doc = doc_of(result())
     queue = doc["queue"]
     assert queue["puts_per_s"] == 1000.0  # 2000 stored over the 2 s produce window
     assert queue["gets_per_s"] == 500.0  # 2000 received over the 4 s consume window
-    assert doc["window_s"] == 4.0 and doc["totals"]["throughput_per_s"] == 500.0
+    # The op rows carry the same rates: an empty answer is no get.
+    assert doc["ops"]["put"]["throughput_per_s"] == 1000.0
+    assert doc["ops"]["get"]["throughput_per_s"] == 500.0
+    assert doc["window_s"] == 4.0 and doc["totals"]["throughput_per_s"] == 1500.0
     assert (queue["lost"], queue["duplicated"], queue["out_of_order"]) == (0, 0, 0)
 
 
 def test_e2e_percentiles_come_from_the_merged_histogram() -> None:
-    latency = queue_document(result())["queue"]["e2e_latency_us"]
+    latency = doc_of(result())["queue"]["e2e_latency_us"]
     assert 999 <= latency["p50"] <= 1001 and 2997 <= latency["p90"] <= 3003
     assert latency["p99_99"] is None  # 2,000 samples cannot support p99.99
 
 
 def test_a_lost_message_is_an_error_verdict_with_its_seq() -> None:
-    doc = queue_document(result(lost_seq=17))
+    doc = doc_of(result(lost_seq=17))
     assert doc["queue"]["lost"] == 1
     assert doc["queue"]["producers"][0]["lost_examples"] == [17]
     ids = {v["id"]: v["level"] for v in doc["verdicts"]}
@@ -102,28 +117,30 @@ def test_a_lost_message_is_an_error_verdict_with_its_seq() -> None:
 
 
 def test_a_run_ended_by_the_limit_warns_that_lost_may_be_queued() -> None:
-    doc = queue_document(result(drained=False, stop_reason="--duration limit reached"))
+    doc = doc_of(result(drained=False, stop_reason="--duration limit reached"))
     assert any(v["id"] == "queue.not_drained" for v in doc["verdicts"])
 
 
-def test_a_lost_message_fails_the_run_in_the_document() -> None:
-    doc = queue_document(result(lost_seq=17))
+def test_a_lost_message_fails_the_run_in_the_document_and_the_status() -> None:
+    doc = doc_of(result(lost_seq=17))
     assert (doc["status"], doc["process_status"]) == ("failed", "ok")
     assert doc["status_reasons"] == ["1 acknowledged messages were never received"]
-    assert queue_document(result())["status"] == "ok"
+    assert run_status(result(lost_seq=17)).name == "failed"
+    assert doc_of(result())["status"] == "ok"
     # not drained: the message may still be queued, the run is not failed for it
-    undrained = queue_document(result(lost_seq=17, drained=False, stop_reason="limit"))
+    undrained = doc_of(result(lost_seq=17, drained=False, stop_reason="limit"))
     assert undrained["status"] == "ok"
     # an interrupted run is interrupted, lost messages or not
-    assert queue_document(result(lost_seq=17, status="interrupted"))["status"] == "interrupted"
+    assert doc_of(result(lost_seq=17, status="interrupted"))["status"] == "interrupted"
 
 
-def test_a_busy_client_is_flagged() -> None:
-    assert any(v["id"] == "client.cpu" for v in queue_document(result())["verdicts"])
+def test_a_busy_client_is_flagged_against_its_own_span() -> None:
+    verdicts = [v for v in doc_of(result())["verdicts"] if v["id"] == "client.cpu"]
+    assert verdicts and verdicts[0]["message"].startswith("producer 0 used 95% of a core")
 
 
-def test_the_document_is_json_and_has_the_run_document_keys() -> None:
-    doc = json.loads(json.dumps(queue_document(result())))
+def test_the_document_is_a_run_document_with_a_queue_section() -> None:
+    doc = json.loads(json.dumps(doc_of(result())))
     for key in (
         "schema_version",
         "run_id",
@@ -134,21 +151,26 @@ def test_the_document_is_json_and_has_the_run_document_keys() -> None:
         "totals",
         "ops",
         "intervals",
+        "connections",
         "verdicts",
+        "queue",
     ):
         assert key in doc
     assert doc["mode"] == "queue" and doc["ops"]["get"]["outcomes"] == {"hit": 2000, "miss": 10}
     assert Histogram.decode(doc["queue"]["e2e_latency_hdr"]).total_count == 2000
+    assert doc["rounds"] == []  # a queue run has no rounds
 
 
 def test_interval_rows_carry_rates_backlog_and_e2e() -> None:
-    row = queue_interval_row(interval(0, 800, 500, 3, [2] * 500), 0)
+    snapshot, record = interval(0, 800, 500, 3, [2] * 500)
+    row = queue_interval_row(snapshot, record, 0)
     assert (row["puts_per_s"], row["gets_per_s"], row["backlog"], row["empties"]) == (
         800.0,
         500.0,
         300,
         3,
     )
+    assert row["ops"]["get"]["per_s"] == 500.0 and row["per_s"] == 1300.0  # empties are no gets
     assert 1990 <= row["e2e_p50_us"] <= 2010
     line = queue_live_line(row)
     assert "put 800/s" in line and "backlog 300" in line and "empty 3" in line
@@ -156,9 +178,7 @@ def test_interval_rows_carry_rates_backlog_and_e2e() -> None:
 
 def test_the_terminal_summary_names_every_delivery_figure() -> None:
     out = io.StringIO()
-    print_queue_summary(
-        Console(file=out, width=160, color_system=None), queue_document(result(lost_seq=3))
-    )
+    print_summary(Console(file=out, width=160, color_system=None), summarize(result(lost_seq=3)))
     text = out.getvalue()
     for needle in (
         "end to end",
@@ -166,17 +186,66 @@ def test_the_terminal_summary_names_every_delivery_figure() -> None:
         "lost 1",
         "backlog peak 1,234",
         "get: message 2,000  empty 10",
+        "status: failed - 1 acknowledged messages were never received",
     ):
         assert needle in text, needle
 
 
 def test_duplicated_messages_fail_the_run_drained_or_not() -> None:
-    from kvbench.report.queue_report import delivery_problem
-
-    assert delivery_problem({"lost": 0, "duplicated": 3, "drained": False}) == (
-        "3 messages were received twice or more"
-    )
-    assert delivery_problem({"lost": 2, "duplicated": 1, "drained": True}) == (
+    run = result()
+    assert run.queue is not None
+    ledger = DeliveryLedger([2])
+    ledger.add(0, [0, 0, 0], [0, 1, 1])
+    run.queue.delivery = ledger.finish([Acknowledged(2)])
+    run.queue.drained = False
+    assert delivery_problem(run.queue) == "1 messages were received twice or more"
+    assert run_status(run).name == "failed"
+    lost = DeliveryLedger([3])
+    lost.add(0, [0, 0], [0, 0])
+    run.queue.delivery = lost.finish([Acknowledged(3)])
+    run.queue.drained = True
+    assert delivery_problem(run.queue) == (
         "2 acknowledged messages were never received; 1 messages were received twice or more"
     )
-    assert delivery_problem({"lost": 2, "duplicated": 0, "drained": False}) is None
+    run.queue.drained = False
+    assert delivery_problem(run.queue) == "1 messages were received twice or more"
+
+
+def test_the_html_report_draws_the_ledger_e2e_and_backlog_with_the_documents_figures() -> None:
+    from kvbench.report.html import render
+    from tests.support.report_page import parse, resolve
+
+    run = result(lost_seq=17)
+    doc = document(summarize(run))
+    page = parse(render([run]))
+    pointers = {pointer for pointer, _, _ in page.cells}
+    for name in ("puts_per_s", "gets_per_s", "lost", "duplicated", "out_of_order", "empty_polls"):
+        assert f"/0/queue/{name}" in pointers, name
+    for name in ("p50", "p99"):
+        assert f"/0/queue/e2e_latency_us/{name}" in pointers
+    assert "/0/queue/backlog/peak" in pointers
+    assert {"/0/queue/producers/0/lost", "/0/queue/producers/1/duplicated"} <= pointers
+    for pointer, value, _ in page.cells:
+        assert json.loads(value) == resolve([doc], pointer), pointer
+    charts = {f.get("data-chart") for f in page.figures}
+    assert {"e2e", "e2e-spectrum", "backlog"} <= charts
+    assert "server-cpu" not in charts  # a queue's server is asked for its backlog only
+    data = json.loads(page.data_text)
+    assert data["runs"][0]["e2e_spectrum"] and data["runs"][0]["document"]["queue"]["lost"] == 1
+
+
+def test_diff_of_two_queue_runs_compares_each_sides_rates_and_the_queue_figures() -> None:
+    """Was: whole-window rates with empty answers counted as gets, and no queue figure."""
+    from kvbench.report.diff import diff_runs, to_dict
+
+    a, b = result(), result(lost_seq=3)
+    changes = {(c["metric"], c["op"]): c for c in to_dict(diff_runs(a, b))["changes"]}
+    assert (changes["throughput_per_s", "put"]["a"], changes["throughput_per_s", "get"]["a"]) == (
+        1000.0,
+        500.0,
+    )
+    assert changes["throughput_per_s", "get"]["b"] == 499.8  # 1,999 received over 4 s
+    assert (changes["lost", "delivery"]["a"], changes["lost", "delivery"]["b"]) == (0, 1)
+    doc = doc_of(a)
+    assert changes["e2e_p99_us", "end to end"]["a"] == doc["queue"]["e2e_latency_us"]["p99"]
+    assert changes["backlog_peak", "backlog"]["b"] == 1234

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from kvbench.metrics import Histogram, IntervalSnapshot
+from kvbench.report.latency import latency_summary, min_samples
 from kvbench.report.reconcile import reconcile, server_cpu
-from kvbench.report.summary import latency_summary, min_samples
 from kvbench.report.verdicts import Evidence, all_verdicts, littles_law
 from kvbench.results.model import RunResult
 from kvbench.results.status import Tally

@@ -380,6 +380,16 @@
 
   var RATE_AXIS = { label: "ops/s", fmt: fmtRate };
 
+  // One server figure over time (run.server: the samples' derived series).
+  function serverLine(plot, run, key, spec) {
+    var at = elapsed(run.document);
+    lineChart(plot, {
+      none: spec.none,
+      series: [{ name: spec.name, color: spec.color, points: run.server.map(function (s) { return [at(s.round, s.t_s), s[key]]; }) }],
+      x: TIME, y: { label: spec.label, fmt: fmtPlain }
+    });
+  }
+
   // -- sweeps -------------------------------------------------------------------------
 
   var LEVEL_LABELS = { connections: "connections", pipeline: "pipeline depth (requests in flight per connection)",
@@ -469,6 +479,37 @@
         return { label: op, parts: parts, total: total };
       }) });
     },
+    e2e: function (plot, run) {
+      var doc = run.document;
+      lineChart(plot, {
+        none: "no message received",
+        series: [["e2e_p50_us", "p50", COLORS[4]], ["e2e_p99_us", "p99", COLORS[3]]].map(function (f) {
+          return { name: "end to end " + f[1], color: f[2], points: doc.intervals.map(function (r) {
+            return [r.t_s, r[f[0]] === undefined ? null : r[f[0]]];
+          }) };
+        }),
+        x: TIME, y: { label: "end-to-end latency", fmt: fmtUs }
+      });
+    },
+    "e2e-spectrum": function (plot, run) {
+      lineChart(plot, {
+        none: "no message received",
+        series: [{ name: "end to end", color: COLORS[4], points: run.e2e_spectrum || [] }],
+        x: SPECTRUM_AXES.x, y: SPECTRUM_AXES.y
+      });
+    },
+    backlog: function (plot, run) {
+      var queue = run.document.queue;
+      lineChart(plot, {
+        none: "no backlog reported",
+        series: [
+          { name: "acknowledged − received (client)", color: COLORS[0], points: queue.backlog.series },
+          { name: "the server's count", color: COLORS[1], dash: true,
+            points: run.document.intervals.map(function (r) { return [r.t_s, r.server_backlog]; }) }
+        ],
+        x: { label: "time from the start (s)", fmt: TIME.fmt }, y: { label: "messages", fmt: fmtPlain }
+      });
+    },
     "server-ops": function (plot, run) {
       var doc = run.document, at = elapsed(doc);
       if (!run.server.length) return empty(plot, "no server samples stored");
@@ -482,20 +523,10 @@
       });
     },
     "server-cpu": function (plot, run) {
-      var at = elapsed(run.document);
-      lineChart(plot, {
-        none: "no server CPU samples",
-        series: [{ name: "server CPU", color: COLORS[3], points: run.server.map(function (s) { return [at(s.round, s.t_s), s.cpu_cores]; }) }],
-        x: TIME, y: { label: "CPU (cores)", fmt: fmtPlain }
-      });
+      serverLine(plot, run, "cpu_cores", { name: "server CPU", color: COLORS[3], none: "no server CPU samples", label: "CPU (cores)" });
     },
     "server-connections": function (plot, run) {
-      var at = elapsed(run.document);
-      lineChart(plot, {
-        none: "no connection counts sampled",
-        series: [{ name: "open connections", color: COLORS[4], points: run.server.map(function (s) { return [at(s.round, s.t_s), s.connections]; }) }],
-        x: TIME, y: { label: "connections", fmt: fmtPlain }
-      });
+      serverLine(plot, run, "connections", { name: "open connections", color: COLORS[4], none: "no connection counts sampled", label: "connections" });
     },
     "compare-throughput": function (plot) {
       barChart(plot, {

@@ -1,0 +1,133 @@
+"""The options of ``kvbench run``, which ``sweep`` and ``compare`` take too, and the
+files and history options ``kvbench queue`` shares with them.
+
+Declared once, here, so the commands never drift apart; each command module applies them
+with ``run_options`` or ``output_options`` (none imports another command module).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# The files a run writes: (flag, parameter, help). ``kvbench queue`` writes them too.
+OUTPUT_FILES = (
+    ("--json", "json_path", "Write the result document here."),
+    ("--csv", "csv_path", "Write the per-interval series (CSV)."),
+    ("--hdr-log", "hdr_log_path", "Write the interval histograms as an HdrHistogram log."),
+    ("--report", "report_path", "Write the self-contained HTML report here."),
+)
+# Where a run is stored, and whether its intervals are shown as they come.
+_STORE: list[Callable[[Any], Any]] = [
+    click.option(
+        "--db",
+        type=click.Path(dir_okay=False),
+        help="History database. [~/.local/share/kvbench/history.db]",
+    ),
+    click.option("--no-save", is_flag=True, help="Do not store the run in the history."),
+    click.option("-q", "--quiet", is_flag=True, help="No live line per interval."),
+]
+
+_OPTIONS: list[Callable[[Any], Any]] = [
+    click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False),
+        help="TOML scenario file; flags override it.",
+    ),
+    click.option("-c", "--connections", help="Connections in total, shared across processes. [50]"),
+    click.option("--processes", help="Worker processes, one event loop each. [all cores]"),
+    click.option("-P", "--pipeline", help="Requests in flight per connection. [1]"),
+    click.option("--duration", help="Measured window, e.g. 10s, 2m. [10s]"),
+    click.option(
+        "-n", "--requests", help="Send exactly N requests in the window instead of a duration."
+    ),
+    click.option(
+        "--preset", help="Run a classic experiment (see kvbench presets); flags override it."
+    ),
+    click.option("--rounds", help="Repeat the measurement N times (fresh processes each). [1]"),
+    click.option("--warmup", help="Load before the window, excluded from every figure. [0s]"),
+    click.option(
+        "--ratio", help="SET:GET (1:10), or op=weight,... over set/get/delete/incr/mget. [1:10]"
+    ),
+    click.option("--keys", help="Keyspace size. [100000]"),
+    click.option("--key-prefix", help="Prefix of every key. [kvbench:]"),
+    click.option(
+        "--key-pattern",
+        help="sequential, uniform, zipf[:S] (S=0.99) or gaussian[:MEAN,STDDEV] "
+        "(fractions of the keyspace below 1, else keys). [uniform]",
+    ),
+    click.option("--key-size", help="Keys of exactly N bytes (prefix + zero-padded number)."),
+    click.option(
+        "--key-template", help="number, random:N (N-byte random keys) or float-counter. [number]"
+    ),
+    click.option(
+        "--value-size", help="Value bytes: 100, a range 100-1000, or weights 100:70,1000:30. [100]"
+    ),
+    click.option(
+        "--value-kind", help="random, compressible (~3:1 zlib) or timestamp (8-byte ms). [random]"
+    ),
+    click.option("--multiget", help="Keys per mget op. [10]"),
+    click.option(
+        "--ttl",
+        help="Expiry in seconds sent with stores; a range 60-120 gives each connection "
+        "its own. [0: none]",
+    ),
+    click.option(
+        "--verify",
+        is_flag=True,
+        default=None,
+        help="Store values derived from their key; check every get hit, count mismatches.",
+    ),
+    click.option(
+        "--preload", is_flag=True, default=None, help="Store every key once before measuring."
+    ),
+    click.option("--seed", help="Seed of the workload (recorded with the run). [random]"),
+    click.option(
+        "--rate",
+        help="Open loop: requests/s offered in total (10k); latency from intended send times.",
+    ),
+    click.option("--arrival", help="Open loop: uniform or poisson gaps. [uniform]"),
+    click.option(
+        "--max-lag", help="Open loop: drop (count, never send) a request this far behind. [1s]"
+    ),
+    click.option("--timeout", help="Per-request timeout, e.g. 500ms. [5s]"),
+    click.option(
+        "--max-error-rate",
+        help="Errors above this share of the ops make the run failed (exit 1): 1%, 0.1% or 0.01. [1%]",
+    ),
+    click.option("--interval", help="Live line and snapshot period. [1s]"),
+    click.option(
+        "--cluster",
+        help="Run the load workers on a Dask cluster: tcp://SCHEDULER:8786, one per Dask worker.",
+    ),
+    click.option(
+        "--cluster-listen",
+        help="HOST:PORT the Dask workers connect back to. [scheduler-facing address, any port]",
+    ),
+    *(
+        click.option(flag, name, type=click.Path(dir_okay=False), help=text)
+        for flag, name, text in OUTPUT_FILES
+    ),
+    *_STORE,
+]
+
+
+def run_options(command: F) -> F:
+    """Add every option of ``kvbench run`` to ``command``, in this order."""
+    return _apply(_OPTIONS, command)
+
+
+def output_options(command: F) -> F:
+    """Add the files a run writes and where it is stored (``kvbench queue``)."""
+    return _apply(_OPTIONS[-len(OUTPUT_FILES) - len(_STORE) :], command)
+
+
+def _apply(options: list[Callable[[Any], Any]], command: F) -> F:
+    for option in reversed(options):
+        command = option(command)
+    return command

@@ -1,0 +1,245 @@
+"""``kvbench run --preset NAME TARGET``: the classic experiments, run as library calls.
+
+A preset (config/presets.py) is settings and a shape: runs in steps, a sweep, a comparison
+at every level, or queue runs in steps. Each shape runs through cli/session.py's functions
+(measure and publish, ``sweep_and_report``, ``measure_queue``), so a preset's runs are
+ordinary runs: stored, labelled with their step or level, and written into the files asked
+for (every run, labelled, in each).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rich.console import Console
+
+from kvbench.cli.console import make_console
+from kvbench.cli.live import LiveView
+from kvbench.cli.outputs import (
+    Outputs,
+    check_history,
+    save_report,
+    write_json_document,
+    write_many,
+)
+from kvbench.cli.session import measure, measure_queue, publish, sweep_and_report
+from kvbench.config import ReportConfig, RunConfig, Settings, load_config
+from kvbench.config.load import default_db_path
+from kvbench.config.presets import Preset, Step, get_preset, with_scheme
+from kvbench.config.queue import build_queue_config
+from kvbench.errors import ConfigError
+from kvbench.report import document, summarize
+from kvbench.report.html import render
+from kvbench.report.levels import TargetColumn, comparison, target_column
+from kvbench.report.tables import compared_levels_table
+from kvbench.results.model import RunResult
+from kvbench.results.status import EXIT_CODES, INTERRUPTED, worst
+from kvbench.runner.levels import at_level, parse_levels, run_comparison
+
+# Runs of a preset, labelled (a step's name, a level, a level and a target).
+Labelled = list[tuple[str, RunResult]]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One preset run: the preset, its targets, the command line's settings and files."""
+
+    console: Console
+    preset: Preset
+    urls: list[str]
+    flags: Settings
+    config_path: str | None
+    processes: int
+    outputs: Outputs
+    report: ReportConfig
+
+    def settings(self, urls: list[str], step: dict[str, Any] | None = None) -> Settings:
+        """The preset's settings (and a step's), the command line's over them, ``urls``."""
+        preset = self.preset
+        values = {**preset.settings, **(step or {})}
+        own = {path: (value, f"preset {preset.name}: {path}") for path, value in values.items()}
+        return {**own, **self.flags, "target.urls": (urls, "TARGET")}
+
+    def config(self, urls: list[str], step: dict[str, Any] | None = None) -> RunConfig:
+        return load_config(self.config_path, self.settings(urls, step), self.processes)
+
+
+def run_preset(
+    name: str,
+    targets: tuple[str, ...],
+    flags: Settings,
+    config_path: str | None,
+    processes: int,
+    outputs: Outputs | None = None,
+) -> int:
+    """Run a preset with ``flags`` (the command line's settings) on top of its own.
+
+    ``outputs``: --csv, --hdr-log and --report (--json comes in ``flags``); a preset of
+    several runs writes all of them into each file. Returns the exit code of the worst
+    run's status.
+    """
+    preset = get_preset(name)
+    if len(targets) != preset.targets:
+        raise ConfigError(
+            "TARGET", f"preset {name} takes {preset.targets} target(s), got {len(targets)}"
+        )
+    outputs = replace(outputs or Outputs(), json_path=flags.pop("report.json", (None, ""))[0])
+    report = _report(flags)
+    outputs.check()  # before the first step: a file that cannot be written is refused now
+    check_history(report)
+    if preset.shape != "queue" and "workload.seed" not in flags:  # the same keys everywhere
+        flags["workload.seed"] = (int.from_bytes(os.urandom(4), "big"), "seed")
+    urls = [with_scheme(url, preset) for url in targets]
+    run = _Run(make_console(), preset, urls, flags, config_path, processes, outputs, report)
+    shapes = {"queue": _queue_steps, "steps": _steps}
+    return shapes.get(preset.shape, _levels)(run)
+
+
+def _report(flags: Settings) -> ReportConfig:
+    """Where the preset's runs go: --db, --no-save and -q (--json is the preset's file)."""
+    return ReportConfig(
+        db_path=flags.get("report.db", (None, ""))[0] or default_db_path(),
+        save=flags.get("report.save", (True, ""))[0] is not False,
+        live=flags.get("report.live", (True, ""))[0] is not False,
+    )
+
+
+def _steps(run: _Run) -> int:
+    """Load runs in order, each with its step's settings."""
+
+    def measure_step(step: Step) -> tuple[RunResult, ReportConfig]:
+        config = run.config(run.urls, step.settings)
+        return measure(run.console, config), config.report
+
+    return _in_steps(run, measure_step)
+
+
+def _queue_steps(run: _Run) -> int:
+    """Queue runs in order (``measure_queue``), each with its step's settings.
+
+    Of the run flags, -n (messages; the start-after points scale with it), --db,
+    --no-save and -q apply; for anything else use ``kvbench queue`` directly.
+    """
+    preset = run.preset
+
+    def measure_step(step: Step) -> tuple[RunResult, ReportConfig]:
+        options = {**preset.settings, **step.settings}
+        messages = run.flags.get("load.requests", (None, ""))[0]
+        if messages is not None:  # -n N: N messages, the start-after points scaled with it
+            scale = int(messages) / int(preset.settings["messages"])
+            options["messages"] = str(messages)
+            after = options.get("consumers_start_after")
+            if after is not None:
+                options["consumers_start_after"] = str(max(1, round(int(after) * scale)))
+        config = build_queue_config(run.urls[0], options, run.report)
+        return measure_queue(run.console, config), run.report
+
+    return _in_steps(run, measure_step)
+
+
+def _in_steps(run: _Run, measure_step: Callable[[Step], tuple[RunResult, ReportConfig]]) -> int:
+    """Each step measured, labelled and published in order (Ctrl-C ends them), then the
+    preset's files; the exit code of the worst step's status."""
+    console, preset = run.console, run.preset
+    statuses: list[str] = []
+    done: Labelled = []
+    for step in preset.steps:
+        console.print(f"[bold]{preset.name}: {step.label}[/bold]")
+        result, report = measure_step(step)
+        result.label = f"{preset.name}: {step.label}"
+        statuses.append(publish(console, result, report, Outputs()).name)
+        done.append((step.label, result))
+        if result.status == INTERRUPTED:
+            break
+    _write_outputs(console, preset, done, "step", run.outputs)
+    return EXIT_CODES[worst(statuses)]
+
+
+def _levels(run: _Run) -> int:
+    """A sweep, or a comparison at every level, over the preset's axis (a range given on
+    the command line narrows the preset's)."""
+    preset, flags = run.preset, run.flags
+    assert preset.axis is not None and preset.levels is not None
+    axis_path = f"load.{preset.axis}"
+    level_text = preset.levels
+    given = flags.get(axis_path, (None, ""))[0]
+    if isinstance(given, str) and (":" in given or "," in given):  # narrow the preset's range
+        level_text = flags.pop(axis_path)[0]
+    config = run.config(run.urls[:1])
+    levels = parse_levels(level_text, f"--{preset.axis}")
+    if preset.shape == "sweep":
+        return sweep_and_report(run.console, config, preset.axis, levels, None, run.outputs)
+    flags["workload.seed"] = (config.workload.seed, "seed")
+    configs = [run.config([url]) for url in run.urls]
+    done, rows, status = _compare_at_levels(run.console, configs, preset.axis, levels)
+    extra = {"status": status, "comparison": rows}
+    _write_outputs(run.console, preset, done, f"{preset.axis} target", run.outputs, extra)
+    return EXIT_CODES[status]
+
+
+def _write_outputs(
+    console: Console,
+    preset: Preset,
+    labelled: Labelled,
+    label_column: str,
+    outputs: Outputs,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """A multi-run preset's files: every run, labelled, in each one asked for."""
+    if outputs.json_path:
+        doc = {
+            "preset": preset.name,
+            "runs": [
+                {label_column.replace(" ", "_"): label, "document": document(summarize(run))}
+                for label, run in labelled
+            ],
+            **(extra or {}),
+        }
+        write_json_document(outputs.json_path, doc, console)
+    write_many(
+        console,
+        labelled,
+        label_column.replace(" ", "_"),
+        csv_path=outputs.csv_path,
+        hdr_log_path=outputs.hdr_log_path,
+    )
+    if outputs.report_path and labelled:
+        save_report(console, outputs.report_path, render([run for _, run in labelled]))
+
+
+def _compare_at_levels(
+    console: Console, configs: list[RunConfig], axis: str, levels: list[float]
+) -> tuple[Labelled, list[dict[str, Any]], str]:
+    """Compare the targets at each level; the runs (labelled level and target), the rows
+    and the status of it all (the worst target's at any level)."""
+    done: Labelled = []
+    rows: list[dict[str, Any]] = []
+    shown: list[tuple[float, list[TargetColumn], dict[str, Any]]] = []
+    statuses: list[str] = []
+    base = configs[0]
+    with LiveView(console, base, runs=len(levels) * len(configs)) as view:
+        for level in levels:
+            view.note(f"level {axis} = {level:g}")
+            ran = run_comparison(
+                [at_level(c, axis, level) for c in configs],
+                base.load.rounds,
+                view.interval,
+                view.note,
+            )
+            columns = [target_column(r) for r in ran.results]
+            statuses += [c.model.status.name for c in columns]
+            done += [(f"{level:g} {r.targets[0]['url']}", r) for r in ran.results]
+            if ran.interrupted:
+                statuses.append(INTERRUPTED)
+            if len(columns) < 2:  # Ctrl-C before B's first round: nothing to compare
+                break
+            (row,) = comparison(columns[:2])
+            rows.append({axis: level, **row})
+            shown.append((level, columns, row))
+            if ran.interrupted:
+                break
+    console.print(compared_levels_table(axis, shown))
+    return done, rows, worst(statuses)

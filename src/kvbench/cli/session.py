@@ -1,0 +1,337 @@
+"""What the commands do, as library functions: measure, publish, sweep, compare, queue.
+
+Every command that runs something (``run``, ``sweep``, ``compare``, ``queue``, the
+presets) calls these; none imports another command module. A run is one skeleton whatever
+its kind: settings from the flags, the files checked, the coordinator run with a live
+view, then ``publish``: the one summary printed, the run stored, its files written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+from rich.console import Console
+
+from kvbench.cli.live import LiveView
+from kvbench.cli.outputs import (
+    Outputs,
+    check_history,
+    save_report,
+    saved_run_hint,
+    write_exports,
+    write_json_document,
+    write_many,
+)
+from kvbench.config import ReportConfig, RunConfig, Settings, load_config
+from kvbench.config.queue import QueueConfig
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report import document, summarize
+from kvbench.report.html import render, render_sweep
+from kvbench.report.levels import (
+    LevelRow,
+    compare_document,
+    comparison_sentence,
+    level_row,
+    parse_slo,
+    sweep_document,
+    target_column,
+)
+from kvbench.report.summary import queue_interval_row
+from kvbench.report.tables import level_table
+from kvbench.report.terminal import print_summary, queue_live_line
+from kvbench.results.model import RunResult
+from kvbench.results.queue import QueueInterval
+from kvbench.results.status import EXIT_CODES, FAILED, INTERRUPTED, Status
+from kvbench.results.store import Store
+from kvbench.runner.coordinator import Coordinator
+from kvbench.runner.embedded import throwaway_memcached
+from kvbench.runner.levels import run_comparison, run_sweep
+from kvbench.runner.queue import QueueCoordinator
+
+# option name -> config path; CLI values override the scenario file.
+OPTION_PATHS = {
+    "connections": "load.connections",
+    "processes": "load.processes",
+    "pipeline": "load.pipeline",
+    "duration": "load.duration",
+    "requests": "load.requests",
+    "warmup": "load.warmup",
+    "timeout": "load.timeout",
+    "interval": "load.interval",
+    "ratio": "workload.ratio",
+    "keys": "workload.keys",
+    "key_prefix": "workload.key_prefix",
+    "key_pattern": "workload.key_pattern",
+    "key_size": "workload.key_size",
+    "key_template": "workload.key_template",
+    "value_size": "workload.value_size",
+    "value_kind": "workload.value_kind",
+    "verify": "workload.verify",
+    "multiget": "workload.multiget_keys",
+    "ttl": "workload.ttl_s",
+    "preload": "workload.preload",
+    "seed": "workload.seed",
+    "json_path": "report.json",
+    "db": "report.db",
+    "rate": "load.rate",
+    "arrival": "load.arrival",
+    "max_lag": "load.max_lag",
+    "rounds": "load.rounds",
+    "max_error_rate": "load.max_error_rate",
+    "cluster": "load.cluster",
+    "cluster_listen": "load.cluster_listen",
+}
+
+
+def default_processes() -> int:
+    """One worker per core this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def settings_from_options(targets: tuple[str, ...], options: dict[str, Any]) -> Settings:
+    """CLI options as config settings, each naming its flag for error messages."""
+    settings: Settings = {}
+    for name, path in OPTION_PATHS.items():
+        value = options.get(name)
+        if value is not None and value is not False:
+            settings[path] = (value, "--" + name.replace("_path", "").replace("_", "-"))
+    if options.get("no_save"):
+        settings["report.save"] = (False, "--no-save")
+    if options.get("quiet"):
+        settings["report.live"] = (False, "--quiet")
+    if targets:
+        settings["target.urls"] = (list(targets), "TARGET")
+    return settings
+
+
+# -- one run ---------------------------------------------------------------------------
+
+
+def run_once(
+    console: Console, settings: Settings, config_path: str | None, outputs: Outputs
+) -> int:
+    """``kvbench run``: check the files, measure (a throwaway memcached when no target is
+    named), publish. Returns the exit code of the run's status."""
+    config = load_config(config_path, settings, default_processes())
+    outputs = replace(outputs, json_path=config.report.json_path)  # --json or the file's
+    outputs.check()
+    check_history(config.report)
+    with _targets(len(config.targets), console) as url:
+        if url is not None:
+            settings["target.urls"] = ([url], "TARGET")
+            config = load_config(config_path, settings, default_processes())
+        result = measure(console, config)
+    return publish(console, result, config.report, outputs).exit_code
+
+
+@contextlib.contextmanager
+def _targets(config_targets: int, console: Console) -> Iterator[str | None]:
+    """A throwaway memcached when no target was named, else nothing."""
+    if config_targets:
+        yield None
+        return
+    with throwaway_memcached() as url:
+        console.print(
+            f"no target given: started a throwaway memcached at {url} (stopped after the run)"
+        )
+        yield url
+
+
+def measure(console: Console, config: RunConfig) -> RunResult:
+    """Run one measurement with the live view; return its result."""
+    load = config.load
+    span = (
+        f"{load.duration_ns / 1e9:g}s"
+        if load.duration_ns is not None
+        else f"{load.requests:,} requests"
+    )
+    console.print(
+        f"kvbench: {config.targets[0].url}  {load.connections} connections x pipeline {load.pipeline}"
+        + (
+            f" on the Dask cluster at {load.cluster}, {span}"
+            if load.cluster
+            else f" on {load.processes} process(es), {span}"
+        )
+        + (f" x {load.rounds} rounds" if load.rounds > 1 else "")
+        + (f", open loop {load.rate_per_s:,.0f}/s" if load.rate_per_s else "")
+        + f", seed {config.workload.seed}",
+    )
+    with LiveView(console, config) as view:
+        result = Coordinator(config, view.interval, view.note).run()
+    sys.stdout.flush()
+    if load.cluster:
+        console.print(
+            "workers: "
+            + "  ".join(
+                f"{w.get('host', '?')} pid {w.get('pid', '?')} {w['share']:.1%} ({w['status']})"
+                for w in result.workers
+            )
+        )
+    return result
+
+
+def publish(console: Console, run: RunResult, report: ReportConfig, outputs: Outputs) -> Status:
+    """Print the summary, save to the history, write --json, --csv, --hdr-log, --report.
+
+    Any kind of run (a load run, a queue run): one summary, which every file reads. The
+    history comes first, so a file that cannot be written (a full disk) loses nothing.
+
+    Returns:
+        The run's status (``results.status``): the exit code follows it.
+
+    Raises:
+        ConfigError: a file could not be written; the message says how to write it again.
+    """
+    model = summarize(run)
+    print_summary(console, model)
+    if report.save:
+        with Store(report.db_path) as store:
+            store.save_run(run, document(model))
+        console.print(f"saved as run {run.run_id} in {report.db_path}")
+    with saved_run_hint(run.run_id if report.save else None):
+        write_exports(
+            console,
+            run,
+            model,
+            json_path=outputs.json_path,
+            csv_path=outputs.csv_path,
+            hdr_log_path=outputs.hdr_log_path,
+        )
+        if outputs.report_path:
+            save_report(console, outputs.report_path, render([run]))
+    return model.status
+
+
+def save_runs(report: ReportConfig, results: list[RunResult]) -> None:
+    """Store several runs (a sweep's levels, a comparison's targets), each with its document."""
+    if report.save:
+        with Store(report.db_path) as store:
+            for result in results:
+                store.save_run(result, document(summarize(result)))
+
+
+# -- a queue run -----------------------------------------------------------------------
+
+
+def queue_once(console: Console, config: QueueConfig, outputs: Outputs) -> int:
+    """``kvbench queue``: check the files, measure, publish, as ``kvbench run`` does.
+    Returns the exit code of the run's status."""
+    outputs.check()
+    check_history(config.report)
+    result = measure_queue(console, config)
+    return publish(console, result, config.report, outputs).exit_code
+
+
+def measure_queue(console: Console, config: QueueConfig) -> RunResult:
+    """One queue run: producers and consumers, a live line per interval; its result (mode
+    ``queue``)."""
+    start = (
+        f", consumers start after {config.consumers_start_after:,} stored"
+        if config.consumers_start_after
+        else ""
+    )
+    console.print(
+        f"kvbench queue: {config.target.url}  {config.producers} producer(s) x "
+        f"{config.consumers} consumer(s), {config.messages:,} messages of "
+        f"{config.message_size_bytes} bytes, pipeline {config.pipeline}, "
+        f"{config.pop_command}{start}"
+    )
+    origin: list[int] = []
+
+    def show_interval(snapshot: IntervalSnapshot, record: QueueInterval) -> None:
+        if not origin:
+            origin.append(snapshot.start_ns)
+        if config.report.live:
+            console.print(queue_live_line(queue_interval_row(snapshot, record, origin[0])))
+
+    result = QueueCoordinator(config, show_interval, console.print).run()
+    sys.stdout.flush()
+    return result
+
+
+# -- many runs -------------------------------------------------------------------------
+
+
+def sweep_and_report(
+    console: Console,
+    config: RunConfig,
+    axis: str,
+    levels: list[float],
+    slo: str | None,
+    outputs: Outputs,
+) -> int:
+    """Run a sweep, save its runs, print its table, knee and SLO level, write its files.
+
+    Returns:
+        The exit code of the sweep's status (the worst level's).
+    """
+    objective = parse_slo(slo) if slo else None
+    with LiveView(console, config, runs=len(levels)) as view:
+        outcomes = run_sweep(config, axis, levels, view.interval, view.note)
+    rows: list[LevelRow] = [
+        level_row(o.level, o.result, o.reason, objective, INTERRUPTED if o.interrupted else FAILED)
+        for o in outcomes
+    ]
+    runs = [o.result for o in outcomes if o.result is not None]
+    save_runs(config.report, runs)
+    console.print(level_table(rows, axis))
+    doc = sweep_document(axis, config.targets[0].url, rows, slo)
+    console.print(
+        f"knee: {axis} = {doc['knee']:g}"
+        if doc["knee"] is not None
+        else "knee: none within the swept range"
+    )
+    if objective:
+        best = doc["best_level"]
+        console.print(
+            f"highest level meeting {slo}: {best:g}" if best is not None else f"no level met {slo}"
+        )
+    console.print(f"sweep status: {doc['status']}")
+    write_json_document(outputs.json_path, doc, console)
+    labelled = [(f"{o.level:g}", o.result) for o in outcomes if o.result is not None]
+    write_many(
+        console, labelled, axis, csv_path=outputs.csv_path, hdr_log_path=outputs.hdr_log_path
+    )
+    if outputs.report_path:
+        html = render_sweep(axis, config.targets[0].url, rows, runs, slo)
+        save_report(console, outputs.report_path, html)
+    return EXIT_CODES[doc["status"]]
+
+
+def compare_and_report(console: Console, configs: list[RunConfig], outputs: Outputs) -> int:
+    """Compare the targets of ``configs`` (rounds interleaved), save their runs, print each
+    target's summary and the comparison's sentences, write the files.
+
+    Returns:
+        The exit code of the comparison's status (the worst target's).
+    """
+    first = configs[0]
+    with LiveView(console, first, runs=len(configs)) as view:
+        ran = run_comparison(configs, first.load.rounds, view.interval, view.note)
+    results = ran.results
+    save_runs(first.report, results)
+    columns = [target_column(r) for r in results]
+    for column in columns:
+        print_summary(console, column.model)
+    doc = compare_document(columns, ran.interrupted)
+    for row in doc["comparison"]:
+        console.print(comparison_sentence(row))
+    if len(results) < len(configs):
+        missing = ", ".join(c.targets[0].url for c in configs[len(results) :])
+        console.print(f"not measured (interrupted before its first round): {missing}")
+    console.print(f"compare status: {doc['status']}")
+    write_json_document(outputs.json_path, doc, console)
+    labelled = [(r.targets[0]["url"], r) for r in results]
+    write_many(
+        console, labelled, "target", csv_path=outputs.csv_path, hdr_log_path=outputs.hdr_log_path
+    )
+    if outputs.report_path and results:
+        save_report(console, outputs.report_path, render(results))
+    return EXIT_CODES[doc["status"]]

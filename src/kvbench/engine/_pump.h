@@ -1,0 +1,216 @@
+/* What the compiled pump (_pump.c) and its protocols share.
+ *
+ * A protocol (_pump_text.c, _pump_resp.c, _pump_binary.c, _pump_meta.c) is a Wire: a
+ * scanner that classifies one reply with the code its Python codec's read_kinds gives
+ * (kind | keys << KEYS_SHIFT), and an encoder that appends one request byte for byte as
+ * the codec's encode_many writes it. Both mirror the codecs in protocols/ (the reference;
+ * tests hold them together); the pump owns the loop, the FIFO and the buffers.
+ *
+ * Sans-IO: no sockets, no clock here.
+ */
+#ifndef KVBENCH_PUMP_H
+#define KVBENCH_PUMP_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* protocols.base.ReplyKind values (a test compares them with the enum). */
+enum {
+    K_HIT = 1,
+    K_MISS = 2,
+    K_STORED = 3,
+    K_NOT_STORED = 4,
+    K_EXISTS = 5,
+    K_NOT_FOUND = 6,
+    K_DELETED = 7,
+    K_VALUE = 10,
+    K_ERROR = 20,
+};
+#define KEYS_SHIFT 8
+
+/* What a reply must look like, per op: the engine passes a table op -> family. */
+enum { F_NONE = 0, F_GET, F_MGET, F_STORE, F_DELETE, F_ARITH, F_COUNT };
+/* The protocols, as engine/fastpath.py numbers them. */
+enum { P_TEXT = 1, P_RESP2 = 2, P_BINARY = 3, P_META = 4, P_COUNT };
+/* protocols.base.Op: the ops a workload mix sends (the only ones encoded here). */
+enum { OP_GET = 0, OP_SET = 1, OP_DELETE = 2, OP_INCR = 3, OP_DECR = 4, OP_MGET = 5 };
+
+#define MAX_OPS 64
+/* A declared data block size with more digits is refused (protocols/_memcache_lines.py). */
+#define MAX_SIZE_DIGITS 18
+/* The bytes of a reply an error message quotes at most: the Python codecs' ``[:64]``. */
+#define QUOTE_MAX 64
+
+/* Scan results: > 0 bytes consumed; 0 incomplete; < 0 a grammar error (message set). */
+#define NEED 0
+#define BAD (-1)
+
+/* A scan's outcome for one reply. */
+typedef struct {
+    long long code;       /* kind | keys << KEYS_SHIFT */
+    const char *error;    /* set when the scan returns BAD (ASCII) */
+    char detail[112];     /* formatted error text when error == detail */
+    const char *quote;    /* reply bytes the error quotes after ``error`` (NULL: none) */
+    Py_ssize_t quote_len;
+    /* binary: the opaque of the last response consumed; read, and written with a reply */
+    uint32_t answered;
+} Scan;
+
+/* The request a reply answers: the head of the pending FIFO. */
+typedef struct {
+    int op, family;
+    uint32_t tag;  /* binary: the opaque its reply completes with; meta: its first token */
+    uint32_t keys; /* a multi-get's key count */
+} Head;
+
+/* A connection's opaques (binary opaque, meta O token): the next one to send, and the
+ * tag and key count the encoder gave the last request (the pump's FIFO keeps them). */
+typedef struct {
+    uint32_t next, tag, keys;
+} Tags;
+
+/* A connection's request settings (the codec's CodecOptions: ttl and flags). */
+typedef struct {
+    int protocol;
+    long long ttl, flags;
+} Encoding;
+
+/* A growable output buffer; callers reserve (out_reserve) before they put. */
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Out;
+
+typedef struct {
+    /* Classify the reply at p[0:n] answering ``head`` (NULL: nothing is pending). */
+    Py_ssize_t (*scan)(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s);
+    /* Append one request to ``o``; -1 with an exception (nothing appended, no opaque used). */
+    int (*encode)(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o);
+    /* The tags of a request of ``op`` with ``keys`` keys, as ``encode`` gives them (NULL:
+     * the protocol has no opaques). */
+    void (*tag)(int op, uint32_t keys, Tags *t);
+    /* Check a connection's settings; -1 with an exception (NULL: any will do). */
+    int (*check)(const Encoding *e);
+} Wire;
+
+extern const Wire text_wire, resp2_wire, binary_wire, meta_wire;
+
+/* -- failures (_pump.c) ---------------------------------------------------------------- */
+
+Py_ssize_t scan_fail(Scan *s, const char *message);
+/* A formatted message (ASCII), quoting ``n`` bytes of ``line`` (at most QUOTE_MAX) after it,
+ * escaped when the error is built; ``line`` NULL quotes nothing. */
+Py_ssize_t scan_failf(Scan *s, const char *line, Py_ssize_t n, const char *format, ...);
+/* Bytes arrived with nothing pending. */
+Py_ssize_t scan_no_request(Scan *s);
+
+/* -- requests (_pump.c) ------------------------------------------------------------------ */
+
+int out_reserve(Out *o, Py_ssize_t more);
+/* The bytes of a key or value: bytes, bytearray or a contiguous memoryview. */
+int view_of(PyObject *obj, const char **p, Py_ssize_t *n);
+
+/* What a request's framing (command words, lengths, flags, a binary header and extras,
+ * the token) takes at most besides its key and value, or besides a multi-get's keys. */
+#define FRAME_BYTES 128
+
+/* A single-key request's key and value (a set's; else none). */
+typedef struct {
+    const char *key, *value;
+    Py_ssize_t key_len, value_len;
+} Request;
+
+/* The key and value of one request of ``op``, with room reserved in ``o`` for it; -1
+ * with an exception (a ValueError for an op with no compiled encoding). */
+int request_of(int op, PyObject *key, PyObject *value, Out *o, Request *r);
+/* A multi-get's keys (a tuple or list of bytes-like keys), with room reserved in ``o``
+ * for each and ``per_key`` bytes around it; -1 with an exception. */
+int multi_get_of(PyObject *keys, Py_ssize_t per_key, Out *o, PyObject ***items,
+                 Py_ssize_t *count);
+
+static inline void
+put(Out *o, const void *src, Py_ssize_t n)
+{
+    memcpy(o->p + o->len, src, (size_t)n);
+    o->len += n;
+}
+
+#define PUT_LITERAL(o, s) put((o), (s), (Py_ssize_t)sizeof(s) - 1)
+
+/* Decimal digits of v into buf (24 bytes at least); returns where they start. */
+static inline char *
+format_ll(long long v, char *end)
+{
+    char *q = end;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--q = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--q = '-';
+    return q;
+}
+
+static inline void
+put_ll(Out *o, long long v)
+{
+    char digits[24];
+    char *start = format_ll(v, digits + sizeof digits);
+    put(o, start, digits + sizeof digits - start);
+}
+
+/* -- bytes ------------------------------------------------------------------------------- */
+
+/* Index of the first CRLF in p[0:n], or -1. */
+static inline Py_ssize_t
+find_crlf(const char *p, Py_ssize_t n)
+{
+    const char *q = p, *end = p + n;
+    while (q < end && (q = memchr(q, '\r', (size_t)(end - q))) != NULL) {
+        if (q + 1 >= end)
+            return -1;
+        if (q[1] == '\n')
+            return q - p;
+        q++;
+    }
+    return -1;
+}
+
+static inline int
+is_word(const char *p, Py_ssize_t n, const char *word)
+{
+    size_t len = strlen(word);
+    return (size_t)n == len && memcmp(p, word, len) == 0;
+}
+
+static inline int
+starts(const char *p, Py_ssize_t n, const char *prefix)
+{
+    size_t len = strlen(prefix);
+    return (size_t)n >= len && memcmp(p, prefix, len) == 0;
+}
+
+static inline int
+all_digits(const char *p, Py_ssize_t n)
+{
+    if (n <= 0)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+    return 1;
+}
+
+/* memcached's error lines (protocol.txt "Error strings"), in every memcached protocol. */
+static inline int
+is_error_line(const char *p, Py_ssize_t n)
+{
+    return is_word(p, n, "ERROR") || is_word(p, n, "CLIENT_ERROR") ||
+           is_word(p, n, "SERVER_ERROR") || starts(p, n, "ERROR ") ||
+           starts(p, n, "CLIENT_ERROR ") || starts(p, n, "SERVER_ERROR ");
+}
+
+#endif

@@ -1,0 +1,240 @@
+/* RESP2 for the pump (the Redis protocol specification): the reply scanner and the request
+ * encoder, mirroring protocols/resp.py (the reference; its parser is hiredis).
+ *
+ * Requests are arrays of bulk strings: GET, SET [EX ttl], DEL, INCR, DECR, MGET. Replies
+ * take hiredis's grammar for numbers and lengths; where hiredis reads past RESP2 (no CRLF
+ * check after a bulk string, RESP3 types) the scanner refuses.
+ */
+#include "_pump.h"
+
+/* -- replies ------------------------------------------------------------------------- */
+
+/* A signed decimal line at p (after the type byte): value in *v, or -1 if malformed.
+ * RESP numbers are signed 64-bit, and the grammar is hiredis's string2ll (what the Python
+ * codec parses with): "0", or an optional '-' and digits without a leading zero; anything
+ * outside [LLONG_MIN, LLONG_MAX] is malformed. */
+#define INT64_DIGITS 19
+
+static int
+parse_ll(const char *p, Py_ssize_t n, long long *v)
+{
+    if (n == 1 && p[0] == '0') {
+        *v = 0;
+        return 0;
+    }
+    int negative = n > 0 && p[0] == '-';
+    p += negative;
+    n -= negative;
+    if (n <= 0 || n > INT64_DIGITS || p[0] < '1' || p[0] > '9' || !all_digits(p, n))
+        return -1;
+    unsigned long long x = 0; /* 19 digits fit: < 10^19 < 2^64 */
+    for (Py_ssize_t i = 0; i < n; i++)
+        x = x * 10 + (unsigned long long)(p[i] - '0');
+    if (x > (unsigned long long)LLONG_MAX + negative)
+        return -1;
+    *v = negative ? (long long)(0ULL - x) : (long long)x;
+    return 0;
+}
+
+/* hiredis's bound on an array's declared length (REDIS_READER_MAX_ARRAY_ELEMENTS). */
+#define MAX_ARRAY_ELEMENTS 4294967295LL
+
+/* One RESP2 item that is not an array: its type byte in *type, for '$' the length in *len
+ * (-1 null), for ':' the value in *len. Returns consumed, NEED or BAD. '_' (RESP3 null)
+ * reads as a null bulk string. As in hiredis, an unknown type byte fails at once, and a
+ * simple string or error may hold no CR or LF. */
+static Py_ssize_t
+resp_item(const char *p, Py_ssize_t n, long long max, char *type, long long *len, Scan *s)
+{
+    if (n < 1)
+        return NEED;
+    if (memchr("+-:_$*", p[0], 6) == NULL)
+        return scan_fail(s, "RESP protocol error: unknown reply type");
+    Py_ssize_t eol = find_crlf(p, n);
+    if (eol < 0)
+        return n > max ? scan_fail(s, "RESP reply larger than the reply bound") : NEED;
+    *type = p[0];
+    switch (p[0]) {
+    case '+':
+    case '-':
+        if (memchr(p, '\r', (size_t)eol) != NULL || memchr(p, '\n', (size_t)eol) != NULL)
+            return scan_fail(s, "RESP protocol error: CR or LF in a simple string");
+        return eol + 2;
+    case ':':
+        if (parse_ll(p + 1, eol - 1, len) < 0)
+            return scan_fail(s, "RESP protocol error: bad integer");
+        return eol + 2;
+    case '_':
+        if (eol != 1)
+            return scan_fail(s, "RESP protocol error: bad null");
+        *type = '$';
+        *len = -1;
+        return eol + 2;
+    case '$':
+        if (parse_ll(p + 1, eol - 1, len) < 0 || *len < -1)
+            return scan_fail(s, "RESP protocol error: bad bulk string length");
+        if (*len == -1)
+            return eol + 2;
+        /* Bounded before use, written so that no length can overflow the sum. */
+        if (*len > max - (eol + 4))
+            return scan_fail(s, "RESP reply larger than the reply bound");
+        if (n < eol + 2 + *len + 2)
+            return NEED;
+        if (memcmp(p + eol + 2 + *len, "\r\n", 2) != 0)
+            return scan_fail(s, "RESP protocol error: bulk string not followed by CRLF");
+        return eol + 2 + (Py_ssize_t)*len + 2;
+    default: /* '*' */
+        if (parse_ll(p + 1, eol - 1, len) < 0 || *len < -1 || *len > MAX_ARRAY_ELEMENTS)
+            return scan_fail(s, "RESP protocol error: bad array length");
+        return eol + 2;
+    }
+}
+
+static Py_ssize_t
+scan_resp2(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
+{
+    if (head == NULL)
+        return scan_no_request(s);
+    int family = head->family;
+    static const char *const what[F_COUNT] = {"?", "GET", "MGET", "SET", "DEL", "INCR/DECR"};
+    char type;
+    long long len = 0;
+    Py_ssize_t r = resp_item(p, n, max, &type, &len, s);
+    if (r <= 0)
+        return r;
+    if (type == '-') {
+        if (r > max)
+            return scan_fail(s, "RESP error reply larger than the reply bound");
+        s->code = K_ERROR;
+        return r;
+    }
+    int null = (type == '$' || type == '*') && len == -1;
+    switch (family) {
+    case F_GET:
+        if (type == '$' || type == '+') {
+            s->code = null ? K_MISS : (K_HIT | 1 << KEYS_SHIFT);
+            return r;
+        }
+        if (null) {
+            s->code = K_MISS;
+            return r;
+        }
+        break;
+    case F_STORE:
+        if (null) {
+            s->code = K_NOT_STORED;
+            return r;
+        }
+        if ((type == '+' && r == 5 && memcmp(p, "+OK", 3) == 0) ||
+            (type == '$' && len == 2 && memcmp(p + r - 4, "OK", 2) == 0)) {
+            s->code = K_STORED;
+            return r;
+        }
+        break;
+    case F_DELETE:
+        if (type == ':') {
+            s->code = len ? K_DELETED : K_NOT_FOUND;
+            return r;
+        }
+        break;
+    case F_ARITH:
+        if (type == ':') {
+            s->code = K_VALUE;
+            return r;
+        }
+        break;
+    case F_MGET:
+        if (type == '*' && len >= 0) {
+            long long hits = 0;
+            Py_ssize_t pos = r;
+            for (long long i = 0; i < len; i++) {
+                char item_type;
+                long long item_len = 0;
+                Py_ssize_t k = resp_item(p + pos, n - pos, max - pos, &item_type, &item_len, s);
+                if (k == NEED && n > max) /* complete elements of an array that never ends */
+                    return scan_fail(s, "RESP reply larger than the reply bound");
+                if (k <= 0)
+                    return k;
+                if (item_type == '$' || item_type == '+')
+                    hits += !(item_type == '$' && item_len == -1);
+                else if (!(item_type == '*' && item_len == -1))
+                    return scan_fail(s, "an MGET element is not a bulk string or null");
+                pos += k;
+            }
+            s->code = hits ? (K_HIT | hits << KEYS_SHIFT) : K_MISS;
+            return pos;
+        }
+        break;
+    }
+    return scan_failf(s, NULL, 0, "a reply of type %c cannot answer %s", type, what[family]);
+}
+
+/* -- requests ------------------------------------------------------------------------ */
+
+static void
+put_bulk(Out *o, const char *p, Py_ssize_t n)
+{
+    PUT_LITERAL(o, "$");
+    put_ll(o, n);
+    PUT_LITERAL(o, "\r\n");
+    put(o, p, n);
+    PUT_LITERAL(o, "\r\n");
+}
+
+static int
+encode_resp2(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o)
+{
+    if (op == OP_MGET) {
+        PyObject **items;
+        Py_ssize_t count;
+        if (multi_get_of(key, 32, o, &items, &count) < 0)
+            return -1;
+        PUT_LITERAL(o, "*");
+        put_ll(o, count + 1);
+        PUT_LITERAL(o, "\r\n$4\r\nMGET\r\n");
+        for (Py_ssize_t i = 0; i < count; i++) {
+            const char *k;
+            Py_ssize_t kn;
+            view_of(items[i], &k, &kn);
+            put_bulk(o, k, kn);
+        }
+        return 0;
+    }
+    Request r;
+    if (request_of(op, key, value, o, &r) < 0)
+        return -1;
+    switch (op) {
+    case OP_GET:
+        PUT_LITERAL(o, "*2\r\n$3\r\nGET\r\n");
+        break;
+    case OP_SET:
+        if (e->ttl) {
+            char digits[24];
+            char *ttl = format_ll(e->ttl, digits + sizeof digits);
+            PUT_LITERAL(o, "*5\r\n$3\r\nSET\r\n");
+            put_bulk(o, r.key, r.key_len);
+            put_bulk(o, r.value, r.value_len);
+            PUT_LITERAL(o, "$2\r\nEX\r\n");
+            put_bulk(o, ttl, digits + sizeof digits - ttl);
+            return 0;
+        }
+        PUT_LITERAL(o, "*3\r\n$3\r\nSET\r\n");
+        put_bulk(o, r.key, r.key_len);
+        put_bulk(o, r.value, r.value_len);
+        return 0;
+    case OP_DELETE:
+        PUT_LITERAL(o, "*2\r\n$3\r\nDEL\r\n");
+        break;
+    case OP_INCR:
+        PUT_LITERAL(o, "*2\r\n$4\r\nINCR\r\n");
+        break;
+    default:
+        PUT_LITERAL(o, "*2\r\n$4\r\nDECR\r\n");
+        break;
+    }
+    put_bulk(o, r.key, r.key_len);
+    return 0;
+}
+
+/* No opaques, no settings to check. */
+const Wire resp2_wire = {scan_resp2, encode_resp2, NULL, NULL};

@@ -1,0 +1,259 @@
+/* memcached text protocol for the pump (memcached doc/protocol.txt): the reply scanner and
+ * the request encoder, mirroring protocols/memcache_text.py (the reference).
+ *
+ * Requests: "get k", "set k <flags> <ttl> <bytes>" + data block, "delete k", "incr k 1",
+ * "decr k 1", "get k1 k2 ...". Replies are checked against the grammar of what the op may
+ * get back; the keys VALUE lines echo are not (the codec checks them).
+ */
+#include "_pump.h"
+
+/* -- replies ------------------------------------------------------------------------- */
+
+/* One status line at p: its length without CRLF in *len, or NEED / BAD (too long). */
+static Py_ssize_t
+status_line(const char *p, Py_ssize_t n, long long max, Py_ssize_t *len, Scan *s)
+{
+    Py_ssize_t eol = find_crlf(p, n);
+    if (eol < 0) {
+        if (n > max)
+            return scan_fail(s, "reply line longer than the reply bound");
+        return NEED;
+    }
+    *len = eol;
+    return eol + 2;
+}
+
+/* The byte count of a VALUE header's fields ("key flags bytes [cas]"), or -1. */
+static long long
+value_size(const char *p, Py_ssize_t n)
+{
+    const char *f[5];
+    Py_ssize_t len[5];
+    int count = 0;
+    const char *start = p, *end = p + n;
+    for (const char *q = p;; q++) {
+        if (q == end || *q == ' ') {
+            if (count == 5)
+                return -1;
+            f[count] = start;
+            len[count] = q - start;
+            count++;
+            if (q == end)
+                break;
+            start = q + 1;
+        }
+    }
+    if (count != 3 && count != 4)
+        return -1;
+    if (!all_digits(f[1], len[1]) || !all_digits(f[2], len[2]) || len[2] > MAX_SIZE_DIGITS)
+        return -1;
+    if (count == 4 && !all_digits(f[3], len[3]))
+        return -1;
+    long long size = 0;
+    for (Py_ssize_t i = 0; i < len[2]; i++)
+        size = size * 10 + (f[2][i] - '0');
+    return size;
+}
+
+/* One VALUE block at p ("VALUE k f b [c]\r\n<data>"): the offset just past <data> in
+ * *block_end, NEED, or BAD. Checks the bound on what the reply will take (``before`` bytes
+ * of it precede p, ``tail`` follow the block). */
+static Py_ssize_t
+value_block(const char *p, Py_ssize_t n, long long max, Py_ssize_t before, Py_ssize_t tail,
+            Py_ssize_t *block_end, Scan *s)
+{
+    Py_ssize_t eol = find_crlf(p, n);
+    if (eol < 0) {
+        if (before + n > max)
+            return scan_fail(s, "get reply larger than the reply bound");
+        return NEED;
+    }
+    long long size = value_size(p + 6, eol - 6);
+    if (size < 0)
+        return scan_fail(s, "bad VALUE header");
+    long long end = eol + 2 + size;
+    if (before + end + tail > max)
+        return scan_fail(s, "get reply larger than the reply bound");
+    *block_end = (Py_ssize_t)end;
+    return 1;
+}
+
+static Py_ssize_t
+text_status(const char *p, Py_ssize_t n, long long max, int family, Scan *s)
+{
+    static const char *const what[F_COUNT] = {
+        "?", "get", "get", "a storage command", "delete", "incr/decr"};
+    Py_ssize_t len = 0;
+    Py_ssize_t r = status_line(p, n, max, &len, s);
+    if (r <= 0)
+        return r;
+    switch (family) {
+    case F_STORE:
+        if (is_word(p, len, "STORED")) s->code = K_STORED;
+        else if (is_word(p, len, "NOT_STORED")) s->code = K_NOT_STORED;
+        else if (is_word(p, len, "EXISTS")) s->code = K_EXISTS;
+        else if (is_word(p, len, "NOT_FOUND")) s->code = K_NOT_FOUND;
+        else goto other;
+        return r;
+    case F_DELETE:
+        if (is_word(p, len, "DELETED")) s->code = K_DELETED;
+        else if (is_word(p, len, "NOT_FOUND")) s->code = K_NOT_FOUND;
+        else goto other;
+        return r;
+    case F_ARITH:
+        if (all_digits(p, len)) {
+            if (r > max)
+                return scan_fail(s, "incr/decr reply longer than the reply bound");
+            s->code = K_VALUE;
+        }
+        else if (is_word(p, len, "NOT_FOUND")) s->code = K_NOT_FOUND;
+        else goto other;
+        return r;
+    default:
+        goto other;
+    }
+other:
+    if (is_error_line(p, len)) {
+        if (r > max)
+            return scan_fail(s, "error line longer than the reply bound");
+        s->code = K_ERROR;
+        return r;
+    }
+    return scan_failf(s, p, len, "unexpected reply to %s: ", what[family]);
+}
+
+static Py_ssize_t
+text_get(const char *p, Py_ssize_t n, long long max, Scan *s)
+{
+    if (starts(p, n, "VALUE ")) {
+        Py_ssize_t end;
+        Py_ssize_t r = value_block(p, n, max, 0, 7, &end, s);
+        if (r <= 0)
+            return r;
+        if (n < end + 7) {
+            /* Fail as soon as what follows the block cannot become CRLF END CRLF. */
+            if (n > end && memcmp(p + end, "\r\nEND\r\n", (size_t)(n - end)) != 0)
+                return scan_fail(s, "get: data block not followed by CRLF END CRLF");
+            return NEED;
+        }
+        if (memcmp(p + end, "\r\nEND\r\n", 7) != 0)
+            return scan_fail(s, "get: data block not followed by CRLF END CRLF");
+        s->code = K_HIT | 1 << KEYS_SHIFT;
+        return end + 7;
+    }
+    if (starts(p, n, "END\r\n")) {
+        s->code = K_MISS;
+        return 5;
+    }
+    return text_status(p, n, max, F_GET, s);
+}
+
+static Py_ssize_t
+text_mget(const char *p, Py_ssize_t n, long long max, Scan *s)
+{
+    long long hits = 0;
+    Py_ssize_t pos = 0;
+    for (;;) {
+        const char *q = p + pos;
+        Py_ssize_t left = n - pos;
+        if (starts(q, left, "VALUE ")) {
+            Py_ssize_t end;
+            Py_ssize_t r = value_block(q, left, max, pos, 2 + 5, &end, s);
+            if (r <= 0)
+                return r;
+            if (left < end + 2)
+                return NEED;
+            if (memcmp(q + end, "\r\n", 2) != 0)
+                return scan_fail(s, "get: data block not followed by CRLF");
+            hits++;
+            pos += end + 2;
+            continue;
+        }
+        if (starts(q, left, "END\r\n")) {
+            s->code = hits ? (K_HIT | hits << KEYS_SHIFT) : K_MISS;
+            return pos + 5;
+        }
+        /* memcached can fail part way through a multi-get (out of memory, bad key). */
+        Py_ssize_t r = text_status(q, left, max, F_MGET, s);
+        if (r <= 0)
+            return r;
+        s->code = K_ERROR | hits << KEYS_SHIFT;
+        return pos + r;
+    }
+}
+
+static Py_ssize_t
+scan_text(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
+{
+    if (head == NULL)
+        return scan_no_request(s);
+    switch (head->family) {
+    case F_GET:
+        return text_get(p, n, max, s);
+    case F_MGET:
+        return text_mget(p, n, max, s);
+    default:
+        return text_status(p, n, max, head->family, s);
+    }
+}
+
+/* -- requests ------------------------------------------------------------------------ */
+
+static int
+encode_text(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o)
+{
+    if (op == OP_MGET) {
+        PyObject **items;
+        Py_ssize_t count;
+        if (multi_get_of(key, 1, o, &items, &count) < 0)
+            return -1;
+        PUT_LITERAL(o, "get");
+        for (Py_ssize_t i = 0; i < count; i++) {
+            const char *k;
+            Py_ssize_t kn;
+            view_of(items[i], &k, &kn);
+            PUT_LITERAL(o, " ");
+            put(o, k, kn);
+        }
+        PUT_LITERAL(o, "\r\n");
+        return 0;
+    }
+    Request r;
+    if (request_of(op, key, value, o, &r) < 0)
+        return -1;
+    switch (op) {
+    case OP_GET:
+        PUT_LITERAL(o, "get ");
+        break;
+    case OP_SET:
+        PUT_LITERAL(o, "set ");
+        put(o, r.key, r.key_len);
+        PUT_LITERAL(o, " ");
+        put_ll(o, e->flags);
+        PUT_LITERAL(o, " ");
+        put_ll(o, e->ttl);
+        PUT_LITERAL(o, " ");
+        put_ll(o, r.value_len);
+        PUT_LITERAL(o, "\r\n");
+        put(o, r.value, r.value_len);
+        PUT_LITERAL(o, "\r\n");
+        return 0;
+    case OP_DELETE:
+        PUT_LITERAL(o, "delete ");
+        break;
+    default: /* incr, decr: one step */
+        if (op == OP_INCR)
+            PUT_LITERAL(o, "incr ");
+        else
+            PUT_LITERAL(o, "decr ");
+        put(o, r.key, r.key_len);
+        PUT_LITERAL(o, " 1\r\n");
+        return 0;
+    }
+    put(o, r.key, r.key_len);
+    PUT_LITERAL(o, "\r\n");
+    return 0;
+}
+
+/* No opaques, no settings to check. */
+const Wire text_wire = {scan_text, encode_text, NULL, NULL};

@@ -1,0 +1,202 @@
+"""Opening links, and reopening the ones that break: one routine for every worker.
+
+``open_links`` opens a worker's links before its run (a failure is one line, exit 3).
+``LinkKeeper``, what every worker is to its links, keeps the connection accounting and
+reopens a link that broke while the worker wants it: at once when the server announced the close, after
+RECONNECT_FIRST_NS otherwise, the wait doubling up to RECONNECT_MAX_NS while attempts
+fail or the server keeps refusing the connection right after accepting it.
+
+Counted per interval in the recorder's stats (added up across workers): ``connects``
+(opened), ``connect_failures`` (attempts refused, timed out or refused at setup),
+``connect_resets`` (live connections the server refused right after accepting them;
+``connect_resets_before`` before the run), ``reconnect_attempts``, ``reconnects``
+(connections lost while running, then reopened) and ``connections_live_min``. Failures
+and resets while running are errors of their interval (report/connections.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Sequence
+from typing import Any
+
+from kvbench.engine.link import Link
+from kvbench.errors import SetupRefused, TargetUnreachable
+from kvbench.metrics.recorder import Recorder
+
+# Reconnect backoff: start fast (a restarted server is back in milliseconds), cap at 1 s.
+RECONNECT_FIRST_NS = 50_000_000
+RECONNECT_MAX_NS = 1_000_000_000
+
+
+def backoff(delay_ns: int) -> int:
+    """The next wait before reopening: doubled, from RECONNECT_FIRST_NS to RECONNECT_MAX_NS."""
+    return min(max(delay_ns, RECONNECT_FIRST_NS) * 2, RECONNECT_MAX_NS)
+
+
+def connect_error_text(exc: BaseException) -> str:
+    """One line for a failed connect: ``connection refused``, ``timed out``, ..."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return "timed out"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS handshake failed: {getattr(exc, 'reason', None) or exc}"
+    if isinstance(exc, SetupRefused):
+        return f"the server refused the connection setup: {exc}"
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return str(text).lower() if isinstance(exc, OSError) else str(text)
+
+
+async def open_link(link: Link, timeout_ns: int) -> None:
+    """Open ``link``'s transport to its server (TLS for rediss://) and wait for its setup.
+
+    Raises:
+        OSError, TimeoutError: the connection could not be opened in time.
+        SetupRefused: the server refused the setup.
+    """
+    loop = asyncio.get_running_loop()
+    link.ready = loop.create_future()
+    target, context = link.target, link.ssl_context
+    async with asyncio.timeout(timeout_ns / 1e9):
+        await loop.create_connection(
+            lambda: link,
+            target.host,
+            target.port,
+            ssl=context,
+            server_hostname=target.host if context else None,
+        )
+        await link.ready
+
+
+async def open_links(links: Sequence[Link], timeout_ns: int) -> None:
+    """Open every link and run its setup, all at once.
+
+    Raises:
+        TargetUnreachable: one could not be opened or set up (the others are closed).
+    """
+    results = await asyncio.gather(
+        *(open_link(link, timeout_ns) for link in links), return_exceptions=True
+    )
+    for link, result in zip(links, results, strict=True):
+        if isinstance(result, BaseException):
+            for other in links:
+                other.close()
+            raise TargetUnreachable(
+                f"cannot connect to {link.target.url}: {connect_error_text(result)}"
+            )
+
+
+class LinkKeeper:
+    """The host every worker is to its links (``LinkHost``): their events counted per
+    interval, the broken ones reopened, the problems the run went on after logged.
+
+    engine/worker.py and engine/queue_worker.py extend it: they set ``_running`` while
+    their run is on (and ``_interrupted`` when it was stopped before its work was done),
+    implement ``maybe_finished``, and may narrow ``_wants_links`` (a queue's producer
+    wants none once its messages are sent) and ``_link_ready``.
+
+    Args:
+        recorder: the worker's recorder (the counts go into its stats).
+        connect_timeout_ns: how long one reopening attempt may take.
+
+    Attributes:
+        live_connections: links set up and usable now.
+        errors: problem kind -> count; last_error: the latest one's text.
+    """
+
+    def __init__(self, recorder: Recorder, connect_timeout_ns: int) -> None:
+        self.recorder = recorder
+        self._connect_timeout_ns = connect_timeout_ns
+        self._running = False
+        self._interrupted = False
+        self.errors: dict[str, int] = {}
+        self.last_error: str | None = None
+        self.live_connections = 0
+        self._live_min = 0
+        self._reopening: set[asyncio.Task[None]] = set()
+
+    # -- what the subclasses decide ------------------------------------------------------
+
+    def maybe_finished(self) -> None:
+        raise NotImplementedError
+
+    def _wants_links(self) -> bool:
+        """A broken link should be reopened now (by default: while the run is on)."""
+        return self._running
+
+    def _link_ready(self, link: Link) -> None:
+        link.fill()
+
+    # -- LinkHost ------------------------------------------------------------------------
+
+    def connection_opened(self) -> None:
+        self.recorder.add_stat("connects", 1)
+
+    def connection_ready(self, link: Link) -> None:
+        self.live_connections += 1
+        self._link_ready(link)
+
+    def connection_broken(self, link: Link, announced: bool, was_live: bool, refused: bool) -> None:
+        """Count a lost link and, if wanted, reopen it: at once when the server announced the
+        close, with a growing wait while the server keeps refusing it at accept."""
+        if was_live:
+            self.live_connections -= 1
+            self._live_min = min(self._live_min, self.live_connections)
+        if was_live and refused:
+            name = "connect_resets" if self._running else "connect_resets_before"
+            self.recorder.add_stat(name, 1)
+        if self._running and self._wants_links():
+            self.recorder.add_stat("reconnects", 1)
+            if refused:
+                link.reconnect_delay_ns = backoff(link.reconnect_delay_ns)
+                first_ns = link.reconnect_delay_ns
+            else:
+                link.reconnect_delay_ns = 0
+                first_ns = 0 if announced else RECONNECT_FIRST_NS
+            self.reopen(link, first_ns)
+        self.maybe_finished()
+
+    def note_error(self, kind: str, text: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        self.last_error = text
+
+    def summary_fields(self) -> dict[str, Any]:
+        """What every worker's summary says of the worker itself: ``status`` (``ok``, or
+        ``interrupted``: stopped before its work was done) and the problems it went on
+        after (``errors`` by kind, ``last_error``)."""
+        status = "interrupted" if self._interrupted else "ok"
+        return {"status": status, "errors": dict(self.errors), "last_error": self.last_error}
+
+    # -- the live count and reopening ----------------------------------------------------
+
+    def restart_live_min(self) -> None:
+        """The fewest-live count starts again from the links live now (a run's start)."""
+        self._live_min = self.live_connections
+
+    def take_live_min(self) -> int:
+        """The fewest links live at once since the last call (an interval's cut)."""
+        fewest, self._live_min = self._live_min, self.live_connections
+        return fewest
+
+    def reopen(self, link: Link, first_delay_ns: int = RECONNECT_FIRST_NS) -> None:
+        """Reopen ``link`` in the background until it is open or no longer wanted."""
+        task = asyncio.get_running_loop().create_task(self._reopen(link, first_delay_ns))
+        self._reopening.add(task)
+        task.add_done_callback(self._reopening.discard)
+
+    async def _reopen(self, link: Link, delay_ns: int) -> None:
+        while self._running and self._wants_links() and not link.connected:
+            await asyncio.sleep(delay_ns / 1e9)
+            if not (self._running and self._wants_links()):
+                return
+            self.recorder.add_stat("reconnect_attempts", 1)
+            try:
+                await open_link(link, self._connect_timeout_ns)
+            except (OSError, TimeoutError, SetupRefused) as exc:
+                self.recorder.add_stat("connect_failures", 1)
+                self.note_error(
+                    "connect_error", f"reconnect to {link.target.url}: {connect_error_text(exc)}"
+                )
+                delay_ns = backoff(delay_ns)

@@ -1,0 +1,179 @@
+"""A queue run's own figures (docs/measurement.md, "Queue runs"), for the one summary.
+
+Pure: computed from a ``RunResult`` with a queue section. **puts/s** is the acknowledged
+puts over the produce window (the common start to the last acknowledgement); **gets/s**
+this run's messages received (duplicates included) over the consume window (the
+consumers' start to the last message). An answer that found the queue empty is neither a
+get in gets/s nor an error: it is counted on its own (``empty_polls``, the ``miss``
+outcome). ``summarize`` puts these rates into the ``put`` and ``get`` op rows, so the
+terminal, the result document, the history, ``export``, ``diff`` and the HTML report give
+one figure each.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvbench.metrics.histogram import Histogram
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report.latency import latency_summary, min_samples
+from kvbench.report.reconcile import restart_evidence
+from kvbench.results.model import RunResult
+from kvbench.results.queue import QueueInterval, QueueSection
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _per_s(count: float, window_s: float) -> float:
+    return count / window_s if window_s > 0 else 0.0
+
+
+def _section(run: RunResult) -> QueueSection:
+    assert run.queue is not None, "a queue run's figures need its queue section"
+    return run.queue
+
+
+def produce_window_s(run: RunResult) -> float:
+    """From the common start to the last put acknowledgement."""
+    return max(0, _section(run).produce_end_ns - run.window_start_ns) / 1e9
+
+
+def consume_window_s(run: RunResult) -> float:
+    """From the consumers' start to the last message received."""
+    queue = _section(run)
+    if queue.consume_start_ns is None:
+        return 0.0
+    return max(0, queue.consume_end_ns - queue.consume_start_ns) / 1e9
+
+
+def op_bases(run: RunResult) -> dict[str, tuple[int, float]]:
+    """Op -> (what its throughput counts, over which window): ``put`` the acknowledged
+    puts over the produce window, ``get`` the messages received over the consume window."""
+    totals = _section(run).delivery.totals()
+    return {
+        "put": (totals["produced"], produce_window_s(run)),
+        "get": (totals["received"], consume_window_s(run)),
+    }
+
+
+def server_restart(server: dict[str, Any]) -> dict[str, Any] | None:
+    """The first restart of the queue server between its samples (before, every
+    interval's, after): ``{"from_index", "evidence"}``, the server's counts from the sample
+    of interval ``from_index`` on (None: only the one after the run) being a new process's.
+    """
+    samples: list[tuple[int | None, dict[str, Any] | None]] = [(-1, server.get("before"))]
+    samples += [(int(s.get("index", 0)), s) for s in server.get("intervals", [])]
+    samples.append((None, server.get("after")))
+    previous: dict[str, Any] | None = None
+    for index, sample in samples:
+        if not sample:
+            continue
+        evidence = restart_evidence(previous, sample) if previous is not None else None
+        if evidence is not None:
+            return {"from_index": index, "evidence": evidence}
+        previous = sample
+    return None
+
+
+def _e2e_point(hist: Histogram | None) -> tuple[float | None, float | None]:
+    """An interval's end-to-end p50 and p99 in µs (None where samples are too few)."""
+    if hist is None or not hist.total_count:
+        return None, None
+    pct = hist.percentiles([50.0, 99.0])
+    p99 = pct[99.0] / 1000 if hist.total_count >= min_samples(99) else None
+    return pct[50.0] / 1000, p99
+
+
+def interval_fields(
+    snap: IntervalSnapshot, record: QueueInterval | None, restart: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What a queue run's interval row adds (and changes: an empty answer is no get)."""
+    length_s = max(1e-9, (snap.end_ns - snap.start_ns) / 1e9)
+    puts = snap.counts.get("put", {}).get("stored", 0)
+    messages = snap.counts.get("get", {}).get("hit", 0)
+    server_backlog = record.server_backlog if record is not None else None
+    restarted_from = restart["from_index"] if restart is not None else None
+    if restarted_from is not None and snap.index >= restarted_from:
+        server_backlog = None  # a new process's counts: its enqueued - dequeued is no backlog
+    p50, p99 = _e2e_point(record.e2e if record is not None else None)
+    return {
+        "puts": puts,
+        "messages": messages,
+        "empties": snap.counts.get("get", {}).get("miss", 0),
+        "puts_per_s": puts / length_s,
+        "gets_per_s": messages / length_s,
+        "per_s": (puts + messages) / length_s,
+        "backlog": record.backlog if record is not None else None,
+        "server_backlog": server_backlog,
+        "e2e_p50_us": p50,
+        "e2e_p99_us": p99,
+    }
+
+
+def queue_figures(run: RunResult) -> dict[str, Any]:
+    """The document's ``queue`` section: every figure a queue run has beyond its ops."""
+    queue = _section(run)
+    delivery = queue.delivery
+    totals = delivery.totals()
+    config = run.config
+    restart = server_restart(run.server)
+    e2e = queue.e2e_total()
+    bases = op_bases(run)
+    start_ns = run.window_start_ns
+    return {
+        "name": config.get("queue"),
+        "backend": config.get("backend"),
+        "pop_command": config.get("pop_command"),
+        "messages_planned": config.get("messages"),
+        "message_size_bytes": config.get("message_size_bytes"),
+        "producers_count": config.get("producers"),
+        "consumers_count": config.get("consumers"),
+        "sent": totals["sent"],
+        "produced": totals["produced"],
+        "failed_puts": totals["sent"] - totals["produced"],
+        "received": totals["received"],
+        "unique": totals["unique"],
+        "lost": totals["lost"],
+        "duplicated": totals["duplicated"],
+        "out_of_order": totals["out_of_order"],
+        "unexpected": delivery.unexpected,
+        "foreign": queue.foreign,
+        "empty_polls": queue.empties,
+        "puts_per_s": round(_per_s(*bases["put"]), 1),
+        "gets_per_s": round(_per_s(*bases["get"]), 1),
+        "produce_window_s": round(bases["put"][1], 6),
+        "consume_window_s": round(bases["get"][1], 6),
+        "e2e_latency_us": {k: _round(v) for k, v in latency_summary(e2e).items()},
+        "e2e_latency_hdr": e2e.encode_base64() if e2e is not None else None,
+        "producers": [
+            {
+                "producer": row.producer,
+                "sent": row.sent,
+                "produced": row.produced,
+                "received": row.received,
+                "unique": row.unique,
+                "lost": row.lost,
+                "duplicated": row.duplicated,
+                "out_of_order": row.out_of_order,
+                "lost_examples": list(row.lost_examples),
+            }
+            for row in delivery.producers
+        ],
+        "consumers": queue.consumers,
+        "drained": queue.drained,
+        "stop_reason": queue.stop_reason,
+        "backlog": {
+            "peak": queue.backlog_peak,
+            "peak_t_s": None
+            if queue.backlog_peak_ns is None
+            else round((queue.backlog_peak_ns - start_ns) / 1e9, 3),
+            "server_before": (run.server.get("before") or {}).get("backlog"),
+            "server_after": None
+            if restart is not None
+            else (run.server.get("after") or {}).get("backlog"),
+            "server_restart": restart,
+            "series": [[round(t, 3), n] for t, n in queue.backlog_series],
+        },
+    }

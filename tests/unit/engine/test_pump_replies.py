@@ -1,0 +1,484 @@
+"""The compiled pump's reply scanners (engine/_pump*.c) against the Python codecs.
+
+For memcached text, binary and meta and for RESP2: the same replies, fed to the C scanner
+and to the codec's ``read_kinds``, must give the same codes in the same order, however
+they are cut into reads; hostile replies (the differential test, oracle in
+tests/support/pump_oracle.py, grammar in tests/support/reply_grammar.py) the same codes or
+a protocol error on both; any bytes must give codes or an error, never a crash. Under
+``CI=true`` a pump that is not built fails these tests instead of skipping them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvbench.engine import fastpath
+from kvbench.errors import ProtocolError
+from kvbench.protocols.base import KEYS_SHIFT, CodecOptions, Op, ReplyKind
+from kvbench.protocols.registry import CODECS
+from tests.support import pump_oracle, reply_grammar
+from tests.support.reply_grammar import packet
+
+if not fastpath.compiled():
+    pump_oracle.require_compiled(module=True)
+
+from kvbench.engine import _pump  # type: ignore[attr-defined]
+
+MAX = CodecOptions().max_reply_bytes
+TEXT, TEXT_FAMILIES = fastpath.PROTOCOLS["memcache-text"]
+RESP, RESP_FAMILIES = fastpath.PROTOCOLS["resp2"]
+BINARY, BINARY_FAMILIES = fastpath.PROTOCOLS["memcache-binary"]
+META, META_FAMILIES = fastpath.PROTOCOLS["memcache-meta"]
+PROTOCOLS = pump_oracle.PROTOCOLS
+
+
+def test_reply_kinds_are_the_protocol_layer_values() -> None:
+    for kind in ReplyKind:
+        name = "K_" + kind.name
+        if hasattr(_pump, name):
+            assert getattr(_pump, name) == int(kind), name
+    assert _pump.KEYS_SHIFT == KEYS_SHIFT
+    assert len(Op) <= _pump.MAX_OPS
+
+
+# -- replies, built with what each op may get back -------------------------------------
+
+keys = st.binary(min_size=1, max_size=12).map(lambda b: b"k" + b.hex().encode())
+data = st.binary(max_size=40)
+error_lines = st.sampled_from(
+    [b"ERROR\r\n", b"CLIENT_ERROR bad data chunk\r\n", b"SERVER_ERROR out of memory\r\n"]
+)
+
+
+@st.composite
+def text_exchange(draw: Any) -> tuple[int, Any, bytes]:
+    """(op, key or keys, the reply bytes) for one memcached text request."""
+    op = draw(st.sampled_from([Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.MGET]))
+    if draw(st.integers(0, 9)) == 0:
+        return int(op), draw(keys) if op != Op.MGET else (b"a", b"b"), draw(error_lines)
+    if op == Op.GET:
+        key = draw(keys)
+        if draw(st.booleans()):
+            value = draw(data)
+            cas = b" %d" % draw(st.integers(0, 99)) if draw(st.booleans()) else b""
+            reply = b"VALUE %b %d %d%b\r\n%b\r\nEND\r\n" % (
+                key,
+                draw(st.integers(0, 9)),
+                len(value),
+                cas,
+                value,
+            )
+            return int(op), key, reply
+        return int(op), key, b"END\r\n"
+    if op == Op.MGET:
+        names = tuple(draw(st.lists(keys, min_size=1, max_size=4, unique=True)))
+        hits = [k for k in names if draw(st.booleans())]
+        blocks = b"".join(
+            b"VALUE %b 0 %d\r\n%b\r\n" % (k, len(v), v) for k in hits for v in [draw(data)]
+        )
+        tail = draw(error_lines) if draw(st.integers(0, 5)) == 0 else b"END\r\n"
+        return int(op), names, blocks + tail
+    words = {
+        Op.SET: [b"STORED", b"NOT_STORED", b"EXISTS", b"NOT_FOUND"],
+        Op.DELETE: [b"DELETED", b"NOT_FOUND"],
+        Op.INCR: [
+            b"NOT_FOUND",
+            b"0",
+            b"42",
+            b"999999999999999999",
+            b"1000000000000000000",
+            b"18446744073709551615",
+        ],
+    }[op]
+    return int(op), draw(keys), draw(st.sampled_from(words)) + b"\r\n"
+
+
+@st.composite
+def resp_exchange(draw: Any) -> tuple[int, Any, bytes]:
+    """(op, key or keys, the reply bytes) for one RESP2 request (no touch: encode_many has
+    no expiry to give EXPIRE)."""
+    op = draw(st.sampled_from([Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.MGET]))
+
+    def bulk(value: bytes | None) -> bytes:
+        return b"$-1\r\n" if value is None else b"$%d\r\n%b\r\n" % (len(value), value)
+
+    if draw(st.integers(0, 9)) == 0:
+        key: Any = (b"a", b"b") if op == Op.MGET else draw(keys)
+        return (
+            int(op),
+            key,
+            b"-ERR " + draw(st.sampled_from([b"wrong type", b"oom", b""])) + b"\r\n",
+        )
+    if op == Op.GET:
+        value = draw(st.one_of(st.none(), data))
+        reply = draw(st.sampled_from([bulk(value), b"*-1\r\n"])) if value is None else bulk(value)
+        return int(op), draw(keys), reply
+    if op == Op.SET:
+        return int(op), draw(keys), draw(st.sampled_from([b"+OK\r\n", b"$2\r\nOK\r\n", b"$-1\r\n"]))
+    if op == Op.MGET:
+        names = tuple(draw(st.lists(keys, min_size=1, max_size=4)))
+        values = [draw(st.one_of(st.none(), data)) for _ in names]
+        return int(op), names, b"*%d\r\n" % len(names) + b"".join(bulk(v) for v in values)
+    # INCR answers with any signed 64-bit value; DEL with a count
+    number = draw(st.integers(-(2**63), 2**63 - 1)) if op == Op.INCR else draw(st.integers(0, 3))
+    return int(op), draw(keys), b":%d\r\n" % number
+
+
+# Replies that carry their request's opaque are built once it is known: (op, key or keys,
+# the reply given the request's first opaque).
+Render = Callable[[int], bytes]
+binary_errors = st.sampled_from([0x0082, 0x0081, 0x0004, 0x0086])  # oom, unknown, invalid
+
+
+@st.composite
+def binary_exchange(draw: Any) -> tuple[int, Any, Render]:
+    """One memcached binary request and a well-formed response of each kind to it."""
+    op = draw(st.sampled_from([Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.DECR, Op.MGET]))
+    opcode = reply_grammar.BINARY_OPCODES[op]
+    if op == Op.MGET:
+        names = tuple(draw(st.lists(keys, min_size=1, max_size=4, unique=True)))
+        hits = [(i, draw(data)) for i in range(len(names)) if draw(st.booleans())]
+        status = draw(binary_errors) if draw(st.integers(0, 5)) == 0 else 0
+
+        def mget(o: int) -> bytes:
+            found = b"".join(
+                packet(0x0D, o + i, key=names[i], extras=b"\0\0\0\1", value=v) for i, v in hits
+            )
+            return found + packet(0x0A, o + len(names), status)
+
+        return int(op), names, mget
+    status = draw(
+        st.sampled_from(
+            {
+                Op.GET: [0, 1],
+                Op.SET: [0, 5, 2],
+                Op.DELETE: [0, 1],
+                Op.INCR: [0, 1],
+                Op.DECR: [0, 1],
+            }[op]
+        )
+    )
+    if draw(st.integers(0, 9)) == 0:
+        status = draw(binary_errors)
+    extras, value = b"", b"Not found" if status == 1 else b""
+    if status == 0 and op == Op.GET:
+        extras, value = b"\0\0\0\7", draw(data)
+    elif status == 0 and op in (Op.INCR, Op.DECR):
+        value = draw(st.integers(0, 2**64 - 1)).to_bytes(8, "big")
+    elif status not in (0, 1, 2, 5):
+        value = b"error text"
+    return int(op), draw(keys), lambda o: packet(opcode, o, status, extras=extras, value=value)
+
+
+meta_errors = st.sampled_from([b"SERVER_ERROR out of memory\r\n", b"CLIENT_ERROR bad key\r\n"])
+
+
+@st.composite
+def meta_exchange(draw: Any) -> tuple[int, Any, Render]:
+    """One memcached meta request and a well-formed reply of each kind to it."""
+    op = draw(st.sampled_from([Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.DECR, Op.MGET]))
+    if op == Op.MGET:
+        names = tuple(draw(st.lists(keys, min_size=1, max_size=4)))
+        hits = [(i, draw(data)) for i in range(len(names)) if draw(st.booleans())]
+        error = draw(meta_errors) if draw(st.integers(0, 7)) == 0 else b""
+
+        def mget(t: int) -> bytes:
+            found = b"".join(b"VA %d O%d\r\n%b\r\n" % (len(v), t + i, v) for i, v in hits)
+            return found + error + b"MN\r\n"
+
+        return int(op), names, mget
+    if draw(st.integers(0, 9)) == 0:
+        line = draw(meta_errors)
+        return int(op), draw(keys), lambda t: line
+    flags = draw(st.sampled_from([b"", b" k", b" f0 s3"]))
+    if op in (Op.GET, Op.INCR, Op.DECR) and draw(st.booleans()):
+        value = draw(data) if op == Op.GET else b"%d" % draw(st.integers(0, 2**64 - 1))
+        return (
+            int(op),
+            draw(keys),
+            lambda t: b"VA %d%b O%d\r\n%b\r\n" % (len(value), flags, t, value),
+        )
+    code = draw(
+        st.sampled_from(
+            {
+                Op.GET: [b"EN"],
+                Op.SET: [b"HD", b"NS", b"EX", b"NF"],
+                Op.DELETE: [b"HD", b"NF", b"EX"],
+                Op.INCR: [b"NF", b"NS", b"EX"],
+                Op.DECR: [b"NF", b"NS", b"EX"],
+            }[op]
+        )
+    )
+    untokened = op == Op.GET and draw(st.integers(0, 5)) == 0  # old servers: a bare EN
+    return int(op), draw(keys), lambda t: code + (b"" if untokened else b" O%d" % t) + b"\r\n"
+
+
+def fixed(exchange: Any) -> Any:
+    """A text or RESP2 generator as one whose replies carry no opaque."""
+    return exchange.map(lambda e: (e[0], e[1], lambda o, reply=e[2]: reply))
+
+
+CASES = {  # protocol name -> a generator of well-formed replies
+    "memcache-text": fixed(text_exchange()),
+    "resp2": fixed(resp_exchange()),
+    "memcache-binary": binary_exchange(),
+    "memcache-meta": meta_exchange(),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_replies_classify_as_the_python_codec_does(name: str, data: Any) -> None:
+    """Well-formed replies: the same requests and codes, no error, however they are cut."""
+    exchanges = data.draw(st.lists(CASES[name], min_size=1, max_size=12))
+    wire, opaque = b"", 0
+    for op, key, render in exchanges:
+        wire += render(opaque)
+        opaque += reply_grammar.opaques_taken(name, op, key)
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(wire) - 1)), max_size=4)))
+    ops, names = [op for op, _, _ in exchanges], [key for _, key, _ in exchanges]
+    ex = pump_oracle.Exchange(name, ops, names, wire, cuts, MAX)
+    expected = pump_oracle.python_outcome(ex)
+    assert expected.error is None and len(expected.codes) == len(ops)
+    assert pump_oracle.pump_outcome(ex) == expected
+    protocol, families = fastpath.PROTOCOLS[name]
+    widths = bytes(len(key) if op == Op.MGET else 0 for op, key in zip(ops, names, strict=True))
+    scanned = _pump.scan_replies(protocol, families, bytes(ops), wire, MAX, widths)
+    assert scanned == (expected.codes, len(wire), None)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@settings(max_examples=400, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_hostile_replies_give_the_same_codes_or_a_protocol_error_on_both(
+    protocol: str, rng: Any
+) -> None:
+    """The differential test (STYLE 6a): replies from the grammar of each op family, with
+    huge, negative and 18-20 digit lengths and numbers, mutated (high bytes, split CRLFs,
+    truncation, garbage) and read in random pieces; the oracle is tests/support/pump_oracle.py,
+    which fuzz/fuzz_pump.py runs too."""
+    pump_oracle.check(pump_oracle.exchange(rng.randint, protocol))
+
+
+def test_hostile_replies_from_a_fixed_sweep_agree() -> None:
+    """The same oracle over a few thousand seeded exchanges, the same in every run."""
+    for seed in range(3000):
+        pump_oracle.check(pump_oracle.exchange(pump_oracle.seeded(seed)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(PROTOCOLS), st.binary(max_size=200), st.binary(min_size=1, max_size=8))
+def test_any_bytes_give_codes_or_an_error_never_a_crash(name: str, wire: bytes, ops: bytes) -> None:
+    protocol, families = fastpath.PROTOCOLS[name]
+    ops = bytes(op % len(Op) for op in ops)
+    widths = bytes(op % 5 for op in ops)
+    codes, consumed, error = _pump.scan_replies(protocol, families, ops, wire, 64, widths)
+    assert 0 <= consumed <= len(wire)
+    assert len(codes) <= len(ops)
+    assert all(code & 0xFF in {int(k) for k in ReplyKind} for code in codes)
+    assert error is None or isinstance(error, str)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "families", "op", "wire", "message"),
+    [
+        (TEXT, TEXT_FAMILIES, Op.GET, b"WHAT\r\n", "unexpected reply to get: b'WHAT'"),
+        (TEXT, TEXT_FAMILIES, Op.GET, b"VALUE k 0 x\r\n", "bad VALUE header"),
+        (TEXT, TEXT_FAMILIES, Op.GET, b"VALUE k 0 1\r\nab", "not followed by CRLF END CRLF"),
+        (TEXT, TEXT_FAMILIES, Op.SET, b"DELETED\r\n", "unexpected reply to a storage command"),
+        (TEXT, TEXT_FAMILIES, Op.GET, b"x" * 100, "longer than the reply bound"),
+        (TEXT, TEXT_FAMILIES, Op.GET, b"VALUE k 0 999\r\n", "larger than the reply bound"),
+        (RESP, RESP_FAMILIES, Op.GET, b":1\r\n", "cannot answer GET"),
+        (RESP, RESP_FAMILIES, Op.SET, b"+QUEUED\r\n", "cannot answer SET"),
+        (RESP, RESP_FAMILIES, Op.MGET, b"*1\r\n:1\r\n", "MGET element"),
+        (RESP, RESP_FAMILIES, Op.GET, b"?\r\n", "unknown reply type"),
+        (RESP, RESP_FAMILIES, Op.GET, b"?", "unknown reply type"),  # no need to wait for CRLF
+        (RESP, RESP_FAMILIES, Op.SET, b"+O\rK\r\n", "CR or LF in a simple string"),
+        (RESP, RESP_FAMILIES, Op.GET, b"-ERR a\nb\r\n", "CR or LF in a simple string"),
+        (RESP, RESP_FAMILIES, Op.MGET, b"*99\r\n" + b"$-1\r\n" * 20, "reply bound"),
+        (RESP, RESP_FAMILIES, Op.GET, b"$abc\r\n", "bad bulk string length"),
+        (RESP, RESP_FAMILIES, Op.GET, b"$1\r\nab\r\n", "not followed by CRLF"),
+        (RESP, RESP_FAMILIES, Op.NOOP, b"+PONG\r\n", "no compiled scanner"),
+    ],
+)
+def test_replies_that_cannot_answer_the_request_are_grammar_errors(
+    protocol: int, families: bytes, op: Op, wire: bytes, message: str
+) -> None:
+    codes, consumed, error = _pump.scan_replies(protocol, families, bytes([op]), wire, 64)
+    assert codes == [] and consumed == 0
+    assert error is not None and message in error
+
+
+HEADER = reply_grammar.HEADER
+
+
+@pytest.mark.parametrize(
+    ("protocol", "op", "wire", "message"),
+    [
+        (BINARY, Op.GET, packet(0x00, 0, magic=0x80), "bad magic byte 0x80 (expected 0x81)"),
+        (BINARY, Op.GET, packet(0x00, 0, body=2**32 - 1)[:24], "body of 4294967295 bytes"),
+        (BINARY, Op.SET, packet(0x01, 0, body=65)[:24], "exceeds 64"),  # before the body
+        (BINARY, Op.GET, HEADER.pack(0x81, 0, 9, 4, 0, 0, 8, 0, 0) + b"x" * 8, "exceed the body"),
+        (BINARY, Op.GET, packet(0x01, 0), "opcode 0x01 answers a GET request"),
+        (BINARY, Op.DECR, packet(0x05, 0, value=b"\0" * 8), "answers a DECR request"),
+        (BINARY, Op.MGET, packet(0x00, 2), "opcode 0x00 answers a MGET request"),
+        (BINARY, Op.GET, packet(0x00, 7), "opaque 7 out of order (oldest pending 0)"),
+        (BINARY, Op.GET, packet(0x00, 2**32 - 1), "out of order"),  # the one before
+        (BINARY, Op.MGET, packet(0x0D, 3) + packet(0x0A, 2), "opaque 3 out of order"),
+        (BINARY, Op.MGET, packet(0x01, 0) + packet(0x0A, 2), "unexpected opcode 0x01"),
+        (BINARY, Op.INCR, packet(0x05, 0, value=b"\0" * 4), "value of 4 bytes (expected 8)"),
+        (BINARY, Op.INCR, packet(0x05, 0, value=b"\0" * 9), "value of 9 bytes (expected 8)"),
+        (META, Op.GET, b"VA 3 O9\r\nabc\r\n", "VA without our opaque b'O0'"),
+        (META, Op.GET, b"VA 3 O0 k\r\nabc\r\n", "VA without our opaque"),
+        (META, Op.GET, b"VA 3 O0\r\nabcd\r\n", "data block not followed by CRLF"),
+        (META, Op.GET, b"VA x3 O0\r\nabc\r\n", "bad VA line"),
+        (META, Op.GET, b"VA 99999999999999999999 O0\r\n", "bad VA line"),  # 20 digits
+        (META, Op.GET, b"VA 999999999999999999 O0\r\n", "bound 64"),  # 18: the bound says
+        (META, Op.GET, b"VA 000000000000000070 O0\r\n", "bound 64"),
+        (META, Op.SET, b"HD O1\r\n", "opaque mismatch: expected O0, got b'HD O1'"),
+        (META, Op.SET, b"HD O00\r\n", "opaque mismatch"),  # tokens compare as written
+        (META, Op.SET, b"NS O\xff0\r\n", "opaque mismatch"),
+        (META, Op.GET, b"HD O0\r\n", "unexpected meta reply b'HD O0'"),
+        (META, Op.DELETE, b"hd O0\r\n", "not a meta reply"),
+        (META, Op.DELETE, b"HDX O0\r\n", "not a meta reply"),
+        (META, Op.DELETE, b"HD  O0\r\n", "bad flags in meta reply"),
+        (META, Op.DELETE, b"HD O\r\n", "bad flags in meta reply"),
+        (META, Op.DELETE, b"HD O0 \r\n", "bad flags in meta reply"),
+        (META, Op.INCR, b"EN O0\r\n", "unexpected meta reply"),
+        (META, Op.MGET, b"VA 1 O5\r\nx\r\nMN\r\n", "VA with a token not in this multi-get"),
+        (META, Op.MGET, b"VA 1 O1\r\nx\r\nVA 1 O0\r\nx\r\nMN\r\n", "not in this multi-get"),
+        (META, Op.MGET, b"VA 1 f0 O0\r\nx\r\nMN\r\n", "bad VA line in multi-get"),
+        (META, Op.MGET, b"EN O0\r\nMN\r\n", "opaque mismatch: expected O, got b'EN O0'"),
+        (META, Op.MGET, b"MN O2\r\n", "opaque mismatch"),
+        (META, Op.MGET, b"HD\r\n", "unexpected meta reply"),
+        (META, Op.GET, b"x" * 65, "no line end within"),
+    ],
+)
+def test_binary_and_meta_grammar_errors_are_errors_of_the_codec_too(
+    protocol: int, op: Op, wire: bytes, message: str
+) -> None:
+    """Each fault stops the scanner at the reply's head, and the codec refuses it too."""
+    families = BINARY_FAMILIES if protocol == BINARY else META_FAMILIES
+    ops, widths = bytes([op]), bytes([2 if op == Op.MGET else 0])
+    codes, consumed, error = _pump.scan_replies(protocol, families, ops, wire, 64, widths)
+    assert (codes, consumed) == ([], 0) and error is not None and message in error, error
+    assert pump_oracle.codec_outcome(protocol, op, wire, 64)[1] is not None
+
+
+@pytest.mark.parametrize(
+    ("protocol", "op", "wire", "code"),
+    [
+        (BINARY, Op.GET, packet(0x00, 0, 0x82, value=b"out of memory"), ReplyKind.ERROR_REPLY),
+        (BINARY, Op.GET, packet(0x00, 0, extras=b"12345678", value=b"v"), ReplyKind.HIT | 256),
+        (BINARY, Op.SET, packet(0x01, 0, 1), ReplyKind.ERROR_REPLY),  # no "not found" for set
+        # getkq hits counted, and a getkq error counted aside; an error noop drops the hits
+        (BINARY, Op.MGET, packet(0x0D, 0) + packet(0x0D, 1, 0x82) + packet(0x0A, 2), 1 | 256),
+        (BINARY, Op.MGET, packet(0x0D, 1) + packet(0x0A, 2, 0x82), ReplyKind.ERROR_REPLY),
+        (BINARY, Op.MGET, packet(0x11, 1, 5) + packet(0x0A, 2), ReplyKind.MISS),  # quiet op
+        (META, Op.GET, b"EN\r\n", ReplyKind.MISS),  # no token: older servers
+        (META, Op.GET, b"VA 1 f0 t-1 O0\r\nx\r\n", ReplyKind.HIT | 256),
+        (META, Op.GET, b"VA 000000000000000001 O0\r\nx\r\n", ReplyKind.HIT | 256),
+        (META, Op.SET, b"NS O0 k b\r\n", ReplyKind.NOT_STORED),
+        (META, Op.SET, b"EX O7 O0\r\n", ReplyKind.EXISTS),  # the last O flag is the token
+        (META, Op.DELETE, b"SERVER_ERROR out of memory\r\n", ReplyKind.ERROR_REPLY),
+        (META, Op.INCR, b"VA 2 O0\r\nxy\r\n", ReplyKind.VALUE),  # not checked: a value
+        (META, Op.MGET, b"VA 1 O1\r\nx\r\nCLIENT_ERROR bad\r\nMN\r\n", 20 | 256),
+        (META, Op.MGET, b"VA 1 O00\r\nx\r\nMN\r\n", ReplyKind.HIT | 256),  # meta_token
+    ],
+)
+def test_binary_and_meta_edge_replies_classify_as_the_codec_does(
+    protocol: int, op: Op, wire: bytes, code: int
+) -> None:
+    families = BINARY_FAMILIES if protocol == BINARY else META_FAMILIES
+    ops, widths = bytes([op]), bytes([2 if op == Op.MGET else 0])
+    scanned = _pump.scan_replies(protocol, families, ops, wire, MAX, widths)
+    assert scanned == ([int(code)], len(wire), None)
+    assert pump_oracle.codec_outcome(protocol, op, wire) == ([int(code)], None)
+
+
+@pytest.mark.parametrize(
+    ("wire", "error"),
+    [
+        (packet(0x00, 0, 1) + packet(0x00, 1, 1)[:23], None),  # the codec waits for 24 bytes
+        (packet(0x00, 0, 1) + packet(0x00, 1, 1, body=9), None),  # ... and for the body
+        (packet(0x00, 0, 1) + packet(0x00, 1, 1), "(opaque 1) with no request pending"),
+        (packet(0x00, 0, 1) + packet(0x00, 1, magic=0), "bad magic"),
+    ],
+)
+def test_a_binary_response_with_nothing_pending_is_refused_when_the_codec_refuses_it(
+    wire: bytes, error: str | None
+) -> None:
+    codes, consumed, scanned = _pump.scan_replies(BINARY, BINARY_FAMILIES, bytes([0]), wire, MAX)
+    assert codes == [int(ReplyKind.MISS)] and consumed == 24
+    assert scanned is None if error is None else error in scanned
+    assert (pump_oracle.codec_outcome(BINARY, Op.GET, wire)[1] is None) == (error is None)
+
+
+def test_a_meta_19_digit_size_is_refused_by_the_scanner_and_both_codec_paths() -> None:
+    """A zero-padded 19-digit size is beyond MAX_SIZE_DIGITS: the scanner, the codec's
+    parser (next_reply) and its inline path (read_kinds, which once took it) all refuse it."""
+    wire = b"VA 0000000000000000003 O0\r\nabc\r\n"
+    _, _, error = _pump.scan_replies(META, META_FAMILIES, bytes([Op.GET]), wire, MAX)
+    assert error is not None and "bad VA line" in error
+    for read in ("next_reply", "read_kinds"):
+        codec: Any = CODECS["memcache-meta"].factory(CodecOptions())
+        codec.encode(Op.GET, b"k", None, bytearray())
+        codec.feed(wire)
+        with pytest.raises(ProtocolError, match="bad VA line"):
+            codec.next_reply() if read == "next_reply" else codec.read_kinds([])
+
+
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    ("op", "reply"),
+    [
+        (Op.INCR, b":1000000000000000000\r\n"),  # 19 digits
+        (Op.INCR, b":%d\r\n" % INT64_MAX),
+        (Op.INCR, b":%d\r\n" % -(2**63)),
+        (Op.INCR, b":-1000000000000000000\r\n"),
+        (Op.INCR, b":0\r\n"),
+        (Op.DELETE, b":%d\r\n" % INT64_MAX),
+        (Op.INCR, b":%d\r\n" % (INT64_MAX + 1)),  # beyond: a protocol error on both
+        (Op.INCR, b":%d\r\n" % (-(2**63) - 1)),
+        (Op.INCR, b":18446744073709551615\r\n"),
+        (Op.INCR, b":100000000000000000000\r\n"),
+        (Op.INCR, b":007\r\n"),  # hiredis refuses what Redis never writes
+        (Op.INCR, b":-0\r\n"),
+        (Op.INCR, b":+1\r\n"),
+        (Op.INCR, b":-\r\n"),
+        (Op.INCR, b":\r\n"),
+        (Op.INCR, b": 1\r\n"),
+        (Op.GET, b"$-2\r\n"),
+        (Op.GET, b"$01\r\nx\r\n"),
+        (Op.GET, b"$-0\r\n"),
+        (Op.MGET, b"*-2\r\n"),
+        (Op.MGET, b"*%d\r\n" % 2**32),
+        (Op.MGET, b"*99999999999999999999\r\n"),
+        (Op.GET, b"$99999999999999999999\r\n"),
+    ],
+)
+def test_resp_numbers_take_the_signed_64_bit_range_as_the_codec_does(op: Op, reply: bytes) -> None:
+    expected_codes, expected_error = pump_oracle.codec_outcome(RESP, op, reply)
+    codes, consumed, error = _pump.scan_replies(RESP, RESP_FAMILIES, bytes([op]), reply, MAX)
+    assert codes == expected_codes
+    assert (error is None) == (expected_error is None), (error, expected_error)
+    assert consumed == (len(reply) if error is None else 0)
+
+
+@pytest.mark.parametrize(
+    "header", [b"$%d\r\n" % INT64_MAX, b"$%d\r\n" % (INT64_MAX - 3), b"$1000000000000000000\r\n"]
+)
+def test_huge_bulk_lengths_are_refused_by_the_bound_not_overflowed(header: bytes) -> None:
+    codes, consumed, error = _pump.scan_replies(
+        RESP, RESP_FAMILIES, bytes([Op.GET]), header + b"abc\r\n", 64
+    )
+    assert (codes, consumed) == ([], 0)
+    assert error is not None and "larger than the reply bound" in error

@@ -1,0 +1,69 @@
+"""One reconnect routine for every worker: load connections and a queue's links alike.
+
+Scripted transports (no sockets). A server over its connection limit accepts, writes one
+error line and closes; a queue's producer meets it as a load connection does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+
+from kvbench.config.model import ReportConfig
+from kvbench.config.queue import build_queue_config
+from kvbench.engine.queue_worker import QueueWorker, QueueWorkerSpec
+from kvbench.engine.reconnect import RECONNECT_FIRST_NS, backoff, connect_error_text
+from kvbench.errors import SetupRefused, TargetUnreachable
+from tests.unit.engine.test_connection import ScriptedTransport
+
+
+def test_one_connect_error_text_for_every_driver() -> None:
+    assert connect_error_text(ConnectionRefusedError()) == "connection refused"
+    assert connect_error_text(TimeoutError()) == "timed out"
+    assert connect_error_text(SetupRefused("WRONGPASS invalid password")) == (
+        "the server refused the connection setup: WRONGPASS invalid password"
+    )
+    tls = ssl.SSLError(1, "certificate verify failed")
+    assert connect_error_text(tls).startswith("TLS handshake failed")
+
+
+def test_a_refused_setup_is_a_target_unreachable() -> None:
+    """Before a run it ends the run with exit 3, like any unreachable target."""
+    assert issubclass(SetupRefused, TargetUnreachable)
+
+
+def test_the_backoff_doubles_up_to_its_cap() -> None:
+    waits = [RECONNECT_FIRST_NS]
+    for _ in range(6):
+        waits.append(backoff(waits[-1]))
+    assert waits[:3] == [RECONNECT_FIRST_NS, 2 * RECONNECT_FIRST_NS, 4 * RECONNECT_FIRST_NS]
+    assert waits[-1] == 1_000_000_000
+
+
+def _producer() -> QueueWorker:
+    config = build_queue_config("memcacheq://127.0.0.1:1/q", {}, ReportConfig())
+    return QueueWorker(QueueWorkerSpec(config, "producer", 0, 100, 7), lambda report: None)
+
+
+def test_a_queue_link_refused_at_accept_is_counted_and_backs_off_as_a_load_connection() -> None:
+    async def scenario() -> tuple[dict[str, float], list[int], int]:
+        worker = _producer()
+        link, transport = worker.link, ScriptedTransport()
+        link.connection_made(transport)
+        worker._running = True
+        worker.restart_live_min()
+        delays = []
+        for _ in range(3):  # reopened, and refused again at once
+            link.data_received(b"ERROR Too many open connections\r\n")
+            link.connection_lost(None)
+            delays.append(link.reconnect_delay_ns)
+            link.connection_made(transport)
+        worker._running = False  # the reopening tasks end at their next wake-up
+        live = worker.live_connections
+        worker.recorder.add_stat("connections_live_min", worker.take_live_min())
+        return worker.recorder.cut("measure", 0, 0, 1).stats, delays, live
+
+    stats, delays, live = asyncio.run(scenario())
+    assert delays == [2 * RECONNECT_FIRST_NS, 4 * RECONNECT_FIRST_NS, 8 * RECONNECT_FIRST_NS]
+    assert (stats["connect_resets"], stats["reconnects"], stats["connects"]) == (3, 3, 4)
+    assert stats["connections_live_min"] == 0 and live == 1
