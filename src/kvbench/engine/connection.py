@@ -25,6 +25,8 @@ from kvbench.protocols.base import ClientCodec
 if TYPE_CHECKING:
     from kvbench.engine.fastpath import PumpFactory
     from kvbench.engine.shards import Shard
+    from kvbench.workload.plan import RequestSource
+    from kvbench.workload.trace_source import Lane
 
 _now = time.monotonic_ns
 _TIMEOUT = int(Outcome.TIMEOUT)
@@ -81,7 +83,8 @@ class Connection(Link):
         self._tally = tally
         self._recorder = recorder
         self.shard = shard
-        self.source = shard.source
+        # Where requests come from: the shared workload, or a replay's lane of the trace.
+        self.source: RequestSource | Lane = shard.source
         self.pipeline = pipeline
         self._sent_ops: list[int] = []
         self._sent_ns: list[int] = []
@@ -97,6 +100,9 @@ class Connection(Link):
     # -- lifecycle -------------------------------------------------------------------
 
     def _became_ready(self) -> None:
+        ttl = self.source.ttl_s  # a replay's chunk TTL, for this connection's new codec
+        if ttl is not None:
+            self._codec.set_ttl(ttl)
         self.attach_pump()
 
     def _transport_gone(self) -> None:
@@ -256,8 +262,9 @@ class Connection(Link):
         try:
             while remaining:
                 if position == source.size:
-                    source.refill()
                     position = 0
+                    if not self._next_chunk(source):
+                        break  # a replay's lane with nothing to send now
                 stop = min(source.size, position + remaining)
                 encode_many(source.ops, source.keys, source.values, position, stop, out)
                 sent_ops.extend(source.ops[position:stop])
@@ -276,6 +283,18 @@ class Connection(Link):
             if taken:
                 tally.bytes_out += len(out)
                 self._transport.write(out)
+            else:
+                worker.maybe_finished()
+
+    def _next_chunk(self, source: Any) -> bool:
+        """Make the source's next chunk current; False when it has none now (a replay's
+        lane). A chunk that carries its stores' TTL has it set on the codec."""
+        if not source.refill():
+            return False
+        ttl = source.ttl_s
+        if ttl is not None:
+            self._codec.set_ttl(ttl)
+        return True
 
     def issue_scheduled(self, intended_ns: list[int], now: int) -> None:
         """Open loop: send one request per intended time, in one write; record the lags."""
@@ -289,8 +308,9 @@ class Connection(Link):
         remaining = n
         while remaining:
             if position == source.size:
-                source.refill()
                 position = 0
+                if not self._next_chunk(source):  # the schedule counted what the lane has
+                    raise RuntimeError("a scheduled request was not in its source")
             stop = min(source.size, position + remaining)
             self._codec.encode_many(source.ops, source.keys, source.values, position, stop, out)
             self._sent_ops.extend(source.ops[position:stop])

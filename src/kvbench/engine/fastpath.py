@@ -92,6 +92,9 @@ def python_reason(config: RunConfig) -> str | None:
         return f"{PURE_PYTHON_ENV} is set"
     if config.load.rate_per_s is not None:
         return "open loop"
+    if config.replay is not None:
+        # Each connection sends its own lane of the trace, each chunk with its own TTL.
+        return "a replay"
     if config.workload.verify:
         return "--verify"
     if config.workload.ttl_max_s is not None and config.workload.ttl_max_s != config.workload.ttl_s:

@@ -120,6 +120,10 @@ class Schedule:
             del self._chunks[0], self._firsts[0]
             self._base += POISSON_CHUNK
 
+    def finished(self) -> bool:
+        """A rate never runs out of requests."""
+        return False
+
     def _locate(self, i: int) -> tuple[int, int]:
         """(chunk, offset) of request ``i``, drawing times up to it."""
         if i < self._base:
@@ -191,3 +195,7 @@ class TraceSchedule:
 
     def release(self, below: int) -> None:
         """Nothing to forget: a lane drops its chunks as they are sent."""
+
+    def finished(self) -> bool:
+        """The trace is read to its end and every request of the lane was handed out."""
+        return bool(self.lane.feed.done and self.lane.pending() == 0)

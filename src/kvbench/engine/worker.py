@@ -4,6 +4,11 @@ A worker connects (preflight), optionally preloads its share of the keyspace, th
 warm-up, measure and drain on the system-wide monotonic clock, cutting an interval
 snapshot at every boundary and handing it to ``emit``. It never raises for transport
 failures during a run: they are counted and the connection is reopened.
+
+A replay (``config.replay``) gives each connection its own request source, a lane of the
+trace's rows (workload/trace_source.py): sent as fast as the server answers (closed loop),
+or at the trace's times through the open-loop dispatcher, one ``TraceSchedule`` per
+connection. The run ends when the trace (or its slice) is sent and answered.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from kvbench.engine.connection import Connection
 from kvbench.engine.fastpath import PumpFactory, drain, driver_name, new_tally, python_reason
 from kvbench.engine.link import Link, SetupWriter
 from kvbench.engine.open_loop import OpenLoopDispatcher
-from kvbench.engine.pacing import Schedule
+from kvbench.engine.pacing import Schedule, TraceSchedule
 from kvbench.engine.reconnect import LinkKeeper, open_links
 from kvbench.engine.setup import setup_for
 from kvbench.engine.shards import Shard, build_shards
@@ -32,6 +37,7 @@ from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.protocols.base import OP_NAMES, Op
 from kvbench.units import share_out
 from kvbench.workload.plan import WorkloadPlan
+from kvbench.workload.trace_source import Lane, ReplayFeed
 
 _now = time.monotonic_ns
 T = TypeVar("T")
@@ -81,6 +87,8 @@ class WorkerSummary:
     last_error: str | None = None
     mismatch_keys: list[str] = field(default_factory=list)  # --verify: example keys
     driver: str = "python"  # "compiled", or "python (<why>)": engine/fastpath.py
+    # A replay: this worker's trace profile and counts (``ReplayFeed.report``), else None.
+    trace: dict[str, Any] | None = None
 
 
 class _OnTally(Generic[T]):
@@ -135,6 +143,8 @@ class Worker(LinkKeeper):
         self._cpu_mark_ns = time.process_time_ns()
         self._finished: asyncio.Event | None = None
         self.dispatcher: OpenLoopDispatcher | None = None
+        # A replay's trace reader and lanes (one per connection), made when connecting.
+        self.feed: ReplayFeed | None = None
 
     # -- send state, shared with the compiled pumps -------------------------------------
 
@@ -174,6 +184,19 @@ class Worker(LinkKeeper):
             self.connections += [
                 self.make_connection(factory, setup, load.pipeline, shard) for factory in factories
             ]
+        replay = spec.config.replay
+        if replay is not None:
+            self.feed = ReplayFeed(
+                replay,
+                self.target.protocol,
+                spec.worker_index,
+                spec.n_workers,
+                len(self.connections),
+                spec.config.workload.seed,
+            )
+            for conn, lane in zip(self.connections, self.feed.lanes, strict=True):
+                conn.source = lane
+            self.feed.on_rows = self._lanes_woken
         await open_links(self.connections, load.connect_timeout_ns)
 
     def make_connection(
@@ -262,6 +285,9 @@ class Worker(LinkKeeper):
         ]
         if load.rate_per_s is not None:
             self.dispatcher = self._open_loop(start_ns, load.rate_per_s)
+        elif self.feed is not None and self.feed.config.timed:
+            self.dispatcher = self._timed_replay(start_ns)
+        if self.dispatcher is not None:
             tasks.append(asyncio.create_task(self.dispatcher.run()))
         try:
             if self.dispatcher is None:
@@ -282,6 +308,7 @@ class Worker(LinkKeeper):
             measure_end_ns=self._measure_end_ns,
             mismatch_keys=list(self.verifier.examples) if self.verifier else [],
             driver=driver_name(self.python_reason),
+            trace=self.feed.report() if self.feed is not None else None,
             **self.summary_fields(),
         )
 
@@ -307,6 +334,32 @@ class Worker(LinkKeeper):
             schedule,
             load.max_lag_ns,
         )
+
+    def _timed_replay(self, start_ns: int) -> OpenLoopDispatcher:
+        """A replay at the trace's times: each connection sends its lane's rows when due
+        (the trace's time 0 is ``start_ns``)."""
+        assert self.feed is not None
+        for conn in self.connections:
+            conn.closed_loop = False
+        schedules = [TraceSchedule(lane, start_ns) for lane in self.feed.lanes]
+        return OpenLoopDispatcher(
+            self,
+            self.tally,
+            self.recorder,
+            self.connections,
+            self.shards,
+            schedules,
+            self.spec.config.load.max_lag_ns,
+        )
+
+    def _lanes_woken(self, lanes: list[Lane]) -> None:
+        """A replay's lanes got rows (or reached the trace's end): a closed loop sends them."""
+        if self.issuing and self.dispatcher is None:
+            for lane in lanes:
+                conn = self.connections[lane.index]
+                if conn.connected:
+                    conn.fill()
+        self.maybe_finished()
 
     def stop(self) -> None:
         """End the measured window now (Ctrl-C); in-flight requests still drain."""
@@ -395,6 +448,9 @@ class Worker(LinkKeeper):
         exhausted = self.phase == "drain" or (
             self.phase in ("preload", "measure") and self.budget == 0
         )
+        if self.phase == "measure" and self.feed is not None and self.feed.exhausted():
+            exhausted = True
+            self.issuing = False  # replies now end the run once nothing is in flight
         if exhausted and all(c.inflight == 0 for c in self.connections):
             now = _now()
             if self.phase == "measure":
@@ -455,5 +511,6 @@ class Worker(LinkKeeper):
     # -- connection events: counted and reopened by LinkKeeper ---------------------------
 
     def _link_ready(self, link: Link) -> None:
-        if self.issuing:
+        # Open loop: the dispatcher sends on the reopened link when requests are due.
+        if self.issuing and self.dispatcher is None:
             link.fill()

@@ -50,6 +50,12 @@ def _ops(total: IntervalSnapshot, op: str) -> tuple[int, int]:
     return sure, unsure
 
 
+def _ops_of(total: IntervalSnapshot, *ops: str) -> tuple[int, int]:
+    """``_ops`` summed over several ops (a server counter that counts them all)."""
+    parts = [_ops(total, op) for op in ops]
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
+
+
 def _number(stats: dict[str, Any], name: str) -> float:
     return stat_number(name, stats.get(name, "0")) or 0.0
 
@@ -101,20 +107,29 @@ def reconcile(
         if client[0] or client[1] or server_count:
             rows.append(Reconciled(name, client[0], server_count, client[1]))
 
-    get, mget = _ops(total, "get"), _ops(total, "mget")
+    # A replay sends every op of the trace: memcached counts gets in cmd_get and every
+    # storage command (add, replace, append, prepend, cas) in cmd_set; Redis's SET NX/XX
+    # (add, replace) are SETs.
+    get, mget = _ops_of(total, "get", "gets"), _ops(total, "mget")
+    stores = ("set", "add", "replace", "append", "prepend", "cas")
     if family in ("memcache", "http"):
         mget_keys = total.keys.get("mget", 0)
         add("get (keys)", (get[0] + mget_keys, get[1] + mget[1] * mget_width), "cmd_get")
-        hits = total.counts.get("get", {}).get("hit", 0) + total.keys_hit.get("mget", 0)
+        hits = sum(total.counts.get(op, {}).get("hit", 0) for op in ("get", "gets"))
+        hits += total.keys_hit.get("mget", 0)
         add("get hits", (hits, get[1] + mget[1] * mget_width), "get_hits")
-        add("set", _ops(total, "set"), "cmd_set")
+        add("set", _ops_of(total, *stores), "cmd_set")
         add("delete", _ops(total, "delete"), "delete_hits", "delete_misses")
         add("incr", _ops(total, "incr"), "incr_hits", "incr_misses")
+        add("decr", _ops(total, "decr"), "decr_hits", "decr_misses")
+        add("cas", _ops(total, "cas"), "cas_hits", "cas_badval", "cas_misses")
     else:
         add("get", get, "cmdstat_get")
-        add("set", _ops(total, "set"), "cmdstat_set")
+        add("set", _ops_of(total, "set", "add", "replace"), "cmdstat_set")
         add("delete", _ops(total, "delete"), "cmdstat_del")
         add("incr", _ops(total, "incr"), "cmdstat_incr", "cmdstat_incrby")
+        add("decr", _ops(total, "decr"), "cmdstat_decr", "cmdstat_decrby")
+        add("append", _ops(total, "append"), "cmdstat_append")
         add("mget", mget, "cmdstat_mget")
     return rows
 

@@ -84,7 +84,11 @@ class RequestSource:
     Attributes:
         ops, keys, values: the current chunk; position ``pos`` is the next request.
             ``keys[i]`` is a tuple of keys where ``ops[i]`` is ``Op.MGET``.
+        ttl_s: the expiry of the chunk's stores, where the chunk sets it (a replay's lane:
+            workload/trace_source.py); None here: each connection's codec sends its own.
     """
+
+    ttl_s: int | None = None
 
     def __init__(self, plan: WorkloadPlan, wall_clock_ns: Callable[[], int] = time.time_ns) -> None:
         config = plan.config
@@ -121,8 +125,12 @@ class RequestSource:
             elif op == incr:
                 keys[i] = counters[indexes[i] % len(counters)]
 
-    def refill(self) -> None:
-        """Draw the next chunk and rewind ``pos``."""
+    def refill(self) -> bool:
+        """Draw the next chunk and rewind ``pos``.
+
+        Returns:
+            True: a workload never runs dry (a replay's lane may: ``Lane.refill``).
+        """
         table = self._plan.key_table
         values = self._plan.value_table
         ops = self._mix.draw(CHUNK).tolist()
@@ -143,6 +151,7 @@ class RequestSource:
         self.keys = keys
         self.pos = 0
         self.size = CHUNK
+        return True
 
     def _derive_values(self, ops: list[int], keys: list[bytes | tuple[bytes, ...]]) -> None:
         """Verify mode: replace each set's value by one derived from its key and a version."""

@@ -382,6 +382,17 @@ def _show(text: bytes) -> str:
     return repr(text[:40].decode("utf-8", "backslashreplace"))
 
 
+def check_trace(path: str) -> None:
+    """Read the trace's first block: a missing file, one that is not a trace (its first
+    rows) or not zstd it claims to be fails here, before any connection is opened.
+
+    Raises:
+        ConfigError: as ``TraceReader`` does.
+    """
+    for _ in TraceReader(Path(path)):
+        break
+
+
 def client_hashes(clients: list[bytes]) -> list[int]:
     """A stable 32-bit hash of each client id (CRC-32: the same in every process)."""
     return list(map(zlib.crc32, clients))

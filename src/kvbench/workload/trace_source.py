@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from kvbench.config.replay import ReplayConfig
+from kvbench.errors import ConfigError
 from kvbench.protocols.base import Op
 from kvbench.workload.trace import TRACE_OPS, TraceReader, TraceRows, client_hashes
 from kvbench.workload.trace_ops import (
@@ -169,6 +170,7 @@ class Lane:
         self.ops, self.keys, self.values, self.offsets_ns = [], [], [], []
         if not self._waiting:
             if not self.feed.config.timed:  # timed: the schedule reads (read_until)
+                self.starved = False  # rows read now must not wake this lane mid-refill
                 self.feed.read_for(self)
             if not self._waiting:
                 self.starved = not self.feed.done
@@ -279,6 +281,8 @@ class ReplayFeed:
         self._held: TraceRows | None = None  # timed: the rows of a second not yet complete
         self._ns_per_s = 1e9 / config.speed if config.speed is not None else 0.0
         self.read_ahead_ns = 0  # timed: rows are read up to this offset
+        # A bad row (the ConfigError's path and message): the replay ends at it.
+        self.error: tuple[str, str] | None = None
 
     @property
     def max_buffered_bytes(self) -> int:
@@ -302,8 +306,29 @@ class ReplayFeed:
         """Requests queued in the lanes and not handed out yet."""
         return sum(lane.pending() for lane in self.lanes)
 
+    def exhausted(self) -> bool:
+        """The trace is read to its end (or a bad row ended it) and every request was
+        handed out."""
+        return self.done and not self.remaining()
+
+    def report(self) -> dict[str, Any]:
+        """What this worker's feed saw and did, as plain data (results/trace.py merges)."""
+        return {
+            "profile": self.profile.to_dict(),
+            "counts": self.counts.to_dict(),
+            "mapping": dict(self.mapping.sent_as),
+            "error": list(self.error) if self.error is not None else None,
+        }
+
     def _read_block(self) -> None:
-        rows = next(self._blocks, None)
+        try:
+            rows = next(self._blocks, None)
+        except ConfigError as exc:
+            # Raised on a connection's hot path: kept, and the feed ends here; the worker
+            # reports it and the run becomes a config error (one line, exit 2).
+            self.error = (exc.path, exc.message)
+            self._blocks = iter(())
+            rows = None
         if self._worker_index == 0:
             self.counts.lines_read = self._reader.lines_read
         if rows is None:

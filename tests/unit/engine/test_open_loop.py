@@ -32,7 +32,7 @@ def test_drops_are_counted_by_op_and_taken_from_every_server_in_turn() -> None:
     expected = [
         worker.shards[i % 2].source.ops[worker.shards[i % 2].source.pos + i // 2] for i in range(10)
     ]
-    dispatcher._drop(10)
+    dispatcher._drop(dispatcher.routes[0], 10)
     assert [shard.source.pos for shard in worker.shards] == [5, 5]
     dropped = {op: row[DROPPED] for op, row in enumerate(worker.recorder.counts) if row[DROPPED]}
     assert sum(dropped.values()) == 10
