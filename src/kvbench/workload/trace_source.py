@@ -58,7 +58,8 @@ _IS_STORE = [int(op) in _STORES for op in Op]
 
 @dataclass(slots=True)
 class ReplayCounts:
-    """What a replay did with the rows it read (one worker's; merged by addition).
+    """What a replay did with the rows it read (one worker's; the run's trace section adds
+    the workers' up: results/trace.py).
 
     Attributes:
         lines_read: lines of the file read (worker 0 only: every worker reads them all).
@@ -82,23 +83,6 @@ class ReplayCounts:
             "skipped": dict(self.skipped),
             "keys_clamped": self.keys_clamped,
         }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ReplayCounts:
-        return cls(
-            int(data["lines_read"]),
-            int(data["rows"]),
-            int(data["requests"]),
-            Counter({str(k): int(v) for k, v in data["skipped"].items()}),
-            int(data["keys_clamped"]),
-        )
-
-    def merge(self, other: ReplayCounts) -> None:
-        self.lines_read += other.lines_read
-        self.rows += other.rows
-        self.requests += other.requests
-        self.skipped.update(other.skipped)
-        self.keys_clamped += other.keys_clamped
 
 
 @dataclass(slots=True)

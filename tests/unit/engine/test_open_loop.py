@@ -115,5 +115,5 @@ def test_poisson_backlog_beyond_max_lag_is_dropped_exactly_after_releases() -> N
         dispatcher.dispatch(now)
     stall_end = S + S // 2
     dropped = reference.due_by(stall_end - max_lag_ns - 1) - reference.due_by(S - MS)
-    assert dispatcher._dropped == dropped
+    assert dispatcher.routes[0].dropped == dropped
     assert sink.sent + dropped == dispatcher.next_index == reference.due_by(3 * S - MS)

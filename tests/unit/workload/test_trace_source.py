@@ -9,6 +9,8 @@ import pytest
 from kvbench.config.replay import ReplayConfig, replay_config
 from kvbench.errors import ConfigError
 from kvbench.protocols.base import Op
+from kvbench.report.trace_figures import profile_summary
+from kvbench.results.trace import merge_profiles
 from kvbench.workload.trace import TRACE_OPS, TraceReader
 from kvbench.workload.trace_ops import SKIPPED, KeyFitter, OpMapping, ValueSlices, fit_key
 from kvbench.workload.trace_profile import TraceProfile
@@ -151,7 +153,7 @@ def test_slice_from_to_and_limit(tmp_path: Path) -> None:
 def test_workers_split_the_clients_and_add_up_to_the_trace(tmp_path: Path) -> None:
     rows = mixed_rows(3000, clients=11)
     path = write_trace(tmp_path / "t.csv", rows)
-    profile = TraceProfile()
+    parts = []
     total = 0
     key_sets = []
     for worker in range(3):
@@ -159,10 +161,14 @@ def test_workers_split_the_clients_and_add_up_to_the_trace(tmp_path: Path) -> No
         feed = ReplayFeed(config, "memcache-text", worker, 3, 2, seed=1)
         lanes = drain(feed)
         total += feed.counts.requests
-        profile.merge(feed.profile)
+        parts.append(feed.profile.to_dict())
         key_sets.append({k for lane in lanes for _, k, _, _ in lane})
-    assert total == 2500 == profile.rows
-    assert profile.ops == Counter(r[5] for r in rows[:2500])
+    profile = merge_profiles(parts)
+    assert total == 2500 == profile["rows"]
+    assert profile["ops"] == Counter(r[5] for r in rows[:2500])
+    whole = ReplayFeed(ReplayConfig(str(path), limit=2500), "memcache-text", 0, 1, 2, seed=1)
+    drain(whole)
+    assert profile == merge_profiles([whole.profile.to_dict()])
 
 
 def test_timed_offsets_spread_each_second_and_follow_the_speed(tmp_path: Path) -> None:
@@ -200,8 +206,42 @@ def test_a_starved_lane_waits_instead_of_reading_the_whole_file(
     feed.on_rows = lambda lanes: woken.extend(lane.index for lane in lanes)
     assert not busy.refill() and busy.starved
     assert feed.buffered < 1000 and not feed.done
-    drain(feed)
+    full = feed.lanes[1 - busy.index]
+    while full.refill():  # only the full lane reads on
+        full.pos = full.size
+    assert feed.done
     assert woken == [busy.index]  # told once the trace ended
+
+
+def test_a_lane_is_never_woken_by_its_own_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine sends on a woken lane's connection at once: a lane woken while its own
+    refill reads would send from inside its connection's send loop."""
+    import kvbench.workload.trace_source as trace_source
+
+    monkeypatch.setattr(trace_source, "MAX_BUFFERED_ROWS", 500)
+    rows = [(0, f"k{i}", 5, 0, 7, "get", 0) for i in range(5000)]
+    feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=2, block=512)
+    busy = next(lane for lane in feed.lanes if lane.index != _lane_of(b"7", 2))
+    full = feed.lanes[1 - busy.index]
+    reading: list[object] = []
+    read_for = feed.read_for
+
+    def tracked(lane: trace_source.Lane) -> None:
+        reading.append(lane)
+        read_for(lane)
+        reading.pop()
+
+    monkeypatch.setattr(feed, "read_for", tracked)
+    woken_while_reading: list[object] = []
+    feed.on_rows = lambda lanes: woken_while_reading.extend(x for x in lanes if x in reading)
+    assert not busy.refill() and busy.starved
+    while not feed.done:
+        if full.refill():
+            full.pos = full.size
+        busy.refill()  # reads on for itself once the full lane drained
+    assert woken_while_reading == []
 
 
 def _lane_of(client: bytes, lanes: int) -> int:
@@ -215,13 +255,14 @@ def test_profile_summary_figures() -> None:
     profile.key_sizes.update({10: 90, 20: 10})
     profile.value_sizes.update({100: 1})
     profile.per_second.update({5: 10, 7: 30})
-    summary = profile.summary()
+    summary = profile_summary(profile.to_dict())
     assert summary["key_size_bytes"]["p50"] == 10 and summary["key_size_bytes"]["p99"] == 20
     assert summary["key_size_bytes"]["mean"] == 11
     rate = summary["rate"]
     assert rate["points"] == [[0, 10.0], [1, 0.0], [2, 30.0]]
     assert rate["mean_per_s"] == pytest.approx(40 / 3) and rate["peak_per_s"] == 30
-    assert TraceProfile.from_dict(profile.to_dict()) == profile
+    data = profile.to_dict()
+    assert merge_profiles([data]) == data
 
 
 def test_replay_flags_are_checked() -> None:

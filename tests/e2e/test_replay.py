@@ -1,0 +1,283 @@
+"""``kvbench replay`` end to end against real servers: what was sent equals what the
+server counted, by op; a bad row is one line and exit 2; ``--speed`` scales the span; the
+replay is a stored run whose trace section every output shows."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kvbench.config.targets import parse_target
+from kvbench.runner.probe import fetch_stats
+from tests.support.cli import read_json, run_kvbench
+from tests.support.servers import Server
+from tests.support.traces import Row, write_trace
+
+pytestmark = pytest.mark.integration
+
+WRITES = ("set", "add", "replace", "cas", "append", "prepend")
+
+
+def every_op_rows(n: int, *, seconds: int = 3, clients: int = 9, seed: int = 3) -> list[Row]:
+    """``n`` rows of all eleven trace ops over ``seconds`` whole seconds. Counters (the
+    keys incr and decr touch) are only ever stored with short values, which are digits:
+    memcached and Redis count an incr of a number, and refuse one of anything else."""
+    rng = random.Random(seed)
+    ops = ("get", "gets", "set", "add", "replace", "cas", "append", "prepend", "delete")
+    rows: list[Row] = []
+    for i in range(n):
+        if rng.random() < 0.2:
+            key = f"n:c:{rng.randrange(20):03d}"
+            op = rng.choice(("incr", "decr", "set", "get", "delete"))
+            size = 4  # a stored counter is 4 digits
+        else:
+            key = f"nz:u:{rng.randrange(300):05d}:{'x' * rng.randrange(12)}"
+            op = rng.choice(ops)
+            size = rng.choice((10, 100, 1000))
+        writes = op in WRITES
+        rows.append(
+            (
+                i * seconds // n,
+                key,
+                len(key) + rng.choice((-2, 0, 0, 5)),  # some keys padded, some cut
+                size if writes else 0,
+                f"c{rng.randrange(clients)}",
+                op,
+                rng.choice((0, 60, 3600)) if writes else 0,
+            )
+        )
+    return rows
+
+
+def memcached_stats(server: Server) -> dict[str, int]:
+    raw = fetch_stats(parse_target(f"memcached://{server.address}"))
+    return {k: int(v) for k, v in raw.items() if v.isdigit()}
+
+
+def deltas(before: dict[str, int], after: dict[str, int], *names: str) -> int:
+    return sum(after.get(n, 0) - before.get(n, 0) for n in names)
+
+
+@pytest.mark.parametrize("scheme", ["memcached", "memcached+meta"])
+def test_memcached_counters_equal_the_requests_sent(
+    fresh_memcached: Server, tmp_path: Path, scheme: str
+) -> None:
+    """Every trace op, two processes, keys fitted to their sizes: each of memcached's
+    counters grew by exactly the requests of the ops it counts, and every row was sent."""
+    rows = every_op_rows(4000)
+    trace = write_trace(tmp_path / "t.csv.zst", rows, compress=True)
+    out = tmp_path / "run.json"
+    before = memcached_stats(fresh_memcached)
+    result = run_kvbench(
+        "replay",
+        str(trace),
+        f"{scheme}://{fresh_memcached.address}",
+        "--speed",
+        "max",
+        "-c",
+        "6",
+        "-P",
+        "4",
+        "--processes",
+        "2",
+        "--no-save",
+        "-q",
+        "--json",
+        str(out),
+    )
+    after = memcached_stats(fresh_memcached)
+    assert result.code in (0, 1), result.stderr
+    doc = read_json(out)
+    ops = {name: row["count"] for name, row in doc["ops"].items()}
+    trace_ops = Counter(r[5] for r in rows)
+    assert doc["trace"]["profile"]["ops"] == dict(trace_ops)
+    assert doc["trace"]["sent"]["total"] == len(rows) == sum(ops.values())
+    assert ops == dict(trace_ops)  # memcached has every op: each row sent as itself
+    assert deltas(before, after, "cmd_get") == ops["get"] + ops["gets"]
+    hits = sum(doc["ops"][op]["outcomes"].get("hit", 0) for op in ("get", "gets"))
+    assert deltas(before, after, "get_hits") == hits
+    assert deltas(before, after, "cmd_set") == sum(ops[op] for op in WRITES)
+    assert deltas(before, after, "delete_hits", "delete_misses") == ops["delete"]
+    assert deltas(before, after, "incr_hits", "incr_misses") == ops["incr"]
+    assert deltas(before, after, "decr_hits", "decr_misses") == ops["decr"]
+    assert deltas(before, after, "cas_hits", "cas_badval", "cas_misses") == ops["cas"]
+    assert doc["totals"]["errors"] == 0
+    assert all(r["matches"] for r in doc["server"]["reconciliation"])
+
+
+def test_redis_counters_equal_the_requests_sent(fresh_redis: Server, tmp_path: Path) -> None:
+    """On Redis: gets is a GET, add and replace SET NX/XX; cas and prepend have no form
+    and are skipped and counted; each command's calls grew by the requests sent as it."""
+    rows = every_op_rows(3000)
+    trace = write_trace(tmp_path / "t.csv", rows)
+    out = tmp_path / "run.json"
+    before = redis_calls(fresh_redis)
+    result = run_kvbench(
+        "replay",
+        str(trace),
+        f"redis://{fresh_redis.address}",
+        "--speed",
+        "max",
+        "-c",
+        "4",
+        "-P",
+        "8",
+        "--no-save",
+        "-q",
+        "--json",
+        str(out),
+    )
+    after = redis_calls(fresh_redis)
+    assert result.code in (0, 1), result.stderr
+    doc = read_json(out)
+    ops = {name: row["count"] for name, row in doc["ops"].items()}
+    trace_ops = Counter(r[5] for r in rows)
+    sent = doc["trace"]["sent"]
+    assert sent["skipped"] == {
+        "cas has no resp2 form": trace_ops["cas"],
+        "prepend has no resp2 form": trace_ops["prepend"],
+    }
+    assert sent["total"] == len(rows) - trace_ops["cas"] - trace_ops["prepend"]
+    assert ops["get"] == trace_ops["get"] + trace_ops["gets"]
+
+    def grew(command: str) -> int:
+        return after.get(command, 0) - before.get(command, 0)
+
+    assert grew("get") == ops["get"]
+    assert grew("set") == ops["set"] + ops["add"] + ops["replace"]
+    assert grew("append") == ops["append"]
+    assert grew("del") == ops["delete"]
+    assert grew("incr") == ops["incr"]
+    assert grew("decr") == ops["decr"]
+    assert doc["totals"]["errors"] == 0
+
+
+def redis_calls(server: Server) -> dict[str, int]:
+    raw = fetch_stats(parse_target(f"redis://{server.address}"))
+    return {
+        k.removeprefix("cmdstat_"): int(v.split("calls=")[1].split(",")[0])
+        for k, v in raw.items()
+        if k.startswith("cmdstat_")
+    }
+
+
+@pytest.mark.parametrize("line", [3, 40_000])
+def test_a_bad_row_is_one_line_naming_the_file_and_line(
+    memcached_server: Server, tmp_path: Path, line: int
+) -> None:
+    """In the first block (found before connecting) or deep in the file (found by a worker
+    mid-run): one line, the file and line number, exit 2, nothing stored."""
+    rows = [(i // 1000, f"k:{i % 500}", 5, 0, i % 7, "get", 0) for i in range(45_000)]
+    path = write_trace(tmp_path / "bad.csv", rows)
+    lines = path.read_text().splitlines()
+    lines[line - 1] = lines[line - 1].replace(",get,", ",fetch,")
+    path.write_text("\n".join(lines) + "\n")
+    db = tmp_path / "h.db"
+    result = run_kvbench(
+        "replay",
+        str(path),
+        f"memcached://{memcached_server.address}",
+        "--speed",
+        "max",
+        "-c",
+        "2",
+        "--db",
+        str(db),
+        "-q",
+    )
+    assert result.code == 2, result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 1, result.stderr
+    assert f"{path}:{line}: unknown operation 'fetch'" in errors[0]
+    assert "Traceback" not in result.stderr + result.stdout
+    listed = run_kvbench("history", "--db", str(db))
+    assert "replay" not in listed.stdout and "bad.csv" not in listed.stdout
+
+
+def test_speed_2_takes_half_the_traces_span(memcached_server: Server, tmp_path: Path) -> None:
+    """A 4 s trace at --speed 2: its requests go out over about 2 s, each at its row's time
+    (rows of one second spread over it) halved; offered per interval follows the trace."""
+    rows = [
+        (i // 150, f"k:{i % 300}", 6, 0 if i % 3 else 50, i % 5, "get" if i % 3 else "set", 0)
+        for i in range(600)
+    ]
+    trace = write_trace(tmp_path / "t.csv", rows)
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "replay",
+        str(trace),
+        f"memcached://{memcached_server.address}",
+        "--speed",
+        "2",
+        "-c",
+        "4",
+        "--interval",
+        "500ms",
+        "--no-save",
+        "-q",
+        "--json",
+        str(out),
+    )
+    assert result.code == 0, result.stderr + result.stdout
+    doc = read_json(out)
+    # The last row is due at (3 + 149/150) / 2 = 1.997 s; replies follow within the run.
+    assert 1.95 <= doc["window_s"] <= 2.4, doc["window_s"]
+    assert doc["mode"] == "open"
+    assert doc["trace"]["sent"]["replay_span_s"] == 2.0
+    assert doc["trace"]["sent"]["offered_per_s"] == 300.0
+    assert doc["totals"]["ops"] == 600
+    offered = sum(
+        round(r["offered_per_s"] * r["length_s"])
+        for r in doc["intervals"]
+        if r.get("offered_per_s") is not None
+    )
+    assert offered == 600
+
+
+def test_a_replay_is_a_stored_run_with_its_trace_section(
+    memcached_server: Server, tmp_path: Path
+) -> None:
+    """show, show --json, export --json and the HTML report give the trace section the
+    run printed: the same document."""
+    rows = every_op_rows(800, seconds=2)
+    trace = write_trace(tmp_path / "t.csv", rows, header=True)
+    db = tmp_path / "h.db"
+    out = tmp_path / "run.json"
+    page = tmp_path / "run.html"
+    result = run_kvbench(
+        "replay",
+        str(trace),
+        f"memcached://{memcached_server.address}",
+        "--speed",
+        "max",
+        "--limit",
+        "500",
+        "-c",
+        "3",
+        "--db",
+        str(db),
+        "--json",
+        str(out),
+        "--report",
+        str(page),
+        "-q",
+    )
+    assert result.code in (0, 1), result.stderr
+    assert "trace " in result.stdout and "op mix:" in result.stdout
+    printed = read_json(out)["trace"]
+    assert printed["profile"]["rows"] == 500 == printed["sent"]["total"]
+    assert printed["slice"]["limit"] == 500
+    shown = run_kvbench("show", "last", "--db", str(db), "--json")
+    assert json.loads(shown.stdout)["trace"] == printed
+    plain = run_kvbench("show", "last", "--db", str(db))
+    assert "op mix:" in plain.stdout
+    exported = tmp_path / "export.json"
+    run_kvbench("export", "last", "--db", str(db), "--json", str(exported))
+    assert read_json(exported)["trace"] == printed
+    html = page.read_text()
+    assert "Trace" in html and 'data-chart="trace-rate"' in html
+    assert f'data-doc="/0/trace/sent/total" data-value="{printed["sent"]["total"]}"' in html
