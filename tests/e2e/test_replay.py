@@ -281,3 +281,65 @@ def test_a_replay_is_a_stored_run_with_its_trace_section(
     html = page.read_text()
     assert "Trace" in html and 'data-chart="trace-rate"' in html
     assert f'data-doc="/0/trace/sent/total" data-value="{printed["sent"]["total"]}"' in html
+
+
+def _ask(server: Server, request: bytes, end: bytes) -> bytes:
+    import socket
+
+    host, port = server.address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(request)
+        data = b""
+        while not data.endswith(end):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+TTL_ROWS: list[Row] = [
+    (0, "ttl:long", 8, 10, 1, "set", 1000),
+    (0, "ttl:short", 9, 10, 2, "set", 50),
+    (0, "ttl:none", 8, 10, 1, "set", 0),
+    (0, "ttl:added", 9, 10, 1, "add", 70),
+    (0, "ttl:long", 8, 0, 1, "get", 0),
+]
+
+
+def test_each_write_is_sent_with_its_rows_ttl_memcached(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    trace = write_trace(tmp_path / "t.csv", TTL_ROWS)
+    result = run_kvbench(
+        "replay", str(trace), f"memcached://{fresh_memcached.address}", "--speed", "max",
+        "-c", "2", "--no-save", "-q",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    dump = _ask(fresh_memcached, b"lru_crawler metadump all\r\n", b"END\r\n").decode()
+    items = {
+        fields["key"]: fields
+        for line in dump.splitlines()
+        if line.startswith("key=")
+        for fields in [dict(part.split("=", 1) for part in line.split())]
+    }
+    ttls = {
+        key.replace("%3A", ":"): int(f["exp"]) - int(f["la"]) if f["exp"] != "-1" else 0
+        for key, f in items.items()
+    }
+    assert ttls == {"ttl:long": 1000, "ttl:short": 50, "ttl:none": 0, "ttl:added": 70}
+
+
+def test_each_write_is_sent_with_its_rows_ttl_redis(fresh_redis: Server, tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.csv", TTL_ROWS)
+    result = run_kvbench(
+        "replay", str(trace), f"redis://{fresh_redis.address}", "--speed", "max",
+        "-c", "2", "--no-save", "-q",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    got = {}
+    for key in ("ttl:long", "ttl:short", "ttl:none", "ttl:added"):
+        reply = _ask(fresh_redis, b"TTL %s\r\n" % key.encode(), b"\r\n")
+        got[key] = int(reply[1:-2])
+    assert 990 <= got["ttl:long"] <= 1000 and 40 <= got["ttl:short"] <= 50
+    assert got["ttl:none"] == -1 and 60 <= got["ttl:added"] <= 70

@@ -117,3 +117,29 @@ def test_poisson_backlog_beyond_max_lag_is_dropped_exactly_after_releases() -> N
     dropped = reference.due_by(stall_end - max_lag_ns - 1) - reference.due_by(S - MS)
     assert dispatcher.routes[0].dropped == dropped
     assert sink.sent + dropped == dispatcher.next_index == reference.due_by(3 * S - MS)
+
+
+def test_a_reopened_connection_waits_for_the_dispatcher() -> None:
+    """Open loop: a link that comes back sends nothing of its own (a closed-loop fill would
+    send requests with no intended time, and shift every later latency by one)."""
+    config = load_config(
+        None,
+        {"target.urls": (["memcached://127.0.0.1:1"], "T"), "load.rate": ("1000", "--rate")},
+        1,
+    )
+    worker = Worker(WorkerSpec(config, 0, 1, 1, None), lambda snap: None)
+    worker.dispatcher = worker._open_loop(0, 1000)
+    worker.issuing = True
+
+    class Link:
+        filled = False
+
+        def fill(self) -> None:
+            self.filled = True
+
+    link = Link()
+    worker._link_ready(link)  # type: ignore[arg-type]
+    assert not link.filled
+    worker.dispatcher = None  # closed loop: a reopened link is topped up at once
+    worker._link_ready(link)  # type: ignore[arg-type]
+    assert link.filled
