@@ -45,6 +45,15 @@ _DIRECT: dict[str, Op] = {
 }
 # Where the protocol has not the op itself: what does the same to the data.
 _STAND_INS: dict[str, Op] = {"gets": Op.GET}
+# Ops a protocol has but cannot send as a trace row asks: the binary protocol reads a CAS
+# value of 0 as "no check" (protocol-binary.xml, "Set, Add, Replace"), so a tokenless cas
+# would be a set, which stores where the text and meta protocols' cas 0 never does.
+_UNSENDABLE: dict[tuple[str, str], str] = {
+    (
+        "memcache-binary",
+        "cas",
+    ): "cas has no memcache-binary form without a token (CAS 0 is no check)",
+}
 # The longest key memcached takes (protocol.txt, "Keys"); Redis keys are held to it too.
 MAX_KEY_BYTES = 250
 # The largest value a replay sends: the codecs' reply bound (protocols.base).
@@ -79,7 +88,11 @@ class OpMapping:
             op = _DIRECT[name]
             if op not in ops:
                 op = _STAND_INS.get(name, op)
-            if op in ops:
+            unsendable = _UNSENDABLE.get((protocol, name))
+            if unsendable is not None:
+                self.codes.append(SKIPPED)
+                self.reasons[name] = unsendable
+            elif op in ops:
                 self.codes.append(int(op))
                 self.sent_as[name] = op.name.lower()
             else:
