@@ -350,3 +350,30 @@ def test_each_write_is_sent_with_its_rows_ttl_redis(fresh_redis: Server, tmp_pat
         got[key] = int(reply[1:-2])
     assert 990 <= got["ttl:long"] <= 1000 and 40 <= got["ttl:short"] <= 50
     assert got["ttl:none"] == -1 and 60 <= got["ttl:added"] <= 70
+
+
+@pytest.mark.parametrize("speed", ["max", "4"])
+def test_the_replays_html_report_draws_the_trace_in_a_browser(
+    memcached_server: Server, tmp_path: Path, speed: str
+) -> None:
+    """Opened in headless Chromium: no console output, every chart drawn (the trace's rate
+    among them), each figure of the trace tables equal to the document's."""
+    from tests.integration.test_html_report_browser import load
+    from tests.support.report_page import resolve
+
+    trace = write_trace(tmp_path / "t.csv", every_op_rows(600, seconds=2))
+    out, page = tmp_path / "run.json", tmp_path / "run.html"
+    result = run_kvbench(
+        "replay", str(trace), f"memcached://{memcached_server.address}", "--speed", speed,
+        "-c", "3", "--no-save", "-q", "--json", str(out), "--report", str(page),
+        "--max-error-rate", "100%",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    shown = load(tmp_path, page)
+    charts = {f.get("data-chart") for f in shown.figures}
+    assert "trace-rate" in charts
+    doc = read_json(out)
+    trace_cells = [(p, v) for p, v, _ in shown.cells if p.startswith("/0/trace/")]
+    assert len(trace_cells) > 10
+    for pointer, value in trace_cells:
+        assert json.loads(value) == resolve([doc], pointer), pointer

@@ -262,6 +262,7 @@ class Connection(Link):
         try:
             while remaining:
                 if position == source.size:
+                    source.pos = position  # a lane counts what was taken of the chunk it leaves
                     position = 0
                     if not self._next_chunk(source):
                         break  # a replay's lane with nothing to send now
@@ -308,6 +309,7 @@ class Connection(Link):
         remaining = n
         while remaining:
             if position == source.size:
+                source.pos = position  # a lane counts what was taken of the chunk it leaves
                 position = 0
                 if not self._next_chunk(source):  # the schedule counted what the lane has
                     raise RuntimeError("a scheduled request was not in its source")
