@@ -8,6 +8,7 @@ import json
 import random
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,6 +54,16 @@ def every_op_rows(n: int, *, seconds: int = 3, clients: int = 9, seed: int = 3) 
     return rows
 
 
+def replay_max(trace: Path, url: str, tmp_path: Path, *flags: str) -> dict[str, Any]:
+    """``kvbench replay TRACE URL --speed max FLAGS``: its result document."""
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "replay", str(trace), url, "--speed", "max", *flags, "--no-save", "-q", "--json", str(out)
+    )
+    assert result.code in (0, 1), result.stderr
+    return read_json(out)
+
+
 def memcached_stats(server: Server) -> dict[str, int]:
     raw = fetch_stats(parse_target(f"memcached://{server.address}"))
     return {k: int(v) for k, v in raw.items() if v.isdigit()}
@@ -70,28 +81,10 @@ def test_memcached_counters_equal_the_requests_sent(
     counters grew by exactly the requests of the ops it counts, and every row was sent."""
     rows = every_op_rows(4000)
     trace = write_trace(tmp_path / "t.csv.zst", rows, compress=True)
-    out = tmp_path / "run.json"
     before = memcached_stats(fresh_memcached)
-    result = run_kvbench(
-        "replay",
-        str(trace),
-        f"{scheme}://{fresh_memcached.address}",
-        "--speed",
-        "max",
-        "-c",
-        "6",
-        "-P",
-        "4",
-        "--processes",
-        "2",
-        "--no-save",
-        "-q",
-        "--json",
-        str(out),
-    )
+    doc = replay_max(trace, f"{scheme}://{fresh_memcached.address}", tmp_path, "-c", "6",
+                     "-P", "4", "--processes", "2")  # fmt: skip
     after = memcached_stats(fresh_memcached)
-    assert result.code in (0, 1), result.stderr
-    doc = read_json(out)
     ops = {name: row["count"] for name, row in doc["ops"].items()}
     trace_ops = Counter(r[5] for r in rows)
     assert doc["trace"]["profile"]["ops"] == dict(trace_ops)
@@ -121,26 +114,9 @@ def test_redis_counters_equal_the_requests_sent(fresh_redis: Server, tmp_path: P
     and are skipped and counted; each command's calls grew by the requests sent as it."""
     rows = every_op_rows(3000)
     trace = write_trace(tmp_path / "t.csv", rows)
-    out = tmp_path / "run.json"
     before = redis_calls(fresh_redis)
-    result = run_kvbench(
-        "replay",
-        str(trace),
-        f"redis://{fresh_redis.address}",
-        "--speed",
-        "max",
-        "-c",
-        "4",
-        "-P",
-        "8",
-        "--no-save",
-        "-q",
-        "--json",
-        str(out),
-    )
+    doc = replay_max(trace, f"redis://{fresh_redis.address}", tmp_path, "-c", "4", "-P", "8")
     after = redis_calls(fresh_redis)
-    assert result.code in (0, 1), result.stderr
-    doc = read_json(out)
     ops = {name: row["count"] for name, row in doc["ops"].items()}
     trace_ops = Counter(r[5] for r in rows)
     sent = doc["trace"]["sent"]
@@ -318,11 +294,10 @@ def test_each_write_is_sent_with_its_rows_ttl_memcached(
     fresh_memcached: Server, tmp_path: Path
 ) -> None:
     trace = write_trace(tmp_path / "t.csv", TTL_ROWS)
-    result = run_kvbench(
-        "replay", str(trace), f"memcached://{fresh_memcached.address}", "--speed", "max",
-        "-c", "2", "--no-save", "-q",
-    )  # fmt: skip
-    assert result.code == 0, result.stderr
+    assert (
+        replay_max(trace, f"memcached://{fresh_memcached.address}", tmp_path, "-c", "2")["status"]
+        == "ok"
+    )
     dump = _ask(fresh_memcached, b"lru_crawler metadump all\r\n", b"END\r\n").decode()
     items = {
         fields["key"]: fields
@@ -339,11 +314,9 @@ def test_each_write_is_sent_with_its_rows_ttl_memcached(
 
 def test_each_write_is_sent_with_its_rows_ttl_redis(fresh_redis: Server, tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "t.csv", TTL_ROWS)
-    result = run_kvbench(
-        "replay", str(trace), f"redis://{fresh_redis.address}", "--speed", "max",
-        "-c", "2", "--no-save", "-q",
-    )  # fmt: skip
-    assert result.code == 0, result.stderr
+    assert (
+        replay_max(trace, f"redis://{fresh_redis.address}", tmp_path, "-c", "2")["status"] == "ok"
+    )
     got = {}
     for key in ("ttl:long", "ttl:short", "ttl:none", "ttl:added"):
         reply = _ask(fresh_redis, b"TTL %s\r\n" % key.encode(), b"\r\n")

@@ -283,10 +283,7 @@ class Worker(LinkKeeper):
             asyncio.create_task(self._watch_timeouts()),
             asyncio.create_task(self._hiccups()),
         ]
-        if load.rate_per_s is not None:
-            self.dispatcher = self._open_loop(start_ns, load.rate_per_s)
-        elif self.feed is not None and self.feed.config.timed:
-            self.dispatcher = self._timed_replay(start_ns)
+        self.dispatcher = self._open_loop(start_ns)
         if self.dispatcher is not None:
             tasks.append(asyncio.create_task(self.dispatcher.run()))
         try:
@@ -312,17 +309,12 @@ class Worker(LinkKeeper):
             **self.summary_fields(),
         )
 
-    def _open_loop(self, start_ns: int, total_rate_per_s: float) -> OpenLoopDispatcher:
-        """This worker's share of the rate; workers staggered by one slot of the total."""
-        spec = self.spec
-        load = spec.config.load
-        first_ns = start_ns + round(spec.worker_index * 1e9 / total_rate_per_s)
-        schedule = Schedule(
-            total_rate_per_s / spec.n_workers,
-            first_ns,
-            load.arrival,
-            seed=spec.config.workload.seed * 1000 + spec.worker_index,
-        )
+    def _open_loop(self, start_ns: int) -> OpenLoopDispatcher | None:
+        """The dispatcher of an open-loop run (``--rate``, or a replay at the trace's
+        times); None for a closed loop."""
+        schedule = self._schedule(start_ns)
+        if schedule is None:
+            return None
         for conn in self.connections:
             conn.closed_loop = False
         return OpenLoopDispatcher(
@@ -332,25 +324,25 @@ class Worker(LinkKeeper):
             self.connections,
             self.shards,
             schedule,
-            load.max_lag_ns,
-        )
-
-    def _timed_replay(self, start_ns: int) -> OpenLoopDispatcher:
-        """A replay at the trace's times: each connection sends its lane's rows when due
-        (the trace's time 0 is ``start_ns``)."""
-        assert self.feed is not None
-        for conn in self.connections:
-            conn.closed_loop = False
-        schedules = [TraceSchedule(lane, start_ns) for lane in self.feed.lanes]
-        return OpenLoopDispatcher(
-            self,
-            self.tally,
-            self.recorder,
-            self.connections,
-            self.shards,
-            schedules,
             self.spec.config.load.max_lag_ns,
         )
+
+    def _schedule(self, start_ns: int) -> Schedule | list[TraceSchedule] | None:
+        """``--rate``: this worker's share of the rate, workers staggered by one slot of
+        the total. A timed replay: each connection its lane's rows when due (the trace's
+        time 0 is ``start_ns``). None: a closed loop."""
+        spec = self.spec
+        load = spec.config.load
+        if load.rate_per_s is not None:
+            return Schedule(
+                load.rate_per_s / spec.n_workers,
+                start_ns + round(spec.worker_index * 1e9 / load.rate_per_s),
+                load.arrival,
+                seed=spec.config.workload.seed * 1000 + spec.worker_index,
+            )
+        if self.feed is not None and self.feed.config.timed:
+            return [TraceSchedule(lane, start_ns) for lane in self.feed.lanes]
+        return None
 
     def _lanes_woken(self, lanes: list[Lane]) -> None:
         """A replay's lanes got rows (or reached the trace's end): a closed loop sends them."""

@@ -128,7 +128,7 @@ def test_a_reopened_connection_waits_for_the_dispatcher() -> None:
         1,
     )
     worker = Worker(WorkerSpec(config, 0, 1, 1, None), lambda snap: None)
-    worker.dispatcher = worker._open_loop(0, 1000)
+    worker.dispatcher = worker._open_loop(0)
     worker.issuing = True
 
     class Link:
