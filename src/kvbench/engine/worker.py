@@ -286,6 +286,8 @@ class Worker(LinkKeeper):
         self.dispatcher = self._open_loop(start_ns)
         if self.dispatcher is not None:
             tasks.append(asyncio.create_task(self.dispatcher.run()))
+        for task in tasks:
+            task.add_done_callback(self._background_ended)
         try:
             if self.dispatcher is None:
                 for conn in self.connections:
@@ -343,6 +345,16 @@ class Worker(LinkKeeper):
         if self.feed is not None and self.feed.config.timed:
             return [TraceSchedule(lane, start_ns) for lane in self.feed.lanes]
         return None
+
+    def _background_ended(self, task: asyncio.Task[None]) -> None:
+        """A background task (ticks, timeouts, the dispatcher) that raised is a bug: the
+        run ends now, rather than wait for ever for what the task would have done, and
+        the worker's summary says why."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        self.note_error("bug", f"{type(exc).__name__}: {exc}")
+        self.stop()
 
     def _lanes_woken(self, lanes: list[Lane]) -> None:
         """A replay's lanes got rows (or reached the trace's end): a closed loop sends them."""

@@ -143,3 +143,36 @@ def test_a_reopened_connection_waits_for_the_dispatcher() -> None:
     worker.dispatcher = None  # closed loop: a reopened link is topped up at once
     worker._link_ready(link)  # type: ignore[arg-type]
     assert link.filled
+
+
+def test_a_dispatcher_that_raises_ends_the_run_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug in the dispatcher ends the worker's run (its summary names the error); the
+    worker never waits for ever for the requests the dead task would have sent."""
+    import asyncio
+    import time
+
+    config = load_config(
+        None,
+        {
+            "target.urls": (["memcached://127.0.0.1:1"], "T"),
+            "load.rate": ("1000", "--rate"),
+            "load.duration": ("1h", "--duration"),
+        },
+        1,
+    )
+    worker = Worker(WorkerSpec(config, 0, 1, 0, None), lambda snap: None)
+
+    def broken(self: OpenLoopDispatcher, now: int) -> None:
+        raise RuntimeError("a scheduled request was not in its source")
+
+    monkeypatch.setattr(OpenLoopDispatcher, "dispatch", broken)
+
+    async def run() -> Any:
+        return await asyncio.wait_for(worker.run(time.monotonic_ns()), 5)
+
+    summary = asyncio.run(run())
+    assert summary.status == "interrupted"
+    assert summary.last_error == "RuntimeError: a scheduled request was not in its source"
+    assert summary.errors == {"bug": 1}
