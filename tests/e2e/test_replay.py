@@ -350,3 +350,22 @@ def test_the_replays_html_report_draws_the_trace_in_a_browser(
     assert len(trace_cells) > 10
     for pointer, value in trace_cells:
         assert json.loads(value) == resolve([doc], pointer), pointer
+
+
+@pytest.mark.parametrize("flags", [(), ("--from", "100")], ids=["empty", "slice"])
+def test_nothing_to_replay_is_a_config_error(
+    memcached_server: Server, tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    path = tmp_path / "t.csv"
+    if flags:
+        write_trace(path, [(s, "k", 1, 0, 1, "get", 0) for s in range(5)])
+    else:
+        path.write_bytes(b"")
+    result = run_kvbench(
+        "replay", str(path), f"memcached://{memcached_server.address}", *flags, "--no-save", "-q"
+    )
+    assert result.code == 2, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"kvbench: error: {path}: no rows to replay (of {5 if flags else 0} lines read): an "
+        "empty trace, or --from/--to outside its times"
+    ]

@@ -385,7 +385,8 @@ class Coordinator:
 
         Raises:
             ConfigError: a worker's feed met a bad row: the replay is a config error (the
-                row's file and line), whatever it sent before.
+                row's file and line), whatever it sent before; or the replay had no row
+                to send (an empty trace, or a slice that holds none).
         """
         if self.config.replay is None:
             return None
@@ -397,7 +398,14 @@ class Coordinator:
                 raise ConfigError(*report["error"])
         replay = self.config.to_dict()["replay"]
         assert isinstance(replay, dict)
-        return TraceSection.from_reports(replay, reports)
+        section = TraceSection.from_reports(replay, reports)
+        if not self._stopping and reports and not section.counts["rows"]:
+            raise ConfigError(
+                section.path,
+                f"no rows to replay (of {section.counts['lines_read']:,} lines read): an empty "
+                "trace, or --from/--to outside its times",
+            )
+        return section
 
     def _round_record(self, tally: _Tally, merged: list[IntervalSnapshot]) -> dict[str, Any]:
         summaries = list(tally.summaries.values())
