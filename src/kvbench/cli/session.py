@@ -54,7 +54,7 @@ from kvbench.results.store import Store
 from kvbench.runner.coordinator import Coordinator
 from kvbench.runner.embedded import throwaway_memcached
 from kvbench.runner.levels import run_comparison, run_sweep
-from kvbench.runner.queue import QueueCoordinator
+from kvbench.runner.queue import QueueCarry, QueueCoordinator
 from kvbench.workload.trace import check_trace
 
 # option name -> config path; CLI values override the scenario file.
@@ -242,7 +242,7 @@ def replay_once(
     if section.timed and "load.pipeline" not in settings:
         settings["load.pipeline"] = (TIMED_REPLAY_PIPELINE, "--pipeline")
     config = load_config(None, settings, 1)
-    if len(config.targets) != 1:
+    if len(config.targets) != 1 or config.targets[0].cluster:
         raise ConfigError("TARGET", "a replay sends to one server (one client, one connection)")
     check_trace(section.path)
     load = replace(config.load, duration_ns=None, requests=None, rate_per_s=None, warmup_ns=0)
@@ -276,16 +276,30 @@ def queue_once(console: Console, config: QueueConfig, outputs: Outputs) -> int:
 def measure_queue(console: Console, config: QueueConfig) -> RunResult:
     """One queue run: producers and consumers, a live line per interval; its result (mode
     ``queue``)."""
+    return measure_queue_phase(console, config, None)[0]
+
+
+def measure_queue_phase(
+    console: Console, config: QueueConfig, carry: QueueCarry | None
+) -> tuple[RunResult, QueueCarry]:
+    """A queue run that continues ``carry`` (an earlier phase's tag and ledger; None: a
+    run of its own): its result, and what the next phase continues."""
     start = (
         f", consumers start after {config.consumers_start_after:,} stored"
-        if config.consumers_start_after
+        if config.consumers_start_after and config.consumers
         else ""
     )
+    if config.producers == 0:
+        what = f"a drain: {config.consumers} consumer(s) until the queue is empty"
+    else:
+        what = (
+            f"{config.producers} producer(s) x {config.consumers} consumer(s)"
+            + (" (write only)" if config.consumers == 0 else "")
+            + f", {config.messages:,} messages of {config.message_size_bytes} bytes"
+        )
+    pop = f", {config.pop_command}" if config.consumers else ""
     console.print(
-        f"kvbench queue: {config.target.url}  {config.producers} producer(s) x "
-        f"{config.consumers} consumer(s), {config.messages:,} messages of "
-        f"{config.message_size_bytes} bytes, pipeline {config.pipeline}, "
-        f"{config.pop_command}{start}"
+        f"kvbench queue: {config.target.url}  {what}, pipeline {config.pipeline}{pop}{start}"
     )
     origin: list[int] = []
 
@@ -295,9 +309,10 @@ def measure_queue(console: Console, config: QueueConfig) -> RunResult:
         if config.report.live:
             console.print(queue_live_line(queue_interval_row(snapshot, record, origin[0])))
 
-    result = QueueCoordinator(config, show_interval, console.print).run()
+    coordinator = QueueCoordinator(config, show_interval, console.print, carry)
+    result = coordinator.run()
     sys.stdout.flush()
-    return result
+    return result, coordinator.carry()
 
 
 # -- many runs -------------------------------------------------------------------------

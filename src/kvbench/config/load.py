@@ -26,7 +26,13 @@ from kvbench.config.model import (
 )
 from kvbench.config.names import suggestion
 from kvbench.config.queue import QUEUE_SCHEMES
-from kvbench.config.targets import check_http_targets, check_key_limits, mask_url, parse_target
+from kvbench.config.targets import (
+    check_cluster_targets,
+    check_http_targets,
+    check_key_limits,
+    mask_url,
+    parse_target,
+)
 from kvbench.config.workload_fields import (
     MIN_VERIFY_VALUE_BYTES,
     TIMESTAMP_VALUE_BYTES,
@@ -217,6 +223,7 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
         values[key] = parse(raw, origin)
     targets = _targets(values.get("target.urls", []))
     workload = _build_workload(values, settings)
+    check_cluster_targets(targets, workload, lambda key: _origin(settings, key))
     load = _build_load(values, default_processes, settings)
     load = _check_shards(targets, load, settings)
     check_http_targets(targets, workload, load.pipeline, lambda key: _origin(settings, key))
@@ -248,8 +255,10 @@ def _targets(urls: list[str]) -> tuple[TargetConfig, ...]:
 
 def _check_shards(targets: tuple[Any, ...], load: LoadConfig, settings: Settings) -> LoadConfig:
     """Several targets are memcached servers sharded by ketama: every worker needs a
-    connection to each, so processes are capped at connections / servers."""
-    if len(targets) < 2:
+    connection to each, so processes are capped at connections / servers. (Several
+    ``redis+cluster://`` targets are seeds of one cluster, capped once its masters are
+    known: runner/redis_cluster.py.)"""
+    if len(targets) < 2 or all(t.cluster for t in targets):
         return load
     if any(t.family != "memcache" for t in targets):
         raise ConfigError(

@@ -36,6 +36,8 @@ class TargetConfig:
         stats_url: an HTTP gateway's backing memcached (``?stats=memcached://H:P``), whose
             stats stand in for the gateway's in samples and reconciliation; None: no stats.
         pipelining: an HTTP gateway may take ``--pipeline`` > 1 (``?pipeline=1``).
+        cluster: a node of a Redis Cluster (``redis+cluster://``): keys go to the master
+            serving their hash slot, redirects are followed.
     """
 
     url: str
@@ -54,6 +56,7 @@ class TargetConfig:
     tls_key: str | None = None
     stats_url: str | None = None
     pipelining: bool = False
+    cluster: bool = False
 
     @property
     def family(self) -> str:

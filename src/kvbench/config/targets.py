@@ -1,7 +1,8 @@
 """Target URLs: the scheme picks the protocol.
 
 ``memcached://host:11211`` (text), ``memcached+binary://``, ``memcached+meta://``,
-``redis://[user:pass@]host:6379/0`` (RESP2; ``?resp=3`` for RESP3), ``http+memc://host:80/memc``
+``redis://[user:pass@]host:6379/0`` (RESP2; ``?resp=3`` for RESP3), ``redis+cluster://host:7000``
+(a seed node of a Redis Cluster; ``rediss+cluster://`` with TLS), ``http+memc://host:80/memc``
 (an nginx memc gateway). Credentials are kept apart from the masked URL that is printed
 and stored. Everything a URL says is checked here, before any connection: the port, the
 path, and every ?option against what the scheme takes.
@@ -27,6 +28,9 @@ SCHEMES: dict[str, tuple[str, int]] = {
     "memcached+meta": ("memcache-meta", 11211),
     "redis": ("resp2", 6379),
     "rediss": ("resp2", 6379),
+    # A seed node of a Redis Cluster: the run discovers the masters and routes by slot.
+    "redis+cluster": ("resp2", 6379),
+    "rediss+cluster": ("resp2", 6379),
     # Queues (``kvbench queue``): the path names the queue / list.
     "memcacheq": ("memcache-text", 22201),
     "redis-queue": ("resp2", 6379),
@@ -40,11 +44,15 @@ TLS_OPTIONS = ("ca", "insecure", "cert", "key")
 URL_OPTIONS: dict[str, tuple[str, ...]] = {
     "redis": ("resp",),
     "rediss": ("resp", *TLS_OPTIONS),
+    "redis+cluster": ("resp",),
+    "rediss+cluster": ("resp", *TLS_OPTIONS),
     "redis-queue": ("resp", "block", "db"),
     "http+memc": HTTP_OPTIONS,
 }
 # Schemes whose path is no database or name: memcached has neither.
 PATHLESS_SCHEMES = ("memcached", "memcached+text", "memcached+binary", "memcached+meta")
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+TLS_SCHEMES = ("rediss", "rediss+cluster")
 _BOOLEANS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 # The longest key each server family takes: memcached's, 250 bytes (protocol.txt, "Keys"),
 # in all its protocols and behind an HTTP gateway, which forwards keys to memcached; a
@@ -73,6 +81,10 @@ def parse_target(url: str, where: str = "target") -> TargetConfig:
         known = ", ".join(f"{name}://" for name in SCHEMES)
         raise ConfigError(where, f"unknown scheme {scheme + '://'!r} in {url!r} (known: {known})")
     protocol, default_port = SCHEMES[scheme]
+    if scheme in CLUSTER_SCHEMES and "," in parts.netloc:
+        raise ConfigError(
+            where, f"{url!r}: give each seed node as a URL of its own ({scheme}://HOST:PORT ...)"
+        )
     port = _port(parts, default_port, url, where)
     host = parts.hostname
     if not host:
@@ -93,6 +105,8 @@ def parse_target(url: str, where: str = "target") -> TargetConfig:
             if not path.isdigit():
                 raise ConfigError(where, f"redis database must be a number, got {path!r}")
             db = int(path)
+            if db and scheme in CLUSTER_SCHEMES:
+                raise ConfigError(where, f"/{path}: a Redis Cluster has database 0 only")
     tls = _tls_options(scheme, query, where)
     http = _http_options(scheme, query, path, where)
     username = unquote(parts.username) if parts.username else None
@@ -112,6 +126,7 @@ def parse_target(url: str, where: str = "target") -> TargetConfig:
         **tls,
         **http,
         path=path,
+        cluster=scheme in CLUSTER_SCHEMES,
     )
 
 
@@ -148,8 +163,9 @@ def _query(scheme: str, text: str, where: str) -> dict[str, list[str]]:
     for name in query:
         if name in known:
             continue
-        if name in TLS_OPTIONS and scheme in ("redis", "redis-queue"):
-            raise ConfigError(where, "TLS options (ca, insecure, cert, key) need rediss://")
+        if name in TLS_OPTIONS and scheme in ("redis", "redis-queue", "redis+cluster"):
+            tls_scheme = "rediss+cluster" if scheme == "redis+cluster" else "rediss"
+            raise ConfigError(where, f"TLS options (ca, insecure, cert, key) need {tls_scheme}://")
         takes = f"takes {', '.join(known)}" if known else "takes no options"
         raise ConfigError(
             where, f"unknown option {name!r} ({scheme}:// {takes}){suggestion(name, known)}"
@@ -167,7 +183,7 @@ def _flag(query: dict[str, list[str]], name: str, where: str) -> bool:
 
 def _tls_options(scheme: str, query: dict[str, list[str]], where: str) -> dict[str, Any]:
     """TLS settings from a ``rediss://`` URL's query: ca, insecure, cert, key."""
-    if scheme != "rediss":
+    if scheme not in TLS_SCHEMES:
         return {}
     options: dict[str, Any] = {"tls": True}
     for name in ("ca", "cert", "key"):
@@ -286,3 +302,42 @@ def check_http_targets(
                 "an HTTP gateway stores values translated to URL-safe bytes: --verify "
                 "cannot check them",
             )
+
+
+def check_cluster_targets(
+    targets: tuple[TargetConfig, ...], workload: WorkloadConfig, origin: Callable[[str], str]
+) -> None:
+    """What a Redis Cluster run cannot take, refused before any socket opens.
+
+    ``redis+cluster://`` targets are seed nodes of one cluster: no other target may share
+    the run. A multi-key command must name keys of one hash slot (CROSSSLOT otherwise), and
+    kvbench's keys spread over every slot, so ``mget`` is refused unless the key prefix
+    holds a hash tag (then every key is in one slot, on one master).
+
+    Raises:
+        ConfigError: naming the target or the setting.
+    """
+    clusters = [t for t in targets if t.cluster]
+    if not clusters:
+        return
+    if len(clusters) != len(targets):
+        raise ConfigError(
+            "target",
+            "redis+cluster:// targets are seed nodes of one cluster: no other target can "
+            "share the run",
+        )
+    if {t.scheme for t in targets} == set(CLUSTER_SCHEMES):
+        raise ConfigError("target", "give every seed node with the same scheme (TLS or not)")
+    if any(op == "mget" for op, _ in workload.ratio) and not _has_hash_tag(workload.key_prefix):
+        raise ConfigError(
+            origin("workload.ratio"),
+            "mget: a Redis Cluster takes multi-key commands only for keys of one hash slot; "
+            "drop mget, or give keys one hash tag (--key-prefix '{bench}:')",
+        )
+
+
+def _has_hash_tag(prefix: str) -> bool:
+    """``prefix`` holds a whole hash tag (``{`` then ``}`` with a byte between): every key
+    that begins with it hashes by that tag alone (workload.slots.hash_tag)."""
+    start = prefix.find("{")
+    return start >= 0 and prefix.find("}", start + 1) > start + 1

@@ -93,6 +93,12 @@ class Connection(Link):
         self.closed_loop = True
         self._head = 0
         self._codes: list[int] = []
+        # The in-flight lists, index-aligned (a subclass may keep more: engine/redirect.py),
+        # and what notes each batch taken from the source besides its ops (None: nothing).
+        self._fifo: tuple[list[Any], ...] = (self._sent_ops, self._sent_ns, self._intended_ns)
+        # (A ``RequestSource`` or a replay's ``Lane``: engine/redirect.py keeps the former.)
+        self._kept: Callable[[Any, int, int], None] | None = None
+        self._taken = 0  # how many requests the last ``_take`` took
         # The compiled closed loop (engine/fastpath.py), while the worker runs one; it then
         # owns the in-flight FIFO and the codec is only used for the setup.
         self._pump: Any = None
@@ -227,7 +233,8 @@ class Connection(Link):
             recorder.reply_service_ns.extend(map(sub, repeat(now, done), sent))
         codes.clear()
         if stop >= _COMPACT_AT and stop * 2 >= len(self._sent_ops):
-            del self._sent_ops[:stop], self._sent_ns[:stop], self._intended_ns[:stop]
+            for fifo in self._fifo:
+                del fifo[:stop]
             stop = 0
         self._head = stop
         if surplus > 0:
@@ -251,74 +258,33 @@ class Connection(Link):
             if n <= 0:
                 worker.maybe_finished()
                 return
-        source = self.source
-        encode_many = self._codec.encode_many
-        sent_ops = self._sent_ops
         out = bytearray()
         sent_ns = _now()
-        position = source.pos
-        remaining = n
-        encoded = 0  # bytes of the requests taken so far
         try:
-            while remaining:
-                if position == source.size:
-                    source.pos = position  # a lane counts what was taken of the chunk it leaves
-                    position = 0
-                    if not self._next_chunk(source):
-                        break  # a replay's lane with nothing to send now
-                stop = min(source.size, position + remaining)
-                encode_many(source.ops, source.keys, source.values, position, stop, out)
-                sent_ops.extend(source.ops[position:stop])
-                encoded = len(out)
-                remaining -= stop - position
-                position = stop
+            self._take(n, out)
         finally:
             # A refill that raised: the requests taken before it are sent and in flight
             # (their send times beside their ops), as the pump does; the error goes on.
-            del out[encoded:]
-            taken = n - remaining
-            source.pos = position
+            taken = self._taken
             self._sent_ns.extend(repeat(sent_ns, taken))
             if budget >= 0:
                 tally.budget = budget - taken
             if taken:
                 tally.bytes_out += len(out)
                 self._transport.write(out)
-            else:
+            else:  # a replay's lane with nothing to send now
                 worker.maybe_finished()
-
-    def _next_chunk(self, source: Any) -> bool:
-        """Make the source's next chunk current; False when it has none now (a replay's
-        lane). A chunk that carries its stores' TTL has it set on the codec."""
-        if not source.refill():
-            return False
-        ttl = source.ttl_s
-        if ttl is not None:
-            self._codec.set_ttl(ttl)
-        return True
 
     def issue_scheduled(self, intended_ns: list[int], now: int) -> None:
         """Open loop: send one request per intended time, in one write; record the lags."""
         if self._transport is None:
             return
         n = len(intended_ns)
-        source = self.source
         out = bytearray()
         first = len(self._sent_ops)
-        position = source.pos
-        remaining = n
-        while remaining:
-            if position == source.size:
-                source.pos = position  # a lane counts what was taken of the chunk it leaves
-                position = 0
-                if not self._next_chunk(source):  # the schedule counted what the lane has
-                    raise RuntimeError("a scheduled request was not in its source")
-            stop = min(source.size, position + remaining)
-            self._codec.encode_many(source.ops, source.keys, source.values, position, stop, out)
-            self._sent_ops.extend(source.ops[position:stop])
-            remaining -= stop - position
-            position = stop
-        source.pos = position
+        self._take(n, out)
+        if self._taken != n:  # the schedule counts what a replay's lane holds
+            raise RuntimeError("a scheduled request was not in its source")
         sent_ns = _now()
         self._sent_ns.extend(repeat(sent_ns, n))
         self._intended_ns.extend(intended_ns)
@@ -333,9 +299,62 @@ class Connection(Link):
         self._tally.bytes_out += len(out)
         self._transport.write(out)
 
-    def fill(self) -> None:
-        """Top the pipeline up (after connecting, or when issuing resumes)."""
-        missing = self.pipeline - self.inflight
+    def to_open_loop(self) -> None:
+        """Send on the schedule from now on (``issue_scheduled``; the worker's dispatcher).
+
+        The intended times join the FIFO aligned with the ops: a request still listed from
+        the closed loop before (the preload's, answered or not) was due when it was sent.
+        """
+        self._intended_ns[:] = self._sent_ns
+        self.closed_loop = False
+
+    def _take(self, n: int, out: bytearray) -> None:
+        """Encode the source's next ``n`` requests into ``out``; their ops go in flight.
+
+        ``_taken`` says how many were taken: ``n``, or, when a refill raised, those taken
+        before it (``out`` then holds exactly their bytes).
+        """
+        source = self.source
+        encode_many = self._codec.encode_many
+        sent_ops = self._sent_ops
+        kept = self._kept
+        position = source.pos
+        remaining = n
+        encoded = 0  # bytes of the requests taken so far
+        try:
+            while remaining:
+                if position == source.size:
+                    source.pos = position  # a lane counts what was taken of the chunk it leaves
+                    position = 0
+                    if not self._next_chunk(source):
+                        break  # a replay's lane with nothing to send now
+                stop = min(source.size, position + remaining)
+                encode_many(source.ops, source.keys, source.values, position, stop, out)
+                sent_ops.extend(source.ops[position:stop])
+                if kept is not None:
+                    kept(source, position, stop)
+                encoded = len(out)
+                remaining -= stop - position
+                position = stop
+        finally:
+            del out[encoded:]
+            source.pos = position
+            self._taken = n - remaining
+
+    def _next_chunk(self, source: Any) -> bool:
+        """Make the source's next chunk current; False when it has none now (a replay's
+        lane). A chunk that carries its stores' TTL has it set on the codec."""
+        if not source.refill():
+            return False
+        ttl = source.ttl_s
+        if ttl is not None:
+            self._codec.set_ttl(ttl)
+        return True
+
+    def fill(self, depth: int | None = None) -> None:
+        """Top the pipeline up (after connecting, or when issuing resumes), to ``depth``
+        requests in flight instead of ``pipeline`` when given (the preload's)."""
+        missing = (self.pipeline if depth is None else depth) - self.inflight
         if missing > 0:
             self.issue(missing)
 
@@ -377,8 +396,7 @@ class Connection(Link):
         self._clear()
 
     def _clear(self) -> None:
-        self._sent_ops.clear()
-        self._sent_ns.clear()
-        self._intended_ns.clear()
+        for fifo in self._fifo:
+            fifo.clear()
         self._codes.clear()
         self._head = 0

@@ -11,7 +11,8 @@ the recorder's buffers at every interval cut, so the fold and everything after i
 the same whichever path counted them.
 
 Everything else stays in Python: open loop, ``--verify``, ``--ttl`` ranges, RESP3, HTTP,
-and any build without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
+Redis Cluster (redirects are followed by engine/redirect.py), and any build without a C
+compiler (``KVBENCH_PURE_PYTHON=1`` forces that
 path too); ``python_reason`` names the reason, and the run records it.
 """
 
@@ -92,6 +93,9 @@ def python_reason(config: RunConfig) -> str | None:
         return f"{PURE_PYTHON_ENV} is set"
     if config.load.rate_per_s is not None:
         return "open loop"
+    if any(target.cluster for target in config.targets):
+        # The pump would count -MOVED/-ASK as error replies: the Python driver follows them.
+        return "Redis Cluster"
     if config.replay is not None:
         # Each connection sends its own lane of the trace, each chunk with its own TTL.
         return "a replay"

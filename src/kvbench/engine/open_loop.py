@@ -87,7 +87,9 @@ class OpenLoopDispatcher:
         self._tally = tally
         self._recorder = recorder
         if isinstance(schedule, Schedule):
-            self.routes = [Route(schedule, connections, [shard.source for shard in shards])]
+            # A Redis Cluster master that serves none of the keys has no requests to skip.
+            sources = [shard.source for shard in shards if not shard.source.empty]
+            self.routes = [Route(schedule, connections, sources)]
         else:
             self.routes = [
                 Route(own, [conn], [conn.source])

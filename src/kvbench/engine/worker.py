@@ -29,14 +29,16 @@ from kvbench.engine.link import Link, SetupWriter
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule, TraceSchedule
 from kvbench.engine.reconnect import LinkKeeper, open_links
+from kvbench.engine.redirect import ClusterConnection, ClusterRouter
 from kvbench.engine.setup import setup_for
-from kvbench.engine.shards import Shard, build_shards
+from kvbench.engine.shards import Shard, build_shards, cluster_shards
 from kvbench.engine.verify import Verifier
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.protocols.base import OP_NAMES, Op
 from kvbench.units import share_out
 from kvbench.workload.plan import WorkloadPlan
+from kvbench.workload.slots import SlotMap
 from kvbench.workload.trace_source import Lane, ReplayFeed
 
 _now = time.monotonic_ns
@@ -63,6 +65,8 @@ class WorkerSpec:
         worker_index, n_workers: this worker's place among all workers.
         connections: connections this worker opens.
         requests: this worker's share of ``--requests`` (None: run for the duration).
+        slot_map: a Redis Cluster run: which master (``config.targets[i]``) serves each
+            hash slot, as discovered before the run (runner/redis_cluster.py).
     """
 
     config: RunConfig
@@ -70,6 +74,7 @@ class WorkerSpec:
     n_workers: int
     connections: int
     requests: int | None
+    slot_map: SlotMap | None = None
 
     @property
     def process_name(self) -> str:
@@ -122,7 +127,12 @@ class Worker(LinkKeeper):
         config = spec.config
         self.spec = spec
         self._emit = emit
-        self.shards = build_shards(config, spec.worker_index, spec.n_workers)
+        if spec.slot_map is not None:
+            self.shards, placement, whole = cluster_shards(
+                config, spec.worker_index, spec.n_workers, spec.slot_map
+            )
+        else:
+            self.shards = build_shards(config, spec.worker_index, spec.n_workers)
         self.target: TargetConfig = self.shards[0].target
         self.plan: WorkloadPlan = self.shards[0].plan
         self.source = self.shards[0].source
@@ -143,6 +153,20 @@ class Worker(LinkKeeper):
         self._cpu_mark_ns = time.process_time_ns()
         self._finished: asyncio.Event | None = None
         self.dispatcher: OpenLoopDispatcher | None = None
+        # A Redis Cluster run: where each slot is served now, and redirects followed.
+        self.router = (
+            ClusterRouter(
+                self,
+                self.recorder,
+                placement,
+                whole,
+                self.shards,
+                lambda: self.issuing,
+                config.load.timeout_ns / 1e9,
+            )
+            if spec.slot_map is not None
+            else None
+        )
         # A replay's trace reader and lanes (one per connection), made when connecting.
         self.feed: ReplayFeed | None = None
 
@@ -207,6 +231,10 @@ class Worker(LinkKeeper):
         shard: Shard,
     ) -> Connection:
         """A connection of this worker (not opened), sending to ``shard``."""
+        if self.router is not None:
+            return ClusterConnection(
+                self, self.tally, self.recorder, codec_factory, setup, pipeline, shard, self.router
+            )
         return Connection(self, self.tally, self.recorder, codec_factory, setup, pipeline, shard)
 
     # -- preload -----------------------------------------------------------------------
@@ -216,6 +244,7 @@ class Worker(LinkKeeper):
         start = _now()
         for shard in self.shards:
             await self._preload_shard(shard)
+        self._shard_stats()
         return self.recorder.cut("preload", 0, start, _now())
 
     async def _preload_shard(self, shard: Shard) -> None:
@@ -237,9 +266,7 @@ class Worker(LinkKeeper):
         depth = 1 if http else PRELOAD_PIPELINE
         for conn in self.connections:
             if conn.shard is shard:
-                conn.pipeline, saved_depth = depth, conn.pipeline
-                conn.fill()
-                conn.pipeline = saved_depth
+                conn.fill(depth)
         watchdog = asyncio.create_task(self._watch_timeouts())
         self.maybe_finished()
         await self._finished.wait()
@@ -298,6 +325,8 @@ class Worker(LinkKeeper):
             gc.unfreeze()
             for task in tasks:
                 task.cancel()
+            if self.router is not None:
+                self.router.close()
             self._running = False
             self.issuing = False
             for conn in self.connections:
@@ -318,7 +347,7 @@ class Worker(LinkKeeper):
         if schedule is None:
             return None
         for conn in self.connections:
-            conn.closed_loop = False
+            conn.to_open_loop()
         return OpenLoopDispatcher(
             self,
             self.tally,
@@ -415,10 +444,7 @@ class Worker(LinkKeeper):
             self.recorder.add_stat("offered", self.dispatcher.offered(end_ns))
         self._cpu_mark_ns, self.bytes_in, self.bytes_out = cpu, 0, 0
         self.recorder.add_stat("connections_live_min", self.take_live_min())
-        if len(self.shards) > 1:
-            for shard in self.shards:
-                self.recorder.add_stat(f"server{shard.index}_completed", shard.completed)
-                shard.completed = 0
+        self._shard_stats()
         stats = self.recorder.stats
         samples = stats.pop("inflight_samples", 0)
         inflight_sum = stats.pop("inflight_sum", 0)
@@ -428,6 +454,15 @@ class Worker(LinkKeeper):
         snapshot = self.recorder.cut(self.phase, self._index, self._interval_start_ns, end_ns)
         self._interval_start_ns = end_ns
         self._emit(snapshot)
+
+    def _shard_stats(self) -> None:
+        """Each server's replies (and a cluster's redirects) since the last cut, as stats."""
+        if len(self.shards) > 1 or self.router is not None:
+            for shard in self.shards:
+                self.recorder.add_stat(f"server{shard.index}_completed", shard.completed)
+                shard.completed = 0
+        if self.router is not None:
+            self.router.take_stats(self.recorder)
 
     def _enter_drain(self, boundary: int) -> None:
         self.phase = "drain"

@@ -239,6 +239,8 @@ class TextReplies(MemcacheCore):
                 if reply is NEED_DATA:
                     break
                 append(reply.kind | reply.keys << KEYS_SHIFT)
+                if reply.kind is ReplyKind.ERROR_REPLY:
+                    self.last_error = reply.payload
                 head += 1
         except ProtocolError as exc:
             self._failure = str(exc)

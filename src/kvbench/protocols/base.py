@@ -56,6 +56,10 @@ class ReplyKind(enum.IntEnum):
     OK = 9
     VALUE = 10  # an integer, status or array reply (incr, RESP +OK-like values, stats)
     ERROR_REPLY = 20  # ERROR / CLIENT_ERROR / SERVER_ERROR / -ERR / HTTP 5xx
+    # Redis Cluster redirects, from a codec asked to tell them (redis+cluster:// targets):
+    # the request is to be sent on to another node, so neither ends it.
+    MOVED = 26
+    ASK = 27
 
 
 class Reply(NamedTuple):
@@ -126,7 +130,15 @@ class ClientCodec(Protocol):
     """One per connection; holds both halves because the reply grammar depends on the request.
 
     No sockets, no clock, no event loop.
+
+    Attributes:
+        last_error: the text of the latest error reply ``read_kinds`` parsed where the
+            codec keeps it (memcached text: ``SERVER_ERROR out of memory storing object``),
+            else None: ``read_kinds`` gives only kinds, and a refusal is shown in the
+            server's own words.
     """
+
+    last_error: bytes | None
 
     def encode(self, op: Op, key: Key, value: Value | None, out: bytearray, arg: int = 0) -> int:
         """Append one request to ``out``.

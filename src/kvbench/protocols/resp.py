@@ -26,6 +26,7 @@ from kvbench.protocols.base import (
     Value,
     Values,
 )
+from kvbench.protocols.resp_cluster import Redirect, parse_redirect
 
 # hiredis returns this from gets() when no complete reply is buffered (RESP3 has a real
 # boolean false, so the default False sentinel would be ambiguous).
@@ -46,7 +47,9 @@ _Encoder = Callable[[Any, Any, bytearray, int], int]
 
 # The pending FIFO holds one code per announced reply: the ``Op`` value of the request, or
 # ``_SETUP`` for HELLO/AUTH/SELECT. ``_handlers[code]`` turns the reply into a ``Reply``.
+# ``_ASKING``'s reply is checked and consumed here: it answers no request of the caller's.
 _SETUP = len(Op)
+_ASKING = _SETUP + 1
 _GET = int(Op.GET)
 _SET = int(Op.SET)
 _DELETE = int(Op.DELETE)
@@ -153,20 +156,31 @@ class RespCodec(CodecBase):
     ``CodecOptions.noreply`` and ``flags`` have no RESP form and are ignored; ``ttl_s``
     adds ``EX ttl`` to SET, ADD (``SET NX``) and REPLACE (``SET XX``).
 
+    With ``cluster=True`` (a Redis Cluster node), a ``-MOVED`` or ``-ASK`` error reply is
+    a ``MOVED`` or ``ASK`` reply instead of an ``ERROR_REPLY``, and its parsed ``Redirect``
+    is appended to ``redirects``: the driver, which sends the request on, takes them from
+    there in order. ``encode_asking`` writes the ASKING that must precede the request an
+    ASK sends on.
+
     Attributes:
         protocol: 2 or 3. With 3, the caller first sends ``encode_hello``.
         push_messages: RESP3 push messages skipped.
+        redirects: cluster mode: the redirects replied, oldest first, for the driver.
     """
 
     _pending: list[int]
 
-    def __init__(self, options: CodecOptions = _DEFAULT_OPTIONS, protocol: int = 2) -> None:
+    def __init__(
+        self, options: CodecOptions = _DEFAULT_OPTIONS, protocol: int = 2, cluster: bool = False
+    ) -> None:
         if protocol not in (2, 3):
             raise ValueError(f"RESP protocol must be 2 or 3, not {protocol!r}")
         # The pending FIFO: codes from ``_head`` on are announced and not yet answered.
         super().__init__(options, [])
         self.protocol = protocol
         self.push_messages = 0
+        self.redirects: list[Redirect] = []
+        self._cluster = cluster
         self._reader = hiredis.Reader(notEnoughData=_INCOMPLETE)
         self._skip_pushes = protocol == 3
         self._null_nbytes = 3 if protocol == 3 else 5
@@ -258,8 +272,9 @@ class RespCodec(CodecBase):
             Op.STATS: self._on_info,
             Op.COMMAND: self._on_command,
         }
-        # Ops without an encoder are never pending; _SETUP comes last.
-        return [handlers.get(op, self._on_setup) for op in Op] + [self._on_setup]
+        # Ops without an encoder are never pending; _SETUP and _ASKING come last (the
+        # readers consume ASKING's reply before any handler would see it).
+        return [handlers.get(op, self._on_setup) for op in Op] + [self._on_setup] * 2
 
     # -- encoding ------------------------------------------------------------------------
 
@@ -403,6 +418,24 @@ class RespCodec(CodecBase):
         self._pending.append(_SETUP)
         return 1
 
+    def encode_asking(self, out: bytearray) -> int:
+        """Append ``ASKING``: the request after it may use a slot this node is importing
+        (the Redis Cluster specification, "ASK redirection").
+
+        Its ``+OK`` is consumed by the codec, never returned: the caller sends ASKING right
+        before the request an ASK redirect sends on, and its FIFO holds that request only.
+
+        Returns:
+            0 (no reply for the caller).
+
+        Raises:
+            ProtocolError: later, from the readers, when the node answers ASKING with
+                anything but ``+OK`` (a node that is not in a cluster).
+        """
+        out += b"*1\r\n$6\r\nASKING\r\n"
+        self._pending.append(_ASKING)
+        return 0
+
     def encode_select(self, out: bytearray, db: int) -> int:
         """Append ``SELECT db``; returns 1 (``OK`` or ``ERROR_REPLY``)."""
         out += _array(b"SELECT", db)
@@ -541,6 +574,9 @@ class RespCodec(CodecBase):
                 self._head = head + 1
             else:
                 self._advance(head + 1)
+            if code == _ASKING:
+                self._asked(value)
+                continue
             return self._handlers[code](value)
 
     def read_kinds(self, kinds: list[int]) -> int:
@@ -597,8 +633,13 @@ class RespCodec(CodecBase):
                     continue
                 if code < 0:
                     self._fail(f"reply {value!r:.60} with no request pending")
+                if code == _ASKING:
+                    self._asked(value)
+                    continue
                 reply = handlers[code](value)
                 append(reply.kind | reply.keys << KEYS_SHIFT)
+                if reply.kind is ReplyKind.ERROR_REPLY:
+                    self.last_error = reply.payload
         finally:
             self._head = head
         if head >= _COMPACT_AT:
@@ -618,10 +659,19 @@ class RespCodec(CodecBase):
 
     # -- reply handlers: one per request shape -------------------------------------------
 
+    def _asked(self, value: Any) -> None:
+        """ASKING's reply: ``+OK``, or the stream is not what a cluster node sends."""
+        if value != b"OK":
+            self._fail(f"ASKING answered {value!r:.60}: not a cluster node's reply")
+
     def _other(self, value: Any, request: str) -> Reply:
-        """An error reply, or a ProtocolError for a reply that cannot answer ``request``."""
+        """An error reply (in cluster mode a redirect is told apart), or a ProtocolError for
+        a reply that cannot answer ``request``."""
         if value.__class__ is _ReplyError:
             text = str(value).encode()
+            if self._cluster and (redirect := parse_redirect(text)) is not None:
+                self.redirects.append(redirect)
+                return Reply(redirect.kind, len(text) + 3, text)
             return Reply(ReplyKind.ERROR_REPLY, len(text) + 3, text)
         self._fail(f"reply {value!r:.60} cannot answer {request}")
 

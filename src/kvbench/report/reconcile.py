@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
+from urllib.parse import urlsplit
 
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.results.server_stats import stat_number
@@ -75,14 +76,20 @@ def _stat_pairs(server: dict[str, Any]) -> Pairs:
     so each round has its own pair (``results.model.combine_rounds``). No pair at all when
     any sample is missing: a partial reconciliation would only mislead.
     """
+    pairs = [(b["stats"], a["stats"]) for b, a in _stat_pairs_of(server)]
+    return pairs if all(b and a for b, a in pairs) else []
+
+
+def _stat_pairs_of(server: dict[str, Any]) -> Pairs:
+    """The (before, after) samples themselves (stats and each server's under
+    ``targets``), as ``_stat_pairs`` picks them; none when any is missing."""
     if "rounds" in server and "before" not in server:
         spans = [(r.get("before"), r.get("after")) for r in server["rounds"]]
     else:
         spans = [(server.get("before"), server.get("after"))]
-    pairs = [((b or {}).get("stats"), (a or {}).get("stats")) for b, a in spans]
-    if not pairs or any(not b or not a for b, a in pairs):
+    if not spans or any(not (b or {}).get("stats") or not (a or {}).get("stats") for b, a in spans):
         return []
-    return [(b, a) for b, a in pairs if b and a]
+    return [(b, a) for b, a in spans if b and a]
 
 
 def reconcile(
@@ -132,6 +139,67 @@ def reconcile(
         add("append", _ops(total, "append"), "cmdstat_append")
         add("mget", mget, "cmdstat_mget")
     return rows
+
+
+# The commands a load run sends Redis, as INFO commandstats names them (cmdstat_<name>).
+REDIS_LOAD_COMMANDS = ("get", "set", "del", "incr", "incrby", "mget")
+
+
+def reconcile_nodes(
+    total: IntervalSnapshot, server: dict[str, Any], urls: list[str]
+) -> list[Reconciled]:
+    """Per master of a Redis Cluster run: what the client counted against its commandstats.
+
+    Two rows per master: ``<host:port>``, the replies that ended a request there
+    (``server<i>_completed``, all phases) against the calls of the load's commands; and
+    ``<host:port> redirected``, the requests it sent elsewhere (``server<i>_redirected``)
+    against those commands' ``rejected_calls`` (Redis 7.0), shown when either is not 0.
+    Every op whose fate is unknown widens both (which master it reached is unknown too).
+
+    Args:
+        total: every snapshot of the run (all phases and rounds) merged.
+        server: the run's server samples; each master's own under ``targets``.
+        urls: the masters' URLs, in the order of the ``server<i>_*`` stats.
+    """
+    unsure = sum(_ops(total, op)[1] for op in total.counts)
+    rows: list[Reconciled] = []
+    for index, url in enumerate(urls):
+        pairs = _node_pairs(server, url, len(urls))
+        if not pairs:
+            return []
+        name = urlsplit(url).netloc.rpartition("@")[2] or url
+        calls = _commands_delta(pairs, "calls")
+        client = int(total.stats.get(f"server{index}_completed", 0))
+        rows.append(Reconciled(name, client, calls, unsure))
+        rejected = _commands_delta(pairs, "rejected_calls")
+        redirected = int(total.stats.get(f"server{index}_redirected", 0))
+        if rejected or redirected:
+            rows.append(Reconciled(f"{name} redirected", redirected, rejected, unsure))
+    return rows
+
+
+def _node_pairs(server: dict[str, Any], url: str, n_urls: int) -> Pairs:
+    """(before, after) stats of one server of the run (one pair per round's span)."""
+    pairs = []
+    for before, after in _stat_pairs_of(server):
+        b, a = _by_server(before), _by_server(after)
+        key = None if n_urls == 1 and None in b else url
+        if key not in b or key not in a:
+            return []
+        pairs.append((b[key], a[key]))
+    return pairs
+
+
+def _commands_delta(pairs: Pairs, field: str) -> int:
+    """The growth of ``field`` summed over the load's commands' commandstats entries."""
+    total = 0.0
+    for before, after in pairs:
+        for command in REDIS_LOAD_COMMANDS:
+            name = f"cmdstat_{command}"
+            total += (stat_number(name, after.get(name, ""), field) or 0.0) - (
+                stat_number(name, before.get(name, ""), field) or 0.0
+            )
+    return round(total)
 
 
 # Stats naming the server process (memcached ``pid``; Redis ``process_id``, ``run_id``), and

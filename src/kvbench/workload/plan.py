@@ -81,6 +81,10 @@ class RequestSource:
         plan: the worker's compiled plan.
         wall_clock_ns: the wall clock timestamp values are taken from (injected for tests).
 
+    A plan without keys (a Redis Cluster master that serves none of the keyspace's slots)
+    makes an empty source: ``empty`` is true and it draws nothing until ``rekey`` gives it
+    keys.
+
     Attributes:
         ops, keys, values: the current chunk; position ``pos`` is the next request.
             ``keys[i]`` is a tuple of keys where ``ops[i]`` is ``Op.MGET``.
@@ -93,16 +97,15 @@ class RequestSource:
     def __init__(self, plan: WorkloadPlan, wall_clock_ns: Callable[[], int] = time.time_ns) -> None:
         config = plan.config
         rng = np.random.default_rng([plan.seed, plan.worker_index, 1])
-        start = len(plan.key_table) * plan.worker_index // plan.n_workers
         self._plan = plan
         self._wall_clock_ns = wall_clock_ns
         self._timestamps = config.value_kind == "timestamp"
         self._verify = config.verify
         # Verified values carry a version: this worker's sets count up from worker << 24.
         self._version = plan.worker_index << 24
-        self._keys = KeyPicker.for_config(config, rng, start)
-        self._mix = OpMix(config.ratio, rng)
         self._rng = rng
+        self._keys = self._picker(plan)
+        self._mix = OpMix(config.ratio, rng)
         self._mget_width = config.multiget_keys
         self._special = {int(Op.MGET), int(Op.INCR)} & {int(op) for op in self._mix.ops}
         self.ops: list[int] = []
@@ -110,7 +113,30 @@ class RequestSource:
         self.values: list[bytes | memoryview] = []
         self.pos = 0
         self.size = 0
-        self.refill()
+        if self._keys is not None:
+            self.refill()
+
+    def _picker(self, plan: WorkloadPlan) -> KeyPicker | None:
+        """A key picker over ``plan``'s keys (workers start sequential walks apart)."""
+        if not plan.key_table:
+            return None
+        start = len(plan.key_table) * plan.worker_index // plan.n_workers
+        return KeyPicker.for_config(plan.config, self._rng, start)
+
+    @property
+    def empty(self) -> bool:
+        """No keys to draw from: ``refill`` must not be called."""
+        return self._keys is None
+
+    def rekey(self, plan: WorkloadPlan) -> None:
+        """Draw ``plan``'s keys from now on; the rest of the current chunk is dropped.
+
+        A Redis Cluster slot moved to or from this source's master (engine/redirect.py).
+        The seeded generators and the verified values' versions go on where they were.
+        """
+        self._plan = plan
+        self._keys = self._picker(plan)
+        self.pos = self.size = 0  # the next request draws a fresh chunk
 
     def _place_special(
         self, ops: list[int], indexes: list[int], keys: list[bytes | tuple[bytes, ...]]
@@ -118,10 +144,12 @@ class RequestSource:
         """Give mget positions their key tuples and incr positions a counter key."""
         table = self._plan.key_table
         counters = self._plan.counter_table
+        picker = self._keys
+        assert picker is not None, "an empty source draws nothing"
         mget, incr = int(Op.MGET), int(Op.INCR)
         for i, op in enumerate(ops):
             if op == mget:
-                keys[i] = tuple(table[j] for j in self._keys.draw(self._mget_width).tolist())
+                keys[i] = tuple(table[j] for j in picker.draw(self._mget_width).tolist())
             elif op == incr:
                 keys[i] = counters[indexes[i] % len(counters)]
 
@@ -133,6 +161,7 @@ class RequestSource:
         """
         table = self._plan.key_table
         values = self._plan.value_table
+        assert self._keys is not None, "an empty source draws nothing"
         ops = self._mix.draw(CHUNK).tolist()
         indexes = self._keys.draw(CHUNK).tolist()
         # itemgetter gathers in C: a third of the cost of a list comprehension.
