@@ -96,6 +96,9 @@ def python_reason(config: RunConfig) -> str | None:
     if any(target.cluster for target in config.targets):
         # The pump would count -MOVED/-ASK as error replies: the Python driver follows them.
         return "Redis Cluster"
+    if config.replay is not None:
+        # Each connection sends its own lane of the trace, each chunk with its own TTL.
+        return "a replay"
     if config.workload.verify:
         return "--verify"
     if config.workload.set_then_get:  # pumps share a server's stream; pairs need their own
