@@ -1,5 +1,16 @@
-"""``python -m kvbench``: the same as the ``kvbench`` command."""
+"""``python -m kvbench`` and the ``kvbench`` command (``main``).
 
-from kvbench.cli import main
+Kept light on purpose: every worker process re-imports the main module (multiprocessing
+does, for a script), so it must not import the CLI at module level; ``main`` imports it.
+"""
 
-main()
+
+def main() -> None:
+    """Entry point of the ``kvbench`` console script."""
+    from kvbench.cli import main as cli_main
+
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

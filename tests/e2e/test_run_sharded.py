@@ -49,6 +49,8 @@ def test_keys_land_where_ketama_places_them_and_counts_reconcile(tmp_path: Path)
         )
         assert result.code == 0, result.stderr
         after = [stats(a), stats(b)]
+    # The run's header line names both servers (was: only the first).
+    assert f"kvbench: memcached://{a.address}, memcached://{b.address}  4 conn" in result.stdout
     doc = read_json(out)
     ring = KetamaRing([a.address, b.address])
     placed = [len(g) for g in ring.partition(build_key_table("shard:", 1000))]

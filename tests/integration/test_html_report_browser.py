@@ -130,3 +130,33 @@ def test_reports_of_real_runs_render_in_chromium(tmp_path: Path) -> None:
     width, height, rows = png_rows(shot)
     assert (width, height) == (1280, 2400)
     assert len(set(rows)) > 200, "the screenshot is (nearly) uniform: nothing was drawn"
+
+
+def test_a_comparison_table_fits_a_1280_px_page(tmp_path: Path) -> None:
+    """Was 1259 px of table in a 1184 px column: the page scrolled sideways. The header
+    names every compared target."""
+    import re
+
+    from kvbench.report.html import render
+    from tests.support.runs import make_run
+
+    ops = {"get": (309_512_345, 4_000_000), "set": (30_951_234, 9_000_000)}
+    runs = [make_run(f"20261201-1200{i}-abcdef", [ops] * 3) for i in range(2)]
+    gateway = "http+memc://127.0.0.1:8080/memc?stats=memcached://127.0.0.1:11211"
+    runs[0].targets = [{"url": gateway, "protocol": "http1"}]
+    measure = (
+        "<script>window.addEventListener('load', () => { const t = document.querySelector("
+        "'#compare table'); document.body.setAttribute('data-width', "
+        "`${t.getBoundingClientRect().right} ${document.documentElement.scrollWidth}`); });"
+        "</script></body>"
+    )
+    page = tmp_path / "compare.html"
+    html = render(runs)
+    page.write_text(html.replace("</body>", measure))
+    dom, _ = chromium(tmp_path, page, "--window-size=1280,2000", "--dump-dom")
+    match = re.search(r'data-width="([\d.]+) (\d+)"', dom)
+    assert match, "the measuring script did not run"
+    right, page_width = float(match.group(1)), int(match.group(2))
+    assert right <= 1280 and page_width <= 1280
+    lede = re.search(r'class="lede">([^<]*)', html)
+    assert lede and gateway in lede.group(1) and "memcached://h:11211" in lede.group(1)

@@ -239,7 +239,7 @@ error_log {workdir}/error.log warn;
 worker_processes 1;
 events {{ worker_connections 1024; }}
 http {{
-    access_log off;
+    access_log {access_log};
     client_body_temp_path {workdir}/body;
     proxy_temp_path {workdir}/proxy;
     fastcgi_temp_path {workdir}/fastcgi;
@@ -269,10 +269,14 @@ http {{
 
 
 @contextmanager
-def nginx_memc(memcached_server: Server, keepalive_requests: int = 1_000_000) -> Iterator[Server]:
+def nginx_memc(
+    memcached_server: Server, keepalive_requests: int = 1_000_000, log_requests: bool = False
+) -> Iterator[Server]:
     """nginx with the memc module on a free loopback port, location /memc in front of
     ``memcached_server`` (``extra["path"]`` is the location, ``extra["memcached"]`` the
-    server). Its own prefix, config, pid, logs and temp paths live in a private work dir."""
+    server). Its own prefix, config, pid, logs and temp paths live in a private work dir.
+    ``log_requests``: one access-log line per request in ``extra["access_log"]`` (nginx's
+    own request count, unbuffered)."""
     binary = require_binary("nginx", "nginx")
     if not os.path.exists(MEMC_MODULE):
         message = f"{MEMC_MODULE} is missing (apt-get install libnginx-mod-http-memc)"
@@ -290,6 +294,7 @@ def nginx_memc(memcached_server: Server, keepalive_requests: int = 1_000_000) ->
                 port=port,
                 memcached_port=memcached_server.port,
                 keepalive_requests=keepalive_requests,
+                access_log=os.path.join(workdir, "access.log") if log_requests else "off",
             )
         )
     argv = [
@@ -304,7 +309,9 @@ def nginx_memc(memcached_server: Server, keepalive_requests: int = 1_000_000) ->
         "daemon off; master_process off;",
     ]
     with running("nginx", argv, port, workdir) as server:
-        server.extra.update(path="memc", memcached=memcached_server)
+        server.extra.update(
+            path="memc", memcached=memcached_server, access_log=os.path.join(workdir, "access.log")
+        )
         yield server
 
 

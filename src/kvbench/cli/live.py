@@ -5,7 +5,9 @@ table of the latest intervals. Otherwise (a pipe, a file, CI): one plain line pe
 interval, so logs stay readable. With ``--prometheus`` it also serves them for scraping
 (cli/prometheus.py) while it is open: a run, a whole sweep or comparison, a preset's step.
 It only ever sees merged interval snapshots that the coordinator hands out; it never reads
-the engine.
+the engine. Each run's clock and counts start at its measurement's start (after the
+warm-up), whether a round, a level or a compared target; in a sweep every line names its
+level.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from kvbench.config import RunConfig
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.summary import Running, interval_row
 from kvbench.report.tables import live_table
-from kvbench.report.terminal import live_line
+from kvbench.report.terminal import live_line, unit_rates_line
 
 if TYPE_CHECKING:
     from kvbench.report.prometheus import LiveFigures
@@ -40,12 +42,19 @@ class LiveView:
         console: where to draw.
         config: the run's config (for the progress total and labels).
         runs: how many such runs the progress bar covers (sweep levels, compared targets).
+        unit_rates: each line gives the interval's ops and the run's so far, and the rate
+            per second, per minute and per hour (the single-key-readers preset's report).
     """
 
-    def __init__(self, console: Console, config: RunConfig, runs: int = 1) -> None:
+    def __init__(
+        self, console: Console, config: RunConfig, runs: int = 1, unit_rates: bool = False
+    ) -> None:
         self._console = console
         self._config = config
+        self._unit_rates = unit_rates
         self._origins: dict[int, int] = {}
+        self._sweep_axis: str | None = None  # a sweep's axis (``sweeping``)
+        self._level: float | None = None  # the level of the run in progress
         self._rows: deque[dict[str, Any]] = deque(maxlen=LIVE_ROWS)
         self._totals = Running()  # cumulative ops and the running average, per round
         self._interactive = console.is_terminal and config.report.live
@@ -86,6 +95,14 @@ class LiveView:
             self._live = None
         self._served.close()
 
+    def start_level(self, axis: str, level: float) -> None:
+        """A comparison's next level (of ``axis``): its lines say so."""
+        self._level = level
+
+    def sweeping(self, axis: str) -> None:
+        """Each run ``start`` announces is a level of ``axis``: its lines say which."""
+        self._sweep_axis = axis
+
     def note(self, text: str) -> None:
         """A one-line event (preloading, next round, interrupted)."""
         if self._live is not None:
@@ -96,6 +113,10 @@ class LiveView:
     def start(self, config: RunConfig) -> None:
         """A run starts (a sweep's level, a compared target's round): its own settings."""
         self._running = config
+        if self._sweep_axis is not None:
+            load = config.load
+            value = {"connections": load.connections, "pipeline": load.pipeline}
+            self._level = value.get(self._sweep_axis, load.rate_per_s or self._level)
         if self._figures is not None:
             mode = "open" if config.load.rate_per_s else "closed"
             self._figures.start_run(config.targets[0].url, mode, config.load.connections)
@@ -107,11 +128,14 @@ class LiveView:
             self.start(running := self._config)
         if self._figures is not None:
             self._figures.interval(snap)
+        if snap.index == 0:  # a run's (round's, level's, target's) first interval
+            self._origins[snap.round] = snap.start_ns  # its clock starts at zero
+            self._totals.restart()  # and so does its count
         origin = self._origins.setdefault(snap.round, snap.start_ns)
-        if snap.index == 0:  # a run's (or round's) first interval: count from zero
-            self._totals.restart()
         row = self._totals.add(interval_row(snap, origin))
         row["connections_asked"] = running.load.connections
+        if self._level is not None:
+            row["level"] = f"{self._level:g}"
         rounds = self._config.load.rounds
         self._progress.update(
             self._task,
@@ -122,8 +146,10 @@ class LiveView:
             self._rows.append(row)
             self._live.update(self._render())
         elif self._config.report.live:
-            prefix = f"round {snap.round + 1} " if rounds > 1 else ""
-            self._console.print(prefix + live_line(row))
+            prefix = f"level {row['level']} " if "level" in row else ""
+            prefix += f"round {snap.round + 1} " if rounds > 1 else ""
+            line = unit_rates_line(row) if self._unit_rates else live_line(row)
+            self._console.print(prefix + line)
 
     def _render(self) -> Group:
-        return Group(self._progress, live_table(list(self._rows)))
+        return Group(self._progress, live_table(list(self._rows), self._unit_rates))

@@ -92,7 +92,11 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("-P", "--pipeline", help="Requests in flight per connection. [1]"),
     click.option("--duration", help="Measured window, e.g. 10s, 2m. [10s]"),
     click.option(
-        "-n", "--requests", help="Send exactly N requests in the window instead of a duration."
+        "-n",
+        "--requests",
+        "--requests-per-round",
+        "requests",
+        help="Send exactly N requests in each round's window instead of a duration.",
     ),
     click.option(
         "--preset", help="Run a classic experiment (see kvbench presets); flags override it."
@@ -100,7 +104,9 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--rounds", help="Repeat the measurement N times (fresh processes each). [1]"),
     click.option("--warmup", help="Load before the window, excluded from every figure. [0s]"),
     click.option(
-        "--ratio", help="SET:GET (1:10), or op=weight,... over set/get/delete/incr/mget. [1:10]"
+        "--ratio",
+        help="SET:GET (1:10), op=weight,... over set/get/delete/incr/mget, or set-then-get "
+        "(a set, then a get of the same key: a miss is an error). [1:10]",
     ),
     click.option("--keys", help="Keyspace size. [100000]"),
     click.option("--key-prefix", help="Prefix of every key. [kvbench:]"),

@@ -35,8 +35,8 @@ from kvbench.errors import ConfigError
 from kvbench.report import document, summarize
 from kvbench.report.batches import batch_figures, batch_line, batches_table
 from kvbench.report.html import render
-from kvbench.report.levels import TargetColumn, comparison, target_column
-from kvbench.report.tables import compared_levels_table, queue_phases_table
+from kvbench.report.levels import share_of_second, share_sentence, target_column
+from kvbench.report.tables import compared_rounds_table, queue_phases_table, share_table
 from kvbench.report.terminal import phase_end_line
 from kvbench.results.model import RunResult
 from kvbench.results.status import EXIT_CODES, INTERRUPTED, worst
@@ -212,16 +212,24 @@ def _levels(run: _Run) -> int:
     assert preset.axis is not None and preset.levels is not None
     axis_path = f"load.{preset.axis}"
     level_text = preset.levels
-    given = flags.get(axis_path, (None, ""))[0]
-    if isinstance(given, str) and (":" in given or "," in given):  # narrow the preset's range
-        level_text = flags.pop(axis_path)[0]
+    if flags.get(axis_path, (None, ""))[0] is not None:  # a range, a list or one level
+        level_text = str(flags.pop(axis_path)[0])
+    by_count = preset.requests_per_round is not None and not (
+        {"load.duration", "load.requests"} & set(flags)
+    )
+    if by_count:  # rounds of a request count set per level (_at_level); this one is replaced
+        flags["load.requests"] = (preset.round_requests(1), f"preset {preset.name}")
     config = run.config(run.urls[:1])
     levels = parse_levels(level_text, f"--{preset.axis}")
     if preset.shape == "sweep":
-        return sweep_and_report(run.console, config, preset.axis, levels, None, run.outputs)
+        return sweep_and_report(
+            run.console, config, preset.axis, levels, None, run.outputs, preset.unit_rates
+        )
     flags["workload.seed"] = (config.workload.seed, "seed")
     configs = [run.config([url]) for url in run.urls]
-    done, rows, status = _compare_at_levels(run.console, configs, preset.axis, levels)
+    done, rows, status = _compare_at_levels(
+        run.console, configs, preset.axis, levels, preset if by_count else None
+    )
     extra = {"status": status, "comparison": rows}
     _write_outputs(run.console, preset, done, f"{preset.axis} target", run.outputs, extra)
     return EXIT_CODES[status]
@@ -257,21 +265,36 @@ def _write_outputs(
         save_report(console, outputs.report_path, render([run for _, run in labelled]))
 
 
+def _at_level(config: RunConfig, axis: str, level: float, counted: Preset | None) -> RunConfig:
+    """``config`` at ``level``; ``counted``: with its preset's request count per round."""
+    config = at_level(config, axis, level)
+    requests = counted.round_requests(config.load.connections) if counted else None
+    if requests is None:
+        return config
+    return replace(config, load=replace(config.load, requests=requests, duration_ns=None))
+
+
 def _compare_at_levels(
-    console: Console, configs: list[RunConfig], axis: str, levels: list[float]
+    console: Console,
+    configs: list[RunConfig],
+    axis: str,
+    levels: list[float],
+    counted: Preset | None = None,
 ) -> tuple[Labelled, list[dict[str, Any]], str]:
     """Compare the targets at each level; the runs (labelled level and target), the rows
-    and the status of it all (the worst target's at any level)."""
+    and the status of it all (the worst target's at any level). ``counted``: rounds end
+    after the preset's request count for the level."""
     done: Labelled = []
     rows: list[dict[str, Any]] = []
-    shown: list[tuple[float, list[TargetColumn], dict[str, Any]]] = []
+    shown: list[tuple[float, dict[str, Any]]] = []
     statuses: list[str] = []
     base = configs[0]
     with LiveView(console, base, runs=len(levels) * len(configs)) as view:
         for level in levels:
+            view.start_level(axis, level)
             view.note(f"level {axis} = {level:g}")
             ran = run_comparison(
-                [at_level(c, axis, level) for c in configs],
+                [_at_level(c, axis, level, counted) for c in configs],
                 base.load.rounds,
                 view.interval,
                 view.note,
@@ -284,12 +307,15 @@ def _compare_at_levels(
                 statuses.append(INTERRUPTED)
             if len(columns) < 2:  # Ctrl-C before B's first round: nothing to compare
                 break
-            (row,) = comparison(columns[:2])
+            row = share_of_second(columns[:2])
             rows.append({axis: level, **row})
-            shown.append((level, columns, row))
+            shown.append((level, row))
             if ran.interrupted:
                 break
-    console.print(compared_levels_table(axis, shown))
+    console.print(compared_rounds_table(axis, shown))
+    console.print(share_table(axis, shown))
+    for level, row in shown:  # the original's figure, with the targets named
+        console.print(share_sentence(axis, level, row))
     return done, rows, worst(statuses)
 
 

@@ -46,7 +46,7 @@ from kvbench.report.levels import (
 )
 from kvbench.report.summary import queue_interval_row
 from kvbench.report.tables import level_table
-from kvbench.report.terminal import print_summary, queue_live_line
+from kvbench.report.terminal import print_summary, queue_live_line, unit_rates_sentence
 from kvbench.results.model import RunResult
 from kvbench.results.queue import QueueInterval
 from kvbench.results.status import EXIT_CODES, FAILED, INTERRUPTED, Status
@@ -163,7 +163,8 @@ def measure(console: Console, config: RunConfig) -> RunResult:
         else _replay_span(config)
     )
     console.print(
-        f"kvbench: {config.targets[0].url}  {load.connections} connections x pipeline {load.pipeline}"
+        f"kvbench: {', '.join(t.url for t in config.targets)}  {load.connections} connections"
+        f" x pipeline {load.pipeline}"
         + (
             f" on the Dask cluster at {load.cluster}, {span}"
             if load.cluster
@@ -329,14 +330,19 @@ def sweep_and_report(
     levels: list[float],
     slo: str | None,
     outputs: Outputs,
+    unit_rates: bool = False,
 ) -> int:
     """Run a sweep, save its runs, print its table, knee and SLO level, write its files.
+
+    ``unit_rates``: the live lines give ops per interval and so far, and the rate per
+    second, minute and hour (cli/live.py).
 
     Returns:
         The exit code of the sweep's status (the worst level's).
     """
     objective = parse_slo(slo) if slo else None
-    with LiveView(console, config, runs=len(levels)) as view:
+    with LiveView(console, config, runs=len(levels), unit_rates=unit_rates) as view:
+        view.sweeping(axis)
         outcomes = run_sweep(config, axis, levels, view.interval, view.note, view.start)
     rows: list[LevelRow] = [
         level_row(o.level, o.result, o.reason, objective, INTERRUPTED if o.interrupted else FAILED)
@@ -345,6 +351,10 @@ def sweep_and_report(
     runs = [o.result for o in outcomes if o.result is not None]
     save_runs(config.report, runs)
     console.print(level_table(rows, axis))
+    if unit_rates:  # the original's figure per level, in its units
+        for row in rows:
+            if row.throughput is not None:
+                console.print(unit_rates_sentence(axis, row.level, row.throughput.mean))
     doc = sweep_document(axis, config.targets[0].url, rows, slo)
     console.print(
         f"knee: {axis} = {doc['knee']:g}"

@@ -54,6 +54,8 @@ from kvbench.units import parse_count, parse_duration_ns, parse_fraction, parse_
 Settings = dict[str, tuple[Any, str]]
 
 ARRIVALS = ("uniform", "poisson")
+# ``--ratio set-then-get``: each op a set of a key, then a get of the same key.
+SET_THEN_GET = "set-then-get"
 
 # (section.key) -> parser(value, origin) -> typed value. Unknown keys are errors.
 _FIELDS: dict[str, Callable[[Any, str], Any]] = {}
@@ -102,7 +104,10 @@ def _urls(value: Any, where: str) -> list[str]:
 
 
 def parse_ratio(value: Any, where: str) -> tuple[tuple[str, int], ...]:
-    """``"1:10"`` (set:get) or ``"set=1,get=10,delete=1"`` or a TOML table of weights."""
+    """``"1:10"`` (set:get) or ``"set=1,get=10,delete=1"`` or a TOML table of weights, or
+    ``set-then-get`` (a set and a get of the same key: 1:1, paired; ``is_set_then_get``)."""
+    if is_set_then_get(value):
+        return (("set", 1), ("get", 1))
     if isinstance(value, Mapping):
         pairs = [(str(k), v) for k, v in value.items()]
     elif isinstance(value, str) and "=" in value:
@@ -125,6 +130,11 @@ def parse_ratio(value: Any, where: str) -> tuple[tuple[str, int], ...]:
     if sum(w for _, w in weights) == 0:
         raise ConfigError(where, "the weights add up to 0: nothing would be sent")
     return tuple((op, w) for op, w in weights if w > 0)
+
+
+def is_set_then_get(value: Any) -> bool:
+    """The ratio asks for set-then-get pairs (WorkloadConfig.set_then_get)."""
+    return isinstance(value, str) and value.strip().lower() == SET_THEN_GET
 
 
 def _rate(value: Any, where: str) -> float:
@@ -236,6 +246,17 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
     load = _build_load(values, default_processes, settings)
     load = _check_shards(targets, load, settings)
     check_http_targets(targets, workload, load.pipeline, lambda key: _origin(settings, key))
+    if workload.set_then_get and workload.commands:
+        raise ConfigError(
+            _origin(settings, "workload.ratio"),
+            "set-then-get sends its own set and get: it takes no --command",
+        )
+    if workload.set_then_get and workload.keys < load.connections:
+        raise ConfigError(
+            _origin(settings, "workload.keys"),
+            f"--ratio set-then-get gives each connection keys of its own: {workload.keys:,} "
+            f"keys cannot serve {load.connections:,} connections",
+        )
     check_key_limits(targets, workload, lambda key: _origin(settings, _key_setting(key, values)))
     check_commands(targets, workload, lambda key: _origin(settings, key))
     report = ReportConfig(
@@ -337,6 +358,7 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
         ttl_max_s=ttl_max_s,
         preload=values.get("workload.preload", defaults.preload),
         verify=values.get("workload.verify", defaults.verify),
+        set_then_get=is_set_then_get(settings.get("workload.ratio", (None, ""))[0]),
         seed=values.get("workload.seed", int.from_bytes(os.urandom(4), "big")),
         placement=values.get("workload.placement", defaults.placement),
         key_span=values.get("workload.key_span"),

@@ -106,6 +106,10 @@ class WorkloadConfig:
         ttl_max_s: the high end of the ttl range, or None (a fixed ``ttl_s``).
         preload: store every key once before measuring, so gets can hit.
         verify: values derived from (key, version); every get hit is checked.
+        set_then_get: every op is a set of a key then a get of that same key on the same
+            connection (``--ratio set-then-get``); each connection draws from keys of its
+            own, so the get must return the set's value: a miss is an error, and under
+            ``verify`` the value must be exactly the one just set.
         seed: the run's seed; worker i uses a seed derived from it and i.
         placement: how keys are placed on several servers: ``ketama`` (twemproxy) or
             ``modula-crc32`` (python-memcached).
@@ -136,6 +140,7 @@ class WorkloadConfig:
     ttl_max_s: int | None = None
     preload: bool = False
     verify: bool = False
+    set_then_get: bool = False
     seed: int = 0
     placement: str = "ketama"
     key_span: int | None = None

@@ -41,6 +41,11 @@ class Preset:
         scheme: rewrite a memcached target's scheme to this one (the protocol it used).
         targets: how many targets the preset takes (at least, with ``more_targets``).
         more_targets: it takes ``targets`` or more (several memcached servers).
+        unit_rates: the live lines give the interval's ops, the run's so far, and the
+            rate per second, minute and hour, as the original's reports did.
+        requests_per_round: (least, per connection): a sweep's rounds end after
+            max(least, per connection x the level's connections) requests, as the
+            original's did, unless the command line gives a duration or a request count.
     """
 
     name: str
@@ -55,6 +60,15 @@ class Preset:
     scheme: str | None = None
     targets: int = 1
     more_targets: bool = False
+    requests_per_round: tuple[int, int] | None = None
+    unit_rates: bool = False
+
+    def round_requests(self, connections: int) -> int | None:
+        """Requests per round at ``connections`` (None: the preset runs by time)."""
+        if self.requests_per_round is None:
+            return None
+        least, per_connection = self.requests_per_round
+        return max(least, per_connection * connections)
 
 
 PRESETS: dict[str, Preset] = {
@@ -129,27 +143,31 @@ PRESETS: dict[str, Preset] = {
             name="gateway-vs-native",
             title="HTTP gateway (nginx memc) vs direct memcached, concurrency 64..2048",
             original=(
-                "an HTTP gateway against direct memcached, concurrency 64..2048 step 64, 5 "
-                "rounds per level averaged, 96-char random keys, 400-char random values, failed "
+                "PHP through nginx memc against PHP straight to memcached, concurrency "
+                "64..2048 step 64, 5 rounds per level averaged, each request a set of a "
+                "96-char random key to a 400-char random value then a get of it, failed "
                 "requests counted, the gateway as a % of native; rounds not interleaved, no "
-                "variance, different request counts made the runs incomparable."
+                "variance."
             ),
             measures=(
-                "at every level the same seeded workload against both, rounds interleaved "
-                "A B A B, the gateway's throughput as a % of native with a 95% CI from paired "
-                "rounds, and p99 ratios; errors (502/504) counted per target."
+                "the same set-then-get pairs (every get checked to return exactly the value "
+                "set; a miss is an error) against both, rounds of max(5000, 20 x "
+                "connections) requests interleaved A B A B; per level and target every "
+                "round's ops/s, mean, min, max and failed requests; the first target as a % "
+                "of the second from the printed means, and a 95% CI from paired rounds."
             ),
             shape="compare-sweep",
             axis="connections",
             levels="64:2048:64",
             targets=2,
+            requests_per_round=(5000, 20),
             settings={
                 "workload.key_template": "random",
                 "workload.key_size": 96,
                 "workload.value_size": 400,
-                "workload.ratio": "1:1",
+                "workload.ratio": "set-then-get",
+                "workload.verify": True,
                 "load.rounds": 5,
-                "load.duration": "2s",
             },
         ),
         Preset(
@@ -162,16 +180,21 @@ PRESETS: dict[str, Preset] = {
             ),
             measures=(
                 "a sweep over 2, 4, 6, 8 connections reading one preloaded 672-byte key, 1 s "
-                "warm-up excluded, a line every 15 s, throughput with a CI and latency "
-                "percentiles from merged histograms."
+                "warm-up excluded (its op count printed); a line every 15 s with the time "
+                "since the warm-up, the interval's and the cumulative ops and the rate per "
+                "second, minute and hour; every reply checked to be the 672 bytes stored "
+                "(bad ones counted per level); throughput with a CI and latency percentiles "
+                "from merged histograms."
             ),
             shape="sweep",
             axis="connections",
             levels="2,4,6,8",
+            unit_rates=True,
             settings={
                 "workload.keys": 1,
                 "workload.value_size": 672,
                 "workload.preload": True,
+                "workload.verify": True,
                 "workload.ratio": "0:1",
                 "load.warmup": "1s",
                 "load.interval": "15s",

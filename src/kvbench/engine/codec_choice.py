@@ -42,6 +42,10 @@ def connection_codec_factories(
         if ttl not in factories:
             options = CodecOptions(ttl_s=ttl, keep_payload=verifier is not None)
             factory = codec_factory_for(target, options)
-            factories[ttl] = verifying(factory, verifier) if verifier is not None else factory
+            factories[ttl] = (
+                verifying(factory, verifier, config.set_then_get)
+                if verifier is not None
+                else factory
+            )
         out.append(factories[ttl])
     return out

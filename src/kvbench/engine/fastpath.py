@@ -101,6 +101,8 @@ def python_reason(config: RunConfig) -> str | None:
         return "a replay"
     if config.workload.verify:
         return "--verify"
+    if config.workload.set_then_get:  # pumps share a server's stream; pairs need their own
+        return "--ratio set-then-get"
     if config.workload.commands:
         # The C side encodes and scans the fixed ops only.
         return "arbitrary commands (--command)"

@@ -6,6 +6,11 @@ one at a time with ``next_reply`` (the codec keeps payloads) and checks each GET
 against ``workload.verify.check_value``. A mismatch is counted as the outcome
 ``mismatch`` besides the op's ``hit`` (the server did answer with a value; it was not
 ours), and the first few keys are kept as examples.
+
+With ``--ratio set-then-get`` (``exact``) each get follows the set of its key on the same
+connection, and no other connection sends that key: the get must return exactly the bytes
+that set stored (as the server stores them: an HTTP gateway's URL-safe form, the codec's
+``stored_value``), so a stale version of the key fails too.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from kvbench.workload.verify import Payload, check_value
 # Example keys kept per worker (distinct keys, first seen first).
 EXAMPLE_KEYS = 10
 _GET = int(Op.GET)
+_SET = int(Op.SET)
 _HIT = int(ReplyKind.HIT)
 _MISMATCH = int(Outcome.MISMATCH)
 
@@ -52,10 +58,14 @@ class Verifier:
         self.examples: list[str] = []
         self._check = check
 
-    def check(self, key: bytes, payload: bytes | None) -> None:
-        """Check one get hit's value; count ``verified`` and, when wrong, ``mismatch``."""
+    def check(self, key: bytes, payload: bytes | None, expected: bytes | None = None) -> None:
+        """Check one get hit's value (against ``expected`` when the set before it is
+        known, else as a value derived from ``key``); count ``verified`` and, when wrong,
+        ``mismatch``."""
         self.recorder.add_stat("verified", 1)
-        if payload is not None and self._check(key, payload):
+        if payload is not None and (
+            payload == expected if expected is not None else self._check(key, payload)
+        ):
             return
         self.recorder.counts[_GET][_MISMATCH] += 1
         text = key.decode("utf-8", "backslashreplace")
@@ -75,11 +85,16 @@ class VerifyingCodec:
         verifier: where checks are counted.
     """
 
-    def __init__(self, inner: ClientCodec, verifier: Verifier) -> None:
+    def __init__(self, inner: ClientCodec, verifier: Verifier, exact: bool = False) -> None:
         self._inner = inner
         self._verifier = verifier
         self._ops: deque[int] = deque()
         self._keys: deque[Any] = deque()
+        # exact: per request, the value a get must return (the set before it sent it).
+        self._exact = exact
+        self._expected: deque[bytes | None] = deque()
+        self._stored_form: Callable[[Any], bytes] = getattr(inner, "stored_value", bytes)
+        self._last_set: tuple[Any, Any] | None = None  # (key, value) of the last set encoded
 
     def __getattr__(self, name: str) -> Any:
         # encode_hello / encode_auth / encode_select and any other codec extra.
@@ -90,6 +105,8 @@ class VerifyingCodec:
         for _ in range(replies):
             self._ops.append(int(op))
             self._keys.append(key)
+        if self._exact:
+            self._expect([int(op)] * replies, [key] * replies, [value] * replies)
         return replies
 
     def encode_many(
@@ -104,7 +121,22 @@ class VerifyingCodec:
         count = self._inner.encode_many(ops, keys, values, start, stop, out)
         self._ops.extend(ops[start:stop])
         self._keys.extend(keys[start:stop])
+        if self._exact:
+            self._expect(ops[start:stop], keys[start:stop], values[start:stop])
         return count
+
+    def _expect(self, ops: Sequence[int], keys: Sequence[Any], values: Sequence[Value]) -> None:
+        """Exact mode: what each request's reply must hold (a get right after the set of
+        its key: that set's value as stored; anything else: None, checked by key)."""
+        last = self._last_set
+        for op, key, value in zip(ops, keys, values, strict=True):
+            expected = None
+            if op == _SET:
+                last = (key, value)
+            elif op == _GET and last is not None and last[0] == key:
+                expected = self._stored_form(last[1])
+            self._expected.append(expected)
+        self._last_set = last
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._inner.feed(data)
@@ -126,13 +158,17 @@ class VerifyingCodec:
             assert isinstance(reply, Reply)
             op = self._ops.popleft()
             key = self._keys.popleft()
+            expected = self._expected.popleft() if self._exact else None
             if op == _GET and reply.kind == _HIT:
-                self._verifier.check(key, reply.payload)
+                self._verifier.check(key, reply.payload, expected)
             kinds.append(reply.kind | reply.keys << KEYS_SHIFT)
             count += 1
         return count
 
 
-def verifying(factory: Callable[[], ClientCodec], verifier: Verifier) -> Callable[[], ClientCodec]:
-    """Wrap a codec factory so each fresh codec checks get hits."""
-    return lambda: VerifyingCodec(factory(), verifier)
+def verifying(
+    factory: Callable[[], ClientCodec], verifier: Verifier, exact: bool = False
+) -> Callable[[], ClientCodec]:
+    """Wrap a codec factory so each fresh codec checks get hits (``exact``: against the
+    set before each get, for ``--ratio set-then-get``)."""
+    return lambda: VerifyingCodec(factory(), verifier, exact)

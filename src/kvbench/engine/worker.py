@@ -37,7 +37,7 @@ from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.protocols.base import Op
 from kvbench.units import share_out
-from kvbench.workload.plan import WorkloadPlan
+from kvbench.workload.plan import RequestSource, WorkloadPlan, own_key_plans
 from kvbench.workload.slots import SlotMap
 from kvbench.workload.trace_source import Lane, ReplayFeed
 from kvbench.workload.verify import value_check
@@ -211,9 +211,13 @@ class Worker(LinkKeeper):
                 shard.target, spec.config.workload, spec.worker_index, count, self.verifier
             )
             setup = setup_for(shard.target)
-            self.connections += [
+            made = [
                 self.make_connection(factory, setup, load.pipeline, shard) for factory in factories
             ]
+            if spec.config.workload.set_then_get:  # each connection sends keys of its own
+                for connection, plan in zip(made, own_key_plans(shard.plan, count), strict=True):
+                    connection.source = RequestSource(plan)
+            self.connections += made
         replay = spec.config.replay
         if replay is not None:
             self.feed = ReplayFeed(

@@ -228,6 +228,11 @@ class HttpMemcCodec(CodecBase):
         self._pending.append(op)
         return 1
 
+    @staticmethod
+    def stored_value(value: Value) -> bytes:
+        """The bytes the gateway stores for ``value`` (what a get of it returns)."""
+        return url_safe_value(value)
+
     def encode_version(self, out: bytearray) -> int:
         """Append ``?cmd=version``; its reply is a VALUE whose payload is memcached's line.
 

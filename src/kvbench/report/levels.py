@@ -82,6 +82,8 @@ class LevelRow:
     errors: int
     run_id: str | None
     slo_met: bool | None = None
+    # --verify: get hits whose value was not the one stored (wrong length or bytes).
+    bad_values: int | None = None
 
 
 def level_row(
@@ -110,6 +112,7 @@ def level_row(
         errors=model.total_errors,
         run_id=run.run_id,
         slo_met=slo.met(model.latency_us) if slo is not None else None,
+        bad_values=model.verification.mismatches if model.verification is not None else None,
     )
 
 
@@ -166,6 +169,7 @@ def level_document(row: LevelRow) -> dict[str, Any]:
         "latency_us": row.latency_us,
         "errors": row.errors,
         "slo_met": row.slo_met,
+        "bad_values": row.bad_values,
     }
 
 
@@ -308,3 +312,58 @@ def compare_document(columns: list[TargetColumn], interrupted: bool = False) -> 
         "targets": [document(c.model) for c in columns],
         "comparison": comparison(columns),
     }
+
+
+def round_figures(column: TargetColumn) -> dict[str, Any]:
+    """One target at one level, as the original reported it: every round's throughput
+    (whole ops/s, as printed), and the mean, min and max of the complete rounds' printed
+    figures, and its failed requests (errors, and a set-then-get run's misses)."""
+    rates = [round(r) for r in column.round_throughput]
+    complete = [r for r, ok in zip(rates, column.round_ok, strict=True) if ok]
+    return {
+        "url": column.url,
+        "rounds_per_s": rates,
+        "rounds_ok": column.round_ok,
+        "mean_per_s": round(sum(complete) / len(complete)) if complete else None,
+        "min_per_s": min(complete) if complete else None,
+        "max_per_s": max(complete) if complete else None,
+        "failed_requests": column.model.total_errors,
+        "p99_us": column.model.latency_us.get("p99"),
+        "status": column.model.status.name,
+    }
+
+
+def share_of_second(columns: list[TargetColumn]) -> dict[str, Any]:
+    """The first target's throughput as a % of the second's (the original's figure: "the
+    gateway as a % of native"), from the two printed means, so a reader recomputes it from
+    the figures on the page; beside it the paired-ratio estimate (first / second, a
+    geometric mean over the rounds complete on both sides) and its 95% CI."""
+    first, second = round_figures(columns[0]), round_figures(columns[1])
+    a, b = first["mean_per_s"], second["mean_per_s"]
+    paired = paired_ratio(
+        columns[1].round_throughput,
+        columns[0].round_throughput,
+        columns[1].round_ok,
+        columns[0].round_ok,
+    )
+    return {
+        "first": first,
+        "second": second,
+        "first_pct_of_second": round(100 * a / b, 1) if a is not None and b else None,
+        "rounds_paired": paired.n if paired else 0,
+        "paired_ratio": paired.mean if paired else None,
+        "paired_ratio_ci95": list(paired.ci95) if paired and paired.ci95 else None,
+        "status": worst([first["status"], second["status"]]),
+    }
+
+
+def share_sentence(axis: str, level: float, row: dict[str, Any]) -> str:
+    """``connections 64: http+memc://… = 31.2% of memcached://… (11,337 / 36,338 ops/s)``."""
+    first, second = row["first"], row["second"]
+    head = f"{axis} {level:g}: {first['url']}"
+    if row["first_pct_of_second"] is None:
+        return f"{head}: no complete round on both sides to compare"
+    return (
+        f"{head} = {row['first_pct_of_second']:.1f}% of {second['url']} "
+        f"({first['mean_per_s']:,} / {second['mean_per_s']:,} ops/s)"
+    )

@@ -44,7 +44,14 @@ from kvbench.report.verdicts import Evidence, Verdict, all_verdicts, restart_ver
 from kvbench.report.verification import Verification, verification, verification_verdicts
 from kvbench.results.model import RunResult
 from kvbench.results.queue import QueueInterval
-from kvbench.results.status import Status, Tally, max_error_rate, run_status, tally
+from kvbench.results.status import (
+    Status,
+    Tally,
+    max_error_rate,
+    run_status,
+    set_then_get,
+    tally,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +324,8 @@ def summarize(run: RunResult) -> ReportModel:
         else []
     )
     figures = queue_figures(run) if run.queue is not None else None
-    counts = tally(total)  # connection failures included: results.status counts them
+    # Connection failures included (results.status counts them); a pair's miss is an error.
+    counts = tally(total, set_then_get(run.config))
     connections = connections_section(run)
     total_completed = sum(r.completed for r in rows)
     merged = Histogram.merged(total.latency.values()) if total and total.latency else None
@@ -355,6 +363,7 @@ def summarize(run: RunResult) -> ReportModel:
         if mean_for_little and mean_for_little.total_count
         else None,
         hiccup=hiccup,
+        latency_p99_ns=merged.value_at_percentile(99) if merged and merged.total_count else None,
         reconciliation=reconciliation,
         server_cpu=cpu,
         outcomes=outcomes,

@@ -13,9 +13,10 @@ from typing import Any
 
 from rich.table import Table
 
-from kvbench.report.levels import LevelRow, TargetColumn
+from kvbench.report.levels import LevelRow
 from kvbench.report.stats import MIN_CI_SAMPLES
-from kvbench.report.terminal import fmt_us
+from kvbench.report.terminal import fmt_us, interval_ops
+from kvbench.report.terminal import unit_rates as unit_rates_of
 from kvbench.results.status import OK
 from kvbench.units import format_rate
 
@@ -47,10 +48,11 @@ def presets_table(rows: Iterable[tuple[str, str, str, str]]) -> Table:
 
 
 def level_table(rows: Sequence[LevelRow], axis: str) -> Table:
-    """A sweep: per level its status, throughput with its CI, p50, p99, errors, SLO."""
-    table = Table(title=f"sweep over {axis}", title_justify="left")
-    for name in (axis, "status", "ops/s", "95% CI", "p50", "p99", "errors", "SLO"):
-        table.add_column(name, justify="right")
+    """A sweep: per level its status, throughput with its CI, p50, p99, errors, SLO, and
+    under --verify its bad values (get hits that were not the value stored)."""
+    verified = any(row.bad_values is not None for row in rows)
+    names = (axis, "status", "ops/s", "95% CI", "p50", "p99", "errors", "SLO")
+    table = _figures_table(f"sweep over {axis}", names + ("bad values",) * verified)
     for row in rows:
         t = row.throughput
         ci = ""
@@ -68,53 +70,107 @@ def level_table(rows: Sequence[LevelRow], axis: str) -> Table:
             fmt_us(row.latency_us.get("p99")),
             f"{row.errors:,}",
             {True: "met", False: "missed", None: ""}[row.slo_met],
+            *([f"{row.bad_values:,}" if row.bad_values is not None else ""] if verified else []),
         )
     return table
 
 
-def compared_levels_table(
-    axis: str, levels: Sequence[tuple[float, list[TargetColumn], dict[str, Any]]]
-) -> Table:
-    """Two targets compared at each level: (level, their columns, the comparison row)."""
-    a_url = levels[0][1][0].url if levels else "?"
-    b_url = levels[0][1][1].url if levels else "?"
-    table = Table(title=f"A = {a_url}, B = {b_url}", title_justify="left")
-    for column in (axis, "A ops/s", "B ops/s", "B/A", "95% CI", "B/A p99", "A p99", "B p99"):
-        table.add_column(column, justify="right")
-    table.add_column("status", justify="right")
-    for level, columns, row in levels:
-        ci = row["throughput_ratio_ci95"]
+def _figures_table(title: str, names: Sequence[str]) -> Table:
+    """A table of figures that folds a figure onto a second line rather than cut it
+    ("309…") when the terminal is narrow: every figure must stay readable to be checked."""
+    table = Table(title=title, title_justify="left")
+    for name in names:
+        table.add_column(name, justify="right", overflow="fold")
+    return table
+
+
+def compared_rounds_table(axis: str, levels: Sequence[tuple[float, dict[str, Any]]]) -> Table:
+    """Two targets at each level, as the original reported them: every round's ops/s,
+    their mean, min and max, failed requests (``report.levels.share_of_second`` rows)."""
+    first = levels[0][1]["first"]["url"] if levels else "?"
+    second = levels[0][1]["second"]["url"] if levels else "?"
+    table = _figures_table(
+        f"A = {first}\nB = {second}",
+        (axis, "", "rounds: ops/s", "mean", "min", "max", "failed"),
+    )
+    for level, row in levels:
+        for name, side in (("A", row["first"]), ("B", row["second"])):
+            rounds = " ".join(
+                f"{rate:,}" if ok else f"({rate:,})"
+                for rate, ok in zip(side["rounds_per_s"], side["rounds_ok"], strict=True)
+            )
+            table.add_row(
+                f"{level:g}" if name == "A" else "",
+                name,
+                rounds,
+                *(
+                    "" if side[k] is None else f"{side[k]:,}"
+                    for k in ("mean_per_s", "min_per_s", "max_per_s")
+                ),
+                f"{side['failed_requests']:,}",
+            )
+    return table
+
+
+def share_table(axis: str, levels: Sequence[tuple[float, dict[str, Any]]]) -> Table:
+    """A as a % of B at each level (from the printed means), the 95% CI of A/B from the
+    paired rounds (the document has its point estimate too), each side's p99, the status."""
+    table = _figures_table(
+        "A as % of B (mean A / mean B); paired-ratio CI: 95% CI of A/B over paired rounds",
+        (axis, "A % of B", "paired-ratio CI", "A p99", "B p99", "status"),
+    )
+    for level, row in levels:
+        ci = row["paired_ratio_ci95"]
+        pct = row["first_pct_of_second"]
         table.add_row(
             f"{level:g}",
-            format_rate(columns[0].model.throughput_per_s),
-            format_rate(columns[1].model.throughput_per_s),
-            f"{row['throughput_ratio']:.0%}" if row["throughput_ratio"] is not None else "",
-            f"{ci[0]:.0%}..{ci[1]:.0%}" if ci else "",
-            f"{row['p99_ratio']:.2f}x" if row["p99_ratio"] else "",
-            fmt_us(columns[0].model.latency_us.get("p99")),
-            fmt_us(columns[1].model.latency_us.get("p99")),
-            _statuses(columns),
+            "" if pct is None else f"{pct:.1f}%",
+            f"{ci[0]:.1%}..{ci[1]:.1%}"
+            if ci
+            else (
+                f"needs {MIN_CI_SAMPLES} rounds" if row["rounds_paired"] < MIN_CI_SAMPLES else ""
+            ),
+            fmt_us(row["first"]["p99_us"]),
+            fmt_us(row["second"]["p99_us"]),
+            _side_statuses(row),
         )
     return table
 
 
-def _statuses(columns: Sequence[TargetColumn]) -> str:
-    """``ok``, or which target was not (with the first reason its status gives)."""
+def _side_statuses(row: dict[str, Any]) -> str:
     bad = [
-        f"{'AB'[i]}: {c.model.status.name}"
-        + (f" ({c.model.status.reasons[0]})" if c.model.status.reasons else "")
-        for i, c in enumerate(columns)
-        if c.model.status.name != OK
+        f"{name}: {side['status']}"
+        for name, side in (("A", row["first"]), ("B", row["second"]))
+        if side["status"] != OK
     ]
     return "; ".join(bad) or OK
 
 
-def live_table(rows: Sequence[dict[str, Any]]) -> Table:
-    """The live view's latest intervals (the summary's interval rows): rates, errors, CPU,
-    and per op its rate, p50 and p99."""
+def live_table(rows: Sequence[dict[str, Any]], unit_rates: bool = False) -> Table:
+    """The live view's latest intervals (the summary's interval rows): a sweep's level,
+    rates, errors, CPU, and per op its rate, p50 and p99; ``unit_rates``: the interval's
+    and the run's ops and the rate per second, minute and hour instead of per op."""
     table = Table(box=None, pad_edge=False)
-    for name in ("round", "t", "ops/s", "total", "avg/s", "offered/s", "errors", "cpu"):
+    levels = any("level" in row for row in rows)
+    names = ("level",) * levels + (
+        "round", "t", "ops/s", "total", "avg/s", "offered/s", "errors", "cpu",
+    )  # fmt: skip
+    if unit_rates:
+        names = ("level",) * levels + ("round", "t", "ops", "total", "per s", "per min",
+                 "per hour", "errors")  # fmt: skip
+    for name in names:
         table.add_column(name, justify="right")
+    if unit_rates:
+        for row in rows:
+            per_s, per_min, per_h = unit_rates_of(row)
+            table.add_row(
+                *([row.get("level", "")] if levels else []),
+                str(row["round"] + 1),
+                f"{row['t_s']:.1f}s",
+                *(f"{n:,}" for n in (interval_ops(row), row["total"], per_s, per_min, per_h)),
+                f"{row['errors']:,}",
+            )
+        return table
     ops = sorted({op for row in rows for op in row["ops"]})
     for op in ops:
         table.add_column(f"{op} /s", justify="right")
@@ -122,6 +178,7 @@ def live_table(rows: Sequence[dict[str, Any]]) -> Table:
         table.add_column(f"{op} p99", justify="right")
     for row in rows:
         cells = [
+            *([row.get("level", "")] if levels else []),
             str(row["round"] + 1),
             f"{row['t_s']:.1f}s",
             format_rate(row["per_s"]),

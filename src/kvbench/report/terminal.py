@@ -54,23 +54,64 @@ def live_line(row: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
+def interval_ops(row: dict[str, Any]) -> int:
+    """The ops that ended in the interval (what the row's ``total`` adds up)."""
+    return sum(int(vals["count"]) for vals in row["ops"].values())
+
+
+def unit_rates(row: dict[str, Any]) -> tuple[int, int, int]:
+    """The interval's rate per second (whole ops), per minute and per hour: 60 and 3600
+    times the per-second figure as printed, so each is recomputable from the line."""
+    per_s = round(interval_ops(row) / row["length_s"]) if row["length_s"] else 0
+    return per_s, 60 * per_s, 3600 * per_s
+
+
+def unit_rates_line(row: dict[str, Any]) -> str:
+    """One interval as the single-key-readers original reported it: time since the
+    warm-up ended, the interval's ops and the run's so far, the rate per s, min and hour."""
+    per_s, per_min, per_h = unit_rates(row)
+    parts = [
+        f"[{row['t_s']:>6.1f}s]",
+        f"ops {interval_ops(row):,}",
+        f"total {row['total']:,}",
+        f"per s {per_s:,}",
+        f"per min {per_min:,}",
+        f"per hour {per_h:,}",
+        f"err {row['errors']}",
+    ]
+    return "  ".join(parts)
+
+
+def unit_rates_sentence(axis: str, level: float, per_s: float) -> str:
+    """A level's throughput in the single-key-readers original's units: ``connections 2:
+    11,318 ops per s = 679,080 per min = 40,744,800 per hour`` (60 and 3600 x the whole
+    per-second figure printed)."""
+    whole = round(per_s)
+    return (
+        f"{axis} {level:g}: {whole:,} ops per s = {60 * whole:,} per min = "
+        f"{3600 * whole:,} per hour"
+    )
+
+
 def summary_table(model: ReportModel) -> Table:
     """Per-op throughput, outcomes and latency percentiles, and a total row."""
     run = model.run
+    # Every figure folds onto a second line rather than being cut ("309…") on a narrow
+    # terminal: a figure that is printed must be readable whole.
     table = Table(
         title=f"kvbench {run.run_id}  {', '.join(t['url'] for t in run.targets)}  "
         f"({run.window_s:.2f}s window, {model.status.name})",
         title_justify="left",
     )
-    table.add_column("op")
-    table.add_column("ops", justify="right")
-    table.add_column("ops/s", justify="right")  # successes only
-    table.add_column("hit %", justify="right")
-    table.add_column("errors", justify="right")
+    table.add_column("op", overflow="fold")
+    table.add_column("ops", justify="right", overflow="fold")
+    table.add_column("ops/s", justify="right", overflow="fold")  # successes only
+    table.add_column("hit %", justify="right", overflow="fold")
+    table.add_column("errors", justify="right", overflow="fold")
     for name, _ in PERCENTILES:
-        table.add_column(name.replace("_", "."), justify="right")
-    table.add_column("max", justify="right")
-    table.add_column("mean", justify="right")
+        table.add_column(name.replace("_", "."), justify="right", overflow="fold")
+    table.add_column("max", justify="right", overflow="fold")
+    table.add_column("mean", justify="right", overflow="fold")
     for row in model.ops:
         table.add_row(
             row.op,
@@ -376,11 +417,11 @@ def queue_table(model: ReportModel) -> Table:
         title_justify="left",
     )
     for name in ("", "count", "per s"):
-        table.add_column(name, justify="left" if not name else "right")
+        table.add_column(name, justify="left" if not name else "right", overflow="fold")
     for name, _ in PERCENTILES:
-        table.add_column(name.replace("_", "."), justify="right")
-    table.add_column("max", justify="right")
-    table.add_column("mean", justify="right")
+        table.add_column(name.replace("_", "."), justify="right", overflow="fold")
+    table.add_column("max", justify="right", overflow="fold")
+    table.add_column("mean", justify="right", overflow="fold")
     ops = {row.op: row for row in model.ops}
     rows: list[tuple[str, int, float | None, dict[str, float | None]]] = [
         (f"{op} (request)", ops[op].count, queue["puts_per_s"] if op == "put" else None,

@@ -13,14 +13,27 @@ from typing import Any
 
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report.latency import min_samples
 from kvbench.report.reconcile import Reconciled, Restart, ServerCpu
 from kvbench.results.model import RunResult
 from kvbench.results.status import DEFAULT_MAX_ERROR_RATE, Tally, describe_kinds, format_share
 
 # A worker above this share of one core was likely the bottleneck (DESIGN.md §3).
 CLIENT_CPU_LIMIT = 0.9
-# Event-loop stalls above this at p99 delay replies by as much: client-bound.
+# Event-loop stalls above this at p99 delay replies by as much: client-bound...
 LOOP_LAG_P99_NS = 1_000_000
+# ...when they are a part of the latencies worth naming: a stall below this share of the
+# requests' own p99 moves no reported percentile by more than that share (a 2 ms stall in
+# a run whose p99 is 50 ms is not what its figures show).
+LOOP_LAG_SHARE_OF_P99 = 0.25
+# The hiccup task's 1 ms samples needed for its p99 to say anything: as for any p99
+# (report/latency.py), else a short run's p99 is its one slowest wake-up.
+MIN_LOOP_LAG_SAMPLES = min_samples(99)
+# Little's law compares a mean in flight sampled every 10 ms with throughput x mean latency:
+# over a window shorter than this the samples are too few and the window's edges (the
+# first sends, the last replies of a -n run) weigh enough to miss by 20-30% (0.3-0.4 s
+# -n runs did, on a healthy loopback stack).
+MIN_LITTLE_SPAN_NS = 1_000_000_000
 # The server is saturated when it uses this share of the cores its threads can use.
 SERVER_CPU_SHARE = 0.85
 LITTLE_TOLERANCE = 0.10
@@ -54,6 +67,7 @@ class Evidence:
     # None: errors do not decide the status (a queue run's delivery does)
     max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE
     queue: dict[str, Any] | None = None  # a queue run's figures (report/queue_figures.py)
+    latency_p99_ns: float | None = None  # the requests' p99 (None: not known)
 
 
 def client_verdicts(ev: Evidence) -> list[Verdict]:
@@ -78,9 +92,12 @@ def client_verdicts(ev: Evidence) -> list[Verdict]:
                     {"worker": worker["index"], "cpu_share": round(busy, 3), "driver": driver},
                 )
             )
-    if ev.hiccup is not None and ev.hiccup.total_count:
+    if ev.hiccup is not None and ev.hiccup.total_count >= MIN_LOOP_LAG_SAMPLES:
         p99 = ev.hiccup.value_at_percentile(99)
-        if p99 > LOOP_LAG_P99_NS:
+        latency_p99 = ev.latency_p99_ns
+        if p99 > LOOP_LAG_P99_NS and (
+            latency_p99 is None or p99 >= LOOP_LAG_SHARE_OF_P99 * latency_p99
+        ):
             out.append(
                 Verdict(
                     "client.loop_lag",
@@ -232,14 +249,15 @@ def littles_law(
     window_s: float,
     mean_latency_ns: float | None,
 ) -> tuple[float, float] | None:
-    """(throughput x mean latency, measured mean in flight), or None without samples."""
+    """(throughput x mean latency, measured mean in flight), or None without samples over
+    at least MIN_LITTLE_SPAN_NS."""
     means = [
         (s.stats["inflight_mean"], s.end_ns - s.start_ns)
         for s in intervals
         if "inflight_mean" in s.stats
     ]
     span = sum(length for _, length in means)
-    if not means or not span or not window_s or mean_latency_ns is None:
+    if not means or span < MIN_LITTLE_SPAN_NS or not window_s or mean_latency_ns is None:
         return None
     measured = sum(mean * length for mean, length in means) / span
     expected = completed / window_s * mean_latency_ns / 1e9

@@ -86,6 +86,15 @@ class RunResult:
         return merge_snapshots(self.intervals)
 
 
+def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
+    """Counts by name, added up."""
+    total: dict[str, int] = {}
+    for part in counts:
+        for name, n in part.items():
+            total[name] = total.get(name, 0) + n
+    return total
+
+
 def combine_rounds(results: list[RunResult]) -> RunResult:
     """Several one-round results of the same target as one multi-round result.
 
@@ -143,6 +152,7 @@ def combine_rounds(results: list[RunResult]) -> RunResult:
                 for index, r in enumerate(results)
             ],
             "sample_errors": [e for r in results for e in r.server.get("sample_errors", [])][:5],
+            "side_requests": _summed([r.server.get("side_requests") or {} for r in results]),
         },
         config={**first.config, "load": {**first.config.get("load", {}), "rounds": len(results)}},
     )

@@ -31,6 +31,8 @@ DEFAULT_MAX_ERROR_RATE = 0.01
 NAMED_KINDS = 3
 
 _ERROR_NAMES = tuple(o.name.lower() for o in sorted(ERROR_OUTCOMES))
+# Get outcomes that are errors of a set-then-get run (``tally``).
+_PAIR_ERRORS = ("miss", "mismatch")
 # Worker stats that are errors of their interval too: connect attempts refused or timed
 # out, connections the server refused right after accepting them (the engine counts them
 # per interval; report/connections.py on the branch that adds them).
@@ -60,18 +62,21 @@ class Tally:
         return self.errors / self.attempted if self.attempted else 0.0
 
 
-def tally(total: IntervalSnapshot | None) -> Tally:
+def tally(total: IntervalSnapshot | None, set_then_get: bool = False) -> Tally:
     """The window's ops by fate, from its intervals merged (``RunResult.total()``).
 
     The one place a window's errors are counted: a new kind of error joins ``kinds`` here
-    and every figure, verdict and status follows.
+    and every figure, verdict and status follows. ``set_then_get``: every get follows the
+    set of its key on the same connection, so a get ``miss`` (and a ``mismatch``: not the
+    value just set) is an error, not an outcome of the workload.
     """
     if total is None:
         return Tally(0, 0, 0, {})
     kinds: dict[str, int] = {}
-    for outcomes in total.counts.values():
-        for name in _ERROR_NAMES:
-            if outcomes.get(name):
+    names = _ERROR_NAMES + (_PAIR_ERRORS if set_then_get else ())
+    for op, outcomes in total.counts.items():
+        for name in names:
+            if outcomes.get(name) and (name in _ERROR_NAMES or op == "get"):
                 kinds[name] = kinds.get(name, 0) + outcomes[name]
     failed_connects = 0
     for name in CONNECTION_FAILURE_STATS:
@@ -80,7 +85,9 @@ def tally(total: IntervalSnapshot | None) -> Tally:
             failed_connects += kinds[name]
     ordered = dict(sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
     attempted = total.ops() + failed_connects  # a connect attempt is an attempt too
-    return Tally(attempted, total.succeeded(), sum(kinds.values()), ordered)
+    # A pair's get miss left the server's answer a success; here it is an error instead.
+    wrong = sum(kinds.get(name, 0) for name in _PAIR_ERRORS) if set_then_get else 0
+    return Tally(attempted, total.succeeded() - wrong, sum(kinds.values()), ordered)
 
 
 def describe_kinds(kinds: dict[str, int]) -> str:
@@ -160,6 +167,11 @@ def max_error_rate(config: dict[str, Any]) -> float:
     return DEFAULT_MAX_ERROR_RATE if value is None else float(value)
 
 
+def set_then_get(config: dict[str, Any]) -> bool:
+    """The run sent set-then-get pairs (``--ratio set-then-get``)."""
+    return bool((config.get("workload") or {}).get("set_then_get"))
+
+
 def delivery_problem(queue: QueueSection, errors: Sequence[str] = ()) -> str | None:
     """A queue run's duplicated messages, lost ones in a run that drained the queue, or
     every put refused (with the server's words from ``errors``, the run's error lines),
@@ -188,7 +200,7 @@ def run_status(run: RunResult, counts: Tally | None = None) -> Status:
     Args:
         counts: ``tally(run.total())`` when the caller has it already.
     """
-    counts = counts if counts is not None else tally(run.total())
+    counts = counts if counts is not None else tally(run.total(), set_then_get(run.config))
     if run.queue is not None:
         return judge(run.status, counts, None, delivery_problem(run.queue, run.errors))
     return judge(run.status, counts, max_error_rate(run.config))

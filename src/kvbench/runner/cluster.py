@@ -36,7 +36,7 @@ from kvbench.runner import messages as m
 from kvbench.runner.process import ProcessSpec, run_worker
 
 # Start-message headroom: a LAN round trip plus the hosts' clock disagreement (NTP keeps
-# it to milliseconds); the local default of 200 ms is too tight for a loaded network.
+# it to milliseconds); the local default of 50 ms is too tight for a loaded network.
 CLUSTER_START_DELAY_NS = 1_000_000_000
 # How long the Dask workers may take, beyond the connect timeout, to connect back.
 CONNECT_BACK_GRACE_NS = 30_000_000_000

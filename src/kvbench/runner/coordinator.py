@@ -93,6 +93,9 @@ class Coordinator:
         self._aborted_round: str | None = None
         self._server: dict[str, Any] = {}
         self._sample_errors: list[str] = []
+        # Requests this run sent on side connections (probe, stats), by target URL: in the
+        # document as server.side_requests, so server request counters reconcile.
+        self._ledger: probe.Ledger = {}
         self._slot_map: SlotMap | None = None
 
     def run(self) -> RunResult:
@@ -136,6 +139,7 @@ class Coordinator:
         """Preflight, the rounds, the result (``run`` keeps the launcher open meanwhile)."""
         targets = self._preflight()
         self._server = {"before": self._sample(), "settings": self._settings(), "intervals": []}
+        self._server["side_requests"] = self._ledger
         tallies: list[_Tally] = []
         for round_index in range(self.config.load.rounds):
             if round_index:
@@ -162,7 +166,7 @@ class Coordinator:
         kept under ``targets``.
         """
         try:
-            return probe.sample_pool(self.config.targets, keys, self._probe_timeout_s)
+            return probe.sample_pool(self.config.targets, keys, self._probe_timeout_s, self._ledger)
         except TargetUnreachable as exc:
             self._sample_errors.append(str(exc))
             return None
@@ -175,7 +179,7 @@ class Coordinator:
     def _settings(self) -> dict[str, str] | None:
         """The server's settings, once before the run; None (and a note) when refused."""
         try:
-            return probe.fetch_settings(self.config.targets[0], self._probe_timeout_s)
+            return probe.fetch_settings(self.config.targets[0], self._probe_timeout_s, self._ledger)
         except TargetUnreachable as exc:
             self._sample_errors.append(str(exc))
             return None
@@ -205,7 +209,7 @@ class Coordinator:
     def _preflight(self) -> list[dict[str, Any]]:
         targets = []
         for target in self.config.targets:
-            version, note = probe.preflight(target, self._probe_timeout_s)
+            version, note = probe.preflight(target, self._probe_timeout_s, self._ledger)
             if note:
                 self._on_event(note)
                 self._sample_errors.append(note)

@@ -90,7 +90,8 @@ def run_sweep(
     on_start: Callable[[RunConfig], None] = lambda config: None,
 ) -> list[LevelOutcome]:
     """Run every level in order; a failed level is kept with its reason; Ctrl-C stops.
-    ``on_start`` hears each level's config as its run starts."""
+    ``on_start`` hears each level's config as its run starts; after the run, ``on_event``
+    gets the ops its warm-up did (excluded from every figure) when it had one."""
     outcomes: list[LevelOutcome] = []
     for number, level in enumerate(levels, 1):
         try:
@@ -107,6 +108,9 @@ def run_sweep(
             on_event(f"level {level:g} {NOT_STARTED}")
             break
         result.label = f"{axis} {level:g}"  # what tells the levels apart in the history
+        warmup = result.phases.get("warmup")
+        if warmup is not None:
+            on_event(f"level {level:g}: warm-up {warmup.ops():,} ops (excluded)")
         interrupted = result.status == "interrupted"
         outcomes.append(LevelOutcome(level, result, None, interrupted))
         if interrupted:

@@ -1,21 +1,24 @@
-"""Local workers: fresh processes (multiprocessing ``spawn``) with a duplex pipe each.
+"""Local workers: fresh processes (multiprocessing ``forkserver``) with a duplex pipe each.
 
-Processes are spawned, not forked, so each starts clean (pyperf does the same); they share
-the host's monotonic clock with the coordinator, so a start time needs no conversion.
-They are born ignoring SIGINT, so a Ctrl-C while one is still importing (before
-``worker_main`` could ignore it) never kills it with a KeyboardInterrupt traceback.
+Each worker is forked from a fork server (runner/forkserver.py): a process exec'd clean,
+as ``spawn`` starts one (pyperf also starts workers clean), that only imported the
+worker's modules. So no worker inherits the coordinator's state, and none pays the
+imports again: a spawned worker re-imported the ``kvbench`` script, and with it the whole
+CLI, numpy, asyncio and the codecs, before its first request (1-4 s on a busy 2-core
+machine), in every round and level of a sweep; a forked one starts in milliseconds, and
+the script it re-imports (kvbench/__main__.py) imports nothing. Workers share the host's
+monotonic clock with the coordinator, so a start time needs no conversion. They are born
+ignoring SIGINT (the fork server is started ignoring it, and its children keep its
+handlers), so a Ctrl-C while one starts never kills it with a KeyboardInterrupt traceback.
 """
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
-import signal
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
+from kvbench.runner import forkserver
 from kvbench.runner.process import ProcessSpec, worker_main
 
 
@@ -23,7 +26,9 @@ class LocalLauncher:
     """Spawns one worker process per spec on this machine (a load run's workers, or a
     queue's producers and consumers)."""
 
-    start_delay_ns = 200_000_000
+    # Time for the Start message to reach every worker through its pipe (microseconds on
+    # one host; the margin covers a worker not scheduled at once on a busy machine).
+    start_delay_ns = 50_000_000
 
     def __init__(self) -> None:
         self._procs: list[Any] = []
@@ -32,7 +37,7 @@ class LocalLauncher:
         return wanted
 
     def start(self, specs: Sequence[ProcessSpec]) -> list[Pipe]:
-        context = multiprocessing.get_context("spawn")
+        context = forkserver.context()
         pipes: list[Pipe] = []
         self._procs = []
         for spec in specs:
@@ -43,7 +48,7 @@ class LocalLauncher:
                 name=spec.process_name,
                 daemon=True,
             )
-            with _children_ignore_sigint():
+            with forkserver.children_ignore_sigint():
                 proc.start()
             child.close()
             pipes.append(parent)
@@ -66,24 +71,3 @@ class LocalLauncher:
 
     def close(self) -> None:
         self._procs = []
-
-
-@contextlib.contextmanager
-def _children_ignore_sigint() -> Iterator[None]:
-    """Processes started inside ignore SIGINT from their first instruction.
-
-    An ignored signal stays ignored across fork and exec (POSIX), and Python leaves an
-    ignored SIGINT alone at startup, so the child needs no handler of its own in time.
-    The coordinator ignores it for as long as the fork and exec take (about a
-    millisecond); a Ctrl-C in that moment is lost and the next one works. Signal
-    dispositions can only be changed from the main thread: elsewhere nothing changes.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        # None: the handler was not installed from Python; the default is the best guess
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)

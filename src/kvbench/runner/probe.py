@@ -32,6 +32,9 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 3.0
 # A text stats reply larger than this is not what we asked for.
 MAX_STATS_BYTES = 1 << 20
+# Requests sent on side connections, by target URL: a run's own requests beside its load,
+# recorded so a server's request counter (nginx's, memcached's cmd_*) reconciles exactly.
+Ledger = dict[str, int]
 
 
 class StatsUnavailable(TargetUnreachable):
@@ -92,13 +95,20 @@ def text_exchange(sock: socket.socket, request: bytes) -> bytearray:
 
 
 def ask(
-    target: TargetConfig, timeout_s: float, request: str, talk: Callable[[socket.socket], T]
+    target: TargetConfig,
+    timeout_s: float,
+    request: str,
+    talk: Callable[[socket.socket], T],
+    ledger: Ledger | None = None,
+    requests: int = 1,
 ) -> T:
     """Connect and run ``talk`` on the socket, every failure one line saying which.
 
     Args:
         timeout_s: the longest wait for the connection and then for each reply.
         request: what ``talk`` asks, for the messages (``stats``, ``INFO all``).
+        ledger: counts the ``requests`` ``talk`` sends under the target's URL, once
+            connected (sent, whether or not answered).
 
     Raises:
         TargetUnreachable: cannot connect ("cannot connect to ..."), no reply in time
@@ -112,6 +122,8 @@ def ask(
         raise TargetUnreachable(
             f"cannot connect to {target.url}: {connect_error_text(exc)}"
         ) from None
+    if ledger is not None:
+        ledger[target.url] = ledger.get(target.url, 0) + requests
     with sock:
         try:
             return talk(sock)
@@ -165,7 +177,9 @@ def open_socket(target: TargetConfig, timeout_s: float) -> socket.socket:
         raise
 
 
-def fetch_stats(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, str]:
+def fetch_stats(
+    target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S, ledger: Ledger | None = None
+) -> dict[str, str]:
     """Connect, set up, ask for the server's stats (memcached ``stats``, Redis ``INFO``).
 
     An HTTP gateway answers one ``?cmd=version`` (``gateway_version``: its ``Server`` field
@@ -175,6 +189,7 @@ def fetch_stats(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> d
     Args:
         timeout_s: the longest wait for the connection and then for each reply (the run's
             ``--timeout``).
+        ledger: where the requests sent are counted (``ask``).
 
     Raises:
         TargetUnreachable: cannot connect, no reply within ``timeout_s``, setup refused
@@ -183,7 +198,7 @@ def fetch_stats(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> d
             answered it with an error.
     """
     if target.family == "http":
-        return _gateway_stats(target, timeout_s)
+        return _gateway_stats(target, timeout_s, ledger)
     codec = codec_factory_for(target, CodecOptions(keep_payload=True))()
     out = bytearray()
     setup = setup_for(target)
@@ -195,7 +210,9 @@ def fetch_stats(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> d
     else:
         request = "stats"
         count += codec.encode(Op.STATS, b"", None, out)
-    replies = ask(target, timeout_s, request, lambda sock: exchange(sock, codec, out, count))
+    replies = ask(
+        target, timeout_s, request, lambda sock: exchange(sock, codec, out, count), ledger, count
+    )
     for reply in replies[:-1]:  # the setup's (AUTH, HELLO, SELECT)
         if reply.kind == ReplyKind.ERROR_REPLY:
             raise TargetUnreachable(f"{target.url} refused the request: {_text(reply)}")
@@ -212,13 +229,15 @@ def _text(reply: Reply) -> str:
     return (reply.payload or b"").decode("utf-8", "backslashreplace").strip()
 
 
-def _gateway_stats(target: TargetConfig, timeout_s: float) -> dict[str, str]:
+def _gateway_stats(target: TargetConfig, timeout_s: float, ledger: Ledger | None) -> dict[str, str]:
     """``?cmd=version`` through an HTTP gateway, and its backing memcached's stats if named."""
     codec: Any = codec_factory_for(target, CodecOptions(keep_payload=True))()  # HttpMemcCodec
     out = bytearray()
     count = codec.encode_version(out)
     try:
-        reply = ask(target, timeout_s, "?cmd=version", lambda s: exchange(s, codec, out, count))[-1]
+        reply = ask(
+            target, timeout_s, "?cmd=version", lambda s: exchange(s, codec, out, count), ledger
+        )[-1]
     except StatsUnavailable as exc:  # the version request is the gateway's whole check
         raise TargetUnreachable(str(exc)) from None
     text = _text(reply)
@@ -227,7 +246,7 @@ def _gateway_stats(target: TargetConfig, timeout_s: float) -> dict[str, str]:
     memcached = text.removeprefix("VERSION ").strip() or "unknown"
     server = codec.server_software or "unknown server"
     backing = _stats_source(target)
-    stats = fetch_stats(backing, timeout_s) if backing is not None else {}
+    stats = fetch_stats(backing, timeout_s, ledger) if backing is not None else {}
     return {**stats, "gateway_version": f"{server}, memcached {memcached}"}
 
 
@@ -260,7 +279,9 @@ REDIS_CONFIG_PATTERNS = (
 _REDIS_VOLATILE = {"server_time_usec", "uptime_in_seconds", "uptime_in_days", "lru_clock"}
 
 
-def fetch_settings(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, str]:
+def fetch_settings(
+    target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S, ledger: Ledger | None = None
+) -> dict[str, str]:
     """The server's settings: memcached ``stats settings``; Redis CONFIG GET + INFO server.
 
     memcached text and meta targets are asked in the text protocol (the text codecs send
@@ -278,17 +299,31 @@ def fetch_settings(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -
     """
     if target.family == "http":
         backing = _stats_source(target)
-        return fetch_settings(backing, timeout_s) if backing is not None else {}
+        return fetch_settings(backing, timeout_s, ledger) if backing is not None else {}
     if target.family == "redis":
-        return ask(target, timeout_s, "CONFIG GET", lambda sock: _redis_settings(sock, target))
+        sent = len(redis_settings_commands(target))
+        return ask(
+            target,
+            timeout_s,
+            "CONFIG GET",
+            lambda sock: _redis_settings(sock, target),
+            ledger,
+            sent,
+        )
     if target.protocol != "memcache-binary":
         return ask(
-            target, timeout_s, "stats settings", lambda s: _memcache_text_settings(s, target)
+            target,
+            timeout_s,
+            "stats settings",
+            lambda s: _memcache_text_settings(s, target),
+            ledger,
         )
     codec = codec_factory_for(target, CodecOptions(keep_payload=True))()
     out = bytearray()
     count = codec.encode(Op.STATS, b"settings", None, out)
-    reply = ask(target, timeout_s, "stats settings", lambda s: exchange(s, codec, out, count))[-1]
+    reply = ask(
+        target, timeout_s, "stats settings", lambda s: exchange(s, codec, out, count), ledger, count
+    )[-1]
     if reply.kind == ReplyKind.ERROR_REPLY:
         raise TargetUnreachable(f"{target.url} refused stats settings: {_text(reply)}")
     return parse_stats_text(reply.payload or b"")
@@ -308,13 +343,19 @@ def _memcache_text_settings(sock: socket.socket, target: TargetConfig) -> dict[s
     return settings
 
 
-def _redis_settings(sock: socket.socket, target: TargetConfig) -> dict[str, str]:
+def redis_settings_commands(target: TargetConfig) -> list[tuple[str, ...]]:
+    """What ``fetch_settings`` sends a Redis server: AUTH if needed, CONFIG GETs, INFO."""
     commands: list[tuple[str, ...]] = []
     if target.password is not None:
         user = (target.username,) if target.username else ()
         commands.append(("AUTH", *user, target.password))
     commands += [("CONFIG", "GET", pattern) for pattern in REDIS_CONFIG_PATTERNS]
     commands.append(("INFO", "server"))
+    return commands
+
+
+def _redis_settings(sock: socket.socket, target: TargetConfig) -> dict[str, str]:
+    commands = redis_settings_commands(target)
     # hiredis's stub types pack_command's argument as a 1-tuple; any length is accepted.
     packed = [hiredis.pack_command(command) for command in commands]  # type: ignore[arg-type]
     sock.sendall(b"".join(packed))
@@ -365,37 +406,43 @@ INTERVAL_STATS = (
 
 
 def sample(
-    target: TargetConfig, keys: tuple[str, ...] | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+    target: TargetConfig,
+    keys: tuple[str, ...] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    ledger: Ledger | None = None,
 ) -> dict[str, Any]:
     """The server's stats and the monotonic time they were taken (for deltas and rates).
 
     Args:
         target: the server.
         keys: keep only these stats (None: all).
-        timeout_s: as ``fetch_stats``.
+        timeout_s, ledger: as ``fetch_stats``.
 
     Raises:
         TargetUnreachable: as ``fetch_stats``.
     """
     taken_ns = time.monotonic_ns()
     source = _stats_source(target)  # an HTTP gateway: its backing memcached, if named
-    stats = fetch_stats(source, timeout_s) if source is not None else {}
+    stats = fetch_stats(source, timeout_s, ledger) if source is not None else {}
     if keys is not None:
         stats = {k: v for k, v in stats.items() if k in keys}
     return {"taken_ns": taken_ns, "stats": stats}
 
 
 def sample_pool(
-    targets: Sequence[TargetConfig], keys: tuple[str, ...] | None, timeout_s: float
+    targets: Sequence[TargetConfig],
+    keys: tuple[str, ...] | None,
+    timeout_s: float,
+    ledger: Ledger | None = None,
 ) -> dict[str, Any]:
     """``sample`` of one target, or of several (sharded) servers with their counters summed,
     so the client's totals reconcile against the whole pool; each server's own sample is
-    kept under ``targets``.
+    kept under ``targets``. ``ledger``: as ``fetch_stats``.
 
     Raises:
         TargetUnreachable: as ``fetch_stats``, for any of them.
     """
-    samples = [{"url": t.url, **sample(t, keys, timeout_s)} for t in targets]
+    samples = [{"url": t.url, **sample(t, keys, timeout_s, ledger)} for t in targets]
     if len(samples) == 1:
         return {k: v for k, v in samples[0].items() if k != "url"}
     return {
@@ -427,7 +474,9 @@ def _number_text(value: float) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
 
-def preflight(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[str, str | None]:
+def preflight(
+    target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S, ledger: Ledger | None = None
+) -> tuple[str, str | None]:
     """Check ``target`` answers before a run: (server version, a note or None).
 
     A memcached proxy may take connections but give no stats: twemproxy closes the
@@ -437,13 +486,14 @@ def preflight(target: TargetConfig, timeout_s: float = DEFAULT_TIMEOUT_S) -> tup
     Args:
         timeout_s: the longest wait for the connection and then for each reply (the run's
             ``--timeout``).
+        ledger: as ``fetch_stats``.
 
     Raises:
         TargetUnreachable: it cannot be reached, does not answer within ``timeout_s``,
             refuses the setup, or speaks another protocol.
     """
     try:
-        return server_version(fetch_stats(target, timeout_s)), None
+        return server_version(fetch_stats(target, timeout_s, ledger)), None
     except StatsUnavailable as exc:
         if target.family != "memcache":  # Redis may close on a refused AUTH sent with INFO
             raise

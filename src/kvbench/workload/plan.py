@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any
 
@@ -70,6 +70,26 @@ class WorkloadPlan:
         low = count * self.worker_index // self.n_workers
         high = count * (self.worker_index + 1) // self.n_workers
         return range(low, high)
+
+
+def own_key_plans(plan: WorkloadPlan, connections: int) -> list[WorkloadPlan]:
+    """Set-then-get: the worker's share of the keyspace (``preload_range``) cut into one
+    plan per connection, so no two connections of the run ever send the same key and a
+    get on a connection reads what that connection's set before it wrote.
+
+    Raises:
+        ValueError: fewer keys than connections (config refuses that first).
+    """
+    share = plan.preload_range()
+    if len(share) < connections:
+        raise ValueError(f"{len(share)} keys cannot be shared by {connections} connections")
+    plans = []
+    for index in range(connections):
+        low = share.start + len(share) * index // connections
+        high = share.start + len(share) * (index + 1) // connections
+        table = plan.key_table[low:high]
+        plans.append(replace(plan, config=replace(plan.config, keys=len(table)), key_table=table))
+    return plans
 
 
 def compile_plan(config: WorkloadConfig, worker_index: int, n_workers: int) -> WorkloadPlan:
@@ -148,6 +168,8 @@ class RequestSource:
         self._record_ops = np.array([*range(COMMAND_BASE), *(COMMAND_BASE + j for j in entries)])
         self._mget_width = config.multiget_keys
         self._special = {int(Op.MGET), int(Op.INCR)} & {int(op) for op in self._mix.ops}
+        # set-then-get: the chunk is (set K, get K) pairs, K drawn once per pair.
+        self._pairs = config.set_then_get
         self.ops: list[int] = []
         self.record_ops: list[int] = self.ops
         self.keys: list[bytes | tuple[bytes, ...]] = []
@@ -203,13 +225,17 @@ class RequestSource:
         table = self._plan.key_table
         values = self._plan.value_table
         assert self._keys is not None, "an empty source draws nothing"
-        codes = self._mix.draw(CHUNK)
+        if self._pairs:  # (set K, get K) pairs: no --command templates (config refuses them)
+            codes = np.array([int(Op.SET), int(Op.GET)] * (CHUNK // 2), dtype=np.int64)
+            indexes = np.repeat(self._keys.draw(CHUNK // 2), 2).tolist()
+        else:
+            codes = self._mix.draw(CHUNK)
+            indexes = self._keys.draw(CHUNK).tolist()
         if self._templates:
             ops = self._codec_ops[codes].tolist()
             record_ops = self._record_ops[codes].tolist()
         else:
             ops = record_ops = codes.tolist()
-        indexes = self._keys.draw(CHUNK).tolist()
         # itemgetter gathers in C: a third of the cost of a list comprehension.
         keys: list[bytes | tuple[bytes, ...]] = list(itemgetter(*indexes)(table))
         if self._special:

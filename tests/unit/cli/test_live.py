@@ -77,6 +77,45 @@ def test_progress_covers_every_level_of_a_sweep() -> None:
     assert "12%" in out.getvalue() or "13%" in out.getvalue()
 
 
+def test_each_level_restarts_the_clock_and_names_its_level() -> None:
+    """Was: the second level's clock went on from the first's (one origin per round)."""
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=False)
+    with LiveView(console, config(rounds=1)) as view:  # type: ignore[arg-type]
+        view.start_level("connections", 2)
+        view.interval(snap(0, 0))
+        view.interval(snap(1, 0))
+        view.start_level("connections", 4)
+        later = IntervalSnapshot("measure", 0, 50 * S, 51 * S, {"get": {"hit": 7}}, {}, round=0)
+        view.interval(later)
+    lines = out.getvalue().splitlines()
+    assert [line.split("]")[0] for line in lines] == [
+        "level 2 [   1.0s",
+        "level 2 [   2.0s",
+        "level 4 [   1.0s",
+    ]
+
+
+def test_unit_rates_lines_add_up() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=False)
+    with LiveView(console, config(rounds=1), unit_rates=True) as view:  # type: ignore[arg-type]
+        view.interval(snap(0, 0))
+        view.interval(snap(1, 0))
+    first, second = out.getvalue().splitlines()
+    assert "ops 1,234  total 1,234  per s 1,234  per min 74,040  per hour 4,442,400" in first
+    assert "ops 1,234  total 2,468" in second
+
+
+def test_the_live_table_has_a_level_column_in_a_sweep() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=True, color_system=None)
+    with LiveView(console, config(rounds=1), runs=2) as view:  # type: ignore[arg-type]
+        view.start_level("connections", 64)
+        view.interval(snap(0, 0))
+    assert "level" in out.getvalue() and " 64 " in out.getvalue()
+
+
 def served(connections: int) -> tuple[RunConfig, str]:
     """A config with --prometheus on a free port, and the URL it serves at."""
     port = free_port()
@@ -126,3 +165,14 @@ def test_each_run_of_a_sweep_serves_its_own_settings() -> None:
     assert [s.value for s in samples["kvbench_intervals"]] == [2]
     assert {s.labels["state"]: s.value for s in samples["kvbench_connections"]} == {"asked": 8}
     assert samples["kvbench_run_info"][0].labels["mode"] == "closed"
+
+
+def test_a_sweeps_lines_name_the_level_each_run_starts_at() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=False)
+    base = config(rounds=1)
+    with LiveView(console, base) as view:  # type: ignore[arg-type]
+        view.sweeping("connections")
+        view.start(at_level(base, "connections", 8))  # type: ignore[arg-type]
+        view.interval(snap(0, 0))
+    assert out.getvalue().startswith("level 8 [   1.0s]")

@@ -76,9 +76,16 @@ def test_key_prefix_that_is_not_url_safe_is_refused(prefix: str) -> None:
     assert caught.value.path == "--key-prefix"
 
 
-def test_verify_is_refused() -> None:
-    with pytest.raises(ConfigError, match="--verify cannot check"):
+def test_verify_is_refused_without_set_then_get() -> None:
+    with pytest.raises(ConfigError, match="--verify checks them only with --ratio set-then-get"):
         config(workload__verify=(True, "--verify"))
+
+
+def test_verify_works_with_set_then_get() -> None:
+    """Each get is compared with the URL-safe form of the set before it (engine/verify.py)."""
+    built = config(workload__verify=(True, "--verify"), workload__ratio=("set-then-get", "--ratio"))
+    assert built.workload.verify and built.workload.set_then_get
+    assert built.workload.ratio == (("set", 1), ("get", 1))
 
 
 def test_gateway_and_memcached_cannot_share_a_run() -> None:

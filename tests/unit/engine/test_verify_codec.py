@@ -109,3 +109,35 @@ def test_codec_factories_carry_the_ttl_and_wrap_only_under_verify() -> None:
     verifier = Verifier(Recorder(OP_NAMES))
     checked = [f() for f in connection_codec_factories(target, config, 0, 2, verifier)]
     assert all(isinstance(c, VerifyingCodec) for c in checked)
+
+
+def test_exact_mode_wants_the_value_the_set_before_the_get_stored() -> None:
+    """--ratio set-then-get: a stale version of the key (valid for its key) is a mismatch."""
+    recorder = Recorder(OP_NAMES)
+    verifier = Verifier(recorder)
+    codec = VerifyingCodec(MemcacheTextCodec(CodecOptions(keep_payload=True)), verifier, exact=True)
+    new, old = derive_value(b"k", 2, 30), derive_value(b"k", 1, 30)
+    codec.encode_many(
+        [SET, GET, SET, GET], [b"k", b"k", b"k", b"k"], [new, None, new, None], 0, 4, bytearray()
+    )
+    codec.feed(b"STORED\r\n" + hit(b"k", new) + b"STORED\r\n" + hit(b"k", old))
+    codec.read_kinds([])
+    assert recorder.stats["verified"] == 2
+    assert recorder.counts[GET][Outcome.MISMATCH] == 1
+
+
+def test_exact_mode_compares_a_gateways_url_safe_form() -> None:
+    from kvbench.protocols._http_url import url_safe_value
+    from kvbench.protocols.http1 import HttpMemcCodec
+
+    recorder = Recorder(OP_NAMES)
+    inner = HttpMemcCodec(CodecOptions(keep_payload=True))
+    codec = VerifyingCodec(inner, Verifier(recorder), exact=True)
+    value = derive_value(b"k", 1, 40)
+    codec.encode_many([SET, GET], [b"k", b"k"], [value, None], 0, 2, bytearray())
+    body = url_safe_value(value)
+    codec.feed(b"HTTP/1.1 201 Created\r\nContent-Length: 8\r\n\r\nSTORED\r\n")
+    codec.feed(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    codec.read_kinds([])
+    assert recorder.stats["verified"] == 1
+    assert recorder.counts[GET][Outcome.MISMATCH] == 0

@@ -68,9 +68,31 @@ def test_littles_law_mismatch_is_flagged() -> None:
 
 def test_event_loop_stalls_are_flagged() -> None:
     hiccup = Histogram()
-    for _ in range(100):
-        hiccup.record(5_000_000)
+    hiccup.record(5_000_000, 1000)
     assert "client.loop_lag" in ids(evidence(run([]), hiccup=hiccup))
+    # stalls of 5 ms where requests took 4 ms at p99: they are most of the latency
+    assert "client.loop_lag" in ids(evidence(run([]), hiccup=hiccup, latency_p99_ns=4_000_000))
+
+
+def test_event_loop_stalls_that_cannot_move_the_figures_are_not_flagged() -> None:
+    """Was: nearly every run warned. A p99 of too few wake-ups (a short run's single
+    slowest one), or stalls far below the requests' own p99, say nothing about them."""
+    few = Histogram()
+    few.record(5_000_000, min_samples(99) - 1)
+    assert "client.loop_lag" not in ids(evidence(run([]), hiccup=few))
+    enough = Histogram()
+    enough.record(2_000_000, 1000)
+    slow_server = evidence(run([]), hiccup=enough, latency_p99_ns=50_000_000)
+    assert "client.loop_lag" not in ids(slow_server)
+
+
+def test_littles_law_is_not_judged_on_a_short_window() -> None:
+    """Was: every short -n run warned (0.3-0.4 s windows missed by 20-30%)."""
+    short = IntervalSnapshot("measure", 0, 0, S * 4 // 10, {"get": {"hit": 400}}, {},
+                             stats={"inflight_mean": 10.0})  # fmt: skip
+    r = run([short])
+    assert littles_law(r.intervals, 400, 0.4, 20_000_000) is None
+    assert "little.law" not in ids(evidence(r, completed=400, mean_latency_ns=20_000_000))
 
 
 def test_busy_worker_is_flagged_with_its_share() -> None:

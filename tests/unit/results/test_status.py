@@ -115,3 +115,17 @@ def test_runs_stored_before_the_limit_existed_use_the_default() -> None:
     old = run_of({"get": {"hit": 98, "timeout": 2}})
     old.config = {}
     assert run_status(old).name == "failed"
+
+
+def test_set_then_get_counts_a_get_miss_and_a_mismatch_as_errors() -> None:
+    """Every get follows the set of its key: a miss (or another value) is the stack failing."""
+    counts = {"get": {"hit": 90, "miss": 6, "mismatch": 4}, "set": {"stored": 100}}
+    plain = tally(run_of(counts).total())
+    assert (plain.errors, plain.succeeded) == (0, 196)
+    paired = tally(run_of(counts).total(), set_then_get=True)
+    assert paired.kinds == {"miss": 6, "mismatch": 4}
+    assert (paired.attempted, paired.succeeded, paired.errors) == (196, 186, 10)
+    run = run_of(counts)
+    run.config["workload"] = {"set_then_get": True}
+    status = run_status(run)
+    assert status.name == "failed" and "miss 6, mismatch 4" in status.reasons[0]

@@ -67,6 +67,31 @@ def test_incr_works_on_counter_keys_not_on_value_keys() -> None:
     assert not incr_keys & set_keys
 
 
+def test_set_then_get_pairs_a_set_with_a_get_of_its_key() -> None:
+    config = WorkloadConfig(ratio=(("set", 1), ("get", 1)), set_then_get=True, seed=3)
+    source = RequestSource(compile_plan(config, 0, 1))
+    for _ in range(2):  # across refills too
+        assert source.ops == [int(Op.SET), int(Op.GET)] * (CHUNK // 2)
+        assert source.keys[0::2] == source.keys[1::2]
+        assert len(set(source.keys)) > CHUNK // 4  # keys are drawn, not one repeated
+        source.refill()
+
+
+def test_own_key_plans_give_every_connection_of_the_run_keys_of_its_own() -> None:
+    from kvbench.workload.plan import own_key_plans
+
+    config = WorkloadConfig(keys=1000, set_then_get=True, seed=5)
+    tables = [
+        set(plan.key_table)
+        for worker in range(3)
+        for plan in own_key_plans(compile_plan(config, worker, 3), 7)
+    ]
+    assert sum(len(t) for t in tables) == 1000  # the whole keyspace, each key once
+    assert len(set().union(*tables)) == 1000
+    with pytest.raises(ValueError, match="cannot be shared"):
+        own_key_plans(compile_plan(WorkloadConfig(keys=10), 0, 1), 11)
+
+
 def test_a_source_without_keys_is_empty_until_rekeyed() -> None:
     from dataclasses import replace
 

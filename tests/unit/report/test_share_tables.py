@@ -1,0 +1,93 @@
+"""The gateway-vs-native tables: every figure whole at 80 columns, both targets named."""
+
+from __future__ import annotations
+
+from io import StringIO
+from typing import Any
+
+from rich.console import Console
+
+from kvbench.config.presets import get_preset
+from kvbench.report.tables import compared_rounds_table, share_table
+
+
+def side(url: str, rounds: list[int]) -> dict[str, Any]:
+    return {
+        "url": url,
+        "rounds_per_s": rounds,
+        "rounds_ok": [True] * len(rounds),
+        "mean_per_s": round(sum(rounds) / len(rounds)),
+        "min_per_s": min(rounds),
+        "max_per_s": max(rounds),
+        "failed_requests": 1234,
+        "p99_us": 4321.0,
+        "status": "ok",
+    }
+
+
+ROW = {
+    "first": side("http+memc://127.0.0.1:8080/memc", [309_512, 311_204, 298_777, 305_001, 301_999]),
+    "second": side(
+        "memcached://127.0.0.1:11211", [1_009_512, 1_011_204, 998_777, 1_005_001, 999_999]
+    ),
+    "first_pct_of_second": 30.4,
+    "rounds_paired": 5,
+    "paired_ratio": 0.3041,
+    "paired_ratio_ci95": [0.301, 0.307],
+    "status": "ok",
+}
+
+
+def render(table: Any, width: int = 80) -> str:
+    out = StringIO()
+    Console(file=out, width=width, color_system=None).print(table)
+    return out.getvalue()
+
+
+def columns(text: str) -> list[str]:
+    """Each column's cells read top to bottom, joined: a figure folded over lines is whole."""
+    rows = [line.split("│")[1:-1] for line in text.splitlines() if line.startswith("│")]
+    return ["".join(cell.strip() for cell in column) for column in zip(*rows, strict=True)]
+
+
+def test_no_figure_is_cut_at_80_columns_and_both_targets_are_named() -> None:
+    levels = [(2048.0, ROW), (64.0, ROW)]
+    rounds = render(compared_rounds_table("connections", levels))
+    shares = render(share_table("connections", levels))
+    for text in (rounds, shares):
+        assert "…" not in text
+        assert max(len(line) for line in text.splitlines()) <= 80
+    joined = " ".join(columns(rounds))  # a folded figure reads whole again
+    for figure in ("309,512", "1,011,204", "998,777", "1,234", "1,005,001"):
+        assert figure in joined
+    assert "A = http+memc://127.0.0.1:8080/memc" in rounds
+    assert "B = memcached://127.0.0.1:11211" in rounds
+    assert "30.4%" in shares and "30.1%..30.7%" in shares and "paired-ratio CI" in shares
+
+
+def test_gateway_rounds_default_to_max_5000_or_20_per_connection() -> None:
+    preset = get_preset("gateway-vs-native")
+    assert [preset.round_requests(c) for c in (1, 64, 250, 2048)] == [5000, 5000, 5000, 40960]
+    assert get_preset("memcached-storm").round_requests(64) is None
+
+
+def test_the_run_summary_keeps_every_figure_whole_at_80_columns() -> None:
+    from kvbench.report import summarize
+    from kvbench.report.terminal import summary_table
+    from tests.support.runs import make_run
+
+    run = make_run("r", [{"get": (309_512_345, 1000), "set": (30_951_234, 100)}])
+    text = render(summary_table(summarize(run)))
+    assert "…" not in text
+    assert "309,512,345" in columns(text)[1] and "30,951,234" in columns(text)[1]
+
+
+def test_a_sweep_table_shows_bad_values_when_replies_were_checked() -> None:
+    from kvbench.report.levels import LevelRow
+    from kvbench.report.tables import level_table
+
+    row = LevelRow(2, "ok", None, None, {}, 0, None, None, bad_values=17)
+    assert "bad values" in render(level_table([row], "connections"))
+    assert columns(render(level_table([row], "connections")))[-1] == "17"
+    plain = LevelRow(2, "ok", None, None, {}, 0, None)
+    assert "bad values" not in render(level_table([plain], "connections"))
