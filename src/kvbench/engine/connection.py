@@ -17,6 +17,7 @@ from operator import sub
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kvbench.engine.link import Link, LinkHost, SetupWriter
+from kvbench.engine.pacing import LATE_NS
 from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
@@ -30,8 +31,6 @@ _now = time.monotonic_ns
 _TIMEOUT = int(Outcome.TIMEOUT)
 _LATE = int(Outcome.LATE)
 _PUMP_IDLE = 1  # Pump.received / issue: nothing could be sent
-# A send this far behind its slot is counted late: beyond what timer granularity explains.
-LATE_NS = 2_000_000
 # Compact the FIFO lists once this many answered entries sit at their front.
 _COMPACT_AT = 4096
 
@@ -90,8 +89,8 @@ class Connection(Link):
         self.closed_loop = True
         self._head = 0
         self._codes: list[int] = []
-        # The compiled closed loop (engine/fastpath.py), while the worker runs one; it then
-        # owns the in-flight FIFO and the codec is only used for the setup.
+        # The compiled pump (engine/fastpath.py), while the worker runs them; it then owns
+        # the in-flight FIFO (closed or open loop) and the codec is only used for the setup.
         self._pump: Any = None
 
     # -- lifecycle -------------------------------------------------------------------
@@ -281,6 +280,9 @@ class Connection(Link):
         """Open loop: send one request per intended time, in one write; record the lags."""
         if self._transport is None:
             return
+        if self._pump is not None:  # the same, in C (the lags go into the worker's tally)
+            self._pump.issue_scheduled(intended_ns)
+            return
         n = len(intended_ns)
         source = self.source
         out = bytearray()
@@ -312,7 +314,13 @@ class Connection(Link):
         self._transport.write(out)
 
     def fill(self) -> None:
-        """Top the pipeline up (after connecting, or when issuing resumes)."""
+        """Top the pipeline up (after connecting, or when issuing resumes).
+
+        Not in an open loop: only the schedule sends there (a request sent here would have
+        no intended time, and a reconnected connection would send a burst off schedule).
+        """
+        if not self.closed_loop:
+            return
         missing = self.pipeline - self.inflight
         if missing > 0:
             self.issue(missing)
@@ -330,10 +338,13 @@ class Connection(Link):
         if oldest is None or now - oldest < timeout_ns:
             return
         recorder = self._recorder
-        if self._pump is not None:  # closed loop: latency is the timeout
-            for op in self._pump.expire(now, timeout_ns):
+        if self._pump is not None:
+            ops, late_by = self._pump.expire(now, timeout_ns)
+            for op, behind in zip(ops, memoryview(late_by).cast("q"), strict=True):
                 recorder.counts[op][_TIMEOUT] += 1
-                recorder.latency_ns[op].append(timeout_ns)
+                recorder.latency_ns[op].append(timeout_ns + behind)
+                if not self.closed_loop:  # as below
+                    recorder.service_ns[op].append(timeout_ns)
             self._abort()
             return
         while self._head < len(self._sent_ops) and now - self._sent_ns[self._head] >= timeout_ns:

@@ -6,7 +6,9 @@ every request that has come due, drops those more than ``max_lag`` behind (count
 pipeline depth, round robin, one write per connection. What finds no room waits for the
 next tick (the backlog) and is dropped once too far behind. Latency is measured from each
 request's intended time; service time from its actual send; the lag of every send goes
-into its own histogram, and a send more than ``LATE_NS`` behind is counted ``late``.
+into its own histogram, and a send more than ``LATE_NS`` (engine/pacing.py) behind is
+counted ``late``. A connection's ``issue_scheduled`` does the sending: in Python, or in C
+when the worker runs the compiled pumps (engine/fastpath.py); the dispatch is the same.
 """
 
 from __future__ import annotations

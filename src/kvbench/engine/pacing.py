@@ -21,6 +21,8 @@ import numpy.typing as npt
 
 # Intended times are drawn this many at a time for Poisson arrivals.
 POISSON_CHUNK = 8192
+# A send this far behind its slot is counted late: beyond what timer granularity explains.
+LATE_NS = 2_000_000
 
 
 class Schedule:
