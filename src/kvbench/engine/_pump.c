@@ -586,6 +586,46 @@ Stream_take_completed(Stream *self, PyObject *unused)
     return PyLong_FromLongLong(completed);
 }
 
+PyDoc_STRVAR(Stream_skip_doc,
+"skip(n) -> bytes\n\n"
+"Take the next ``n`` requests off the stream unsent (the open loop's dropped ones): their\n"
+"ops, in order. A refill that raises stops it: the ops taken before it are lost with it.");
+
+static PyObject *
+Stream_skip(Stream *self, PyObject *arg)
+{
+    if (self->refill == NULL) {
+        not_initialized("Stream");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "skip() takes a count >= 0");
+        return NULL;
+    }
+    PyObject *ops = PyBytes_FromStringAndSize(NULL, n);
+    if (ops == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (self->pos == self->size && Stream_next_chunk(self) < 0) {
+            Py_DECREF(ops);
+            return NULL;
+        }
+        long op = PyLong_AsLong(PyList_GET_ITEM(self->ops, self->pos));
+        if ((op == -1 && PyErr_Occurred()) || op < 0 || op >= MAX_OPS) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "op %ld out of range", op);
+            Py_DECREF(ops);
+            return NULL;
+        }
+        PyBytes_AS_STRING(ops)[i] = (char)op;
+        self->pos++;
+    }
+    return ops;
+}
+
 static PyMemberDef Stream_members[] = {
     {"pos", T_PYSSIZET, offsetof(Stream, pos), READONLY, "next request of the chunk"},
     {"size", T_PYSSIZET, offsetof(Stream, size), READONLY, "requests in the chunk"},
@@ -595,6 +635,7 @@ static PyMemberDef Stream_members[] = {
 static PyMethodDef Stream_methods[] = {
     {"take_completed", (PyCFunction)Stream_take_completed, METH_NOARGS,
      PyDoc_STR("Replies received since the last call (all of the stream's pumps).")},
+    {"skip", (PyCFunction)Stream_skip, METH_O, Stream_skip_doc},
     {NULL},
 };
 

@@ -181,6 +181,12 @@ class PumpFactory:
             late_ns=LATE_NS,
         )
 
+    def skip(self, shard: Shard, n: int) -> bytes | None:
+        """Take the next ``n`` requests of ``shard`` unsent (the open loop's dropped ones):
+        their ops; None when no pump of ``shard`` has drawn from its source yet."""
+        stream = self.streams.get(shard.index)
+        return bytes(stream.skip(n)) if stream is not None else None
+
     def completed(self, shard: Shard) -> int:
         """Replies the pumps of ``shard`` received since the last call."""
         stream = self.streams.get(shard.index)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kvbench.engine.pacing import Schedule
@@ -125,19 +125,36 @@ class OpenLoopDispatcher:
             self._tally.budget -= n
 
     def _drop(self, n: int) -> None:
-        """Count ``n`` requests as dropped (by op) and skip them in the sources.
+        """Count ``n`` requests as dropped (by op) and skip them in the request sequence.
 
-        In a sharded run the dropped requests are taken from the servers' sources in turn,
-        so no server's key sequence is skipped ahead of the others'.
+        In a sharded run the dropped requests are taken from the servers' sequences in
+        turn, so no server's key sequence is skipped ahead of the others'.
         """
         shards = self._shards
         counts = self._recorder.counts
         self._take_budget(n)
-        for i in range(self._dropped, self._dropped + n):
-            source = shards[i % len(shards)].source
-            if source.pos == source.size:
-                source.refill()
-            counts[source.ops[source.pos]][_DROPPED] += 1
-            source.pos += 1
+        first, stop = self._dropped, self._dropped + n
+        for index, shard in enumerate(shards):
+            # the drops i in [first, stop) with i % len(shards) == index
+            k = len(range(first + (index - first) % len(shards), stop, len(shards)))
+            for op in self._skip(shard, k):
+                counts[op][_DROPPED] += 1
         self._dropped += n
         self.next_index += n
+
+    def _skip(self, shard: Shard, k: int) -> Iterable[int]:
+        """The ops of the next ``k`` requests of ``shard``, taken unsent: from its pumps'
+        stream while the compiled pumps send (it holds the rest of the source's chunk),
+        else from its source."""
+        pumps = self._host.pumps
+        skipped = pumps.skip(shard, k) if pumps is not None and k else None
+        if skipped is not None:
+            return skipped
+        source = shard.source
+        ops = []
+        for _ in range(k):
+            if source.pos == source.size:
+                source.refill()
+            ops.append(source.ops[source.pos])
+            source.pos += 1
+        return ops

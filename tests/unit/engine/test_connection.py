@@ -14,11 +14,15 @@ import pytest
 from kvbench.config import load_config
 from kvbench.engine import fastpath
 from kvbench.engine.connection import Connection
+from kvbench.engine.open_loop import OpenLoopDispatcher
+from kvbench.engine.pacing import Schedule
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.worker import Worker, WorkerSpec
+from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.snapshot import IntervalSnapshot
 
 NEVER = 2**63 - 1
+DROPPED = int(Outcome.DROPPED)
 
 
 class ScriptedTransport(asyncio.Transport):
@@ -250,3 +254,30 @@ def test_an_open_loop_timeout_counts_from_the_intended_time(driver: str) -> None
     assert snap.counts == {"get": {"timeout": 1, "late": 1}}
     assert snap.latency["get"].max_ns >= 21_000_000  # the timeout plus the 20 ms behind
     assert snap.service["get"].max_ns == pytest.approx(1_000_000, rel=0.001)
+
+
+def test_dropped_requests_are_the_next_ones_in_the_sequence(driver: str) -> None:
+    """Both drivers: the dispatcher's drops take the requests that would have gone next
+    (the compiled pumps' stream holds the rest of the source's chunk: the drops skipped a
+    later chunk's requests and the stream sent the dropped ones)."""
+    worker, conn, transport = make(driver, pipeline=64, ratio="1:1", open_loop=True)
+    source = conn.source
+    start, ops, keys = source.pos, list(source.ops), list(source.keys)
+    dispatcher = OpenLoopDispatcher(
+        worker,
+        worker.tally,
+        worker.recorder,
+        worker.connections,
+        worker.shards,
+        Schedule(1000, 0),
+        10**9,
+    )
+    now = time.monotonic_ns()
+    conn.issue_scheduled([now] * 3, now)
+    dispatcher._drop(5)
+    conn.issue_scheduled([now] * 2, now)
+    sent = [request.split(b" ")[1] for request in transport.take_requests()]
+    assert sent == keys[start : start + 3] + keys[start + 8 : start + 10]
+    dropped = {op: row[DROPPED] for op, row in enumerate(worker.recorder.counts) if row[DROPPED]}
+    expected = ops[start + 3 : start + 8]
+    assert dropped == {op: expected.count(op) for op in set(expected)}

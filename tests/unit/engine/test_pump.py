@@ -212,6 +212,22 @@ def test_scheduled_sends_refuse_what_is_not_a_schedule() -> None:
         closed.issue_scheduled([now])
 
 
+def test_skipped_requests_leave_the_stream_unsent_across_chunks() -> None:
+    """The open loop's dropped requests: taken from the stream, never written."""
+    pieces = Pieces(3)
+    tally = _pump.Tally()
+    tally.issuing = True
+    stream = _pump.Stream(pieces.refill, TEXT)
+    sender = _pump.Pump(tally, stream, pieces.writes.append, TEXT, TEXT_FAMILIES, MAX)
+    sender.issue(2)
+    assert stream.skip(5) == bytes([int(Op.GET)] * 5)  # k2 .. k6, over two refills
+    sender.issue(1)
+    assert pieces.writes == [b"get k0\r\nget k1\r\n", b"get k7\r\n"]
+    assert stream.skip(0) == b""
+    with pytest.raises(ValueError, match=">= 0"):
+        stream.skip(-1)
+
+
 # -- opaques (binary, meta) ------------------------------------------------------------
 
 
