@@ -92,14 +92,23 @@ class OpenLoopDispatcher:
         oldest_ok_ns = now - self._max_lag_ns
         if self.schedule.intended_ns(self.next_index) < oldest_ok_ns:
             self._drop(min(due, self.schedule.due_by(oldest_ok_ns - 1)) - self.next_index)
-        connections = [c for c in self._connections if c.connected and c.inflight < c.pipeline]
+        # Round robin from this tick's turn, asking only until everything due has a place:
+        # at 10k/s the dispatcher wakes about every 100 us with one request due, and asking
+        # each of 50 connections for its room every time cost about 40% of a core.
+        connections = self._connections
+        count = len(connections)
         remaining = due - self.next_index
         start = self._turn
-        for k in range(len(connections)):
+        for k in range(count):
             if not remaining:
                 break
-            conn = connections[(start + k) % len(connections)]
-            n = min(conn.pipeline - conn.inflight, remaining)
+            conn = connections[(start + k) % count]
+            if not conn.connected:
+                continue
+            room = conn.pipeline - conn.inflight
+            if room <= 0:
+                continue
+            n = min(room, remaining)
             intended = self.schedule.intended_range(self.next_index, self.next_index + n)
             self._take_budget(n)
             conn.issue_scheduled(intended, now)
