@@ -109,6 +109,7 @@ class Connection(Link):
         """
         self._close_expected = True
         self._closed_here = True
+        self.connected = False  # as Link._abort: the dispatcher sends nothing more here
         if self._transport is not None:
             self._transport.close()
 
