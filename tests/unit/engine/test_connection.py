@@ -14,8 +14,6 @@ import pytest
 from kvbench.config import load_config
 from kvbench.engine import fastpath
 from kvbench.engine.connection import Connection
-from kvbench.engine.open_loop import OpenLoopDispatcher
-from kvbench.engine.pacing import Schedule
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.worker import Worker, WorkerSpec
 from kvbench.metrics.outcome import Outcome
@@ -263,15 +261,7 @@ def test_dropped_requests_are_the_next_ones_in_the_sequence(driver: str) -> None
     worker, conn, transport = make(driver, pipeline=64, ratio="1:1", open_loop=True)
     source = conn.source
     start, ops, keys = source.pos, list(source.ops), list(source.keys)
-    dispatcher = OpenLoopDispatcher(
-        worker,
-        worker.tally,
-        worker.recorder,
-        worker.connections,
-        worker.shards,
-        Schedule(1000, 0),
-        10**9,
-    )
+    dispatcher = worker._open_loop(0, 1000.0)  # as a run wires it
     now = time.monotonic_ns()
     conn.issue_scheduled([now] * 3, now)
     dispatcher._drop(5)
