@@ -120,7 +120,9 @@ def run_across_a_restart(
     return read_json(out), "".join(lines) + stdout
 
 
-def check_outage_and_restart(doc: dict[str, Any], evidence_name: str) -> None:
+def check_outage_and_restart(
+    doc: dict[str, Any], evidence_name: str, closed_loop: bool = True
+) -> None:
     rows = doc["intervals"]
     down = [r for r in rows if r["connection_errors"]]
     assert down, rows  # refused reconnects are errors of the seconds they happened in
@@ -130,7 +132,9 @@ def check_outage_and_restart(doc: dict[str, Any], evidence_name: str) -> None:
     assert connections["reconnect_attempts"] >= connections["connect_failures"] + 4
     assert connections["reconnects"] >= 4
     op_errors = sum(op["errors"] for op in doc["ops"].values())
-    assert op_errors > 0  # the requests in flight when the server died: conn_error
+    # the requests in flight when the server died: conn_error (an open loop of a request
+    # every 0.5 ms, answered in tens of us, may have none in flight then)
+    assert op_errors > 0 or not closed_loop
     assert doc["totals"]["errors"] == op_errors + connections["errors"]
     assert rows[-1]["per_s"] > 0 and rows[-1]["connections_live"] == 4  # back at full load
     server = doc["server"]
@@ -170,7 +174,7 @@ def test_an_open_loop_rides_out_a_restart_on_schedule(tmp_path: Path, pure: bool
         "10s",
         env={fastpath.PURE_PYTHON_ENV: "1"} if pure else {},
     )
-    check_outage_and_restart(doc, "pid ")
+    check_outage_and_restart(doc, "pid ", closed_loop=False)
     assert doc["environment"]["driver"].startswith("python" if pure else "compiled")
     offered = round(sum(r["offered_per_s"] * r["length_s"] for r in doc["intervals"]))
     # nothing sent but the schedule (totals.ops adds the refused reconnects: not requests)
