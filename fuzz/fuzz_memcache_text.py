@@ -14,7 +14,7 @@ import oracle  # fuzz/oracle.py: this folder is on the path when a harness runs
 from kvbench.protocols.base import DEFAULT_MAX_REPLY_BYTES, CodecOptions, Op
 from kvbench.protocols.memcache_text import MemcacheTextCodec
 
-OPS = [op for op in Op if op not in (Op.NOOP, Op.COMMAND)]
+OPS = [op for op in Op if op is not Op.NOOP]  # COMMAND: the line "k"
 VALUE_OPS = {Op.SET, Op.ADD, Op.REPLACE, Op.APPEND, Op.PREPEND, Op.CAS}
 
 

@@ -1,4 +1,4 @@
-"""Shared fixtures: real servers on free loopback ports.
+"""Shared fixtures: real servers on free loopback ports, and a TLS certificate for them.
 
 Session-scoped servers are shared by tests that only add keys of their own; tests that
 need a clean or private server (stats deltas, stopping the server) use the ``fresh_*``
@@ -7,7 +7,10 @@ fixtures.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +40,34 @@ def fresh_memcached() -> Iterator[Server]:
 def fresh_redis() -> Iterator[Server]:
     with servers.redis() as server:
         yield server
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate and its key for 127.0.0.1 (openssl), made per test."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "server.crt", tmp_path / "server.key"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key

@@ -37,6 +37,9 @@ EXCEPTIONS: dict[str, tuple[set[str], str]] = {
     # for it, and the requests it sends are the protocols' (stats, INFO, LLEN).
     "runner/probe.py": ({"protocols"}, "the side connection speaks the codecs"),
     "runner/queue_probe.py": ({"protocols"}, "the side connection speaks the codecs"),
+    # Redis Cluster discovery asks CLUSTER SHARDS (protocols) on the probe's side
+    # connection and builds the slot map the workers place keys by (workload.slots).
+    "runner/redis_cluster.py": ({"protocols", "workload"}, "cluster discovery"),
 }
 
 

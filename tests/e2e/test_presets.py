@@ -86,10 +86,11 @@ def test_preset_with_the_wrong_number_of_targets() -> None:
     assert result.code == 2 and "takes 2 target(s), got 1" in result.stderr
 
 
-def test_queue_preset_runs_both_steps_without_loss(tmp_path: Path) -> None:
-    """Against the memcacheq STAND-IN of tests/support (memcacheq itself is not packaged).
+def test_queue_preset_runs_its_three_phases_without_loss(tmp_path: Path) -> None:
+    """Against the memcacheq STAND-IN of tests/support, standing in for memcacheq 0.2.1
+    (not packaged).
 
-    Its steps are queue runs like any: stored with their step's label, and written, each
+    Its steps (write, drain, mixed) are queue runs like any: stored with their step's label, and written, each
     labelled, into the preset's files (was: refused, as it ran ``kvbench queue`` through
     click with its options as strings)."""
     from tests.support.memcacheq_standin import MemcacheqStandin
@@ -118,19 +119,20 @@ def test_queue_preset_runs_both_steps_without_loss(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert result.code == 0, result.stderr + result.stdout
-    assert "queue-producer-consumer: produce, then drain" in result.stdout
-    assert "queue-producer-consumer: mixed" in result.stdout
+    for step in ("write", "drain", "mixed"):
+        assert f"queue-producer-consumer: {step}" in result.stdout
     doc = read_json(tmp_path / "steps.json")
-    assert [run["step"] for run in doc["runs"]] == ["produce, then drain", "mixed"]
+    assert [run["step"] for run in doc["runs"]] == ["write", "drain", "mixed"]
     assert all(run["document"]["queue"]["lost"] == 0 for run in doc["runs"])
     with open(tmp_path / "steps.csv", newline="") as handle:
-        assert {row["step"] for row in csv.DictReader(handle)} == {"produce, then drain", "mixed"}
+        assert {row["step"] for row in csv.DictReader(handle)} == {"write", "drain", "mixed"}
     assert (tmp_path / "steps.html").stat().st_size > 0
     with Store(db) as store:
         labels = [row["label"] for row in store.list_runs()]
     assert labels == [
         "queue-producer-consumer: mixed",
-        "queue-producer-consumer: produce, then drain",
+        "queue-producer-consumer: drain",
+        "queue-producer-consumer: write",
     ]
     assert "queue-producer-consumer: mixed" in run_kvbench("history", "--db", db).stdout
 

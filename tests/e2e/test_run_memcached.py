@@ -114,6 +114,24 @@ def test_requests_sends_exactly_n(fresh_memcached: Server, tmp_path: Path) -> No
     assert read_json(out)["totals"]["ops"] == 5001
 
 
+def test_worker_cpu_is_the_measured_windows(fresh_memcached: Server, tmp_path: Path) -> None:
+    """workers[].cpu_s is divided by the window (the client.cpu verdict): a warm-up's CPU
+    counted in it made a 1 s run after 3 s of warm-up read as a client at ~300% of a core."""
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "run", f"memcached://{fresh_memcached.address}", "-c", "4",
+        "--warmup", "3s", "--duration", "1s", "--json", str(out), "--no-save",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    doc = read_json(out)
+    window_s = doc["window_s"]
+    intervals_cpu = sum(row["cpu_s"] for row in doc["intervals"])
+    for worker in doc["workers"]:
+        # one single-threaded process: at most the window's wall-clock (+ a cut's slack)
+        assert 0 < worker["cpu_s"] <= window_s * 1.1 + 0.05, (worker, window_s)
+    assert sum(w["cpu_s"] for w in doc["workers"]) == pytest.approx(intervals_cpu, abs=0.01)
+
+
 def test_preload_makes_gets_hit(fresh_memcached: Server, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     result = run_kvbench(

@@ -166,3 +166,23 @@ def test_redis_keys_are_not_held_to_memcached_limits(fresh_redis: Server) -> Non
             reader.feed(sock.recv(65536))
     assert keys and all(key.startswith(prefix.encode()) for key in keys)
     assert any(key.startswith(prefix.encode() + b"counter:") for key in keys)  # incr's keys
+
+
+def test_open_loop_after_a_preload_counts_every_reply(fresh_redis: Server, tmp_path: Path) -> None:
+    # The preload's requests stay listed in the FIFO (closed loop, no intended times);
+    # the open loop's intended times must line up with the ops after them. They did not
+    # once: the worker died folding more ops than latencies.
+    url = f"redis://{fresh_redis.address}"
+    before = command_calls(url)
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "run", url, "--preload", "--keys", "100", "--rate", "2000", "--duration", "1s",
+        "-c", "4", "--processes", "2", "--json", str(out), "--no-save", "-q",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    doc = read_json(out)
+    after = command_calls(url)
+    assert all_phase_counts(doc, "get") == after["get"] - before.get("get", 0)
+    assert all_phase_counts(doc, "set") == after["set"] - before.get("set", 0)
+    hist = sum(op["count"] for op in doc["ops"].values())
+    assert hist == doc["totals"]["ops"] > 0

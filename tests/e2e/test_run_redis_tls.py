@@ -1,10 +1,8 @@
-"""``rediss://``: TLS to a real redis-server with a self-signed certificate made here."""
+"""``rediss://``: TLS to a real redis-server with a self-signed certificate (conftest.py)."""
 
 from __future__ import annotations
 
 import contextlib
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,36 +11,6 @@ from tests.support import servers
 from tests.support.cli import read_json, run_kvbench
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "server.crt", tmp_path / "server.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
 
 
 def tls_redis(cert: Path, key: Path) -> contextlib.AbstractContextManager[servers.Server]:

@@ -15,6 +15,7 @@ from kvbench.protocols.base import (
     Reply,
     ReplyKind,
 )
+from kvbench.protocols.commands import DATA, KeySlot, text_template
 from kvbench.protocols.memcache_text import MemcacheTextCodec
 from tests.support.codec_checks import (
     batch_arguments,
@@ -68,11 +69,16 @@ def exchanges(draw: st.DrawFn, keep: bool, noreply: bool) -> Exchange:
     """A request and a reply for it, as memcached would write it (protocol.txt)."""
     kind = draw(
         st.sampled_from(
-            ["get", "gets", "mget", "store", "cas", "delete", "arith", "touch", "stats", "error"]
+            [
+                *("get", "gets", "mget", "store", "cas", "delete"),
+                *("arith", "touch", "stats", "error", "command"),
+            ]
         )
     )
     key = draw(keys)
     flags = draw(st.integers(0, 2**32 - 1))
+    if kind == "command":
+        return draw(commands(key, flags, keep))
     if kind in ("get", "gets"):
         value = draw(st.none() | values)
         op = Op.GET if kind == "get" else Op.GETS
@@ -146,6 +152,56 @@ def exchanges(draw: st.DrawFn, keep: bool, noreply: bool) -> Exchange:
     return _maybe_quiet(reply, noreply)
 
 
+# Commands (``Op.COMMAND``) and a reply of each frame the codec knows for them.
+COMMAND_WORDS = [
+    [b"touch", KeySlot(), b"60"],
+    [b"gat", b"0", KeySlot(), KeySlot(b"x:")],
+    [b"mg", KeySlot(), b"v", b"t"],
+    [b"set", KeySlot(), b"0", b"0", DATA],
+    [b"ms", KeySlot(), DATA, b"T60"],
+    [b"stats", b"slabs"],
+    [b"version"],
+]
+
+
+@st.composite
+def commands(draw: st.DrawFn, key: bytes, flags: int, keep: bool) -> Exchange:
+    """A command and a reply of one of the frames (protocol.txt), answered ok or error."""
+    words = draw(st.sampled_from(COMMAND_WORDS))
+    template = text_template(words)
+    value = draw(values)
+    request = template.render([key] * template.keys, memoryview(value))
+    frame = draw(st.sampled_from(["line", "values", "va", "listing", "error"]))
+    if frame == "values":
+        blocks = draw(st.lists(values, max_size=3))
+        body = b"".join(_value_block(key, v, flags, None) for v in blocks)
+        wire = body + b"END\r\n"
+        payload = body or b"END"  # no values: the one line END, a miss
+    elif frame == "va":
+        body = draw(values)
+        wire = b"VA %d t-1\r\n%s\r\n" % (len(body), body)
+        payload = body
+    elif frame == "listing":
+        pairs = draw(st.lists(st.tuples(keys, messages.filter(bool)), max_size=4))
+        body = b"".join(
+            b"%s %s\r\n" % (draw(st.sampled_from([b"STAT", b"ITEM"])), b" ".join(p)) for p in pairs
+        )
+        wire = body + b"END\r\n"
+        payload = body or b"END"
+    elif frame == "error":
+        line = draw(st.sampled_from([b"ERROR", b"CLIENT_ERROR x", b"SERVER_ERROR busy"]))
+        wire = line + b"\r\n"
+        return Exchange(Op.COMMAND, request, None, 0, wire, Reply(K.ERROR_REPLY, len(wire), line))
+    else:
+        payload = draw(
+            st.sampled_from([b"STORED", b"TOUCHED", b"HD", b"EN", b"NF", b"12", b"VERSION 1.6"])
+        )
+        wire = payload + b"\r\n"
+    return Exchange(
+        Op.COMMAND, request, None, 0, wire, Reply(K.OK, len(wire), payload if keep else None)
+    )
+
+
 def _maybe_quiet(exchange: Exchange, noreply: bool) -> Exchange:
     if not noreply:
         return exchange
@@ -183,6 +239,10 @@ def read_requests(stream: bytes) -> list[tuple[bytes, list[bytes], bytes | None]
             size = int(args[3])
             block = stream[pos : pos + size]
             assert stream[pos + size : pos + size + 2] == b"\r\n"
+            pos += size + 2
+        if command == b"ms":
+            size = int(args[1])
+            block = stream[pos : pos + size]
             pos += size + 2
         requests.append((command, args, block))
     return requests
@@ -234,6 +294,8 @@ def test_requests_read_back_with_their_arguments(
             assert (command, args) == (b"stats", [])
         elif e.op is Op.DELETE:
             assert (command, args) == (b"delete", [e.key, *tail])
+        elif e.op is Op.COMMAND:  # a rendered command is written as it is, noreply or not
+            assert bytes(e.key).startswith(command + b" " if args else command + b"\r\n")
         else:
             assert (command, args) == (e.op.name.lower().encode(), [e.key, b"%d" % e.arg, *tail])
 
@@ -272,7 +334,7 @@ TOKENS = [
     b"-",
 ]
 noise = st.lists(st.binary(max_size=12) | st.sampled_from(TOKENS), max_size=40).map(b"".join)
-ops = st.sampled_from([op for op in Op if op not in (Op.NOOP, Op.COMMAND)])
+ops = st.sampled_from([op for op in Op if op is not Op.NOOP])  # COMMAND: the line "k"
 
 
 @settings(deadline=None, max_examples=300)

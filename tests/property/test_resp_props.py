@@ -127,7 +127,7 @@ def exchanges(draw: st.DrawFn, protocol: int) -> tuple[Op, Any, bytes | None, in
             sum(v is not None for v in reply),
         ),
         Op.NOOP: lambda: Reply(K.OK, 7),
-        Op.COMMAND: lambda: Reply(K.VALUE, n, None, len(reply) if isinstance(reply, list) else 0),
+        Op.COMMAND: lambda: Reply(K.OK, n),
     }
     alias = {Op.REPLACE: Op.ADD, Op.DECR: Op.INCR}
     return op, key, value, 1, reply, expected[alias.get(op, op)]()

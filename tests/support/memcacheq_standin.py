@@ -1,7 +1,8 @@
 """A STAND-IN for memcacheq, which Debian does not package: an asyncio TCP server on a
-free loopback port, run in a thread, that answers as memcacheq's documentation says.
+free loopback port, run in a thread, that answers as memcacheq 0.2.1 does.
 
-It is not memcacheq. It follows memcacheq's replies exactly as far as kvbench uses them:
+It is not memcacheq. It follows memcacheq 0.2.1's replies (its memcacheq.c) exactly as far
+as kvbench uses them:
 
 - ``set <queue> <flags> <exptime> <bytes>`` + data block enqueues and answers ``STORED``
   (memcacheq has no ``noreply``: a sixth token is an ``ERROR``);
@@ -10,7 +11,11 @@ It is not memcacheq. It follows memcacheq's replies exactly as far as kvbench us
 - ``stats`` answers general ``STAT`` lines then ``END``; ``stats queue`` answers
   ``STAT <queue> <enqueued>/<dequeued>`` per queue then ``END``;
 - ``delete <queue>`` removes a queue (``DELETED`` / ``NOT_FOUND``); ``version``;
-- anything else (``gets``, ``add``, ``incr``, ``replace`` ...) is ``ERROR``.
+- anything else (``gets``, ``add``, ``incr``, ``replace`` ...) is ``ERROR``;
+- ``max_message_bytes=n`` is memcacheq's ``-B n`` (the message body length, 1024 by
+  default there; no limit here unless given): a ``set`` of a longer message gets
+  ``SERVER_ERROR out of memory storing object`` and its data block is swallowed, as
+  memcacheq 0.2.1's ``process_update_command`` does when the item cannot be allocated.
 
 ``drop_every=k`` makes it lose every k-th enqueued message (still answering ``STORED``)
 and remember the dropped data blocks, so tests can check that kvbench finds exactly those.
@@ -24,15 +29,20 @@ error, not crash).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-VERSION = "0.2.0-kvbench-standin"
+VERSION = "0.2.1-kvbench-standin"
 # memcacheq's default item size limit is far above what tests send; bound the buffer.
 MAX_LINE_BYTES = 2048
+# memcacheq 0.2.1's reply to a set whose item it cannot allocate (a message over -B).
+TOO_LARGE_REPLY = b"SERVER_ERROR out of memory storing object\r\n"
 
 
 @dataclass
@@ -50,6 +60,7 @@ class MemcacheqStandin:
     Args:
         drop_every: lose every n-th message enqueued (0: lose none).
         extra_reply_every: answer every n-th enqueue twice (0: never).
+        max_message_bytes: memcacheq's ``-B``: refuse longer messages (None: no limit).
     """
 
     def __init__(
@@ -59,8 +70,11 @@ class MemcacheqStandin:
         port: int = 0,
         pid: int | None = None,
         queues: dict[bytes, QueueState] | None = None,
+        max_message_bytes: int | None = None,
     ) -> None:
         self.drop_every = drop_every
+        self.max_message_bytes = max_message_bytes
+        self.refused = 0
         self.extra_reply_every = extra_reply_every
         self.extra_replies = 0
         self.pid = os.getpid() if pid is None else pid
@@ -146,6 +160,17 @@ class MemcacheqStandin:
         )
 
 
+@contextlib.contextmanager
+def running_standin(**options: Any) -> Iterator[MemcacheqStandin]:
+    """A started stand-in (``MemcacheqStandin(**options)``), stopped on the way out."""
+    server = MemcacheqStandin(**options)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 class _Session(asyncio.Protocol):
     """One client connection: parse pipelined commands, answer in one write per read."""
 
@@ -194,6 +219,10 @@ class _Session(asyncio.Protocol):
             data = bytes(buffer[taken : taken + size])
             if buffer[taken + size : taken + size + 2] != b"\r\n":
                 out += b"CLIENT_ERROR bad data chunk\r\n"
+                return taken + size + 2
+            if server.max_message_bytes is not None and size > server.max_message_bytes:
+                server.refused += 1  # not enqueued: the stats queue counts stay
+                out += TOO_LARGE_REPLY
                 return taken + size + 2
             server.enqueue(tokens[1], tokens[2], data)
             out += b"STORED\r\n"

@@ -1,5 +1,9 @@
 """Start real servers (memcached, redis-server) on free loopback ports for tests.
 
+memcached and redis-server can also listen on ::1 (``host="::1"``; ``require_ipv6``
+skips a test on a machine without an IPv6 loopback) or only on a Unix socket in a private
+directory (``memcached_unix``, ``redis_unix``: ``server.socket_path``).
+
 Each server runs in its own process group and is stopped when its fixture ends. When the
 binary is not installed the fixture skips with the install hint, except under CI=true
 where a missing server is a failure: CI must install what its tests need.
@@ -28,19 +32,54 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def ipv6_loopback() -> str | None:
+    """Why this machine cannot listen on ::1, or None when it can."""
+    if not socket.has_ipv6:
+        return "Python was built without IPv6"
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+    except OSError as exc:
+        return f"no IPv6 loopback here (binding ::1: {exc.strerror})"
+    return None
+
+
+def require_ipv6() -> None:
+    """Skip the calling test, saying why, when ::1 cannot be listened on."""
+    reason = ipv6_loopback()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def _connect(host: str, port: int, socket_path: str | None) -> None:
+    if socket_path is not None:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(0.2)
+            sock.connect(socket_path)
+        return
+    with socket.create_connection((host, port), timeout=0.2):
+        return
+
+
 def wait_listening(
-    host: str, port: int, proc: subprocess.Popen[bytes], timeout_s: float = 10.0
+    host: str,
+    port: int,
+    proc: subprocess.Popen[bytes],
+    timeout_s: float = 10.0,
+    socket_path: str | None = None,
 ) -> None:
+    """Wait until the server takes connections on host:port (or on its Unix socket)."""
+    where = socket_path or f"{host}:{port}"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode} before listening on {port}")
+            raise RuntimeError(f"server exited with {proc.returncode} before listening on {where}")
         try:
-            with socket.create_connection((host, port), timeout=0.2):
-                return
+            _connect(host, port, socket_path)
+            return
         except OSError:
             time.sleep(0.02)
-    raise RuntimeError(f"server did not listen on {host}:{port} within {timeout_s}s")
+    raise RuntimeError(f"server did not listen on {where} within {timeout_s}s")
 
 
 @dataclass
@@ -53,10 +92,11 @@ class Server:
     proc: subprocess.Popen[bytes]
     workdir: str | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    socket_path: str | None = None  # a Unix socket server's (then it has no TCP port)
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -86,7 +126,12 @@ def require_binary(name: str, package: str) -> str:
 
 @contextmanager
 def running(
-    name: str, argv: Sequence[str], port: int, workdir: str | None = None
+    name: str,
+    argv: Sequence[str],
+    port: int,
+    workdir: str | None = None,
+    host: str = "127.0.0.1",
+    socket_path: str | None = None,
 ) -> Iterator[Server]:
     proc = subprocess.Popen(
         list(argv),
@@ -95,40 +140,76 @@ def running(
         start_new_session=True,
         cwd=workdir,
     )
-    server = Server(name, "127.0.0.1", port, proc, workdir)
+    server = Server(name, host, port, proc, workdir, socket_path=socket_path)
     try:
-        wait_listening(server.host, port, proc)
+        wait_listening(server.host, port, proc, socket_path=socket_path)
         yield server
     finally:
         server.stop()
 
 
+def free_port_on(host: str) -> int:
+    """A free TCP port on ``host`` (``free_port`` for 127.0.0.1)."""
+    if host == "127.0.0.1":
+        return free_port()
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
 @contextmanager
-def memcached(*extra_args: str, port: int | None = None) -> Iterator[Server]:
+def memcached(
+    *extra_args: str, port: int | None = None, host: str = "127.0.0.1"
+) -> Iterator[Server]:
     """A memcached on a free loopback port (64 MiB, 2 threads unless extra_args say), or on
-    ``port`` (a restart where a stopped one listened)."""
+    ``port`` (a restart where a stopped one listened); ``host="::1"`` for IPv6."""
     binary = require_binary("memcached", "memcached")
-    port = port or free_port()
-    argv = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "64", "-u", "root"]
+    port = port or free_port_on(host)
+    argv = [binary, "-l", host, "-p", str(port), "-U", "0", "-m", "64", "-u", "root"]
     if "-t" not in extra_args:
         argv += ["-t", "2"]
-    with running("memcached", [*argv, *extra_args], port) as server:
+    with running("memcached", [*argv, *extra_args], port, host=host) as server:
         yield server
 
 
 @contextmanager
-def redis(*extra_args: str, port: int | None = None) -> Iterator[Server]:
-    """A redis-server on a free loopback port (or on ``port``), no persistence, in a
-    private work dir."""
+def memcached_unix(*extra_args: str) -> Iterator[Server]:
+    """A memcached listening only on a Unix socket in a private directory (``-s``)."""
+    binary = require_binary("memcached", "memcached")
+    workdir = tempfile.mkdtemp(prefix="kvbench-memcached-")
+    path = os.path.join(workdir, "memcached.sock")
+    argv = [binary, "-s", path, "-a", "0700", "-m", "64", "-u", "root", "-t", "2", *extra_args]
+    with running("memcached", argv, 0, workdir, host="", socket_path=path) as server:
+        yield server
+
+
+@contextmanager
+def redis_unix(*extra_args: str) -> Iterator[Server]:
+    """A redis-server listening only on a Unix socket in its private work dir."""
+    with redis(
+        "--unixsocket", "redis.sock", "--unixsocketperm", "700", *extra_args, port=0
+    ) as server:
+        yield server
+
+
+@contextmanager
+def redis(*extra_args: str, port: int | None = None, host: str = "127.0.0.1") -> Iterator[Server]:
+    """A redis-server on a free loopback port (or on ``port``; port 0 with ``--unixsocket``
+    for a Unix socket only), no persistence, in a private work dir; ``host="::1"`` for IPv6."""
     binary = require_binary("redis-server", "redis-server")
-    port = port or free_port()
+    port = free_port_on(host) if port is None else port
     workdir = tempfile.mkdtemp(prefix="kvbench-redis-")
+    socket_path = None
+    if "--unixsocket" in extra_args:
+        name = extra_args[extra_args.index("--unixsocket") + 1]
+        socket_path = os.path.join(workdir, name)
+        extra_args = tuple(socket_path if arg == name else arg for arg in extra_args)
     argv = [
         binary,
         "--port",
         str(port),
         "--bind",
-        "127.0.0.1",
+        host,
         "--save",
         "",
         "--appendonly",
@@ -139,7 +220,7 @@ def redis(*extra_args: str, port: int | None = None) -> Iterator[Server]:
         "no",
         *extra_args,
     ]
-    with running("redis-server", argv, port, workdir) as server:
+    with running("redis-server", argv, port, workdir, host, socket_path) as server:
         yield server
 
 

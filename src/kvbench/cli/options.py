@@ -12,7 +12,36 @@ from typing import Any, TypeVar
 
 import click
 
+from kvbench.config.commands import pair_weights
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Where ``--command`` and ``--command-weight`` note each of their values, in command-line
+# order (``ctx.meta``): a weight weighs the command before it, as memtier's
+# ``--command-ratio`` does, an order click's per-option lists do not keep.
+_COMMAND_ITEMS = "kvbench.command_items"
+
+
+class _InOrder(click.Option):
+    """A repeatable option whose every value is also noted, with its option's name, in
+    ``ctx.meta[_COMMAND_ITEMS]`` in the order given."""
+
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        super().add_to_parser(parser, ctx)
+        parsed = parser._long_opt[self.opts[0]]  # the parser's entry for this option
+        process, kind = parsed.process, "weight" if self.name == "command_weight" else "command"
+
+        def noted(value: Any, state: Any) -> None:
+            process(value, state)
+            ctx.meta.setdefault(_COMMAND_ITEMS, []).append((kind, value))
+
+        parsed.process = noted
+
+
+def _commands(ctx: click.Context, param: click.Parameter, value: Any) -> list[tuple[str, str]]:
+    """The (command, weight) pairs of ``--command``/``--command-weight`` (none: [])."""
+    return pair_weights(ctx.meta.get(_COMMAND_ITEMS, []), "--command-weight")
+
 
 # The files a run writes: (flag, parameter, help). ``kvbench queue`` writes them too.
 OUTPUT_FILES = (
@@ -73,6 +102,23 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     ),
     click.option("--multiget", help="Keys per mget op. [10]"),
     click.option(
+        "--command",
+        "commands",
+        cls=_InOrder,
+        multiple=True,
+        callback=_commands,
+        help="Send this command too (repeatable): memcached text or Redis words with "
+        "__key__ (a key) and __data__ (a value), e.g. 'HSET __key__ f __data__'. "
+        "Alone, commands make the mix; with --ratio they join it.",
+    ),
+    click.option(
+        "--command-weight",
+        cls=_InOrder,
+        multiple=True,
+        expose_value=False,
+        help="The weight of the --command before it in the mix. [1]",
+    ),
+    click.option(
         "--ttl",
         help="Expiry in seconds sent with stores; a range 60-120 gives each connection "
         "its own. [0: none]",
@@ -101,6 +147,11 @@ _OPTIONS: list[Callable[[Any], Any]] = [
         help="Errors above this share of the ops make the run failed (exit 1): 1%, 0.1% or 0.01. [1%]",
     ),
     click.option("--interval", help="Live line and snapshot period. [1s]"),
+    click.option(
+        "--prometheus",
+        help="Serve the running figures for Prometheus at HOST:PORT/metrics "
+        "(needs kvbench[prometheus]).",
+    ),
     click.option(
         "--cluster",
         help="Run the load workers on a Dask cluster: tcp://SCHEDULER:8786, one per Dask worker.",

@@ -2,7 +2,7 @@
 
 A preset (config/presets.py) is settings and a shape: runs in steps, a sweep, a comparison
 at every level, or queue runs in steps. Each shape runs through cli/session.py's functions
-(measure and publish, ``sweep_and_report``, ``measure_queue``), so a preset's runs are
+(measure and publish, ``sweep_and_report``, ``measure_queue_phase``), so a preset's runs are
 ordinary runs: stored, labelled with their step or level, and written into the files asked
 for (every run, labelled, in each).
 """
@@ -25,7 +25,7 @@ from kvbench.cli.outputs import (
     write_json_document,
     write_many,
 )
-from kvbench.cli.session import measure, measure_queue, publish, sweep_and_report
+from kvbench.cli.session import measure, measure_queue_phase, publish, sweep_and_report
 from kvbench.config import ReportConfig, RunConfig, Settings, load_config
 from kvbench.config.load import default_db_path
 from kvbench.config.presets import Preset, Step, get_preset, with_scheme
@@ -34,13 +34,16 @@ from kvbench.errors import ConfigError
 from kvbench.report import document, summarize
 from kvbench.report.html import render
 from kvbench.report.levels import TargetColumn, comparison, target_column
-from kvbench.report.tables import compared_levels_table
+from kvbench.report.tables import compared_levels_table, queue_phases_table
 from kvbench.results.model import RunResult
 from kvbench.results.status import EXIT_CODES, INTERRUPTED, worst
 from kvbench.runner.levels import at_level, parse_levels, run_comparison
+from kvbench.runner.queue import QueueCarry
 
 # Runs of a preset, labelled (a step's name, a level, a level and a target).
 Labelled = list[tuple[str, RunResult]]
+# The flag a queue preset reads besides -n: the server's data directory (--data-dir).
+DATA_DIR = "queue.data_dir"
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ def run_preset(
     run's status.
     """
     preset = get_preset(name)
+    if DATA_DIR in flags and preset.shape != "queue":
+        raise ConfigError("--data-dir", f"preset {name} runs no queue: no data directory to read")
     if len(targets) != preset.targets:
         raise ConfigError(
             "TARGET", f"preset {name} takes {preset.targets} target(s), got {len(targets)}"
@@ -118,12 +123,17 @@ def _steps(run: _Run) -> int:
 
 
 def _queue_steps(run: _Run) -> int:
-    """Queue runs in order (``measure_queue``), each with its step's settings.
+    """Queue runs in order (``measure_queue_phase``), each with its step's settings, each
+    continuing the one before (one run tag, one delivery ledger: a message stored in the
+    write and never read in the drain is lost); then the phases in the original's units.
 
-    Of the run flags, -n (messages; the start-after points scale with it), --db,
-    --no-save and -q apply; for anything else use ``kvbench queue`` directly.
+    Of the run flags, -n (messages; the start-after points scale with it), --data-dir,
+    --db, --no-save and -q apply; for anything else use ``kvbench queue`` directly.
     """
     preset = run.preset
+    data_dir = run.flags.get(DATA_DIR, (None, ""))[0]
+    carried: list[QueueCarry] = []
+    phases: Labelled = []
 
     def measure_step(step: Step) -> tuple[RunResult, ReportConfig]:
         options = {**preset.settings, **step.settings}
@@ -134,10 +144,19 @@ def _queue_steps(run: _Run) -> int:
             after = options.get("consumers_start_after")
             if after is not None:
                 options["consumers_start_after"] = str(max(1, round(int(after) * scale)))
+        if data_dir is not None:
+            options["data_dir"] = data_dir
         config = build_queue_config(run.urls[0], options, run.report)
-        return measure_queue(run.console, config), run.report
+        result, carry = measure_queue_phase(run.console, config, carried[-1] if carried else None)
+        carried.append(carry)
+        phases.append((step.label, result))
+        return result, run.report
 
-    return _in_steps(run, measure_step)
+    code = _in_steps(run, measure_step)
+    documents = [(label, document(summarize(result))) for label, result in phases]
+    title = f"{preset.name}: each phase in the original's units, and kvbench's checks"
+    run.console.print(queue_phases_table(title, documents))
+    return code
 
 
 def _in_steps(run: _Run, measure_step: Callable[[Step], tuple[RunResult, ReportConfig]]) -> int:
@@ -228,6 +247,7 @@ def _compare_at_levels(
                 base.load.rounds,
                 view.interval,
                 view.note,
+                view.start,
             )
             columns = [target_column(r) for r in ran.results]
             statuses += [c.model.status.name for c in columns]

@@ -27,13 +27,16 @@ QUEUE_OPTIONS = (
     "poll_interval",
     "timeout",
     "interval",
+    "data_dir",
 )
 
 
 @click.command()
 @click.argument("target", metavar="TARGET")
-@click.option("--producers", help="Producer processes, one connection each. [1]")
-@click.option("--consumers", help="Consumer processes, one connection each. [1]")
+@click.option(
+    "--producers", help="Producer processes, one connection each; 0: a drain of the queue. [1]"
+)
+@click.option("--consumers", help="Consumer processes, one connection each; 0: write only. [1]")
 @click.option("-n", "--messages", help="Messages sent in total, shared across producers. [100000]")
 @click.option("--message-size", help="Bytes per message, its 28-byte header included. [100]")
 @click.option("-P", "--pipeline", help="Requests in flight per connection. [1]")
@@ -49,6 +52,10 @@ QUEUE_OPTIONS = (
 )
 @click.option("--timeout", help="Per-request timeout. [5s]")
 @click.option("--interval", help="Live line and snapshot period. [1s]")
+@click.option(
+    "--data-dir",
+    help="A local server's data directory (memcacheq's -H): its size is reported at the end.",
+)
 @output_options
 def queue(target: str, db: str | None, no_save: bool, quiet: bool, **options: Any) -> int:
     """Produce and consume messages through TARGET; check that none was lost.
@@ -58,8 +65,10 @@ def queue(target: str, db: str | None, no_save: bool, quiet: bool, **options: An
     Every message carries its producer, sequence number and send time: the run reports
     puts/s, gets/s, end-to-end latency, the backlog, and per producer the lost,
     duplicated and out-of-order messages. Exit 1 when a message was duplicated, or lost
-    in a run that drained the queue. A queue run is stored as any run: kvbench show,
-    export, diff and report read it.
+    in a run that drained the queue, or when the server refused every put. --consumers 0
+    writes only (the messages stay queued); --producers 0 drains the queue until it is
+    empty, confirmed by an empty read --grace after the first. A queue run is stored as
+    any run: kvbench show, export, diff and report read it.
 
     \b
     Example:
@@ -67,6 +76,8 @@ def queue(target: str, db: str | None, no_save: bool, quiet: bool, **options: An
             --messages 1000000 --message-size 100 -P 16
         kvbench queue redis-queue://127.0.0.1:6379/jobs?block=100ms --consumers-start-after 100000
         kvbench queue memcacheq://127.0.0.1:22201/q --json q.json --report q.html
+        kvbench queue memcacheq://127.0.0.1:22201/q --producers 0 --consumers 2 \\
+            --data-dir /var/lib/memcacheq
     """
     outputs = Outputs.pop_from(options)
     report = ReportConfig(

@@ -9,20 +9,28 @@ import click
 from kvbench.cli.console import make_console
 from kvbench.cli.options import run_options
 from kvbench.cli.outputs import Outputs
-from kvbench.cli.preset_runs import run_preset
+from kvbench.cli.preset_runs import DATA_DIR, run_preset
 from kvbench.cli.session import default_processes, run_once, settings_from_options
+from kvbench.errors import ConfigError
 
 
 @click.command()
 @click.argument("targets", nargs=-1, metavar="[TARGET]...")
 @run_options
+@click.option(
+    "--data-dir",
+    help="With the queue preset: the server's data directory; its size after each phase.",
+)
 def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> int:
     """Benchmark TARGET (a throwaway local memcached when none is given).
 
     TARGET is a URL: memcached://HOST:11211 (text protocol), memcached+binary://,
     memcached+meta://, redis://[USER:PASS@]HOST:6379/DB (add ?resp=3 for RESP3),
-    rediss://...?ca=PATH (TLS), http+memc://HOST:PORT/PATH (nginx memc gateway). Several
-    memcached TARGETs are sharded with ketama, as twemproxy places keys.
+    rediss://...?ca=PATH (TLS), http+memc://HOST:PORT/PATH (nginx memc gateway);
+    memcached+unix:///PATH and redis+unix:///PATH for Unix sockets, [::1] for IPv6.
+    Several memcached TARGETs are sharded with ketama, as twemproxy places keys.
+    redis+cluster://HOST:PORT (rediss+cluster:// with TLS) is a seed node of a Redis
+    Cluster: keys go to the master of their hash slot, MOVED and ASK are followed.
 
     Runs on memcached (text, binary, meta) and Redis RESP2, closed or open loop (--rate),
     use the compiled driver; the rest (RESP3, HTTP, --verify, --ttl ranges, and every run
@@ -34,14 +42,24 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
         kvbench run memcached://127.0.0.1:11211 -c 50 -P 16 --duration 10s --ratio 1:10 \\
             --keys 100000 --value-size 100
         kvbench run redis://127.0.0.1:6379 --processes 2 --json out.json
+        kvbench run redis://127.0.0.1:6379 --command 'HSET h:__key__ f __data__' \\
+            --command 'LPUSH l:__key__ __data__' --command-weight 2
+        kvbench run memcached+unix:///run/memcached.sock --prometheus 127.0.0.1:9464
         kvbench run --preset memcached-storm memcached://127.0.0.1:11211
     """
     preset = options.pop("preset", None)
+    data_dir = options.pop("data_dir", None)
     # --json arrives as the report.json setting; the other files are written after the run
     outputs = Outputs.pop_from(options)
     options["json_path"] = outputs.json_path  # a setting (report.json): the file may set it
     if preset:
         flags = settings_from_options((), options)
+        if data_dir is not None:
+            flags[DATA_DIR] = (data_dir, "--data-dir")
         return run_preset(preset, targets, flags, config_path, default_processes(), outputs)
+    if data_dir is not None:
+        raise ConfigError(
+            "--data-dir", "only for queue runs (kvbench queue, or --preset queue-producer-consumer)"
+        )
     settings = settings_from_options(targets, options)
     return run_once(make_console(), settings, config_path, outputs)

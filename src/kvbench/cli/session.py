@@ -51,7 +51,7 @@ from kvbench.results.store import Store
 from kvbench.runner.coordinator import Coordinator
 from kvbench.runner.embedded import throwaway_memcached
 from kvbench.runner.levels import run_comparison, run_sweep
-from kvbench.runner.queue import QueueCoordinator
+from kvbench.runner.queue import QueueCarry, QueueCoordinator
 
 # option name -> config path; CLI values override the scenario file.
 OPTION_PATHS = {
@@ -85,6 +85,7 @@ OPTION_PATHS = {
     "max_error_rate": "load.max_error_rate",
     "cluster": "load.cluster",
     "cluster_listen": "load.cluster_listen",
+    "prometheus": "report.prometheus",
 }
 
 
@@ -102,6 +103,8 @@ def settings_from_options(targets: tuple[str, ...], options: dict[str, Any]) -> 
         value = options.get(name)
         if value is not None and value is not False:
             settings[path] = (value, "--" + name.replace("_path", "").replace("_", "-"))
+    if options.get("commands"):
+        settings["workload.commands"] = (options["commands"], "--command")
     if options.get("no_save"):
         settings["report.save"] = (False, "--no-save")
     if options.get("quiet"):
@@ -232,16 +235,30 @@ def queue_once(console: Console, config: QueueConfig, outputs: Outputs) -> int:
 def measure_queue(console: Console, config: QueueConfig) -> RunResult:
     """One queue run: producers and consumers, a live line per interval; its result (mode
     ``queue``)."""
+    return measure_queue_phase(console, config, None)[0]
+
+
+def measure_queue_phase(
+    console: Console, config: QueueConfig, carry: QueueCarry | None
+) -> tuple[RunResult, QueueCarry]:
+    """A queue run that continues ``carry`` (an earlier phase's tag and ledger; None: a
+    run of its own): its result, and what the next phase continues."""
     start = (
         f", consumers start after {config.consumers_start_after:,} stored"
-        if config.consumers_start_after
+        if config.consumers_start_after and config.consumers
         else ""
     )
+    if config.producers == 0:
+        what = f"a drain: {config.consumers} consumer(s) until the queue is empty"
+    else:
+        what = (
+            f"{config.producers} producer(s) x {config.consumers} consumer(s)"
+            + (" (write only)" if config.consumers == 0 else "")
+            + f", {config.messages:,} messages of {config.message_size_bytes} bytes"
+        )
+    pop = f", {config.pop_command}" if config.consumers else ""
     console.print(
-        f"kvbench queue: {config.target.url}  {config.producers} producer(s) x "
-        f"{config.consumers} consumer(s), {config.messages:,} messages of "
-        f"{config.message_size_bytes} bytes, pipeline {config.pipeline}, "
-        f"{config.pop_command}{start}"
+        f"kvbench queue: {config.target.url}  {what}, pipeline {config.pipeline}{pop}{start}"
     )
     origin: list[int] = []
 
@@ -251,9 +268,10 @@ def measure_queue(console: Console, config: QueueConfig) -> RunResult:
         if config.report.live:
             console.print(queue_live_line(queue_interval_row(snapshot, record, origin[0])))
 
-    result = QueueCoordinator(config, show_interval, console.print).run()
+    coordinator = QueueCoordinator(config, show_interval, console.print, carry)
+    result = coordinator.run()
     sys.stdout.flush()
-    return result
+    return result, coordinator.carry()
 
 
 # -- many runs -------------------------------------------------------------------------
@@ -274,7 +292,7 @@ def sweep_and_report(
     """
     objective = parse_slo(slo) if slo else None
     with LiveView(console, config, runs=len(levels)) as view:
-        outcomes = run_sweep(config, axis, levels, view.interval, view.note)
+        outcomes = run_sweep(config, axis, levels, view.interval, view.note, view.start)
     rows: list[LevelRow] = [
         level_row(o.level, o.result, o.reason, objective, INTERRUPTED if o.interrupted else FAILED)
         for o in outcomes
@@ -314,7 +332,7 @@ def compare_and_report(console: Console, configs: list[RunConfig], outputs: Outp
     """
     first = configs[0]
     with LiveView(console, first, runs=len(configs)) as view:
-        ran = run_comparison(configs, first.load.rounds, view.interval, view.note)
+        ran = run_comparison(configs, first.load.rounds, view.interval, view.note, view.start)
     results = ran.results
     save_runs(first.report, results)
     columns = [target_column(r) for r in results]

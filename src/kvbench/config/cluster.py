@@ -16,12 +16,17 @@ DEFAULT_SCHEDULER_PORT = 8786
 INSTALL_HINT = "Dask support is not installed: pip install 'kvbench[cluster]'"
 
 
-def dask_installed() -> bool:
-    """Whether the optional ``distributed`` package can be imported (it is not imported)."""
+def installed(module: str) -> bool:
+    """Whether an optional package can be imported (it is not imported)."""
     try:
-        return importlib.util.find_spec("distributed") is not None
+        return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
+
+
+def dask_installed() -> bool:
+    """Whether the optional ``distributed`` package can be imported (it is not imported)."""
+    return installed("distributed")
 
 
 def _join(host: str, port: int) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kvbench.config.cluster import parse_listen_address, parse_scheduler_url
+from kvbench.config.commands import check_commands, parse_commands
 from kvbench.config.model import (
     MIN_INTERVAL_NS,
     WORKLOAD_OPS,
@@ -25,8 +26,15 @@ from kvbench.config.model import (
     WorkloadConfig,
 )
 from kvbench.config.names import suggestion
+from kvbench.config.prometheus import parse_prometheus_address
 from kvbench.config.queue import QUEUE_SCHEMES
-from kvbench.config.targets import check_http_targets, check_key_limits, mask_url, parse_target
+from kvbench.config.targets import (
+    check_cluster_targets,
+    check_http_targets,
+    check_key_limits,
+    mask_url,
+    parse_target,
+)
 from kvbench.config.workload_fields import (
     MIN_VERIFY_VALUE_BYTES,
     TIMESTAMP_VALUE_BYTES,
@@ -145,6 +153,7 @@ _field("workload.value_size")(parse_value_size)
 _field("workload.value_kind")(parse_value_kind)
 _field("workload.verify")(_boolean)
 _field("workload.ratio")(parse_ratio)
+_field("workload.commands")(parse_commands)
 _field("workload.multiget_keys")(_positive(1))
 _field("workload.ttl_s")(parse_ttl)
 _field("workload.preload")(_boolean)
@@ -169,6 +178,7 @@ _field("report.json")(_text)
 _field("report.db")(_text)
 _field("report.save")(_boolean)
 _field("report.live")(_boolean)
+_field("report.prometheus")(parse_prometheus_address)
 _field("target.urls")(_urls)
 
 
@@ -217,15 +227,18 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
         values[key] = parse(raw, origin)
     targets = _targets(values.get("target.urls", []))
     workload = _build_workload(values, settings)
+    check_cluster_targets(targets, workload, lambda key: _origin(settings, key))
     load = _build_load(values, default_processes, settings)
     load = _check_shards(targets, load, settings)
     check_http_targets(targets, workload, load.pipeline, lambda key: _origin(settings, key))
     check_key_limits(targets, workload, lambda key: _origin(settings, _key_setting(key, values)))
+    check_commands(targets, workload, lambda key: _origin(settings, key))
     report = ReportConfig(
         json_path=values.get("report.json"),
         db_path=values.get("report.db") or default_db_path(),
         save=values.get("report.save", True),
         live=values.get("report.live", True),
+        prometheus=values.get("report.prometheus"),
     )
     return RunConfig(targets=targets, workload=workload, load=load, report=report)
 
@@ -248,8 +261,10 @@ def _targets(urls: list[str]) -> tuple[TargetConfig, ...]:
 
 def _check_shards(targets: tuple[Any, ...], load: LoadConfig, settings: Settings) -> LoadConfig:
     """Several targets are memcached servers sharded by ketama: every worker needs a
-    connection to each, so processes are capped at connections / servers."""
-    if len(targets) < 2:
+    connection to each, so processes are capped at connections / servers. (Several
+    ``redis+cluster://`` targets are seeds of one cluster, capped once its masters are
+    known: runner/redis_cluster.py.)"""
+    if len(targets) < 2 or all(t.cluster for t in targets):
         return load
     if any(t.family != "memcache" for t in targets):
         raise ConfigError(
@@ -309,7 +324,9 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
         value_size_max_bytes=size_max,
         value_size_weights=size_weights,
         value_kind=value_kind,
-        ratio=values.get("workload.ratio", defaults.ratio),
+        # Commands alone make the mix unless a ratio is given too.
+        ratio=values.get("workload.ratio", () if "workload.commands" in values else defaults.ratio),
+        commands=values.get("workload.commands", ()),
         multiget_keys=values.get("workload.multiget_keys", defaults.multiget_keys),
         ttl_s=ttl_s,
         ttl_max_s=ttl_max_s,

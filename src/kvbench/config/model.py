@@ -23,7 +23,9 @@ class TargetConfig:
         url: the URL as given, credentials masked (safe to print and store).
         scheme: the URL scheme (``memcached``, ``memcached+binary``, ``redis`` ...).
         protocol: the codec registry name (``memcache-text``, ``resp2`` ...).
-        host, port: where to connect.
+        host, port: where to connect (an IPv6 address without its URL brackets); for a
+            Unix socket, ``localhost`` and 0.
+        socket_path: the Unix socket to connect to (``memcached+unix:///path``), or None.
         db: Redis database number (SELECT), 0 by default.
         username, password: Redis AUTH credentials; never stored or printed.
         path: the rest of the URL path (queue name, HTTP path), without the leading slash.
@@ -34,6 +36,8 @@ class TargetConfig:
         stats_url: an HTTP gateway's backing memcached (``?stats=memcached://H:P``), whose
             stats stand in for the gateway's in samples and reconciliation; None: no stats.
         pipelining: an HTTP gateway may take ``--pipeline`` > 1 (``?pipeline=1``).
+        cluster: a node of a Redis Cluster (``redis+cluster://``): keys go to the master
+            serving their hash slot, redirects are followed.
     """
 
     url: str
@@ -52,6 +56,16 @@ class TargetConfig:
     tls_key: str | None = None
     stats_url: str | None = None
     pipelining: bool = False
+    cluster: bool = False
+    socket_path: str | None = None
+
+    @property
+    def address(self) -> str:
+        """Where the server listens, as people write it: ``host:port``, ``[::1]:11211``, or
+        the socket's path."""
+        if self.socket_path is not None:
+            return self.socket_path
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     @property
     def family(self) -> str:
@@ -82,6 +96,8 @@ class WorkloadConfig:
             and min/max are the smallest and largest size.
         value_kind: ``random``, ``compressible`` or ``timestamp`` (8-byte big-endian ms).
         ratio: weight per op name (``get``, ``set``, ``delete``, ``incr``, ``mget``).
+        commands: (command template, weight) pairs (``--command``; config/commands.py),
+            drawn in the same mix as ``ratio``'s ops; results are kept per command name.
         multiget_keys: keys per ``mget`` op.
         ttl_s: expiry sent with stores (0: none); with ``ttl_max_s`` the low end of a
             range from which each connection draws its own ttl.
@@ -104,6 +120,7 @@ class WorkloadConfig:
     value_size_weights: tuple[tuple[int, int], ...] = ()
     value_kind: str = "random"
     ratio: tuple[tuple[str, int], ...] = (("set", 1), ("get", 10))
+    commands: tuple[tuple[str, int], ...] = ()
     multiget_keys: int = 10
     ttl_s: int = 0
     ttl_max_s: int | None = None
@@ -167,12 +184,15 @@ class ReportConfig:
         db_path: the SQLite history database.
         save: store the run in the history.
         live: print a line per interval.
+        prometheus: ``HOST:PORT`` to serve the running figures on for Prometheus to scrape
+            (``--prometheus``), or None.
     """
 
     json_path: str | None = None
     db_path: str = ""
     save: bool = True
     live: bool = True
+    prometheus: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,4 +213,7 @@ class RunConfig:
             target.pop("password", None)
             target.pop("username", None)
         data["workload"]["ratio"] = dict(self.workload.ratio)
+        data["workload"]["commands"] = [
+            {"command": text, "weight": weight} for text, weight in self.workload.commands
+        ]
         return data

@@ -169,16 +169,21 @@ PRESETS: dict[str, Preset] = {
             name="queue-producer-consumer",
             title="queue producer/consumer: 1,000,000 messages of 100 bytes, 2 producers",
             original=(
-                "memcacheq: 1,000,000 messages of 100 bytes put by 2 producers, then drained "
-                "by consumers, then a mixed run with consumers starting after 100,000 were "
-                "produced; puts/s and gets/s, with no check that no message was lost or "
-                "duplicated."
+                "memcacheq: 1,000,000 messages of 100 bytes written by 2 producers; then "
+                "drained by 2 consumers; then a mixed run with consumers starting after "
+                "100,000 were produced; puts/s and gets/s per phase, with no check that no "
+                "message was lost or duplicated."
             ),
             measures=(
-                "the same two runs with kvbench queue: every message carries its producer, "
-                "sequence number and send time, so lost, duplicated and out-of-order messages "
-                "are counted per producer (zero expected), with end-to-end latency and the "
-                "backlog over time; a run that lost or duplicated a message fails."
+                "the same three phases in one invocation (write with --consumers 0, drain "
+                "with --producers 0 until the queue is empty, confirmed by a second empty "
+                "read 1 s later, then mixed), each printing puts, puts/s, gets, gets/s and "
+                "its duration; one delivery ledger across them (every message carries its "
+                "producer, sequence number and send time: a message stored in the write "
+                "and never read in the drain is lost), end-to-end latency, the backlog, "
+                "the server's stats queue before and after each phase and, with "
+                "--data-dir, the size of its data directory; a phase that lost or "
+                "duplicated a message fails."
             ),
             shape="queue",
             settings={
@@ -189,7 +194,8 @@ PRESETS: dict[str, Preset] = {
                 "pipeline": "16",
             },
             steps=(
-                Step("produce, then drain", {"consumers_start_after": "1000000"}),
+                Step("write", {"consumers": "0"}),
+                Step("drain", {"producers": "0"}),
                 Step("mixed", {"consumers_start_after": "100000"}),
             ),
         ),
@@ -217,5 +223,6 @@ def with_scheme(url: str, preset: Preset) -> str:
         return url
     scheme, rest = url.split("://", 1)
     if scheme.startswith("memcached"):
-        return f"{preset.scheme}://{rest}"
+        unix = "+unix" if "unix" in scheme.lower().split("+") else ""  # a socket stays one
+        return f"{preset.scheme}{unix}://{rest}"
     return url

@@ -9,6 +9,7 @@ environment; every error names the flag or URL part to fix.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -39,6 +40,9 @@ class QueueConfig:
         queue: the queue (memcacheq) or list (Redis) name.
         block_ns: Redis only: BRPOP with this timeout instead of RPOP; None: RPOP.
         producers, consumers: how many of each; one process and one connection each.
+            No consumers: a write-only run (the messages stay in the queue); no
+            producers: a drain (it ends when the queue is empty, confirmed by an empty
+            read ``grace`` after the first).
         messages: messages sent in total, shared out across producers.
         message_size_bytes: every message's length, header included.
         pipeline: requests in flight per connection (closed loop).
@@ -51,6 +55,8 @@ class QueueConfig:
         timeout_ns: a request unanswered this long counts as ``timeout``.
         connect_timeout_ns: how long to wait for a connection to open.
         interval_ns: live-line and snapshot period.
+        data_dir: a local server's data directory (memcacheq's Berkeley DB home, -H):
+            its size is reported at the run's end; None: not asked.
         report: where the result goes (JSON, history).
     """
 
@@ -70,6 +76,7 @@ class QueueConfig:
     timeout_ns: int = 5_000_000_000
     connect_timeout_ns: int = 3_000_000_000
     interval_ns: int = 1_000_000_000
+    data_dir: str | None = None
     report: ReportConfig = field(default_factory=ReportConfig)
 
     @property
@@ -154,8 +161,8 @@ def build_queue_config(url: str, options: dict[str, Any], report: ReportConfig) 
         backend=backend,
         queue=queue,
         block_ns=block_ns,
-        producers=count("producers", defaults.producers, 1),
-        consumers=count("consumers", defaults.consumers, 1),
+        producers=count("producers", defaults.producers, 0),
+        consumers=count("consumers", defaults.consumers, 0),
         messages=count("messages", defaults.messages, 1),
         message_size_bytes=defaults.message_size_bytes
         if size is None
@@ -169,10 +176,21 @@ def build_queue_config(url: str, options: dict[str, Any], report: ReportConfig) 
         poll_interval_ns=duration("poll_interval", defaults.poll_interval_ns, "ms"),
         timeout_ns=duration("timeout", defaults.timeout_ns, "ms", minimum_ns=1),
         interval_ns=duration("interval", defaults.interval_ns, minimum_ns=MIN_INTERVAL_NS),
+        data_dir=_data_dir(options.get("data_dir")),
         report=report,
     )
     _check(config)
     return config
+
+
+def _data_dir(raw: Any) -> str | None:
+    """``--data-dir``: an existing directory (its size is read after the run)."""
+    if raw is None:
+        return None
+    path = os.path.abspath(str(raw))
+    if not os.path.isdir(path):
+        raise ConfigError("--data-dir", f"{raw!r} is not a directory")
+    return path
 
 
 def _flag(name: str) -> str:
@@ -181,6 +199,8 @@ def _flag(name: str) -> str:
 
 def _check(config: QueueConfig) -> None:
     """Settings that contradict each other."""
+    if config.producers == 0 and config.consumers == 0:
+        raise ConfigError("--producers", "a run needs producers, consumers or both (both are 0)")
     if config.consumers_start_after > config.messages:
         raise ConfigError(
             "--consumers-start-after",

@@ -1,10 +1,14 @@
 """Target URLs: the scheme picks the protocol.
 
 ``memcached://host:11211`` (text), ``memcached+binary://``, ``memcached+meta://``,
-``redis://[user:pass@]host:6379/0`` (RESP2; ``?resp=3`` for RESP3), ``http+memc://host:80/memc``
-(an nginx memc gateway). Credentials are kept apart from the masked URL that is printed
-and stored. Everything a URL says is checked here, before any connection: the port, the
-path, and every ?option against what the scheme takes.
+``redis://[user:pass@]host:6379/0`` (RESP2; ``?resp=3`` for RESP3), ``redis+cluster://host:7000``
+(a seed node of a Redis Cluster; ``rediss+cluster://`` with TLS), ``http+memc://host:80/memc``
+(an nginx memc gateway). ``+unix`` in a memcached or redis scheme connects to a Unix socket
+instead: ``memcached+unix:///path/to.sock``, ``memcached+binary+unix:///...``,
+``redis+unix:///path/to.sock?db=1``. IPv6 addresses go in brackets
+(``memcached://[::1]:11211``). Credentials are kept apart from the masked URL that is
+printed and stored. Everything a URL says is checked here, before any connection: the
+port, the path, and every ?option against what the scheme takes.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ SCHEMES: dict[str, tuple[str, int]] = {
     "memcached+meta": ("memcache-meta", 11211),
     "redis": ("resp2", 6379),
     "rediss": ("resp2", 6379),
+    # A seed node of a Redis Cluster: the run discovers the masters and routes by slot.
+    "redis+cluster": ("resp2", 6379),
+    "rediss+cluster": ("resp2", 6379),
     # Queues (``kvbench queue``): the path names the queue / list.
     "memcacheq": ("memcache-text", 22201),
     "redis-queue": ("resp2", 6379),
@@ -40,11 +47,20 @@ TLS_OPTIONS = ("ca", "insecure", "cert", "key")
 URL_OPTIONS: dict[str, tuple[str, ...]] = {
     "redis": ("resp",),
     "rediss": ("resp", *TLS_OPTIONS),
+    "redis+cluster": ("resp",),
+    "rediss+cluster": ("resp", *TLS_OPTIONS),
     "redis-queue": ("resp", "block", "db"),
     "http+memc": HTTP_OPTIONS,
+    # On a Unix socket the path is the socket's: the database is an option.
+    "redis+unix": ("resp", "db"),
 }
+# The schemes that take ``+unix`` (in any place after the first part: ``memcached+unix+meta``
+# and ``memcached+meta+unix`` are the same); TLS, queues and gateways do not.
+UNIX_SCHEMES = ("memcached", "memcached+text", "memcached+binary", "memcached+meta", "redis")
 # Schemes whose path is no database or name: memcached has neither.
 PATHLESS_SCHEMES = ("memcached", "memcached+text", "memcached+binary", "memcached+meta")
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+TLS_SCHEMES = ("rediss", "rediss+cluster")
 _BOOLEANS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 # The longest key each server family takes: memcached's, 250 bytes (protocol.txt, "Keys"),
 # in all its protocols and behind an HTTP gateway, which forwards keys to memcached; a
@@ -67,18 +83,20 @@ def parse_target(url: str, where: str = "target") -> TargetConfig:
     """
     if "://" not in url:
         raise ConfigError(where, f"{url!r} is not a URL (example: memcached://127.0.0.1:11211)")
-    parts = urlsplit(url)
+    parts = _split(url, where)
     scheme = parts.scheme.lower()
-    if scheme not in SCHEMES:
-        known = ", ".join(f"{name}://" for name in SCHEMES)
-        raise ConfigError(where, f"unknown scheme {scheme + '://'!r} in {url!r} (known: {known})")
-    protocol, default_port = SCHEMES[scheme]
-    port = _port(parts, default_port, url, where)
-    host = parts.hostname
-    if not host:
-        raise ConfigError(where, f"no host in {url!r}")
-    path = parts.path.lstrip("/")
-    if path and scheme in PATHLESS_SCHEMES:
+    base, unix = _base_scheme(scheme, url, where)
+    protocol, default_port = SCHEMES[base]
+    if base in CLUSTER_SCHEMES and "," in parts.netloc:
+        raise ConfigError(
+            where, f"{url!r}: give each seed node as a URL of its own ({scheme}://HOST:PORT ...)"
+        )
+    if unix:
+        host, port, socket_path, path = "localhost", 0, _socket_path(parts, url, where), ""
+    else:
+        host, socket_path, path = _host(parts, url, where), None, parts.path.lstrip("/")
+        port = _port(parts, default_port, url, where)
+    if path and base in PATHLESS_SCHEMES:
         raise ConfigError(
             where, f"/{path}: memcached has no databases or paths; drop it from the URL"
         )
@@ -89,12 +107,16 @@ def parse_target(url: str, where: str = "target") -> TargetConfig:
         if resp not in ("2", "3"):
             raise ConfigError(where, f"resp={resp}: the protocol version is 2 or 3")
         protocol = f"resp{resp}"
-        if path and scheme != "redis-queue":  # there the path is the list's name
+        if unix and "db" in query:
+            path = query["db"][-1]
+        if path and base != "redis-queue":  # there the path is the list's name
             if not path.isdigit():
                 raise ConfigError(where, f"redis database must be a number, got {path!r}")
             db = int(path)
-    tls = _tls_options(scheme, query, where)
-    http = _http_options(scheme, query, path, where)
+            if db and base in CLUSTER_SCHEMES:
+                raise ConfigError(where, f"/{path}: a Redis Cluster has database 0 only")
+    tls = _tls_options(base, query, where)
+    http = _http_options(base, query, path, where)
     username = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password else None
     if username is not None and password is None:
@@ -112,7 +134,64 @@ def parse_target(url: str, where: str = "target") -> TargetConfig:
         **tls,
         **http,
         path=path,
+        socket_path=socket_path,
+        cluster=base in CLUSTER_SCHEMES,
     )
+
+
+def _split(url: str, where: str) -> SplitResult:
+    """``urlsplit``, its complaints (an unclosed ``[``) as ConfigError."""
+    try:
+        return urlsplit(url)
+    except ValueError as exc:
+        raise ConfigError(where, f"{url!r}: {exc} (IPv6: memcached://[::1]:11211)") from None
+
+
+def _base_scheme(scheme: str, url: str, where: str) -> tuple[str, bool]:
+    """The scheme without ``+unix``, and whether it was there."""
+    words = scheme.split("+")
+    unix = "unix" in words[1:]
+    base = "+".join(word for word in words if word != "unix") if unix else scheme
+    if base not in SCHEMES:
+        known = ", ".join(f"{name}://" for name in SCHEMES)
+        raise ConfigError(
+            where,
+            f"unknown scheme {scheme + '://'!r} in {url!r} (known: {known}; "
+            "memcached and redis take +unix)",
+        )
+    if unix and base not in UNIX_SCHEMES:
+        raise ConfigError(
+            where, f"{scheme}://: Unix sockets are for memcached and redis targets only"
+        )
+    return base, unix
+
+
+def _socket_path(parts: SplitResult, url: str, where: str) -> str:
+    """A ``+unix`` URL's socket path: absolute, after an empty host (three slashes)."""
+    if parts.hostname or parts.port is not None:
+        raise ConfigError(
+            where, f"{url!r}: a Unix socket URL names no host (memcached+unix:///path/to.sock)"
+        )
+    path = unquote(parts.path)
+    if not path.startswith("/") or path == "/":
+        raise ConfigError(
+            where, f"{url!r}: give the socket's absolute path (memcached+unix:///path/to.sock)"
+        )
+    return path
+
+
+def _host(parts: SplitResult, url: str, where: str) -> str:
+    """The host to connect to: a name, an IPv4 address, or an IPv6 address in brackets
+    (returned without them, a zone's ``%25`` decoded: ``[fe80::1%25eth0]``)."""
+    netloc = parts.netloc.rpartition("@")[2]
+    if netloc.count(":") > 1 and not netloc.startswith("["):
+        raise ConfigError(
+            where, f"{url!r}: an IPv6 address goes in brackets (memcached://[::1]:11211)"
+        )
+    host = parts.hostname
+    if not host:
+        raise ConfigError(where, f"no host in {url!r}")
+    return unquote(host)
 
 
 def mask_url(url: str) -> str:
@@ -148,8 +227,9 @@ def _query(scheme: str, text: str, where: str) -> dict[str, list[str]]:
     for name in query:
         if name in known:
             continue
-        if name in TLS_OPTIONS and scheme in ("redis", "redis-queue"):
-            raise ConfigError(where, "TLS options (ca, insecure, cert, key) need rediss://")
+        if name in TLS_OPTIONS and scheme in ("redis", "redis-queue", "redis+cluster"):
+            tls_scheme = "rediss+cluster" if scheme == "redis+cluster" else "rediss"
+            raise ConfigError(where, f"TLS options (ca, insecure, cert, key) need {tls_scheme}://")
         takes = f"takes {', '.join(known)}" if known else "takes no options"
         raise ConfigError(
             where, f"unknown option {name!r} ({scheme}:// {takes}){suggestion(name, known)}"
@@ -167,7 +247,7 @@ def _flag(query: dict[str, list[str]], name: str, where: str) -> bool:
 
 def _tls_options(scheme: str, query: dict[str, list[str]], where: str) -> dict[str, Any]:
     """TLS settings from a ``rediss://`` URL's query: ca, insecure, cert, key."""
-    if scheme != "rediss":
+    if scheme not in TLS_SCHEMES:
         return {}
     options: dict[str, Any] = {"tls": True}
     for name in ("ca", "cert", "key"):
@@ -286,3 +366,42 @@ def check_http_targets(
                 "an HTTP gateway stores values translated to URL-safe bytes: --verify "
                 "cannot check them",
             )
+
+
+def check_cluster_targets(
+    targets: tuple[TargetConfig, ...], workload: WorkloadConfig, origin: Callable[[str], str]
+) -> None:
+    """What a Redis Cluster run cannot take, refused before any socket opens.
+
+    ``redis+cluster://`` targets are seed nodes of one cluster: no other target may share
+    the run. A multi-key command must name keys of one hash slot (CROSSSLOT otherwise), and
+    kvbench's keys spread over every slot, so ``mget`` is refused unless the key prefix
+    holds a hash tag (then every key is in one slot, on one master).
+
+    Raises:
+        ConfigError: naming the target or the setting.
+    """
+    clusters = [t for t in targets if t.cluster]
+    if not clusters:
+        return
+    if len(clusters) != len(targets):
+        raise ConfigError(
+            "target",
+            "redis+cluster:// targets are seed nodes of one cluster: no other target can "
+            "share the run",
+        )
+    if {t.scheme for t in targets} == set(CLUSTER_SCHEMES):
+        raise ConfigError("target", "give every seed node with the same scheme (TLS or not)")
+    if any(op == "mget" for op, _ in workload.ratio) and not _has_hash_tag(workload.key_prefix):
+        raise ConfigError(
+            origin("workload.ratio"),
+            "mget: a Redis Cluster takes multi-key commands only for keys of one hash slot; "
+            "drop mget, or give keys one hash tag (--key-prefix '{bench}:')",
+        )
+
+
+def _has_hash_tag(prefix: str) -> bool:
+    """``prefix`` holds a whole hash tag (``{`` then ``}`` with a byte between): every key
+    that begins with it hashes by that tag alone (workload.slots.hash_tag)."""
+    start = prefix.find("{")
+    return start >= 0 and prefix.find("}", start + 1) > start + 1

@@ -26,6 +26,7 @@ from kvbench.protocols.base import ClientCodec
 if TYPE_CHECKING:
     from kvbench.engine.fastpath import PumpFactory
     from kvbench.engine.shards import Shard
+    from kvbench.workload.plan import RequestSource
 
 _now = time.monotonic_ns
 _TIMEOUT = int(Outcome.TIMEOUT)
@@ -89,6 +90,11 @@ class Connection(Link):
         self.closed_loop = True
         self._head = 0
         self._codes: list[int] = []
+        # The in-flight lists, index-aligned (a subclass may keep more: engine/redirect.py),
+        # and what notes each batch taken from the source besides its ops (None: nothing).
+        self._fifo: tuple[list[Any], ...] = (self._sent_ops, self._sent_ns, self._intended_ns)
+        self._kept: Callable[[RequestSource, int, int], None] | None = None
+        self._taken = 0  # how many requests the last ``_take`` took
         # The compiled pump (engine/fastpath.py), while the worker runs them; it then owns
         # the in-flight FIFO (closed or open loop) and the codec is only used for the setup.
         self._pump: Any = None
@@ -221,7 +227,8 @@ class Connection(Link):
             recorder.reply_service_ns.extend(map(sub, repeat(now, done), sent))
         codes.clear()
         if stop >= _COMPACT_AT and stop * 2 >= len(self._sent_ops):
-            del self._sent_ops[:stop], self._sent_ns[:stop], self._intended_ns[:stop]
+            for fifo in self._fifo:
+                del fifo[:stop]
             stop = 0
         self._head = stop
         if surplus > 0:
@@ -245,31 +252,14 @@ class Connection(Link):
             if n <= 0:
                 worker.maybe_finished()
                 return
-        source = self.source
-        encode_many = self._codec.encode_many
-        sent_ops = self._sent_ops
         out = bytearray()
         sent_ns = _now()
-        position = source.pos
-        remaining = n
-        encoded = 0  # bytes of the requests taken so far
         try:
-            while remaining:
-                if position == source.size:
-                    source.refill()
-                    position = 0
-                stop = min(source.size, position + remaining)
-                encode_many(source.ops, source.keys, source.values, position, stop, out)
-                sent_ops.extend(source.ops[position:stop])
-                encoded = len(out)
-                remaining -= stop - position
-                position = stop
+            self._take(n, out)
         finally:
             # A refill that raised: the requests taken before it are sent and in flight
             # (their send times beside their ops), as the pump does; the error goes on.
-            del out[encoded:]
-            taken = n - remaining
-            source.pos = position
+            taken = self._taken
             self._sent_ns.extend(repeat(sent_ns, taken))
             if budget >= 0:
                 tally.budget = budget - taken
@@ -285,21 +275,9 @@ class Connection(Link):
             self._pump.issue_scheduled(intended_ns)
             return
         n = len(intended_ns)
-        source = self.source
         out = bytearray()
         first = len(self._sent_ops)
-        position = source.pos
-        remaining = n
-        while remaining:
-            if position == source.size:
-                source.refill()
-                position = 0
-            stop = min(source.size, position + remaining)
-            self._codec.encode_many(source.ops, source.keys, source.values, position, stop, out)
-            self._sent_ops.extend(source.ops[position:stop])
-            remaining -= stop - position
-            position = stop
-        source.pos = position
+        self._take(n, out)
         sent_ns = _now()
         self._sent_ns.extend(repeat(sent_ns, n))
         self._intended_ns.extend(intended_ns)
@@ -314,15 +292,56 @@ class Connection(Link):
         self._tally.bytes_out += len(out)
         self._transport.write(out)
 
-    def fill(self) -> None:
-        """Top the pipeline up (after connecting, or when issuing resumes).
+    def to_open_loop(self) -> None:
+        """Send on the schedule from now on (``issue_scheduled``; the worker's dispatcher).
+
+        The intended times join the FIFO aligned with the ops: a request still listed from
+        the closed loop before (the preload's, answered or not) was due when it was sent.
+        """
+        self._intended_ns[:] = self._sent_ns
+        self.closed_loop = False
+
+    def _take(self, n: int, out: bytearray) -> None:
+        """Encode the source's next ``n`` requests into ``out``; their ops go in flight.
+
+        ``_taken`` says how many were taken: ``n``, or, when a refill raised, those taken
+        before it (``out`` then holds exactly their bytes).
+        """
+        source = self.source
+        encode_many = self._codec.encode_many
+        sent_ops = self._sent_ops
+        kept = self._kept
+        position = source.pos
+        remaining = n
+        encoded = 0  # bytes of the requests taken so far
+        try:
+            while remaining:
+                if position == source.size:
+                    source.refill()
+                    position = 0
+                stop = min(source.size, position + remaining)
+                encode_many(source.ops, source.keys, source.values, position, stop, out)
+                sent_ops.extend(source.record_ops[position:stop])
+                if kept is not None:
+                    kept(source, position, stop)
+                encoded = len(out)
+                remaining -= stop - position
+                position = stop
+        finally:
+            del out[encoded:]
+            source.pos = position
+            self._taken = n - remaining
+
+    def fill(self, depth: int | None = None) -> None:
+        """Top the pipeline up (after connecting, or when issuing resumes), to ``depth``
+        requests in flight instead of ``pipeline`` when given (the preload's).
 
         Not in an open loop: only the schedule sends there (a request sent here would have
         no intended time, and a reconnected connection would send a burst off schedule).
         """
         if not self.closed_loop:
             return
-        missing = self.pipeline - self.inflight
+        missing = (self.pipeline if depth is None else depth) - self.inflight
         if missing > 0:
             self.issue(missing)
 
@@ -367,8 +386,7 @@ class Connection(Link):
         self._clear()
 
     def _clear(self) -> None:
-        self._sent_ops.clear()
-        self._sent_ns.clear()
-        self._intended_ns.clear()
+        for fifo in self._fifo:
+            fifo.clear()
         self._codes.clear()
         self._head = 0

@@ -14,8 +14,9 @@ The worker's send state (issuing, budget, interval cut time, byte counts) lives 
 the recorder's buffers at every interval cut, so the fold and everything after it is
 the same whichever path counted them.
 
-Everything else stays in Python: ``--verify``, ``--ttl`` ranges, RESP3, HTTP,
-and any build without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
+Everything else stays in Python: ``--verify``, ``--command``, ``--ttl`` ranges, RESP3,
+HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any build
+without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
 path too); ``python_reason`` names the reason, and the run records it.
 """
 
@@ -98,8 +99,14 @@ def python_reason(config: RunConfig) -> str | None:
         return "extension not built"
     if os.environ.get(PURE_PYTHON_ENV):
         return f"{PURE_PYTHON_ENV} is set"
+    if any(target.cluster for target in config.targets):
+        # The pump would count -MOVED/-ASK as error replies: the Python driver follows them.
+        return "Redis Cluster"
     if config.workload.verify:
         return "--verify"
+    if config.workload.commands:
+        # The C side encodes and scans the fixed ops only.
+        return "arbitrary commands (--command)"
     if config.workload.ttl_max_s is not None and config.workload.ttl_max_s != config.workload.ttl_s:
         # Each connection has its own ttl, written into its requests; pumps share a stream.
         return "a --ttl range"

@@ -139,7 +139,8 @@ class OpenLoopDispatcher:
         In a sharded run the dropped requests are taken from the servers' sequences in
         turn, so no server's key sequence is skipped ahead of the others'.
         """
-        shards = self._shards
+        # A Redis Cluster master that serves none of the keys has no requests to skip.
+        shards = [s for s in self._shards if not s.source.empty]
         counts = self._recorder.counts
         self._take_budget(n)
         first, stop = self._dropped, self._dropped + n
@@ -164,6 +165,6 @@ class OpenLoopDispatcher:
         for _ in range(k):
             if source.pos == source.size:
                 source.refill()
-            ops.append(source.ops[source.pos])
+            ops.append(source.record_ops[source.pos])
             source.pos += 1
         return ops

@@ -278,12 +278,21 @@ class Producer(QueueLink):
             for i, code in enumerate(codes):
                 if code != _STORED:
                     self.unacknowledged.append(self._seqs[head + i])
-                    kind = ReplyKind(code & 0xFF).name.lower()
-                    self._host.note_error("put_not_stored", f"a put was answered {kind}")
+                    self._host.note_error("put_not_stored", self._refusal(code))
         if stored:
             self.stored += stored
             self.last_ack_ns = now
         self._head = stop
+
+    def _refusal(self, code: int) -> str:
+        """A put's answer other than stored, in the server's words where the codec kept
+        them (``SERVER_ERROR out of memory storing object``: memcacheq's reply to a
+        message longer than its ``-B``)."""
+        kind = ReplyKind(code & 0xFF)
+        text = self._codec.last_error if kind is ReplyKind.ERROR_REPLY else None
+        if text:
+            return "a put was refused: " + bytes(text).decode("utf-8", "backslashreplace")
+        return f"a put was answered {kind.name.lower()}"
 
     def _forget(self, index: int) -> None:
         self.unacknowledged.append(self._seqs[index])
@@ -312,6 +321,9 @@ class Consumer(QueueLink):
         received: messages of this run received; foreign: messages of other runs or tools.
         empties: dequeues that found the queue empty.
         empty_since_ns: when the current run of empty answers began (None after a message).
+        last_empty_ns: when the latest empty answer came (with ``empty_since_ns``: an
+            empty read this long after the first, nothing in between, confirms the queue
+            empty).
         last_receive_ns: when the last message arrived.
     """
 
@@ -337,6 +349,7 @@ class Consumer(QueueLink):
         self.foreign = 0
         self.empties = 0
         self.empty_since_ns: int | None = None
+        self.last_empty_ns: int | None = None
         self.last_receive_ns = 0
 
     def fill(self) -> None:
@@ -422,6 +435,7 @@ class Consumer(QueueLink):
         if not messages and empties:
             if self.empty_since_ns is None:
                 self.empty_since_ns = now
+            self.last_empty_ns = now
             if self._poll_s > 0 and self.issuing and self._timer is None:
                 self._timer = asyncio.get_running_loop().call_later(self._poll_s, self._wake)
                 return

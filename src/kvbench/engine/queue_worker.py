@@ -70,6 +70,7 @@ class QueueProgress:
         received, foreign: a consumer's messages of this run / of others so far.
         empty_since_ns: a consumer: since when every answer said "empty" (None: the last
             answer brought a message, or it has not asked yet).
+        last_empty_ns: a consumer: when the latest of those empty answers came.
         finished: the worker is done.
         producers, seqs: a consumer's new receipts, in order.
     """
@@ -80,6 +81,7 @@ class QueueProgress:
     received: int = 0
     foreign: int = 0
     empty_since_ns: int | None = None
+    last_empty_ns: int | None = None
     finished: bool = False
     producers: array[int] = field(default_factory=lambda: array("I"))
     seqs: array[int] = field(default_factory=lambda: array("Q"))
@@ -289,6 +291,7 @@ class QueueWorker(LinkKeeper):
             received=link.received,
             foreign=link.foreign,
             empty_since_ns=link.empty_since_ns,
+            last_empty_ns=link.last_empty_ns if link.empty_since_ns is not None else None,
             finished=finished,
             producers=producers,
             seqs=seqs,

@@ -50,7 +50,8 @@ def connect_error_text(exc: BaseException) -> str:
 
 
 async def open_link(link: Link, timeout_ns: int) -> None:
-    """Open ``link``'s transport to its server (TLS for rediss://) and wait for its setup.
+    """Open ``link``'s transport to its server (TLS for rediss://, a Unix socket for
+    ``+unix`` URLs) and wait for its setup.
 
     Raises:
         OSError, TimeoutError: the connection could not be opened in time.
@@ -60,13 +61,16 @@ async def open_link(link: Link, timeout_ns: int) -> None:
     link.ready = loop.create_future()
     target, context = link.target, link.ssl_context
     async with asyncio.timeout(timeout_ns / 1e9):
-        await loop.create_connection(
-            lambda: link,
-            target.host,
-            target.port,
-            ssl=context,
-            server_hostname=target.host if context else None,
-        )
+        if target.socket_path is not None:
+            await loop.create_unix_connection(lambda: link, target.socket_path)
+        else:
+            await loop.create_connection(
+                lambda: link,
+                target.host,
+                target.port,
+                ssl=context,
+                server_hostname=target.host if context else None,
+            )
         await link.ready
 
 

@@ -14,6 +14,7 @@ from kvbench.config.model import TargetConfig
 from kvbench.protocols.base import ClientCodec, CodecOptions
 from kvbench.protocols.http1 import HttpMemcCodec, host_header
 from kvbench.protocols.registry import CODECS
+from kvbench.protocols.resp import RespCodec
 
 
 def codec_factory_for(
@@ -25,6 +26,9 @@ def codec_factory_for(
     if target.family == "http":  # the gateway's location and Host come from the URL
         host = host_header(target.host, target.port)
         return lambda: HttpMemcCodec(opts, path=target.path, host=host)
+    if target.cluster:  # MOVED and ASK told apart from error replies (engine/redirect.py)
+        version = 3 if target.protocol == "resp3" else 2
+        return lambda: RespCodec(opts, protocol=version, cluster=True)
     return lambda: spec.factory(opts)
 
 

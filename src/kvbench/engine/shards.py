@@ -1,10 +1,13 @@
-"""Several memcached servers in one run: keys placed by ketama, one shard per server.
+"""Several servers in one run: keys placed on them, one shard per server.
 
-The keyspace is partitioned with the ketama ring twemproxy uses (workload.ketama); each
-server gets its own request source over the keys placed on it and its share of the
-connections, so a connection only ever sends keys that live on its server. Load per
-server follows its connections (closed loop) or its share of the schedule (open loop);
-within a server, keys follow the configured pattern over that server's keys.
+Several memcached servers: the keyspace is partitioned with the ketama ring twemproxy
+uses (workload.ketama). A Redis Cluster: keys go to the master serving their hash slot
+(workload.slots), and the placement follows the cluster when a slot moves during the run
+(engine/redirect.py calls ``placed_plan`` again). Either way each server gets its own
+request source over the keys placed on it and its share of the connections, so a
+connection only ever sends keys that live on its server. Load per server follows its
+connections (closed loop) or its share of the schedule (open loop); within a server, keys
+follow the configured pattern over that server's keys.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from dataclasses import dataclass, replace
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.engine.setup import ssl_context_for
 from kvbench.errors import ConfigError
+from kvbench.workload.commands import check_commands, compile_commands
 from kvbench.workload.ketama import KetamaRing
 from kvbench.workload.plan import RequestSource, WorkloadPlan, compile_plan
+from kvbench.workload.slots import SlotMap, SlotPlacement
 
 
 @dataclass(slots=True)
@@ -29,11 +34,31 @@ class Shard:
     source: RequestSource
     ssl: ssl.SSLContext | None
     completed: int = 0  # replies since the last interval cut
+    redirected: int = 0  # Redis Cluster: requests it redirected since the last cut
 
 
 def server_name(target: TargetConfig) -> str:
-    """The name a server has on the ring: ``host:port``, as in nutcracker's config."""
+    """The name a server has on the ring: ``host:port``, as in nutcracker's config (a Unix
+    socket's path, as nutcracker names one)."""
+    if target.socket_path is not None:
+        return target.socket_path
     return f"{target.host}:{target.port}"
+
+
+def check_shards(config: RunConfig) -> None:
+    """What every worker compiles for its shards and could refuse, checked once up front
+    (the commands, for each target's protocol), so it is one ConfigError before any worker
+    starts or socket opens.
+
+    Raises:
+        ConfigError: a command a target's protocol cannot carry.
+    """
+    check_commands(config)
+
+
+def source_for(plan: WorkloadPlan, target: TargetConfig) -> RequestSource:
+    """The requests of ``plan`` for ``target``: its commands compiled for its protocol."""
+    return RequestSource(plan, templates=compile_commands(plan.config.commands, target.protocol))
 
 
 def build_shards(config: RunConfig, worker_index: int, n_workers: int) -> list[Shard]:
@@ -45,7 +70,8 @@ def build_shards(config: RunConfig, worker_index: int, n_workers: int) -> list[S
     plan = compile_plan(config.workload, worker_index, n_workers)
     targets = config.targets
     if len(targets) == 1:
-        return [Shard(0, targets[0], plan, RequestSource(plan), ssl_context_for(targets[0]))]
+        target = targets[0]
+        return [Shard(0, target, plan, source_for(plan, target), ssl_context_for(target))]
     ring = KetamaRing([server_name(t) for t in targets])
     key_groups = ring.partition(plan.key_table)
     counter_groups = ring.partition(plan.counter_table)
@@ -62,6 +88,45 @@ def build_shards(config: RunConfig, worker_index: int, n_workers: int) -> list[S
             counter_table=[plan.counter_table[i] for i in counters],
         )
         shards.append(
-            Shard(index, target, shard_plan, RequestSource(shard_plan), ssl_context_for(target))
+            Shard(
+                index, target, shard_plan, source_for(shard_plan, target), ssl_context_for(target)
+            )
         )
     return shards
+
+
+def cluster_shards(
+    config: RunConfig, worker_index: int, n_workers: int, slot_map: SlotMap
+) -> tuple[list[Shard], SlotPlacement, WorkloadPlan]:
+    """One shard per master of a Redis Cluster (``config.targets`` are its masters, in
+    ``slot_map.nodes`` order), each over the keys whose slot it serves; a master serving
+    none of them gets an empty shard (a slot may move to it).
+
+    Returns:
+        The shards, the worker's live placement, and the whole plan (what a shard's plan
+        is cut from when the placement changes).
+    """
+    plan = compile_plan(config.workload, worker_index, n_workers)
+    placement = SlotPlacement(slot_map, [plan.key_table, plan.counter_table])
+    shards = []
+    for index, target in enumerate(config.targets):
+        shard_plan = placed_plan(plan, placement, index)
+        source = RequestSource(shard_plan)
+        shards.append(Shard(index, target, shard_plan, source, ssl_context_for(target)))
+    return shards, placement, plan
+
+
+def placed_plan(plan: WorkloadPlan, placement: SlotPlacement, node: int) -> WorkloadPlan:
+    """``plan`` cut down to the keys ``node`` serves under ``placement``.
+
+    A master that serves keys but none of the counter keys (a small keyspace) sends its
+    incr requests to counters of other masters: they are redirected, and counted so.
+    """
+    keys, counters = placement.indexes(node)
+    counter_table = [plan.counter_table[i] for i in counters] if keys and counters else []
+    return replace(
+        plan,
+        config=replace(plan.config, keys=len(keys)),
+        key_table=[plan.key_table[i] for i in keys],
+        counter_table=counter_table or (plan.counter_table if keys else []),
+    )

@@ -24,14 +24,16 @@ from kvbench.engine.link import Link, SetupWriter
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
 from kvbench.engine.reconnect import LinkKeeper, open_links
+from kvbench.engine.redirect import ClusterConnection, ClusterRouter
 from kvbench.engine.setup import setup_for
-from kvbench.engine.shards import Shard, build_shards
+from kvbench.engine.shards import Shard, build_shards, cluster_shards
 from kvbench.engine.verify import Verifier
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.protocols.base import OP_NAMES, Op
+from kvbench.protocols.base import Op
 from kvbench.units import share_out
 from kvbench.workload.plan import WorkloadPlan
+from kvbench.workload.slots import SlotMap
 
 _now = time.monotonic_ns
 T = TypeVar("T")
@@ -57,6 +59,8 @@ class WorkerSpec:
         worker_index, n_workers: this worker's place among all workers.
         connections: connections this worker opens.
         requests: this worker's share of ``--requests`` (None: run for the duration).
+        slot_map: a Redis Cluster run: which master (``config.targets[i]``) serves each
+            hash slot, as discovered before the run (runner/redis_cluster.py).
     """
 
     config: RunConfig
@@ -64,6 +68,7 @@ class WorkerSpec:
     n_workers: int
     connections: int
     requests: int | None
+    slot_map: SlotMap | None = None
 
     @property
     def process_name(self) -> str:
@@ -114,12 +119,18 @@ class Worker(LinkKeeper):
         config = spec.config
         self.spec = spec
         self._emit = emit
-        self.shards = build_shards(config, spec.worker_index, spec.n_workers)
+        if spec.slot_map is not None:
+            self.shards, placement, whole = cluster_shards(
+                config, spec.worker_index, spec.n_workers, spec.slot_map
+            )
+        else:
+            self.shards = build_shards(config, spec.worker_index, spec.n_workers)
         self.target: TargetConfig = self.shards[0].target
         self.plan: WorkloadPlan = self.shards[0].plan
         self.source = self.shards[0].source
-        keys_per_op = [config.workload.multiget_keys if op == Op.MGET else 1 for op in Op]
-        super().__init__(Recorder(OP_NAMES, keys_per_op), config.load.connect_timeout_ns)
+        # Op numbers index the fixed ops' names, then the commands' (workload/commands.py).
+        recorder = Recorder(self.plan.op_names(), self.plan.keys_per_op())
+        super().__init__(recorder, config.load.connect_timeout_ns)
         self.verifier = Verifier(self.recorder) if config.workload.verify else None
         self.connections: list[Connection] = []
         # Why connections run the Python driver (None: they run the compiled pumps).
@@ -135,6 +146,20 @@ class Worker(LinkKeeper):
         self._cpu_mark_ns = time.process_time_ns()
         self._finished: asyncio.Event | None = None
         self.dispatcher: OpenLoopDispatcher | None = None
+        # A Redis Cluster run: where each slot is served now, and redirects followed.
+        self.router = (
+            ClusterRouter(
+                self,
+                self.recorder,
+                placement,
+                whole,
+                self.shards,
+                lambda: self.issuing,
+                config.load.timeout_ns / 1e9,
+            )
+            if spec.slot_map is not None
+            else None
+        )
 
     # -- send state, shared with the compiled pumps -------------------------------------
 
@@ -184,6 +209,10 @@ class Worker(LinkKeeper):
         shard: Shard,
     ) -> Connection:
         """A connection of this worker (not opened), sending to ``shard``."""
+        if self.router is not None:
+            return ClusterConnection(
+                self, self.tally, self.recorder, codec_factory, setup, pipeline, shard, self.router
+            )
         return Connection(self, self.tally, self.recorder, codec_factory, setup, pipeline, shard)
 
     # -- preload -----------------------------------------------------------------------
@@ -193,14 +222,15 @@ class Worker(LinkKeeper):
         start = _now()
         for shard in self.shards:
             await self._preload_shard(shard)
+        self._shard_stats()
         return self.recorder.cut("preload", 0, start, _now())
 
     async def _preload_shard(self, shard: Shard) -> None:
         keys = shard.plan.preload_range()
         source = shard.source
-        saved = (source.ops, source.keys, source.values, source.pos, source.size)
+        saved = (source.ops, source.record_ops, source.keys, source.values, source.pos, source.size)
         table = shard.plan.key_table
-        source.ops = [int(Op.SET)] * len(keys)
+        source.ops = source.record_ops = [int(Op.SET)] * len(keys)
         source.keys = [table[i] for i in keys]
         source.values = source.preload_values(keys)
         source.pos, source.size = 0, len(keys)
@@ -214,16 +244,14 @@ class Worker(LinkKeeper):
         depth = 1 if http else PRELOAD_PIPELINE
         for conn in self.connections:
             if conn.shard is shard:
-                conn.pipeline, saved_depth = depth, conn.pipeline
-                conn.fill()
-                conn.pipeline = saved_depth
+                conn.fill(depth)
         watchdog = asyncio.create_task(self._watch_timeouts())
         self.maybe_finished()
         await self._finished.wait()
         watchdog.cancel()
         self.issuing = False
         self._running = False
-        source.ops, source.keys, source.values, source.pos, source.size = saved
+        source.ops, source.record_ops, source.keys, source.values, source.pos, source.size = saved
         self.budget = None
 
     # -- the run -----------------------------------------------------------------------
@@ -275,6 +303,8 @@ class Worker(LinkKeeper):
             gc.unfreeze()
             for task in tasks:
                 task.cancel()
+            if self.router is not None:
+                self.router.close()
             self._running = False
             self.issuing = False
             for conn in self.connections:
@@ -299,7 +329,7 @@ class Worker(LinkKeeper):
             seed=spec.config.workload.seed * 1000 + spec.worker_index,
         )
         for conn in self.connections:
-            conn.closed_loop = False
+            conn.to_open_loop()
         return OpenLoopDispatcher(
             self,
             self.tally,
@@ -360,10 +390,7 @@ class Worker(LinkKeeper):
             self.recorder.add_stat("offered", self.dispatcher.offered(end_ns))
         self._cpu_mark_ns, self.bytes_in, self.bytes_out = cpu, 0, 0
         self.recorder.add_stat("connections_live_min", self.take_live_min())
-        if len(self.shards) > 1:
-            for shard in self.shards:
-                self.recorder.add_stat(f"server{shard.index}_completed", shard.completed)
-                shard.completed = 0
+        self._shard_stats()
         stats = self.recorder.stats
         samples = stats.pop("inflight_samples", 0)
         inflight_sum = stats.pop("inflight_sum", 0)
@@ -373,6 +400,15 @@ class Worker(LinkKeeper):
         snapshot = self.recorder.cut(self.phase, self._index, self._interval_start_ns, end_ns)
         self._interval_start_ns = end_ns
         self._emit(snapshot)
+
+    def _shard_stats(self) -> None:
+        """Each server's replies (and a cluster's redirects) since the last cut, as stats."""
+        if len(self.shards) > 1 or self.router is not None:
+            for shard in self.shards:
+                self.recorder.add_stat(f"server{shard.index}_completed", shard.completed)
+                shard.completed = 0
+        if self.router is not None:
+            self.router.take_stats(self.recorder)
 
     def _enter_drain(self, boundary: int) -> None:
         self.phase = "drain"

@@ -84,6 +84,20 @@ class DeliveryLedger:
         self._stream_max: dict[tuple[int, int], int] = {}
         self.unexpected = 0
 
+    def extend(self, planned: Sequence[int]) -> range:
+        """Plan more producers (a later phase of the same run tag, one ledger for all):
+        their ids follow the ones planned already. Returns their ids."""
+        first = len(self.planned)
+        self.planned += tuple(planned)
+        self._seen += [np.zeros(n, dtype=np.bool_) for n in planned]
+        self._unique += [0] * len(planned)
+        self._received += [0] * len(planned)
+        return range(first, len(self.planned))
+
+    def unique_of(self, producers: range) -> int:
+        """Distinct messages received so far of these producers."""
+        return sum(self._unique[p] for p in producers)
+
     @property
     def unique_total(self) -> int:
         """Distinct messages received so far, over all producers."""

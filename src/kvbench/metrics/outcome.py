@@ -29,6 +29,11 @@ class Outcome(enum.IntEnum):
     DROPPED = 23  # open loop: not sent, too far behind schedule
     LATE = 24  # open loop: sent behind its slot (also counted in its reply's outcome)
     MISMATCH = 25  # --verify: a get hit whose value is not ours (also counted as its hit)
+    # Redis Cluster redirects: the driver sends the request on to the node they name and
+    # counts them as worker stats (moved, ask); the request ends with the reply it gets
+    # there. Never counted as an outcome.
+    MOVED = 26
+    ASK = 27
 
 
 N_OUTCOMES = max(Outcome) + 1
@@ -44,5 +49,7 @@ ERROR_OUTCOMES = frozenset(
 SUCCESS_OUTCOMES = frozenset(o for o in Outcome if o < Outcome.ERROR_REPLY)
 # Notes counted besides an op's real outcome: they never end a request on their own.
 NOTE_OUTCOMES = frozenset({Outcome.LATE, Outcome.MISMATCH})
-# Outcomes that end a request (everything but the notes, which are counted besides).
-FINAL_OUTCOMES = frozenset(o for o in Outcome if o not in NOTE_OUTCOMES)
+# Replies that pass a request on to another node: it has not ended.
+REDIRECT_OUTCOMES = frozenset({Outcome.MOVED, Outcome.ASK})
+# Outcomes that end a request (everything but the notes and redirects).
+FINAL_OUTCOMES = frozenset(o for o in Outcome if o not in NOTE_OUTCOMES | REDIRECT_OUTCOMES)

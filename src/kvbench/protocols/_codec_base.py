@@ -23,6 +23,7 @@ from kvbench.protocols.base import (
     Op,
     Ops,
     Reply,
+    ReplyKind,
     Value,
     Values,
 )
@@ -78,6 +79,9 @@ class CodecBase(abc.ABC):
         self._failure: str | None = None
         self._pending = pending
         self._head = 0
+        # The latest error reply's text (SERVER_ERROR ...), for ``read_kinds`` callers,
+        # which get only its kind: a refused write is shown with the server's own words.
+        self.last_error: bytes | None = None
 
     @abc.abstractmethod
     def encode(self, op: Op, key: Key, value: Value | None, out: bytearray, arg: int = 0) -> int:
@@ -132,6 +136,8 @@ class CodecBase(abc.ABC):
         append = kinds.append
         while (reply := next_reply()) is not NEED_DATA:
             append(reply.kind | reply.keys << KEYS_SHIFT)
+            if reply.kind is ReplyKind.ERROR_REPLY:
+                self.last_error = reply.payload
             count += 1
         return count
 

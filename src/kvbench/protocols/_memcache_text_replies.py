@@ -47,6 +47,9 @@ _DELETE_REPLIES = {b"DELETED": _DELETED, b"NOT_FOUND": _NOT_FOUND}
 _TOUCH_REPLIES = {b"TOUCHED": _TOUCHED, b"NOT_FOUND": _NOT_FOUND}
 _ARITH_REPLIES = {b"NOT_FOUND": _NOT_FOUND}
 _NO_STATUS: dict[bytes, Reply] = {}
+# The first words of the replies that are listings ending with an END line: ``stats``
+# (and its subcommands) and ``stats cachedump`` (protocol.txt "Statistics").
+_LISTING_LINES = (b"STAT ", b"ITEM ")
 _STORE_OPS = (Op.SET, Op.ADD, Op.REPLACE, Op.APPEND, Op.PREPEND, Op.CAS)
 
 # The batch paths compare plain ints: ops as the engine passes them, and the
@@ -105,6 +108,7 @@ class TextReplies(MemcacheCore):
             Op.DECR: self._parse_arith,
             Op.TOUCH: self._parse_touch,
             Op.STATS: self._parse_stats,
+            Op.COMMAND: self._parse_command,
         }
         parsers.update(dict.fromkeys(_STORE_OPS, self._parse_store))
         # Indexed by op; ops encode() refuses never reach the FIFO.
@@ -239,6 +243,8 @@ class TextReplies(MemcacheCore):
                 if reply is NEED_DATA:
                     break
                 append(reply.kind | reply.keys << KEYS_SHIFT)
+                if reply.kind is ReplyKind.ERROR_REPLY:
+                    self.last_error = reply.payload
                 head += 1
         except ProtocolError as exc:
             self._failure = str(exc)
@@ -400,3 +406,85 @@ class TextReplies(MemcacheCore):
             # memcached can fail part way through a multi-get (out of memory, bad key).
             self._mget_index = 0
             return self._finish_mget(error.nbytes, error.payload)
+
+    # -- arbitrary commands (Op.COMMAND): the reply's first line says its frame ------------
+
+    def _parse_command(self, _: object) -> Reply | NeedData:
+        """Any command's reply, framed by its first line (protocol.txt "Commands"):
+
+        ``VALUE`` blocks then ``END`` (get, gets, gat, gats); ``VA <size> ...`` and one
+        data block (meta get/arithmetic with ``v``); ``STAT``/``ITEM`` lines then ``END``
+        (stats, stats cachedump); an error line; else one status line (STORED, TOUCHED,
+        DELETED, HD, EN, a number, VERSION, OK, END ...). An error line is an
+        ``ERROR_REPLY``, anything else ``OK``: commands are counted as ok or error.
+        """
+        rb = self._rb
+        data = rb.data
+        pos = rb.pos
+        eol = rb.find_line(pos, self._max)
+        if eol < 0:
+            return NEED_DATA
+        if data.startswith(b"VALUE ", pos):
+            return self._command_lines(pos, blocks=True)
+        if data.startswith(b"VA ", pos):
+            return self._command_block(pos, eol)
+        if data.startswith(_LISTING_LINES, pos):
+            return self._command_lines(pos, blocks=False)
+        line = bytes(data[pos:eol])
+        nbytes = eol + 2 - pos
+        if nbytes > self._max:
+            raise ReplyTooLarge(f"reply line longer than {self._max} bytes")
+        rb.pos = eol + 2
+        return error_reply(line, nbytes) or Reply(
+            ReplyKind.OK, nbytes, line if self._keep else None
+        )
+
+    def _command_lines(self, start: int, blocks: bool) -> Reply | NeedData:
+        """``VALUE`` lines, each with its data block (``blocks``), or ``STAT``/``ITEM``
+        lines; then ``END``, or an error line memcached sent part way (out of memory)."""
+        rb = self._rb
+        data = rb.data
+        pos = start
+        items = (b"VALUE ",) if blocks else _LISTING_LINES
+        while True:
+            eol = rb.find_line(pos, self._max - (pos - start))
+            if eol < 0:
+                return NEED_DATA
+            if not data.startswith(items, pos):
+                break
+            end = eol + 2
+            if blocks:
+                end += _value_size(data[pos + 6 : eol].split(b" ")) + 2
+            if end - start > self._max:
+                raise ReplyTooLarge(f"reply larger than {self._max} bytes")
+            if len(data) < end:
+                return NEED_DATA
+            if blocks and not data.startswith(b"\r\n", end - 2):
+                raise ProtocolError("VALUE data block not followed by CRLF")
+            pos = end
+        line = bytes(data[pos:eol])
+        rb.pos = eol + 2
+        if line == b"END":
+            payload = bytes(data[start:pos]) if self._keep else None
+            return Reply(ReplyKind.OK, eol + 2 - start, payload)
+        error = error_reply(line, eol + 2 - start)
+        if error is None:
+            raise ProtocolError(f"unexpected line in a command's reply: {line[:64]!r}")
+        return error
+
+    def _command_block(self, start: int, eol: int) -> Reply | NeedData:
+        """``VA <size> <flags>*`` and a data block of ``size`` bytes (protocol.txt "Meta Get")."""
+        rb = self._rb
+        size = rb.data[start + 3 : eol].split(b" ", 1)[0]
+        if not size.isdigit() or len(size) > MAX_SIZE_DIGITS:
+            raise ProtocolError(f"bad VA line: {bytes(rb.data[start:eol])[:64]!r}")
+        end = eol + 2 + int(size)
+        if end + 2 - start > self._max:
+            raise ReplyTooLarge(f"reply of {end + 2 - start} bytes, bound {self._max}")
+        if len(rb.data) < end + 2:
+            return NEED_DATA
+        if not rb.data.startswith(b"\r\n", end):
+            raise ProtocolError("VA data block not followed by CRLF")
+        rb.pos = end + 2
+        payload = bytes(rb.data[eol + 2 : end]) if self._keep else None
+        return Reply(ReplyKind.OK, end + 2 - start, payload)

@@ -8,7 +8,7 @@ caller owns, and bytes fed to it into ``Reply`` values, in order.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol
 
@@ -56,6 +56,10 @@ class ReplyKind(enum.IntEnum):
     OK = 9
     VALUE = 10  # an integer, status or array reply (incr, RESP +OK-like values, stats)
     ERROR_REPLY = 20  # ERROR / CLIENT_ERROR / SERVER_ERROR / -ERR / HTTP 5xx
+    # Redis Cluster redirects, from a codec asked to tell them (redis+cluster:// targets):
+    # the request is to be sent on to another node, so neither ends it.
+    MOVED = 26
+    ASK = 27
 
 
 class Reply(NamedTuple):
@@ -126,7 +130,15 @@ class ClientCodec(Protocol):
     """One per connection; holds both halves because the reply grammar depends on the request.
 
     No sockets, no clock, no event loop.
+
+    Attributes:
+        last_error: the text of the latest error reply ``read_kinds`` parsed where the
+            codec keeps it (memcached text: ``SERVER_ERROR out of memory storing object``),
+            else None: ``read_kinds`` gives only kinds, and a refusal is shown in the
+            server's own words.
     """
+
+    last_error: bytes | None
 
     def encode(self, op: Op, key: Key, value: Value | None, out: bytearray, arg: int = 0) -> int:
         """Append one request to ``out``.
@@ -204,26 +216,6 @@ class ClientCodec(Protocol):
 
 KIND_MASK = 0xFF
 KEYS_SHIFT = 8
-
-
-@dataclass(frozen=True, slots=True)
-class CodecSpec:
-    """A registry entry: how to build a codec and what it can do.
-
-    Attributes:
-        name: the registry key (``memcache-text``, ``resp2`` ...).
-        factory: builds one codec for one connection.
-        ordered_replies: replies come back in request order (all codecs here: the binary and
-            meta codecs match opaques and still yield replies in request order).
-        ops: the ops this codec can encode.
-        default_port: the server's usual port.
-    """
-
-    name: str
-    factory: Callable[[CodecOptions], ClientCodec]
-    ordered_replies: bool
-    ops: frozenset[Op]
-    default_port: int
 
 
 def parse_stats_text(payload: bytes) -> dict[str, str]:

@@ -16,6 +16,7 @@ from kvbench.protocols._codec_base import op_table
 from kvbench.protocols._memcache_lines import multiget_keys, value_length
 from kvbench.protocols._memcache_text_replies import TextReplies
 from kvbench.protocols.base import CodecOptions, Keys, Op, Ops, Value, Values
+from kvbench.protocols.commands import Request, text_template
 
 _Encoder = Callable[[Op, Any, Value | None, bytearray, int], int]
 
@@ -30,12 +31,13 @@ _STORE_VERBS = {
 }
 
 # encode_many compares the ops as the engine passes them: plain ints.
-_GET, _SET, _DELETE, _INCR, _MGET = (
+_GET, _SET, _DELETE, _INCR, _MGET, _COMMAND = (
     int(Op.GET),
     int(Op.SET),
     int(Op.DELETE),
     int(Op.INCR),
     int(Op.MGET),
+    int(Op.COMMAND),
 )
 # The ops encode_many sends with arg 1 (one step); every other op gets 0.
 _STEPPED = frozenset({_INCR, int(Op.DECR)})
@@ -63,9 +65,12 @@ class MemcacheTextCodec(TextReplies):
     """Client side of memcached's text protocol, for one connection.
 
     Supports get, gets, multi-get, set, add, replace, append, prepend, cas, delete,
-    incr, decr, touch and stats. ``NOOP`` and ``COMMAND`` have no text form and raise
-    ``ValueError`` at ``encode``. ``encode``'s ``arg`` is the cas unique (CAS), the delta
-    (INCR/DECR) or the exptime (TOUCH).
+    incr, decr, touch, stats and arbitrary commands: ``COMMAND`` takes a ``Request``
+    rendered by ``protocols.commands.text_template`` (or the words of one, as a sequence
+    or a line, checked the same way), and its reply is framed by its first line (see
+    ``TextReplies``). ``NOOP`` has no text form and raises ``ValueError`` at ``encode``.
+    ``encode``'s ``arg`` is the cas unique (CAS), the delta (INCR/DECR) or the exptime
+    (TOUCH).
 
     With ``options.noreply`` storage, delete, incr/decr and touch carry ``noreply`` and
     announce no reply. memcached still answers some failures of such commands (e.g.
@@ -112,6 +117,7 @@ class MemcacheTextCodec(TextReplies):
             Op.DECR: self._encode_arith,
             Op.TOUCH: self._encode_touch,
             Op.STATS: self._encode_stats,
+            Op.COMMAND: self._encode_command,
         }
         encoders.update(dict.fromkeys(_STORE_VERBS, self._encode_store))
         self._encoders = op_table(encoders, "the memcached text protocol has no {op} command")
@@ -178,6 +184,10 @@ class MemcacheTextCodec(TextReplies):
                         add((b"get ", b" ".join(key), b"\r\n"))
                         run = i + 1
                         continue
+                elif op == _COMMAND and keys[i].__class__ is Request:
+                    parts.append(keys[i])
+                    run = i + 1
+                    continue
                 # Rare ops and other value types: bytes and FIFO catch up, then encode().
                 out += b"".join(parts)
                 parts.clear()
@@ -270,5 +280,15 @@ class MemcacheTextCodec(TextReplies):
 
     def _encode_stats(self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int) -> int:
         out += b"stats\r\n"
+        self._push(op, None)
+        return 1
+
+    def _encode_command(
+        self, op: Op, key: Any, value: Value | None, out: bytearray, arg: int
+    ) -> int:
+        if key.__class__ is not Request:
+            words = key.split() if isinstance(key, bytes | bytearray) else list(key)
+            key = text_template([bytes(word) for word in words]).render((), value)
+        out += key
         self._push(op, None)
         return 1

@@ -26,6 +26,8 @@ from kvbench.protocols.base import (
     Value,
     Values,
 )
+from kvbench.protocols.commands import Request
+from kvbench.protocols.resp_cluster import Redirect, parse_redirect
 
 # hiredis returns this from gets() when no complete reply is buffered (RESP3 has a real
 # boolean false, so the default False sentinel would be ambiguous).
@@ -46,12 +48,15 @@ _Encoder = Callable[[Any, Any, bytearray, int], int]
 
 # The pending FIFO holds one code per announced reply: the ``Op`` value of the request, or
 # ``_SETUP`` for HELLO/AUTH/SELECT. ``_handlers[code]`` turns the reply into a ``Reply``.
+# ``_ASKING``'s reply is checked and consumed here: it answers no request of the caller's.
 _SETUP = len(Op)
+_ASKING = _SETUP + 1
 _GET = int(Op.GET)
 _SET = int(Op.SET)
 _DELETE = int(Op.DELETE)
 _INCR = int(Op.INCR)
 _DECR = int(Op.DECR)
+_COMMAND = int(Op.COMMAND)
 # read_kinds values (``int(kind) | keys << KEYS_SHIFT``) of the common replies.
 _HIT_1 = int(_HIT) | 1 << KEYS_SHIFT
 _MISS_0 = int(_MISS)
@@ -153,20 +158,31 @@ class RespCodec(CodecBase):
     ``CodecOptions.noreply`` and ``flags`` have no RESP form and are ignored; ``ttl_s``
     adds ``EX ttl`` to SET, ADD (``SET NX``) and REPLACE (``SET XX``).
 
+    With ``cluster=True`` (a Redis Cluster node), a ``-MOVED`` or ``-ASK`` error reply is
+    a ``MOVED`` or ``ASK`` reply instead of an ``ERROR_REPLY``, and its parsed ``Redirect``
+    is appended to ``redirects``: the driver, which sends the request on, takes them from
+    there in order. ``encode_asking`` writes the ASKING that must precede the request an
+    ASK sends on.
+
     Attributes:
         protocol: 2 or 3. With 3, the caller first sends ``encode_hello``.
         push_messages: RESP3 push messages skipped.
+        redirects: cluster mode: the redirects replied, oldest first, for the driver.
     """
 
     _pending: list[int]
 
-    def __init__(self, options: CodecOptions = _DEFAULT_OPTIONS, protocol: int = 2) -> None:
+    def __init__(
+        self, options: CodecOptions = _DEFAULT_OPTIONS, protocol: int = 2, cluster: bool = False
+    ) -> None:
         if protocol not in (2, 3):
             raise ValueError(f"RESP protocol must be 2 or 3, not {protocol!r}")
         # The pending FIFO: codes from ``_head`` on are announced and not yet answered.
         super().__init__(options, [])
         self.protocol = protocol
         self.push_messages = 0
+        self.redirects: list[Redirect] = []
+        self._cluster = cluster
         self._reader = hiredis.Reader(notEnoughData=_INCOMPLETE)
         self._skip_pushes = protocol == 3
         self._null_nbytes = 3 if protocol == 3 else 5
@@ -254,8 +270,9 @@ class RespCodec(CodecBase):
             Op.STATS: self._on_info,
             Op.COMMAND: self._on_command,
         }
-        # Ops without an encoder are never pending; _SETUP comes last.
-        return [handlers.get(op, self._on_setup) for op in Op] + [self._on_setup]
+        # Ops without an encoder are never pending; _SETUP and _ASKING come last (the
+        # readers consume ASKING's reply before any handler would see it).
+        return [handlers.get(op, self._on_setup) for op in Op] + [self._on_setup] * 2
 
     # -- encoding ------------------------------------------------------------------------
 
@@ -267,8 +284,10 @@ class RespCodec(CodecBase):
 
         Args:
             op: the request kind; GETS, CAS and PREPEND have no Redis form.
-            key: the key; for ``Op.MGET`` a sequence of keys; for ``Op.COMMAND`` the argv
-                (a sequence of bytes or str, or one bytes string split on whitespace); for
+            key: the key; for ``Op.MGET`` a sequence of keys; for ``Op.COMMAND`` a
+                ``Request`` rendered by ``protocols.commands.resp_template`` (written as it
+                is), or the argv (a sequence of bytes or str, or one bytes string split on
+                whitespace); for
                 ``Op.STATS`` an optional INFO section.
             value: the value of SET/ADD/REPLACE/APPEND, else None.
             out: the caller's write buffer.
@@ -344,6 +363,10 @@ class RespCodec(CodecBase):
                     except KeyError:
                         out += self._head_for(self._incr_heads, _INCR_HEAD, len(key))
                     out += key
+                elif op == _COMMAND and keys[i].__class__ is Request:  # written whole
+                    out += crlf
+                    out += keys[i]  # type: ignore[arg-type]
+                    del out[-2:]
                 else:
                     # The encoder writes a whole request and pushes its own code: announce
                     # the requests before it first.
@@ -398,6 +421,24 @@ class RespCodec(CodecBase):
             out += _array(b"AUTH", username, password)
         self._pending.append(_SETUP)
         return 1
+
+    def encode_asking(self, out: bytearray) -> int:
+        """Append ``ASKING``: the request after it may use a slot this node is importing
+        (the Redis Cluster specification, "ASK redirection").
+
+        Its ``+OK`` is consumed by the codec, never returned: the caller sends ASKING right
+        before the request an ASK redirect sends on, and its FIFO holds that request only.
+
+        Returns:
+            0 (no reply for the caller).
+
+        Raises:
+            ProtocolError: later, from the readers, when the node answers ASKING with
+                anything but ``+OK`` (a node that is not in a cluster).
+        """
+        out += b"*1\r\n$6\r\nASKING\r\n"
+        self._pending.append(_ASKING)
+        return 0
 
     def encode_select(self, out: bytearray, db: int) -> int:
         """Append ``SELECT db``; returns 1 (``OK`` or ``ERROR_REPLY``)."""
@@ -483,6 +524,10 @@ class RespCodec(CodecBase):
         return 1
 
     def _encode_command(self, argv: Any, value: object, out: bytearray, arg: int) -> int:
+        if argv.__class__ is Request:  # rendered by protocols.commands.resp_template
+            out += argv
+            self._pending.append(_COMMAND)
+            return 1
         if isinstance(argv, bytes | bytearray | memoryview):
             argv = bytes(argv).split()
         if not argv:
@@ -537,6 +582,9 @@ class RespCodec(CodecBase):
                 self._head = head + 1
             else:
                 self._advance(head + 1)
+            if code == _ASKING:
+                self._asked(value)
+                continue
             return self._handlers[code](value)
 
     def read_kinds(self, kinds: list[int]) -> int:
@@ -593,8 +641,13 @@ class RespCodec(CodecBase):
                     continue
                 if code < 0:
                     self._fail(f"reply {value!r:.60} with no request pending")
+                if code == _ASKING:
+                    self._asked(value)
+                    continue
                 reply = handlers[code](value)
                 append(reply.kind | reply.keys << KEYS_SHIFT)
+                if reply.kind is ReplyKind.ERROR_REPLY:
+                    self.last_error = reply.payload
         finally:
             self._head = head
         if head >= _COMPACT_AT:
@@ -614,10 +667,19 @@ class RespCodec(CodecBase):
 
     # -- reply handlers: one per request shape -------------------------------------------
 
+    def _asked(self, value: Any) -> None:
+        """ASKING's reply: ``+OK``, or the stream is not what a cluster node sends."""
+        if value != b"OK":
+            self._fail(f"ASKING answered {value!r:.60}: not a cluster node's reply")
+
     def _other(self, value: Any, request: str) -> Reply:
-        """An error reply, or a ProtocolError for a reply that cannot answer ``request``."""
+        """An error reply (in cluster mode a redirect is told apart), or a ProtocolError for
+        a reply that cannot answer ``request``."""
         if value.__class__ is _ReplyError:
             text = str(value).encode()
+            if self._cluster and (redirect := parse_redirect(text)) is not None:
+                self.redirects.append(redirect)
+                return Reply(redirect.kind, len(text) + 3, text)
             return Reply(ReplyKind.ERROR_REPLY, len(text) + 3, text)
         self._fail(f"reply {value!r:.60} cannot answer {request}")
 
@@ -693,17 +755,17 @@ class RespCodec(CodecBase):
         return self._other(value, "INFO")
 
     def _on_command(self, value: Any) -> Reply:
+        """Any command's reply is ``OK`` or an error reply: commands are counted as ok or
+        error (with ``keep_payload``, a bulk string or number comes back as the payload)."""
         if value == b"OK":
             return self._ok
         if value.__class__ is _ReplyError:
             return self._other(value, "a command")
         nbytes = wire_nbytes(value, self._null_nbytes)
-        if isinstance(value, list | dict):
-            return Reply(_VALUE, nbytes, None, len(value))
         payload = None
-        if self._keep and value is not None:
+        if self._keep and value is not None and not isinstance(value, list | dict):
             payload = value if value.__class__ is bytes else str(value).encode()
-        return Reply(_VALUE, nbytes, payload)
+        return Reply(ReplyKind.OK, nbytes, payload)
 
     def _on_setup(self, value: Any) -> Reply:
         if value.__class__ is _ReplyError:

@@ -143,7 +143,9 @@ def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:
     facts.append(("window", f"{doc['window_s']:.2f} s"))
     if workload:
         ratio = workload.get("ratio") or {}
-        facts.append(("ops", " ".join(f"{op}:{w}" for op, w in ratio.items())))
+        mix = [f"{op}:{w}" for op, w in ratio.items()]
+        mix += [f"'{c['command']}':{c['weight']}" for c in workload.get("commands") or []]
+        facts.append(("ops", " ".join(mix)))
         low, high = workload.get("value_size_min_bytes"), workload.get("value_size_max_bytes")
         size = f"{low} B" if low == high else f"{low}{DASH}{high} B"
         keys = f"{workload.get('keys', 0):,}"

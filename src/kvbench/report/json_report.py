@@ -126,6 +126,7 @@ def _document(model: ReportModel) -> dict[str, Any]:
         "connections": model.connections,
         "workers": run.workers,
         "servers": model.servers,
+        **({"cluster": model.cluster} if model.cluster is not None else {}),
         "server": {
             **run.server,
             "reconciliation": [

@@ -50,11 +50,12 @@ def consume_window_s(run: RunResult) -> float:
 
 def op_bases(run: RunResult) -> dict[str, tuple[int, float]]:
     """Op -> (what its throughput counts, over which window): ``put`` the acknowledged
-    puts over the produce window, ``get`` the messages received over the consume window."""
-    totals = _section(run).delivery.totals()
+    puts over the produce window, ``get`` the messages received over the consume window
+    (this run's: a phase of a preset shares its ledger with the phases before it)."""
+    queue = _section(run)
     return {
-        "put": (totals["produced"], produce_window_s(run)),
-        "get": (totals["received"], consume_window_s(run)),
+        "put": (queue.own_produced(), produce_window_s(run)),
+        "get": (queue.own_received(), consume_window_s(run)),
     }
 
 
@@ -112,6 +113,38 @@ def interval_fields(
     }
 
 
+def phase_figures(run: RunResult) -> dict[str, Any]:
+    """The run as one phase of the classic experiment, in its units: puts (answered
+    stored) and gets (messages dequeued, of any run) over the phase's duration (its
+    start to the last put acknowledged or message received, the run's window), each rate
+    that count over that duration; the server's ``stats queue`` for the queue before and
+    after, and the ``--data-dir`` size at the end (None: not asked)."""
+    total = run.total()
+    counts = total.counts if total is not None else {}
+    puts = counts.get("put", {}).get("stored", 0)
+    gets = counts.get("get", {}).get("hit", 0)
+    # The rates are computed from the duration as given (to the microsecond), so they
+    # are recomputable from the document's own figures.
+    duration_s = round(max(0, run.window_end_ns - run.window_start_ns) / 1e9, 6)
+    return {
+        "puts": puts,
+        "puts_per_s": round(_per_s(puts, duration_s), 1),
+        "gets": gets,
+        "gets_per_s": round(_per_s(gets, duration_s), 1),
+        "duration_s": duration_s,
+        "stats_queue_before": _stats_queue(run.server.get("before")),
+        "stats_queue_after": _stats_queue(run.server.get("after")),
+        "data_dir": run.server.get("data_dir"),
+    }
+
+
+def _stats_queue(sample: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The queue's ``stats queue`` line (enqueued/dequeued) and the backlog they give."""
+    if not sample:
+        return None
+    return {k: sample[k] for k in ("enqueued", "dequeued", "backlog") if k in sample}
+
+
 def queue_figures(run: RunResult) -> dict[str, Any]:
     """The document's ``queue`` section: every figure a queue run has beyond its ops."""
     queue = _section(run)
@@ -122,6 +155,9 @@ def queue_figures(run: RunResult) -> dict[str, Any]:
     e2e = queue.e2e_total()
     bases = op_bases(run)
     start_ns = run.window_start_ns
+    # A write-only run reads nothing: what it stored is left for a drain to judge.
+    write_only = config.get("consumers") == 0
+    left = totals["produced"] - totals["unique"] if write_only else 0
     return {
         "name": config.get("queue"),
         "backend": config.get("backend"),
@@ -135,7 +171,8 @@ def queue_figures(run: RunResult) -> dict[str, Any]:
         "failed_puts": totals["sent"] - totals["produced"],
         "received": totals["received"],
         "unique": totals["unique"],
-        "lost": totals["lost"],
+        "lost": 0 if write_only else totals["lost"],
+        "left_in_queue": left,
         "duplicated": totals["duplicated"],
         "out_of_order": totals["out_of_order"],
         "unexpected": delivery.unexpected,
@@ -154,7 +191,7 @@ def queue_figures(run: RunResult) -> dict[str, Any]:
                 "produced": row.produced,
                 "received": row.received,
                 "unique": row.unique,
-                "lost": row.lost,
+                "lost": 0 if write_only else row.lost,
                 "duplicated": row.duplicated,
                 "out_of_order": row.out_of_order,
                 "lost_examples": list(row.lost_examples),
@@ -164,6 +201,8 @@ def queue_figures(run: RunResult) -> dict[str, Any]:
         "consumers": queue.consumers,
         "drained": queue.drained,
         "stop_reason": queue.stop_reason,
+        "carried_producers": queue.carried_producers,
+        "phase": phase_figures(run),
         "backlog": {
             "peak": queue.backlog_peak,
             "peak_t_s": None

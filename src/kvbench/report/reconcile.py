@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
+from urllib.parse import urlsplit
 
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.results.server_stats import stat_number
@@ -69,20 +70,145 @@ def _stat_pairs(server: dict[str, Any]) -> Pairs:
     so each round has its own pair (``results.model.combine_rounds``). No pair at all when
     any sample is missing: a partial reconciliation would only mislead.
     """
+    pairs = [(b["stats"], a["stats"]) for b, a in _stat_pairs_of(server)]
+    return pairs if all(b and a for b, a in pairs) else []
+
+
+def _stat_pairs_of(server: dict[str, Any]) -> Pairs:
+    """The (before, after) samples themselves (stats and each server's under
+    ``targets``), as ``_stat_pairs`` picks them; none when any is missing."""
     if "rounds" in server and "before" not in server:
         spans = [(r.get("before"), r.get("after")) for r in server["rounds"]]
     else:
         spans = [(server.get("before"), server.get("after"))]
-    pairs = [((b or {}).get("stats"), (a or {}).get("stats")) for b, a in spans]
-    if not pairs or any(not b or not a for b, a in pairs):
+    if not spans or any(not (b or {}).get("stats") or not (a or {}).get("stats") for b, a in spans):
         return []
-    return [(b, a) for b, a in pairs if b and a]
+    return [(b, a) for b, a in spans if b and a]
+
+
+# The fixed ops' counters: memcached ``stats`` and Redis ``INFO commandstats``.
+_MEMCACHED_OPS = {
+    "set": ("cmd_set",),
+    "delete": ("delete_hits", "delete_misses"),
+    "incr": ("incr_hits", "incr_misses"),
+}
+_REDIS_OPS = {
+    "get": ("cmdstat_get",),
+    "set": ("cmdstat_set",),
+    "delete": ("cmdstat_del",),
+    "incr": ("cmdstat_incr", "cmdstat_incrby"),
+    "mget": ("cmdstat_mget",),
+}
+# memcached text commands (``--command``) with a counter, and whether it counts keys (a
+# ``gat`` of two keys adds 2 to cmd_touch). Measured on memcached 1.6: every meta get is a
+# get, every meta set a set, ma counts as incr or decr as its mode says.
+_MEMCACHED_COMMANDS: dict[str, tuple[tuple[str, ...], bool]] = {
+    "get": (("cmd_get",), True),
+    "gets": (("cmd_get",), True),
+    "mg": (("cmd_get",), False),
+    "gat": (("cmd_touch",), True),
+    "gats": (("cmd_touch",), True),
+    "touch": (("cmd_touch",), False),
+    **dict.fromkeys(
+        ("set", "add", "replace", "append", "prepend", "cas", "ms"), (("cmd_set",), False)
+    ),
+    "delete": (("delete_hits", "delete_misses"), False),
+    "md": (("delete_hits", "delete_misses"), False),
+    "incr": (("incr_hits", "incr_misses"), False),
+    "decr": (("decr_hits", "decr_misses"), False),
+    "ma": (("incr_hits", "incr_misses", "decr_hits", "decr_misses"), False),
+    "flush_all": (("cmd_flush",), False),
+}
+_FIXED_OPS = frozenset({"get", "set", "delete", "incr", "mget"})
+
+
+def _commands(total: IntervalSnapshot) -> list[str]:
+    """The names of the run's commands: any name but the fixed ops', and a fixed op's name
+    that has ``ok`` replies (a command's replies are ok or error; a fixed op's never ok)."""
+    return sorted(
+        name
+        for name, outcomes in total.counts.items()
+        if name not in _FIXED_OPS or "ok" in outcomes
+    )
+
+
+@dataclass(slots=True)
+class _Row:
+    """Client ops that one group of server counters counts."""
+
+    names: list[str]
+    sure: int
+    unsure: int
+    counters: set[str]
+
+
+def _command_counts(total: IntervalSnapshot, name: str, per_key: bool) -> tuple[int, int]:
+    """A command's (sure, unsure) ops, in keys when its counter counts keys."""
+    sure, unsure = _ops(total, name)
+    completed = total.completed(name)
+    width = total.keys.get(name, completed) // completed if per_key and completed else 1
+    return sure * width, unsure * width
+
+
+def _commandstats(pairs: Pairs, name: str) -> tuple[str, ...]:
+    """``cmdstat_<name>``, and the ``cmdstat_<name>|<subcommand>`` entries of Redis 7."""
+    names = {f"cmdstat_{name}"}
+    for _, after in pairs:
+        names.update(n for n in after if n.startswith(f"cmdstat_{name}|"))
+    return tuple(sorted(names))
+
+
+def _rows(family: str, total: IntervalSnapshot, pairs: Pairs, mget_width: int) -> list[_Row]:
+    """Every op and command with the counters that count it (none: left out)."""
+    rows: list[_Row] = []
+    commands = _commands(total)
+    get, mget = _ops(total, "get"), _ops(total, "mget")
+    if "get" in commands:
+        get = (0, 0)  # a command named get: counted below, in keys
+    memcache = family in ("memcache", "http")
+    if memcache and ("get" not in commands or any(mget)):
+        mget_keys = total.keys.get("mget", 0)
+        rows.append(
+            _Row(["get (keys)"], get[0] + mget_keys, get[1] + mget[1] * mget_width, {"cmd_get"})
+        )
+    fixed = _MEMCACHED_OPS if memcache else _REDIS_OPS
+    for op, counters in fixed.items():
+        if op not in commands:
+            rows.append(_Row([op], *_ops(total, op), set(counters)))
+    for name in commands:
+        if memcache and name in _MEMCACHED_COMMANDS:
+            counters, per_key = _MEMCACHED_COMMANDS[name]
+            rows.append(_Row([name], *_command_counts(total, name, per_key), set(counters)))
+        elif not memcache:
+            rows.append(_Row([name], *_ops(total, name), set(_commandstats(pairs, name))))
+    return rows
+
+
+def _merged(rows: list[_Row]) -> list[_Row]:
+    """Rows whose counters overlap, as one (a ``--command add`` beside --ratio's set both
+    count in cmd_set); named by the ops that sent any, else by the first."""
+    merged: list[_Row] = []
+    for row in rows:
+        for other in [m for m in merged if m.counters & row.counters]:
+            merged.remove(other)
+            row = _Row(
+                other.names + row.names,
+                other.sure + row.sure,
+                other.unsure + row.unsure,
+                other.counters | row.counters,
+            )
+        merged.append(row)
+    return merged
 
 
 def reconcile(
     family: str, total: IntervalSnapshot, server: dict[str, Any], mget_width: int = 1
 ) -> list[Reconciled]:
     """Compare per-op client counts with the server's counter deltas (before -> after).
+
+    Commands (``--command``) are compared with their own counters: Redis's
+    ``cmdstat_<name>``, memcached's where it keeps one (``_MEMCACHED_COMMANDS``). Ops
+    counted by the same counters are one row.
 
     Args:
         family: ``memcache``, ``redis``, or ``http``: a gateway whose stats are those of its
@@ -94,29 +220,89 @@ def reconcile(
     pairs = _stat_pairs(server)
     if not pairs or family not in ("memcache", "redis", "http"):
         return []
+    result: list[Reconciled] = []
+    for row in _merged(_rows(family, total, pairs, mget_width)):
+        server_count = round(_delta(pairs, *sorted(row.counters)))
+        if row.sure or row.unsure or server_count:
+            sent = [n for n in row.names if total.ops(n.removesuffix(" (keys)"))] or row.names
+            result.append(Reconciled(" + ".join(sent), row.sure, server_count, row.unsure))
+        if row.names == ["get (keys)"] and family != "redis":
+            result += _hits(total, pairs, mget_width)
+    return result
+
+
+def _hits(total: IntervalSnapshot, pairs: Pairs, mget_width: int) -> list[Reconciled]:
+    """memcached's ``get_hits`` against the gets' hits (multi-get values included); left
+    out when a command gets too (its replies are ok or error, not hits)."""
+    if any(_MEMCACHED_COMMANDS.get(n, ((), False))[0] == ("cmd_get",) for n in _commands(total)):
+        return []
+    unsure = _ops(total, "get")[1] + _ops(total, "mget")[1] * mget_width
+    hits = total.counts.get("get", {}).get("hit", 0) + total.keys_hit.get("mget", 0)
+    server_count = round(_delta(pairs, "get_hits"))
+    if hits or unsure or server_count:
+        return [Reconciled("get hits", hits, server_count, unsure)]
+    return []
+
+
+# The commands a load run sends Redis, as INFO commandstats names them (cmdstat_<name>).
+REDIS_LOAD_COMMANDS = ("get", "set", "del", "incr", "incrby", "mget")
+
+
+def reconcile_nodes(
+    total: IntervalSnapshot, server: dict[str, Any], urls: list[str]
+) -> list[Reconciled]:
+    """Per master of a Redis Cluster run: what the client counted against its commandstats.
+
+    Two rows per master: ``<host:port>``, the replies that ended a request there
+    (``server<i>_completed``, all phases) against the calls of the load's commands; and
+    ``<host:port> redirected``, the requests it sent elsewhere (``server<i>_redirected``)
+    against those commands' ``rejected_calls`` (Redis 7.0), shown when either is not 0.
+    Every op whose fate is unknown widens both (which master it reached is unknown too).
+
+    Args:
+        total: every snapshot of the run (all phases and rounds) merged.
+        server: the run's server samples; each master's own under ``targets``.
+        urls: the masters' URLs, in the order of the ``server<i>_*`` stats.
+    """
+    unsure = sum(_ops(total, op)[1] for op in total.counts)
     rows: list[Reconciled] = []
-
-    def add(name: str, client: tuple[int, int], *server_names: str) -> None:
-        server_count = round(_delta(pairs, *server_names))
-        if client[0] or client[1] or server_count:
-            rows.append(Reconciled(name, client[0], server_count, client[1]))
-
-    get, mget = _ops(total, "get"), _ops(total, "mget")
-    if family in ("memcache", "http"):
-        mget_keys = total.keys.get("mget", 0)
-        add("get (keys)", (get[0] + mget_keys, get[1] + mget[1] * mget_width), "cmd_get")
-        hits = total.counts.get("get", {}).get("hit", 0) + total.keys_hit.get("mget", 0)
-        add("get hits", (hits, get[1] + mget[1] * mget_width), "get_hits")
-        add("set", _ops(total, "set"), "cmd_set")
-        add("delete", _ops(total, "delete"), "delete_hits", "delete_misses")
-        add("incr", _ops(total, "incr"), "incr_hits", "incr_misses")
-    else:
-        add("get", get, "cmdstat_get")
-        add("set", _ops(total, "set"), "cmdstat_set")
-        add("delete", _ops(total, "delete"), "cmdstat_del")
-        add("incr", _ops(total, "incr"), "cmdstat_incr", "cmdstat_incrby")
-        add("mget", mget, "cmdstat_mget")
+    for index, url in enumerate(urls):
+        pairs = _node_pairs(server, url, len(urls))
+        if not pairs:
+            return []
+        name = urlsplit(url).netloc.rpartition("@")[2] or url
+        calls = _commands_delta(pairs, "calls")
+        client = int(total.stats.get(f"server{index}_completed", 0))
+        rows.append(Reconciled(name, client, calls, unsure))
+        rejected = _commands_delta(pairs, "rejected_calls")
+        redirected = int(total.stats.get(f"server{index}_redirected", 0))
+        if rejected or redirected:
+            rows.append(Reconciled(f"{name} redirected", redirected, rejected, unsure))
     return rows
+
+
+def _node_pairs(server: dict[str, Any], url: str, n_urls: int) -> Pairs:
+    """(before, after) stats of one server of the run (one pair per round's span)."""
+    pairs = []
+    for before, after in _stat_pairs_of(server):
+        b, a = _by_server(before), _by_server(after)
+        key = None if n_urls == 1 and None in b else url
+        if key not in b or key not in a:
+            return []
+        pairs.append((b[key], a[key]))
+    return pairs
+
+
+def _commands_delta(pairs: Pairs, field: str) -> int:
+    """The growth of ``field`` summed over the load's commands' commandstats entries."""
+    total = 0.0
+    for before, after in pairs:
+        for command in REDIS_LOAD_COMMANDS:
+            name = f"cmdstat_{command}"
+            total += (stat_number(name, after.get(name, ""), field) or 0.0) - (
+                stat_number(name, before.get(name, ""), field) or 0.0
+            )
+    return round(total)
 
 
 # Stats naming the server process (memcached ``pid``; Redis ``process_id``, ``run_id``), and

@@ -16,6 +16,12 @@ from typing import Any
 
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
+from kvbench.report.cluster import (
+    cluster_figures,
+    cluster_verdicts,
+    interval_redirects,
+    is_cluster,
+)
 from kvbench.report.connections import (
     connection_failures,
     connection_verdicts,
@@ -28,6 +34,7 @@ from kvbench.report.reconcile import (
     Restart,
     ServerCpu,
     reconcile,
+    reconcile_nodes,
     server_cpu,
     server_restarts,
 )
@@ -86,6 +93,7 @@ class ReportModel:
     server_restarts: list[Restart] = field(default_factory=list)
     not_comparable: list[str] = field(default_factory=list)
     queue: dict[str, Any] | None = None  # a queue run's figures (report/queue_figures.py)
+    cluster: dict[str, Any] | None = None  # a Redis Cluster run's (report/cluster.py)
 
     @property
     def errors_per_s(self) -> float:
@@ -170,6 +178,7 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         "connections_live": int(snap.stats["connections_live_min"])
         if "connections_live_min" in snap.stats
         else None,
+        **({"redirects": interval_redirects(snap)} if "redirect_moved" in snap.stats else {}),
     }
 
 
@@ -239,10 +248,16 @@ def _servers(run: RunResult) -> list[dict[str, Any]]:
         for i in range(len(run.targets))
     ]
     total = sum(counts) or 1
-    return [
+    rows = [
         {"url": t["url"], "completed": int(n), "share": round(n / total, 4)}
         for t, n in zip(run.targets, counts, strict=True)
     ]
+    if is_cluster(run):  # what each master sent elsewhere (report/cluster.py)
+        for i, row in enumerate(rows):
+            row["redirected"] = int(
+                sum(s.stats.get(f"server{i}_redirected", 0) for s in run.intervals)
+            )
+    return rows
 
 
 def _intervals(run: RunResult) -> list[dict[str, Any]]:
@@ -279,11 +294,14 @@ def summarize(run: RunResult) -> ReportModel:
     }
     everything = run.intervals + list(run.phases.values())
     mget_width = int(run.config.get("workload", {}).get("multiget_keys", 1))
+    all_phases = merge_snapshots(everything) if everything else None
     reconciliation = (
-        reconcile(_family(run), merge_snapshots(everything), run.server, mget_width)
-        if everything
-        else []
+        reconcile(_family(run), all_phases, run.server, mget_width) if all_phases else []
     )
+    if all_phases is not None and is_cluster(run):  # and each master's own counters
+        urls = [str(t["url"]) for t in run.targets]
+        reconciliation += reconcile_nodes(all_phases, run.server, urls)
+    cluster = cluster_figures(run)
     restarts = server_restarts(run.server)
     # A restarted server counts from zero again: its deltas say nothing about the client's.
     not_comparable = [r.name for r in reconciliation] if restarts else []
@@ -328,7 +346,8 @@ def summarize(run: RunResult) -> ReportModel:
         verdicts=all_verdicts(evidence)
         + verification_verdicts(verification(run))
         + connection_verdicts(connections)
-        + restart_verdicts(restarts, not_comparable),
+        + restart_verdicts(restarts, not_comparable)
+        + cluster_verdicts(cluster),
         reconciliation=reconciliation,
         server_cpu=cpu,
         loop_lag_us=latency_summary(hiccup),
@@ -338,4 +357,5 @@ def summarize(run: RunResult) -> ReportModel:
         server_restarts=restarts,
         not_comparable=not_comparable,
         queue=figures,
+        cluster=cluster,
     )

@@ -1,5 +1,6 @@
 """The rich tables the commands print besides a run's summary: the history, the presets,
-a sweep's levels, a comparison at each level, and the live view's latest intervals.
+a sweep's levels, a comparison at each level, the live view's latest intervals, and a
+queue experiment's phases.
 
 Pure: rows in, a ``rich.table.Table`` out; the figures come from the summary, the level
 rows (report/levels.py) or the store's listing, never computed here.
@@ -139,4 +140,32 @@ def live_table(rows: Sequence[dict[str, Any]]) -> Table:
                     fmt_us(vals["p99_us"]),
                 ]
         table.add_row(*cells)
+    return table
+
+
+def queue_phases_table(title: str, phases: Sequence[tuple[str, dict[str, Any]]]) -> Table:
+    """A queue experiment's phases (a label and each run's result document): the
+    original's figures in its units (puts, puts/s, gets, gets/s over the phase's
+    duration) beside kvbench's own (the one ledger's lost and duplicated so far, the
+    end-to-end p99, the status)."""
+    table = Table(title=title, title_justify="left")
+    for name in ("phase", "puts", "puts/s", "gets", "gets/s", "duration"):
+        table.add_column(name, justify="left" if name == "phase" else "right")
+    for name in ("lost so far", "duplicated so far", "e2e p99", "status"):
+        table.add_column(name, justify="right")
+    for label, doc in phases:
+        queue = doc["queue"]
+        phase = queue["phase"]
+        table.add_row(
+            label,
+            f"{phase['puts']:,}",
+            format_rate(phase["puts_per_s"]),
+            f"{phase['gets']:,}",
+            format_rate(phase["gets_per_s"]),
+            f"{phase['duration_s']:.3f}s",
+            f"{queue['lost']:,}",
+            f"{queue['duplicated']:,}",
+            fmt_us(queue["e2e_latency_us"]["p99"]),
+            doc["status"],
+        )
     return table

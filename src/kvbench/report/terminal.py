@@ -43,6 +43,9 @@ def live_line(row: dict[str, Any]) -> str:
         parts.append(f"cpu {row['cpu_s'] / row['length_s']:.0%}")
     if row.get("reconnects"):
         parts.append(f"reconnects {row['reconnects']}")
+    redirects = row.get("redirects") or {}
+    if any(redirects.values()):  # a Redis Cluster's slots moved in this interval
+        parts.append(f"moved {redirects['moved']} ask {redirects['ask']}")
     live, asked = row.get("connections_live"), row.get("connections_asked")
     if live is not None and asked and live < asked:
         parts.append(f"live conns {live}/{asked}")
@@ -209,13 +212,22 @@ def verify_lines(model: ReportModel) -> Text:
 
 
 def server_lines(model: ReportModel) -> Text:
-    """Sharded runs: each server's share of the completions."""
+    """Sharded runs: each server's share of the completions; a Redis Cluster's redirects."""
     text = Text()
+    cluster = model.cluster
     if model.servers:
         shares = "  ".join(
             f"{s['url']} {s['completed']:,} ({s['share']:.0%})" for s in model.servers
         )
-        text.append(f"servers (ketama): {shares}\n")
+        placement = "Redis Cluster slots" if cluster is not None else "ketama"
+        text.append(f"servers ({placement}): {shares}\n")
+    if cluster is not None:
+        refreshes = cluster["map_refreshes"]
+        text.append(
+            f"redirects: MOVED {cluster['moved']:,}  ASK {cluster['ask']:,}"
+            + (f"  (slot map asked again {refreshes:,} times)" if refreshes else "")
+            + "\n"
+        )
     return text
 
 
@@ -367,6 +379,8 @@ def queue_lines(model: ReportModel) -> Text:
         f"gets {format_rate(queue['gets_per_s'])}/s over {queue['consume_window_s']:.2f}s "
         f"({queue['pop_command']}; {queue['empty_polls']:,} found the queue empty)\n"
     )
+    text.append(phase_line(queue["phase"]) + "\n")
+    text.append(_phase_server_line(queue["name"], queue["phase"]))
     backlog = queue["backlog"]
     server = ""
     if backlog["server_after"] is not None:
@@ -376,6 +390,12 @@ def queue_lines(model: ReportModel) -> Text:
         )
     peak_at = f" at {backlog['peak_t_s']:.2f}s" if backlog["peak_t_s"] is not None else ""
     text.append(f"backlog peak {backlog['peak']:,}{peak_at}{server}\n")
+    if queue["consumers_count"] == 0:
+        text.append(
+            f"delivery: {queue['produced']:,} stored, {queue['left_in_queue']:,} left in the "
+            f"queue for a drain to read  ({queue['stop_reason']})\n"
+        )
+        return _outcome_lines(model, text)
     text.append(
         f"delivery: {queue['produced']:,} stored, {queue['unique']:,} received, "
         f"lost {queue['lost']:,}, duplicated {queue['duplicated']:,}, "
@@ -385,8 +405,44 @@ def queue_lines(model: ReportModel) -> Text:
         + f"  ({queue['stop_reason']})\n",
         style="" if not (queue["lost"] or queue["duplicated"]) else "bold red",
     )
+    return _outcome_lines(model, text)
+
+
+def _outcome_lines(model: ReportModel, text: Text) -> Text:
     for row in model.ops:
         labels = _GET_LABELS if row.op == "get" else {}
         outcomes = "  ".join(f"{labels.get(k, k)} {v:,}" for k, v in row.outcomes.items())
         text.append(f"{row.op}: {outcomes}\n")
     return text
+
+
+def phase_line(phase: dict[str, Any]) -> str:
+    """``puts 1,000,000  puts/s 43.1k  gets 0  gets/s 0  duration 23.201s``: the
+    classic experiment's figures, each rate its count over the duration shown."""
+    return (
+        f"puts {phase['puts']:,}  puts/s {format_rate(phase['puts_per_s'])}  "
+        f"gets {phase['gets']:,}  gets/s {format_rate(phase['gets_per_s'])}  "
+        f"duration {phase['duration_s']:.3f}s"
+    )
+
+
+def _phase_server_line(name: str, phase: dict[str, Any]) -> str:
+    """``stats queue`` before and after, and the data directory's size."""
+    parts = []
+    before, after = phase["stats_queue_before"], phase["stats_queue_after"]
+    if before is not None or after is not None:
+        shown = [
+            f"{sample['enqueued']:,}/{sample['dequeued']:,} {when}"
+            for sample, when in ((before, "before"), (after, "after"))
+            if sample is not None and "enqueued" in sample
+        ]
+        if shown:
+            parts.append(f"stats queue {name} (enqueued/dequeued): {', '.join(shown)}")
+    data_dir = phase["data_dir"]
+    if data_dir is not None:
+        size = data_dir["bytes"]
+        parts.append(
+            f"data dir {data_dir['path']}: "
+            + ("unreadable" if size is None else f"{size:,} bytes ({size / 2**20:,.1f} MiB)")
+        )
+    return "".join(part + "\n" for part in parts)

@@ -265,7 +265,8 @@ def queue_verdicts(ev: Evidence) -> list[Verdict]:
     if queue is None:
         return []
     out = _delivery_verdicts(queue)
-    if not queue["drained"]:
+    # A write-only run (--consumers 0) leaves its messages queued on purpose: no warning.
+    if not queue["drained"] and queue["consumers_count"] != 0:
         out.insert(
             0,
             Verdict(

@@ -62,6 +62,10 @@ class QueueSection:
         drained: the run went on until every message was received or the queue stayed
             empty for the grace period; False when a limit or Ctrl-C ended it first.
         stop_reason: why the consumers stopped.
+        carried_producers: ledger rows of earlier phases of the same experiment (a
+            preset's write before its drain): ``delivery`` is the one ledger of them all,
+            its first rows theirs, the rest this run's producers.
+        carried_received: receipts folded into that ledger before this run.
     """
 
     produce_end_ns: int
@@ -77,6 +81,16 @@ class QueueSection:
     backlog_series: list[tuple[float, int]] = field(default_factory=list)
     drained: bool = True
     stop_reason: str = ""
+    carried_producers: int = 0
+    carried_received: int = 0
+
+    def own_produced(self) -> int:
+        """Puts this run's producers had stored (the ledger's rows after the carried)."""
+        return sum(row.produced for row in self.delivery.producers[self.carried_producers :])
+
+    def own_received(self) -> int:
+        """Messages of the run tag received in this run (duplicates included)."""
+        return self.delivery.totals()["received"] - self.carried_received
 
     def e2e_total(self) -> Histogram | None:
         """Every interval's end-to-end latencies merged (None: no message received)."""
@@ -115,6 +129,8 @@ class QueueSection:
             "backlog_series": [list(point) for point in self.backlog_series],
             "drained": self.drained,
             "stop_reason": self.stop_reason,
+            "carried_producers": self.carried_producers,
+            "carried_received": self.carried_received,
         }
 
     @classmethod
@@ -151,6 +167,8 @@ class QueueSection:
             backlog_series=[(float(t), int(n)) for t, n in data["backlog_series"]],
             drained=bool(data["drained"]),
             stop_reason=str(data["stop_reason"]),
+            carried_producers=int(data.get("carried_producers", 0)),
+            carried_received=int(data.get("carried_received", 0)),
         )
 
 

@@ -8,12 +8,14 @@ is the ``calls``.
 from __future__ import annotations
 
 
-def stat_number(name: str, value: object) -> float | None:
-    """The number a stat stands for (a command's calls for ``cmdstat_*``), or None."""
+def stat_number(name: str, value: object, field: str = "calls") -> float | None:
+    """The number a stat stands for (a command's ``field`` for ``cmdstat_*``: its calls,
+    or ``rejected_calls`` (Redis 7.0: refused before running, a cluster's redirects
+    included), ...), or None."""
     if name.startswith("cmdstat_"):
         fields = dict(part.split("=", 1) for part in str(value).split(",") if "=" in part)
         try:
-            return float(fields.get("calls", 0))
+            return float(fields.get(field, 0))
         except ValueError:
             return None
     try:

@@ -9,7 +9,7 @@ and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,12 +160,20 @@ def max_error_rate(config: dict[str, Any]) -> float:
     return DEFAULT_MAX_ERROR_RATE if value is None else float(value)
 
 
-def delivery_problem(queue: QueueSection) -> str | None:
-    """A queue run's duplicated messages, or lost ones in a run that drained the queue, in
-    words; None when delivery was right. Messages not received when a limit or Ctrl-C
+def delivery_problem(queue: QueueSection, errors: Sequence[str] = ()) -> str | None:
+    """A queue run's duplicated messages, lost ones in a run that drained the queue, or
+    every put refused (with the server's words from ``errors``, the run's error lines),
+    in words; None when delivery was right. Messages not received when a limit or Ctrl-C
     ended the run may still be queued: not a failure."""
     totals = queue.delivery.totals()
     problems = []
+    own = queue.delivery.producers[queue.carried_producers :]
+    sent = sum(row.sent for row in own)
+    if sent and not any(row.produced for row in own):
+        said = next((line for line in errors if "a put was" in line), None)
+        problems.append(
+            f"every put was refused ({sent:,} sent, none stored)" + (f": {said}" if said else "")
+        )
     if totals["lost"] and queue.drained:
         problems.append(f"{totals['lost']:,} acknowledged messages were never received")
     if totals["duplicated"]:
@@ -182,7 +190,7 @@ def run_status(run: RunResult, counts: Tally | None = None) -> Status:
     """
     counts = counts if counts is not None else tally(run.total())
     if run.queue is not None:
-        return judge(run.status, counts, None, delivery_problem(run.queue))
+        return judge(run.status, counts, None, delivery_problem(run.queue, run.errors))
     return judge(run.status, counts, max_error_rate(run.config))
 
 

@@ -19,29 +19,32 @@ from typing import Any
 
 from kvbench import __version__
 from kvbench.config.model import RunConfig
+from kvbench.engine.shards import check_shards
 from kvbench.engine.worker import WorkerSpec, WorkerSummary
 from kvbench.errors import RunAborted, TargetUnreachable, WorkerFailed
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.environment import describe_environment
 from kvbench.results.model import RunResult
 from kvbench.runner import messages as m
-from kvbench.runner import probe
+from kvbench.runner import probe, redis_cluster
 from kvbench.runner.launcher import WorkerLauncher, launcher_for
 from kvbench.runner.pool import WorkerPool
 from kvbench.runner.process import event_loop_name
+from kvbench.runner.redis_cluster import SlotMap
 from kvbench.units import share_out
 
 # How long after the window's end (plus the request timeout) a worker may take to report.
 REPORT_GRACE_NS = 5_000_000_000
 
 
-def worker_specs(config: RunConfig) -> list[WorkerSpec]:
-    """One spec per process, connections and requests shared out."""
+def worker_specs(config: RunConfig, slot_map: SlotMap | None = None) -> list[WorkerSpec]:
+    """One spec per process, connections and requests shared out (a Redis Cluster run's
+    slot map to each)."""
     load = config.load
     n = load.processes
     connections = share_out(load.connections, n)
     requests = share_out(load.requests, n) if load.requests is not None else [None] * n
-    return [WorkerSpec(config, i, n, connections[i], requests[i]) for i in range(n)]
+    return [WorkerSpec(config, i, n, connections[i], requests[i], slot_map) for i in range(n)]
 
 
 @dataclass
@@ -78,6 +81,7 @@ class Coordinator:
         on_event: Callable[[str], None] | None = None,
         launcher: WorkerLauncher | None = None,
     ) -> None:
+        check_shards(config)  # before any worker or socket: a bad --command is exit 2
         self.config = config
         self._launcher = launcher or launcher_for(config)
         self._on_interval = on_interval or (lambda snap: None)
@@ -88,6 +92,7 @@ class Coordinator:
         self._aborted_round: str | None = None
         self._server: dict[str, Any] = {}
         self._sample_errors: list[str] = []
+        self._slot_map: SlotMap | None = None
 
     def run(self) -> RunResult:
         """Run all phases and return the result; partial on Ctrl-C or a worker failure.
@@ -98,10 +103,24 @@ class Coordinator:
         """
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         try:
+            self._discover_cluster()
             self._open_workers()
             return self._run_rounds(started_at)
         finally:
             self._launcher.close()
+
+    def _discover_cluster(self) -> None:
+        """A Redis Cluster run: its masters become the targets (runner/redis_cluster.py)."""
+        if not any(target.cluster for target in self.config.targets):
+            return
+        self.config, self._slot_map = redis_cluster.discover(self.config, self._probe_timeout_s)
+        counts = ", ".join(
+            f"{host}:{port} {n:,}"
+            for (host, port), n in zip(
+                self._slot_map.nodes, self._slot_map.slot_counts(), strict=True
+            )
+        )
+        self._on_event(f"Redis Cluster: {len(self._slot_map.nodes)} masters (slots: {counts})")
 
     def _open_workers(self) -> None:
         """Learn how many workers the launcher has; the recorded config says that number."""
@@ -173,7 +192,9 @@ class Coordinator:
 
     def _run_round(self, round_index: int) -> _Tally:
         """One round: fresh worker processes, start together, collect (pyperf-style)."""
-        specs = worker_specs(self.config)
+        if self._slot_map is not None and round_index:  # as the previous round left it
+            self._slot_map = redis_cluster.remap(self.config, self._slot_map, self._probe_timeout_s)
+        specs = worker_specs(self.config, self._slot_map)
         tally = _Tally(len(specs), round_index)
         try:
             self._pool.start(specs)
@@ -260,13 +281,14 @@ class Coordinator:
     def _handle(self, tally: _Tally, message: m.Message) -> None:
         if isinstance(message, m.Snapshot):
             snap = replace(message.snapshot, round=tally.round)
-            tally.ops_by_worker[message.worker] = tally.ops_by_worker.get(message.worker, 0) + (
-                snap.ops() if snap.phase == "measure" else 0
-            )
-            tally.cpu_by_worker[message.worker] = (
-                tally.cpu_by_worker.get(message.worker, 0) + snap.stats.get("cpu_ns", 0) / 1e9
-            )
             if snap.phase == "measure":
+                # a worker's ops and CPU are the measured window's, as the verdicts divide
+                # them by it (warm-up and preload CPU would read as a busy client)
+                worker = message.worker
+                tally.ops_by_worker[worker] = tally.ops_by_worker.get(worker, 0) + snap.ops()
+                tally.cpu_by_worker[worker] = (
+                    tally.cpu_by_worker.get(worker, 0) + snap.stats.get("cpu_ns", 0) / 1e9
+                )
                 tally.intervals.setdefault(snap.index, {})[message.worker] = snap
                 self._emit_complete(tally)
             else:

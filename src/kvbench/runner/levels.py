@@ -87,13 +87,17 @@ def run_sweep(
     levels: Sequence[float],
     on_interval: Callable[[IntervalSnapshot], None],
     on_event: Callable[[str], None],
+    on_start: Callable[[RunConfig], None] = lambda config: None,
 ) -> list[LevelOutcome]:
-    """Run every level in order; a failed level is kept with its reason; Ctrl-C stops."""
+    """Run every level in order; a failed level is kept with its reason; Ctrl-C stops.
+    ``on_start`` hears each level's config as its run starts."""
     outcomes: list[LevelOutcome] = []
     for number, level in enumerate(levels, 1):
         try:
             on_event(f"level {number}/{len(levels)}: {axis} = {level:g}")
-            result = Coordinator(at_level(config, axis, level), on_interval, on_event).run()
+            leveled = at_level(config, axis, level)
+            on_start(leveled)
+            result = Coordinator(leveled, on_interval, on_event).run()
         except (TargetUnreachable, RunAborted) as exc:
             outcomes.append(LevelOutcome(level, None, str(exc)))
             on_event(f"level {level:g} failed: {exc}")
@@ -130,8 +134,10 @@ def run_comparison(
     rounds: int,
     on_interval: Callable[[IntervalSnapshot], None],
     on_event: Callable[[str], None],
+    on_start: Callable[[RunConfig], None] = lambda config: None,
 ) -> ComparisonRuns:
-    """Rounds interleaved across targets (A B A B ...); one combined result per target."""
+    """Rounds interleaved across targets (A B A B ...); one combined result per target.
+    ``on_start`` hears each round's config as it starts."""
     per_target: list[list[RunResult]] = [[] for _ in configs]
     interrupted = False
     for round_index in range(rounds):
@@ -139,6 +145,7 @@ def run_comparison(
             single = replace(config, load=replace(config.load, rounds=1))
             try:
                 on_event(f"round {round_index + 1}/{rounds}: {config.targets[0].url}")
+                on_start(single)
                 result = Coordinator(single, on_interval, on_event).run()
             except KeyboardInterrupt:
                 on_event(f"round {round_index + 1} of {config.targets[0].url} {NOT_STARTED}")

@@ -143,7 +143,17 @@ def parse_redis_info(text: bytes) -> dict[str, str]:
 
 
 def open_socket(target: TargetConfig, timeout_s: float) -> socket.socket:
-    """A connected blocking socket to ``target``, TLS-wrapped for ``rediss://``."""
+    """A connected blocking socket to ``target``, TLS-wrapped for ``rediss://``, a Unix
+    socket's for ``+unix`` URLs."""
+    if target.socket_path is not None:
+        sock = socket.socket(socket.AF_UNIX)
+        try:
+            sock.settimeout(timeout_s)
+            sock.connect(target.socket_path)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
     sock = socket.create_connection((target.host, target.port), timeout=timeout_s)
     context = ssl_context_for(target)
     if context is None:

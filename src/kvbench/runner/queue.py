@@ -9,6 +9,13 @@ acknowledged message was received, or when the queue stayed empty for the grace 
 (the rest is lost), or at the --duration limit -> accounting. Receipts arrive with the
 50 ms progress reports and are folded into a ``DeliveryLedger`` as they come.
 
+A write-only run (no consumers) ends when the producers are done, its messages left in
+the queue; a drain (no producers) ends when every consumer's reads came back empty for
+--grace (a second empty read after that pause confirms the queue empty). A preset's
+phases (write, drain, mixed) share one ``QueueCarry``: the run tag, the ledger and what
+every producer so far acknowledged, so a message stored in one phase and never read in a
+later one is lost.
+
 Producers and consumers may run in different processes: their clocks agree because
 CLOCK_MONOTONIC is one clock for every process of a Linux host. Runs across hosts are
 not supported (end-to-end latency would mix two clocks).
@@ -57,6 +64,42 @@ BACKLOG_STEP_NS = 100_000_000
 READY_TIMEOUT_NS = 60_000_000_000
 
 
+@dataclass(frozen=True)
+class QueueCarry:
+    """What one queue run hands the next phase of the same experiment.
+
+    Attributes:
+        run_tag: the tag every phase's messages carry (a drain reads the write's).
+        ledger: the receipts so far; the next phase's producers are planned after the
+            ones in it (their ids follow on).
+        acknowledged: what each producer so far sent and had stored, in id order.
+    """
+
+    run_tag: int
+    ledger: DeliveryLedger
+    acknowledged: tuple[Acknowledged, ...]
+
+
+def data_dir_bytes(path: str) -> int | None:
+    """The bytes of the files under ``path`` (memcacheq's Berkeley DB home: its logs
+    grow by gigabytes); None when it cannot be read."""
+    total = 0
+    try:
+        for root, _dirs, files in os.walk(path, onerror=_raise):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(root, name)).st_size
+                except FileNotFoundError:  # a log removed while we walked
+                    continue
+    except OSError:
+        return None
+    return total
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
+
 @dataclass
 class _Worker:
     """What the coordinator knows of one producer or consumer process."""
@@ -85,6 +128,8 @@ class QueueCoordinator:
         config: the validated queue config.
         on_interval: called with each interval merged across workers, in order.
         on_event: called with one-line notes ("consumers started after 5,000 stored").
+        carry: an earlier phase's tag, ledger and acknowledgements (``carry()`` of its
+            coordinator): this run continues them. None: a run of its own.
     """
 
     def __init__(
@@ -92,13 +137,25 @@ class QueueCoordinator:
         config: QueueConfig,
         on_interval: Callable[[IntervalSnapshot, QueueRecord], None] | None = None,
         on_event: Callable[[str], None] | None = None,
+        carry: QueueCarry | None = None,
     ) -> None:
         self.config = config
         self._on_interval = on_interval or (lambda snapshot, record: None)
         self._on_event = on_event or (lambda text: None)
-        self.run_tag = int.from_bytes(os.urandom(4), "big")
         self._quotas = share_out(config.messages, config.producers)
-        self._ledger = DeliveryLedger(self._quotas)
+        if carry is None:
+            self.run_tag = int.from_bytes(os.urandom(4), "big")
+            self._ledger = DeliveryLedger(())
+            self._carried: tuple[Acknowledged, ...] = ()
+        else:
+            self.run_tag, self._ledger, self._carried = (
+                carry.run_tag,
+                carry.ledger,
+                carry.acknowledged,
+            )
+        self._carried_received = self._ledger.received_total
+        self._own = self._ledger.extend(self._quotas)  # this run's producer ids
+        self._acknowledged: list[Acknowledged] = []
         self._workers: list[_Worker] = []
         self._pool = WorkerPool(LocalLauncher())
         self._snapshots: list[IntervalSnapshot] = []
@@ -142,13 +199,21 @@ class QueueCoordinator:
         finally:
             self._pool.stop()
         self._server["after"] = server_backlog(self.config)
+        if self.config.data_dir is not None:
+            path = self.config.data_dir
+            self._server["data_dir"] = {"path": path, "bytes": data_dir_bytes(path)}
         return self._result(started_at, targets)
+
+    def carry(self) -> QueueCarry:
+        """What the next phase continues: this run's tag, its ledger, every producer's
+        acknowledgements so far (call after ``run``)."""
+        return QueueCarry(self.run_tag, self._ledger, (*self._carried, *self._acknowledged))
 
     # -- processes ---------------------------------------------------------------------
 
     def _spawn(self) -> None:
         config = self.config
-        roles = [("producer", i, quota) for i, quota in enumerate(self._quotas)]
+        roles = [("producer", i, quota) for i, quota in zip(self._own, self._quotas, strict=True)]
         roles += [("consumer", i, 0) for i in range(config.consumers)]
         specs = [
             QueueWorkerSpec(config, role, index, quota, self.run_tag, number)
@@ -216,26 +281,42 @@ class QueueCoordinator:
             for number, worker in enumerate(self._workers):
                 if not worker.producing:
                     self._pool.send(number, m.Consume())
-            self._on_event(f"consumers started: {stored:,} messages stored")
+            if self.config.consumers:
+                self._on_event(f"consumers started: {stored:,} messages stored")
         if self._stopped_consumers or self._producers_done_ns is None:
             return
-        if self._ledger.unique_total >= stored:
+        grace_s = f"{self.config.grace_ns / 1e9:g}s"
+        if self.config.consumers == 0:
+            self._stopped_consumers = True
+            self._drained = False
+            self._stop_reason = self._stop_reason or (
+                f"write only: the {stored:,} messages stored stay in the queue"
+            )
+        elif self.config.producers and self._ledger.unique_of(self._own) >= stored:
             self._stop_consumers("every acknowledged message was received")
-        elif self._queue_empty_for_grace(now):
+        elif self._queue_empty_confirmed():
             self._stop_consumers(
-                f"the queue stayed empty for {self.config.grace_ns / 1e9:g}s after the producers finished"
+                f"drained: the queue was empty, and again {grace_s} later"
+                if self.config.producers == 0
+                else f"the queue stayed empty for {grace_s} after the producers finished"
             )
         elif all(w.over for w in self._workers if not w.producing):
             self._stop_consumers("every consumer failed")
 
-    def _queue_empty_for_grace(self, now: int) -> bool:
+    def _queue_empty_confirmed(self) -> bool:
+        """Every running consumer's reads came back empty, none with a message, from its
+        first empty read (or the producers' end) to one at least --grace later."""
         assert self._producers_done_ns is not None
         consumers = [w for w in self._workers if not w.producing and not w.over]
         if not consumers or self._consume_start_ns is None:
             return False
         for worker in consumers:
-            since = worker.progress.empty_since_ns if worker.progress else None
-            if since is None or now - max(since, self._producers_done_ns) < self.config.grace_ns:
+            progress = worker.progress
+            if progress is None or progress.empty_since_ns is None:
+                return False
+            first = max(progress.empty_since_ns, self._producers_done_ns)
+            last = progress.last_empty_ns
+            if last is None or last - first < self.config.grace_ns:
                 return False
         return True
 
@@ -359,7 +440,8 @@ class QueueCoordinator:
         """Delivery, windows, consumers and the backlog, from what the workers reported."""
         producers = [w for w in self._workers if w.producing]
         consumers = [w for w in self._workers if not w.producing]
-        delivery = self._ledger.finish([_acknowledged(w) for w in producers])
+        self._acknowledged = [_acknowledged(w) for w in producers]
+        delivery = self._ledger.finish([*self._carried, *self._acknowledged])
         out_of_order = delivery.out_of_order_by_consumer
         summaries = [w.summary for w in consumers if w.summary is not None]
         consume_starts = [s.consume_start_ns for s in summaries if s.consume_start_ns is not None]
@@ -394,6 +476,8 @@ class QueueCoordinator:
             ],
             drained=drained,
             stop_reason=self._stop_reason,
+            carried_producers=len(self._carried),
+            carried_received=self._carried_received,
         )
 
 

@@ -1,4 +1,4 @@
-"""The op mix: weighted workload ops mapped onto protocol ops, drawn in chunks."""
+"""The op mix: weighted workload ops and commands, drawn in chunks."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kvbench.protocols.base import Op
+from kvbench.workload.commands import COMMAND_BASE
 
 # workload op name -> protocol op
 WORKLOAD_TO_OP: dict[str, Op] = {
@@ -18,22 +19,30 @@ WORKLOAD_TO_OP: dict[str, Op] = {
 
 
 class OpMix:
-    """Draws protocol ops with the configured weights.
+    """Draws ops with the configured weights.
 
     Args:
         ratio: (workload op name, weight) pairs with positive weights.
         rng: the worker's generator.
+        commands: (command, weight) pairs (``workload.commands``); the i-th is drawn as
+            code ``COMMAND_BASE + i``.
     """
 
-    def __init__(self, ratio: tuple[tuple[str, int], ...], rng: np.random.Generator) -> None:
+    def __init__(
+        self,
+        ratio: tuple[tuple[str, int], ...],
+        rng: np.random.Generator,
+        commands: tuple[tuple[str, int], ...] = (),
+    ) -> None:
         self.ops = tuple(WORKLOAD_TO_OP[name] for name, _ in ratio)
-        weights = np.array([w for _, w in ratio], dtype=np.float64)
+        codes = [int(op) for op in self.ops] + [COMMAND_BASE + i for i in range(len(commands))]
+        weights = np.array([w for _, w in ratio] + [w for _, w in commands], dtype=np.float64)
         self._p = weights / weights.sum()
-        self._codes = np.array([int(op) for op in self.ops], dtype=np.int64)
+        self._codes = np.array(codes, dtype=np.int64)
         self._rng = rng
 
     def draw(self, n: int) -> npt.NDArray[np.int64]:
-        """The next ``n`` op codes (``int(Op)``)."""
+        """The next ``n`` codes (``int(Op)``, or ``COMMAND_BASE + i`` for command i)."""
         if len(self._codes) == 1:
             return np.full(n, self._codes[0], dtype=np.int64)
         return self._codes[self._rng.choice(len(self._codes), n, p=self._p)]

@@ -10,15 +10,18 @@ the hot path.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
 from kvbench.config.model import WorkloadConfig
 from kvbench.config.workload_fields import COUNTER_INFIX, MAX_COUNTERS
-from kvbench.protocols.base import Op
+from kvbench.protocols.base import OP_NAMES, Op
+from kvbench.protocols.commands import RequestTemplate
+from kvbench.workload.commands import COMMAND_BASE, CommandSet
 from kvbench.workload.keys import KeyPicker, build_key_table
 from kvbench.workload.mix import OpMix
 from kvbench.workload.values import timestamp_value, value_table_for
@@ -34,7 +37,11 @@ CHUNK = 1024
 
 @dataclass(frozen=True, slots=True)
 class WorkloadPlan:
-    """One worker's compiled workload (immutable once built)."""
+    """One worker's compiled workload (immutable once built).
+
+    ``commands`` names the mix's commands; the results of the j-th name are recorded
+    under op number ``COMMAND_BASE + j``.
+    """
 
     config: WorkloadConfig
     worker_index: int
@@ -44,6 +51,18 @@ class WorkloadPlan:
     value_table: list[memoryview]
     counter_table: list[bytes]
     ops: tuple[Op, ...]
+    commands: CommandSet
+
+    def op_names(self) -> tuple[str, ...]:
+        """The recorder's op names, indexed by recorded op number: ``Op``'s, then the
+        commands'."""
+        return OP_NAMES + self.commands.names
+
+    def keys_per_op(self) -> tuple[int, ...]:
+        """Keys one request asks for, by recorded op number (a multi-get's width, a
+        command's ``__key__`` words)."""
+        fixed = tuple(self.config.multiget_keys if op == Op.MGET else 1 for op in Op)
+        return fixed + self.commands.keys
 
     def preload_range(self) -> range:
         """The key indexes this worker stores during preload (its share of the keyspace)."""
@@ -71,6 +90,7 @@ def compile_plan(config: WorkloadConfig, worker_index: int, n_workers: int) -> W
             config.key_prefix + COUNTER_INFIX, min(config.keys, MAX_COUNTERS)
         ),
         ops=tuple(OpMix(config.ratio, rng).ops),
+        commands=CommandSet.of(config.commands),
     )
 
 
@@ -80,33 +100,79 @@ class RequestSource:
     Args:
         plan: the worker's compiled plan.
         wall_clock_ns: the wall clock timestamp values are taken from (injected for tests).
+        templates: the plan's commands compiled for the target's protocol
+            (``workload.commands.compile_commands``), one per ``workload.commands`` entry.
+
+    A plan without keys (a Redis Cluster master that serves none of the keyspace's slots)
+    makes an empty source: ``empty`` is true and it draws nothing until ``rekey`` gives it
+    keys.
 
     Attributes:
         ops, keys, values: the current chunk; position ``pos`` is the next request.
-            ``keys[i]`` is a tuple of keys where ``ops[i]`` is ``Op.MGET``.
+            ``keys[i]`` is a tuple of keys where ``ops[i]`` is ``Op.MGET``, and the whole
+            rendered request (a ``protocols.commands.Request``) where it is
+            ``Op.COMMAND``.
+        record_ops: the op number each request of the chunk is recorded under: ``ops``
+            itself (the same list) unless the mix has commands, whose requests are
+            recorded per command name (``WorkloadPlan.op_names``).
     """
 
-    def __init__(self, plan: WorkloadPlan, wall_clock_ns: Callable[[], int] = time.time_ns) -> None:
+    def __init__(
+        self,
+        plan: WorkloadPlan,
+        wall_clock_ns: Callable[[], int] = time.time_ns,
+        templates: Sequence[RequestTemplate] = (),
+    ) -> None:
         config = plan.config
         rng = np.random.default_rng([plan.seed, plan.worker_index, 1])
-        start = len(plan.key_table) * plan.worker_index // plan.n_workers
         self._plan = plan
         self._wall_clock_ns = wall_clock_ns
         self._timestamps = config.value_kind == "timestamp"
         self._verify = config.verify
         # Verified values carry a version: this worker's sets count up from worker << 24.
         self._version = plan.worker_index << 24
-        self._keys = KeyPicker.for_config(config, rng, start)
-        self._mix = OpMix(config.ratio, rng)
         self._rng = rng
+        self._keys = self._picker(plan)
+        self._mix = OpMix(config.ratio, rng, config.commands)
+        if len(templates) != len(config.commands):
+            raise ValueError("one template per command is needed")
+        self._templates = tuple(templates)
+        # code -> the op the codec sends / the op number results are recorded under.
+        entries = plan.commands.name_of
+        self._codec_ops = np.array([*range(COMMAND_BASE), *[int(Op.COMMAND)] * len(entries)])
+        self._record_ops = np.array([*range(COMMAND_BASE), *(COMMAND_BASE + j for j in entries)])
         self._mget_width = config.multiget_keys
         self._special = {int(Op.MGET), int(Op.INCR)} & {int(op) for op in self._mix.ops}
         self.ops: list[int] = []
+        self.record_ops: list[int] = self.ops
         self.keys: list[bytes | tuple[bytes, ...]] = []
         self.values: list[bytes | memoryview] = []
         self.pos = 0
         self.size = 0
-        self.refill()
+        if self._keys is not None:
+            self.refill()
+
+    def _picker(self, plan: WorkloadPlan) -> KeyPicker | None:
+        """A key picker over ``plan``'s keys (workers start sequential walks apart)."""
+        if not plan.key_table:
+            return None
+        start = len(plan.key_table) * plan.worker_index // plan.n_workers
+        return KeyPicker.for_config(plan.config, self._rng, start)
+
+    @property
+    def empty(self) -> bool:
+        """No keys to draw from: ``refill`` must not be called."""
+        return self._keys is None
+
+    def rekey(self, plan: WorkloadPlan) -> None:
+        """Draw ``plan``'s keys from now on; the rest of the current chunk is dropped.
+
+        A Redis Cluster slot moved to or from this source's master (engine/redirect.py).
+        The seeded generators and the verified values' versions go on where they were.
+        """
+        self._plan = plan
+        self._keys = self._picker(plan)
+        self.pos = self.size = 0  # the next request draws a fresh chunk
 
     def _place_special(
         self, ops: list[int], indexes: list[int], keys: list[bytes | tuple[bytes, ...]]
@@ -114,10 +180,12 @@ class RequestSource:
         """Give mget positions their key tuples and incr positions a counter key."""
         table = self._plan.key_table
         counters = self._plan.counter_table
+        picker = self._keys
+        assert picker is not None, "an empty source draws nothing"
         mget, incr = int(Op.MGET), int(Op.INCR)
         for i, op in enumerate(ops):
             if op == mget:
-                keys[i] = tuple(table[j] for j in self._keys.draw(self._mget_width).tolist())
+                keys[i] = tuple(table[j] for j in picker.draw(self._mget_width).tolist())
             elif op == incr:
                 keys[i] = counters[indexes[i] % len(counters)]
 
@@ -125,7 +193,13 @@ class RequestSource:
         """Draw the next chunk and rewind ``pos``."""
         table = self._plan.key_table
         values = self._plan.value_table
-        ops = self._mix.draw(CHUNK).tolist()
+        assert self._keys is not None, "an empty source draws nothing"
+        codes = self._mix.draw(CHUNK)
+        if self._templates:
+            ops = self._codec_ops[codes].tolist()
+            record_ops = self._record_ops[codes].tolist()
+        else:
+            ops = record_ops = codes.tolist()
         indexes = self._keys.draw(CHUNK).tolist()
         # itemgetter gathers in C: a third of the cost of a list comprehension.
         keys: list[bytes | tuple[bytes, ...]] = list(itemgetter(*indexes)(table))
@@ -139,10 +213,38 @@ class RequestSource:
             self.values = list(itemgetter(*picks)(values))
         if self._verify:
             self._derive_values(ops, keys)
+        if self._templates:
+            self._render_commands(codes, keys)
         self.ops = ops
+        self.record_ops = record_ops
         self.keys = keys
         self.pos = 0
         self.size = CHUNK
+
+    def _render_commands(
+        self, codes: np.ndarray[Any, Any], keys: list[bytes | tuple[bytes, ...]]
+    ) -> None:
+        """Replace each command position's key by its whole request: the drawn key fills
+        the first ``__key__``, more keys are drawn for the others, ``__data__`` is the
+        position's value."""
+        positions = np.flatnonzero(codes >= COMMAND_BASE)
+        entries = (codes[positions] - COMMAND_BASE).tolist()
+        table = self._plan.key_table
+        templates = self._templates
+        values = self.values
+        picker = self._keys
+        assert picker is not None, "an empty source draws nothing"
+        for i, entry in zip(positions.tolist(), entries, strict=True):
+            template = templates[entry]
+            wanted = template.keys
+            if wanted == 0:
+                chosen: tuple[bytes, ...] = ()
+            elif wanted == 1:
+                chosen = (keys[i],)  # type: ignore[assignment]
+            else:
+                more = [table[j] for j in picker.draw(wanted - 1).tolist()]
+                chosen = (keys[i], *more)  # type: ignore[arg-type]
+            keys[i] = template.render(chosen, values[i])
 
     def _derive_values(self, ops: list[int], keys: list[bytes | tuple[bytes, ...]]) -> None:
         """Verify mode: replace each set's value by one derived from its key and a version."""

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import io
+import urllib.request
+from typing import Any
 
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from kvbench.cli.live import LiveView
-from kvbench.config import load_config
+from kvbench.config import RunConfig, load_config
 from kvbench.metrics import Histogram, IntervalSnapshot
+from kvbench.runner.levels import at_level
+from tests.support.servers import free_port
 
 S = 1_000_000_000
 
@@ -69,3 +75,54 @@ def test_progress_covers_every_level_of_a_sweep() -> None:
     with LiveView(console, config(rounds=1), runs=4) as view:  # type: ignore[arg-type]
         view.interval(snap(0, 0))  # 1 s of 4 levels x 2 s
     assert "12%" in out.getvalue() or "13%" in out.getvalue()
+
+
+def served(connections: int) -> tuple[RunConfig, str]:
+    """A config with --prometheus on a free port, and the URL it serves at."""
+    port = free_port()
+    config = load_config(
+        None,
+        {
+            "target.urls": (["memcached://127.0.0.1:1"], "T"),
+            "load.connections": (str(connections), "-c"),
+            "report.prometheus": (f"127.0.0.1:{port}", "--prometheus"),
+        },
+        1,
+    )
+    return config, f"http://127.0.0.1:{port}/metrics"
+
+
+def scrape(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        text = answer.read().decode()
+    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+def test_with_prometheus_it_serves_its_intervals_while_open() -> None:
+    config, url = served(3)
+    out = io.StringIO()
+    with LiveView(Console(file=out, width=200), config) as view:
+        view.interval(snap(0, 0))
+        view.interval(snap(1, 0))
+        samples = scrape(url)
+    assert [s.value for s in samples["kvbench_intervals"]] == [2]
+    assert {s.labels["outcome"]: s.value for s in samples["kvbench_ops"]} == {"hit": 2468}
+    assert {s.labels["state"]: s.value for s in samples["kvbench_connections"]} == {"asked": 3}
+    assert samples["kvbench_run_info"][0].labels["mode"] == "closed"
+    assert f"serving Prometheus metrics at {url}" in out.getvalue()
+    with pytest.raises(OSError):  # closed with the view
+        urllib.request.urlopen(url, timeout=2)
+
+
+def test_each_run_of_a_sweep_serves_its_own_settings() -> None:
+    base, url = served(2)
+    with LiveView(Console(file=io.StringIO(), width=200), base, runs=2) as view:
+        view.start(at_level(base, "rate", 5000))
+        view.interval(snap(0, 0))
+        view.start(at_level(base, "connections", 8))
+        view.interval(snap(0, 0))
+        samples = scrape(url)
+    assert [s.value for s in samples["kvbench_runs"]] == [2]
+    assert [s.value for s in samples["kvbench_intervals"]] == [2]
+    assert {s.labels["state"]: s.value for s in samples["kvbench_connections"]} == {"asked": 8}
+    assert samples["kvbench_run_info"][0].labels["mode"] == "closed"

@@ -73,7 +73,9 @@ def test_flags_are_parsed_with_units() -> None:
         ("redis-queue://h/q?blok=1s", {}, "TARGET"),
         ("redis-queue://h/q?block=0", {}, "TARGET ?block"),
         ("memcacheq://h/q", {"message_size": "27"}, "--message-size"),
-        ("memcacheq://h/q", {"producers": "0"}, "--producers"),
+        ("memcacheq://h/q", {"producers": "0", "consumers": "0"}, "--producers"),
+        ("memcacheq://h/q", {"consumers": "-1"}, "--consumers"),
+        ("memcacheq://h/q", {"data_dir": "/nonexistent/kvbench-data"}, "--data-dir"),
         ("memcacheq://h/q", {"producers": "1000"}, "--producers"),
         (
             "memcacheq://h/q",
@@ -87,3 +89,11 @@ def test_bad_settings_name_their_origin(url: str, options: dict[str, str], where
     with pytest.raises(ConfigError) as info:
         build(url, **options)
     assert info.value.path == where
+
+
+def test_no_consumers_is_write_only_and_no_producers_a_drain(tmp_path: Any) -> None:
+    """--consumers 0 and --producers 0 were refused; now one side alone is a run."""
+    write = build("memcacheq://h/q", consumers="0", data_dir=str(tmp_path))
+    drain = build("memcacheq://h/q", producers="0")
+    assert (write.producers, write.consumers, write.data_dir) == (1, 0, str(tmp_path))
+    assert (drain.producers, drain.consumers, drain.data_dir) == (0, 1, None)

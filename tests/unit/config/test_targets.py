@@ -24,6 +24,18 @@ from kvbench.errors import ConfigError
         ("memcacheq://h/q?block=1s", "unknown option 'block' (memcacheq:// takes no options)"),
         ("redis-queue://h/q?blok=1s", "did you mean block?"),
         ("http+memc://h/memc?pipeline=2", "pipeline=2: expected 1 or 0"),
+        ("memcached+unix://host/run/mc.sock", "names no host"),
+        ("memcached+unix://", "absolute path"),
+        ("memcached+unix:///", "absolute path"),
+        ("memcached+unix:///run/mc.sock?db=1", "unknown option 'db' (memcached+unix:// takes no"),
+        ("redis+unix:///run/r.sock?db=x", "database must be a number"),
+        ("redis+unix:///run/r.sock?ca=/x", "unknown option 'ca' (redis+unix:// takes resp, db)"),
+        ("rediss+unix:///run/r.sock", "Unix sockets are for memcached and redis targets only"),
+        ("memcacheq+unix:///run/q.sock", "Unix sockets are for memcached and redis"),
+        ("http+memc+unix:///run/n.sock", "Unix sockets are for memcached and redis"),
+        ("unix+memcached:///run/mc.sock", "memcached and redis take +unix"),
+        ("memcached://::1:11211", "an IPv6 address goes in brackets"),
+        ("memcached://[::1", "Invalid IPv6 URL"),
     ],
 )  # fmt: skip
 def test_bad_urls_say_what_is_wrong(url: str, message: str) -> None:
@@ -114,3 +126,53 @@ def test_memcached_keys_may_not_hold_spaces(url: str) -> None:
 
 def test_redis_keys_may_hold_spaces() -> None:
     config("redis://h", workload__key_prefix="a b:")
+
+
+# -- Unix sockets and IPv6 ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "protocol", "path", "db"),
+    [
+        ("memcached+unix:///run/mc.sock", "memcache-text", "/run/mc.sock", 0),
+        ("memcached+binary+unix:///run/mc.sock", "memcache-binary", "/run/mc.sock", 0),
+        ("memcached+unix+meta:///tmp/a%20b.sock", "memcache-meta", "/tmp/a b.sock", 0),
+        ("redis+unix:///run/redis.sock", "resp2", "/run/redis.sock", 0),
+        ("redis+unix:///run/redis.sock?db=3&resp=3", "resp3", "/run/redis.sock", 3),
+    ],
+)
+def test_unix_socket_urls_name_the_socket(url: str, protocol: str, path: str, db: int) -> None:
+    target = parse_target(url)
+    assert (target.protocol, target.socket_path, target.db) == (protocol, path, db)
+    assert (target.url, target.address) == (url, path)  # kept as given; printed as the path
+
+
+def test_a_unix_redis_url_keeps_its_password_apart() -> None:
+    target = parse_target("redis+unix://:s3cret@/run/redis.sock")
+    assert (target.password, target.url) == ("s3cret", "redis+unix://***@/run/redis.sock")
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "port", "address"),
+    [
+        ("memcached://[::1]:11311", "::1", 11311, "[::1]:11311"),
+        ("redis://:pw@[::1]/2", "::1", 6379, "[::1]:6379"),
+        ("memcached+meta://[fe80::1%25eth0]:11211", "fe80::1%eth0", 11211, "[fe80::1%eth0]:11211"),
+        ("http+memc://[::1]:8080/memc", "::1", 8080, "[::1]:8080"),
+    ],
+)
+def test_ipv6_literals_connect_without_brackets_and_print_with_them(
+    url: str, host: str, port: int, address: str
+) -> None:
+    target = parse_target(url)
+    assert (target.host, target.port, target.address) == (host, port, address)
+    assert target.url == url.replace(":pw@", "***@")
+
+
+def test_a_preset_scheme_keeps_a_unix_socket() -> None:
+    from kvbench.config.presets import get_preset, with_scheme
+
+    preset = get_preset("memcached-storm")
+    assert with_scheme("memcached+unix:///run/mc.sock", preset) == (
+        f"{preset.scheme}+unix:///run/mc.sock"
+    )

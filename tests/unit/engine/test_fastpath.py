@@ -35,6 +35,9 @@ def test_the_compiled_pump_is_built_here() -> None:
         pytest.skip(f"{fastpath.PURE_PYTHON_ENV} is set: only the Python driver is tested")
 
 
+_COMMANDS = "arbitrary commands (--command)"
+
+
 @pytest.mark.parametrize(
     ("url", "settings", "reason"),
     [
@@ -44,6 +47,12 @@ def test_the_compiled_pump_is_built_here() -> None:
         ("memcached://127.0.0.1:1", {"workload.verify": True}, "--verify"),
         ("memcached://127.0.0.1:1", {"workload.ttl_s": "10-20"}, "a --ttl range"),
         ("memcached://127.0.0.1:1", {"workload.ttl_s": "10"}, None),
+        ("memcached://127.0.0.1:1", {"workload.commands": ["touch __key__ 1"]}, _COMMANDS),
+        (
+            "redis://127.0.0.1:1",
+            {"workload.commands": ["PING"], "workload.ratio": "1:1"},
+            _COMMANDS,
+        ),
         ("memcached+binary://127.0.0.1:1", {}, None),
         ("memcached+meta://127.0.0.1:1", {}, None),
         (

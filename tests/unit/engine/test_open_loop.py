@@ -40,6 +40,34 @@ def test_drops_are_counted_by_op_and_taken_from_every_server_in_turn() -> None:
     assert dispatcher.next_index == 10
 
 
+def test_dropped_commands_are_counted_under_their_names() -> None:
+    config = load_config(
+        None,
+        {
+            "target.urls": (["redis://127.0.0.1:1"], "T"),
+            "load.rate": ("1000", "--rate"),
+            "workload.seed": (5, "--seed"),
+            "workload.commands": (
+                [("HSET h:__key__ f __data__", 1), ("LPUSH l:__key__ x", 3)],
+                "--command",
+            ),
+        },
+        1,
+    )
+    worker = Worker(WorkerSpec(config, 0, 1, 1, None), lambda snap: None)
+    dispatcher = OpenLoopDispatcher(*_parts(worker), Schedule(1000, 0, "uniform", seed=1), 10**9)
+    source = worker.shards[0].source
+    source.refill()
+    expected = source.record_ops[:40]
+    dispatcher._drop(40)
+    names = worker.plan.op_names()
+    dropped = {
+        names[op]: row[DROPPED] for op, row in enumerate(worker.recorder.counts) if row[DROPPED]
+    }
+    assert dropped == {names[op]: expected.count(op) for op in set(expected)}
+    assert set(dropped) == {"hset", "lpush"}
+
+
 def _parts(worker: Worker) -> tuple[Any, ...]:
     """What a dispatcher takes of its worker."""
     return worker, worker.tally, worker.recorder, worker.connections, worker.shards

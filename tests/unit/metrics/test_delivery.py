@@ -148,3 +148,24 @@ def test_a_million_messages_in_compact_arrays() -> None:
     report = ledger.finish([Acknowledged(n // 2), Acknowledged(n // 2)])
     assert report.totals()["unique"] == n and report.totals()["lost"] == 0
     assert sum(seen.nbytes for seen in ledger._seen) == n  # one byte per message
+
+
+def test_a_later_phase_extends_the_ledger_and_lost_spans_the_phases() -> None:
+    """A preset's write, drain and mixed share one ledger: the mixed phase's producers
+    are planned after the write's; what the write stored and the drain never read is
+    lost in every later finish."""
+    ledger = DeliveryLedger([])
+    write = ledger.extend([4, 4])  # the write phase: producers 0 and 1
+    assert list(write) == [0, 1]
+    ledger.add(0, [0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 3])  # the drain: (0, 3), (1, 2) lost
+    assert ledger.unique_of(write) == 6
+    mixed = ledger.extend([2])  # the mixed phase: producer 2
+    assert list(mixed) == [2] and ledger.unique_of(mixed) == 0
+    ledger.add(1, [2, 2], [0, 1])
+    assert ledger.unique_of(mixed) == 2 and ledger.unique_total == 8
+    rows = ledger.finish([Acknowledged(4), Acknowledged(4), Acknowledged(2)]).producers
+    assert [(r.producer, r.lost, r.lost_examples) for r in rows] == [
+        (0, 1, (3,)),
+        (1, 1, (2,)),
+        (2, 0, ()),
+    ]

@@ -169,9 +169,9 @@ REPLY_CASES = [
     (Op.GET, 0, b"-WRONGTYPE Operation\r\n", Reply(K.ERROR_REPLY, 22, b"WRONGTYPE Operation")),
     (Op.INCR, 1, b"-ERR not an integer\r\n", Reply(K.ERROR_REPLY, 21, b"ERR not an integer")),
     (Op.COMMAND, 0, b"+OK\r\n", Reply(K.OK, 5)),
-    (Op.COMMAND, 0, b":7\r\n", Reply(K.VALUE, 4)),
-    (Op.COMMAND, 0, b"*2\r\n$1\r\na\r\n:1\r\n", Reply(K.VALUE, 15, None, 2)),
-    (Op.COMMAND, 0, b"$-1\r\n", Reply(K.VALUE, 5)),
+    (Op.COMMAND, 0, b":7\r\n", Reply(K.OK, 4)),
+    (Op.COMMAND, 0, b"*2\r\n$1\r\na\r\n:1\r\n", Reply(K.OK, 15)),
+    (Op.COMMAND, 0, b"$-1\r\n", Reply(K.OK, 5)),
     (Op.COMMAND, 0, b"-ERR unknown command\r\n", Reply(K.ERROR_REPLY, 22, b"ERR unknown command")),
 ]
 
@@ -201,10 +201,10 @@ RESP3_CASES = [
     (Op.GET, b"_\r\n", Reply(K.MISS, 3)),
     (Op.ADD, b"_\r\n", Reply(K.NOT_STORED, 3)),
     (Op.MGET, b"*2\r\n$1\r\na\r\n_\r\n", Reply(K.HIT, 14, None, 1)),
-    (Op.COMMAND, b"%1\r\n$1\r\na\r\n:1\r\n", Reply(K.VALUE, 15, None, 1)),
-    (Op.COMMAND, b",2.5\r\n", Reply(K.VALUE, 6)),
-    (Op.COMMAND, b"#t\r\n", Reply(K.VALUE, 4)),
-    (Op.COMMAND, b"~2\r\n:1\r\n:2\r\n", Reply(K.VALUE, 12, None, 2)),
+    (Op.COMMAND, b"%1\r\n$1\r\na\r\n:1\r\n", Reply(K.OK, 15)),
+    (Op.COMMAND, b",2.5\r\n", Reply(K.OK, 6)),
+    (Op.COMMAND, b"#t\r\n", Reply(K.OK, 4)),
+    (Op.COMMAND, b"~2\r\n:1\r\n:2\r\n", Reply(K.OK, 12)),
 ]
 
 

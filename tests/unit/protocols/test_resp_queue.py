@@ -98,3 +98,18 @@ def test_other_ops_behave_as_in_the_plain_codec() -> None:
     codec.encode(Op.GET, b"k", None, bytearray())
     (reply,) = replies_of(codec, b"$-1\r\n", bytewise=False)
     assert reply.kind == K.MISS
+
+
+def test_a_refused_lpush_keeps_the_servers_words_for_read_kinds() -> None:
+    """Redis refuses an LPUSH over maxmemory with ``-OOM ...``; ``read_kinds`` gives only
+    kinds, so the codec keeps the text (the queue producer shows it)."""
+    codec = RespQueueCodec(KEEP, 2)
+    out = bytearray()
+    for _ in range(2):
+        codec.encode(Op.COMMAND, [b"LPUSH", b"l", b"m"], None, out)
+    codec.feed(b":1\r\n-OOM command not allowed when used memory > 'maxmemory'.\r\n")
+    kinds: list[int] = []
+    codec.read_kinds(kinds)
+    assert [k & 0xFF for k in kinds] == [K.STORED, K.ERROR_REPLY]
+    assert codec.last_error is not None
+    assert bytes(codec.last_error).startswith(b"OOM command not allowed")

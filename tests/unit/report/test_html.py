@@ -289,3 +289,16 @@ def test_a_run_with_nothing_measured_still_renders() -> None:
     assert "ops.none" in html  # the verdict says why the page is empty
     data = json.loads(parse(html).data_text)
     assert data["runs"][0]["spectrum"] == [] and data["runs"][0]["server"] == []
+
+
+def test_the_page_names_the_commands_of_the_mix() -> None:
+    from kvbench.report.html import _facts
+
+    workload = {
+        "ratio": {"get": 1},
+        "commands": [{"command": "HSET __key__ f __data__", "weight": 2}],
+        "keys": 10,
+        "seed": 1,
+    }
+    doc = {"mode": "closed", "status": "ok", "window_s": 1.0, "config": {"workload": workload}}
+    assert dict(_facts(doc))["ops"] == "get:1 'HSET __key__ f __data__':2"

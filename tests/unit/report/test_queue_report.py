@@ -90,6 +90,13 @@ def doc_of(run: RunResult) -> dict[str, Any]:
     return document(summarize(run))
 
 
+def rendered(run: RunResult) -> str:
+    """The run's terminal summary as plain text."""
+    out = io.StringIO()
+    print_summary(Console(file=out, width=160, color_system=None), summarize(run))
+    return out.getvalue()
+
+
 def test_rates_come_from_each_sides_own_window() -> None:
     doc = doc_of(result())
     queue = doc["queue"]
@@ -249,3 +256,91 @@ def test_diff_of_two_queue_runs_compares_each_sides_rates_and_the_queue_figures(
     doc = doc_of(a)
     assert changes["e2e_p99_us", "end to end"]["a"] == doc["queue"]["e2e_latency_us"]["p99"]
     assert changes["backlog_peak", "backlog"]["b"] == 1234
+
+
+def test_a_phase_is_counted_in_the_originals_units() -> None:
+    """puts and gets (messages dequeued) over the run's window, each rate recomputable from
+    the count and the duration given; the server's stats queue before and after."""
+    run = result()
+    run.server = {
+        "before": {"backlog": 0, "enqueued": 0, "dequeued": 0, "pid": "1"},
+        "after": {"backlog": 0, "enqueued": 2000, "dequeued": 2000, "pid": "1"},
+        "data_dir": {"path": "/var/lib/memcacheq", "bytes": 3 * 2**20},
+    }
+    phase = doc_of(run)["queue"]["phase"]
+    assert (phase["puts"], phase["gets"], phase["duration_s"]) == (2000, 2000, 4.0)
+    assert phase["puts_per_s"] == phase["puts"] / phase["duration_s"] == 500.0
+    assert phase["gets_per_s"] == phase["gets"] / phase["duration_s"] == 500.0
+    assert phase["stats_queue_before"] == {"enqueued": 0, "dequeued": 0, "backlog": 0}
+    assert phase["stats_queue_after"] == {"enqueued": 2000, "dequeued": 2000, "backlog": 0}
+    text = rendered(run)
+    assert "puts 2,000  puts/s 500  gets 2,000  gets/s 500  duration 4.000s" in text
+    assert "stats queue q (enqueued/dequeued): 0/0 before, 2,000/2,000 after" in text
+    assert "data dir /var/lib/memcacheq: 3,145,728 bytes (3.0 MiB)" in text
+
+
+def test_a_write_only_run_leaves_its_messages_queued_without_calling_them_lost() -> None:
+    """--consumers 0: nothing read, nothing lost, no warning: the drain judges them."""
+    ledger = DeliveryLedger([1000])
+    snapshot, record = interval(0, 1000, 0, 0, [])
+    run = result()
+    run.config["consumers"] = 0
+    run.intervals = [snapshot]
+    assert run.queue is not None
+    run.queue = QueueSection(
+        produce_end_ns=S,
+        consume_start_ns=None,
+        consume_end_ns=0,
+        intervals=[record],
+        delivery=ledger.finish([Acknowledged(1000)]),
+        drained=False,
+        stop_reason="write only: the 1,000 messages stored stay in the queue",
+    )
+    doc = doc_of(run)
+    assert (doc["queue"]["lost"], doc["queue"]["left_in_queue"]) == (0, 1000)
+    assert [p["lost"] for p in doc["queue"]["producers"]] == [0]
+    assert doc["status"] == "ok"
+    assert not any(v["id"] == "queue.not_drained" for v in doc["verdicts"])
+    assert "1,000 left in the queue for a drain to read" in rendered(run)
+
+
+def test_a_later_phase_counts_its_own_puts_and_gets_and_the_ledger_so_far() -> None:
+    """A drain continuing a write: the write's producers are carried rows; its gets/s
+    counts only this run's receipts; a message the write stored and the drain never
+    read is lost here."""
+    ledger = DeliveryLedger([])
+    ledger.extend([500, 500])
+    ledger.add(0, [0] * 500, list(range(500)))  # received during an earlier phase
+    carried_received = ledger.received_total
+    ledger.extend([1000])  # this run's producer: id 2
+    ledger.add(1, [1] * 499 + [2] * 1000, [*range(499), *range(1000)])
+    run = result()
+    assert run.queue is not None
+    run.queue.delivery = ledger.finish([Acknowledged(500), Acknowledged(500), Acknowledged(1000)])
+    run.queue.carried_producers = 2
+    run.queue.carried_received = carried_received
+    queue = doc_of(run)["queue"]
+    assert queue["puts_per_s"] == 500.0  # its own 1,000 stored over the 2 s produce window
+    assert queue["gets_per_s"] == round(
+        1499 / 4, 1
+    )  # 1,499 received in it over the 4 s consume window
+    assert queue["lost"] == 1 and [p["lost"] for p in queue["producers"]] == [0, 1, 0]
+    assert run_status(run).name == "failed"
+
+
+def test_every_put_refused_fails_the_run_in_the_servers_words() -> None:
+    ledger = DeliveryLedger([])
+    ledger.extend([100])
+    run = result()
+    assert run.queue is not None
+    run.queue.delivery = ledger.finish([Acknowledged(100, tuple(range(100)))])
+    said = (
+        "producer 0: a put was refused: SERVER_ERROR out of memory storing object (100 problem(s))"
+    )
+    run.errors = [said]
+    status = run_status(run)
+    assert status.name == "failed"
+    assert status.reasons == (f"every put was refused (100 sent, none stored): {said}",)
+    ledger.add(0, [0], [99])  # one stored, and received
+    run.queue.delivery = ledger.finish([Acknowledged(100, tuple(range(99)))])
+    assert run_status(run).name == "ok"

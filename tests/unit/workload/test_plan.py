@@ -65,3 +65,31 @@ def test_incr_works_on_counter_keys_not_on_value_keys() -> None:
     set_keys = {k for op, k in zip(source.ops, source.keys, strict=True) if op == int(Op.SET)}
     assert incr_keys and all(k.startswith(b"k:counter:") for k in incr_keys)  # type: ignore[union-attr]
     assert not incr_keys & set_keys
+
+
+def test_a_source_without_keys_is_empty_until_rekeyed() -> None:
+    from dataclasses import replace
+
+    plan = compile_plan(WorkloadConfig(keys=50, key_prefix="k", seed=3), 0, 1)
+    source = RequestSource(replace(plan, key_table=[], config=replace(plan.config, keys=0)))
+    assert source.empty and source.size == 0
+    few = [b"k1", b"k2"]
+    source.rekey(replace(plan, key_table=few, config=replace(plan.config, keys=2)))
+    assert not source.empty and source.pos == source.size == 0  # the next request refills
+    source.refill()
+    assert set(source.keys) == set(few)
+
+
+def test_rekey_drops_the_chunk_and_goes_on_with_the_same_generators() -> None:
+    from dataclasses import replace
+
+    plan = compile_plan(WorkloadConfig(keys=50, key_prefix="k", seed=3), 0, 1)
+    a, b = RequestSource(plan), RequestSource(plan)
+    a.rekey(plan)  # the same keys: the op sequence goes on as if refilled
+    a.refill()
+    b.refill()
+    assert a.ops == b.ops and a.keys == b.keys
+    half = replace(plan, key_table=plan.key_table[:25], config=replace(plan.config, keys=25))
+    a.rekey(half)
+    a.refill()
+    assert set(a.keys) <= set(half.key_table)

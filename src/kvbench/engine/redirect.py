@@ -1,0 +1,398 @@
+"""Redis Cluster redirects: a request a node sends elsewhere is sent on, and completes there.
+
+A ``ClusterConnection`` is a load connection that keeps each request's key and value while
+it is in flight. When its codec (in cluster mode) classifies a reply as ``MOVED`` or
+``ASK`` (the Redis Cluster specification, "Redirection and resharding"), the request is
+taken out of this connection's FIFO and the worker's ``ClusterRouter`` sends it on to a
+connection of the node the reply names, preceded by ASKING for an ASK. There it joins the
+FIFO as a *guest*: its latency is still measured from its first send (so it includes the
+redirect), its reply is its outcome, and its completion frees no pipeline slot there (the
+slot it held was freed where it was first sent). A MOVED also updates the worker's slot
+placement at once (the keys of that slot move to the new master's request source) and
+asks the new master for the whole map in the background, so a resharding of many slots is
+learned from one redirect. A request redirected more than ``MAX_REDIRECTS`` times, or to a
+node the run does not know, ends as an error reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Callable
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from kvbench.config.model import TargetConfig
+from kvbench.engine.connection import Connection, DriverHost
+from kvbench.engine.shards import Shard, placed_plan
+from kvbench.errors import ProtocolError
+from kvbench.metrics.outcome import Outcome
+from kvbench.metrics.recorder import Recorder
+from kvbench.protocols.base import KIND_MASK, ClientCodec, Op, ReplyKind
+from kvbench.protocols.resp_cluster import Master, Redirect, SlotsQuery
+from kvbench.workload.plan import WorkloadPlan
+from kvbench.workload.slots import NO_NODE, SlotMap, SlotPlacement
+
+if TYPE_CHECKING:
+    from kvbench.engine.link import SetupWriter
+    from kvbench.workload.plan import RequestSource
+
+_now = time.monotonic_ns
+_MOVED = int(ReplyKind.MOVED)
+_ASK = int(ReplyKind.ASK)
+_ERROR_REPLY = int(ReplyKind.ERROR_REPLY)
+_CONN_ERROR = int(Outcome.CONN_ERROR)
+_COUNTERS = (int(Op.INCR), int(Op.DECR))
+# How many times one request may be redirected before it counts as an error: redis-py's
+# RedisCluster gives a request 16 (RedisClusterRequestTTL); a loop between two nodes
+# whose views disagree ends there.
+MAX_REDIRECTS = 16
+# A MOVED asks the new master for the whole map this long after (once at a time): a
+# resharding moves slots one after another, and the first redirect should learn them all.
+REFRESH_DELAY_S = 0.05
+
+
+class InFlight(NamedTuple):
+    """A request taken out of a FIFO to be sent on: what to send and when it was first due.
+
+    Attributes:
+        hops: how many times it was redirected before (0: sent where it was drawn).
+        intended_ns: open loop: its slot in the schedule; closed loop: None.
+    """
+
+    op: int
+    key: Any
+    value: Any
+    sent_ns: int
+    intended_ns: int | None
+    hops: int
+
+
+class ClusterConnection(Connection):
+    """A load connection to one master of a Redis Cluster (the Python driver only).
+
+    Beside the in-flight ops and send times it keeps each request's key, value and
+    redirect count (``hops``; guests, sent on from another connection, have hops > 0),
+    aligned with them. While neither a guest is in flight nor a redirect was read, replies
+    are accounted in bulk as on any connection; otherwise one at a time.
+
+    Args:
+        router: the worker's cluster state; the rest as ``Connection``.
+    """
+
+    def __init__(
+        self,
+        host: DriverHost,
+        tally: Any,
+        recorder: Recorder,
+        codec_factory: Callable[[], ClientCodec],
+        setup: SetupWriter | None,
+        pipeline: int,
+        shard: Shard,
+        router: ClusterRouter,
+    ) -> None:
+        super().__init__(host, tally, recorder, codec_factory, setup, pipeline, shard)
+        self._router = router
+        self._sent_keys: list[Any] = []
+        self._sent_values: list[Any] = []
+        self._sent_hops: list[int] = []
+        self._fifo = (*self._fifo, self._sent_keys, self._sent_values, self._sent_hops)
+        self._kept = self._keep
+        self._guests = 0
+        router.add(self)
+
+    @property
+    def pipeline(self) -> int:
+        """Requests kept in flight: none while its master serves none of the keys (the
+        open-loop dispatcher then hands it nothing either)."""
+        return 0 if self.source.empty else self._depth
+
+    @pipeline.setter
+    def pipeline(self, depth: int) -> None:
+        self._depth = depth
+
+    def _keep(self, source: RequestSource, start: int, stop: int) -> None:
+        """Note the keys and values of requests ``start:stop`` of ``source``'s chunk."""
+        self._sent_keys.extend(source.keys[start:stop])
+        self._sent_values.extend(source.values[start:stop])
+        self._sent_hops.extend(repeat(0, stop - start))
+
+    def issue(self, n: int) -> None:
+        if self.source.empty:  # its master serves none of the keys: nothing to send
+            self._host.maybe_finished()
+            return
+        super().issue(n)
+
+    def _clear(self) -> None:
+        super()._clear()
+        self._guests = 0
+
+    def _account(self, now: int) -> int:
+        """Account the replies just read; redirects are sent on.
+
+        Returns:
+            How many pipeline slots of this connection were freed: its own requests that
+            were answered or sent elsewhere (a guest's slot is its first connection's).
+        """
+        codec: Any = self._codec
+        if not self._guests and not codec.redirects:
+            return super()._account(now)
+        batch = self._codes[:]
+        self._codes.clear()
+        freed = 0
+        for position, code in enumerate(batch):
+            head = self._head
+            if head >= len(self._sent_ops):  # more replies than requests: the base says so
+                self._codes.extend(batch[position:])
+                return freed + super()._account(now)
+            hops = self._sent_hops[head]
+            if hops:
+                self._guests -= 1
+            if code & KIND_MASK in (_MOVED, _ASK):
+                entry = self._take_entry()
+                freed += 0 if hops else 1
+                self._router.redirect(self, entry, codec.redirects.pop(0), now)
+                continue
+            self._codes.append(code)
+            done = super()._account(now)
+            freed += 0 if hops else done
+        # A guest answered or a request went elsewhere frees nothing here: the worker
+        # may still be done (a phase whose last request was a guest).
+        self._host.maybe_finished()
+        return freed
+
+    def _take_entry(self) -> InFlight:
+        """The request at the FIFO's head, taken out of it (it is sent on elsewhere)."""
+        head = self._head
+        intended = None if self.closed_loop else self._intended_ns[head]
+        entry = InFlight(
+            self._sent_ops[head],
+            self._sent_keys[head],
+            self._sent_values[head],
+            self._sent_ns[head],
+            intended,
+            self._sent_hops[head],
+        )
+        self._head = head + 1
+        return entry
+
+    def send_guest(self, entry: InFlight, asking: bool) -> None:
+        """Send a request redirected here (after ASKING for an ASK), as a guest."""
+        assert self._transport is not None
+        out = bytearray()
+        codec: Any = self._codec
+        if asking:
+            codec.encode_asking(out)
+        codec.encode(Op(entry.op), entry.key, entry.value, out, 1 if entry.op in _COUNTERS else 0)
+        self._sent_ops.append(entry.op)
+        self._sent_ns.append(entry.sent_ns)
+        if not self.closed_loop:  # open loop: due when first due (sent, if it was not paced)
+            due = entry.intended_ns
+            self._intended_ns.append(entry.sent_ns if due is None else due)
+        self._sent_keys.append(entry.key)
+        self._sent_values.append(entry.value)
+        self._sent_hops.append(entry.hops + 1)
+        self._guests += 1
+        self._tally.bytes_out += len(out)
+        self._transport.write(out)
+
+
+class ClusterRouter:
+    """One worker's Redis Cluster: which master serves each slot now, and the redirects.
+
+    Args:
+        host: the worker (errors are noted there; it is told when a phase may be over).
+        recorder: where requests a redirect could not complete are counted.
+        placement: the worker's live slot placement (engine/shards.py ``cluster_shards``).
+        plan: the worker's whole plan, which each master's plan is cut from.
+        shards: one per master, in ``placement.nodes`` order.
+        issuing: whether the worker's connections may send new requests now.
+        timeout_s: the longest wait of a background map refresh.
+    """
+
+    def __init__(
+        self,
+        host: DriverHost,
+        recorder: Recorder,
+        placement: SlotPlacement,
+        plan: WorkloadPlan,
+        shards: list[Shard],
+        issuing: Callable[[], bool],
+        timeout_s: float,
+    ) -> None:
+        self._host = host
+        self._recorder = recorder
+        self.placement = placement
+        self._plan = plan
+        self.shards = shards
+        self._issuing = issuing
+        self._timeout_s = timeout_s
+        self.connections: list[list[ClusterConnection]] = [[] for _ in shards]
+        # Counted since the last interval cut (``take_stats``).
+        self.moved = 0
+        self.ask = 0
+        self.refreshes = 0
+        self._refresh: asyncio.Task[None] | None = None
+
+    def add(self, conn: ClusterConnection) -> None:
+        self.connections[conn.shard.index].append(conn)
+
+    # -- redirects -----------------------------------------------------------------------
+
+    def redirect(
+        self, origin: ClusterConnection, entry: InFlight, redirect: Redirect, now: int
+    ) -> None:
+        """Send ``entry`` on where ``redirect`` (read on ``origin``) says."""
+        origin.shard.redirected += 1
+        if redirect.kind == ReplyKind.MOVED:
+            self.moved += 1
+        else:
+            self.ask += 1
+        host = redirect.host or origin.target.host
+        node = self.placement.node_index(host, redirect.port)
+        what = f"{redirect.kind.name} {redirect.slot} {host}:{redirect.port}"
+        if node is None:
+            self._give_up(origin, entry, now, f"{what}: a node this run did not find at its start")
+            return
+        if entry.hops >= MAX_REDIRECTS:
+            self._give_up(origin, entry, now, f"{what}: redirected {entry.hops + 1} times")
+            return
+        if redirect.kind == ReplyKind.MOVED:
+            self.move(redirect.slot, node)
+            self._schedule_refresh(node, redirect.slot)
+        conn = self._connection_to(node)
+        if conn is None:  # every connection to it is down: the request is lost with them
+            self._recorder.counts[entry.op][_CONN_ERROR] += 1
+            self._host.note_error("redirect", f"{what}: no connection to it is open")
+            return
+        conn.send_guest(entry, asking=redirect.kind == ReplyKind.ASK)
+
+    def _give_up(self, origin: ClusterConnection, entry: InFlight, now: int, text: str) -> None:
+        """End a request whose redirect cannot be followed: an error reply, at its latency."""
+        recorder = self._recorder
+        recorder.reply_ops.append(entry.op)
+        recorder.reply_codes.append(_ERROR_REPLY)
+        if entry.intended_ns is None:
+            recorder.reply_latency_ns.append(now - entry.sent_ns)
+        else:
+            recorder.reply_latency_ns.append(now - entry.intended_ns)
+            recorder.reply_service_ns.append(now - entry.sent_ns)
+        origin.shard.completed += 1
+        self._host.note_error("redirect", text)
+
+    def _connection_to(self, node: int) -> ClusterConnection | None:
+        """The live connection to ``node`` with the fewest requests in flight."""
+        live = [c for c in self.connections[node] if c.live and c.connected]
+        return min(live, key=lambda c: c.inflight) if live else None
+
+    # -- the slot map --------------------------------------------------------------------
+
+    def move(self, slot: int, node: int) -> None:
+        """``slot`` is served by ``node`` now: its keys go to that master's source."""
+        before = self.placement.move(slot, node)
+        if before != node:
+            self._replace({before, node} - {NO_NODE})
+
+    def apply(self, fresh: SlotMap) -> int:
+        """Take every slot of a freshly asked map that a master this run knows serves.
+
+        Returns:
+            How many slots changed master.
+        """
+        unknown = -2
+        mapping = [self.placement.node_index(host, port) for host, port in fresh.nodes]
+        # The last entry answers NO_NODE (-1): a slot nobody serves is left as it was.
+        ours = np.array([unknown if m is None else m for m in mapping] + [unknown])
+        proposed = ours[np.array(fresh.owners, dtype=np.int64)]
+        owners = self.placement.owners
+        changed = (proposed != unknown) & (proposed != owners)
+        if not changed.any():
+            return 0
+        nodes = set(owners[changed].tolist()) | set(proposed[changed].tolist())
+        owners[changed] = proposed[changed]
+        self._replace(nodes - {NO_NODE})
+        return int(changed.sum())
+
+    def _replace(self, nodes: set[int]) -> None:
+        """Cut new plans for ``nodes``' shards; wake connections that had nothing to send."""
+        for index in sorted(nodes):
+            shard = self.shards[index]
+            idle = shard.source.empty
+            shard.plan = placed_plan(self._plan, self.placement, index)
+            shard.source.rekey(shard.plan)
+            if idle and self._issuing():
+                for conn in self.connections[index]:
+                    if conn.live and conn.closed_loop:
+                        conn.fill()
+
+    def _schedule_refresh(self, node: int, slot: int) -> None:
+        """Ask ``node`` for the whole map soon, unless a refresh is already on its way."""
+        if self._refresh is not None and not self._refresh.done():
+            return
+        self._refresh = asyncio.get_running_loop().create_task(self._refresh_from(node, slot))
+
+    async def _refresh_from(self, node: int, slot: int) -> None:
+        """Ask ``node`` for the map and apply it, unless it is older than what a MOVED said
+        (it does not give ``slot`` to the node serving it now)."""
+        await asyncio.sleep(REFRESH_DELAY_S)
+        shard = self.shards[node]
+        try:
+            masters = await asyncio.wait_for(
+                fetch_masters(shard.target, shard.ssl), self._timeout_s
+            )
+            fresh = SlotMap.from_masters(masters, shard.target.host)
+        except (OSError, TimeoutError, ProtocolError, ValueError) as exc:
+            self._host.note_error("cluster_refresh", f"{shard.target.url}: {exc}")
+            return
+        owner = fresh.owners[slot]
+        serving = self.placement.owner(slot)
+        if owner == NO_NODE or fresh.nodes[owner] != self.placement.nodes[serving]:
+            return
+        self.refreshes += 1
+        self.apply(fresh)
+
+    def close(self) -> None:
+        """Stop a refresh on its way (the run is over)."""
+        if self._refresh is not None:
+            self._refresh.cancel()
+
+    def take_stats(self, recorder: Recorder) -> None:
+        """Add the interval's redirect figures to ``recorder``'s stats and start again."""
+        recorder.add_stat("redirect_moved", self.moved)
+        recorder.add_stat("redirect_ask", self.ask)
+        recorder.add_stat("slot_map_refreshes", self.refreshes)
+        for shard in self.shards:
+            recorder.add_stat(f"server{shard.index}_redirected", shard.redirected)
+            shard.redirected = 0
+        self.moved = self.ask = self.refreshes = 0
+
+
+async def fetch_masters(target: TargetConfig, context: ssl.SSLContext | None) -> list[Master]:
+    """Ask ``target`` (a cluster node) for the masters and their slots, on a connection of
+    its own (engine side; the preflight asks the same over a blocking socket).
+
+    Raises:
+        ProtocolError: the node answered with an error or broke the protocol.
+        OSError: the connection failed or closed first.
+    """
+    reader, writer = await asyncio.open_connection(
+        target.host, target.port, ssl=context, server_hostname=target.host if context else None
+    )
+    try:
+        query = SlotsQuery(target.password, target.username, target.tls)
+        writer.write(query.request)
+        while True:
+            data = await reader.read(1 << 16)
+            if not data:
+                raise ConnectionError("the node closed the connection")
+            answer = query.feed(data)
+            if answer is not None:
+                break
+    finally:
+        writer.close()
+    if answer.masters is None:
+        raise ProtocolError(f"the node refused: {answer.error}")
+    return answer.masters
