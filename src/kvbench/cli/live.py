@@ -22,7 +22,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from kvbench.cli.prometheus import prometheus_server
 from kvbench.config import RunConfig
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.report.summary import interval_row
+from kvbench.report.summary import Running, interval_row
 from kvbench.report.tables import live_table
 from kvbench.report.terminal import live_line
 
@@ -47,6 +47,7 @@ class LiveView:
         self._config = config
         self._origins: dict[int, int] = {}
         self._rows: deque[dict[str, Any]] = deque(maxlen=LIVE_ROWS)
+        self._totals = Running()  # cumulative ops and the running average, per round
         self._interactive = console.is_terminal and config.report.live
         self._progress = Progress(
             TextColumn("{task.description}"),
@@ -107,7 +108,9 @@ class LiveView:
         if self._figures is not None:
             self._figures.interval(snap)
         origin = self._origins.setdefault(snap.round, snap.start_ns)
-        row = interval_row(snap, origin)
+        if snap.index == 0:  # a run's (or round's) first interval: count from zero
+            self._totals.restart()
+        row = self._totals.add(interval_row(snap, origin))
         row["connections_asked"] = running.load.connections
         rounds = self._config.load.rounds
         self._progress.update(

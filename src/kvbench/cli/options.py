@@ -102,6 +102,11 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     ),
     click.option("--multiget", help="Keys per mget op. [10]"),
     click.option(
+        "--placement",
+        help="Keys over several memcached servers: ketama (twemproxy) or modula-crc32 "
+        "(python-memcached). [ketama]",
+    ),
+    click.option(
         "--command",
         "commands",
         cls=_InOrder,

@@ -10,6 +10,7 @@ for (every run, labelled, in each).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,11 +33,14 @@ from kvbench.config.presets import Preset, Step, get_preset, with_scheme
 from kvbench.config.queue import build_queue_config
 from kvbench.errors import ConfigError
 from kvbench.report import document, summarize
+from kvbench.report.batches import batch_figures, batch_line, batches_table
 from kvbench.report.html import render
 from kvbench.report.levels import TargetColumn, comparison, target_column
 from kvbench.report.tables import compared_levels_table, queue_phases_table
+from kvbench.report.terminal import phase_end_line
 from kvbench.results.model import RunResult
 from kvbench.results.status import EXIT_CODES, INTERRUPTED, worst
+from kvbench.runner.batches import run_batch_level
 from kvbench.runner.levels import at_level, parse_levels, run_comparison
 from kvbench.runner.queue import QueueCarry
 
@@ -87,9 +91,10 @@ def run_preset(
     preset = get_preset(name)
     if DATA_DIR in flags and preset.shape != "queue":
         raise ConfigError("--data-dir", f"preset {name} runs no queue: no data directory to read")
-    if len(targets) != preset.targets:
+    if len(targets) < preset.targets or (len(targets) > preset.targets and not preset.more_targets):
+        more = " or more" if preset.more_targets else ""
         raise ConfigError(
-            "TARGET", f"preset {name} takes {preset.targets} target(s), got {len(targets)}"
+            "TARGET", f"preset {name} takes {preset.targets}{more} target(s), got {len(targets)}"
         )
     outputs = replace(outputs or Outputs(), json_path=flags.pop("report.json", (None, ""))[0])
     report = _report(flags)
@@ -99,7 +104,7 @@ def run_preset(
         flags["workload.seed"] = (int.from_bytes(os.urandom(4), "big"), "seed")
     urls = [with_scheme(url, preset) for url in targets]
     run = _Run(make_console(), preset, urls, flags, config_path, processes, outputs, report)
-    shapes = {"queue": _queue_steps, "steps": _steps}
+    shapes = {"queue": _queue_steps, "steps": _steps, "batches": _batches}
     return shapes.get(preset.shape, _levels)(run)
 
 
@@ -113,13 +118,34 @@ def _report(flags: Settings) -> ReportConfig:
 
 
 def _steps(run: _Run) -> int:
-    """Load runs in order, each with its step's settings."""
+    """Load runs in order, each with its step's settings (a step that reads what the one
+    before wrote gets its span of keys and its time window: ``_reading``)."""
+    before: list[tuple[RunResult, int, int]] = []  # result, wall-clock ms at start and end
 
     def measure_step(step: Step) -> tuple[RunResult, ReportConfig]:
-        config = run.config(run.urls, step.settings)
-        return measure(run.console, config), config.report
+        settings = dict(step.settings)
+        if step.reads_previous and before:
+            settings.update(_reading(*before[-1]))
+        config = run.config(run.urls, settings)
+        start_ms = time.time_ns() // 1_000_000
+        result = measure(run.console, config)
+        before.append((result, start_ms, time.time_ns() // 1_000_000 + 1))
+        return result, config.report
 
     return _in_steps(run, measure_step)
+
+
+def _reading(written: RunResult, start_ms: int, end_ms: int) -> dict[str, Any]:
+    """Settings that make a step read exactly the keys ``written`` stored: each worker
+    walks its own start of the keyspace (the same seed and workers), as many keys as the
+    slowest worker stored in the window (all of them stored: replies in the window are a
+    prefix of what was sent, and the drain waited for the rest); timestamps must fall in
+    the time the step ran (--verify)."""
+    settings: dict[str, Any] = {"workload.verify_window_ms": (start_ms, end_ms)}
+    stored = [int(w.get("ops", 0)) for w in written.workers]
+    if stored and min(stored) > 0:
+        settings["workload.key_span"] = min(stored)
+    return settings
 
 
 def _queue_steps(run: _Run) -> int:
@@ -170,6 +196,8 @@ def _in_steps(run: _Run, measure_step: Callable[[Step], tuple[RunResult, ReportC
         result, report = measure_step(step)
         result.label = f"{preset.name}: {step.label}"
         statuses.append(publish(console, result, report, Outputs()).name)
+        if preset.shape == "steps":
+            console.print(phase_end_line(step.label, summarize(result)))
         done.append((step.label, result))
         if result.status == INTERRUPTED:
             break
@@ -263,3 +291,36 @@ def _compare_at_levels(
                 break
     console.print(compared_levels_table(axis, shown))
     return done, rows, worst(statuses)
+
+
+def _batches(run: _Run) -> int:
+    """put-get-batches: at each level, that many clients set every key, then get it
+    (runner/batches.py); each level published as a run, then the table of all of them."""
+    preset, flags = run.preset, run.flags
+    assert preset.levels is not None
+    if flags.get("load.requests", (None, ""))[0] is not None:
+        raise ConfigError(
+            "-n", f"{preset.name}: each client sets and gets every key once; R is --keys"
+        )
+    given = flags.pop("load.connections", (None, ""))[0]
+    levels = parse_levels(str(given) if given is not None else preset.levels, "--connections")
+    config = run.config(run.urls)
+    done: Labelled = []
+    rows: list[dict[str, Any]] = []
+    statuses: list[str] = []
+    for level in levels:
+        clients = int(level)
+        run.console.print(f"[bold]{preset.name}: {clients} client(s)[/bold]")
+        result = run_batch_level(config, clients)
+        result.label = f"{preset.name}: {clients} client(s)"
+        statuses.append(publish(run.console, result, run.report, Outputs()).name)
+        figures = batch_figures(result)
+        run.console.print(batch_line(figures))
+        done.append((str(clients), result))
+        rows.append(figures)
+        if result.status == INTERRUPTED:
+            break
+    run.console.print(batches_table(rows, [t.url for t in config.targets]))
+    extra = {"status": worst(statuses), "batches": rows}
+    _write_outputs(run.console, preset, done, "clients", run.outputs, extra)
+    return EXIT_CODES[worst(statuses)]

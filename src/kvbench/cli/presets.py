@@ -25,7 +25,10 @@ def presets(name: str | None) -> None:
     """
     console = make_console()
     if name is None:
-        rows = [(p.name, p.shape, p.targets, p.title) for p in PRESETS.values()]
+        rows = [
+            (p.name, p.shape, f"{p.targets}{'+' if p.more_targets else ''}", p.title)
+            for p in PRESETS.values()
+        ]
         console.print(presets_table(rows))
         console.print("details: kvbench presets NAME; run: kvbench run --preset NAME TARGET")
         return

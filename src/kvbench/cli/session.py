@@ -72,6 +72,7 @@ OPTION_PATHS = {
     "value_size": "workload.value_size",
     "value_kind": "workload.value_kind",
     "verify": "workload.verify",
+    "placement": "workload.placement",
     "multiget": "workload.multiget_keys",
     "ttl": "workload.ttl_s",
     "preload": "workload.preload",

@@ -37,10 +37,12 @@ from kvbench.config.targets import (
 )
 from kvbench.config.workload_fields import (
     MIN_VERIFY_VALUE_BYTES,
+    PLACEMENTS,
     TIMESTAMP_VALUE_BYTES,
     check_keys,
     parse_key_pattern,
     parse_key_template,
+    parse_time_window_ms,
     parse_ttl,
     parse_value_kind,
     parse_value_size,
@@ -158,6 +160,9 @@ _field("workload.multiget_keys")(_positive(1))
 _field("workload.ttl_s")(parse_ttl)
 _field("workload.preload")(_boolean)
 _field("workload.seed")(_positive(0))
+_field("workload.placement")(lambda v, w: _choice(v, w, PLACEMENTS))
+_field("workload.key_span")(_positive(1))
+_field("workload.verify_window_ms")(parse_time_window_ms)
 _field("load.connections")(_positive(1))
 _field("load.processes")(_positive(1))
 _field("load.pipeline")(_positive(1))
@@ -260,15 +265,15 @@ def _targets(urls: list[str]) -> tuple[TargetConfig, ...]:
 
 
 def _check_shards(targets: tuple[Any, ...], load: LoadConfig, settings: Settings) -> LoadConfig:
-    """Several targets are memcached servers sharded by ketama: every worker needs a
-    connection to each, so processes are capped at connections / servers. (Several
-    ``redis+cluster://`` targets are seeds of one cluster, capped once its masters are
-    known: runner/redis_cluster.py.)"""
+    """Several targets are memcached servers sharded by ketama (or --placement): every
+    worker needs a connection to each, so processes are capped at connections / servers.
+    (Several ``redis+cluster://`` targets are seeds of one cluster, capped once its masters
+    are known: runner/redis_cluster.py.)"""
     if len(targets) < 2 or all(t.cluster for t in targets):
         return load
     if any(t.family != "memcache" for t in targets):
         raise ConfigError(
-            "target", "several targets are sharded with ketama: memcached targets only"
+            "target", "several targets are sharded (ketama or --placement): memcached targets only"
         )
     if load.connections < len(targets):
         where = settings.get("load.connections", (None, "--connections"))[1]
@@ -333,6 +338,9 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
         preload=values.get("workload.preload", defaults.preload),
         verify=values.get("workload.verify", defaults.verify),
         seed=values.get("workload.seed", int.from_bytes(os.urandom(4), "big")),
+        placement=values.get("workload.placement", defaults.placement),
+        key_span=values.get("workload.key_span"),
+        verify_window_ms=values.get("workload.verify_window_ms"),
     )
     _check_values(workload, values, settings)
     return workload
@@ -349,6 +357,8 @@ def _check_values(workload: WorkloadConfig, values: dict[str, Any], settings: Se
     if not workload.verify:
         return
     where = _origin(settings, "workload.verify")
+    if workload.value_kind == "timestamp":  # checked as a time: 8 bytes, inside the window
+        return
     if workload.value_kind != "random":
         raise ConfigError(
             where,

@@ -105,6 +105,14 @@ class WorkloadConfig:
         preload: store every key once before measuring, so gets can hit.
         verify: values derived from (key, version); every get hit is checked.
         seed: the run's seed; worker i uses a seed derived from it and i.
+        placement: how keys are placed on several servers: ``ketama`` (twemproxy) or
+            ``modula-crc32`` (python-memcached).
+        key_span: ``sequential``: each worker walks only this many keys from its start,
+            wrapping (a preset's get step reads exactly the keys its set step wrote); None:
+            the whole keyspace.
+        verify_window_ms: ``--verify`` of timestamp values: a value must be a time in
+            [low, high] ms since the epoch (when the set step ran); None: any time up to
+            the check.
     """
 
     keys: int = 100_000
@@ -127,6 +135,9 @@ class WorkloadConfig:
     preload: bool = False
     verify: bool = False
     seed: int = 0
+    placement: str = "ketama"
+    key_span: int | None = None
+    verify_window_ms: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,9 @@ class Step:
 
     label: str
     settings: dict[str, Any]
+    # Read exactly the keys the step before wrote (each worker its own, as far as the
+    # slowest got), and under --verify accept only values written while it ran.
+    reads_previous: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +39,8 @@ class Preset:
         steps: for ``steps``: the runs, in order.
         axis, levels: for sweeps: the swept option and its levels (``64:2048:64``).
         scheme: rewrite a memcached target's scheme to this one (the protocol it used).
-        targets: how many targets the preset takes.
+        targets: how many targets the preset takes (at least, with ``more_targets``).
+        more_targets: it takes ``targets`` or more (several memcached servers).
     """
 
     name: str
@@ -50,6 +54,7 @@ class Preset:
     levels: str | None = None
     scheme: str | None = None
     targets: int = 1
+    more_targets: bool = False
 
 
 PRESETS: dict[str, Preset] = {
@@ -61,19 +66,25 @@ PRESETS: dict[str, Preset] = {
             original=(
                 "128 concurrent workers over the binary protocol, keys a random float plus a "
                 "counter, values the current time in ms (8 bytes); set-only, then get-only; a "
-                "throughput line every second. Nothing separated client limits from server "
-                "limits: '4 client machines reach 500k/s' was found by hand."
+                "line every second with the ops so far and the running average. Nothing "
+                "separated client limits from server limits: '4 client machines reach "
+                "500k/s' was found by hand."
             ),
             measures=(
-                "the same load with a line per second and percentiles; client CPU, event-loop "
-                "lag and the server's own CPU and counters decide whether the client or the "
-                "server was the limit (verdicts); --cluster spreads the load over machines."
+                "the same load: every live line and CSV row has the interval's rate, the ops "
+                "so far and the running average (ops so far / elapsed), each phase ends with "
+                "its total, duration, average and errors; the get phase reads exactly the "
+                "keys the set phase wrote (sequential per worker), and --verify checks every "
+                "value is an 8-byte time from the set phase. Percentiles, client CPU, "
+                "event-loop lag and the server's own CPU and counters say whether the client "
+                "or the server was the limit (verdicts); --cluster spreads the load."
             ),
             shape="steps",
             scheme="memcached+binary",
             settings={
                 "load.connections": 128,
                 "workload.key_template": "float-counter",
+                "workload.key_pattern": "sequential",
                 "workload.value_kind": "timestamp",
                 "workload.value_size": 8,
                 "load.interval": "1s",
@@ -81,35 +92,37 @@ PRESETS: dict[str, Preset] = {
             },
             steps=(
                 Step("set-only", {"workload.ratio": "1:0"}),
-                Step("get-only", {"workload.ratio": "0:1"}),
+                Step("get-only", {"workload.ratio": "0:1"}, reads_previous=True),
             ),
         ),
         Preset(
             name="put-get-batches",
-            title="per-worker put/get batches: text protocol, 1..10 workers, ~1 KB values",
+            title="per-client put/get batches: text protocol, 1..10 clients, ~1 KB values",
             original=(
-                "1..10 workers, each doing `runs` sets then `runs` gets of ~1 KB values on "
-                "test_key0.., over two servers with client-side hashing; throughput computed "
-                "from summed per-thread times instead of wall-clock."
+                "1..10 threads, each with its own client connected to two memcached servers "
+                "(client-side hashing), doing R = 1000 sets of test_key0..test_key999 (~1 KB "
+                "values), then R gets of the same keys; throughput computed from summed "
+                "per-thread times instead of wall-clock."
             ),
             measures=(
-                "a sweep over 1..10 connections, sets then gets on sequential test_key keys; "
-                "throughput is successful completions over one wall-clock window shared by "
-                "every worker, with a 95% CI over rounds. (Client-side hashing over several servers is not "
-                "supported yet: give one server.)"
+                "the same batches, exactly: at level N, N clients, each with a connection "
+                "to every server and one request at a time, each doing its R sets then its R "
+                "gets (a barrier per client); every get is checked against the value set; each batch timed "
+                "from its first request sent to its last reply received across all clients, "
+                "throughput = replies / that wall-clock (the original's formula beside it), "
+                "each server's share, and the servers' cmd_set / get_hits deltas (N x R "
+                "each). Keys placed by ketama, or --placement modula-crc32 as "
+                "python-memcached did."
             ),
-            shape="sweep",
+            shape="batches",
             axis="connections",
             levels="1:10:1",
             scheme="memcached",
+            more_targets=True,
             settings={
                 "workload.key_prefix": "test_key",
-                "workload.key_pattern": "sequential",
+                "workload.keys": 1000,
                 "workload.value_size": 1000,
-                "workload.ratio": "1:1",
-                "workload.keys": 10_000,
-                "load.duration": "5s",
-                "load.rounds": 3,
             },
         ),
         Preset(

@@ -16,6 +16,8 @@ from kvbench.units import parse_count, parse_size_bytes
 KEY_PATTERNS = ("uniform", "sequential", "zipf", "gaussian")
 KEY_TEMPLATES = ("number", "random", "float-counter")
 VALUE_KINDS = ("random", "compressible", "timestamp")
+# How keys are placed on several memcached servers (workload/placement.py).
+PLACEMENTS = ("ketama", "modula-crc32")
 # incr/decr work on keys of their own, prefix + COUNTER_INFIX + a number below MAX_COUNTERS
 # (workload.plan builds them from these).
 COUNTER_INFIX = "counter:"
@@ -207,3 +209,17 @@ def longest_key(workload: WorkloadConfig) -> tuple[int, str, str]:
                 f"{counter_digits}-digit numbers",
             )
     return longest
+
+
+def parse_time_window_ms(value: Any, where: str) -> tuple[int, int]:
+    """Two times in ms since the epoch, low <= high: ``[low, high]`` or ``"low-high"``."""
+    parts = value.split("-") if isinstance(value, str) else value
+    try:
+        low, high = (int(p) for p in parts)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            where, f"{value!r}: expected [LOW_MS, HIGH_MS] or LOW_MS-HIGH_MS"
+        ) from None
+    if not 0 <= low <= high:
+        raise ConfigError(where, f"{value!r}: expected 0 <= LOW_MS <= HIGH_MS")
+    return low, high

@@ -1,11 +1,12 @@
 """Several servers in one run: keys placed on them, one shard per server.
 
 Several memcached servers: the keyspace is partitioned with the ketama ring twemproxy
-uses (workload.ketama). A Redis Cluster: keys go to the master serving their hash slot
-(workload.slots), and the placement follows the cluster when a slot moves during the run
-(engine/redirect.py calls ``placed_plan`` again). Either way each server gets its own
-request source over the keys placed on it and its share of the connections, so a
-connection only ever sends keys that live on its server. Load per server follows its
+uses (workload.ketama), or python-memcached's modula placement (``--placement
+modula-crc32``: workload.placement). A Redis Cluster: keys go to the master serving their
+hash slot (workload.slots), and the placement follows the cluster when a slot moves
+during the run (engine/redirect.py calls ``placed_plan`` again). Either way each server
+gets its own request source over the keys placed on it and its share of the connections,
+so a connection only ever sends keys that live on its server. Load per server follows its
 connections (closed loop) or its share of the schedule (open loop); within a server, keys
 follow the configured pattern over that server's keys.
 """
@@ -19,7 +20,7 @@ from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.engine.setup import ssl_context_for
 from kvbench.errors import ConfigError
 from kvbench.workload.commands import check_commands, compile_commands
-from kvbench.workload.ketama import KetamaRing
+from kvbench.workload.placement import placement_for
 from kvbench.workload.plan import RequestSource, WorkloadPlan, compile_plan
 from kvbench.workload.slots import SlotMap, SlotPlacement
 
@@ -72,7 +73,7 @@ def build_shards(config: RunConfig, worker_index: int, n_workers: int) -> list[S
     if len(targets) == 1:
         target = targets[0]
         return [Shard(0, target, plan, source_for(plan, target), ssl_context_for(target))]
-    ring = KetamaRing([server_name(t) for t in targets])
+    ring = placement_for(config.workload.placement, [server_name(t) for t in targets])
     key_groups = ring.partition(plan.key_table)
     counter_groups = ring.partition(plan.counter_table)
     shards = []

@@ -25,7 +25,7 @@ from kvbench.protocols.base import (
     Reply,
     ReplyKind,
 )
-from kvbench.workload.verify import check_value
+from kvbench.workload.verify import Payload, check_value
 
 # Example keys kept per worker (distinct keys, first seen first).
 EXAMPLE_KEYS = 10
@@ -41,16 +41,21 @@ class Verifier:
 
     Args:
         recorder: the worker's recorder (``counts`` and stats are reset in place at cuts).
+        check: whether a key's value is good (workload/verify.py's ``value_check``: derived
+            from the key, or a timestamp inside the set phase).
     """
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(
+        self, recorder: Recorder, check: Callable[[bytes, Payload], bool] = check_value
+    ) -> None:
         self.recorder = recorder
         self.examples: list[str] = []
+        self._check = check
 
     def check(self, key: bytes, payload: bytes | None) -> None:
         """Check one get hit's value; count ``verified`` and, when wrong, ``mismatch``."""
         self.recorder.add_stat("verified", 1)
-        if payload is not None and check_value(key, payload):
+        if payload is not None and self._check(key, payload):
             return
         self.recorder.counts[_GET][_MISMATCH] += 1
         text = key.decode("utf-8", "backslashreplace")

@@ -34,6 +34,7 @@ from kvbench.protocols.base import Op
 from kvbench.units import share_out
 from kvbench.workload.plan import WorkloadPlan
 from kvbench.workload.slots import SlotMap
+from kvbench.workload.verify import value_check
 
 _now = time.monotonic_ns
 T = TypeVar("T")
@@ -131,7 +132,11 @@ class Worker(LinkKeeper):
         # Op numbers index the fixed ops' names, then the commands' (workload/commands.py).
         recorder = Recorder(self.plan.op_names(), self.plan.keys_per_op())
         super().__init__(recorder, config.load.connect_timeout_ns)
-        self.verifier = Verifier(self.recorder) if config.workload.verify else None
+        self.verifier = (
+            Verifier(self.recorder, value_check(config.workload))
+            if config.workload.verify
+            else None
+        )
         self.connections: list[Connection] = []
         # Why connections run the Python driver (None: they run the compiled pumps).
         self.python_reason = python_reason(config)

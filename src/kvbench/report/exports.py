@@ -35,6 +35,8 @@ CSV_COLUMNS = (
     "op",
     "count",
     "per_s",
+    "total",
+    "avg_per_s",
     "p50_us",
     "p99_us",
     "errors",
@@ -42,7 +44,7 @@ CSV_COLUMNS = (
     "cpu_s",
 )
 # Decimal places per CSV column, the same as the result document's intervals.
-_CSV_DIGITS = {"per_s": 1, "p50_us": 3, "p99_us": 3, "offered_per_s": 1, "cpu_s": 4}
+_CSV_DIGITS = {"per_s": 1, "avg_per_s": 1, "p50_us": 3, "p99_us": 3, "offered_per_s": 1, "cpu_s": 4}
 
 
 def _epoch_s(started_at: str) -> float:
@@ -129,7 +131,8 @@ def _cell(column: str, value: object) -> object:
 def interval_csv(run: RunResult, model: ReportModel | None = None) -> str:
     """The per-interval series as CSV: a header row, then one row per interval per op.
 
-    ``count``, ``per_s``, ``p50_us`` and ``p99_us`` are the op's; ``errors``,
+    ``count``, ``per_s``, ``p50_us`` and ``p99_us`` are the op's, ``total`` its count so
+    far in the round and ``avg_per_s`` that total over ``t_s`` (the running average); ``errors``,
     ``offered_per_s`` and ``cpu_s`` are the whole interval's (all ops), repeated on each
     of its rows. ``round`` is 0-based and ``t_s`` is the interval's end from its round's
     window start, as in the result document's ``intervals``. A figure with too few

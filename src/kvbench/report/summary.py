@@ -182,6 +182,36 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
     }
 
 
+class Running:
+    """Cumulative ops and the running average (ops so far / time since the round's window
+    began), added to interval rows in order; a new round starts from zero. The live view
+    and the summary (hence the document and the CSV) both use it, so they agree."""
+
+    def __init__(self) -> None:
+        self.restart()
+
+    def restart(self) -> None:
+        """From zero again (the live view: a new run of a sweep or preset begins)."""
+        self._round: int | None = None
+        self._total = 0
+        self._by_op: dict[str, int] = {}
+
+    def add(self, row: dict[str, Any]) -> dict[str, Any]:
+        """``row`` with ``total`` and ``avg_per_s``, and the same per op."""
+        if row["round"] != self._round:
+            self._round, self._total, self._by_op = row["round"], 0, {}
+        elapsed_s = row["t_s"]
+        for name, vals in row["ops"].items():
+            done = self._by_op.get(name, 0) + vals["count"]
+            self._by_op[name] = done
+            vals["total"] = done
+            vals["avg_per_s"] = done / elapsed_s if elapsed_s > 0 else 0.0
+        self._total += sum(vals["count"] for vals in row["ops"].values())
+        row["total"] = self._total
+        row["avg_per_s"] = self._total / elapsed_s if elapsed_s > 0 else 0.0
+        return row
+
+
 def queue_interval_row(
     snap: IntervalSnapshot, record: QueueInterval | None, window_start_ns: int
 ) -> dict[str, Any]:
@@ -248,8 +278,9 @@ def _servers(run: RunResult) -> list[dict[str, Any]]:
         for i in range(len(run.targets))
     ]
     total = sum(counts) or 1
+    placement = run.config.get("workload", {}).get("placement", "ketama")
     rows = [
-        {"url": t["url"], "completed": int(n), "share": round(n / total, 4)}
+        {"url": t["url"], "completed": int(n), "share": round(n / total, 4), "placement": placement}
         for t, n in zip(run.targets, counts, strict=True)
     ]
     if is_cluster(run):  # what each master sent elsewhere (report/cluster.py)
@@ -263,7 +294,8 @@ def _servers(run: RunResult) -> list[dict[str, Any]]:
 def _intervals(run: RunResult) -> list[dict[str, Any]]:
     """Per interval: its row; a queue run's with its queue figures."""
     if run.queue is None:
-        return [interval_row(s, _round_start(run, s.round)) for s in run.intervals]
+        running = Running()
+        return [running.add(interval_row(s, _round_start(run, s.round))) for s in run.intervals]
     restart = server_restart(run.server)
     records = {record.index: record for record in run.queue.intervals}
     return [

@@ -38,11 +38,11 @@ def history_table(rows: Iterable[dict[str, Any]]) -> Table:
     return table
 
 
-def presets_table(rows: Iterable[tuple[str, str, int, str]]) -> Table:
-    """(name, shape, targets, title) per preset."""
+def presets_table(rows: Iterable[tuple[str, str, str, str]]) -> Table:
+    """(name, shape, targets (``1``, ``2``, ``1+``), title) per preset."""
     table = Table("preset", "shape", "targets", "what")
     for name, shape, targets, title in rows:
-        table.add_row(name, shape, str(targets), title)
+        table.add_row(name, shape, targets, title)
     return table
 
 
@@ -113,7 +113,7 @@ def live_table(rows: Sequence[dict[str, Any]]) -> Table:
     """The live view's latest intervals (the summary's interval rows): rates, errors, CPU,
     and per op its rate, p50 and p99."""
     table = Table(box=None, pad_edge=False)
-    for name in ("round", "t", "ops/s", "offered/s", "errors", "cpu"):
+    for name in ("round", "t", "ops/s", "total", "avg/s", "offered/s", "errors", "cpu"):
         table.add_column(name, justify="right")
     ops = sorted({op for row in rows for op in row["ops"]})
     for op in ops:
@@ -125,6 +125,8 @@ def live_table(rows: Sequence[dict[str, Any]]) -> Table:
             str(row["round"] + 1),
             f"{row['t_s']:.1f}s",
             format_rate(row["per_s"]),
+            f"{row['total']:,}" if "total" in row else "",
+            format_rate(row["avg_per_s"]) if "avg_per_s" in row else "",
             "" if row.get("offered_per_s") is None else format_rate(row["offered_per_s"]),
             f"{row['errors']:,}",
             f"{row['cpu_s'] / row['length_s']:.0%}" if row["length_s"] else "",

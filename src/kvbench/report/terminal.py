@@ -38,6 +38,8 @@ def live_line(row: dict[str, Any]) -> str:
             f"{op} {format_rate(vals['per_s'])}/s p50 {fmt_us(vals['p50_us'])} "
             f"p99 {fmt_us(vals['p99_us'])}"
         )
+    if "total" in row:  # so far in this round, and ops so far / time so far
+        parts.append(f"total {row['total']:,} avg {format_rate(row['avg_per_s'])}/s")
     parts.append(f"err {row['errors']}")
     if row.get("length_s"):
         parts.append(f"cpu {row['cpu_s'] / row['length_s']:.0%}")
@@ -219,7 +221,11 @@ def server_lines(model: ReportModel) -> Text:
         shares = "  ".join(
             f"{s['url']} {s['completed']:,} ({s['share']:.0%})" for s in model.servers
         )
-        placement = "Redis Cluster slots" if cluster is not None else "ketama"
+        placement = (
+            "Redis Cluster slots"
+            if cluster is not None
+            else model.servers[0].get("placement", "ketama")
+        )
         text.append(f"servers ({placement}): {shares}\n")
     if cluster is not None:
         refreshes = cluster["map_refreshes"]
@@ -414,6 +420,18 @@ def _outcome_lines(model: ReportModel, text: Text) -> Text:
         outcomes = "  ".join(f"{labels.get(k, k)} {v:,}" for k, v in row.outcomes.items())
         text.append(f"{row.op}: {outcomes}\n")
     return text
+
+
+def phase_end_line(label: str, model: ReportModel) -> str:
+    """A phase's end, as the old storm benchmarks printed it: ops in total (the live
+    lines' last total), the window's length, their average (total / length), errors."""
+    total = sum(vals["count"] for row in model.intervals for vals in row["ops"].values())
+    window_s = model.run.window_s
+    average = total / window_s if window_s else 0.0
+    return (
+        f"{label} ends: total {total:,} ops in {window_s:.3f}s, average "
+        f"{format_rate(average)} ops/s ({average:,.1f}/s), errors {model.total_errors:,}"
+    )
 
 
 def phase_line(phase: dict[str, Any]) -> str:

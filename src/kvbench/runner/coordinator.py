@@ -160,22 +160,11 @@ class Coordinator:
         client's totals reconcile against the whole pool; each server's own sample is
         kept under ``targets``.
         """
-        samples = []
-        for target in self.config.targets:
-            try:
-                samples.append(
-                    {"url": target.url, **probe.sample(target, keys, self._probe_timeout_s)}
-                )
-            except TargetUnreachable as exc:
-                self._sample_errors.append(str(exc))
-                return None
-        if len(samples) == 1:
-            return {k: v for k, v in samples[0].items() if k != "url"}
-        return {
-            "taken_ns": samples[0]["taken_ns"],
-            "stats": probe.sum_stats([s["stats"] for s in samples]),
-            "targets": samples,
-        }
+        try:
+            return probe.sample_pool(self.config.targets, keys, self._probe_timeout_s)
+        except TargetUnreachable as exc:
+            self._sample_errors.append(str(exc))
+            return None
 
     @property
     def _probe_timeout_s(self) -> float:

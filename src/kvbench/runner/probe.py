@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import hiredis
@@ -383,6 +383,26 @@ def sample(
     if keys is not None:
         stats = {k: v for k, v in stats.items() if k in keys}
     return {"taken_ns": taken_ns, "stats": stats}
+
+
+def sample_pool(
+    targets: Sequence[TargetConfig], keys: tuple[str, ...] | None, timeout_s: float
+) -> dict[str, Any]:
+    """``sample`` of one target, or of several (sharded) servers with their counters summed,
+    so the client's totals reconcile against the whole pool; each server's own sample is
+    kept under ``targets``.
+
+    Raises:
+        TargetUnreachable: as ``fetch_stats``, for any of them.
+    """
+    samples = [{"url": t.url, **sample(t, keys, timeout_s)} for t in targets]
+    if len(samples) == 1:
+        return {k: v for k, v in samples[0].items() if k != "url"}
+    return {
+        "taken_ns": samples[0]["taken_ns"],
+        "stats": sum_stats([s["stats"] for s in samples]),
+        "targets": samples,
+    }
 
 
 def sum_stats(samples: list[dict[str, str]]) -> dict[str, str]:

@@ -93,6 +93,7 @@ class KeyPicker:
         start: where a sequential walk begins (workers start at different places).
         zipf_exponent: the Zipf exponent s (> 0).
         mean, stddev: the gaussian's parameters in keys; None: count / 2 and count / 6.
+        span: ``sequential``: walk only this many keys from ``start``, wrapping (None: all).
     """
 
     def __init__(
@@ -105,11 +106,14 @@ class KeyPicker:
         zipf_exponent: float = 0.99,
         mean: float | None = None,
         stddev: float | None = None,
+        span: int | None = None,
     ) -> None:
         self._pattern = pattern
         self._count = count
         self._rng = rng
-        self._next = start % count
+        self._start = start % count
+        self._span = count if span is None else max(1, min(span, count))
+        self._next = 0  # sequential: the walk's position from ``start``
         # 8 bytes per key: the CDF a Zipf draw is searched in (numpy's zipf is unbounded).
         self._cdf = zipf_cdf(count, zipf_exponent) if pattern == "zipf" else None
         self._mean = count / 2 if mean is None else mean
@@ -126,14 +130,15 @@ class KeyPicker:
             zipf_exponent=config.zipf_exponent,
             mean=config.gaussian_mean,
             stddev=config.gaussian_stddev,
+            span=config.key_span,
         )
 
     def draw(self, n: int) -> npt.NDArray[np.int64]:
         """The next ``n`` key indexes, each in [0, count)."""
         if self._pattern == "sequential":
-            indexes = (np.arange(n, dtype=np.int64) + self._next) % self._count
-            self._next = int((self._next + n) % self._count)
-            return indexes
+            steps = (np.arange(n, dtype=np.int64) + self._next) % self._span
+            self._next = int((self._next + n) % self._span)
+            return (steps + self._start) % self._count
         if self._cdf is not None:
             found = np.searchsorted(self._cdf, self._rng.random(n), side="right")
             return np.minimum(found, self._count - 1).astype(np.int64)

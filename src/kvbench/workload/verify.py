@@ -1,5 +1,8 @@
 """Self-checking values for ``--verify``: derived from (key, version), so no client memory.
 
+Timestamp values (``--value-kind timestamp``) are checked as times instead
+(``timestamp_check``): 8 bytes, a time inside the window the set phase ran in.
+
 A verified value is ``version (4 bytes) | length (4 bytes) | SHAKE-128(tag, key, header)``
 cut to ``length - 8`` bytes, all big-endian. A reader recomputes the stream from the key
 it asked for and the header it got back: any other bytes, a value written for another
@@ -11,6 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import time
+from collections.abc import Callable
+
+from kvbench.config.model import WorkloadConfig
 
 HEADER = struct.Struct(">II")
 # Separates kvbench's stream from any other use of SHAKE-128 over the same bytes.
@@ -35,3 +42,32 @@ def check_value(key: bytes, payload: bytes | bytearray | memoryview) -> bool:
     return payload[HEADER.size :] == hashlib.shake_128(_TAG + key + head).digest(
         length - HEADER.size
     )
+
+
+Payload = bytes | bytearray | memoryview
+TIMESTAMP = struct.Struct(">Q")  # workload/values.py's timestamp values: ms since the epoch
+
+
+def timestamp_check(
+    window_ms: tuple[int, int] | None, now_ms: Callable[[], int] = lambda: time.time_ns() // 10**6
+) -> Callable[[bytes, Payload], bool]:
+    """A check of timestamp values: 8 bytes that decode to a time inside ``window_ms`` (the
+    set phase's), or without a window, a time not after the check (nothing stores a future
+    time). The key plays no part: a timestamp says when, not what."""
+
+    def check(key: bytes, payload: Payload) -> bool:
+        if len(payload) != TIMESTAMP.size:
+            return False
+        stamp_ms = int(TIMESTAMP.unpack(bytes(payload))[0])
+        if window_ms is None:
+            return 0 < stamp_ms <= now_ms()
+        return window_ms[0] <= stamp_ms <= window_ms[1]
+
+    return check
+
+
+def value_check(config: WorkloadConfig) -> Callable[[bytes, Payload], bool]:
+    """How ``--verify`` checks a get hit's value under ``config``."""
+    if config.value_kind == "timestamp":
+        return timestamp_check(config.verify_window_ms)
+    return check_value

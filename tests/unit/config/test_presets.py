@@ -32,7 +32,7 @@ def test_every_preset_is_a_valid_config(name: str) -> None:
 def test_every_preset_says_what_the_original_got_wrong_and_what_we_measure(name: str) -> None:
     preset = PRESETS[name]
     assert len(preset.original) > 80 and len(preset.measures) > 80
-    assert preset.shape in ("steps", "sweep", "compare-sweep", "queue")
+    assert preset.shape in ("steps", "sweep", "compare-sweep", "queue", "batches")
 
 
 def test_unknown_preset_lists_the_known_ones() -> None:

@@ -177,3 +177,18 @@ def test_csv_counts_add_up_to_the_run_totals() -> None:
     model = summarize(run)
     for op_row in model.ops:
         assert sum(int(r["count"]) for r in rows if r["op"] == op_row.op) == op_row.count
+
+
+def test_running_totals_restart_each_round_and_average_over_elapsed() -> None:
+    from kvbench.report.summary import Running
+
+    running = Running()
+    rows = [
+        {"round": 0, "t_s": 1.0, "ops": {"set": {"count": 10}}},
+        {"round": 0, "t_s": 2.0, "ops": {"set": {"count": 30}, "get": {"count": 4}}},
+        {"round": 1, "t_s": 0.5, "ops": {"set": {"count": 5}}},
+    ]
+    out = [running.add(r) for r in rows]
+    assert [r["total"] for r in out] == [10, 44, 5]
+    assert [r["avg_per_s"] for r in out] == [10.0, 22.0, 10.0]
+    assert out[1]["ops"]["set"]["total"] == 40 and out[1]["ops"]["get"]["avg_per_s"] == 2.0

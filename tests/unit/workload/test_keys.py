@@ -139,3 +139,21 @@ def test_request_source_uses_the_configured_pattern() -> None:
     source = RequestSource(compile_plan(config, 0, 1))
     hot = sum(1 for k in source.keys if k == b"k0")
     assert hot / len(source.keys) == pytest.approx(zipf_cdf(1000, 0.99)[0], abs=0.02)
+
+
+def test_a_sequential_walk_with_a_span_wraps_inside_its_own_keys() -> None:
+    """A worker starting at key 50 of 100 that wrote 7 keys reads back exactly those."""
+    picker = KeyPicker("sequential", 100, np.random.default_rng(0), start=50, span=7)
+    assert picker.draw(10).tolist() == [50, 51, 52, 53, 54, 55, 56, 50, 51, 52]
+    assert picker.draw(5).tolist() == [53, 54, 55, 56, 50]
+    wrapping = KeyPicker("sequential", 10, np.random.default_rng(0), start=8, span=4)
+    assert wrapping.draw(6).tolist() == [8, 9, 0, 1, 8, 9]
+    whole = KeyPicker("sequential", 5, np.random.default_rng(0), start=3)
+    assert whole.draw(6).tolist() == [3, 4, 0, 1, 2, 3]
+
+
+def test_float_counter_keys_without_a_prefix_are_the_originals() -> None:
+    """str(random float) + counter, ~25 bytes, as the old Java storm made them."""
+    keys = build_key_table("", 1000, "float-counter", rng=np.random.default_rng(1))
+    assert keys[7].startswith(b"0.") and keys[7].endswith(b"7")
+    assert 18 <= sum(map(len, keys)) / len(keys) <= 25

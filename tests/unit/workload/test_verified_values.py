@@ -73,3 +73,22 @@ def test_verify_mode_preload_values_check() -> None:
     plan = compile_plan(config, 0, 1)
     values = RequestSource(plan).preload_values(range(50))
     assert all(check_value(plan.key_table[i], values[i]) for i in range(50))  # type: ignore[arg-type]
+
+
+def test_timestamp_values_are_checked_as_times_from_the_set_phase() -> None:
+    from kvbench.workload.values import timestamp_value
+    from kvbench.workload.verify import timestamp_check
+
+    inside = timestamp_check((1_000, 2_000))
+    assert inside(b"k", timestamp_value(1_500 * 10**6))
+    assert inside(b"other", timestamp_value(1_000 * 10**6)) and inside(
+        b"k", timestamp_value(2_000 * 10**6)
+    )
+    assert not inside(b"k", timestamp_value(999 * 10**6))
+    assert not inside(b"k", timestamp_value(2_001 * 10**6))
+    assert not inside(b"k", timestamp_value(1_500 * 10**6)[:7])
+    assert not inside(b"k", timestamp_value(1_500 * 10**6) + b"\x00")
+    unbounded = timestamp_check(None, now_ms=lambda: 5_000)
+    assert unbounded(b"k", timestamp_value(4_999 * 10**6))
+    assert not unbounded(b"k", timestamp_value(5_001 * 10**6))
+    assert not unbounded(b"k", bytes(8))  # time 0: nothing stored that

@@ -1,0 +1,219 @@
+"""put-get-batches against two real memcached servers: exact counts, exact placement, and
+every printed figure recomputed from the printed figures."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from kvbench.config.targets import parse_target
+from kvbench.runner.probe import fetch_stats
+from kvbench.workload.ketama import KetamaRing
+from tests.support import servers
+from tests.support.cli import read_json, run_kvbench, start_kvbench
+from tests.support.servers import Server
+
+pytestmark = pytest.mark.integration
+
+KEYS = 300
+COUNTERS = ("cmd_set", "get_hits", "get_misses")
+
+
+@pytest.fixture
+def two_memcached() -> Iterator[list[Server]]:
+    with ExitStack() as stack:
+        yield [stack.enter_context(servers.memcached()) for _ in range(2)]
+
+
+def counters(server: Server) -> dict[str, int]:
+    stats = fetch_stats(parse_target(f"memcached://{server.address}", "test"))
+    return {name: int(stats[name]) for name in COUNTERS}
+
+
+def python_memcached_split(keys: int, n_servers: int) -> list[int]:
+    """Keys per server as python-memcached places test_key0.. (computed here)."""
+    split = [0] * n_servers
+    for i in range(keys):
+        crc = ((zlib.crc32(b"test_key%d" % i) & 0xFFFFFFFF) >> 16) & 0x7FFF
+        split[(crc or 1) % n_servers] += 1
+    return split
+
+
+def ketama_split(keys: int, pool: list[Server]) -> list[int]:
+    ring = KetamaRing([s.address for s in pool])
+    split = [0] * len(pool)
+    for i in range(keys):
+        split[ring.server_for(b"test_key%d" % i)] += 1
+    return split
+
+
+@pytest.mark.parametrize("placement", ["modula-crc32", "ketama"])
+def test_each_client_sets_then_gets_every_key_exactly(
+    two_memcached: list[Server], tmp_path: Path, placement: str
+) -> None:
+    before = [counters(s) for s in two_memcached]
+    out = tmp_path / "batches.json"
+    result = run_kvbench(
+        "run",
+        "--preset",
+        "put-get-batches",
+        *(f"memcached://{s.address}" for s in two_memcached),
+        "--connections",
+        "2,3",
+        "--keys",
+        str(KEYS),
+        "--placement",
+        placement,
+        "--json",
+        str(out),
+        "--no-save",
+    )
+    assert result.code == 0, result.stderr + result.stdout
+    after = [counters(s) for s in two_memcached]
+    clients_total = 2 + 3
+    # The servers' own counters: exactly N x R sets and hits over both levels, no miss.
+    summed = {n: sum(a[n] - b[n] for a, b in zip(after, before, strict=True)) for n in COUNTERS}
+    assert summed == {
+        "cmd_set": clients_total * KEYS,
+        "get_hits": clients_total * KEYS,
+        "get_misses": 0,
+    }
+    # Each server got exactly its placed keys' share, as computed here.
+    split = (
+        python_memcached_split(KEYS, 2)
+        if placement == "modula-crc32"
+        else ketama_split(KEYS, two_memcached)
+    )
+    for server, (a, b) in enumerate(zip(after, before, strict=True)):
+        assert a["cmd_set"] - b["cmd_set"] == clients_total * split[server]
+        assert a["get_hits"] - b["get_hits"] == clients_total * split[server]
+    doc = read_json(out)
+    assert [row["clients"] for row in doc["batches"]] == [2, 3]
+    for row in doc["batches"]:
+        n = row["clients"]
+        sets, gets, whole = row["set"], row["get"], row["whole"]
+        assert sets["ok"] == gets["ok"] == n * KEYS
+        assert gets["misses"] == gets["mismatches"] == sets["errors"] == gets["errors"] == 0
+        assert row["server_deltas"] == {"cmd_set": n * KEYS, "get_hits": n * KEYS, "get_misses": 0}
+        assert sets["servers"] == gets["servers"] == [n * k for k in split]
+        # Throughput = replies / the batch's wall-clock, recomputed from the printed figures.
+        for batch in (sets, gets, whole):
+            assert batch["per_s"] == pytest.approx(batch["ok"] / batch["seconds"], rel=1e-3)
+        # Each batch from its first request sent to its last reply; the whole run from the
+        # first set to the last reply. A client gets once its own sets are done, so the
+        # first get follows the first client's last set (batches may overlap).
+        for batch in (sets, gets):
+            assert batch["seconds"] == pytest.approx(batch["to_s"] - batch["from_s"], abs=2e-6)
+        assert sets["from_s"] == 0 and gets["from_s"] > 0
+        assert whole["seconds"] == pytest.approx(max(sets["to_s"], gets["to_s"]), abs=1e-6)
+        # The original's summed-thread-times formula reads lower with more than one client.
+        assert sets["original_per_s"] < sets["per_s"]
+    # The printed line gives the same figures.
+    line = next(x for x in result.stdout.splitlines() if x.startswith("3 client(s)"))
+    printed = re.search(r"puts/s [\d.k]+ \(([\d,]+) in ([\d.]+)s\)", line)
+    assert printed is not None and int(printed[1].replace(",", "")) == 3 * KEYS
+    assert f"cmd_set +{3 * KEYS}, get_hits +{3 * KEYS}, get_misses +0" in line
+    assert f"servers ({placement})" in result.stdout
+
+
+def test_one_client_with_two_servers_works(two_memcached: list[Server], tmp_path: Path) -> None:
+    """A client is a connection to every server: one client over two servers is fine
+    (was: -c must be at least the number of servers)."""
+    before = [counters(s) for s in two_memcached]
+    result = run_kvbench(
+        "run",
+        "--preset",
+        "put-get-batches",
+        *(f"memcached://{s.address}" for s in two_memcached),
+        "--connections",
+        "1",
+        "--keys",
+        "100",
+        "--no-save",
+        "-q",
+    )
+    assert result.code == 0, result.stderr + result.stdout
+    after = [counters(s) for s in two_memcached]
+    assert sum(a["cmd_set"] - b["cmd_set"] for a, b in zip(after, before, strict=True)) == 100
+    assert all(a["cmd_set"] > b["cmd_set"] for a, b in zip(after, before, strict=True))
+
+
+def test_batches_refuse_a_request_count() -> None:
+    result = run_kvbench(
+        "run", "--preset", "put-get-batches", "memcached://127.0.0.1:1", "-n", "10", "--no-save"
+    )
+    assert result.code == 2 and "R is --keys" in result.stderr
+
+
+def test_batches_report_an_unreachable_server_in_one_line() -> None:
+    port = servers.free_port()
+    result = run_kvbench(
+        "run", "--preset", "put-get-batches", f"memcached://127.0.0.1:{port}", "--no-save"
+    )
+    assert result.code == 3 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def two_clients_started(server: Server, keys: int, out: Path) -> subprocess.Popen[str]:
+    """put-get-batches, 2 clients over ``keys`` keys, in the background, once the server
+    has stored 1,000 of its sets."""
+    proc = start_kvbench(
+        "run",
+        "--preset",
+        "put-get-batches",
+        f"memcached://{server.address}",
+        "--connections",
+        "2",
+        "--keys",
+        str(keys),
+        "--json",
+        str(out),
+        "--no-save",
+        "-q",
+    )
+    deadline = time.monotonic() + 60
+    while counters(server)["cmd_set"] < 1000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return proc
+
+
+def test_ctrl_c_keeps_the_batches_done_so_far(fresh_memcached: Server, tmp_path: Path) -> None:
+    """Ctrl-C mid-batch: every client stops after its current request; the level is kept
+    (status interrupted, exit 130) and its sets agree with the server's."""
+    out = tmp_path / "cut.json"
+    proc = two_clients_started(fresh_memcached, 100_000, out)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    (row,) = read_json(out)["batches"]
+    stored = counters(fresh_memcached)["cmd_set"]
+    assert 1000 <= row["set"]["ok"] == stored < 200_000
+    assert read_json(out)["status"] == "interrupted"
+
+
+def test_a_server_stopped_mid_batch_is_counted_and_the_run_ends(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    """Every request after the stop is a conn_error (a down server is retried after a
+    backoff, not reconnected per request: that took 27-44 s here), the status is failed
+    (exit 1), one line per problem, no traceback."""
+    out = tmp_path / "died.json"
+    proc = two_clients_started(fresh_memcached, 20_000, out)
+    stored = counters(fresh_memcached)["cmd_set"]
+    fresh_memcached.stop()
+    stopped = time.monotonic()
+    _, stderr = proc.communicate(timeout=120)
+    assert time.monotonic() - stopped < 20
+    assert proc.returncode == 1 and "Traceback" not in stderr
+    (row,) = read_json(out)["batches"]
+    sets, gets = row["set"], row["get"]
+    assert sets["ok"] >= stored and sets["ok"] + sets["errors"] == 2 * 20000
+    assert gets["ok"] == 0 and gets["errors"] == 2 * 20000
