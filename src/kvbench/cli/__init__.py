@@ -21,6 +21,7 @@ from kvbench.cli.history import history, show
 from kvbench.cli.levels import compare, sweep
 from kvbench.cli.presets import presets
 from kvbench.cli.queue import queue
+from kvbench.cli.replay import replay
 from kvbench.cli.report import report
 from kvbench.cli.run import run
 from kvbench.cli.suggestions import SuggestingGroup
@@ -49,6 +50,7 @@ def cli() -> None:
         kvbench run memcached://127.0.0.1:11211 -c 50 -P 16 --ratio 1:10
         kvbench run redis://127.0.0.1:6379 --processes 2 --json out.json
         kvbench sweep memcached://127.0.0.1:11211 --connections 64:512:64 --rounds 3
+        kvbench replay trace.csv.zst memcached://127.0.0.1:11211 --speed 2
         kvbench presets
         kvbench history
     """
@@ -64,6 +66,7 @@ cli.add_command(compare)
 cli.add_command(presets)
 cli.add_command(queue)
 cli.add_command(report)
+cli.add_command(replay)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,5 +1,5 @@
-"""The options of ``kvbench run``, which ``sweep`` and ``compare`` take too, and the
-files and history options ``kvbench queue`` shares with them.
+"""The options of ``kvbench run``, which ``sweep`` and ``compare`` take too, the files and
+history options ``kvbench queue`` shares with them, and ``kvbench replay``'s.
 
 Declared once, here, so the commands never drift apart; each command module applies them
 with ``run_options`` or ``output_options`` (none imports another command module).
@@ -61,6 +61,25 @@ _STORE: list[Callable[[Any], Any]] = [
     click.option("-q", "--quiet", is_flag=True, help="No live line per interval."),
 ]
 
+# Options ``kvbench replay`` shares with ``run``.
+_CONNECTIONS = click.option(
+    "-c", "--connections", help="Connections in total, shared across processes. [50]"
+)
+_SEED = click.option("--seed", help="Seed of the workload (recorded with the run). [random]")
+_MAX_LAG = click.option(
+    "--max-lag", help="Open loop: drop (count, never send) a request this far behind. [1s]"
+)
+_TIMEOUT = click.option("--timeout", help="Per-request timeout, e.g. 500ms. [5s]")
+_MAX_ERROR_RATE = click.option(
+    "--max-error-rate",
+    help="Errors above this share of the ops make the run failed (exit 1): 1%, 0.1% or 0.01. [1%]",
+)
+_INTERVAL = click.option("--interval", help="Live line and snapshot period. [1s]")
+_FILES = [
+    click.option(flag, name, type=click.Path(dir_okay=False), help=text)
+    for flag, name, text in OUTPUT_FILES
+]
+
 _OPTIONS: list[Callable[[Any], Any]] = [
     click.option(
         "--config",
@@ -68,7 +87,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
         type=click.Path(dir_okay=False),
         help="TOML scenario file; flags override it.",
     ),
-    click.option("-c", "--connections", help="Connections in total, shared across processes. [50]"),
+    _CONNECTIONS,
     click.option("--processes", help="Worker processes, one event loop each. [all cores]"),
     click.option("-P", "--pipeline", help="Requests in flight per connection. [1]"),
     click.option("--duration", help="Measured window, e.g. 10s, 2m. [10s]"),
@@ -137,21 +156,16 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option(
         "--preload", is_flag=True, default=None, help="Store every key once before measuring."
     ),
-    click.option("--seed", help="Seed of the workload (recorded with the run). [random]"),
+    _SEED,
     click.option(
         "--rate",
         help="Open loop: requests/s offered in total (10k); latency from intended send times.",
     ),
     click.option("--arrival", help="Open loop: uniform or poisson gaps. [uniform]"),
-    click.option(
-        "--max-lag", help="Open loop: drop (count, never send) a request this far behind. [1s]"
-    ),
-    click.option("--timeout", help="Per-request timeout, e.g. 500ms. [5s]"),
-    click.option(
-        "--max-error-rate",
-        help="Errors above this share of the ops make the run failed (exit 1): 1%, 0.1% or 0.01. [1%]",
-    ),
-    click.option("--interval", help="Live line and snapshot period. [1s]"),
+    _MAX_LAG,
+    _TIMEOUT,
+    _MAX_ERROR_RATE,
+    _INTERVAL,
     click.option(
         "--prometheus",
         help="Serve the running figures for Prometheus at HOST:PORT/metrics "
@@ -165,10 +179,34 @@ _OPTIONS: list[Callable[[Any], Any]] = [
         "--cluster-listen",
         help="HOST:PORT the Dask workers connect back to. [scheduler-facing address, any port]",
     ),
-    *(
-        click.option(flag, name, type=click.Path(dir_okay=False), help=text)
-        for flag, name, text in OUTPUT_FILES
+    *_FILES,
+    *_STORE,
+]
+# ``kvbench replay``: the trace decides keys, values, ops and how long; these decide how.
+_REPLAY: list[Callable[[Any], Any]] = [
+    click.option(
+        "--speed",
+        default="1",
+        show_default=True,
+        help="max: as fast as the server answers (closed loop); or N: at the trace's "
+        "times, N times as fast (open loop).",
     ),
+    click.option("--limit", help="Replay at most N rows (of the slice). [all]"),
+    click.option("--from", "from_", help="Replay rows from this trace time on (3600, 1h). [start]"),
+    click.option("--to", help="Replay rows before this trace time (7200, 2h). [end]"),
+    _CONNECTIONS,
+    click.option("--processes", help="Worker processes; each reads the whole trace. [1]"),
+    click.option(
+        "-P",
+        "--pipeline",
+        help="Requests in flight per connection. [1 at --speed max; 64 at the trace's times]",
+    ),
+    _SEED,
+    _MAX_LAG,
+    _TIMEOUT,
+    _MAX_ERROR_RATE,
+    _INTERVAL,
+    *_FILES,
     *_STORE,
 ]
 
@@ -176,6 +214,11 @@ _OPTIONS: list[Callable[[Any], Any]] = [
 def run_options(command: F) -> F:
     """Add every option of ``kvbench run`` to ``command``, in this order."""
     return _apply(_OPTIONS, command)
+
+
+def replay_options(command: F) -> F:
+    """Add the options of ``kvbench replay`` to ``command``."""
+    return _apply(_REPLAY, command)
 
 
 def output_options(command: F) -> F:

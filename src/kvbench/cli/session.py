@@ -1,7 +1,8 @@
-"""What the commands do, as library functions: measure, publish, sweep, compare, queue.
+"""What the commands do, as library functions: measure, publish, sweep, compare, queue,
+replay.
 
-Every command that runs something (``run``, ``sweep``, ``compare``, ``queue``, the
-presets) calls these; none imports another command module. A run is one skeleton whatever
+Every command that runs something (``run``, ``sweep``, ``compare``, ``queue``,
+``replay``, the presets) calls these; none imports another command module. A run is one skeleton whatever
 its kind: settings from the flags, the files checked, the coordinator run with a live
 view, then ``publish``: the one summary printed, the run stored, its files written.
 """
@@ -29,6 +30,8 @@ from kvbench.cli.outputs import (
 )
 from kvbench.config import ReportConfig, RunConfig, Settings, load_config
 from kvbench.config.queue import QueueConfig
+from kvbench.config.replay import ReplayConfig
+from kvbench.errors import ConfigError
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report import document, summarize
 from kvbench.report.html import render, render_sweep
@@ -52,6 +55,7 @@ from kvbench.runner.coordinator import Coordinator
 from kvbench.runner.embedded import throwaway_memcached
 from kvbench.runner.levels import run_comparison, run_sweep
 from kvbench.runner.queue import QueueCarry, QueueCoordinator
+from kvbench.workload.trace import check_trace
 
 # option name -> config path; CLI values override the scenario file.
 OPTION_PATHS = {
@@ -155,6 +159,8 @@ def measure(console: Console, config: RunConfig) -> RunResult:
         f"{load.duration_ns / 1e9:g}s"
         if load.duration_ns is not None
         else f"{load.requests:,} requests"
+        if load.requests is not None
+        else _replay_span(config)
     )
     console.print(
         f"kvbench: {config.targets[0].url}  {load.connections} connections x pipeline {load.pipeline}"
@@ -219,6 +225,44 @@ def save_runs(report: ReportConfig, results: list[RunResult]) -> None:
         with Store(report.db_path) as store:
             for result in results:
                 store.save_run(result, document(summarize(result)))
+
+
+# -- a replay --------------------------------------------------------------------------
+
+# Requests in flight per connection of a replay at the trace's times, unless -P says: a
+# client's requests go in order on one connection, and a busy client sends many at once.
+TIMED_REPLAY_PIPELINE = 64
+
+
+def replay_once(
+    console: Console, settings: Settings, section: ReplayConfig, outputs: Outputs
+) -> int:
+    """``kvbench replay``: check the trace and the files, measure, publish, as ``kvbench
+    run`` does. Returns the exit code of the run's status.
+
+    Raises:
+        ConfigError: several targets, or the trace cannot be read (its first block).
+    """
+    if section.timed and "load.pipeline" not in settings:
+        settings["load.pipeline"] = (TIMED_REPLAY_PIPELINE, "--pipeline")
+    config = load_config(None, settings, 1)
+    if len(config.targets) != 1 or config.targets[0].cluster:
+        raise ConfigError("TARGET", "a replay sends to one server (one client, one connection)")
+    check_trace(section.path)
+    load = replace(config.load, duration_ns=None, requests=None, rate_per_s=None, warmup_ns=0)
+    config = replace(config, load=load, replay=section)
+    outputs = replace(outputs, json_path=config.report.json_path)
+    outputs.check()
+    check_history(config.report)
+    result = measure(console, config)
+    return publish(console, result, config.report, outputs).exit_code
+
+
+def _replay_span(config: RunConfig) -> str:
+    replay = config.replay
+    assert replay is not None
+    speed = "as fast as the server answers" if replay.speed is None else f"speed {replay.speed:g}x"
+    return f"the trace {replay.path}, {speed}"
 
 
 # -- a queue run -----------------------------------------------------------------------

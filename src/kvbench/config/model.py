@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kvbench.config.replay import ReplayConfig
+
 # The op names a workload may weight, in the order Op numbers them in protocols.base.
 WORKLOAD_OPS = ("get", "set", "delete", "incr", "mget")
 # The shortest snapshot period (--interval): each one is a message from every worker and a
@@ -214,6 +216,8 @@ class RunConfig:
     workload: WorkloadConfig = WorkloadConfig()
     load: LoadConfig = LoadConfig()
     report: ReportConfig = ReportConfig()
+    # ``kvbench replay``: the trace and how it is replayed (None for every other run).
+    replay: ReplayConfig | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict of the config, credentials left out."""

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from kvbench.engine.fastpath import PumpFactory
     from kvbench.engine.shards import Shard
     from kvbench.workload.plan import RequestSource
+    from kvbench.workload.trace_source import Lane
 
 _now = time.monotonic_ns
 _TIMEOUT = int(Outcome.TIMEOUT)
@@ -81,7 +82,8 @@ class Connection(Link):
         self._tally = tally
         self._recorder = recorder
         self.shard = shard
-        self.source = shard.source
+        # Where requests come from: the shared workload, or a replay's lane of the trace.
+        self.source: RequestSource | Lane = shard.source
         self.pipeline = pipeline
         self._sent_ops: list[int] = []
         self._sent_ns: list[int] = []
@@ -93,7 +95,8 @@ class Connection(Link):
         # The in-flight lists, index-aligned (a subclass may keep more: engine/redirect.py),
         # and what notes each batch taken from the source besides its ops (None: nothing).
         self._fifo: tuple[list[Any], ...] = (self._sent_ops, self._sent_ns, self._intended_ns)
-        self._kept: Callable[[RequestSource, int, int], None] | None = None
+        # (A ``RequestSource`` or a replay's ``Lane``: engine/redirect.py keeps the former.)
+        self._kept: Callable[[Any, int, int], None] | None = None
         self._taken = 0  # how many requests the last ``_take`` took
         # The compiled pump (engine/fastpath.py), while the worker runs them; it then owns
         # the in-flight FIFO (closed or open loop) and the codec is only used for the setup.
@@ -102,6 +105,9 @@ class Connection(Link):
     # -- lifecycle -------------------------------------------------------------------
 
     def _became_ready(self) -> None:
+        ttl = self.source.ttl_s  # a replay's chunk TTL, for this connection's new codec
+        if ttl is not None:
+            self._codec.set_ttl(ttl)
         self.attach_pump()
 
     def _transport_gone(self) -> None:
@@ -266,6 +272,8 @@ class Connection(Link):
             if taken:
                 tally.bytes_out += len(out)
                 self._transport.write(out)
+            else:  # a replay's lane with nothing to send now
+                worker.maybe_finished()
 
     def issue_scheduled(self, intended_ns: list[int], now: int) -> None:
         """Open loop: send one request per intended time, in one write; record the lags."""
@@ -278,6 +286,8 @@ class Connection(Link):
         out = bytearray()
         first = len(self._sent_ops)
         self._take(n, out)
+        if self._taken != n:  # the schedule counts what a replay's lane holds
+            raise RuntimeError("a scheduled request was not in its source")
         sent_ns = _now()
         self._sent_ns.extend(repeat(sent_ns, n))
         self._intended_ns.extend(intended_ns)
@@ -317,8 +327,10 @@ class Connection(Link):
         try:
             while remaining:
                 if position == source.size:
-                    source.refill()
+                    source.pos = position  # a lane counts what was taken of the chunk it leaves
                     position = 0
+                    if not self._next_chunk(source):
+                        break  # a replay's lane with nothing to send now
                 stop = min(source.size, position + remaining)
                 encode_many(source.ops, source.keys, source.values, position, stop, out)
                 sent_ops.extend(source.record_ops[position:stop])
@@ -331,6 +343,16 @@ class Connection(Link):
             del out[encoded:]
             source.pos = position
             self._taken = n - remaining
+
+    def _next_chunk(self, source: Any) -> bool:
+        """Make the source's next chunk current; False when it has none now (a replay's
+        lane). A chunk that carries its stores' TTL has it set on the codec."""
+        if not source.refill():
+            return False
+        ttl = source.ttl_s
+        if ttl is not None:
+            self._codec.set_ttl(ttl)
+        return True
 
     def fill(self, depth: int | None = None) -> None:
         """Top the pipeline up (after connecting, or when issuing resumes), to ``depth``

@@ -102,6 +102,9 @@ def python_reason(config: RunConfig) -> str | None:
     if any(target.cluster for target in config.targets):
         # The pump would count -MOVED/-ASK as error replies: the Python driver follows them.
         return "Redis Cluster"
+    if config.replay is not None:
+        # Each connection sends its own lane of the trace, each chunk with its own TTL.
+        return "a replay"
     if config.workload.verify:
         return "--verify"
     if config.workload.commands:
@@ -167,6 +170,8 @@ class PumpFactory:
         options = CodecOptions()
         self._flags = options.flags
         self._max_reply = options.max_reply_bytes
+        # The same streams by the source they draw on (id: sources are not hashable).
+        self._by_source: dict[int, Any] = {}
 
     def pump(self, shard: Shard, write: Any) -> Any:
         """A pump writing with ``write`` (the transport's), fed from its shard's stream."""
@@ -177,6 +182,7 @@ class PumpFactory:
             stream = self.streams[shard.index] = _pump.Stream(
                 _chunks(shard.source), protocol, self._ttl_s, self._flags
             )
+            self._by_source[id(shard.source)] = stream
         return _pump.Pump(
             self.tally,
             stream,
@@ -188,10 +194,10 @@ class PumpFactory:
             late_ns=LATE_NS,
         )
 
-    def skip(self, shard: Shard, n: int) -> bytes | None:
-        """Take the next ``n`` requests of ``shard`` unsent (the open loop's dropped ones):
-        their ops; None when no pump of ``shard`` has drawn from its source yet."""
-        stream = self.streams.get(shard.index)
+    def skip(self, source: RequestSource, n: int) -> bytes | None:
+        """Take the next ``n`` requests of ``source`` unsent (the open loop's dropped ones):
+        their ops; None when no pump has drawn from ``source`` yet."""
+        stream = self._by_source.get(id(source))
         return bytes(stream.skip(n)) if stream is not None else None
 
     def completed(self, shard: Shard) -> int:

@@ -9,6 +9,11 @@ request's intended time; service time from its actual send; the lag of every sen
 into its own histogram, and a send more than ``LATE_NS`` (engine/pacing.py) behind is
 counted ``late``. A connection's ``issue_scheduled`` does the sending: in Python, or in C
 when the worker runs the compiled pumps (engine/fastpath.py); the dispatch is the same.
+
+A run at ``--rate`` has one schedule its connections share (a route of all of them). A
+timed replay (``kvbench replay --speed S``) has one route per connection: each its own
+``TraceSchedule`` (its clients' rows, at their trace times), so one client's requests go
+out in order on its connection; the dispatch rules are the same for both.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kvbench.engine.pacing import Schedule
+from kvbench.engine.pacing import Schedule, TraceSchedule
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 
@@ -32,8 +38,29 @@ TICK_NS = 1_000_000
 _DROPPED = int(Outcome.DROPPED)
 
 
+@dataclass(slots=True)
+class Route:
+    """Connections that share one schedule, and where their dropped requests come from.
+
+    Attributes:
+        schedule: the intended send times of the route's requests.
+        connections: who sends them (round robin among those with room).
+        sources: the request sources dropped requests are taken from, in turn.
+        next_index: requests of the schedule sent or dropped so far.
+    """
+
+    schedule: Schedule | TraceSchedule
+    connections: Sequence[Connection]
+    sources: Sequence[Any]
+    next_index: int = 0
+    turn: int = 0
+    dropped: int = 0
+    # Requests the schedule had put before the last interval boundary (``offered``).
+    offered_mark: int = 0
+
+
 class OpenLoopDispatcher:
-    """Feeds a worker's connections from a schedule.
+    """Feeds a worker's connections from a schedule, or each from its own.
 
     Args:
         host: the worker (told when the phase may be over).
@@ -42,7 +69,9 @@ class OpenLoopDispatcher:
         recorder: where dropped requests are counted.
         connections: the worker's connections.
         shards: the worker's servers (dropped requests are taken from their sources).
-        schedule: the intended send times.
+        schedule: the intended send times the connections share; or one schedule per
+            connection (a replay's lanes: dropped requests come from the connection's
+            own source).
         max_lag_ns: a request this far behind its slot is dropped, not sent.
     """
 
@@ -53,52 +82,65 @@ class OpenLoopDispatcher:
         recorder: Recorder,
         connections: Sequence[Connection],
         shards: Sequence[Shard],
-        schedule: Schedule,
+        schedule: Schedule | Sequence[TraceSchedule],
         max_lag_ns: int,
     ) -> None:
         self._host = host
         self._tally = tally
         self._recorder = recorder
-        self._connections = connections
-        self._shards = shards
-        self.schedule = schedule
+        if isinstance(schedule, Schedule):
+            # A Redis Cluster master that serves none of the keys has no requests to skip.
+            sources = [shard.source for shard in shards if not shard.source.empty]
+            self.routes = [Route(schedule, connections, sources)]
+        else:
+            self.routes = [
+                Route(own, [conn], [conn.source])
+                for own, conn in zip(schedule, connections, strict=True)
+            ]
         self._max_lag_ns = max_lag_ns
-        self.next_index = 0
-        self._turn = 0
-        self._dropped = 0
-        # Requests the schedule had put before the last interval boundary (``offered``).
-        self._offered_mark = 0
+
+    @property
+    def next_index(self) -> int:
+        """Requests sent or dropped so far, every route's."""
+        return sum(route.next_index for route in self.routes)
 
     async def run(self) -> None:
         """Dispatch until the worker stops issuing."""
         tally = self._tally
         while tally.issuing and not self.exhausted():
             self.dispatch(_now())
-            wait_ns = min(self.schedule.intended_ns(self.next_index) - _now(), TICK_NS)
+            first_due = min(r.schedule.intended_ns(r.next_index) for r in self.routes)
+            wait_ns = min(first_due - _now(), TICK_NS)
             await asyncio.sleep(max(wait_ns, 0) / 1e9)
         self._host.maybe_finished()
 
     def exhausted(self) -> bool:
-        return bool(self._tally.budget == 0)
+        """Nothing more to send: the budget is spent, or every schedule is at its end."""
+        return self._tally.budget == 0 or all(r.schedule.finished() for r in self.routes)
 
     def dispatch(self, now: int) -> None:
         """Send (or drop) everything due by ``now``."""
-        due = self.schedule.due_by(now)
+        for route in self.routes:
+            self._dispatch_route(route, now)
+
+    def _dispatch_route(self, route: Route, now: int) -> None:
+        schedule = route.schedule
+        due = schedule.due_by(now)
         budget = self._tally.budget
         if budget >= 0:  # -1: no limit
-            due = min(due, self.next_index + budget)
-        if due <= self.next_index:
+            due = min(due, route.next_index + budget)
+        if due <= route.next_index:
             return
         oldest_ok_ns = now - self._max_lag_ns
-        if self.schedule.intended_ns(self.next_index) < oldest_ok_ns:
-            self._drop(min(due, self.schedule.due_by(oldest_ok_ns - 1)) - self.next_index)
+        if schedule.intended_ns(route.next_index) < oldest_ok_ns:
+            self._drop(route, min(due, schedule.due_by(oldest_ok_ns - 1)) - route.next_index)
         # Round robin from this tick's turn, asking only until everything due has a place:
         # at 10k/s the dispatcher wakes about every 100 us with one request due, and asking
         # each of 50 connections for its room every time cost about 40% of a core.
-        connections = self._connections
+        connections = route.connections
         count = len(connections)
-        remaining = due - self.next_index
-        start = self._turn
+        remaining = due - route.next_index
+        start = route.turn
         for k in range(count):
             if not remaining:
                 break
@@ -109,58 +151,59 @@ class OpenLoopDispatcher:
             if room <= 0:
                 continue
             n = min(room, remaining)
-            intended = self.schedule.intended_range(self.next_index, self.next_index + n)
+            intended = schedule.intended_range(route.next_index, route.next_index + n)
             self._take_budget(n)
             conn.issue_scheduled(intended, now)
-            self.next_index += n
+            route.next_index += n
             remaining -= n
-        self._turn += 1
+        route.turn += 1
         # Keep the times from the last boundary on: ``offered`` counts from there.
-        self.schedule.release(min(self.next_index, self._offered_mark))
+        schedule.release(min(route.next_index, route.offered_mark))
 
     def offered(self, end_ns: int) -> int:
-        """How many requests the schedule put between the previous call's ``end_ns`` (the
+        """How many requests the schedules put between the previous call's ``end_ns`` (the
         schedule's start, the first time) and ``end_ns``: the interval that ends there.
 
         Counted from schedule indices (the number due before each boundary), so it is exact
         however many requests an interval holds. ``end_ns`` must not go backwards.
         """
-        due = self.schedule.due_by(end_ns - 1)
-        offered, self._offered_mark = due - self._offered_mark, due
+        offered = 0
+        for route in self.routes:
+            due = route.schedule.due_by(end_ns - 1)
+            offered += due - route.offered_mark
+            route.offered_mark = due
         return offered
 
     def _take_budget(self, n: int) -> None:
         if self._tally.budget >= 0:
             self._tally.budget -= n
 
-    def _drop(self, n: int) -> None:
+    def _drop(self, route: Route, n: int) -> None:
         """Count ``n`` requests as dropped (by op) and skip them in the request sequence.
 
         In a sharded run the dropped requests are taken from the servers' sequences in
         turn, so no server's key sequence is skipped ahead of the others'.
         """
-        # A Redis Cluster master that serves none of the keys has no requests to skip.
-        shards = [s for s in self._shards if not s.source.empty]
+        sources = route.sources
         counts = self._recorder.counts
         self._take_budget(n)
-        first, stop = self._dropped, self._dropped + n
-        for index, shard in enumerate(shards):
-            # the drops i in [first, stop) with i % len(shards) == index
-            k = len(range(first + (index - first) % len(shards), stop, len(shards)))
-            for op in self._skip(shard, k):
+        first, stop = route.dropped, route.dropped + n
+        for index, source in enumerate(sources):
+            # the drops i in [first, stop) with i % len(sources) == index
+            k = len(range(first + (index - first) % len(sources), stop, len(sources)))
+            for op in self._skip(source, k):
                 counts[op][_DROPPED] += 1
-        self._dropped += n
-        self.next_index += n
+        route.dropped += n
+        route.next_index += n
 
-    def _skip(self, shard: Shard, k: int) -> Iterable[int]:
-        """The ops of the next ``k`` requests of ``shard``, taken unsent: from its pumps'
-        stream while the compiled pumps send (it holds the rest of the source's chunk),
-        else from its source."""
+    def _skip(self, source: Any, k: int) -> Iterable[int]:
+        """The ops of the next ``k`` requests of ``source``, taken unsent: from the stream
+        its compiled pumps draw on while they send (it holds the rest of the source's
+        chunk), else from the source itself."""
         pumps = self._host.pumps
-        skipped = pumps.skip(shard, k) if pumps is not None and k else None
+        skipped = pumps.skip(source, k) if pumps is not None and k else None
         if skipped is not None:
             return skipped
-        source = shard.source
         ops = []
         for _ in range(k):
             if source.pos == source.size:

@@ -10,14 +10,20 @@ times (wrk2), so a stalled server cannot hide its queue by slowing the client do
   numpy arrays, so a question costs a bisect and one ``searchsorted`` in one chunk
   whatever the rate (rebuilding one array of every kept time per 1 ms tick cost 1.4 s of
   CPU per 5 s at 10k/s).
+- trace (``TraceSchedule``, ``kvbench replay --speed S``): a connection's requests are
+  due at the times of their trace rows, scaled by the speed.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from itertools import islice
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from kvbench.engine.clock import NEVER
 
 # Intended times are drawn this many at a time for Poisson arrivals.
 POISSON_CHUNK = 8192
@@ -116,6 +122,10 @@ class Schedule:
             del self._chunks[0], self._firsts[0]
             self._base += POISSON_CHUNK
 
+    def finished(self) -> bool:
+        """A rate never runs out of requests."""
+        return False
+
     def _locate(self, i: int) -> tuple[int, int]:
         """(chunk, offset) of request ``i``, drawing times up to it."""
         if i < self._base:
@@ -143,3 +153,51 @@ def lag_outcome(lag_ns: int, late_ns: int, max_lag_ns: int) -> str:
     if lag_ns > late_ns:
         return "late"
     return "on_time"
+
+
+class TraceSchedule:
+    """The intended send times of one connection's requests in a timed replay.
+
+    The same questions as ``Schedule`` (``intended_ns``, ``intended_range``, ``due_by``,
+    ``release``), answered from the trace: request i of a lane is due at ``start_ns`` plus
+    the offset the replay feed gave its row (workload/trace_source.py: the trace's time,
+    spread within its second, scaled by ``--speed``). ``due_by`` first has the feed read
+    the rows due by then, so the dispatcher never waits on the file. Counts are over the
+    lane's requests from the start of the replay.
+
+    Args:
+        lane: the connection's lane (``Lane``: ``due_count``, ``offsets_from``, ``feed``).
+        start_ns: when the replay's time 0 is.
+    """
+
+    def __init__(self, lane: Any, start_ns: int) -> None:
+        self.lane = lane
+        self.start_ns = start_ns
+
+    def intended_ns(self, i: int) -> int:
+        """When lane request ``i`` is due (``NEVER`` if the lane has not received it)."""
+        for offset in self.lane.offsets_from(i):
+            return self.start_ns + int(offset)
+        return NEVER
+
+    def intended_range(self, first: int, stop: int) -> list[int]:
+        """The intended times of lane requests ``first .. stop - 1`` (all received)."""
+        start = self.start_ns
+        out = [start + offset for offset in islice(self.lane.offsets_from(first), stop - first)]
+        if len(out) != stop - first:
+            raise ValueError(f"intended_range: requests {first}..{stop - 1} were not all read")
+        return out
+
+    def due_by(self, now_ns: int) -> int:
+        """How many lane requests are due at or before ``now_ns`` (reading them in)."""
+        if now_ns < self.start_ns:
+            return int(self.lane.taken)
+        self.lane.feed.read_until(now_ns - self.start_ns)
+        return int(self.lane.due_count(now_ns - self.start_ns))
+
+    def release(self, below: int) -> None:
+        """Nothing to forget: a lane drops its chunks as they are sent."""
+
+    def finished(self) -> bool:
+        """The trace is read to its end and every request of the lane was handed out."""
+        return bool(self.lane.feed.done and self.lane.pending() == 0)

@@ -83,6 +83,9 @@ class ClusterConnection(Connection):
         router: the worker's cluster state; the rest as ``Connection``.
     """
 
+    # A cluster run's connections send the workload (a replay sends to one server).
+    source: RequestSource
+
     def __init__(
         self,
         host: DriverHost,

@@ -4,6 +4,11 @@ A worker connects (preflight), optionally preloads its share of the keyspace, th
 warm-up, measure and drain on the system-wide monotonic clock, cutting an interval
 snapshot at every boundary and handing it to ``emit``. It never raises for transport
 failures during a run: they are counted and the connection is reopened.
+
+A replay (``config.replay``) gives each connection its own request source, a lane of the
+trace's rows (workload/trace_source.py): sent as fast as the server answers (closed loop),
+or at the trace's times through the open-loop dispatcher, one ``TraceSchedule`` per
+connection. The run ends when the trace (or its slice) is sent and answered.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from kvbench.engine.connection import Connection
 from kvbench.engine.fastpath import PumpFactory, drain, driver_name, new_tally, python_reason
 from kvbench.engine.link import Link, SetupWriter
 from kvbench.engine.open_loop import OpenLoopDispatcher
-from kvbench.engine.pacing import Schedule
+from kvbench.engine.pacing import Schedule, TraceSchedule
 from kvbench.engine.reconnect import LinkKeeper, open_links
 from kvbench.engine.redirect import ClusterConnection, ClusterRouter
 from kvbench.engine.setup import setup_for
@@ -34,6 +39,7 @@ from kvbench.protocols.base import Op
 from kvbench.units import share_out
 from kvbench.workload.plan import WorkloadPlan
 from kvbench.workload.slots import SlotMap
+from kvbench.workload.trace_source import Lane, ReplayFeed
 from kvbench.workload.verify import value_check
 
 _now = time.monotonic_ns
@@ -87,6 +93,8 @@ class WorkerSummary:
     last_error: str | None = None
     mismatch_keys: list[str] = field(default_factory=list)  # --verify: example keys
     driver: str = "python"  # "compiled", or "python (<why>)": engine/fastpath.py
+    # A replay: this worker's trace profile and counts (``ReplayFeed.report``), else None.
+    trace: dict[str, Any] | None = None
 
 
 class _OnTally(Generic[T]):
@@ -165,6 +173,8 @@ class Worker(LinkKeeper):
             if spec.slot_map is not None
             else None
         )
+        # A replay's trace reader and lanes (one per connection), made when connecting.
+        self.feed: ReplayFeed | None = None
 
     # -- send state, shared with the compiled pumps -------------------------------------
 
@@ -204,6 +214,19 @@ class Worker(LinkKeeper):
             self.connections += [
                 self.make_connection(factory, setup, load.pipeline, shard) for factory in factories
             ]
+        replay = spec.config.replay
+        if replay is not None:
+            self.feed = ReplayFeed(
+                replay,
+                self.target.protocol,
+                spec.worker_index,
+                spec.n_workers,
+                len(self.connections),
+                spec.config.workload.seed,
+            )
+            for conn, lane in zip(self.connections, self.feed.lanes, strict=True):
+                conn.source = lane
+            self.feed.on_rows = self._lanes_woken
         await open_links(self.connections, load.connect_timeout_ns)
 
     def make_connection(
@@ -295,9 +318,11 @@ class Worker(LinkKeeper):
             asyncio.create_task(self._watch_timeouts()),
             asyncio.create_task(self._hiccups()),
         ]
-        if load.rate_per_s is not None:
-            self.dispatcher = self._open_loop(start_ns, load.rate_per_s)
+        self.dispatcher = self._open_loop(start_ns)
+        if self.dispatcher is not None:
             tasks.append(asyncio.create_task(self.dispatcher.run()))
+        for task in tasks:
+            task.add_done_callback(self._background_ended)
         try:
             if self.dispatcher is None:
                 for conn in self.connections:
@@ -319,20 +344,16 @@ class Worker(LinkKeeper):
             measure_end_ns=self._measure_end_ns,
             mismatch_keys=list(self.verifier.examples) if self.verifier else [],
             driver=driver_name(self.python_reason),
+            trace=self.feed.report() if self.feed is not None else None,
             **self.summary_fields(),
         )
 
-    def _open_loop(self, start_ns: int, total_rate_per_s: float) -> OpenLoopDispatcher:
-        """This worker's share of the rate; workers staggered by one slot of the total."""
-        spec = self.spec
-        load = spec.config.load
-        first_ns = start_ns + round(spec.worker_index * 1e9 / total_rate_per_s)
-        schedule = Schedule(
-            total_rate_per_s / spec.n_workers,
-            first_ns,
-            load.arrival,
-            seed=spec.config.workload.seed * 1000 + spec.worker_index,
-        )
+    def _open_loop(self, start_ns: int) -> OpenLoopDispatcher | None:
+        """The dispatcher of an open-loop run (``--rate``, or a replay at the trace's
+        times); None for a closed loop."""
+        schedule = self._schedule(start_ns)
+        if schedule is None:
+            return None
         for conn in self.connections:
             conn.to_open_loop()
         return OpenLoopDispatcher(
@@ -342,8 +363,44 @@ class Worker(LinkKeeper):
             self.connections,
             self.shards,
             schedule,
-            load.max_lag_ns,
+            self.spec.config.load.max_lag_ns,
         )
+
+    def _schedule(self, start_ns: int) -> Schedule | list[TraceSchedule] | None:
+        """``--rate``: this worker's share of the rate, workers staggered by one slot of
+        the total. A timed replay: each connection its lane's rows when due (the trace's
+        time 0 is ``start_ns``). None: a closed loop."""
+        spec = self.spec
+        load = spec.config.load
+        if load.rate_per_s is not None:
+            return Schedule(
+                load.rate_per_s / spec.n_workers,
+                start_ns + round(spec.worker_index * 1e9 / load.rate_per_s),
+                load.arrival,
+                seed=spec.config.workload.seed * 1000 + spec.worker_index,
+            )
+        if self.feed is not None and self.feed.config.timed:
+            return [TraceSchedule(lane, start_ns) for lane in self.feed.lanes]
+        return None
+
+    def _background_ended(self, task: asyncio.Task[None]) -> None:
+        """A background task (ticks, timeouts, the dispatcher) that raised is a bug: the
+        run ends now, rather than wait for ever for what the task would have done, and
+        the worker's summary says why."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        self.note_error("bug", f"{type(exc).__name__}: {exc}")
+        self.stop()
+
+    def _lanes_woken(self, lanes: list[Lane]) -> None:
+        """A replay's lanes got rows (or reached the trace's end): a closed loop sends them."""
+        if self.issuing and self.dispatcher is None:
+            for lane in lanes:
+                conn = self.connections[lane.index]
+                if conn.connected:
+                    conn.fill()
+        self.maybe_finished()
 
     def stop(self) -> None:
         """End the measured window now (Ctrl-C); in-flight requests still drain."""
@@ -438,6 +495,9 @@ class Worker(LinkKeeper):
         exhausted = self.phase == "drain" or (
             self.phase in ("preload", "measure") and self.budget == 0
         )
+        if self.phase == "measure" and self.feed is not None and self.feed.exhausted():
+            exhausted = True
+            self.issuing = False  # replies now end the run once nothing is in flight
         if exhausted and all(c.inflight == 0 for c in self.connections):
             now = _now()
             if self.phase == "measure":
@@ -498,5 +558,6 @@ class Worker(LinkKeeper):
     # -- connection events: counted and reopened by LinkKeeper ---------------------------
 
     def _link_ready(self, link: Link) -> None:
-        if self.issuing:
+        # Open loop: the dispatcher sends on the reopened link when requests are due.
+        if self.issuing and self.dispatcher is None:
             link.fill()

@@ -199,6 +199,11 @@ class ClientCodec(Protocol):
         """
         ...
 
+    def set_ttl(self, ttl_s: int) -> None:
+        """Send ``ttl_s`` as the expiry of the stores encoded from now on (a replay's
+        chunk of requests carries its own TTL); requests already encoded keep theirs."""
+        ...
+
     def read_kinds(self, kinds: list[int]) -> int:
         """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
 

@@ -175,11 +175,16 @@ class HttpMemcCodec(CodecBase):
         self._counter_heads = {_INCR: target + b"incr&key=", int(Op.DECR): target + b"decr&key="}
         self._stats_request = target + b"stats" + self._tail
         self._version_request = target + b"version" + self._tail
+        self._flags = options.flags
+        self.set_ttl(options.ttl_s)
+
+    def set_ttl(self, ttl_s: int) -> None:
+        """Send ``&exptime=ttl_s`` with the stores encoded from now on (0: none)."""
         extra = b""
-        if options.ttl_s:
-            extra += b"&exptime=%d" % options.ttl_s
-        if options.flags:
-            extra += b"&flags=%d" % options.flags
+        if ttl_s:
+            extra += b"&exptime=%d" % ttl_s
+        if self._flags:
+            extra += b"&flags=%d" % self._flags
         self._store_tail = extra + self._tail
 
     def _encoder_table(self) -> list[_Encoder]:

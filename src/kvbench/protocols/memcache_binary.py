@@ -214,6 +214,7 @@ class MemcacheBinaryCodec(CodecBase):
         super().__init__(options, [])
         self._pending_opaques: list[int] = []
         self.unsolicited_errors = 0
+        self._flags = options.flags
         self._store_extras = _STORE_EXTRAS.pack(options.flags, options.ttl_s)
         self._rb = ReceiveBuffer()
         self._receive = self._rb.feed
@@ -235,6 +236,10 @@ class MemcacheBinaryCodec(CodecBase):
         self._set_packers: dict[int, _Packer] = {}
         self._delete_packers: dict[int, _Packer] = {}
         self._incr_packers: dict[int, _Packer] = {}
+
+    def set_ttl(self, ttl_s: int) -> None:
+        """Send ``ttl_s`` as the expiration of the stores encoded from now on."""
+        self._store_extras = _STORE_EXTRAS.pack(self._flags, ttl_s)
 
     def _encoder_table(self, noreply: bool) -> list[_Encoder]:
         replying: dict[Op, _Encoder] = {

@@ -65,12 +65,8 @@ class MemcacheMetaCodec(MetaReplies):
         super().__init__(options)
         # Request templates with options baked in; the last %s is b" O<t>\r\n".
         quiet = b" q" if options.noreply else b""
-        ttl_flags = b"T%d F%d" % (options.ttl_s, options.flags)
-        self._store_formats = {
-            op: b"ms %%s %%d %s%s%s%%s" % (ttl_flags, mode, quiet)
-            for op, mode in _STORE_MODES.items()
-        }
-        self._cas_format = b"ms %%s %%d %s C%%d%s%%s" % (ttl_flags, quiet)
+        self._flags_quiet = (options.flags, quiet)
+        self.set_ttl(options.ttl_s)
         self._delete_format = b"md %%s%s%%s" % quiet
         value_flag = b" q" if options.noreply else b" v"
         self._arith_formats = {
@@ -78,8 +74,6 @@ class MemcacheMetaCodec(MetaReplies):
             Op.DECR: b"ma %%s MD D%%d%s%%s" % value_flag,
         }
         self._get_formats = {Op.GET: b"mg %s v%s", Op.GETS: b"mg %s v c%s"}
-        # encode_many's set: b"ms " key b" <bytes> T<ttl> F<flags> O" token CRLF value CRLF.
-        self._set_tail = b" %%d %s O" % ttl_flags
         encoders: dict[Op, _Encoder] = {
             Op.GET: self._encode_get,
             Op.GETS: self._encode_get,
@@ -94,6 +88,18 @@ class MemcacheMetaCodec(MetaReplies):
         }
         encoders.update(dict.fromkeys(_STORE_MODES, self._encode_store))
         self._encoders = op_table(encoders, "the memcached meta protocol has no {op} command")
+
+    def set_ttl(self, ttl_s: int) -> None:
+        """Send ``ttl_s`` (``T``) with the stores encoded from now on."""
+        flags, quiet = self._flags_quiet
+        ttl_flags = b"T%d F%d" % (ttl_s, flags)
+        self._store_formats = {
+            op: b"ms %%s %%d %s%s%s%%s" % (ttl_flags, mode, quiet)
+            for op, mode in _STORE_MODES.items()
+        }
+        self._cas_format = b"ms %%s %%d %s C%%d%s%%s" % (ttl_flags, quiet)
+        # encode_many's set: b"ms " key b" <bytes> T<ttl> F<flags> O" token CRLF value CRLF.
+        self._set_tail = b" %%d %s O" % ttl_flags
 
     def encode_many(
         self, ops: Ops, keys: Keys, values: Values, start: int, stop: int, out: bytearray

@@ -90,15 +90,8 @@ class MemcacheTextCodec(TextReplies):
         super().__init__(options)
         # Request templates with options baked in: the hot path does one %-format.
         suffix = b" noreply" if options.noreply else b""
-        flags_ttl = b"%d %d" % (options.flags, options.ttl_s)
-        self._store_formats = {
-            op: b"%s %%s %s %%d%s\r\n" % (verb, flags_ttl, suffix)
-            for op, verb in _STORE_VERBS.items()
-        }
-        # encode_many's set: b"set " key b" <flags> <ttl> <bytes>\r\n" value b"\r\n".
-        self._set_tail_format = b" %s %%d\r\n" % flags_ttl
-        self._set_tails: dict[int, bytes] = {}  # size -> self._set_tail_format % size
-        self._cas_format = b"cas %%s %s %%d %%d%s\r\n" % (flags_ttl, suffix)
+        self._flags_suffix = (options.flags, suffix)
+        self.set_ttl(options.ttl_s)
         self._delete_format = b"delete %%s%s\r\n" % suffix
         self._arith_formats = {
             Op.INCR: b"incr %%s %%d%s\r\n" % suffix,
@@ -121,6 +114,19 @@ class MemcacheTextCodec(TextReplies):
         }
         encoders.update(dict.fromkeys(_STORE_VERBS, self._encode_store))
         self._encoders = op_table(encoders, "the memcached text protocol has no {op} command")
+
+    def set_ttl(self, ttl_s: int) -> None:
+        """Send ``ttl_s`` as the exptime of the stores encoded from now on."""
+        flags, suffix = self._flags_suffix
+        flags_ttl = b"%d %d" % (flags, ttl_s)
+        self._store_formats = {
+            op: b"%s %%s %s %%d%s\r\n" % (verb, flags_ttl, suffix)
+            for op, verb in _STORE_VERBS.items()
+        }
+        # encode_many's set: b"set " key b" <flags> <ttl> <bytes>\r\n" value b"\r\n".
+        self._set_tail_format = b" %s %%d\r\n" % flags_ttl
+        self._set_tails: dict[int, bytes] = {}  # size -> self._set_tail_format % size
+        self._cas_format = b"cas %%s %s %%d %%d%s\r\n" % (flags_ttl, suffix)
 
     def encode_many(
         self, ops: Ops, keys: Keys, values: Values, start: int, stop: int, out: bytearray

@@ -188,10 +188,14 @@ class RespCodec(CodecBase):
         self._null_nbytes = 3 if protocol == 3 else 5
         self._unparsed = 0  # bytes fed since the last complete reply
         self._receive = self._feed_reader
-        self._build_templates(options.ttl_s)
         self._build_replies()
         self._encoders: list[_Encoder] = self._encoder_table()
         self._handlers: list[_Handler] = self._handler_table()
+        self.set_ttl(options.ttl_s)
+
+    def set_ttl(self, ttl_s: int) -> None:
+        """Send ``EX ttl_s`` with the SETs encoded from now on (0: none)."""
+        self._build_templates(ttl_s)
         # What encode_many reads, in one attribute.
         self._batch = (
             self._pending,

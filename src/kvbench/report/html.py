@@ -141,6 +141,13 @@ def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:
         if load.get("warmup_ns"):
             facts.append(("warm-up", format_duration_ns(load["warmup_ns"])))
     facts.append(("window", f"{doc['window_s']:.2f} s"))
+    trace = doc.get("trace")
+    if trace is not None:  # a replay: its keys, values and mix are the trace's
+        speed = trace["speed"]
+        facts.append(
+            ("trace", f"{trace['path']}, speed {speed if speed == 'max' else f'{speed:g}x'}")
+        )
+        return facts
     if workload:
         ratio = workload.get("ratio") or {}
         mix = [f"{op}:{w}" for op, w in ratio.items()]

@@ -46,10 +46,13 @@ def _ci95(model: ReportModel) -> list[float] | None:
 
 
 def document(model: ReportModel) -> dict[str, Any]:
-    """The result document of a run (a queue run's has ``queue`` too)."""
+    """The result document of a run (a queue run's has ``queue`` too, a replay's
+    ``trace``)."""
     doc = _document(model)
     if model.queue is not None:
         doc["queue"] = model.queue
+    if model.trace is not None:
+        doc["trace"] = model.trace
     return doc
 
 

@@ -51,6 +51,12 @@ def _ops(total: IntervalSnapshot, op: str) -> tuple[int, int]:
     return sure, unsure
 
 
+def _ops_of(total: IntervalSnapshot, *ops: str) -> tuple[int, int]:
+    """``_ops`` summed over several ops (a server counter that counts them all)."""
+    parts = [_ops(total, op) for op in ops]
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
+
+
 def _number(stats: dict[str, Any], name: str) -> float:
     return stat_number(name, stats.get(name, "0")) or 0.0
 
@@ -86,19 +92,27 @@ def _stat_pairs_of(server: dict[str, Any]) -> Pairs:
     return [(b, a) for b, a in spans if b and a]
 
 
-# The fixed ops' counters: memcached ``stats`` and Redis ``INFO commandstats``.
-_MEMCACHED_OPS = {
-    "set": ("cmd_set",),
-    "delete": ("delete_hits", "delete_misses"),
-    "incr": ("incr_hits", "incr_misses"),
-}
-_REDIS_OPS = {
-    "get": ("cmdstat_get",),
-    "set": ("cmdstat_set",),
-    "delete": ("cmdstat_del",),
-    "incr": ("cmdstat_incr", "cmdstat_incrby"),
-    "mget": ("cmdstat_mget",),
-}
+# The fixed ops' counters: memcached ``stats`` and Redis ``INFO commandstats``. An op may
+# be counted by two groups (memcached counts a cas in cmd_set and in cas_*); ops whose
+# counters overlap become one row (_merged). A replay sends every op of its trace:
+# memcached counts every storage command in cmd_set, Redis's SET NX/XX (add, replace)
+# are SETs and a gets is a GET.
+_MEMCACHED_OPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    *((op, ("cmd_set",)) for op in ("set", "add", "replace", "append", "prepend", "cas")),
+    ("delete", ("delete_hits", "delete_misses")),
+    ("incr", ("incr_hits", "incr_misses")),
+    ("decr", ("decr_hits", "decr_misses")),
+    ("cas", ("cas_hits", "cas_badval", "cas_misses")),
+)
+_REDIS_OPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    *((op, ("cmdstat_get",)) for op in ("get", "gets")),
+    *((op, ("cmdstat_set",)) for op in ("set", "add", "replace")),
+    ("delete", ("cmdstat_del",)),
+    ("incr", ("cmdstat_incr", "cmdstat_incrby")),
+    ("decr", ("cmdstat_decr", "cmdstat_decrby")),
+    ("append", ("cmdstat_append",)),
+    ("mget", ("cmdstat_mget",)),
+)
 # memcached text commands (``--command``) with a counter, and whether it counts keys (a
 # ``gat`` of two keys adds 2 to cmd_touch). Measured on memcached 1.6: every meta get is a
 # get, every meta set a set, ma counts as incr or decr as its mode says.
@@ -119,7 +133,7 @@ _MEMCACHED_COMMANDS: dict[str, tuple[tuple[str, ...], bool]] = {
     "ma": (("incr_hits", "incr_misses", "decr_hits", "decr_misses"), False),
     "flush_all": (("cmd_flush",), False),
 }
-_FIXED_OPS = frozenset({"get", "set", "delete", "incr", "mget"})
+_FIXED_OPS = frozenset({"get", "mget", *(op for op, _ in _MEMCACHED_OPS + _REDIS_OPS)})
 
 
 def _commands(total: IntervalSnapshot) -> list[str]:
@@ -162,17 +176,18 @@ def _rows(family: str, total: IntervalSnapshot, pairs: Pairs, mget_width: int) -
     """Every op and command with the counters that count it (none: left out)."""
     rows: list[_Row] = []
     commands = _commands(total)
-    get, mget = _ops(total, "get"), _ops(total, "mget")
-    if "get" in commands:
-        get = (0, 0)  # a command named get: counted below, in keys
+    get, mget = (
+        _ops_of(total, *(op for op in ("get", "gets") if op not in commands)),
+        _ops(total, "mget"),
+    )  # a command named get or gets: counted below, in keys
     memcache = family in ("memcache", "http")
-    if memcache and ("get" not in commands or any(mget)):
+    if memcache and (any(get) or any(mget) or "get" not in commands):
         mget_keys = total.keys.get("mget", 0)
         rows.append(
             _Row(["get (keys)"], get[0] + mget_keys, get[1] + mget[1] * mget_width, {"cmd_get"})
         )
     fixed = _MEMCACHED_OPS if memcache else _REDIS_OPS
-    for op, counters in fixed.items():
+    for op, counters in fixed:
         if op not in commands:
             rows.append(_Row([op], *_ops(total, op), set(counters)))
     for name in commands:
@@ -236,8 +251,9 @@ def _hits(total: IntervalSnapshot, pairs: Pairs, mget_width: int) -> list[Reconc
     out when a command gets too (its replies are ok or error, not hits)."""
     if any(_MEMCACHED_COMMANDS.get(n, ((), False))[0] == ("cmd_get",) for n in _commands(total)):
         return []
-    unsure = _ops(total, "get")[1] + _ops(total, "mget")[1] * mget_width
-    hits = total.counts.get("get", {}).get("hit", 0) + total.keys_hit.get("mget", 0)
+    unsure = _ops_of(total, "get", "gets")[1] + _ops(total, "mget")[1] * mget_width
+    hits = sum(total.counts.get(op, {}).get("hit", 0) for op in ("get", "gets"))
+    hits += total.keys_hit.get("mget", 0)
     server_count = round(_delta(pairs, "get_hits"))
     if hits or unsure or server_count:
         return [Reconciled("get hits", hits, server_count, unsure)]

@@ -39,6 +39,7 @@ from kvbench.report.reconcile import (
     server_restarts,
 )
 from kvbench.report.stats import Spread, spread
+from kvbench.report.trace_figures import trace_figures
 from kvbench.report.verdicts import Evidence, Verdict, all_verdicts, restart_verdicts
 from kvbench.report.verification import Verification, verification, verification_verdicts
 from kvbench.results.model import RunResult
@@ -94,6 +95,7 @@ class ReportModel:
     not_comparable: list[str] = field(default_factory=list)
     queue: dict[str, Any] | None = None  # a queue run's figures (report/queue_figures.py)
     cluster: dict[str, Any] | None = None  # a Redis Cluster run's (report/cluster.py)
+    trace: dict[str, Any] | None = None  # a replay's figures (report/trace_figures.py)
 
     @property
     def errors_per_s(self) -> float:
@@ -390,4 +392,5 @@ def summarize(run: RunResult) -> ReportModel:
         not_comparable=not_comparable,
         queue=figures,
         cluster=cluster,
+        trace=trace_figures(run, total),
     )

@@ -3,7 +3,7 @@
 Everything is printed to an injected ``Console`` so tests capture it; the figures come
 from ``summary`` and nothing here computes a statistic of its own. A queue run's summary
 has its own table (put and get requests, end to end), the delivery ledger per producer and
-the backlog, from the same model.
+the backlog, from the same model; a replay's adds the trace's profile and what was sent.
 """
 
 from __future__ import annotations
@@ -256,6 +256,48 @@ def connection_lines(model: ReportModel) -> Text:
     return text
 
 
+def trace_lines(model: ReportModel) -> Text:
+    """A replay: the trace's op mix, rate and sizes, and what was sent against it."""
+    text = Text()
+    trace = model.trace
+    if trace is None:
+        return text
+    profile, sent = trace["profile"], trace["sent"]
+    speed = trace["speed"]
+    rate = profile["rate"]
+    text.append(
+        f"trace {trace['path']}: {profile['rows']:,} rows over {sent['trace_span_s']:,}s of "
+        f"trace time, {format_rate(rate['mean_per_s'])}/s mean, "
+        f"{format_rate(rate['peak_per_s'])}/s peak; "
+        + ("replayed as fast as the server answered\n" if speed == "max" else f"speed {speed:g}x")
+    )
+    if speed != "max":
+        text.append(
+            f" (offered {format_rate(sent['offered_per_s'])}/s over "
+            f"{sent['replay_span_s']:,.1f}s)\n"
+        )
+    mix = ", ".join(
+        f"{name} {n / profile['rows']:.1%}" for name, n in profile["ops"].items() if profile["rows"]
+    )
+    text.append(f"  op mix: {mix}\n")
+    for label, key in (("key size", "key_size_bytes"), ("value size", "value_size_bytes")):
+        sizes = profile[key]
+        if sizes:
+            text.append(
+                f"  {label}: p50 {sizes['p50']:g}  p90 {sizes['p90']:g}  p99 {sizes['p99']:g}  "
+                f"max {sizes['max']:g} bytes\n"
+            )
+    as_ = ", ".join(f"{t}->{o}" for t, o in sent["sent_as"].items() if t in profile["ops"])
+    skipped = ", ".join(f"{why}: {n:,}" for why, n in sent["skipped"].items())
+    text.append(
+        f"  sent {sent['total']:,} of {sent['requests']:,} queued ({as_})"
+        + (f"; skipped {skipped}" if skipped else "")
+        + (f"; {sent['keys_clamped']:,} keys clamped to 250 bytes" if sent["keys_clamped"] else "")
+        + "\n"
+    )
+    return text
+
+
 def verdict_lines(model: ReportModel) -> Text:
     text = Text()
     for verdict in model.verdicts:
@@ -273,7 +315,7 @@ def summary(model: ReportModel) -> RenderableType:
             queue_lines(model),
         ]
     else:
-        first = [summary_table(model), outcome_lines(model)]
+        first = [summary_table(model), outcome_lines(model), trace_lines(model)]
     parts: list[RenderableType] = [
         *first,
         round_lines(model),

@@ -119,6 +119,13 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE runs ADD COLUMN queue TEXT
         """,
     ),
+    # A replay's section (results/trace.py) as JSON; NULL for every other run.
+    (
+        "0008_trace_section",
+        """
+        ALTER TABLE runs ADD COLUMN trace TEXT
+        """,
+    ),
 )
 
 

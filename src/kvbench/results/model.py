@@ -1,8 +1,8 @@
 """RunResult: one run as it is stored — metadata plus merged interval snapshots.
 
 Every kind of run is one: a load run (mode ``closed`` or ``open``), a sweep's level, a
-compared target, and a queue run (mode ``queue``, with its ``queue`` section:
-results/queue.py). Everything a report shows is computed from this (reports never read
+compared target, a queue run (mode ``queue``, with its ``queue`` section:
+results/queue.py), and a replay (with its ``trace`` section: results/trace.py). Everything a report shows is computed from this (reports never read
 live objects).
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.queue import QueueSection
+from kvbench.results.trace import TraceSection
 
 SCHEMA_VERSION = 1
 
@@ -39,6 +40,7 @@ class RunResult:
         server: server-side stats (before/after) when sampled.
         rounds: per round: ``round``, ``window_start_ns``, ``window_end_ns``, ``status``.
         queue: a queue run's section (delivery, end-to-end latency, backlog), else None.
+        trace: a replay's section (the trace's profile, what was sent), else None.
         label: what tells it from its siblings: a sweep's level (``connections 64``), a
             preset's step; empty for a run of its own.
     """
@@ -61,6 +63,7 @@ class RunResult:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     queue: QueueSection | None = None
     label: str = ""
+    trace: TraceSection | None = None
 
     @property
     def window_s(self) -> float:

@@ -2,7 +2,8 @@
 
 Histograms are stored in the HdrHistogram V2 encoding (base64, results/encoding.py), so a
 stored run merges exactly as a live one and other HdrHistogram tools can read them. A
-queue run's section is one JSON column of its row (``runs.queue``).
+queue run's section is one JSON column of its row (``runs.queue``), a replay's too
+(``runs.trace``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kvbench.results.migrations import migrate
 from kvbench.results.model import RunResult
 from kvbench.results.queue import QueueSection, section_from_document
 from kvbench.results.status import run_status
+from kvbench.results.trace import TraceSection
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -191,13 +193,14 @@ class Store:
         throughput = document["totals"]["throughput_per_s"] if document else None
         status = run_status(run).name
         queue = json.dumps(run.queue.to_json()) if run.queue is not None else None
+        trace = json.dumps(run.trace.to_json()) if run.trace is not None else None
         try:
             with self._db:
                 self._db.execute(
                     "INSERT INTO runs (run_id, started_at, status, mode, target, kvbench_version, "
                     "window_start_ns, window_end_ns, throughput_per_s, config, targets, "
                     "environment, workers, errors, server, document, rounds, process_status, "
-                    "label, queue) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "label, queue, trace) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         run.run_id,
                         run.started_at,
@@ -219,6 +222,7 @@ class Store:
                         run.status,
                         run.label,
                         queue,
+                        trace,
                     ),
                 )
                 snapshots = list(run.intervals) + list(run.phases.values())
@@ -278,7 +282,7 @@ class Store:
         """Load a stored run (by id, prefix or ``last``)."""
         run_id = self.resolve(run_ref)
         row = self._db.execute(
-            f"SELECT {_columns(_RUN_FIELDS)}, queue, "
+            f"SELECT {_columns(_RUN_FIELDS)}, trace, queue, "
             "CASE WHEN queue IS NULL AND mode = 'queue' THEN document END "
             "FROM runs WHERE run_id = ?",
             (run_id,),
@@ -297,7 +301,8 @@ class Store:
                 phases[snap.phase] = snap
         fields = _read(_RUN_FIELDS, row)
         queue = _queue_section(row[-2], row[-1], fields["window_start_ns"])
-        return RunResult(**fields, intervals=intervals, phases=phases, queue=queue)
+        trace = TraceSection.from_json(json.loads(row[-3])) if row[-3] is not None else None
+        return RunResult(**fields, intervals=intervals, phases=phases, queue=queue, trace=trace)
 
     @_readable
     def list_runs(self, target: str | None = None, last: int = 20) -> list[dict[str, Any]]:

@@ -21,10 +21,11 @@ from kvbench import __version__
 from kvbench.config.model import RunConfig
 from kvbench.engine.shards import check_shards
 from kvbench.engine.worker import WorkerSpec, WorkerSummary
-from kvbench.errors import RunAborted, TargetUnreachable, WorkerFailed
+from kvbench.errors import ConfigError, RunAborted, TargetUnreachable, WorkerFailed
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.environment import describe_environment
 from kvbench.results.model import RunResult
+from kvbench.results.trace import TraceSection
 from kvbench.runner import messages as m
 from kvbench.runner import probe, redis_cluster
 from kvbench.runner.launcher import WorkerLauncher, launcher_for
@@ -360,11 +361,16 @@ class Coordinator:
             errors.append(self._aborted_round)
         if not intervals and not self._stopping and status != "ok":
             raise RunAborted("measure", errors[0] if errors else "no worker reported")
+        trace = self._trace_section(tallies)
+        replay = self.config.replay
         return RunResult(
+            trace=trace,
             run_id=new_run_id(),
             started_at=started_at,
             status=status,
-            mode="open" if self.config.load.rate_per_s is not None else "closed",
+            mode="open"
+            if self.config.load.rate_per_s is not None or (replay is not None and replay.timed)
+            else "closed",
             kvbench_version=__version__,
             config=self.config.to_dict(),
             targets=targets,
@@ -384,6 +390,33 @@ class Coordinator:
             rounds=rounds,
             server={**self._server, "sample_errors": self._sample_errors[:5]},
         )
+
+    def _trace_section(self, tallies: list[_Tally]) -> TraceSection | None:
+        """A replay's section, its workers' feeds merged (None for other runs).
+
+        Raises:
+            ConfigError: a worker's feed met a bad row: the replay is a config error (the
+                row's file and line), whatever it sent before; or the replay had no row
+                to send (an empty trace, or a slice that holds none).
+        """
+        if self.config.replay is None:
+            return None
+        reports = [
+            s.trace for tally in tallies for s in tally.summaries.values() if s.trace is not None
+        ]
+        for report in reports:
+            if report["error"] is not None:
+                raise ConfigError(*report["error"])
+        replay = self.config.to_dict()["replay"]
+        assert isinstance(replay, dict)
+        section = TraceSection.from_reports(replay, reports)
+        if not self._stopping and reports and not section.counts["rows"]:
+            raise ConfigError(
+                section.path,
+                f"no rows to replay (of {section.counts['lines_read']:,} lines read): an empty "
+                "trace, or --from/--to outside its times",
+            )
+        return section
 
     def _round_record(self, tally: _Tally, merged: list[IntervalSnapshot]) -> dict[str, Any]:
         summaries = list(tally.summaries.values())

@@ -115,7 +115,11 @@ class RequestSource:
         record_ops: the op number each request of the chunk is recorded under: ``ops``
             itself (the same list) unless the mix has commands, whose requests are
             recorded per command name (``WorkloadPlan.op_names``).
+        ttl_s: the expiry of the chunk's stores, where the chunk sets it (a replay's lane:
+            workload/trace_source.py); None here: each connection's codec sends its own.
     """
+
+    ttl_s: int | None = None
 
     def __init__(
         self,
@@ -190,8 +194,12 @@ class RequestSource:
             elif op == incr:
                 keys[i] = counters[indexes[i] % len(counters)]
 
-    def refill(self) -> None:
-        """Draw the next chunk and rewind ``pos``."""
+    def refill(self) -> bool:
+        """Draw the next chunk and rewind ``pos``.
+
+        Returns:
+            True: a workload never runs dry (a replay's lane may: ``Lane.refill``).
+        """
         table = self._plan.key_table
         values = self._plan.value_table
         assert self._keys is not None, "an empty source draws nothing"
@@ -221,6 +229,7 @@ class RequestSource:
         self.keys = keys
         self.pos = 0
         self.size = CHUNK
+        return True
 
     def _render_commands(
         self, codes: np.ndarray[Any, Any], keys: list[bytes | tuple[bytes, ...]]

@@ -14,6 +14,8 @@ import pytest
 from kvbench.config import load_config
 from kvbench.engine import fastpath
 from kvbench.engine.connection import Connection
+from kvbench.engine.open_loop import OpenLoopDispatcher
+from kvbench.engine.pacing import Schedule
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.worker import Worker, WorkerSpec
 from kvbench.metrics.outcome import Outcome
@@ -261,10 +263,18 @@ def test_dropped_requests_are_the_next_ones_in_the_sequence(driver: str) -> None
     worker, conn, transport = make(driver, pipeline=64, ratio="1:1", open_loop=True)
     source = conn.source
     start, ops, keys = source.pos, list(source.ops), list(source.keys)
-    dispatcher = worker._open_loop(0, 1000.0)  # as a run wires it
+    dispatcher = OpenLoopDispatcher(  # as Worker._open_loop wires it, at 1,000/s
+        worker,
+        worker.tally,
+        worker.recorder,
+        worker.connections,
+        worker.shards,
+        Schedule(1000, 0),
+        10**9,
+    )
     now = time.monotonic_ns()
     conn.issue_scheduled([now] * 3, now)
-    dispatcher._drop(5)
+    dispatcher._drop(dispatcher.routes[0], 5)
     conn.issue_scheduled([now] * 2, now)
     sent = [request.split(b" ")[1] for request in transport.take_requests()]
     assert sent == keys[start : start + 3] + keys[start + 8 : start + 10]

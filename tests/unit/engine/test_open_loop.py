@@ -32,7 +32,7 @@ def test_drops_are_counted_by_op_and_taken_from_every_server_in_turn() -> None:
     expected = [
         worker.shards[i % 2].source.ops[worker.shards[i % 2].source.pos + i // 2] for i in range(10)
     ]
-    dispatcher._drop(10)
+    dispatcher._drop(dispatcher.routes[0], 10)
     assert [shard.source.pos for shard in worker.shards] == [5, 5]
     dropped = {op: row[DROPPED] for op, row in enumerate(worker.recorder.counts) if row[DROPPED]}
     assert sum(dropped.values()) == 10
@@ -59,7 +59,7 @@ def test_dropped_commands_are_counted_under_their_names() -> None:
     source = worker.shards[0].source
     source.refill()
     expected = source.record_ops[:40]
-    dispatcher._drop(40)
+    dispatcher._drop(dispatcher.routes[0], 40)
     names = worker.plan.op_names()
     dropped = {
         names[op]: row[DROPPED] for op, row in enumerate(worker.recorder.counts) if row[DROPPED]
@@ -143,7 +143,7 @@ def test_poisson_backlog_beyond_max_lag_is_dropped_exactly_after_releases() -> N
         dispatcher.dispatch(now)
     stall_end = S + S // 2
     dropped = reference.due_by(stall_end - max_lag_ns - 1) - reference.due_by(S - MS)
-    assert dispatcher._dropped == dropped
+    assert dispatcher.routes[0].dropped == dropped
     assert sink.sent + dropped == dispatcher.next_index == reference.due_by(3 * S - MS)
 
 
@@ -171,3 +171,62 @@ def test_a_tick_asks_only_as_many_connections_as_it_needs_in_turn() -> None:
         dispatcher.dispatch(now)
     assert _CountingSink.asked == 3
     assert [s.sent for s in sinks[:4]] == [1, 1, 1, 0]
+
+
+def test_a_reopened_connection_waits_for_the_dispatcher() -> None:
+    """Open loop: a link that comes back sends nothing of its own (a closed-loop fill would
+    send requests with no intended time, and shift every later latency by one)."""
+    config = load_config(
+        None,
+        {"target.urls": (["memcached://127.0.0.1:1"], "T"), "load.rate": ("1000", "--rate")},
+        1,
+    )
+    worker = Worker(WorkerSpec(config, 0, 1, 1, None), lambda snap: None)
+    worker.dispatcher = worker._open_loop(0)
+    worker.issuing = True
+
+    class Link:
+        filled = False
+
+        def fill(self) -> None:
+            self.filled = True
+
+    link = Link()
+    worker._link_ready(link)  # type: ignore[arg-type]
+    assert not link.filled
+    worker.dispatcher = None  # closed loop: a reopened link is topped up at once
+    worker._link_ready(link)  # type: ignore[arg-type]
+    assert link.filled
+
+
+def test_a_dispatcher_that_raises_ends_the_run_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug in the dispatcher ends the worker's run (its summary names the error); the
+    worker never waits for ever for the requests the dead task would have sent."""
+    import asyncio
+    import time
+
+    config = load_config(
+        None,
+        {
+            "target.urls": (["memcached://127.0.0.1:1"], "T"),
+            "load.rate": ("1000", "--rate"),
+            "load.duration": ("1h", "--duration"),
+        },
+        1,
+    )
+    worker = Worker(WorkerSpec(config, 0, 1, 0, None), lambda snap: None)
+
+    def broken(self: OpenLoopDispatcher, now: int) -> None:
+        raise RuntimeError("a scheduled request was not in its source")
+
+    monkeypatch.setattr(OpenLoopDispatcher, "dispatch", broken)
+
+    async def run() -> Any:
+        return await asyncio.wait_for(worker.run(time.monotonic_ns()), 5)
+
+    summary = asyncio.run(run())
+    assert summary.status == "interrupted"
+    assert summary.last_error == "RuntimeError: a scheduled request was not in its source"
+    assert summary.errors == {"bug": 1}

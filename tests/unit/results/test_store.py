@@ -224,4 +224,4 @@ def test_a_runs_label_is_kept_and_listed(tmp_path: Path) -> None:
 
 def test_the_new_columns_are_named_migrations() -> None:
     names = [name for name, _ in migrations.MIGRATIONS]
-    assert names[-2:] == ["0006_run_label", "0007_queue_section"]
+    assert names[-3:] == ["0006_run_label", "0007_queue_section", "0008_trace_section"]

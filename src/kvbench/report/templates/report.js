@@ -510,6 +510,25 @@
         x: { label: "time from the start (s)", fmt: TIME.fmt }, y: { label: "messages", fmt: fmtPlain }
       });
     },
+    "trace-rate": function (plot, run) {
+      var doc = run.document, trace = doc.trace, rate = trace.profile.rate;
+      var speed = trace.speed === "max" ? null : trace.speed;
+      var series = [{
+        name: speed === null ? "trace (its own time)" : "trace × speed", color: COLORS[0],
+        points: rate.points.map(function (p) {
+          return speed === null ? [p[0], p[1]] : [p[0] / speed, p[1] * speed];
+        })
+      }];
+      if (speed !== null) {
+        series.push({ name: "the run: completed", color: COLORS[1], dash: true,
+          points: doc.intervals.map(function (r) { return [r.t_s, r.per_s]; }) });
+      }
+      lineChart(plot, {
+        none: "no rows", series: series,
+        x: { label: speed === null ? "trace time (s)" : "time from the start (s)", fmt: TIME.fmt },
+        y: RATE_AXIS
+      });
+    },
     "server-ops": function (plot, run) {
       var doc = run.document, at = elapsed(doc);
       if (!run.server.length) return empty(plot, "no server samples stored");

@@ -1,0 +1,142 @@
+"""A replay's own figures: the trace's profile, and what was sent against it.
+
+Computed from the run alone (its ``trace`` section and its intervals), as every figure:
+the profile's op mix, rate per second of trace time and size percentiles
+(``profile_summary``); the feed's counts; and against them, the requests the run
+recorded by op (every sent request is counted once: answered, failed, timed out or
+dropped, counted apart), the trace's offered rate at the replay's speed, and each interval's offered and
+achieved rates (the run's ``intervals``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.results.model import RunResult
+
+# The rate series of a long trace is cut into at most this many buckets for reports
+# (a one-week trace has 604,800 seconds).
+MAX_RATE_POINTS = 600
+SIZE_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+# TTLs listed by frequency in the summary.
+TOP_TTLS = 5
+# Counted besides a request's outcome ("late", "mismatch"), or never sent ("dropped").
+_NOT_SENT = frozenset({"late", "mismatch", "dropped"})
+
+
+def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> dict[str, Any] | None:
+    """The ``trace`` section of a replay's summary and document (None for other runs).
+
+    Args:
+        total: the run's measure intervals merged (its ``total()``).
+    """
+    section = run.trace
+    if section is None:
+        return None
+    profile = profile_summary(section.profile)
+    counts = section.counts
+    counted = total.counts if total else {}
+    sent_by_op = {
+        name: sum(n for outcome, n in row.items() if outcome not in _NOT_SENT)
+        for name, row in sorted(counted.items())
+    }
+    sent_by_op = {name: n for name, n in sent_by_op.items() if n}
+    dropped = sum(row.get("dropped", 0) for row in counted.values())
+    rate = profile["rate"]
+    speed = section.speed
+    span_s = (len(rate["points"]) * rate["bucket_s"]) if rate["points"] else 0
+    return {
+        "path": section.path,
+        "speed": "max" if speed is None else speed,
+        "slice": {"from_s": section.from_s, "to_s": section.to_s, "limit": section.limit},
+        "profile": profile,
+        "sent": {
+            **counts,
+            "sent_as": dict(section.sent_as),
+            "by_op": sent_by_op,
+            "total": sum(sent_by_op.values()),
+            "dropped": dropped,
+            # At --speed S the trace offers S times its own rate over 1/S of its span.
+            "offered_per_s": None if speed is None else rate["mean_per_s"] * speed,
+            "trace_span_s": span_s,
+            "replay_span_s": None if speed is None else span_s / speed,
+        },
+    }
+
+
+def profile_summary(profile: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a trace profile (results/trace.py's data): op mix, rate over time,
+    size percentiles, the most common TTLs.
+
+    ``rate`` gives the request rate per second of trace time over buckets of
+    ``bucket_s`` seconds (1 unless the slice is longer than ``MAX_RATE_POINTS`` s), as
+    ``[[t_s, rows_per_s], ...]`` with ``t_s`` from the slice's first second.
+    """
+    ttls = _counter(profile["ttls_s"])
+    return {
+        "rows": int(profile["rows"]),
+        "ops": {name: n for name, n in profile["ops"].items() if n},
+        "rate": rate_series(_counter(profile["per_second"])),
+        "key_size_bytes": size_summary(_counter(profile["key_sizes"])),
+        "value_size_bytes": size_summary(_counter(profile["value_sizes"])),
+        "ttls_s": [[ttl, n] for ttl, n in ttls.most_common(TOP_TTLS)],
+    }
+
+
+def _counter(pairs: list[list[int]]) -> Counter[int]:
+    return Counter({int(k): int(v) for k, v in pairs})
+
+
+def rate_series(per_second: Counter[int]) -> dict[str, Any]:
+    """Rows per second of trace time, in buckets: ``{bucket_s, first_s, points, mean, peak}``.
+
+    Seconds without rows count as 0 (a gap in the trace is a rate of 0, not a missing
+    point). ``mean`` is over the whole span, ``peak`` the busiest bucket's rate.
+    """
+    if not per_second:
+        return {"bucket_s": 1, "first_s": 0, "points": [], "mean_per_s": 0.0, "peak_per_s": 0.0}
+    first, last = min(per_second), max(per_second)
+    span = last - first + 1
+    bucket = -(-span // MAX_RATE_POINTS)
+    sums = np.zeros(-(-span // bucket), dtype=np.int64)
+    seconds = np.fromiter(per_second.keys(), dtype=np.int64, count=len(per_second))
+    counts = np.fromiter(per_second.values(), dtype=np.int64, count=len(per_second))
+    np.add.at(sums, (seconds - first) // bucket, counts)
+    # The last bucket may be shorter than the others: its rate is over its own length.
+    widths = np.full(len(sums), bucket, dtype=np.int64)
+    widths[-1] = span - bucket * (len(sums) - 1)
+    rates = sums / widths
+    return {
+        "bucket_s": int(bucket),
+        "first_s": int(first),
+        "points": [[i * int(bucket), float(r)] for i, r in enumerate(rates.tolist())],
+        "mean_per_s": float(sums.sum() / span),
+        "peak_per_s": float(rates.max()),
+    }
+
+
+def size_summary(sizes: Counter[int]) -> dict[str, float]:
+    """Percentiles (nearest rank), min, max and mean of a size distribution; {} if empty."""
+    if not sizes:
+        return {}
+    values = np.array(sorted(sizes), dtype=np.int64)
+    counts = np.array([sizes[v] for v in values.tolist()], dtype=np.int64)
+    cumulative = np.cumsum(counts)
+    total = int(cumulative[-1])
+    out: dict[str, float] = {"count": float(total), "min": float(values[0])}
+    for p in SIZE_PERCENTILES:
+        rank = max(1, int(np.ceil(p / 100 * total)))
+        out[_name(p)] = float(values[int(np.searchsorted(cumulative, rank))])
+    out["max"] = float(values[-1])
+    out["mean"] = float((values * counts).sum() / total)
+    return out
+
+
+def _name(p: float) -> str:
+    """``p50``, ``p99_9``: percentile names as the result document spells them."""
+    text = f"{p:g}".replace(".", "_")
+    return f"p{text}"

@@ -1,0 +1,120 @@
+"""A replay's own section of its ``RunResult``: the trace's profile and what was sent.
+
+A replay is a run (mode ``closed`` at ``--speed max``, ``open`` at the trace's times): its
+intervals, figures, verdicts and status are every run's. What only a replay has lives
+here, stored with it (``to_json``/``from_json``; the store keeps it in ``runs.trace``):
+the profile of the rows replayed (op mix, rows per second of trace time, key and value
+sizes, TTLs: the counters of workload/trace_profile.py as plain data) and the feed's
+counts (rows read, queued, skipped by reason, keys clamped) with the op each trace op was
+sent as. The workers' parts are added up here (``from_reports``: counter addition, so
+their order does not matter); report/trace_figures.py computes the figures.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+# The profile's counters kept as [[value, count], ...] pairs (sizes, seconds, TTLs).
+_PAIR_COUNTERS = ("per_second", "key_sizes", "value_sizes", "ttls_s")
+
+
+@dataclass(slots=True)
+class TraceSection:
+    """What a replay adds to a run.
+
+    Attributes:
+        path: the trace file as given.
+        speed: the ``--speed`` factor; None: ``max`` (closed loop).
+        profile: the rows of the replayed slice, every worker's (``TraceProfile.to_dict``).
+        counts: rows read, queued, skipped, keys clamped, every worker's
+            (``ReplayCounts.to_dict``).
+        sent_as: per trace op, the op it was sent as on the target's protocol.
+        from_s, to_s, limit: the slice asked for (None: none).
+    """
+
+    path: str
+    speed: float | None
+    profile: dict[str, Any]
+    counts: dict[str, Any]
+    sent_as: dict[str, str] = field(default_factory=dict)
+    from_s: float | None = None
+    to_s: float | None = None
+    limit: int | None = None
+
+    @classmethod
+    def from_reports(cls, replay: dict[str, Any], reports: list[dict[str, Any]]) -> TraceSection:
+        """The section of a run whose workers reported ``reports`` (``ReplayFeed.report``).
+
+        Args:
+            replay: the run's replay config as stored (``RunConfig.to_dict()["replay"]``).
+        """
+        sent_as: dict[str, str] = {}
+        for report in reports:
+            sent_as.update(report["mapping"])
+        return cls(
+            path=str(replay["path"]),
+            speed=replay["speed"],
+            profile=merge_profiles([r["profile"] for r in reports]),
+            counts=merge_counts([r["counts"] for r in reports]),
+            sent_as=sent_as,
+            from_s=replay.get("from_s"),
+            to_s=replay.get("to_s"),
+            limit=replay.get("limit"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The section as a JSON-ready dict."""
+        return {
+            "path": self.path,
+            "speed": self.speed,
+            "profile": self.profile,
+            "counts": self.counts,
+            "sent_as": dict(self.sent_as),
+            "from_s": self.from_s,
+            "to_s": self.to_s,
+            "limit": self.limit,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TraceSection:
+        """``to_json`` read back."""
+        return cls(
+            path=str(data["path"]),
+            speed=data["speed"],
+            profile=merge_profiles([data["profile"]]),
+            counts=merge_counts([data["counts"]]),
+            sent_as={str(k): str(v) for k, v in data["sent_as"].items()},
+            from_s=data.get("from_s"),
+            to_s=data.get("to_s"),
+            limit=data.get("limit"),
+        )
+
+
+def merge_profiles(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several processes' profiles as one (the same shape, counters added)."""
+    ops: Counter[str] = Counter()
+    pairs: dict[str, Counter[int]] = {name: Counter() for name in _PAIR_COUNTERS}
+    rows = 0
+    for part in parts:
+        rows += int(part["rows"])
+        ops.update({str(k): int(v) for k, v in part["ops"].items()})
+        for name in _PAIR_COUNTERS:
+            pairs[name].update({int(k): int(v) for k, v in part[name]})
+    return {
+        "rows": rows,
+        "ops": dict(ops),
+        **{name: [[k, v] for k, v in sorted(c.items())] for name, c in pairs.items()},
+    }
+
+
+def merge_counts(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several processes' feed counts as one (skipped reasons added up by reason)."""
+    skipped: Counter[str] = Counter()
+    totals = dict.fromkeys(("lines_read", "rows", "requests", "keys_clamped"), 0)
+    for part in parts:
+        for name in totals:
+            totals[name] += int(part[name])
+        skipped.update({str(k): int(v) for k, v in part["skipped"].items()})
+    return {**totals, "skipped": dict(skipped)}

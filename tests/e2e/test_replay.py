@@ -1,0 +1,371 @@
+"""``kvbench replay`` end to end against real servers: what was sent equals what the
+server counted, by op; a bad row is one line and exit 2; ``--speed`` scales the span; the
+replay is a stored run whose trace section every output shows."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvbench.config.targets import parse_target
+from kvbench.runner.probe import fetch_stats
+from tests.support.cli import read_json, run_kvbench
+from tests.support.servers import Server
+from tests.support.traces import Row, write_trace
+
+pytestmark = pytest.mark.integration
+
+WRITES = ("set", "add", "replace", "cas", "append", "prepend")
+
+
+def every_op_rows(n: int, *, seconds: int = 3, clients: int = 9, seed: int = 3) -> list[Row]:
+    """``n`` rows of all eleven trace ops over ``seconds`` whole seconds. Counters (the
+    keys incr and decr touch) are only ever stored with short values, which are digits:
+    memcached and Redis count an incr of a number, and refuse one of anything else."""
+    rng = random.Random(seed)
+    ops = ("get", "gets", "set", "add", "replace", "cas", "append", "prepend", "delete")
+    rows: list[Row] = []
+    for i in range(n):
+        if rng.random() < 0.2:
+            key = f"n:c:{rng.randrange(20):03d}"
+            op = rng.choice(("incr", "decr", "set", "get", "delete"))
+            size = 4  # a stored counter is 4 digits
+        else:
+            key = f"nz:u:{rng.randrange(300):05d}:{'x' * rng.randrange(12)}"
+            op = rng.choice(ops)
+            size = rng.choice((10, 100, 1000))
+        writes = op in WRITES
+        rows.append(
+            (
+                i * seconds // n,
+                key,
+                len(key) + rng.choice((-2, 0, 0, 5)),  # some keys padded, some cut
+                size if writes else 0,
+                f"c{rng.randrange(clients)}",
+                op,
+                rng.choice((0, 60, 3600)) if writes else 0,
+            )
+        )
+    return rows
+
+
+def replay_max(trace: Path, url: str, tmp_path: Path, *flags: str) -> dict[str, Any]:
+    """``kvbench replay TRACE URL --speed max FLAGS``: its result document."""
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "replay", str(trace), url, "--speed", "max", *flags, "--no-save", "-q", "--json", str(out)
+    )
+    assert result.code in (0, 1), result.stderr
+    return read_json(out)
+
+
+def memcached_stats(server: Server) -> dict[str, int]:
+    raw = fetch_stats(parse_target(f"memcached://{server.address}"))
+    return {k: int(v) for k, v in raw.items() if v.isdigit()}
+
+
+def deltas(before: dict[str, int], after: dict[str, int], *names: str) -> int:
+    return sum(after.get(n, 0) - before.get(n, 0) for n in names)
+
+
+@pytest.mark.parametrize("scheme", ["memcached", "memcached+meta", "memcached+binary"])
+def test_memcached_counters_equal_the_requests_sent(
+    fresh_memcached: Server, tmp_path: Path, scheme: str
+) -> None:
+    """Every trace op, two processes, keys fitted to their sizes: each of memcached's
+    counters grew by exactly the requests of the ops it counts, and every row was sent."""
+    rows = every_op_rows(4000)
+    trace = write_trace(tmp_path / "t.csv.zst", rows, compress=True)
+    before = memcached_stats(fresh_memcached)
+    doc = replay_max(trace, f"{scheme}://{fresh_memcached.address}", tmp_path, "-c", "6",
+                     "-P", "4", "--processes", "2")  # fmt: skip
+    after = memcached_stats(fresh_memcached)
+    ops = {name: row["count"] for name, row in doc["ops"].items()}
+    trace_ops = Counter(r[5] for r in rows)
+    assert doc["trace"]["profile"]["ops"] == dict(trace_ops)
+    if scheme == "memcached+binary":  # a tokenless cas cannot be sent (CAS 0 is no check)
+        assert doc["trace"]["sent"]["skipped"] == {
+            "cas has no memcache-binary form without a token (CAS 0 is no check)": trace_ops["cas"]
+        }
+        del trace_ops["cas"]
+        ops.setdefault("cas", 0)
+        trace_ops["cas"] = 0
+    assert doc["trace"]["sent"]["total"] == sum(trace_ops.values()) == sum(ops.values())
+    assert ops == {op: n for op, n in trace_ops.items()}  # each row sent as itself
+    assert deltas(before, after, "cmd_get") == ops["get"] + ops["gets"]
+    hits = sum(doc["ops"][op]["outcomes"].get("hit", 0) for op in ("get", "gets"))
+    assert deltas(before, after, "get_hits") == hits
+    assert deltas(before, after, "cmd_set") == sum(ops[op] for op in WRITES)
+    assert deltas(before, after, "delete_hits", "delete_misses") == ops["delete"]
+    assert deltas(before, after, "incr_hits", "incr_misses") == ops["incr"]
+    assert deltas(before, after, "decr_hits", "decr_misses") == ops["decr"]
+    assert deltas(before, after, "cas_hits", "cas_badval", "cas_misses") == ops["cas"]
+    assert doc["totals"]["errors"] == 0
+    assert all(r["matches"] for r in doc["server"]["reconciliation"])
+
+
+def test_redis_counters_equal_the_requests_sent(fresh_redis: Server, tmp_path: Path) -> None:
+    """On Redis: gets is a GET, add and replace SET NX/XX; cas and prepend have no form
+    and are skipped and counted; each command's calls grew by the requests sent as it."""
+    rows = every_op_rows(3000)
+    trace = write_trace(tmp_path / "t.csv", rows)
+    before = redis_calls(fresh_redis)
+    doc = replay_max(trace, f"redis://{fresh_redis.address}", tmp_path, "-c", "4", "-P", "8")
+    after = redis_calls(fresh_redis)
+    ops = {name: row["count"] for name, row in doc["ops"].items()}
+    trace_ops = Counter(r[5] for r in rows)
+    sent = doc["trace"]["sent"]
+    assert sent["skipped"] == {
+        "cas has no resp2 form": trace_ops["cas"],
+        "prepend has no resp2 form": trace_ops["prepend"],
+    }
+    assert sent["total"] == len(rows) - trace_ops["cas"] - trace_ops["prepend"]
+    assert ops["get"] == trace_ops["get"] + trace_ops["gets"]
+
+    def grew(command: str) -> int:
+        return after.get(command, 0) - before.get(command, 0)
+
+    assert grew("get") == ops["get"]
+    assert grew("set") == ops["set"] + ops["add"] + ops["replace"]
+    assert grew("append") == ops["append"]
+    assert grew("del") == ops["delete"]
+    assert grew("incr") == ops["incr"]
+    assert grew("decr") == ops["decr"]
+    assert doc["totals"]["errors"] == 0
+
+
+def redis_calls(server: Server) -> dict[str, int]:
+    raw = fetch_stats(parse_target(f"redis://{server.address}"))
+    return {
+        k.removeprefix("cmdstat_"): int(v.split("calls=")[1].split(",")[0])
+        for k, v in raw.items()
+        if k.startswith("cmdstat_")
+    }
+
+
+@pytest.mark.parametrize("line", [3, 40_000])
+def test_a_bad_row_is_one_line_naming_the_file_and_line(
+    memcached_server: Server, tmp_path: Path, line: int
+) -> None:
+    """In the first block (found before connecting) or deep in the file (found by a worker
+    mid-run): one line, the file and line number, exit 2, nothing stored."""
+    rows = [(i // 1000, f"k:{i % 500}", 5, 0, i % 7, "get", 0) for i in range(45_000)]
+    path = write_trace(tmp_path / "bad.csv", rows)
+    lines = path.read_text().splitlines()
+    lines[line - 1] = lines[line - 1].replace(",get,", ",fetch,")
+    path.write_text("\n".join(lines) + "\n")
+    db = tmp_path / "h.db"
+    result = run_kvbench(
+        "replay",
+        str(path),
+        f"memcached://{memcached_server.address}",
+        "--speed",
+        "max",
+        "-c",
+        "2",
+        "--db",
+        str(db),
+        "-q",
+    )
+    assert result.code == 2, result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 1, result.stderr
+    assert f"{path}:{line}: unknown operation 'fetch'" in errors[0]
+    assert "Traceback" not in result.stderr + result.stdout
+    listed = run_kvbench("history", "--db", str(db))
+    assert "replay" not in listed.stdout and "bad.csv" not in listed.stdout
+
+
+def test_speed_2_takes_half_the_traces_span(memcached_server: Server, tmp_path: Path) -> None:
+    """A 4 s trace at --speed 2: its requests go out over about 2 s, each at its row's time
+    (rows of one second spread over it) halved; offered per interval follows the trace."""
+    rows = [
+        (i // 150, f"k:{i % 300}", 6, 0 if i % 3 else 50, i % 5, "get" if i % 3 else "set", 0)
+        for i in range(600)
+    ]
+    trace = write_trace(tmp_path / "t.csv", rows)
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "replay",
+        str(trace),
+        f"memcached://{memcached_server.address}",
+        "--speed",
+        "2",
+        "-c",
+        "4",
+        "--interval",
+        "500ms",
+        "--no-save",
+        "-q",
+        "--json",
+        str(out),
+    )
+    assert result.code == 0, result.stderr + result.stdout
+    doc = read_json(out)
+    # The last row is due at (3 + 149/150) / 2 = 1.997 s; replies follow within the run.
+    assert 1.95 <= doc["window_s"] <= 2.4, doc["window_s"]
+    assert doc["mode"] == "open"
+    assert doc["trace"]["sent"]["replay_span_s"] == 2.0
+    assert doc["trace"]["sent"]["offered_per_s"] == 300.0
+    assert doc["totals"]["ops"] == 600
+    offered = sum(
+        round(r["offered_per_s"] * r["length_s"])
+        for r in doc["intervals"]
+        if r.get("offered_per_s") is not None
+    )
+    assert offered == 600
+
+
+def test_a_replay_is_a_stored_run_with_its_trace_section(
+    memcached_server: Server, tmp_path: Path
+) -> None:
+    """show, show --json, export --json and the HTML report give the trace section the
+    run printed: the same document."""
+    rows = every_op_rows(800, seconds=2)
+    trace = write_trace(tmp_path / "t.csv", rows, header=True)
+    db = tmp_path / "h.db"
+    out = tmp_path / "run.json"
+    page = tmp_path / "run.html"
+    result = run_kvbench(
+        "replay",
+        str(trace),
+        f"memcached://{memcached_server.address}",
+        "--speed",
+        "max",
+        "--limit",
+        "500",
+        "-c",
+        "3",
+        "--db",
+        str(db),
+        "--json",
+        str(out),
+        "--report",
+        str(page),
+        "-q",
+    )
+    assert result.code in (0, 1), result.stderr
+    assert "trace " in result.stdout and "op mix:" in result.stdout
+    printed = read_json(out)["trace"]
+    assert printed["profile"]["rows"] == 500 == printed["sent"]["total"]
+    assert printed["slice"]["limit"] == 500
+    shown = run_kvbench("show", "last", "--db", str(db), "--json")
+    assert json.loads(shown.stdout)["trace"] == printed
+    plain = run_kvbench("show", "last", "--db", str(db))
+    assert "op mix:" in plain.stdout
+    exported = tmp_path / "export.json"
+    run_kvbench("export", "last", "--db", str(db), "--json", str(exported))
+    assert read_json(exported)["trace"] == printed
+    html = page.read_text()
+    assert "Trace" in html and 'data-chart="trace-rate"' in html
+    assert f'data-doc="/0/trace/sent/total" data-value="{printed["sent"]["total"]}"' in html
+
+
+def _ask(server: Server, request: bytes, end: bytes) -> bytes:
+    import socket
+
+    host, port = server.address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(request)
+        data = b""
+        while not data.endswith(end):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+TTL_ROWS: list[Row] = [
+    (0, "ttl:long", 8, 10, 1, "set", 1000),
+    (0, "ttl:short", 9, 10, 2, "set", 50),
+    (0, "ttl:none", 8, 10, 1, "set", 0),
+    (0, "ttl:added", 9, 10, 1, "add", 70),
+    (0, "ttl:long", 8, 0, 1, "get", 0),
+]
+
+
+def test_each_write_is_sent_with_its_rows_ttl_memcached(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    trace = write_trace(tmp_path / "t.csv", TTL_ROWS)
+    assert (
+        replay_max(trace, f"memcached://{fresh_memcached.address}", tmp_path, "-c", "2")["status"]
+        == "ok"
+    )
+    dump = _ask(fresh_memcached, b"lru_crawler metadump all\r\n", b"END\r\n").decode()
+    items = {
+        fields["key"]: fields
+        for line in dump.splitlines()
+        if line.startswith("key=")
+        for fields in [dict(part.split("=", 1) for part in line.split())]
+    }
+    ttls = {
+        key.replace("%3A", ":"): int(f["exp"]) - int(f["la"]) if f["exp"] != "-1" else 0
+        for key, f in items.items()
+    }
+    assert ttls == {"ttl:long": 1000, "ttl:short": 50, "ttl:none": 0, "ttl:added": 70}
+
+
+def test_each_write_is_sent_with_its_rows_ttl_redis(fresh_redis: Server, tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.csv", TTL_ROWS)
+    assert (
+        replay_max(trace, f"redis://{fresh_redis.address}", tmp_path, "-c", "2")["status"] == "ok"
+    )
+    got = {}
+    for key in ("ttl:long", "ttl:short", "ttl:none", "ttl:added"):
+        reply = _ask(fresh_redis, b"TTL %s\r\n" % key.encode(), b"\r\n")
+        got[key] = int(reply[1:-2])
+    assert 990 <= got["ttl:long"] <= 1000 and 40 <= got["ttl:short"] <= 50
+    assert got["ttl:none"] == -1 and 60 <= got["ttl:added"] <= 70
+
+
+@pytest.mark.parametrize("speed", ["max", "4"])
+def test_the_replays_html_report_draws_the_trace_in_a_browser(
+    memcached_server: Server, tmp_path: Path, speed: str
+) -> None:
+    """Opened in headless Chromium: no console output, every chart drawn (the trace's rate
+    among them), each figure of the trace tables equal to the document's."""
+    from tests.integration.test_html_report_browser import load
+    from tests.support.report_page import resolve
+
+    trace = write_trace(tmp_path / "t.csv", every_op_rows(600, seconds=2))
+    out, page = tmp_path / "run.json", tmp_path / "run.html"
+    result = run_kvbench(
+        "replay", str(trace), f"memcached://{memcached_server.address}", "--speed", speed,
+        "-c", "3", "--no-save", "-q", "--json", str(out), "--report", str(page),
+        "--max-error-rate", "100%",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    shown = load(tmp_path, page)
+    charts = {f.get("data-chart") for f in shown.figures}
+    assert "trace-rate" in charts
+    doc = read_json(out)
+    trace_cells = [(p, v) for p, v, _ in shown.cells if p.startswith("/0/trace/")]
+    assert len(trace_cells) > 10
+    for pointer, value in trace_cells:
+        assert json.loads(value) == resolve([doc], pointer), pointer
+
+
+@pytest.mark.parametrize("flags", [(), ("--from", "100")], ids=["empty", "slice"])
+def test_nothing_to_replay_is_a_config_error(
+    memcached_server: Server, tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    path = tmp_path / "t.csv"
+    if flags:
+        write_trace(path, [(s, "k", 1, 0, 1, "get", 0) for s in range(5)])
+    else:
+        path.write_bytes(b"")
+    result = run_kvbench(
+        "replay", str(path), f"memcached://{memcached_server.address}", *flags, "--no-save", "-q"
+    )
+    assert result.code == 2, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"kvbench: error: {path}: no rows to replay (of {5 if flags else 0} lines read): an "
+        "empty trace, or --from/--to outside its times"
+    ]

@@ -1,0 +1,295 @@
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kvbench.config.replay import ReplayConfig, replay_config
+from kvbench.errors import ConfigError
+from kvbench.protocols.base import Op
+from kvbench.report.trace_figures import profile_summary
+from kvbench.results.trace import merge_profiles
+from kvbench.workload.trace import TRACE_OPS, TraceReader
+from kvbench.workload.trace_ops import SKIPPED, KeyFitter, OpMapping, ValueSlices, fit_key
+from kvbench.workload.trace_profile import TraceProfile
+from kvbench.workload.trace_source import ReplayFeed
+from tests.support.traces import mixed_rows, write_trace
+
+
+def drain(feed: ReplayFeed) -> list[list[tuple[int, bytes, object, int]]]:
+    """Every lane's requests (op, key, value, ttl), in the order the lane hands them out."""
+    out: list[list[tuple[int, bytes, object, int]]] = [[] for _ in feed.lanes]
+    while True:
+        progressed = False
+        for lane in feed.lanes:
+            if lane.refill():
+                progressed = True
+                for i in range(lane.size):
+                    value = lane.values[i]
+                    out[lane.index].append(
+                        (lane.ops[i], lane.keys[i], value and bytes(value), lane.ttl_s)
+                    )
+                lane.pos = lane.size
+        if not progressed and feed.done and feed.remaining() == 0:
+            return out
+
+
+def feed_for(
+    path: Path, protocol: str = "memcache-text", lanes: int = 4, block: int = 2048, **kw: object
+) -> ReplayFeed:
+    config = ReplayConfig(str(path), **kw)  # type: ignore[arg-type]
+    return ReplayFeed(config, protocol, 0, 1, lanes, seed=1, reader=TraceReader(path, block))
+
+
+def test_each_client_keeps_its_order_on_one_lane(tmp_path: Path) -> None:
+    clients = [(i * 7919) % 9 for i in range(5000)]
+    rows = [
+        (i // 1000, f"c{c}-{i}", len(f"c{c}-{i}"), 0, c, "get", 0) for i, c in enumerate(clients)
+    ]
+    feed = feed_for(write_trace(tmp_path / "t.csv", rows))
+    lanes = [[k.decode() for _, k, _, _ in lane] for lane in drain(feed)]
+    assert sum(map(len, lanes)) == 5000 == feed.counts.rows == feed.counts.requests
+    for client in range(9):
+        mine = [r[1] for r in rows if r[4] == client]
+        home = next(lane for lane in lanes if mine[0] in lane)
+        assert [k for k in home if k.startswith(f"c{client}-")] == mine  # in trace order
+        others = [lane for lane in lanes if lane is not home]
+        assert not any(k.startswith(f"c{client}-") for lane in others for k in lane)
+
+
+def test_ops_sizes_and_ttls_are_sent_as_the_trace_says(tmp_path: Path) -> None:
+    rows = [
+        (0, "short", 9, 0, 1, "get", 0),
+        (0, "k", 1, 30, 1, "set", 60),
+        (0, "k", 1, 5, 1, "add", 60),
+        (0, "k", 1, 0, 1, "incr", 0),
+        (0, "k", 1, 0, 1, "delete", 0),
+    ]
+    lane = drain(feed_for(write_trace(tmp_path / "t.csv", rows), lanes=1))[0]
+    assert [op for op, _, _, _ in lane] == [Op.GET, Op.SET, Op.ADD, Op.INCR, Op.DELETE]
+    assert len(lane[0][1]) == 9 and lane[0][1].startswith(b"short")
+    assert [len(v) if v else None for _, _, v, _ in lane] == [None, 30, 5, None, None]
+    assert lane[2][2] == b"12345"  # short values are digits: incr works on them
+    assert {ttl for op, _, _, ttl in lane if op in (Op.SET, Op.ADD)} == {60}
+
+
+def test_writes_of_another_ttl_start_a_new_chunk(tmp_path: Path) -> None:
+    rows = [(0, f"k{i}", 2, 10, 1, "set", 60 if i % 3 else 120) for i in range(9)]
+    rows[4] = (0, "g", 1, 0, 1, "get", 0)
+    feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=1)
+    lane = feed.lanes[0]
+    seen = []
+    while lane.refill():
+        seen += [(lane.keys[i], lane.ttl_s) for i in range(lane.size)]
+        lane.pos = lane.size
+    expected = [(f"k{i}".encode(), 60 if i % 3 else 120) for i in range(9)]
+    expected[4] = (b"g", 120)  # a read rides with the writes before it
+    assert seen == expected
+
+
+def test_redis_skips_what_it_cannot_send_and_counts_why(tmp_path: Path) -> None:
+    rows = mixed_rows(2000, ops=TRACE_OPS)
+    trace_ops = Counter(r[5] for r in rows)
+    feed = feed_for(write_trace(tmp_path / "t.csv", rows), protocol="resp2")
+    sent = Counter(op for lane in drain(feed) for op, _, _, _ in lane)
+    assert feed.counts.skipped == {
+        "cas has no resp2 form": trace_ops["cas"],
+        "prepend has no resp2 form": trace_ops["prepend"],
+    }
+    assert sent[Op.GET] == trace_ops["get"] + trace_ops["gets"]  # gets reads with GET
+    assert feed.counts.requests == 2000 - trace_ops["cas"] - trace_ops["prepend"]
+    assert feed.profile.ops == trace_ops  # the profile is the trace's, skipped rows too
+
+
+def test_op_mapping_per_protocol() -> None:
+    text = OpMapping("memcache-text")
+    assert SKIPPED not in text.codes
+    assert text.sent_as["gets"] == "gets" and text.sent_as["cas"] == "cas"
+    resp = OpMapping("resp2")
+    assert resp.sent_as["gets"] == "get" and resp.sent_as["add"] == "add"
+    assert set(resp.reasons) == {"cas", "prepend"}
+    assert set(OpMapping("http-memc").reasons) == {"cas"}
+
+
+@pytest.mark.parametrize(("key", "size"), [(b"abc", 3), (b"abc", 10), (b"ns:u:" + b"x" * 40, 12)])
+def test_keys_are_fitted_to_their_size(key: bytes, size: int) -> None:
+    fitted = fit_key(key, size)
+    assert len(fitted) == size and fitted == fit_key(key, size)
+    assert fitted.isascii() and b" " not in fitted
+    if len(key) > size:
+        assert fitted.startswith(key[:4])
+
+
+def test_fitted_keys_of_distinct_keys_stay_distinct() -> None:
+    keys = [b"k%d" % i for i in range(20000)]
+    fitted = KeyFitter().fit(keys, [40] * len(keys))
+    assert len(set(fitted)) == len(keys)
+    cut = KeyFitter().fit([b"namespace:" + k * 5 for k in keys], [24] * len(keys))
+    assert len(set(cut)) == len(keys)
+    fitter = KeyFitter()
+    (long,) = fitter.fit([b"k" * 300], [300])
+    assert len(long) == 250 and long.startswith(b"k" * 200) and fitter.clamped == 1
+
+
+def test_values_are_slices_of_the_asked_sizes() -> None:
+    values = ValueSlices(np.random.default_rng(1), blob_bytes=1000)
+    out = values.slices([5, 19, 20, 500, 5000])
+    assert [len(v) for v in out] == [5, 19, 20, 500, 5000]
+    assert bytes(out[1]).isdigit() and all(isinstance(v, memoryview) for v in out)
+
+
+def test_slice_from_to_and_limit(tmp_path: Path) -> None:
+    rows = mixed_rows(1000, seconds=10)
+    path = write_trace(tmp_path / "t.csv", rows)
+    feed = feed_for(path, from_s=3.0, to_s=6.0)
+    got = sum(len(lane) for lane in drain(feed))
+    assert got == sum(1 for r in rows if 3 <= int(r[0]) < 6) == feed.counts.rows
+    feed = feed_for(path, from_s=3.0, limit=17)
+    assert sum(len(lane) for lane in drain(feed)) == 17
+
+
+def test_workers_split_the_clients_and_add_up_to_the_trace(tmp_path: Path) -> None:
+    rows = mixed_rows(3000, clients=11)
+    path = write_trace(tmp_path / "t.csv", rows)
+    parts = []
+    total = 0
+    key_sets = []
+    for worker in range(3):
+        config = ReplayConfig(str(path), limit=2500)
+        feed = ReplayFeed(config, "memcache-text", worker, 3, 2, seed=1)
+        lanes = drain(feed)
+        total += feed.counts.requests
+        parts.append(feed.profile.to_dict())
+        key_sets.append({k for lane in lanes for _, k, _, _ in lane})
+    profile = merge_profiles(parts)
+    assert total == 2500 == profile["rows"]
+    assert profile["ops"] == Counter(r[5] for r in rows[:2500])
+    whole = ReplayFeed(ReplayConfig(str(path), limit=2500), "memcache-text", 0, 1, 2, seed=1)
+    drain(whole)
+    assert profile == merge_profiles([whole.profile.to_dict()])
+
+
+def test_timed_offsets_spread_each_second_and_follow_the_speed(tmp_path: Path) -> None:
+    rows = [(10 + i // 4, f"k{i}", 3, 0, 1, "get", 0) for i in range(12)]
+    feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=1, speed=2.0)
+    feed.read_until(10**12)
+    lane = feed.lanes[0]
+    offsets = []
+    while lane.refill():
+        offsets += lane.offsets_ns
+        lane.pos = lane.size
+    # second 10: 0, .25, .5, .75 s of trace time; at speed 2 half of that.
+    assert offsets == [round(s * 1e9 / 2) for s in np.arange(0, 3, 0.25)]
+
+
+def test_timed_feed_reads_one_second_ahead_only(tmp_path: Path) -> None:
+    rows = [(i // 100, f"k{i}", 5, 0, 1, "get", 0) for i in range(5000)]
+    feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=1, block=1024, speed=1.0)
+    feed.read_until(2_500_000_000)
+    assert not feed.done
+    queued = feed.remaining()
+    assert 300 <= queued <= 500  # seconds 0..3 (or 4), not the 50 s of the file
+
+
+def test_a_starved_lane_waits_instead_of_reading_the_whole_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kvbench.workload.trace_source as trace_source
+
+    monkeypatch.setattr(trace_source, "MAX_BUFFERED_ROWS", 500)
+    rows = [(0, f"k{i}", 5, 0, 7, "get", 0) for i in range(5000)]  # one client: one lane
+    feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=2, block=512)
+    busy = next(lane for lane in feed.lanes if lane.index != _lane_of(b"7", 2))
+    woken: list[int] = []
+    feed.on_rows = lambda lanes: woken.extend(lane.index for lane in lanes)
+    assert not busy.refill() and busy.starved
+    assert feed.buffered < 1000 and not feed.done
+    full = feed.lanes[1 - busy.index]
+    while full.refill():  # only the full lane reads on
+        full.pos = full.size
+    assert feed.done
+    assert woken == [busy.index]  # told once the trace ended
+
+
+def test_a_lane_is_never_woken_by_its_own_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine sends on a woken lane's connection at once: a lane woken while its own
+    refill reads would send from inside its connection's send loop."""
+    import kvbench.workload.trace_source as trace_source
+
+    monkeypatch.setattr(trace_source, "MAX_BUFFERED_ROWS", 500)
+    rows = [(0, f"k{i}", 5, 0, 7, "get", 0) for i in range(5000)]
+    feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=2, block=512)
+    busy = next(lane for lane in feed.lanes if lane.index != _lane_of(b"7", 2))
+    full = feed.lanes[1 - busy.index]
+    reading: list[object] = []
+    read_for = feed.read_for
+
+    def tracked(lane: trace_source.Lane) -> None:
+        reading.append(lane)
+        read_for(lane)
+        reading.pop()
+
+    monkeypatch.setattr(feed, "read_for", tracked)
+    woken_while_reading: list[object] = []
+    feed.on_rows = lambda lanes: woken_while_reading.extend(x for x in lanes if x in reading)
+    assert not busy.refill() and busy.starved
+    while not feed.done:
+        if full.refill():
+            full.pos = full.size
+        busy.refill()  # reads on for itself once the full lane drained
+    assert woken_while_reading == []
+
+
+def _lane_of(client: bytes, lanes: int) -> int:
+    import zlib
+
+    return zlib.crc32(client) % lanes
+
+
+def test_profile_summary_figures() -> None:
+    profile = TraceProfile()
+    profile.key_sizes.update({10: 90, 20: 10})
+    profile.value_sizes.update({100: 1})
+    profile.per_second.update({5: 10, 7: 30})
+    summary = profile_summary(profile.to_dict())
+    assert summary["key_size_bytes"]["p50"] == 10 and summary["key_size_bytes"]["p99"] == 20
+    assert summary["key_size_bytes"]["mean"] == 11
+    rate = summary["rate"]
+    assert rate["points"] == [[0, 10.0], [1, 0.0], [2, 30.0]]
+    assert rate["mean_per_s"] == pytest.approx(40 / 3) and rate["peak_per_s"] == 30
+    data = profile.to_dict()
+    assert merge_profiles([data]) == data
+
+
+def test_replay_flags_are_checked() -> None:
+    config = replay_config("t.csv", speed="2x", from_text="1h", to_text="7200", limit="10k")
+    assert (config.speed, config.from_s, config.to_s, config.limit) == (2.0, 3600, 7200, 10000)
+    assert replay_config("t.csv", speed="max").speed is None
+    with pytest.raises(ConfigError, match="--speed"):
+        replay_config("t.csv", speed="0")
+    with pytest.raises(ConfigError, match="--to: must be after --from"):
+        replay_config("t.csv", from_text="10", to_text="5")
+
+
+def test_trace_schedule_answers_from_the_lane(tmp_path: Path) -> None:
+    from kvbench.engine.pacing import TraceSchedule
+
+    rows = [(i // 4, f"k{i}", 3, 0, 1, "get", 0) for i in range(40)]
+    feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=1, block=64, speed=1.0)
+    lane = feed.lanes[0]
+    schedule = TraceSchedule(lane, start_ns=1_000)
+    assert schedule.due_by(999) == 0
+    assert schedule.due_by(1_000) == 1  # row 0 at offset 0
+    assert schedule.due_by(1_000 + 1_000_000_000) == 5  # second 0 and the first of 1
+    assert not feed.done  # read no further than needed
+    assert schedule.intended_range(0, 3) == [1_000, 1_000 + 250_000_000, 1_000 + 500_000_000]
+    assert lane.refill()
+    lane.pos = lane.size
+    sent = lane.size
+    assert lane.refill() or feed.done
+    assert schedule.intended_ns(sent) == 1_000 + sent * 250_000_000
+    assert schedule.due_by(1_000 + 10**12) == 40
