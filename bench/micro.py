@@ -1,5 +1,6 @@
 """ns per op for each codec's encode and parse, the compiled driver's closed loop per
-protocol, the recorder's bulk fold, and open-loop dispatch (uniform vs Poisson arrivals).
+protocol, the recorder's bulk fold, and open-loop dispatch (uniform vs Poisson arrivals,
+on the Python driver and the compiled pumps).
 
     python bench/micro.py
 
@@ -233,10 +234,13 @@ class NullTransport:
         pass
 
 
-def bench_open_loop(arrival: str, rate_per_s: int = 20_000, seconds: int = 4) -> float:
+def bench_open_loop(
+    arrival: str, rate_per_s: int = 20_000, seconds: int = 4, compiled: bool = False
+) -> float:
     """CPU per request of open-loop dispatch on a fake clock: a 1 ms tick sends what is due
     over 16 connections (memcached text gets), then every request is answered with a miss.
-    Everything but the socket runs: schedule, dispatch, encode, parse, account, fold."""
+    Everything but the socket runs: schedule, dispatch, encode, parse, account, fold (and,
+    ``compiled``, the pumps' buffers drained into the recorder as the worker does)."""
     config = load_config(
         None,
         {
@@ -248,11 +252,14 @@ def bench_open_loop(arrival: str, rate_per_s: int = 20_000, seconds: int = 4) ->
         1,
     )
     worker = Worker(WorkerSpec(config, 0, 1, 16, None), lambda snap: None)
+    if compiled:
+        worker.tally = fastpath.new_tally(None, True)
+        worker.pumps = fastpath.PumpFactory(worker.tally, 0, open_loop=True)
     factory = codec_factory_for(worker.target, CodecOptions())
     for _ in range(16):
         conn = worker.make_connection(factory, None, 64, worker.shards[0])
-        conn.connection_made(NullTransport())  # type: ignore[arg-type]
         conn.closed_loop = False
+        conn.connection_made(NullTransport())  # type: ignore[arg-type]
         worker.connections.append(conn)
     dispatcher = OpenLoopDispatcher(
         worker,
@@ -270,17 +277,20 @@ def bench_open_loop(arrival: str, rate_per_s: int = 20_000, seconds: int = 4) ->
             if conn.inflight:
                 conn.data_received(b"END\r\n" * conn.inflight)
         if now % 10_000_000 == 0:  # the worker folds replies every 10 ms
+            fastpath.drain(worker.tally, worker.recorder)
             worker.recorder.fold()
     return (time.process_time_ns() - start) / dispatcher.next_index
 
 
 def bench_open_loops() -> None:
-    uniform = bench_open_loop("uniform")
-    poisson = bench_open_loop("poisson")
-    print(
-        f"open loop 20k/s, 16 connections: uniform {uniform:6.0f} ns/request  "
-        f"poisson {poisson:6.0f} ns/request  (poisson / uniform {poisson / uniform:.2f})"
-    )
+    drivers = ("python", "compiled") if fastpath.compiled() else ("python",)
+    for driver in drivers:
+        uniform = bench_open_loop("uniform", compiled=driver == "compiled")
+        poisson = bench_open_loop("poisson", compiled=driver == "compiled")
+        print(
+            f"open loop 20k/s, 16 connections, {driver:>8}: uniform {uniform:6.0f} ns/request"
+            f"  poisson {poisson:6.0f} ns/request  (poisson / uniform {poisson / uniform:.2f})"
+        )
 
 
 if __name__ == "__main__":

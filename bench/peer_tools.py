@@ -272,14 +272,36 @@ def kvbench(
     url: str, keys: KeySpace, processes: int, pipeline: int, seconds: int, cpus: Cpus
 ) -> ToolRun:
     """A timed kvbench run (1 s warm-up, then ``seconds`` measured), from its result document."""
+    return kvbench_report(kvbench_doc(url, keys, processes, pipeline, seconds, cpus))
+
+
+def kvbench_doc(
+    url: str,
+    keys: KeySpace,
+    processes: int,
+    pipeline: int,
+    seconds: int,
+    cpus: Cpus,
+    extra: tuple[str, ...] = (),
+    env: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """A timed kvbench run's result document (1 s warm-up, then ``seconds`` measured).
+
+    Args:
+        extra: more options (``--rate`` ...).
+        env: ``NAME=value`` settings for its environment (``KVBENCH_PURE_PYTHON=1``).
+    """
     with tempfile.TemporaryDirectory(prefix="kvbench-peers-") as tmp:
         out = Path(tmp) / "run.json"
         argv = [
             *kvbench_argv(url, keys, processes, pipeline),
             "--ratio", "1:1", "--duration", f"{seconds}s", "--warmup", "1s", "--json", str(out),
+            *extra,
         ]  # fmt: skip
+        if env:
+            argv = ["env", *env, *argv]
         run_tool("kvbench", pinned(cpus.client, argv), seconds + 1)
-        return kvbench_report(json.loads(out.read_text()))
+        return dict(json.loads(out.read_text()))
 
 
 def kvbench_report(doc: dict[str, Any]) -> ToolRun:

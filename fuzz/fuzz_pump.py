@@ -9,8 +9,8 @@ raises and never crashes. Protocols: memcached text, binary and meta, RESP2.
 
 The first input byte chooses the mode: grammar-aware (even: replies drawn from each op
 family's grammar, tests/support/reply_grammar.py, by the rest of the input, then mutated)
-or raw (odd: the next bytes choose the protocol, up to 8 ops, the reply bound and the read
-size; the rest is the server's byte stream as it is).
+or raw (odd: the next bytes choose the protocol, up to 8 ops, the read size, the reply
+bound and closed or open loop; the rest is the server's byte stream as it is).
 
 Run by hand (not in CI), from the repository root:
 ``pip install atheris && python fuzz/fuzz_pump.py corpus/`` (libFuzzer flags such as
@@ -50,7 +50,8 @@ def test_one_input(data: bytes) -> None:
     step = 1 + data[3] % 32
     cuts = list(range(step, len(wire), step))
     max_reply = MAX_REPLY[data[4] % len(MAX_REPLY)]
-    pump_oracle.check(pump_oracle.Exchange(protocol, ops, keys, wire, cuts, max_reply))
+    open_loop = data[4] // len(MAX_REPLY) % 2 == 1
+    pump_oracle.check(pump_oracle.Exchange(protocol, ops, keys, wire, cuts, max_reply, open_loop))
 
 
 class ByteDraw:

@@ -4,8 +4,8 @@ Reply bytes that are not UTF-8, RESP integers of 19 digits and beyond, binary re
 with another request's opaque or a body past every bound, meta replies with another
 request's token or a 20-digit value size: a fake server writes what a real one would not
 (a real redis-server for the 64-bit edge it does reach). Bad replies are protocol errors,
-counted, and the connection is reopened, the same on the compiled and the Python driver;
-never a traceback, never a silent ``conn_error``.
+counted, and the connection is reopened, the same on the compiled and the Python driver,
+in a closed and an open loop; never a traceback, never a silent ``conn_error``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from tests.support.servers import Server
 pytestmark = pytest.mark.integration
 
 DRIVERS = ["compiled", "python"]
+# The closed loop, and the open loop (the dispatcher's scheduled sends; nothing dropped).
+LOOPS = {"closed": (), "open": ("--rate", "3000", "--max-lag", "10s")}
 # Cut inside "\u20ac" (3 bytes) at byte 48 of the line; and bytes that are no UTF-8 at all.
 CUT_CHARACTER = b"x" * 47 + "\u20ac".encode() + b"\r\n"
 NOT_UTF8 = b"\xff\xfe garbage\r\n"
@@ -156,13 +158,15 @@ def text_garbage(command: list[bytes], n: int) -> bytes:
     return b"END\r\n"
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_reply_bytes_that_are_not_utf8_are_protocol_errors_and_reconnects(
-    tmp_path: Path, driver: str
+    tmp_path: Path, driver: str, loop: str
 ) -> None:
     with fake_server(False, text_garbage) as server:
         port = server.server_address[1]
-        _, doc = run(f"memcached://127.0.0.1:{port}", driver, tmp_path, "--ratio", "0:1")
+        url = f"memcached://127.0.0.1:{port}"
+        _, doc = run(url, driver, tmp_path, "--ratio", "0:1", *LOOPS[loop])
         gets = server.counts[b"get"]
     outcomes = doc["ops"]["get"]["outcomes"]
     assert outcomes["miss"] > 50
@@ -206,6 +210,7 @@ def meta_tokens(command: list[bytes], n: int) -> bytes:
     return b"EN O%d\r\n" % token
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("driver", DRIVERS)
 @pytest.mark.parametrize(
     ("scheme", "answer", "faults"),
@@ -220,10 +225,12 @@ def test_replies_for_another_request_or_past_every_bound_are_protocol_errors(
     scheme: str,
     answer: Callable[[list[bytes], int], bytes],
     faults: tuple[str, str],
+    loop: str,
 ) -> None:
     with fake_server(False, answer) as server:
         port = server.server_address[1]
-        _, doc = run(f"{scheme}://127.0.0.1:{port}", driver, tmp_path, "--ratio", "0:1")
+        url = f"{scheme}://127.0.0.1:{port}"
+        _, doc = run(url, driver, tmp_path, "--ratio", "0:1", *LOOPS[loop])
         gets = server.counts[b"get" if scheme == "memcached+binary" else b"mg"]
     outcomes = doc["ops"]["get"]["outcomes"]
     assert outcomes["miss"] > 50 and "hit" not in outcomes

@@ -3,7 +3,8 @@
 Open loop at 1,000 ops/s: requests keep coming due during the stall, so latency measured
 from their intended send times shows it (p99 of hundreds of ms), while service time
 (from the actual send) does not. A closed loop facing the same stall simply stops
-sending: its p99 stays small and only the max shows the stall.
+sending: its p99 stays small and only the max shows the stall. Each on both drivers: the
+Python one and the compiled pumps.
 """
 
 from __future__ import annotations
@@ -17,13 +18,37 @@ from typing import Any
 
 import pytest
 
+from kvbench.config.targets import parse_target
+from kvbench.engine import fastpath
+from kvbench.runner.probe import fetch_stats
 from tests.support import servers
 from tests.support.cli import kvbench_argv, read_json
+from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
 
 
-def run_with_stall(tmp_path: Path, *flags: str, exit_code: int = 0) -> dict[str, Any]:
+@pytest.fixture(params=["python", "compiled"])
+def driver_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The environment that picks the driver (the compiled one is the default)."""
+    if request.param == "compiled" and not fastpath.compiled():
+        pytest.skip("the compiled pump is not built")
+    return {fastpath.PURE_PYTHON_ENV: "1"} if request.param == "python" else {}
+
+
+def wait_for_gets(server: Server, proc: subprocess.Popen[str], count: int = 1000) -> None:
+    """Until the server has answered ``count`` gets (a fixed sleep put the stall before the
+    load on a loaded machine, where starting the run took longer)."""
+    target = parse_target(f"memcached://{server.address}")
+    deadline = time.monotonic() + 30
+    while int(fetch_stats(target)["cmd_get"]) < count:
+        assert proc.poll() is None and time.monotonic() < deadline, "the load never came"
+        time.sleep(0.05)
+
+
+def run_with_stall(
+    tmp_path: Path, env: dict[str, str], *flags: str, exit_code: int = 0
+) -> dict[str, Any]:
     out = tmp_path / "run.json"
     with servers.memcached() as server:
         proc = subprocess.Popen(
@@ -47,18 +72,24 @@ def run_with_stall(tmp_path: Path, *flags: str, exit_code: int = 0) -> dict[str,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, **env},
         )
-        time.sleep(2.5)  # ~1 s of spawn and connect, then ~1.5 s of load
+        wait_for_gets(server, proc)  # ~1 s of load, however long the start took
         os.kill(server.proc.pid, signal.SIGSTOP)
         time.sleep(1.0)
         os.kill(server.proc.pid, signal.SIGCONT)
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == exit_code, stderr
-    return read_json(out)
+    doc = read_json(out)
+    driver = doc["environment"]["driver"]
+    assert driver == "compiled" if not env else driver.startswith("python"), driver
+    return doc
 
 
-def test_open_loop_latency_shows_the_stall_and_service_time_does_not(tmp_path: Path) -> None:
-    doc = run_with_stall(tmp_path, "--rate", "1000", "--max-lag", "5s")
+def test_open_loop_latency_shows_the_stall_and_service_time_does_not(
+    tmp_path: Path, driver_env: dict[str, str]
+) -> None:
+    doc = run_with_stall(tmp_path, driver_env, "--rate", "1000", "--max-lag", "5s")
     get = doc["ops"]["get"]
     assert doc["mode"] == "open"
     assert get["count"] == pytest.approx(5000, rel=0.02)
@@ -68,17 +99,19 @@ def test_open_loop_latency_shows_the_stall_and_service_time_does_not(tmp_path: P
     assert get["outcomes"].get("dropped", 0) == 0
 
 
-def test_closed_loop_hides_the_same_stall(tmp_path: Path) -> None:
-    doc = run_with_stall(tmp_path, "-P", "1")
+def test_closed_loop_hides_the_same_stall(tmp_path: Path, driver_env: dict[str, str]) -> None:
+    doc = run_with_stall(tmp_path, driver_env, "-P", "1")
     get = doc["ops"]["get"]
     assert doc["mode"] == "closed"
     assert get["latency_us"]["p99"] < 50_000  # the stall vanishes from the percentiles
     assert get["latency_us"]["max"] > 800_000  # only the 10 requests caught in it show it
 
 
-def test_requests_behind_max_lag_are_dropped_not_sent(tmp_path: Path) -> None:
+def test_requests_behind_max_lag_are_dropped_not_sent(
+    tmp_path: Path, driver_env: dict[str, str]
+) -> None:
     # dropped requests are errors: ~16% of the 5,000 is far above the 1% allowed
-    doc = run_with_stall(tmp_path, "--rate", "1000", "--max-lag", "100ms", exit_code=1)
+    doc = run_with_stall(tmp_path, driver_env, "--rate", "1000", "--max-lag", "100ms", exit_code=1)
     get = doc["ops"]["get"]
     dropped = get["outcomes"].get("dropped", 0)
     assert 500 < dropped < 1100  # about the stall's worth of slots, less the 100 ms lag

@@ -33,10 +33,15 @@ def run_kvbench(*args: str, timeout_s: float = 120, env: dict[str, str] | None =
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
-def start_kvbench(*args: str) -> subprocess.Popen[str]:
-    """Start ``kvbench`` in the background, its output piped (text)."""
+def start_kvbench(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start ``kvbench`` in the background, its output piped (text); ``env`` adds to the
+    environment."""
     return subprocess.Popen(
-        kvbench_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        kvbench_argv(*args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env} if env else None,
     )
 
 

@@ -6,7 +6,9 @@ replies a hostile server may send them (tests/support/reply_grammar.py: memcache
 binary and meta, RESP2), and a comparison of what the compiled pump and the codec make of
 them, read in the same random pieces. Both must write the same requests (opaques
 included), account the same reply codes, and stop on a protocol error or neither (the
-exceptions are listed in ``disagreement``, each with its reason).
+exceptions are listed in ``disagreement``, each with its reason). Half the exchanges send
+the pump's requests as an open loop does (``issue_scheduled``, intended times in the
+past): the same bytes and codes, each reply's latency from its intended time.
 
 ``require_compiled`` is how a test of the compiled pump says it cannot run here.
 """
@@ -14,6 +16,7 @@ exceptions are listed in ``disagreement``, each with its reason).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +79,7 @@ class Exchange:
     wire: bytes
     cuts: list[int]
     max_reply: int
+    open_loop: bool = False  # the pump sends them as scheduled requests
 
     @property
     def values(self) -> list[Any]:
@@ -99,7 +103,7 @@ def exchange(draw: Draw, protocol: str | None = None) -> Exchange:
         wire = mutate(draw, wire)
     cuts = sorted({draw(1, max(1, len(wire) - 1)) for _ in range(draw(0, 5))} - {len(wire)})
     max_reply = pick(draw, (CodecOptions().max_reply_bytes, 64, 200))
-    return Exchange(protocol, ops, keys, wire, cuts, max_reply)
+    return Exchange(protocol, ops, keys, wire, cuts, max_reply, draw(0, 1) == 1)
 
 
 def pieces(ex: Exchange) -> list[bytes]:
@@ -151,7 +155,9 @@ def pump_outcome(ex: Exchange) -> Outcome:
     """A compiled pump's, sending the requests and then fed the pieces (the compiled driver).
 
     Also checks what holds for the pump alone: one write for the requests, the ops
-    accounted are those sent, in order, and an error is a printable ``str``.
+    accounted are those sent, in order, and an error is a printable ``str``; in an open
+    loop, one lag per send and each reply's latency at least its service time plus the
+    time its request was due before it was sent.
     """
     from kvbench.engine import _pump  # type: ignore[attr-defined]
 
@@ -161,17 +167,35 @@ def pump_outcome(ex: Exchange) -> Outcome:
     chunk = (ex.ops, ex.keys, ex.values, 0)
     written: list[bytes] = []
     pump = _pump.Pump(
-        tally, _pump.Stream(lambda: chunk, number), written.append, number, families, ex.max_reply
+        tally,
+        _pump.Stream(lambda: chunk, number),
+        written.append,
+        number,
+        families,
+        ex.max_reply,
+        open_loop=ex.open_loop,
     )
-    pump.issue(len(ex.ops))
+    behind = 1_000_000  # how long before its send each scheduled request was due
+    if ex.open_loop:
+        pump.issue_scheduled([time.monotonic_ns() - behind] * len(ex.ops))
+    else:
+        pump.issue(len(ex.ops))
     assert len(written) == 1, written
     for piece in pieces(ex):
         status = pump.received(piece)
         assert status in (0, 1, 2), status
         if status == 2:  # the pump is done: the connection closes and reopens
             break
-    ops, codes, _ = (memoryview(b).cast("q").tolist() for b in tally.take())
+    ops, codes, latency = (memoryview(b).cast("q").tolist() for b in tally.take())
     assert ops == ex.ops[: len(ops)], (ops, ex.ops)
+    service, lag, _, sent = tally.take_open()
+    service_ns = memoryview(service).cast("q").tolist()
+    if ex.open_loop:
+        assert sent == len(ex.ops) and len(memoryview(lag).cast("q")) == sent
+        assert len(service_ns) == len(latency)
+        assert all(t >= s + behind for t, s in zip(latency, service_ns, strict=True))
+    else:
+        assert sent == 0 and not service_ns
     error = pump.error
     assert error is None or (isinstance(error, str) and error.isprintable()), repr(error)
     return Outcome(written[0], codes, error)

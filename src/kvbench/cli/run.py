@@ -32,9 +32,9 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
     redis+cluster://HOST:PORT (rediss+cluster:// with TLS) is a seed node of a Redis
     Cluster: keys go to the master of their hash slot, MOVED and ASK are followed.
 
-    Closed-loop runs on memcached (text, binary, meta) and Redis RESP2 use the compiled
-    driver; the rest (RESP3, HTTP, --rate, --verify, --ttl ranges, and every run with
-    KVBENCH_PURE_PYTHON=1) the Python one. Each run records which, and why.
+    Runs on memcached (text, binary, meta) and Redis RESP2, closed or open loop (--rate),
+    use the compiled driver; the rest (RESP3, HTTP, --verify, --ttl ranges, and every run
+    with KVBENCH_PURE_PYTHON=1) the Python one. Each run records which, and why.
 
     \b
     Example:

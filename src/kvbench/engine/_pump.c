@@ -1,4 +1,4 @@
-/* kvbench.engine._pump: the compiled closed-loop hot path of one connection.
+/* kvbench.engine._pump: the compiled hot path of one connection, closed and open loop.
  *
  * At pipeline 1 every op is one read, one write and one event-loop callback; the Python
  * driver spent about 5 us per op around them (parse, account, encode, FIFO), more than
@@ -10,6 +10,12 @@
  *                        into the shared Tally, then send as many new requests, drawn
  *                        from the server's Stream (the workload's chunks of op, key and
  *                        value) and encoded here, in one write.
+ *   Pump.issue_scheduled(intended)
+ *                        open loop: the dispatcher (engine/open_loop.py) hands the pump
+ *                        the due times of the requests it may send; they go out in one
+ *                        write, each send's lag is recorded, and replies are accounted
+ *                        from those times (coordinated omission) with their service time
+ *                        beside; a reply sends nothing (the schedule does).
  *
  * Each protocol is a Wire (_pump.h): a reply scanner and a request encoder, in a file of
  * its own (_pump_text.c, _pump_resp.c, _pump_binary.c, _pump_meta.c), for the ops a
@@ -333,6 +339,11 @@ typedef struct {
     long long bytes_out;
     PyObject *on_cut; /* called with ``now`` when a read arrives past next_cut_ns */
     I64s ops, codes, latency;
+    /* Open loop: each reply's service time (from the actual send; its latency is from the
+     * intended time), each send's lag behind its slot, the late sends by op, the sends. */
+    I64s service, lag;
+    long long late[MAX_OPS];
+    long long sent;
 } Tally;
 
 static int
@@ -371,6 +382,8 @@ Tally_dealloc(Tally *self)
     PyMem_Free(self->ops.v);
     PyMem_Free(self->codes.v);
     PyMem_Free(self->latency.v);
+    PyMem_Free(self->service.v);
+    PyMem_Free(self->lag.v);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -397,6 +410,35 @@ Tally_take(Tally *self, PyObject *unused)
     return Py_BuildValue("(NNN)", ops, codes, latency);
 }
 
+PyDoc_STRVAR(Tally_take_open_doc,
+"take_open() -> (service_ns, lag_ns, late, sent)\n\n"
+"The open loop's figures since the last take: the replies' service times (in the order\n"
+"of take()'s replies) and the sends' lags, as native int64 bytes; the late sends by op\n"
+"(int64 bytes, MAX_OPS of them); the number of requests sent. Everything is emptied.");
+
+static PyObject *
+Tally_take_open(Tally *self, PyObject *unused)
+{
+    if (self->on_cut == NULL) {
+        not_initialized("Tally");
+        return NULL;
+    }
+    PyObject *service = i64s_take(&self->service);
+    PyObject *lag = service ? i64s_take(&self->lag) : NULL;
+    PyObject *late = lag ? PyBytes_FromStringAndSize((const char *)self->late,
+                                                     (Py_ssize_t)sizeof self->late)
+                         : NULL;
+    if (late == NULL) {
+        Py_XDECREF(service);
+        Py_XDECREF(lag);
+        return NULL;
+    }
+    memset(self->late, 0, sizeof self->late);
+    long long sent = self->sent;
+    self->sent = 0;
+    return Py_BuildValue("(NNNL)", service, lag, late, sent);
+}
+
 static PyObject *
 Tally_pending(Tally *self, void *closure)
 {
@@ -419,6 +461,7 @@ static PyGetSetDef Tally_getset[] = {
 
 static PyMethodDef Tally_methods[] = {
     {"take", (PyCFunction)Tally_take, METH_NOARGS, Tally_take_doc},
+    {"take_open", (PyCFunction)Tally_take_open, METH_NOARGS, Tally_take_open_doc},
     {NULL},
 };
 
@@ -543,6 +586,46 @@ Stream_take_completed(Stream *self, PyObject *unused)
     return PyLong_FromLongLong(completed);
 }
 
+PyDoc_STRVAR(Stream_skip_doc,
+"skip(n) -> bytes\n\n"
+"Take the next ``n`` requests off the stream unsent (the open loop's dropped ones): their\n"
+"ops, in order. A refill that raises stops it: the ops taken before it are lost with it.");
+
+static PyObject *
+Stream_skip(Stream *self, PyObject *arg)
+{
+    if (self->refill == NULL) {
+        not_initialized("Stream");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "skip() takes a count >= 0");
+        return NULL;
+    }
+    PyObject *ops = PyBytes_FromStringAndSize(NULL, n);
+    if (ops == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (self->pos == self->size && Stream_next_chunk(self) < 0) {
+            Py_DECREF(ops);
+            return NULL;
+        }
+        long op = PyLong_AsLong(PyList_GET_ITEM(self->ops, self->pos));
+        if ((op == -1 && PyErr_Occurred()) || op < 0 || op >= MAX_OPS) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "op %ld out of range", op);
+            Py_DECREF(ops);
+            return NULL;
+        }
+        PyBytes_AS_STRING(ops)[i] = (char)op;
+        self->pos++;
+    }
+    return ops;
+}
+
 static PyMemberDef Stream_members[] = {
     {"pos", T_PYSSIZET, offsetof(Stream, pos), READONLY, "next request of the chunk"},
     {"size", T_PYSSIZET, offsetof(Stream, size), READONLY, "requests in the chunk"},
@@ -552,6 +635,7 @@ static PyMemberDef Stream_members[] = {
 static PyMethodDef Stream_methods[] = {
     {"take_completed", (PyCFunction)Stream_take_completed, METH_NOARGS,
      PyDoc_STR("Replies received since the last call (all of the stream's pumps).")},
+    {"skip", (PyCFunction)Stream_skip, METH_O, Stream_skip_doc},
     {NULL},
 };
 
@@ -575,9 +659,10 @@ static PyTypeObject StreamType = {
 /* received() and issue() results besides "nothing to do" (0). */
 enum { PUMP_OK = 0, PUMP_IDLE = 1, PUMP_ERROR = 2 };
 
-/* A request in flight: its op, when it was sent, and the tags its reply is checked with. */
+/* A request in flight: its op, when it was sent and when it was due (open loop; the
+ * send time in a closed loop), and the tags its reply is checked with. */
 typedef struct {
-    long long sent_ns;
+    long long sent_ns, intended_ns;
     uint32_t tag, keys;
     unsigned char op;
 } Pending;
@@ -590,6 +675,10 @@ typedef struct {
     PyObject *error; /* the grammar error that stopped the pump, or None */
     const Wire *wire;
     long long max_reply;
+    /* Open loop: requests are sent only by issue_scheduled, latency is measured from
+     * their intended times, and a send more than late_ns behind its slot is late. */
+    int open_loop;
+    long long late_ns;
     unsigned char family[MAX_OPS];
     /* In-flight FIFO: a ring of requests. */
     Pending *fifo;
@@ -608,14 +697,14 @@ static int
 Pump_init(Pump *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"tally", "stream", "write", "protocol", "families", "max_reply",
-                             NULL};
+                             "open_loop", "late_ns", NULL};
     PyObject *tally, *stream, *write;
     Py_buffer families;
-    int protocol;
-    long long max_reply;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Oiy*L", kwlist, &TallyType, &tally,
+    int protocol, open_loop = 0;
+    long long max_reply, late_ns = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Oiy*L|pL", kwlist, &TallyType, &tally,
                                      &StreamType, &stream, &write, &protocol, &families,
-                                     &max_reply))
+                                     &max_reply, &open_loop, &late_ns))
         return -1;
     if (((Tally *)tally)->on_cut == NULL || ((Stream *)stream)->refill == NULL) {
         PyBuffer_Release(&families);
@@ -650,6 +739,8 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->error, Py_None);
     self->wire = wire;
     self->max_reply = max_reply;
+    self->open_loop = open_loop;
+    self->late_ns = late_ns;
     /* As a fresh codec: the first request gets opaque 0, and "the last one answered" is
      * the one before it (protocols/memcache_binary.py). */
     self->opaque = 0;
@@ -737,22 +828,16 @@ fifo_reserve(Pump *self, Py_ssize_t more)
     return 0;
 }
 
-/* Send up to n requests in one write. Returns PUMP_OK, PUMP_IDLE (nothing may be sent:
- * the worker should check whether it is finished) or -1 with an exception. */
+/* Send n requests from the stream in one write. ``intended`` (open loop) is a list of
+ * at least n ints, each request's due time: its lag behind it is recorded, and the sends
+ * counted; NULL (closed loop): each is due when sent, and the budget is drawn down.
+ * Returns PUMP_OK or -1 with an exception. */
 static int
-pump_issue(Pump *self, Py_ssize_t n)
+pump_send(Pump *self, Py_ssize_t n, PyObject *intended)
 {
     Tally *tally = self->tally;
     Stream *stream = self->stream;
-    if (!tally->issuing)
-        return PUMP_IDLE;
-    if (tally->budget >= 0) {
-        if (n > tally->budget)
-            n = (Py_ssize_t)tally->budget;
-        if (n <= 0)
-            return PUMP_IDLE;
-    }
-    if (fifo_reserve(self, n) < 0)
+    if (fifo_reserve(self, n) < 0 || (intended != NULL && i64s_reserve(&tally->lag, n) < 0))
         return -1;
     long long sent = monotonic_ns();
     Out o = {self->out, 0, self->out_cap};
@@ -760,6 +845,17 @@ pump_issue(Pump *self, Py_ssize_t n)
     Tags tags = {self->opaque, 0, 0};
     Py_ssize_t i = 0;
     for (; i < n; i++) {
+        long long due = sent;
+        if (intended != NULL) {
+            /* (a refill runs Python code: the list is checked again at every request) */
+            if (i >= PyList_GET_SIZE(intended)) {
+                PyErr_SetString(PyExc_ValueError, "fewer intended times than requests");
+                break;
+            }
+            due = PyLong_AsLongLong(PyList_GET_ITEM(intended, i));
+            if (due == -1 && PyErr_Occurred())
+                break;
+        }
         if (stream->pos == stream->size && Stream_next_chunk(stream) < 0)
             break;
         Py_ssize_t at = stream->pos;
@@ -772,7 +868,7 @@ pump_issue(Pump *self, Py_ssize_t n)
         if (wire->encode(&stream->encoding, (int)op, PyList_GET_ITEM(stream->keys, at),
                          PyList_GET_ITEM(stream->values, at), &tags, &o) < 0)
             break;
-        *fifo_at(self, self->fifo_len + i) = (Pending){sent, tags.tag, tags.keys,
+        *fifo_at(self, self->fifo_len + i) = (Pending){sent, due, tags.tag, tags.keys,
                                                        (unsigned char)op};
         stream->pos++;
     }
@@ -789,10 +885,20 @@ pump_issue(Pump *self, Py_ssize_t n)
     PyObject *bytes = PyBytes_FromStringAndSize(o.p, o.len);
     PyObject *result = NULL;
     if (bytes != NULL) {
+        if (intended != NULL) {
+            for (Py_ssize_t k = 0; k < i; k++) {
+                const Pending *request = fifo_at(self, self->fifo_len + k);
+                long long lag = sent - request->intended_ns;
+                tally->lag.v[tally->lag.len++] = lag;
+                if (lag > self->late_ns)
+                    tally->late[request->op]++;
+            }
+            tally->sent += i;
+        }
+        else if (tally->budget >= 0)
+            tally->budget -= i;
         self->fifo_len += i;
         self->opaque = tags.next; /* the opaques of the i requests in flight */
-        if (tally->budget >= 0)
-            tally->budget -= i;
         tally->bytes_out += o.len;
         result = PyObject_CallOneArg(self->write, bytes);
         Py_DECREF(bytes);
@@ -813,12 +919,32 @@ pump_issue(Pump *self, Py_ssize_t n)
     return PUMP_OK;
 }
 
+/* Closed loop: send up to n requests in one write. Returns PUMP_OK, PUMP_IDLE (nothing
+ * may be sent: the worker should check whether it is finished) or -1 with an exception. */
+static int
+pump_issue(Pump *self, Py_ssize_t n)
+{
+    Tally *tally = self->tally;
+    if (!tally->issuing || self->open_loop) /* open loop: only the schedule sends */
+        return PUMP_IDLE;
+    if (tally->budget >= 0) {
+        if (n > tally->budget)
+            n = (Py_ssize_t)tally->budget;
+        if (n <= 0)
+            return PUMP_IDLE;
+    }
+    return pump_send(self, n, NULL);
+}
+
 static void
 account(Pump *self, Tally *tally, const Pending *request, long long code, long long now)
 {
     tally->ops.v[tally->ops.len++] = request->op;
     tally->codes.v[tally->codes.len++] = code;
-    tally->latency.v[tally->latency.len++] = now - request->sent_ns;
+    /* From the intended time (the send time in a closed loop): coordinated omission. */
+    tally->latency.v[tally->latency.len++] = now - request->intended_ns;
+    if (self->open_loop)
+        tally->service.v[tally->service.len++] = now - request->sent_ns;
     self->fifo_head = (self->fifo_head + 1) % self->fifo_cap;
     self->fifo_len--;
 }
@@ -880,7 +1006,8 @@ Pump_received(Pump *self, PyObject *data)
     /* At most one reply per in-flight request: reserve for all of them. */
     if (i64s_reserve(&tally->ops, self->fifo_len) < 0 ||
         i64s_reserve(&tally->codes, self->fifo_len) < 0 ||
-        i64s_reserve(&tally->latency, self->fifo_len) < 0)
+        i64s_reserve(&tally->latency, self->fifo_len) < 0 ||
+        (self->open_loop && i64s_reserve(&tally->service, self->fifo_len) < 0))
         return NULL;
     Py_ssize_t pos = 0, done = 0;
     Scan scan = {.answered = self->answered};
@@ -921,6 +1048,8 @@ Pump_received(Pump *self, PyObject *data)
     self->in_len = rest;
     if (!done)
         return PyLong_FromLong(PUMP_OK);
+    if (self->open_loop) /* the dispatcher sends; the worker may be finished */
+        return PyLong_FromLong(!tally->issuing || tally->budget == 0 ? PUMP_IDLE : PUMP_OK);
     int status = pump_issue(self, done);
     if (status < 0)
         return NULL;
@@ -929,7 +1058,8 @@ Pump_received(Pump *self, PyObject *data)
 
 PyDoc_STRVAR(Pump_issue_doc,
 "issue(n) -> int\n\n"
-"Send up to ``n`` requests in one write; 1 when none could be sent, else 0.");
+"Closed loop: send up to ``n`` requests in one write; 1 when none could be sent (not\n"
+"issuing, the budget is spent, or the pump is an open loop's), else 0.");
 
 static PyObject *
 Pump_issue(Pump *self, PyObject *arg)
@@ -949,6 +1079,34 @@ Pump_issue(Pump *self, PyObject *arg)
     return PyLong_FromLong(status);
 }
 
+PyDoc_STRVAR(Pump_issue_scheduled_doc,
+"issue_scheduled(intended_ns) -> int\n\n"
+"Open loop: send one request per intended time (a list of ints, monotonic ns) in one\n"
+"write, whatever the pipeline holds (the dispatcher sized it); record each send's lag\n"
+"behind its time and count it late beyond ``late_ns``. The budget is the dispatcher's to\n"
+"draw down. Returns 0.");
+
+static PyObject *
+Pump_issue_scheduled(Pump *self, PyObject *intended)
+{
+    if (self->tally == NULL) {
+        not_initialized("Pump");
+        return NULL;
+    }
+    if (!self->open_loop) {
+        PyErr_SetString(PyExc_RuntimeError, "issue_scheduled() on a closed-loop pump");
+        return NULL;
+    }
+    if (!PyList_Check(intended)) {
+        PyErr_SetString(PyExc_TypeError, "issue_scheduled() takes a list of ints");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(intended);
+    if (n && pump_send(self, n, intended) < 0)
+        return NULL;
+    return PyLong_FromLong(PUMP_OK);
+}
+
 PyDoc_STRVAR(Pump_oldest_doc,
 "oldest_sent_ns() -> int | None\n\nWhen the oldest unanswered request was sent.");
 
@@ -965,8 +1123,10 @@ Pump_oldest_sent_ns(Pump *self, PyObject *unused)
 }
 
 PyDoc_STRVAR(Pump_expire_doc,
-"expire(now, timeout_ns) -> bytes\n\n"
-"Remove the requests at the head sent ``timeout_ns`` or more before ``now``; their ops.");
+"expire(now, timeout_ns) -> (ops, late_by)\n\n"
+"Remove the requests at the head sent ``timeout_ns`` or more before ``now``: their ops\n"
+"(bytes), and how far behind its intended time each was sent (native int64 bytes; 0 in\n"
+"a closed loop).");
 
 static PyObject *
 Pump_expire(Pump *self, PyObject *args)
@@ -983,15 +1143,24 @@ Pump_expire(Pump *self, PyObject *args)
            now - fifo_at(self, k)->sent_ns >= timeout_ns)
         k++;
     PyObject *ops = PyBytes_FromStringAndSize(NULL, k);
-    if (ops == NULL)
+    PyObject *late_by =
+        ops ? PyBytes_FromStringAndSize(NULL, k * (Py_ssize_t)sizeof(long long)) : NULL;
+    if (late_by == NULL) {
+        Py_XDECREF(ops);
         return NULL;
-    for (Py_ssize_t i = 0; i < k; i++)
-        PyBytes_AS_STRING(ops)[i] = (char)fifo_at(self, i)->op;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        const Pending *request = fifo_at(self, i);
+        long long behind = request->sent_ns - request->intended_ns;
+        PyBytes_AS_STRING(ops)[i] = (char)request->op;
+        memcpy(PyBytes_AS_STRING(late_by) + i * (Py_ssize_t)sizeof behind, &behind,
+               sizeof behind);
+    }
     if (k) {
         self->fifo_head = (self->fifo_head + k) % self->fifo_cap;
         self->fifo_len -= k;
     }
-    return ops;
+    return Py_BuildValue("(NN)", ops, late_by);
 }
 
 PyDoc_STRVAR(Pump_drop_doc,
@@ -1034,6 +1203,7 @@ static PyGetSetDef Pump_getset[] = {
 static PyMethodDef Pump_methods[] = {
     {"received", (PyCFunction)Pump_received, METH_O, Pump_received_doc},
     {"issue", (PyCFunction)Pump_issue, METH_O, Pump_issue_doc},
+    {"issue_scheduled", (PyCFunction)Pump_issue_scheduled, METH_O, Pump_issue_scheduled_doc},
     {"oldest_sent_ns", (PyCFunction)Pump_oldest_sent_ns, METH_NOARGS, Pump_oldest_doc},
     {"expire", (PyCFunction)Pump_expire, METH_VARARGS, Pump_expire_doc},
     {"drop", (PyCFunction)Pump_drop, METH_NOARGS, Pump_drop_doc},
@@ -1043,7 +1213,8 @@ static PyMethodDef Pump_methods[] = {
 static PyTypeObject PumpType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "kvbench.engine._pump.Pump",
-    .tp_doc = PyDoc_STR("Pump(tally, stream, write, protocol, families, max_reply)"),
+    .tp_doc = PyDoc_STR("Pump(tally, stream, write, protocol, families, max_reply, "
+                        "open_loop=False, late_ns=0)"),
     .tp_basicsize = sizeof(Pump),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
@@ -1133,7 +1304,8 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "kvbench.engine._pump",
-    .m_doc = PyDoc_STR("The compiled closed-loop hot path (memcached text, binary, meta; RESP2)."),
+    .m_doc = PyDoc_STR("The compiled hot path, closed and open loop (memcached text, binary, "
+                       "meta; RESP2)."),
     .m_size = -1,
     .m_methods = module_methods,
 };

@@ -17,6 +17,7 @@ from operator import sub
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kvbench.engine.link import Link, LinkHost, SetupWriter
+from kvbench.engine.pacing import LATE_NS
 from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
@@ -32,8 +33,6 @@ _now = time.monotonic_ns
 _TIMEOUT = int(Outcome.TIMEOUT)
 _LATE = int(Outcome.LATE)
 _PUMP_IDLE = 1  # Pump.received / issue: nothing could be sent
-# A send this far behind its slot is counted late: beyond what timer granularity explains.
-LATE_NS = 2_000_000
 # Compact the FIFO lists once this many answered entries sit at their front.
 _COMPACT_AT = 4096
 
@@ -99,8 +98,8 @@ class Connection(Link):
         # (A ``RequestSource`` or a replay's ``Lane``: engine/redirect.py keeps the former.)
         self._kept: Callable[[Any, int, int], None] | None = None
         self._taken = 0  # how many requests the last ``_take`` took
-        # The compiled closed loop (engine/fastpath.py), while the worker runs one; it then
-        # owns the in-flight FIFO and the codec is only used for the setup.
+        # The compiled pump (engine/fastpath.py), while the worker runs them; it then owns
+        # the in-flight FIFO (closed or open loop) and the codec is only used for the setup.
         self._pump: Any = None
 
     # -- lifecycle -------------------------------------------------------------------
@@ -122,6 +121,7 @@ class Connection(Link):
         """
         self._close_expected = True
         self._closed_here = True
+        self.connected = False  # as Link._abort: the dispatcher sends nothing more here
         if self._transport is not None:
             self._transport.close()
 
@@ -279,6 +279,9 @@ class Connection(Link):
         """Open loop: send one request per intended time, in one write; record the lags."""
         if self._transport is None:
             return
+        if self._pump is not None:  # the same, in C (the lags go into the worker's tally)
+            self._pump.issue_scheduled(intended_ns)
+            return
         n = len(intended_ns)
         out = bytearray()
         first = len(self._sent_ops)
@@ -353,7 +356,13 @@ class Connection(Link):
 
     def fill(self, depth: int | None = None) -> None:
         """Top the pipeline up (after connecting, or when issuing resumes), to ``depth``
-        requests in flight instead of ``pipeline`` when given (the preload's)."""
+        requests in flight instead of ``pipeline`` when given (the preload's).
+
+        Not in an open loop: only the schedule sends there (a request sent here would have
+        no intended time, and a reconnected connection would send a burst off schedule).
+        """
+        if not self.closed_loop:
+            return
         missing = (self.pipeline if depth is None else depth) - self.inflight
         if missing > 0:
             self.issue(missing)
@@ -371,10 +380,13 @@ class Connection(Link):
         if oldest is None or now - oldest < timeout_ns:
             return
         recorder = self._recorder
-        if self._pump is not None:  # closed loop: latency is the timeout
-            for op in self._pump.expire(now, timeout_ns):
+        if self._pump is not None:
+            ops, late_by = self._pump.expire(now, timeout_ns)
+            for op, behind in zip(ops, memoryview(late_by).cast("q"), strict=True):
                 recorder.counts[op][_TIMEOUT] += 1
-                recorder.latency_ns[op].append(timeout_ns)
+                recorder.latency_ns[op].append(timeout_ns + behind)
+                if not self.closed_loop:  # as below
+                    recorder.service_ns[op].append(timeout_ns)
             self._abort()
             return
         while self._head < len(self._sent_ops) and now - self._sent_ns[self._head] >= timeout_ns:

@@ -1,7 +1,11 @@
 """The compiled hot path: when a run uses it, and the glue between it and the worker.
 
 ``engine/_pump.c`` runs a connection's closed loop in C (classify replies, account them,
-send the next requests in one write) for memcached text, binary and meta and for RESP2.
+send the next requests in one write) for memcached text, binary and meta and for RESP2,
+and its open loop: the dispatcher (engine/open_loop.py) stays in Python and hands each
+pump the intended times of the requests it may send; the pump encodes and writes them,
+records each send's lag, and measures each reply from its intended time (service time
+beside it), as ``Connection.issue_scheduled`` and ``_account`` do in Python.
 The connections of a server share a ``Stream``: the workload's chunks of ops, keys and
 values, which C encodes as the codecs would (tests compare the bytes); each pump numbers
 its own opaques (binary, meta), as each connection's codec does.
@@ -10,8 +14,8 @@ The worker's send state (issuing, budget, interval cut time, byte counts) lives 
 the recorder's buffers at every interval cut, so the fold and everything after it is
 the same whichever path counted them.
 
-Everything else stays in Python: open loop, ``--verify``, ``--command``, ``--ttl`` ranges,
-RESP3, HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any build
+Everything else stays in Python: ``--verify``, ``--command``, ``--ttl`` ranges, RESP3,
+HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any build
 without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
 path too); ``python_reason`` names the reason, and the run records it.
 """
@@ -22,7 +26,11 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from kvbench.engine.clock import NEVER
+from kvbench.engine.pacing import LATE_NS
+from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
 from kvbench.workload.mix import WORKLOAD_TO_OP
@@ -91,8 +99,6 @@ def python_reason(config: RunConfig) -> str | None:
         return "extension not built"
     if os.environ.get(PURE_PYTHON_ENV):
         return f"{PURE_PYTHON_ENV} is set"
-    if config.load.rate_per_s is not None:
-        return "open loop"
     if any(target.cluster for target in config.targets):
         # The pump would count -MOVED/-ASK as error replies: the Python driver follows them.
         return "Redis Cluster"
@@ -137,6 +143,9 @@ class PyTally:
     def take(self) -> tuple[bytes, bytes, bytes]:
         return b"", b"", b""
 
+    def take_open(self) -> tuple[bytes, bytes, bytes, int]:
+        return b"", b"", b"", 0
+
 
 def new_tally(on_cut: Callable[[int], None] | None, compiled_run: bool) -> Any:
     """A ``_pump.Tally`` for a compiled run, else a ``PyTally``."""
@@ -150,16 +159,21 @@ class PumpFactory:
 
     Args:
         tally: the worker's ``_pump.Tally``.
+        ttl_s: the ttl every request carries.
+        open_loop: the pumps send only what the open-loop dispatcher hands them.
     """
 
-    def __init__(self, tally: Any, ttl_s: int) -> None:
+    def __init__(self, tally: Any, ttl_s: int, open_loop: bool = False) -> None:
         assert _pump is not None
         self.tally = tally
+        self._open_loop = open_loop
         self.streams: dict[int, Any] = {}
         self._ttl_s = ttl_s  # one for every connection: no ttl range (python_reason)
         options = CodecOptions()
         self._flags = options.flags
         self._max_reply = options.max_reply_bytes
+        # The same streams by the source they draw on (id: sources are not hashable).
+        self._by_source: dict[int, Any] = {}
 
     def pump(self, shard: Shard, write: Any) -> Any:
         """A pump writing with ``write`` (the transport's), fed from its shard's stream."""
@@ -170,7 +184,23 @@ class PumpFactory:
             stream = self.streams[shard.index] = _pump.Stream(
                 _chunks(shard.source), protocol, self._ttl_s, self._flags
             )
-        return _pump.Pump(self.tally, stream, write, protocol, families, self._max_reply)
+            self._by_source[id(shard.source)] = stream
+        return _pump.Pump(
+            self.tally,
+            stream,
+            write,
+            protocol,
+            families,
+            self._max_reply,
+            open_loop=self._open_loop,
+            late_ns=LATE_NS,
+        )
+
+    def skip(self, source: RequestSource, n: int) -> bytes | None:
+        """Take the next ``n`` requests of ``source`` unsent (the open loop's dropped ones):
+        their ops; None when no pump has drawn from ``source`` yet."""
+        stream = self._by_source.get(id(source))
+        return bytes(stream.skip(n)) if stream is not None else None
 
     def completed(self, shard: Shard) -> int:
         """Replies the pumps of ``shard`` received since the last call."""
@@ -190,10 +220,23 @@ def _chunks(source: RequestSource) -> Callable[[], tuple[list[Any], list[Any], l
     return refill
 
 
+_LATE = int(Outcome.LATE)
+
+
 def drain(tally: Any, recorder: Recorder) -> None:
-    """Move the replies the pumps accounted into the recorder's reply buffers."""
+    """Move the replies the pumps accounted into the recorder's reply buffers, and an open
+    loop's service times, lags, late sends and send count where the Python driver puts
+    them (``Connection._account`` and ``issue_scheduled``)."""
     ops, codes, latency = tally.take()
+    service, lag, late, sent = tally.take_open()
     if ops:
         recorder.reply_ops.frombytes(ops)
         recorder.reply_codes.frombytes(codes)
         recorder.reply_latency_ns.frombytes(latency)
+        recorder.reply_service_ns.frombytes(service)
+    if sent:
+        recorder.lag_ns.frombytes(lag)
+        recorder.add_stat("sent", sent)
+        late_by_op = np.frombuffer(late, dtype=np.int64)
+        for op in np.flatnonzero(late_by_op).tolist():
+            recorder.counts[op][_LATE] += int(late_by_op[op])

@@ -184,6 +184,9 @@ class Link(asyncio.Protocol):
     def _abort(self) -> None:
         """Close it after a failure, failing what is in flight at once."""
         self._fail_inflight(_CONN_ERROR)
+        # Closing from now on: the open-loop dispatcher sends only where ``connected``, and
+        # a request written here before connection_lost came would never reach the server.
+        self.connected = False
         self._closed_here = True
         if self._transport is not None:
             self._transport.abort()

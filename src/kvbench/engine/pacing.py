@@ -27,6 +27,8 @@ from kvbench.engine.clock import NEVER
 
 # Intended times are drawn this many at a time for Poisson arrivals.
 POISSON_CHUNK = 8192
+# A send this far behind its slot is counted late: beyond what timer granularity explains.
+LATE_NS = 2_000_000
 
 
 class Schedule:

@@ -309,7 +309,9 @@ class Worker(LinkKeeper):
         self._running = True
         self.issuing = True
         if self.python_reason is None:
-            self.pumps = PumpFactory(self.tally, self.spec.config.workload.ttl_s)
+            self.pumps = PumpFactory(
+                self.tally, self.spec.config.workload.ttl_s, open_loop=load.rate_per_s is not None
+            )
             for conn in self.connections:
                 conn.attach_pump()
         gc.collect()

@@ -6,6 +6,7 @@ Every test runs on both drivers: the Python one and the compiled pump (engine/_p
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -13,11 +14,15 @@ import pytest
 from kvbench.config import load_config
 from kvbench.engine import fastpath
 from kvbench.engine.connection import Connection
+from kvbench.engine.open_loop import OpenLoopDispatcher
+from kvbench.engine.pacing import Schedule
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.worker import Worker, WorkerSpec
+from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.snapshot import IntervalSnapshot
 
 NEVER = 2**63 - 1
+DROPPED = int(Outcome.DROPPED)
 
 
 class ScriptedTransport(asyncio.Transport):
@@ -60,7 +65,11 @@ def cut(worker: Worker) -> IntervalSnapshot:
 
 
 def make(
-    driver: str, pipeline: int = 4, ratio: str = "1:1", budget: int | None = None
+    driver: str,
+    pipeline: int = 4,
+    ratio: str = "1:1",
+    budget: int | None = None,
+    open_loop: bool = False,
 ) -> tuple[Worker, Connection, ScriptedTransport]:
     config = load_config(
         None,
@@ -77,10 +86,11 @@ def make(
     worker.budget = budget
     worker.next_cut_ns = NEVER
     if driver == "compiled":
-        worker.pumps = fastpath.PumpFactory(worker.tally, 0)
+        worker.pumps = fastpath.PumpFactory(worker.tally, 0, open_loop=open_loop)
     conn = worker.make_connection(
         codec_factory_for(config.targets[0]), None, pipeline, worker.shards[0]
     )
+    conn.closed_loop = not open_loop  # as Worker._open_loop sets it
     worker.connections = [conn]
     transport = ScriptedTransport()
     conn.connection_made(transport)
@@ -198,3 +208,76 @@ def test_a_refill_that_raises_sends_what_was_taken_and_keeps_the_fifo_aligned(
     assert snap.counts == {"get": {"miss": 4 + left}}
     assert snap.latency["get"].total_count == 4 + left
     assert conn.inflight == 0 and not transport.aborted
+
+
+# -- the open loop: the dispatcher's scheduled sends ---------------------------------------
+
+
+def test_an_open_loop_connection_sends_nothing_off_schedule_when_it_connects(driver: str) -> None:
+    """A (re)connected open-loop connection waits for the dispatcher: filling its pipeline
+    would send requests with no intended time (the Python driver did, after a reconnect)."""
+    worker, conn, transport = make(driver, pipeline=4, ratio="0:1", open_loop=True)
+    conn.fill()
+    assert transport.take_requests() == [] and conn.inflight == 0
+    assert worker.recorder.stats.get("sent", 0) == 0
+
+
+def test_scheduled_sends_are_measured_from_their_intended_time(driver: str) -> None:
+    """Both drivers: one write per schedule slice, late sends counted, the lag of every
+    send recorded, latency from the intended time and service time from the send; a reply
+    sends nothing."""
+    worker, conn, transport = make(driver, pipeline=4, ratio="0:1", open_loop=True)
+    now = time.monotonic_ns()
+    conn.issue_scheduled([now - 50_000_000, now + 10**9], now)
+    assert len(transport.take_requests()) == 2 and conn.inflight == 2
+    conn.data_received(b"END\r\nEND\r\n")
+    assert transport.take_requests() == [] and conn.inflight == 0
+    snap = cut(worker)
+    assert snap.counts == {"get": {"miss": 2, "late": 1}}
+    assert snap.stats["sent"] == 2
+    assert snap.lag is not None and snap.lag.total_count == 2
+    assert snap.lag.max_ns >= 50_000_000
+    latency, service = snap.latency["get"], snap.service["get"]
+    assert latency.total_count == service.total_count == 2
+    assert latency.max_ns >= 50_000_000 > service.max_ns
+
+
+def test_an_open_loop_timeout_counts_from_the_intended_time(driver: str) -> None:
+    worker, conn, transport = make(driver, pipeline=4, ratio="0:1", open_loop=True)
+    now = time.monotonic_ns()
+    conn.issue_scheduled([now - 20_000_000], now)
+    sent = conn.oldest_sent_ns()
+    assert sent is not None
+    conn.check_timeout(sent + 1_000_000, timeout_ns=1_000_000)
+    assert transport.aborted
+    snap = cut(worker)
+    assert snap.counts == {"get": {"timeout": 1, "late": 1}}
+    assert snap.latency["get"].max_ns >= 21_000_000  # the timeout plus the 20 ms behind
+    assert snap.service["get"].max_ns == pytest.approx(1_000_000, rel=0.001)
+
+
+def test_dropped_requests_are_the_next_ones_in_the_sequence(driver: str) -> None:
+    """Both drivers: the dispatcher's drops take the requests that would have gone next
+    (the compiled pumps' stream holds the rest of the source's chunk: the drops skipped a
+    later chunk's requests and the stream sent the dropped ones)."""
+    worker, conn, transport = make(driver, pipeline=64, ratio="1:1", open_loop=True)
+    source = conn.source
+    start, ops, keys = source.pos, list(source.ops), list(source.keys)
+    dispatcher = OpenLoopDispatcher(  # as Worker._open_loop wires it, at 1,000/s
+        worker,
+        worker.tally,
+        worker.recorder,
+        worker.connections,
+        worker.shards,
+        Schedule(1000, 0),
+        10**9,
+    )
+    now = time.monotonic_ns()
+    conn.issue_scheduled([now] * 3, now)
+    dispatcher._drop(dispatcher.routes[0], 5)
+    conn.issue_scheduled([now] * 2, now)
+    sent = [request.split(b" ")[1] for request in transport.take_requests()]
+    assert sent == keys[start : start + 3] + keys[start + 8 : start + 10]
+    dropped = {op: row[DROPPED] for op, row in enumerate(worker.recorder.counts) if row[DROPPED]}
+    expected = ops[start + 3 : start + 8]
+    assert dropped == {op: expected.count(op) for op in set(expected)}

@@ -147,6 +147,32 @@ def test_poisson_backlog_beyond_max_lag_is_dropped_exactly_after_releases() -> N
     assert sink.sent + dropped == dispatcher.next_index == reference.due_by(3 * S - MS)
 
 
+class _CountingSink(_Sink):
+    """A sink that counts how often its room is asked for."""
+
+    asked = 0
+
+    @property  # type: ignore[override]
+    def inflight(self) -> int:
+        _CountingSink.asked += 1
+        return 0
+
+
+def test_a_tick_asks_only_as_many_connections_as_it_needs_in_turn() -> None:
+    """One request due over 50 connections: one connection is asked for its room (each of
+    the 50 was, on every wake-up, ~10k a second at 10k/s), and the next tick's request goes
+    to the next connection."""
+    worker = _open_loop_worker(1000)
+    sinks = [_CountingSink() for _ in range(50)]
+    worker.connections = sinks  # type: ignore[assignment]
+    dispatcher = OpenLoopDispatcher(*_parts(worker), Schedule(1000, 0, "uniform"), S)
+    _CountingSink.asked = 0
+    for now in range(0, 3 * MS, MS):
+        dispatcher.dispatch(now)
+    assert _CountingSink.asked == 3
+    assert [s.sent for s in sinks[:4]] == [1, 1, 1, 0]
+
+
 def test_a_reopened_connection_waits_for_the_dispatcher() -> None:
     """Open loop: a link that comes back sends nothing of its own (a closed-loop fill would
     send requests with no intended time, and shift every later latency by one)."""

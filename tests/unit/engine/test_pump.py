@@ -1,6 +1,7 @@
-"""The compiled pump (engine/_pump.c): one connection's closed loop in C.
+"""The compiled pump (engine/_pump.c): one connection's closed and open loop in C.
 
-Its FIFO, budget, writes and timeouts, the opaques it numbers and checks (binary, meta),
+Its FIFO, budget, writes and timeouts, the open loop's scheduled sends (lags, late sends,
+latency from the intended time), the opaques it numbers and checks (binary, meta),
 how it fails (grammar errors quoted as the codec quotes them, refills and encodings that
 raise, types used before their __init__). The scanners and encoders are held to the
 Python codecs in test_pump_replies.py and test_pump_requests.py. Under ``CI=true`` a pump
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +102,10 @@ def test_expired_requests_leave_the_fifo_oldest_first() -> None:
     _, p, _ = pump()
     p.issue(2)
     sent = p.oldest_sent_ns()
-    assert p.expire(sent + 10, 11) == b""
-    assert p.expire(sent + 11, 11) == bytes([int(Op.GET)] * 2)
+    assert p.expire(sent + 10, 11) == (b"", b"")
+    ops, late_by = p.expire(sent + 11, 11)
+    assert ops == bytes([int(Op.GET)] * 2)
+    assert memoryview(late_by).cast("q").tolist() == [0, 0]  # a closed loop sends on time
     assert p.inflight == 0 and p.oldest_sent_ns() is None
 
 
@@ -116,6 +120,112 @@ def test_the_interval_cut_runs_before_the_read_is_accounted() -> None:
     p.issue(1)
     p.received(b"END\r\n")
     assert len(seen) == 1 and seen[0][1] == 0 and tally.pending == 1
+
+
+# -- the open loop --------------------------------------------------------------------
+
+LATE_NS = 2_000_000
+
+
+def open_pump(
+    name: str = "memcache-text", ops: list[int] | None = None
+) -> tuple[Any, Any, list[bytes]]:
+    """An open-loop pump of protocol ``name`` sending ``ops`` (gets) on key ``k``."""
+    ops = ops or [int(Op.GET)]
+    number, families = fastpath.PROTOCOLS[name]
+    chunk = (ops, [b"k"] * len(ops), [b"v"] * len(ops), 0)
+    written: list[bytes] = []
+    tally = _pump.Tally()
+    tally.issuing = True
+    stream = _pump.Stream(lambda: chunk, number)
+    p = _pump.Pump(
+        tally, stream, written.append, number, families, MAX, open_loop=True, late_ns=LATE_NS
+    )
+    return tally, p, written
+
+
+@pytest.mark.parametrize("name", fastpath.PROTOCOLS)
+def test_scheduled_requests_are_the_codecs_bytes_in_one_write(name: str) -> None:
+    """One request per intended time, encoded as the closed loop and the codec encode them
+    (opaques numbered on from the last request)."""
+    ops = [int(Op.SET), int(Op.GET), int(Op.DELETE), int(Op.INCR)]
+    _, p, written = open_pump(name, ops)
+    now = time.monotonic_ns()
+    assert p.issue_scheduled([now] * 3) == 0 and p.issue_scheduled([now] * 2) == 0
+    expected = bytearray()
+    reference = codec(name)
+    reference.encode_many(ops, [b"k"] * 4, [b"v"] * 4, 0, 4, expected)
+    reference.encode_many(ops, [b"k"] * 4, [b"v"] * 4, 0, 1, expected)
+    assert len(written) == 2 and b"".join(written) == bytes(expected)
+    assert p.inflight == 5
+
+
+def test_scheduled_sends_record_their_lag_and_count_the_late_ones_by_op() -> None:
+    tally, p, _ = open_pump(ops=[int(Op.GET), int(Op.SET)])
+    now = time.monotonic_ns()
+    p.issue_scheduled([now - 50_000_000, now - 40_000_000, now + 10**9])
+    _, lag, late, sent = tally.take_open()
+    lags = memoryview(lag).cast("q").tolist()
+    assert sent == 3 and len(lags) == 3
+    assert lags[0] >= 50_000_000 and lags[1] >= 40_000_000 and lags[2] < 0
+    by_op = memoryview(late).cast("q").tolist()
+    assert by_op[int(Op.GET)] == 1 and by_op[int(Op.SET)] == 1 and sum(by_op) == 2
+    assert tally.take_open()[3] == 0  # taken: emptied
+    assert tally.budget == -1  # the dispatcher draws the budget down, not the pump
+
+
+def test_open_loop_replies_are_measured_from_the_intended_time_and_send_nothing() -> None:
+    tally, p, written = open_pump()
+    now = time.monotonic_ns()
+    p.issue_scheduled([now - 30_000_000, now])
+    assert p.received(b"END\r\nEND\r\n") == 0 and len(written) == 1  # nothing more sent
+    ops, _, latency = (memoryview(b).cast("q").tolist() for b in tally.take())
+    service = memoryview(tally.take_open()[0]).cast("q").tolist()
+    assert ops == [int(Op.GET)] * 2 and len(service) == 2
+    assert latency[0] >= 30_000_000 > service[0] >= 0  # queued 30 ms behind its slot
+    assert latency[0] - service[0] >= 30_000_000 and latency[1] >= service[1]
+    assert p.issue(5) == 1 and len(written) == 1  # only the schedule sends
+    p.issue_scheduled([now])
+    tally.budget = 0  # the schedule is done: the last reply says "maybe finished"
+    assert p.received(b"END\r\n") == 1
+
+
+def test_timed_out_open_loop_requests_say_how_late_they_were_sent() -> None:
+    _, p, _ = open_pump()
+    now = time.monotonic_ns()
+    p.issue_scheduled([now - 7_000_000])
+    ops, late_by = p.expire(p.oldest_sent_ns() + 5, 5)
+    assert ops == bytes([int(Op.GET)])
+    assert memoryview(late_by).cast("q").tolist()[0] >= 7_000_000
+
+
+def test_scheduled_sends_refuse_what_is_not_a_schedule() -> None:
+    _, p, written = open_pump()
+    with pytest.raises(TypeError, match="list of ints"):
+        p.issue_scheduled((1, 2))
+    now = time.monotonic_ns()
+    with pytest.raises(TypeError):
+        p.issue_scheduled([now, "soon", now])
+    assert p.inflight == 1 and len(written) == 1  # the request before it went out
+    _, closed, _ = pump()
+    with pytest.raises(RuntimeError, match="closed-loop pump"):
+        closed.issue_scheduled([now])
+
+
+def test_skipped_requests_leave_the_stream_unsent_across_chunks() -> None:
+    """The open loop's dropped requests: taken from the stream, never written."""
+    pieces = Pieces(3)
+    tally = _pump.Tally()
+    tally.issuing = True
+    stream = _pump.Stream(pieces.refill, TEXT)
+    sender = _pump.Pump(tally, stream, pieces.writes.append, TEXT, TEXT_FAMILIES, MAX)
+    sender.issue(2)
+    assert stream.skip(5) == bytes([int(Op.GET)] * 5)  # k2 .. k6, over two refills
+    sender.issue(1)
+    assert pieces.writes == [b"get k0\r\nget k1\r\n", b"get k7\r\n"]
+    assert stream.skip(0) == b""
+    with pytest.raises(ValueError, match=">= 0"):
+        stream.skip(-1)
 
 
 # -- opaques (binary, meta) ------------------------------------------------------------
