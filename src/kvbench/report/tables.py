@@ -23,12 +23,10 @@ from kvbench.units import format_rate
 
 def history_table(rows: Iterable[dict[str, Any]]) -> Table:
     """Stored runs, newest first (``Store.list_runs``): a sweep's levels and a preset's
-    steps are told apart by their label. A queue run's ops/s is its puts/s + gets/s (each
-    over its own side's window), said so: it is not its ops over the run's window."""
+    steps are told apart by their label."""
     table = Table("run", "started", "status", "label", "target", "window", "ops/s")
     for row in rows:
         rate = row["throughput_per_s"]
-        sum_of = " (puts/s + gets/s)" if row.get("mode") == "queue" and rate is not None else ""
         table.add_row(
             row["run_id"],
             row["started_at"],
@@ -36,7 +34,7 @@ def history_table(rows: Iterable[dict[str, Any]]) -> Table:
             row.get("label") or "",
             row["target"],
             f"{row['window_s']:.2f}s",
-            "" if rate is None else f"{rate:,.0f}{sum_of}",
+            "" if rate is None else f"{rate:,.0f}",
         )
     return table
 
