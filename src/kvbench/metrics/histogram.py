@@ -92,7 +92,7 @@ _VARINT_THRESHOLDS: Final = np.array([1 << (7 * k) for k in range(1, 9)], dtype=
 # ~10x more (page faults on fresh allocations: indexing 100k values took 1.4 ms whole,
 # 0.14 ms in 16k blocks, numpy 2.4 on this 2-core VM).
 _BLOCK_VALUES: Final = 1 << 14
-_STATE_VERSION: Final = 1
+_STATE_VERSION: Final = 2
 
 
 def counts_index_for(value_ns: int) -> int:
@@ -429,27 +429,49 @@ class Histogram:
             result.sum_ns = estimate if sum_ns is None else int(sum_ns)
         return result
 
-    def __getstate__(self) -> tuple[int, list[int], list[int], int, int, int, int]:
-        indexes, counts = self.to_sparse()
+    def __getstate__(self) -> tuple[int, bytes, bytes, int, int, int, int]:
+        # The non-empty buckets as packed arrays: a worker pickles several histograms per
+        # interval and the coordinator unpickles them all; as lists of Python ints, 8,000
+        # buckets took 1.5 ms to load (about 10 ms of the coordinator's core per interval
+        # at 100k requests/s, taken from the worker's core when they share one).
+        nonzero = np.flatnonzero(self.counts)
+        counts = self.counts[nonzero]
         return (
             _STATE_VERSION,
-            indexes,
-            counts,
+            nonzero.astype(np.uint16).tobytes(),
+            counts.astype(_narrowest(counts)).tobytes(),
             self.min_ns,
             self.max_ns,
             self.sum_ns,
             self.out_of_range,
         )
 
-    def __setstate__(self, state: tuple[int, list[int], list[int], int, int, int, int]) -> None:
+    def __setstate__(self, state: tuple[int, bytes, bytes, int, int, int, int]) -> None:
         version, indexes, counts, min_ns, max_ns, sum_ns, out_of_range = state
         if version != _STATE_VERSION:
             raise ValueError(f"unknown Histogram pickle version {version}")
-        restored = Histogram.from_sparse(
-            indexes, counts, min_ns=min_ns, max_ns=max_ns, sum_ns=sum_ns, out_of_range=out_of_range
-        )
-        for name in Histogram.__slots__:
-            setattr(self, name, getattr(restored, name))
+        if len(indexes) % 2:
+            raise ValueError("indexes and counts must have the same length")
+        index_array = np.frombuffer(indexes, dtype=np.uint16)
+        # counts of 1, 2, 4 or 8 bytes: whichever the bytes per index say
+        width = len(counts) // index_array.size if index_array.size else 8
+        if width not in _COUNT_TYPES or len(counts) != width * index_array.size:
+            raise ValueError("indexes and counts must have the same length")
+        count_array = np.frombuffer(counts, dtype=_COUNT_TYPES[width])
+        if index_array.size and not (
+            int(index_array[-1]) <= _MAX_INDEX
+            and bool(np.all(np.diff(index_array.astype(np.int32)) > 0))
+        ):
+            raise ValueError("bucket indexes must be ascending, within the tracked range")
+        if count_array.size and int(count_array.min()) < 0:
+            raise ValueError("bucket counts must be >= 0")
+        self.counts = np.zeros(COUNTS_LEN, dtype=np.int64)
+        self.counts[index_array] = count_array
+        self.total_count = _exact_sum(self.counts[index_array])
+        if self.total_count >= 1 << 63:
+            raise ValueError("total count does not fit in 64 bits")
+        self.min_ns, self.max_ns, self.sum_ns = int(min_ns), int(max_ns), int(sum_ns)
+        self.out_of_range = int(out_of_range)
 
     def encode(self) -> bytes:
         """Return the compressed HdrHistogram V2 encoding (not base64-wrapped).
@@ -523,6 +545,31 @@ def _as_int64(values: Any) -> Int64Array:
     if raw.dtype == np.uint64:  # would wrap negative in int64; anything above is out of range
         raw = np.minimum(raw, HIGHEST_TRACKABLE_NS + 1)
     return raw.astype(np.int64, copy=False).reshape(-1)
+
+
+# A pickled histogram's counts, by their width in bytes (the narrowest that holds them).
+_COUNT_TYPES: Final[dict[int, type[np.integer[Any]]]] = {
+    1: np.uint8,
+    2: np.uint16,
+    4: np.uint32,
+    8: np.int64,
+}
+
+
+def _narrowest(counts: Int64Array) -> type[np.integer[Any]]:
+    """The narrowest of ``_COUNT_TYPES`` holding every one of ``counts`` (all >= 0)."""
+    top = int(counts.max()) if counts.size else 0
+    for width, kind in _COUNT_TYPES.items():
+        if top < 1 << (8 * width - (width == 8)):
+            return kind
+    raise AssertionError("a count beyond int64")
+
+
+def _exact_sum(counts: Int64Array) -> int:
+    """The sum of non-negative int64 counts, exactly (numpy's would wrap past 2**63)."""
+    if not counts.size or int(counts.max()) < 1 << 47:  # at most 2**16 of them: no wrap
+        return int(counts.sum())
+    return sum(counts.tolist())
 
 
 def _sparse_arrays(indexes: Sequence[int], counts: Sequence[int]) -> tuple[Int64Array, Int64Array]:

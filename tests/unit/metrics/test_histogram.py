@@ -8,6 +8,7 @@ import math
 import pickle
 import struct
 import zlib
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -365,6 +366,39 @@ def test_pickle_round_trip_is_small_and_exact() -> None:
         hist.out_of_range,
     )
     assert len(pickle.dumps(Histogram())) < 200
+
+
+def test_pickle_keeps_counts_beyond_32_bits_and_a_total_beyond_int64_sums() -> None:
+    hist = Histogram()
+    hist.record_many(latencies(100))
+    hist.counts[100] += 1 << 40
+    hist.total_count += 1 << 40
+    restored = pickle.loads(pickle.dumps(hist))
+    assert restored == hist
+    assert restored.total_count == hist.total_count
+    for top in (255, 256, 65_536, 1 << 32, (1 << 62) - 1):  # each width's edge
+        edge = Histogram()
+        edge.counts[7] = top
+        edge.total_count = top
+        assert pickle.loads(pickle.dumps(edge)).counts[7] == top
+
+
+@pytest.mark.parametrize(
+    ("indexes", "counts", "message"),
+    [
+        (np.array([1, 2], np.uint16), b"\x01\x00\x00\x01\x00\x00", "same length"),
+        (np.array([1, 2], np.uint16), b"\x01\x00\x00", "same length"),
+        (b"\x01\x00\x02", b"\x01\x01", "same length"),
+        (np.array([2, 1], np.uint16), np.array([1, 1], np.uint8), "ascending"),
+        (np.array([1, 1], np.uint16), np.array([1, 1], np.uint8), "ascending"),
+        (np.array([60_000], np.uint16), np.array([1], np.uint8), "ascending"),
+        (np.array([1], np.uint16), np.array([-1], np.int64), ">= 0"),
+    ],
+)
+def test_unpickling_refuses_a_damaged_state(indexes: Any, counts: Any, message: str) -> None:
+    state = (2, bytes(indexes), bytes(counts), 0, 0, 0, 0)
+    with pytest.raises(ValueError, match=message):
+        Histogram().__setstate__(state)
 
 
 # -- V2 wire format ----------------------------------------------------------------------
