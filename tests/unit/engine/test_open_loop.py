@@ -199,13 +199,20 @@ def test_a_reopened_connection_waits_for_the_dispatcher() -> None:
     assert link.filled
 
 
+@pytest.mark.parametrize("wakeups", ["timerfd", "loop timers"])
 def test_a_dispatcher_that_raises_ends_the_run_and_says_why(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, wakeups: str
 ) -> None:
     """A bug in the dispatcher ends the worker's run (its summary names the error); the
-    worker never waits for ever for the requests the dead task would have sent."""
+    worker never waits for ever for the requests the dead task would have sent. Whether
+    the dispatch runs in the timerfd's callback or in the loop-timer fallback."""
     import asyncio
     import time
+
+    from kvbench.engine.timer import Timer
+
+    if wakeups == "loop timers":
+        monkeypatch.setattr(Timer, "open", classmethod(lambda cls, on_fire: None))
 
     config = load_config(
         None,
