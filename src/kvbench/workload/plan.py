@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kvbench.config.model import WorkloadConfig
 from kvbench.config.workload_fields import COUNTER_INFIX, MAX_COUNTERS
@@ -158,6 +158,8 @@ class RequestSource:
         self._version = plan.worker_index << 24
         self._rng = rng
         self._keys = self._picker(plan)
+        self._key_array = _objects(plan.key_table)
+        self._value_array = _objects(plan.value_table)
         self._mix = OpMix(config.ratio, rng, config.commands)
         if len(templates) != len(config.commands):
             raise ValueError("one template per command is needed")
@@ -199,6 +201,7 @@ class RequestSource:
         """
         self._plan = plan
         self._keys = self._picker(plan)
+        self._key_array = _objects(plan.key_table)
         self.pos = self.size = 0  # the next request draws a fresh chunk
 
     def _place_special(
@@ -222,30 +225,29 @@ class RequestSource:
         Returns:
             True: a workload never runs dry (a replay's lane may: ``Lane.refill``).
         """
-        table = self._plan.key_table
-        values = self._plan.value_table
         assert self._keys is not None, "an empty source draws nothing"
         if self._pairs:  # (set K, get K) pairs: no --command templates (config refuses them)
             codes = np.array([int(Op.SET), int(Op.GET)] * (CHUNK // 2), dtype=np.int64)
-            indexes = np.repeat(self._keys.draw(CHUNK // 2), 2).tolist()
+            indexes = np.repeat(self._keys.draw(CHUNK // 2), 2)
         else:
             codes = self._mix.draw(CHUNK)
-            indexes = self._keys.draw(CHUNK).tolist()
+            indexes = self._keys.draw(CHUNK)
         if self._templates:
             ops = self._codec_ops[codes].tolist()
             record_ops = self._record_ops[codes].tolist()
         else:
             ops = record_ops = codes.tolist()
-        # itemgetter gathers in C: a third of the cost of a list comprehension.
-        keys: list[bytes | tuple[bytes, ...]] = list(itemgetter(*indexes)(table))
+        # Gathered from object arrays of the tables in C: 2.5x cheaper than itemgetter over
+        # the index list (and its tolist).
+        keys: list[bytes | tuple[bytes, ...]] = self._key_array.take(indexes).tolist()
         if self._special:
-            self._place_special(ops, indexes, keys)
+            self._place_special(ops, indexes.tolist(), keys)
         if self._timestamps:
             # One wall-clock reading per chunk: every value of the chunk carries it.
             self.values = [timestamp_value(self._wall_clock_ns())] * CHUNK
         else:
-            picks = self._rng.integers(0, len(values), CHUNK).tolist()
-            self.values = list(itemgetter(*picks)(values))
+            picks = self._rng.integers(0, len(self._value_array), CHUNK)
+            self.values = self._value_array.take(picks).tolist()
         if self._verify:
             self._derive_values(ops, keys)
         if self._templates:
@@ -301,3 +303,8 @@ class RequestSource:
             return [timestamp_value(self._wall_clock_ns())] * len(indexes)
         values = self._plan.value_table
         return [values[i % len(values)] for i in indexes]
+
+
+def _objects(table: Sequence[Any]) -> npt.NDArray[np.object_]:
+    """``table`` as a numpy object array (the same objects), to gather from in C."""
+    return np.fromiter(table, dtype=object, count=len(table))
