@@ -146,6 +146,24 @@ def test_one_client_with_two_servers_works(two_memcached: list[Server], tmp_path
     assert all(a["cmd_set"] > b["cmd_set"] for a, b in zip(after, before, strict=True))
 
 
+def test_batches_connect_over_a_unix_socket_like_a_load_run() -> None:
+    """A client's connections are the load run's links: a ``+unix`` server works (was:
+    TCP only), and the server counts every set and get."""
+    with servers.memcached_unix() as server:
+        url = f"memcached+unix://{server.socket_path}"
+        stats = lambda: fetch_stats(parse_target(url, "test"))  # noqa: E731
+        before = stats()
+        result = run_kvbench(
+            "run", "--preset", "put-get-batches", url, "--connections", "2", "--keys", "50",
+            "--no-save", "-q",
+        )  # fmt: skip
+        after = stats()
+    assert result.code == 0, result.stderr + result.stdout
+    assert int(after["cmd_set"]) - int(before["cmd_set"]) == 2 * 50
+    assert int(after["get_hits"]) - int(before["get_hits"]) == 2 * 50
+    assert int(after["get_misses"]) == int(before["get_misses"])
+
+
 def test_batches_refuse_a_request_count() -> None:
     result = run_kvbench(
         "run", "--preset", "put-get-batches", "memcached://127.0.0.1:1", "-n", "10", "--no-save"

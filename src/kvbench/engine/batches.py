@@ -7,7 +7,8 @@ client of their own connected to every server (client-side hashing): a thread se
 sent to the server its placement (workload/placement.py, the one the sharded load run
 uses) names. A client's get batch starts when its own set batch has ended (a barrier per
 client, not across clients, as the threads were independent). All clients run on one
-event loop, as the threads shared one interpreter.
+event loop, as the threads shared one interpreter. A connection is a ``Link``
+(engine/link.py), opened like a load run's (TCP, a Unix socket, TLS, AUTH/SELECT).
 
 Every value is derived from its key alone (workload/verify.py, version 0), so whichever
 client set a key last, a get must return exactly that value: a hit with any other value
@@ -24,9 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kvbench.config.model import RunConfig, TargetConfig
-from kvbench.engine.reconnect import backoff, connect_error_text
-from kvbench.engine.setup import codec_factory_for
-from kvbench.errors import ProtocolError, TargetUnreachable
+from kvbench.engine.link import Link
+from kvbench.engine.reconnect import backoff, connect_error_text, open_link
+from kvbench.engine.setup import codec_factory_for, setup_for, ssl_context_for
+from kvbench.errors import ProtocolError, SetupRefused, TargetUnreachable
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import NEED_DATA, OP_NAMES, CodecOptions, Op, Reply, ReplyKind
@@ -37,7 +39,6 @@ from kvbench.workload.verify import check_value
 
 _now = time.monotonic_ns
 BATCHES = ("set", "get")
-READ_BYTES = 1 << 16
 
 
 @dataclass(slots=True)
@@ -74,21 +75,104 @@ class BatchRun:
     interrupted: bool = False
 
 
-class _Server:
-    """One connection of a client: a stream and a fresh codec per (re)connection."""
+class _Quiet:
+    """The ``LinkHost`` of a batch run's links: a client counts its own failures."""
 
-    def __init__(self, target: TargetConfig, timeout_s: float) -> None:
+    def connection_opened(self) -> None:
+        pass
+
+    def connection_ready(self, link: Link) -> None:
+        pass
+
+    def connection_broken(self, link: Link, announced: bool, was_live: bool, refused: bool) -> None:
+        pass
+
+    def note_error(self, kind: str, text: str) -> None:
+        pass
+
+    def maybe_finished(self) -> None:
+        pass
+
+
+_QUIET = _Quiet()
+
+
+class _BatchLink(Link):
+    """One client's connection to one server: one request in flight, its reply awaited."""
+
+    def __init__(self, target: TargetConfig) -> None:
+        super().__init__(
+            _QUIET,
+            target,
+            ssl_context_for(target),
+            codec_factory_for(target, CodecOptions(keep_payload=True)),
+            setup_for(target),
+        )
+        self._waiter: asyncio.Future[Reply] | None = None
+
+    @property
+    def inflight(self) -> int:
+        return int(self._waiter is not None)
+
+    def fill(self) -> None:
+        """A client sends when its loop says (``request``), never on its own."""
+
+    def _fail_inflight(self, outcome: int) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(ConnectionResetError(f"{self.target.url} closed the connection"))
+
+    def _clear(self) -> None:
+        self._waiter = None
+
+    def request(
+        self, op: Op, key: bytes, value: bytes | memoryview | None
+    ) -> asyncio.Future[Reply]:
+        """Send one request; the future is its reply."""
+        assert self._transport is not None and self._waiter is None
+        out = bytearray()
+        self._codec.encode(op, key, value, out)
+        self._waiter = asyncio.get_running_loop().create_future()
+        self._transport.write(out)
+        return self._waiter
+
+    def data_received(self, data: bytes) -> None:
+        if self._watching:
+            self._watch_read(data)
+        try:
+            self._codec.feed(data)
+            if self._setup_left:
+                self._receive_setup()
+                return
+            reply = self._codec.next_reply()
+        except ProtocolError as exc:
+            waiter, self._waiter = self._waiter, None
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(exc)
+            self._abort()
+            return
+        if reply is NEED_DATA:
+            return
+        waiter, self._waiter = self._waiter, None
+        if waiter is None:  # a reply nobody asked for: the stream is out of step
+            self._abort()
+        elif not waiter.done():
+            waiter.set_result(reply)
+
+
+class _Server:
+    """A client's link to one server, reopened when it breaks (after a backoff: requests to
+    a server that could not be reached fail at once until then)."""
+
+    def __init__(self, target: TargetConfig, connect_timeout_ns: int) -> None:
         self.target = target
-        self._timeout_s = timeout_s
-        self._codec_factory = codec_factory_for(target, CodecOptions(keep_payload=True))
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._codec = self._codec_factory()
+        self._connect_timeout_ns = connect_timeout_ns
+        self._link = _BatchLink(target)
         self._retry_ns = 0  # the backoff after a failed connect (0: none failed)
         self._down_until_ns = 0
 
     async def open(self) -> None:
-        """Connect (again); raises TargetUnreachable when the server cannot be reached.
+        """Connect (again) and set up; raises TargetUnreachable when that fails.
 
         After a failed connect the server is down for a backoff (engine/reconnect.py's):
         requests to it fail at once, without a connect, as python-memcached marks a
@@ -98,40 +182,28 @@ class _Server:
         now = _now()
         if now < self._down_until_ns:
             raise TargetUnreachable(f"{self.target.url} is down (connect failed; retrying)")
+        self._link = _BatchLink(self.target)
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.target.host, self.target.port), self._timeout_s
-            )
-        except (OSError, TimeoutError) as exc:
+            await open_link(self._link, self._connect_timeout_ns)
+        except (OSError, TimeoutError, SetupRefused) as exc:
+            self._link.close()
             self._retry_ns = backoff(self._retry_ns)
             self._down_until_ns = _now() + self._retry_ns
             reason = connect_error_text(exc)
             raise TargetUnreachable(f"cannot connect to {self.target.url}: {reason}") from None
         self._retry_ns = 0
-        self._codec = self._codec_factory()
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._reader = self._writer = None
+        self._link.close()
 
     async def request(
         self, op: Op, key: bytes, value: bytes | memoryview | None
     ) -> tuple[Reply, int, int]:
         """Send one request and wait for its reply: (reply, sent_ns, received_ns)."""
-        if self._writer is None or self._reader is None:
+        if not self._link.live:
             await self.open()
-        assert self._writer is not None and self._reader is not None
-        out = bytearray()
-        self._codec.encode(op, key, value, out)
         sent = _now()
-        self._writer.write(out)
-        while (reply := self._codec.next_reply()) is NEED_DATA:
-            data = await self._reader.read(READ_BYTES)
-            if not data:
-                raise ConnectionResetError(f"{self.target.url} closed the connection")
-            self._codec.feed(data)
-        assert isinstance(reply, Reply)
+        reply = await self._link.request(op, key, value)
         return reply, sent, _now()
 
 
@@ -148,7 +220,7 @@ class BatchClient:
     ) -> None:
         timeout_s = config.load.timeout_ns / 1e9
         self._timeout_s = timeout_s
-        self._servers = [_Server(t, config.load.connect_timeout_ns / 1e9) for t in config.targets]
+        self._servers = [_Server(t, config.load.connect_timeout_ns) for t in config.targets]
         self._keys, self._values, self._placed = keys, values, servers
         self._run = run
         self.times = {b: BatchTimes() for b in BATCHES}
