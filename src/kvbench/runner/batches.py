@@ -17,15 +17,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from kvbench import __version__
 from kvbench.config.model import RunConfig
 from kvbench.engine.batches import BATCHES, BatchRun, run_batches
 from kvbench.errors import TargetUnreachable
-from kvbench.results.environment import describe_environment
 from kvbench.results.model import RunResult
 from kvbench.runner import probe
-from kvbench.runner.coordinator import new_run_id
-from kvbench.runner.process import event_loop_name
+from kvbench.runner.coordinator import fresh_result
 
 
 def batch_config(config: RunConfig, clients: int) -> RunConfig:
@@ -103,12 +100,10 @@ def _result(
     ]
     if batch.mismatch_keys:
         workers[0]["mismatch_keys"] = list(batch.mismatch_keys)
-    return RunResult(
-        run_id=new_run_id(),
+    return fresh_result(
         started_at=started_at,
         status=status,
         mode="closed",
-        kvbench_version=__version__,
         config=config.to_dict(),
         targets=targets,
         window_start_ns=start,
@@ -116,7 +111,7 @@ def _result(
         intervals=intervals,
         workers=workers,
         errors=list(batch.errors),
-        environment={**describe_environment(event_loop_name()), "driver": "batches (python)"},
+        driver="batches (python)",
         server={"before": before, "after": after, "settings": None, "intervals": []},
         rounds=[{"round": 0, "window_start_ns": start, "window_end_ns": end, "status": status}],
     )

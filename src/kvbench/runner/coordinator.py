@@ -367,15 +367,13 @@ class Coordinator:
             raise RunAborted("measure", errors[0] if errors else "no worker reported")
         trace = self._trace_section(tallies)
         replay = self.config.replay
-        return RunResult(
+        return fresh_result(
             trace=trace,
-            run_id=new_run_id(),
             started_at=started_at,
             status=status,
             mode="open"
             if self.config.load.rate_per_s is not None or (replay is not None and replay.timed)
             else "closed",
-            kvbench_version=__version__,
             config=self.config.to_dict(),
             targets=targets,
             window_start_ns=rounds[0]["window_start_ns"],
@@ -384,13 +382,8 @@ class Coordinator:
             phases={name: merge_snapshots(snaps) for name, snaps in others.items() if snaps},
             workers=list(workers.values()),
             errors=errors,
-            environment={
-                **describe_environment(event_loop_name()),
-                # The connection driver every worker ran (engine/fastpath.py).
-                "driver": ", ".join(
-                    sorted({w["driver"] for w in workers.values() if "driver" in w})
-                ),
-            },
+            # The connection driver every worker ran (engine/fastpath.py).
+            driver=", ".join(sorted({w["driver"] for w in workers.values() if "driver" in w})),
             rounds=rounds,
             server={**self._server, "sample_errors": self._sample_errors[:5]},
         )
@@ -454,6 +447,17 @@ class Coordinator:
             if summary.last_error:
                 errors.append(f"{prefix}worker {index}: {summary.last_error} ({summary.errors})")
         return errors
+
+
+def fresh_result(*, driver: str | None = None, **fields: Any) -> RunResult:
+    """A run's result, measured now (``fields``: RunResult's others): a new id, this
+    kvbench's version, this host's environment and the connection driver ran."""
+    environment = describe_environment(event_loop_name())
+    if driver is not None:
+        environment["driver"] = driver
+    return RunResult(
+        run_id=new_run_id(), kvbench_version=__version__, environment=environment, **fields
+    )
 
 
 def new_run_id() -> str:

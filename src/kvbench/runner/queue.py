@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kvbench import __version__
 from kvbench.config.queue import QueueConfig
 from kvbench.engine.queue_worker import QueueInterval, QueueProgress, QueueSummary, QueueWorkerSpec
 from kvbench.errors import RunAborted, TargetUnreachable, WorkerFailed
@@ -38,16 +37,14 @@ from kvbench.metrics.backlog import backlog_at, backlog_peak
 from kvbench.metrics.delivery import Acknowledged, DeliveryLedger
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
-from kvbench.results.environment import describe_environment
 from kvbench.results.model import RunResult
 from kvbench.results.queue import QueueInterval as QueueRecord
 from kvbench.results.queue import QueueSection
 from kvbench.runner import messages as m
 from kvbench.runner import probe
-from kvbench.runner.coordinator import new_run_id
+from kvbench.runner.coordinator import fresh_result
 from kvbench.runner.local import LocalLauncher
 from kvbench.runner.pool import WorkerPool
-from kvbench.runner.process import event_loop_name
 from kvbench.runner.queue_probe import server_backlog
 from kvbench.units import share_out
 
@@ -418,12 +415,10 @@ class QueueCoordinator:
             status = "ok"
         queue = self._section(drained=self._drained and not self._interrupted and not failed)
         end_ns = max(queue.produce_end_ns, queue.consume_end_ns, self._start_ns)
-        return RunResult(
-            run_id=new_run_id(),
+        return fresh_result(
             started_at=started_at,
             status=status,
             mode="queue",
-            kvbench_version=__version__,
             config=self.config.to_dict() | {"run_tag": self.run_tag},
             targets=targets,
             window_start_ns=self._start_ns,
@@ -431,7 +426,6 @@ class QueueCoordinator:
             intervals=self._snapshots,
             workers=[_worker_row(w) for w in self._workers],
             errors=_errors(self._workers),
-            environment=describe_environment(event_loop_name()),
             server=self._server,
             queue=queue,
         )
