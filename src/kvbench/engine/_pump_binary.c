@@ -137,6 +137,8 @@ static Py_ssize_t
 completion(const Packet *k, const Head *head, long long hits, Scan *s)
 {
     unsigned status = k->status;
+    if (head->op > OP_MGET || head->family > F_ARITH)
+        return scan_fail(s, "no compiled scanner for this op");
     if (k->opcode != (unsigned)OPCODES[head->op])
         return scan_failf(s, NULL, 0, "opcode 0x%02x answers a %s request", k->opcode,
                           OP_NAMES[head->op]);
@@ -275,6 +277,8 @@ encode_binary(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t
         return 0;
     }
     Request r;
+    if (op > OP_MGET) /* a replay's other ops: the Python driver sends them here */
+        return no_encoding(op);
     if (request_of(op, key, value, o, &r) < 0)
         return -1;
     unsigned extlen = op == OP_SET ? 8 : op == OP_INCR || op == OP_DECR ? 20 : 0;

@@ -205,6 +205,8 @@ scan_meta(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
         return scan_no_request(s);
     if (head->family == F_MGET)
         return meta_mget(p, n, head, max, s);
+    if (head->family > F_ARITH) /* RESP's */
+        return scan_fail(s, "no compiled scanner for this op");
     Token token;
     token_of(head->tag, &token);
     const char *success = head->family == F_GET      ? "EN"
@@ -281,6 +283,8 @@ encode_meta(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
         return 0;
     }
     Request r;
+    if (op > OP_MGET) /* a replay's other ops: the Python driver sends them here */
+        return no_encoding(op);
     if (request_of(op, key, value, o, &r) < 0)
         return -1;
     switch (op) {
