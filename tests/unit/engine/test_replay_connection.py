@@ -90,7 +90,7 @@ def test_the_lane_counts_every_request_its_connection_took(
         for i in range(200)
     ]
     path = write_trace(tmp_path / "t.csv", rows)
-    worker, feed, (conn,), (sink,) = lane_connections(path, speed, compiled)
+    _, feed, (conn,), (sink,) = lane_connections(path, speed, compiled)
     lane = feed.lanes[0]
     if compiled:
         assert conn._pump is not None
