@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from kvbench.config import load_config
 from kvbench.config.model import RunConfig
+from kvbench.config.replay import ReplayConfig
 from kvbench.engine import fastpath
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.shards import build_shards
@@ -116,3 +118,33 @@ def test_a_pump_sends_what_the_connections_codec_would(url: str, ttl_bytes: byte
         source.refill()
     assert written[0] == bytes(expected[: len(written[0])])
     assert ttl_bytes in written[0]
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("memcached://127.0.0.1:1", None),
+        ("redis://127.0.0.1:1/0", None),
+        (
+            "memcached+binary://127.0.0.1:1",
+            "a replay's add on memcache-binary has no compiled scanner",
+        ),
+        ("memcached+meta://127.0.0.1:1", "a replay's add on memcache-meta has no compiled scanner"),
+        ("redis://127.0.0.1:1/0?resp=3", "resp3 has no compiled scanner"),
+    ],
+)
+def test_a_replay_is_compiled_where_the_pump_sends_every_op_its_mapping_can(
+    url: str, reason: str | None
+) -> None:
+    """Decided from the protocol's op mapping before the trace is read: memcached text
+    sends all eleven trace ops compiled, Redis the nine it has; binary and meta name the
+    first op their pump lacks."""
+    pump_oracle.require_compiled()
+    run = replace(config(url), replay=ReplayConfig("trace.csv"))
+    assert fastpath.python_reason(run) == reason
+    families = fastpath.PROTOCOLS["memcache-text"][1]
+    assert all(families[op] for op in fastpath.replay_ops("memcache-text"))
+    assert len(fastpath.replay_ops("memcache-text")) == 11
+    assert [op.name for op in fastpath.replay_ops("resp2")] == [
+        "GET", "SET", "DELETE", "INCR", "DECR", "ADD", "REPLACE", "APPEND"
+    ]  # fmt: skip
