@@ -191,6 +191,28 @@ def test_redis_counters_equal_the_requests_sent(
     assert doc["totals"]["errors"] == 0
 
 
+def test_lanes_with_few_clients_finish_with_every_row_sent(
+    fresh_memcached: Server, tmp_path: Path, driver: str
+) -> None:
+    """Two clients on six connections: most lanes never get a row, one client's rows come
+    only after the other's; every lane waits (its pump sends nothing) until it has rows or
+    the trace ends, and the replay ends with every row sent and counted by the server."""
+    rows = [
+        (i // 1000, f"k:{i % 700}", 5, 20 if i % 4 == 0 else 0, "early" if i < 3000 else "late",
+         "set" if i % 4 == 0 else "get", 0)
+        for i in range(4000)
+    ]  # fmt: skip
+    trace = write_trace(tmp_path / "t.csv", rows)
+    before = memcached_stats(fresh_memcached)
+    url = f"memcached://{fresh_memcached.address}"
+    doc = replay_max(trace, url, tmp_path, "-c", "6", "-P", "4", driver=driver)
+    after = memcached_stats(fresh_memcached)
+    assert doc["status"] == "ok" and doc["totals"]["ops"] == 4000 == doc["trace"]["sent"]["total"]
+    assert deltas(before, after, "cmd_get") == doc["ops"]["get"]["count"] == 3000
+    assert deltas(before, after, "cmd_set") == doc["ops"]["set"]["count"] == 1000
+    assert doc["connections"]["errors"] == 0 and doc["totals"]["errors"] == 0
+
+
 def redis_calls(server: Server) -> dict[str, int]:
     raw = fetch_stats(parse_target(f"redis://{server.address}"))
     return {
