@@ -8,14 +8,21 @@ records each send's lag, and measures each reply from its intended time (service
 beside it), as ``Connection.issue_scheduled`` and ``_account`` do in Python.
 The connections of a server share a ``Stream``: the workload's chunks of ops, keys and
 values, which C encodes as the codecs would (tests compare the bytes); each pump numbers
-its own opaques (binary, meta), as each connection's codec does.
+its own opaques (binary, meta), as each connection's codec does. A replay's connection
+has a ``Stream`` of its own, fed by its lane of the trace (workload/trace_source.py):
+each chunk hands the stream its writes' TTL, and a lane with no rows now makes its pump
+send nothing until the worker, told the lane got rows, issues again. A replay is compiled
+where the C side encodes every op the protocol's trace mapping can send (memcached text:
+all eleven trace ops; RESP2: add and replace as SET NX/XX, append); memcached binary and
+meta pumps encode a workload mix's ops only.
 The worker's send state (issuing, budget, interval cut time, byte counts) lives in one
 ``Tally`` both paths read and write, and the replies the pumps accounted are moved into
 the recorder's buffers at every interval cut, so the fold and everything after it is
 the same whichever path counted them.
 
 Everything else stays in Python: ``--verify``, ``--command``, ``--ttl`` ranges, RESP3,
-HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any build
+HTTP, Redis Cluster (redirects are followed by engine/redirect.py), a replay on memcached
+binary or meta, and any build
 without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
 path too); ``python_reason`` names the reason, and the run records it.
 """
