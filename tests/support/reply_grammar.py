@@ -247,6 +247,11 @@ BINARY_OPCODES = {
     Op.INCR: 0x05,
     Op.DECR: 0x06,
     Op.MGET: 0x0A,
+    Op.GETS: 0x00,
+    Op.ADD: 0x02,
+    Op.REPLACE: 0x03,
+    Op.APPEND: 0x0E,
+    Op.PREPEND: 0x0F,
 }
 GETKQ, SETQ, NOOP = 0x0D, 0x11, 0x0A
 # Statuses besides OK (0): not found, exists, not stored, non-numeric, unknown command,
@@ -287,12 +292,12 @@ def binary_reply(draw: Draw, op: Op, key: Any, opaque: int) -> bytes:
     if choice == 3:  # a quiet op's failure or a stray getkq first, in range or not
         stray = packet(pick(draw, (SETQ, GETKQ, 0x14, 0x1A, 0x00)), tag - draw(0, 2), 5)
         return stray + binary_reply(draw, op, key, opaque)
-    if op == Op.GET:
+    if op in (Op.GET, Op.GETS):
         if draw(0, 1):
             extras = b"\0\0\0\7" if draw(0, 5) else pick(draw, (b"", b"12345678"))
             return packet(opcode, tag, 0, extras=extras, value=some_bytes(draw, 24))
         return packet(opcode, tag, 1, value=b"Not found")
-    if op == Op.SET:
+    if op in TEXT_STORES:  # (add: exists, replace: not found are not stored)
         return packet(opcode, tag, pick(draw, (0, 0, 5, 2, 1)))
     if op == Op.DELETE:
         return packet(opcode, tag, pick(draw, (0, 1, 2)))
@@ -393,11 +398,11 @@ def meta_reply(draw: Draw, op: Op, key: Any, token: int) -> bytes:
         return pick(draw, META_ERRORS) + b"\r\n"
     if choice == 1:
         return some_bytes(draw, 12) + b"\r\n"
-    if op == Op.GET:
+    if op in (Op.GET, Op.GETS):  # (gets: the c flag's value among the VA line's flags)
         if draw(0, 1):
             return meta_value(draw, token)
         return meta_status(draw, (b"EN",), token)
-    if op == Op.SET:
+    if op in TEXT_STORES:
         return meta_status(draw, (b"HD", b"NS", b"EX", b"NF"), token)
     if op == Op.DELETE:
         return meta_status(draw, (b"HD", b"NF", b"EX"), token)

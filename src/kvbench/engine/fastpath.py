@@ -12,17 +12,16 @@ its own opaques (binary, meta), as each connection's codec does. A replay's conn
 has a ``Stream`` of its own, fed by its lane of the trace (workload/trace_source.py):
 each chunk hands the stream its writes' TTL, and a lane with no rows now makes its pump
 send nothing until the worker, told the lane got rows, issues again. A replay is compiled
-where the C side encodes every op the protocol's trace mapping can send (memcached text:
-all eleven trace ops; RESP2: add and replace as SET NX/XX, append); memcached binary and
-meta pumps encode a workload mix's ops only.
+where the C side encodes every op the protocol's trace mapping can send (memcached text
+and meta: all eleven trace ops; binary: all but a tokenless cas, which a replay skips
+there; RESP2: add and replace as SET NX/XX, append).
 The worker's send state (issuing, budget, interval cut time, byte counts) lives in one
 ``Tally`` both paths read and write, and the replies the pumps accounted are moved into
 the recorder's buffers at every interval cut, so the fold and everything after it is
 the same whichever path counted them.
 
 Everything else stays in Python: ``--verify``, ``--command``, ``--ttl`` ranges, RESP3,
-HTTP, Redis Cluster (redirects are followed by engine/redirect.py), a replay on memcached
-binary or meta, and any build
+HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any build
 without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
 path too); ``python_reason`` names the reason, and the run records it.
 """
@@ -88,12 +87,17 @@ _TEXT_FAMILIES = {
     Op.CAS: "STORE",
 }
 _RESP2_FAMILIES = {**_FAMILIES, Op.ADD: "STORE", Op.REPLACE: "STORE", Op.APPEND: "APPEND"}
+# memcached meta sends them as text does (gets as "mg ... v c", the stores with their mode
+# flag, cas as "C0"); binary all but cas (a replay skips a tokenless one there: CAS 0 is
+# no check), each answered with the codec's per-op statuses.
+_META_FAMILIES = _TEXT_FAMILIES
+_BINARY_FAMILIES: dict[Op, str] = {op: f for op, f in _TEXT_FAMILIES.items() if op != Op.CAS}
 # protocol name -> (the C side's protocol number, op -> family)
 PROTOCOLS: dict[str, tuple[int, bytes]] = (
     {
         "memcache-text": (int(_pump.TEXT), _families(_TEXT_FAMILIES)),
-        "memcache-binary": (int(_pump.BINARY), _families(_FAMILIES)),
-        "memcache-meta": (int(_pump.META), _families(_FAMILIES)),
+        "memcache-binary": (int(_pump.BINARY), _families(_BINARY_FAMILIES)),
+        "memcache-meta": (int(_pump.META), _families(_META_FAMILIES)),
         "resp2": (int(_pump.RESP2), _families(_RESP2_FAMILIES)),
     }
     if _pump is not None
