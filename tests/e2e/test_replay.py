@@ -362,13 +362,14 @@ TTL_ROWS: list[Row] = [
 ]
 
 
+@pytest.mark.parametrize("scheme", ["memcached", "memcached+meta", "memcached+binary"])
 def test_each_write_is_sent_with_its_rows_ttl_memcached(
-    fresh_memcached: Server, tmp_path: Path, driver: str
+    fresh_memcached: Server, tmp_path: Path, driver: str, scheme: str
 ) -> None:
     """Writes of four TTLs on two connections: each chunk of a lane carries its own (the
     compiled stream's too), and the server's items have their rows' TTLs."""
     trace = write_trace(tmp_path / "t.csv", TTL_ROWS)
-    url = f"memcached://{fresh_memcached.address}"
+    url = f"{scheme}://{fresh_memcached.address}"
     assert replay_max(trace, url, tmp_path, "-c", "2", driver=driver)["status"] == "ok"
     dump = _ask(fresh_memcached, b"lru_crawler metadump all\r\n", b"END\r\n").decode()
     items = {
