@@ -9,7 +9,8 @@ raises and never crashes. Protocols: memcached text, binary and meta, RESP2.
 
 The first input byte chooses the mode: grammar-aware (even: replies drawn from each op
 family's grammar, tests/support/reply_grammar.py, by the rest of the input, then mutated)
-or raw (odd: the next bytes choose the protocol, up to 8 ops, the read size, the reply
+or raw (odd: the next bytes choose the protocol, up to 8 of the ops the pump sends on it
+(a replay's too), the read size, the reply
 bound and closed or open loop; the rest is the server's byte stream as it is).
 
 Run by hand (not in CI), from the repository root:
@@ -44,7 +45,8 @@ def test_one_input(data: bytes) -> None:
     count = 1 + data[2] % 8
     if len(data) < 5 + count:
         return
-    ops = [int(pump_oracle.OPS[b % len(pump_oracle.OPS)]) for b in data[5 : 5 + count]]
+    sent = pump_oracle.ops_of(protocol)
+    ops = [int(sent[b % len(sent)]) for b in data[5 : 5 + count]]
     keys = [(b"a", b"b") if op == Op.MGET else b"k" for op in ops]
     wire = data[5 + count :]
     step = 1 + data[3] % 32

@@ -1,6 +1,7 @@
 """``kvbench replay`` end to end against real servers: what was sent equals what the
-server counted, by op; a bad row is one line and exit 2; ``--speed`` scales the span; the
-replay is a stored run whose trace section every output shows."""
+server counted, by op, on both drivers (the compiled pumps and the Python connections);
+each write carries its row's TTL; a bad row is one line and exit 2; ``--speed`` scales the
+span; the replay is a stored run whose trace section every output shows."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from typing import Any
 import pytest
 
 from kvbench.config.targets import parse_target
+from kvbench.engine import fastpath
 from kvbench.runner.probe import fetch_stats
+from tests.support import pump_oracle
 from tests.support.cli import read_json, run_kvbench
 from tests.support.servers import Server
 from tests.support.traces import Row, write_trace
@@ -54,14 +57,50 @@ def every_op_rows(n: int, *, seconds: int = 3, clients: int = 9, seed: int = 3) 
     return rows
 
 
-def replay_max(trace: Path, url: str, tmp_path: Path, *flags: str) -> dict[str, Any]:
-    """``kvbench replay TRACE URL --speed max FLAGS``: its result document."""
+# Each replay test runs on both drivers: the compiled pumps (every protocol's pump sends
+# every op its replay mapping has), and the Python connections.
+DRIVERS = ("compiled", "python")
+
+
+@pytest.fixture(params=DRIVERS)
+def driver(request: pytest.FixtureRequest) -> str:
+    """The driver a test's replays run on: the compiled one (where the build has it) or
+    the Python one (``KVBENCH_PURE_PYTHON``)."""
+    if request.param == "compiled":
+        pump_oracle.require_compiled()
+    return str(request.param)
+
+
+def driver_env(driver: str) -> dict[str, str]:
+    return {fastpath.PURE_PYTHON_ENV: "1"} if driver == "python" else {}
+
+
+def replay_max(
+    trace: Path, url: str, tmp_path: Path, *flags: str, driver: str = "compiled"
+) -> dict[str, Any]:
+    """``kvbench replay TRACE URL --speed max FLAGS`` on ``driver``: its result document,
+    checked to record the driver it ran on."""
     out = tmp_path / "run.json"
     result = run_kvbench(
-        "replay", str(trace), url, "--speed", "max", *flags, "--no-save", "-q", "--json", str(out)
-    )
+        "replay", str(trace), url, "--speed", "max", *flags, "--no-save", "-q", "--json", str(out),
+        env=driver_env(driver),
+    )  # fmt: skip
     assert result.code in (0, 1), result.stderr
-    return read_json(out)
+    doc = read_json(out)
+    check_driver(doc, driver)
+    return doc
+
+
+def check_driver(doc: dict[str, Any], driver: str) -> None:
+    """The run records the driver it ran on."""
+    if driver == "python":
+        expected = f"python ({fastpath.PURE_PYTHON_ENV} is set)"
+    elif fastpath.compiled():
+        expected = "compiled"
+    else:
+        return
+    assert doc["environment"]["driver"] == expected
+    assert {w["driver"] for w in doc["workers"]} == {expected}
 
 
 def memcached_stats(server: Server) -> dict[str, int]:
@@ -75,15 +114,16 @@ def deltas(before: dict[str, int], after: dict[str, int], *names: str) -> int:
 
 @pytest.mark.parametrize("scheme", ["memcached", "memcached+meta", "memcached+binary"])
 def test_memcached_counters_equal_the_requests_sent(
-    fresh_memcached: Server, tmp_path: Path, scheme: str
+    fresh_memcached: Server, tmp_path: Path, scheme: str, driver: str
 ) -> None:
     """Every trace op, two processes, keys fitted to their sizes: each of memcached's
-    counters grew by exactly the requests of the ops it counts, and every row was sent."""
+    counters grew by exactly the requests of the ops it counts, and every row was sent
+    (on the compiled pumps too: all eleven ops on text and meta, ten on binary)."""
     rows = every_op_rows(4000)
     trace = write_trace(tmp_path / "t.csv.zst", rows, compress=True)
     before = memcached_stats(fresh_memcached)
     doc = replay_max(trace, f"{scheme}://{fresh_memcached.address}", tmp_path, "-c", "6",
-                     "-P", "4", "--processes", "2")  # fmt: skip
+                     "-P", "4", "--processes", "2", driver=driver)  # fmt: skip
     after = memcached_stats(fresh_memcached)
     ops = {name: row["count"] for name, row in doc["ops"].items()}
     trace_ops = Counter(r[5] for r in rows)
@@ -109,13 +149,17 @@ def test_memcached_counters_equal_the_requests_sent(
     assert all(r["matches"] for r in doc["server"]["reconciliation"])
 
 
-def test_redis_counters_equal_the_requests_sent(fresh_redis: Server, tmp_path: Path) -> None:
+def test_redis_counters_equal_the_requests_sent(
+    fresh_redis: Server, tmp_path: Path, driver: str
+) -> None:
     """On Redis: gets is a GET, add and replace SET NX/XX; cas and prepend have no form
     and are skipped and counted; each command's calls grew by the requests sent as it."""
     rows = every_op_rows(3000)
     trace = write_trace(tmp_path / "t.csv", rows)
     before = redis_calls(fresh_redis)
-    doc = replay_max(trace, f"redis://{fresh_redis.address}", tmp_path, "-c", "4", "-P", "8")
+    doc = replay_max(
+        trace, f"redis://{fresh_redis.address}", tmp_path, "-c", "4", "-P", "8", driver=driver
+    )
     after = redis_calls(fresh_redis)
     ops = {name: row["count"] for name, row in doc["ops"].items()}
     trace_ops = Counter(r[5] for r in rows)
@@ -137,6 +181,28 @@ def test_redis_counters_equal_the_requests_sent(fresh_redis: Server, tmp_path: P
     assert grew("incr") == ops["incr"]
     assert grew("decr") == ops["decr"]
     assert doc["totals"]["errors"] == 0
+
+
+def test_lanes_with_few_clients_finish_with_every_row_sent(
+    fresh_memcached: Server, tmp_path: Path, driver: str
+) -> None:
+    """Two clients on six connections: most lanes never get a row, one client's rows come
+    only after the other's; every lane waits (its pump sends nothing) until it has rows or
+    the trace ends, and the replay ends with every row sent and counted by the server."""
+    rows = [
+        (i // 1000, f"k:{i % 700}", 5, 20 if i % 4 == 0 else 0, "early" if i < 3000 else "late",
+         "set" if i % 4 == 0 else "get", 0)
+        for i in range(4000)
+    ]  # fmt: skip
+    trace = write_trace(tmp_path / "t.csv", rows)
+    before = memcached_stats(fresh_memcached)
+    url = f"memcached://{fresh_memcached.address}"
+    doc = replay_max(trace, url, tmp_path, "-c", "6", "-P", "4", driver=driver)
+    after = memcached_stats(fresh_memcached)
+    assert doc["status"] == "ok" and doc["totals"]["ops"] == 4000 == doc["trace"]["sent"]["total"]
+    assert deltas(before, after, "cmd_get") == doc["ops"]["get"]["count"] == 3000
+    assert deltas(before, after, "cmd_set") == doc["ops"]["set"]["count"] == 1000
+    assert doc["connections"]["errors"] == 0 and doc["totals"]["errors"] == 0
 
 
 def redis_calls(server: Server) -> dict[str, int]:
@@ -181,9 +247,13 @@ def test_a_bad_row_is_one_line_naming_the_file_and_line(
     assert "replay" not in listed.stdout and "bad.csv" not in listed.stdout
 
 
-def test_speed_2_takes_half_the_traces_span(memcached_server: Server, tmp_path: Path) -> None:
+def test_speed_2_takes_half_the_traces_span(
+    memcached_server: Server, tmp_path: Path, driver: str
+) -> None:
     """A 4 s trace at --speed 2: its requests go out over about 2 s, each at its row's time
-    (rows of one second spread over it) halved; offered per interval follows the trace."""
+    (rows of one second spread over it) halved; offered per interval follows the trace.
+    On the compiled driver the open-loop dispatcher hands each pump its lane's due rows
+    (``Pump.issue_scheduled``)."""
     rows = [
         (i // 150, f"k:{i % 300}", 6, 0 if i % 3 else 50, i % 5, "get" if i % 3 else "set", 0)
         for i in range(600)
@@ -204,9 +274,11 @@ def test_speed_2_takes_half_the_traces_span(memcached_server: Server, tmp_path: 
         "-q",
         "--json",
         str(out),
+        env=driver_env(driver),
     )
     assert result.code == 0, result.stderr + result.stdout
     doc = read_json(out)
+    check_driver(doc, driver)
     # The last row is due at (3 + 149/150) / 2 = 1.997 s; replies follow within the run.
     assert 1.95 <= doc["window_s"] <= 2.4, doc["window_s"]
     assert doc["mode"] == "open"
@@ -290,14 +362,15 @@ TTL_ROWS: list[Row] = [
 ]
 
 
+@pytest.mark.parametrize("scheme", ["memcached", "memcached+meta", "memcached+binary"])
 def test_each_write_is_sent_with_its_rows_ttl_memcached(
-    fresh_memcached: Server, tmp_path: Path
+    fresh_memcached: Server, tmp_path: Path, driver: str, scheme: str
 ) -> None:
+    """Writes of four TTLs on two connections: each chunk of a lane carries its own (the
+    compiled stream's too), and the server's items have their rows' TTLs."""
     trace = write_trace(tmp_path / "t.csv", TTL_ROWS)
-    assert (
-        replay_max(trace, f"memcached://{fresh_memcached.address}", tmp_path, "-c", "2")["status"]
-        == "ok"
-    )
+    url = f"{scheme}://{fresh_memcached.address}"
+    assert replay_max(trace, url, tmp_path, "-c", "2", driver=driver)["status"] == "ok"
     dump = _ask(fresh_memcached, b"lru_crawler metadump all\r\n", b"END\r\n").decode()
     items = {
         fields["key"]: fields
@@ -312,11 +385,12 @@ def test_each_write_is_sent_with_its_rows_ttl_memcached(
     assert ttls == {"ttl:long": 1000, "ttl:short": 50, "ttl:none": 0, "ttl:added": 70}
 
 
-def test_each_write_is_sent_with_its_rows_ttl_redis(fresh_redis: Server, tmp_path: Path) -> None:
+def test_each_write_is_sent_with_its_rows_ttl_redis(
+    fresh_redis: Server, tmp_path: Path, driver: str
+) -> None:
     trace = write_trace(tmp_path / "t.csv", TTL_ROWS)
-    assert (
-        replay_max(trace, f"redis://{fresh_redis.address}", tmp_path, "-c", "2")["status"] == "ok"
-    )
+    url = f"redis://{fresh_redis.address}"
+    assert replay_max(trace, url, tmp_path, "-c", "2", driver=driver)["status"] == "ok"
     got = {}
     for key in ("ttl:long", "ttl:short", "ttl:none", "ttl:added"):
         reply = _ask(fresh_redis, b"TTL %s\r\n" % key.encode(), b"\r\n")

@@ -1,7 +1,9 @@
 """The compiled pump against the Python codecs on the same hostile replies (STYLE §6a).
 
 The oracle of the differential test (tests/unit/engine/test_pump_replies.py) and of the
-atheris harness (fuzz/fuzz_pump.py): requests of every op family on a fresh connection, the
+atheris harness (fuzz/fuzz_pump.py): requests of every op the pump sends on the protocol
+(a replay's gets, add, replace, append, prepend and cas besides a mix's) on a fresh
+connection, the
 replies a hostile server may send them (tests/support/reply_grammar.py: memcached text,
 binary and meta, RESP2), and a comparison of what the compiled pump and the codec make of
 them, read in the same random pieces. Both must write the same requests (opaques
@@ -37,7 +39,17 @@ from tests.support.reply_grammar import (
 )
 
 # Draw and seeded are the fuzz harness's way in, with the rest.
-__all__ = ["OPS", "PROTOCOLS", "Draw", "Exchange", "check", "codec_outcome", "exchange", "seeded"]
+__all__ = [
+    "OPS",
+    "PROTOCOLS",
+    "Draw",
+    "Exchange",
+    "check",
+    "codec_outcome",
+    "exchange",
+    "ops_of",
+    "seeded",
+]
 
 
 def require_compiled(module: bool = False) -> None:
@@ -60,10 +72,19 @@ def require_compiled(module: bool = False) -> None:
     pytest.skip(reason, allow_module_level=module)
 
 
-# The ops a compiled run sends, by the families the C scanner checks (engine/fastpath.py).
+# The ops a compiled run of a workload mix sends (every protocol's pump encodes them).
 OPS = (Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.DECR, Op.MGET)
 # The protocols the pump speaks, by their codec's name.
 PROTOCOLS = ("memcache-text", "resp2", "memcache-binary", "memcache-meta")
+# The ops whose request carries a value.
+STORES = frozenset({Op.SET, Op.ADD, Op.REPLACE, Op.APPEND, Op.PREPEND, Op.CAS})
+
+
+def ops_of(protocol: str) -> tuple[Op, ...]:
+    """The ops the pump encodes and scans on ``protocol`` (engine/fastpath.py's families):
+    a workload mix's, and those a replay adds where the C side has them."""
+    families = fastpath.PROTOCOLS[protocol][1]
+    return tuple(op for op in Op if families[op])
 
 
 # -- one exchange ----------------------------------------------------------------------
@@ -83,7 +104,7 @@ class Exchange:
 
     @property
     def values(self) -> list[Any]:
-        return [b"vvv" if op == Op.SET else None for op in self.ops]
+        return [b"vvv" if op in STORES else None for op in self.ops]
 
 
 def exchange(draw: Draw, protocol: str | None = None) -> Exchange:
@@ -91,7 +112,7 @@ def exchange(draw: Draw, protocol: str | None = None) -> Exchange:
     bytes, or as the grammar wrote them), read in pieces."""
     if protocol is None:
         protocol = pick(draw, PROTOCOLS)
-    ops = [int(pick(draw, OPS)) for _ in range(draw(1, 8))]
+    ops = [int(pick(draw, ops_of(protocol))) for _ in range(draw(1, 8))]
     keys = [
         tuple(key_for(draw) for _ in range(draw(1, 4))) if op == Op.MGET else key_for(draw)
         for op in ops

@@ -76,6 +76,8 @@ TEXT_WORDS = (
     b"VALUE",
 )
 ERROR_LINES = (b"ERROR", b"CLIENT_ERROR bad data chunk", b"SERVER_ERROR out of memory")
+# The memcached text storage commands (a replay's besides set): answered as a set is.
+TEXT_STORES = (Op.SET, Op.ADD, Op.REPLACE, Op.APPEND, Op.PREPEND, Op.CAS)
 
 
 class Draw(Protocol):
@@ -115,13 +117,13 @@ def text_reply(draw: Draw, op: Op, key: Any) -> bytes:
         return pick(draw, TEXT_WORDS) + b"\r\n"
     if choice == 2:
         return some_bytes(draw, 12) + b"\r\n"
-    if op == Op.GET:
+    if op in (Op.GET, Op.GETS):  # a gets hit's VALUE line has a cas field (value_block)
         return value_block(draw, key) + b"END\r\n" if draw(0, 1) else b"END\r\n"
     if op == Op.MGET:
         blocks = b"".join(value_block(draw, k) for k in key if draw(0, 1))
         tail = pick(draw, ERROR_LINES) + b"\r\n" if draw(0, 7) == 0 else b"END\r\n"
         return blocks + tail
-    if op == Op.SET:
+    if op in TEXT_STORES:
         return pick(draw, TEXT_WORDS[:4]) + b"\r\n"
     if op == Op.DELETE:
         return pick(draw, (b"DELETED", b"NOT_FOUND")) + b"\r\n"
@@ -154,7 +156,7 @@ def resp_reply(draw: Draw, op: Op, key: Any) -> bytes:
         return some_bytes(draw, 12) + b"\r\n"
     if op == Op.GET:
         return pick(draw, (bulk(draw), b"$-1\r\n", b"*-1\r\n", b"_\r\n", b"+x\r\n"))
-    if op == Op.SET:  # OK as a status or a bulk string; a null (SET NX/XX); near misses
+    if op in (Op.SET, Op.ADD, Op.REPLACE):  # OK, status or bulk; a null (NX/XX); near misses
         return pick(
             draw,
             (b"+OK\r\n", b"$2\r\nOK\r\n", b"$-1\r\n", b"+OKAY\r\n", b"$3\r\nOK!\r\n", b"+ok\r\n"),
@@ -169,6 +171,7 @@ def resp_reply(draw: Draw, op: Op, key: Any) -> bytes:
         return b"*%b\r\n" % count + b"".join(items)
     if op == Op.DELETE:
         return b":%d\r\n" % draw(0, 3)
+    # incr/decr: the new value; append: the value's new length
     number = pick(draw, EDGE_NUMBERS) if draw(0, 1) else b"%d" % draw(-INT64, INT64 - 1)
     return b":" + number + b"\r\n"
 
@@ -244,6 +247,11 @@ BINARY_OPCODES = {
     Op.INCR: 0x05,
     Op.DECR: 0x06,
     Op.MGET: 0x0A,
+    Op.GETS: 0x00,
+    Op.ADD: 0x02,
+    Op.REPLACE: 0x03,
+    Op.APPEND: 0x0E,
+    Op.PREPEND: 0x0F,
 }
 GETKQ, SETQ, NOOP = 0x0D, 0x11, 0x0A
 # Statuses besides OK (0): not found, exists, not stored, non-numeric, unknown command,
@@ -284,12 +292,12 @@ def binary_reply(draw: Draw, op: Op, key: Any, opaque: int) -> bytes:
     if choice == 3:  # a quiet op's failure or a stray getkq first, in range or not
         stray = packet(pick(draw, (SETQ, GETKQ, 0x14, 0x1A, 0x00)), tag - draw(0, 2), 5)
         return stray + binary_reply(draw, op, key, opaque)
-    if op == Op.GET:
+    if op in (Op.GET, Op.GETS):
         if draw(0, 1):
             extras = b"\0\0\0\7" if draw(0, 5) else pick(draw, (b"", b"12345678"))
             return packet(opcode, tag, 0, extras=extras, value=some_bytes(draw, 24))
         return packet(opcode, tag, 1, value=b"Not found")
-    if op == Op.SET:
+    if op in TEXT_STORES:  # (add: exists, replace: not found are not stored)
         return packet(opcode, tag, pick(draw, (0, 0, 5, 2, 1)))
     if op == Op.DELETE:
         return packet(opcode, tag, pick(draw, (0, 1, 2)))
@@ -390,11 +398,11 @@ def meta_reply(draw: Draw, op: Op, key: Any, token: int) -> bytes:
         return pick(draw, META_ERRORS) + b"\r\n"
     if choice == 1:
         return some_bytes(draw, 12) + b"\r\n"
-    if op == Op.GET:
+    if op in (Op.GET, Op.GETS):  # (gets: the c flag's value among the VA line's flags)
         if draw(0, 1):
             return meta_value(draw, token)
         return meta_status(draw, (b"EN",), token)
-    if op == Op.SET:
+    if op in TEXT_STORES:
         return meta_status(draw, (b"HD", b"NS", b"EX", b"NF"), token)
     if op == Op.DELETE:
         return meta_status(draw, (b"HD", b"NF", b"EX"), token)

@@ -226,16 +226,21 @@ multi_get_of(PyObject *keys, Py_ssize_t per_key, Out *o, PyObject ***items, Py_s
 }
 
 int
+no_encoding(int op)
+{
+    PyErr_Format(PyExc_ValueError, "op %d has no compiled encoding", op);
+    return -1;
+}
+
+int
 request_of(int op, PyObject *key, PyObject *value, Out *o, Request *r)
 {
-    if (op < OP_GET || op > OP_DECR) {
-        PyErr_Format(PyExc_ValueError, "op %d has no compiled encoding", op);
-        return -1;
-    }
+    if (op < OP_GET || op > OP_GETS || op == OP_MGET || op == OP_GETS - 1)
+        return no_encoding(op);
     r->value = ""; /* none: nothing to put */
     r->value_len = 0;
     if (view_of(key, &r->key, &r->key_len) < 0 ||
-        (op == OP_SET && view_of(value, &r->value, &r->value_len) < 0))
+        (op_stores(op) && view_of(value, &r->value, &r->value_len) < 0))
         return -1;
     return out_reserve(o, r->key_len + r->value_len + FRAME_BYTES);
 }
@@ -485,7 +490,9 @@ static PyTypeObject TallyType = {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *refill; /* () -> (ops, keys, values, start): the next chunk, as lists */
+    /* () -> (ops, keys, values, start[, ttl]): the next chunk, as lists, and the ttl its
+     * stores carry (a replay's chunk's; absent: the stream's); None: none now. */
+    PyObject *refill;
     PyObject *ops, *keys, *values;
     Py_ssize_t size, pos;
     Encoding encoding;
@@ -537,21 +544,28 @@ Stream_dealloc(Stream *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Load the next chunk from refill(); -1 with an exception on failure. */
+/* Load the next chunk from refill(): 1; 0 when it has none now (refill() returned None:
+ * a replay's lane waiting for rows, the stream stays empty); -1 with an exception. */
 static int
 Stream_next_chunk(Stream *self)
 {
     PyObject *chunk = PyObject_CallNoArgs(self->refill);
     if (chunk == NULL)
         return -1;
+    if (chunk == Py_None) {
+        Py_DECREF(chunk);
+        return 0;
+    }
     PyObject *ops, *keys, *values;
     Py_ssize_t start;
+    long long ttl = self->encoding.ttl;
     if (!PyTuple_Check(chunk) ||
-        !PyArg_ParseTuple(chunk, "O!O!O!n;refill() must return (ops, keys, values, start)",
+        !PyArg_ParseTuple(chunk,
+                          "O!O!O!n|L;refill() must return (ops, keys, values, start[, ttl])",
                           &PyList_Type, &ops, &PyList_Type, &keys, &PyList_Type, &values,
-                          &start)) {
+                          &start, &ttl)) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "refill() must return a tuple");
+            PyErr_SetString(PyExc_TypeError, "refill() must return a tuple or None");
         Py_DECREF(chunk);
         return -1;
     }
@@ -562,6 +576,16 @@ Stream_next_chunk(Stream *self)
         PyErr_SetString(PyExc_ValueError, "refill(): no request from start, or short lists");
         return -1;
     }
+    if (ttl != self->encoding.ttl) { /* the chunk's own ttl (a replay's): checked once */
+        Encoding e = self->encoding;
+        e.ttl = ttl;
+        const Wire *wire = WIRES[e.protocol];
+        if (wire->check != NULL && wire->check(&e) < 0) {
+            Py_DECREF(chunk);
+            return -1;
+        }
+        self->encoding.ttl = ttl;
+    }
     Py_INCREF(ops);
     Py_INCREF(keys);
     Py_INCREF(values);
@@ -571,7 +595,7 @@ Stream_next_chunk(Stream *self)
     Py_DECREF(chunk);
     self->size = size;
     self->pos = start;
-    return 0;
+    return 1;
 }
 
 static PyObject *
@@ -609,7 +633,10 @@ Stream_skip(Stream *self, PyObject *arg)
     if (ops == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (self->pos == self->size && Stream_next_chunk(self) < 0) {
+        int loaded = self->pos < self->size ? 1 : Stream_next_chunk(self);
+        if (loaded <= 0) {
+            if (loaded == 0)
+                PyErr_SetString(PyExc_RuntimeError, "a skipped request was not in its source");
             Py_DECREF(ops);
             return NULL;
         }
@@ -642,7 +669,8 @@ static PyMethodDef Stream_methods[] = {
 static PyTypeObject StreamType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "kvbench.engine._pump.Stream",
-    .tp_doc = PyDoc_STR("Stream(refill, protocol, ttl=0, flags=0): requests shared by pumps."),
+    .tp_doc = PyDoc_STR("Stream(refill, protocol, ttl=0, flags=0): the requests of a server's "
+                        "pumps, or of one pump (a replay's lane)."),
     .tp_basicsize = sizeof(Stream),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
@@ -830,8 +858,10 @@ fifo_reserve(Pump *self, Py_ssize_t more)
 
 /* Send n requests from the stream in one write. ``intended`` (open loop) is a list of
  * at least n ints, each request's due time: its lag behind it is recorded, and the sends
- * counted; NULL (closed loop): each is due when sent, and the budget is drawn down.
- * Returns PUMP_OK or -1 with an exception. */
+ * counted; NULL (closed loop): each is due when sent, and the budget is drawn down, and
+ * a stream with nothing to send now (a replay's lane) sends what it has: none is
+ * PUMP_IDLE (the worker calls issue() again when the lane gets rows), as the Python
+ * driver's Connection.issue does. Returns PUMP_OK, PUMP_IDLE or -1 with an exception. */
 static int
 pump_send(Pump *self, Py_ssize_t n, PyObject *intended)
 {
@@ -844,6 +874,7 @@ pump_send(Pump *self, Py_ssize_t n, PyObject *intended)
     const Wire *wire = self->wire;
     Tags tags = {self->opaque, 0, 0};
     Py_ssize_t i = 0;
+    int empty = 0;
     for (; i < n; i++) {
         long long due = sent;
         if (intended != NULL) {
@@ -856,8 +887,19 @@ pump_send(Pump *self, Py_ssize_t n, PyObject *intended)
             if (due == -1 && PyErr_Occurred())
                 break;
         }
-        if (stream->pos == stream->size && Stream_next_chunk(stream) < 0)
-            break;
+        if (stream->pos == stream->size) {
+            int loaded = Stream_next_chunk(stream);
+            if (loaded < 0)
+                break;
+            if (loaded == 0) { /* nothing to send now (a replay's lane waits for rows) */
+                if (intended == NULL) {
+                    empty = 1;
+                    break;
+                }
+                PyErr_SetString(PyExc_RuntimeError, "a scheduled request was not in its source");
+                break;
+            }
+        }
         Py_ssize_t at = stream->pos;
         long op = PyLong_AsLong(PyList_GET_ITEM(stream->ops, at));
         if ((op == -1 && PyErr_Occurred()) || op < 0 || op >= MAX_OPS) {
@@ -877,8 +919,10 @@ pump_send(Pump *self, Py_ssize_t n, PyObject *intended)
     /* A refill or an encoding failed at request i (not a server's doing): the i requests
      * before it were taken from the stream, so they are sent and kept in flight like any
      * others, and the error is raised after the write. */
-    PyObject *failure = i < n ? PyErr_GetRaisedException() : NULL;
+    PyObject *failure = i < n && !empty ? PyErr_GetRaisedException() : NULL;
     if (i == 0) {
+        if (empty)
+            return PUMP_IDLE;
         PyErr_SetRaisedException(failure);
         return -1;
     }
@@ -1059,7 +1103,8 @@ Pump_received(Pump *self, PyObject *data)
 PyDoc_STRVAR(Pump_issue_doc,
 "issue(n) -> int\n\n"
 "Closed loop: send up to ``n`` requests in one write; 1 when none could be sent (not\n"
-"issuing, the budget is spent, or the pump is an open loop's), else 0.");
+"issuing, the budget is spent, the stream has none now, or the pump is an open loop's),\n"
+"else 0.");
 
 static PyObject *
 Pump_issue(Pump *self, PyObject *arg)
@@ -1326,6 +1371,7 @@ PyInit__pump(void)
         {"TEXT", P_TEXT}, {"RESP2", P_RESP2}, {"BINARY", P_BINARY}, {"META", P_META},
         {"F_GET", F_GET}, {"F_MGET", F_MGET},
         {"F_STORE", F_STORE}, {"F_DELETE", F_DELETE}, {"F_ARITH", F_ARITH},
+        {"F_APPEND", F_APPEND},
         {"K_HIT", K_HIT}, {"K_MISS", K_MISS}, {"K_STORED", K_STORED},
         {"K_NOT_STORED", K_NOT_STORED}, {"K_EXISTS", K_EXISTS}, {"K_NOT_FOUND", K_NOT_FOUND},
         {"K_DELETED", K_DELETED}, {"K_VALUE", K_VALUE},

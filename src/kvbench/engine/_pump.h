@@ -30,12 +30,27 @@ enum {
 };
 #define KEYS_SHIFT 8
 
-/* What a reply must look like, per op: the engine passes a table op -> family. */
-enum { F_NONE = 0, F_GET, F_MGET, F_STORE, F_DELETE, F_ARITH, F_COUNT };
+/* What a reply must look like, per op: the engine passes a table op -> family.
+ * F_APPEND: RESP's APPEND, answered by the value's new length (an integer: stored). */
+enum { F_NONE = 0, F_GET, F_MGET, F_STORE, F_DELETE, F_ARITH, F_APPEND, F_COUNT };
 /* The protocols, as engine/fastpath.py numbers them. */
 enum { P_TEXT = 1, P_RESP2 = 2, P_BINARY = 3, P_META = 4, P_COUNT };
-/* protocols.base.Op: the ops a workload mix sends (the only ones encoded here). */
-enum { OP_GET = 0, OP_SET = 1, OP_DELETE = 2, OP_INCR = 3, OP_DECR = 4, OP_MGET = 5 };
+/* protocols.base.Op: the ops a workload mix sends, and those a replay adds (the only
+ * ones encoded here; each wire encodes the ones its protocol sends). */
+enum {
+    OP_GET = 0, OP_SET = 1, OP_DELETE = 2, OP_INCR = 3, OP_DECR = 4, OP_MGET = 5,
+    OP_ADD = 6, OP_REPLACE = 7, OP_APPEND = 8, OP_PREPEND = 9, OP_CAS = 10, OP_GETS = 12,
+};
+
+/* The ops whose request carries a value (the storage commands). */
+static inline int
+op_stores(int op)
+{
+    return op == OP_SET || (op >= OP_ADD && op <= OP_CAS);
+}
+
+/* A ValueError for an op the wire does not encode; -1. */
+int no_encoding(int op);
 
 #define MAX_OPS 64
 /* A declared data block size with more digits is refused (protocols/_memcache_lines.py). */
@@ -122,8 +137,9 @@ typedef struct {
     Py_ssize_t key_len, value_len;
 } Request;
 
-/* The key and value of one request of ``op``, with room reserved in ``o`` for it; -1
- * with an exception (a ValueError for an op with no compiled encoding). */
+/* The key and value (a store's; else none) of one single-key request of ``op``, with
+ * room reserved in ``o`` for it; -1 with an exception (a ValueError for an op with no
+ * compiled encoding in any wire: each wire refuses the ops it does not encode first). */
 int request_of(int op, PyObject *key, PyObject *value, Out *o, Request *r);
 /* A multi-get's keys (a tuple or list of bytes-like keys), with room reserved in ``o``
  * for each and ``per_key`` bytes around it; -1 with an exception. */

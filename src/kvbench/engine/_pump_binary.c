@@ -4,7 +4,8 @@
  * Requests are 24-byte headers (magic 0x80) with a fresh 32-bit opaque each: get, set
  * (extras: flags, expiry), delete, incr/decr (extras: delta 1, initial 0, expiry all ones:
  * a missing counter is "not found", never created), and a multi-get as one getkq per key
- * then a noop, whose response completes the reply (only hits answer a getkq).
+ * then a noop, whose response completes the reply (only hits answer a getkq); a replay's
+ * gets (a get), add and replace (a set's extras), append and prepend (no extras).
  *
  * A response must carry the opaque of the oldest pending request, as the codec checks:
  * memcached answers in order. Packets with another opaque complete no reply and are
@@ -21,11 +22,15 @@
 enum {
     OPCODE_GET = 0x00,
     OPCODE_SET = 0x01,
+    OPCODE_ADD = 0x02,
+    OPCODE_REPLACE = 0x03,
     OPCODE_DELETE = 0x04,
     OPCODE_INCR = 0x05,
     OPCODE_DECR = 0x06,
     OPCODE_NOOP = 0x0A,
     OPCODE_GETKQ = 0x0D,
+    OPCODE_APPEND = 0x0E,
+    OPCODE_PREPEND = 0x0F,
     OPCODE_SETQ = 0x11,  /* the quiet ops: 0x11-0x16, 0x19, 0x1A */
     OPCODE_DECRQ = 0x16,
     OPCODE_APPENDQ = 0x19,
@@ -39,13 +44,25 @@ enum {
     STATUS_NOT_STORED = 0x0005,
 };
 
-/* The opcode each op's reply carries (a multi-get completes with its noop's). */
-static const int OPCODES[OP_MGET + 1] = {
-    [OP_GET] = OPCODE_GET,       [OP_SET] = OPCODE_SET,   [OP_DELETE] = OPCODE_DELETE,
-    [OP_INCR] = OPCODE_INCR,     [OP_DECR] = OPCODE_DECR, [OP_MGET] = OPCODE_NOOP,
+/* The opcode each op's request and reply carry (a multi-get completes with its noop's;
+ * a gets is a get); -1: none here (a tokenless cas, a replay skips it: trace_ops.py). */
+static const int OPCODES[OP_GETS + 1] = {
+    [OP_GET] = OPCODE_GET,         [OP_SET] = OPCODE_SET,         [OP_DELETE] = OPCODE_DELETE,
+    [OP_INCR] = OPCODE_INCR,       [OP_DECR] = OPCODE_DECR,       [OP_MGET] = OPCODE_NOOP,
+    [OP_ADD] = OPCODE_ADD,         [OP_REPLACE] = OPCODE_REPLACE, [OP_APPEND] = OPCODE_APPEND,
+    [OP_PREPEND] = OPCODE_PREPEND, [OP_CAS] = -1,                 [OP_CAS + 1] = -1,
+    [OP_GETS] = OPCODE_GET,
 };
-static const char *const OP_NAMES[OP_MGET + 1] = {"GET", "SET", "DELETE", "INCR", "DECR",
-                                                  "MGET"};
+static const char *const OP_NAMES[OP_GETS + 1] = {
+    "GET", "SET", "DELETE", "INCR", "DECR", "MGET", "ADD", "REPLACE", "APPEND", "PREPEND",
+    "CAS", "TOUCH", "GETS"};
+
+/* An op this wire encodes (and whose reply it reads). */
+static inline int
+binary_op(int op)
+{
+    return op >= 0 && op <= OP_GETS && OPCODES[op] >= 0;
+}
 
 static inline uint32_t
 be32(const unsigned char *p)
@@ -137,6 +154,8 @@ static Py_ssize_t
 completion(const Packet *k, const Head *head, long long hits, Scan *s)
 {
     unsigned status = k->status;
+    if (!binary_op(head->op) || head->family > F_ARITH)
+        return scan_fail(s, "no compiled scanner for this op");
     if (k->opcode != (unsigned)OPCODES[head->op])
         return scan_failf(s, NULL, 0, "opcode 0x%02x answers a %s request", k->opcode,
                           OP_NAMES[head->op]);
@@ -149,11 +168,18 @@ completion(const Packet *k, const Head *head, long long hits, Scan *s)
     case F_MGET: /* an error status drops the hits (keys 0), as the codec's error reply */
         s->code = status != STATUS_OK ? K_ERROR : hits ? K_HIT | hits << KEYS_SHIFT : K_MISS;
         return 1;
-    case F_STORE:
-        s->code = status == STATUS_OK           ? K_STORED
-                  : status == STATUS_NOT_STORED ? K_NOT_STORED
-                  : status == STATUS_KEY_EXISTS ? K_EXISTS
-                                                : K_ERROR;
+    case F_STORE: /* the codec's _STATUS_KINDS: what "exists" and "not found" mean per op */
+        if (status == STATUS_OK)
+            s->code = K_STORED;
+        else if (status == STATUS_NOT_STORED)
+            s->code = K_NOT_STORED;
+        else if (status == STATUS_KEY_EXISTS && head->op == OP_SET)
+            s->code = K_EXISTS;
+        else if ((status == STATUS_KEY_EXISTS && head->op == OP_ADD) ||
+                 (status == STATUS_KEY_NOT_FOUND && head->op == OP_REPLACE))
+            s->code = K_NOT_STORED;
+        else
+            s->code = K_ERROR;
         return 1;
     case F_DELETE:
         s->code = status == STATUS_OK             ? K_DELETED
@@ -275,15 +301,19 @@ encode_binary(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t
         return 0;
     }
     Request r;
+    if (!binary_op(op))
+        return no_encoding(op);
     if (request_of(op, key, value, o, &r) < 0)
         return -1;
-    unsigned extlen = op == OP_SET ? 8 : op == OP_INCR || op == OP_DECR ? 20 : 0;
+    /* set, add, replace: flags and expiry; append, prepend: none (protocol-binary.xml) */
+    int flagged = op == OP_SET || op == OP_ADD || op == OP_REPLACE;
+    unsigned extlen = flagged ? 8 : op == OP_INCR || op == OP_DECR ? 20 : 0;
     long long body = (long long)extlen + r.key_len + r.value_len;
     if (check_lengths(r.key_len, body) < 0)
         return -1;
     put_header(o, OPCODES[op], r.key_len, extlen, body, opaque);
     unsigned char *x = (unsigned char *)o->p + o->len;
-    if (op == OP_SET) { /* flags, expiry */
+    if (flagged) { /* flags, expiry */
         put_be32(x, (uint32_t)e->flags);
         put_be32(x + 4, (uint32_t)e->ttl);
     }

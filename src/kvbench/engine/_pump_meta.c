@@ -5,7 +5,9 @@
  * Every request carries an opaque token O<n> (a counter mod 2**32) that its reply must
  * echo: "mg k v O<t>", "ms k <bytes> T<ttl> F<flags> O<t>" + data block, "md k O<t>",
  * "ma k D1 v O<t>", "ma k MD D1 v O<t>"; a multi-get is "mg k v q O<t>" per key (the q
- * flag hides misses) then "mn", whose MN ends the reply. Value sizes are bounded by
+ * flag hides misses) then "mn", whose MN ends the reply; a replay's "mg k v c O<t>" (gets)
+ * and "ms ... M<mode>" (add E, replace R, append A, prepend P) or "ms ... C0" (a cas
+ * without a token). Value sizes are bounded by
  * max_reply and MAX_SIZE_DIGITS before the data block is waited for.
  */
 #include "_pump.h"
@@ -205,6 +207,8 @@ scan_meta(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
         return scan_no_request(s);
     if (head->family == F_MGET)
         return meta_mget(p, n, head, max, s);
+    if (head->family > F_ARITH) /* RESP's */
+        return scan_fail(s, "no compiled scanner for this op");
     Token token;
     token_of(head->tag, &token);
     const char *success = head->family == F_GET      ? "EN"
@@ -254,6 +258,21 @@ put_token(Out *o, uint32_t value)
     PUT_LITERAL(o, "\r\n");
 }
 
+/* A store's mode flag (protocol.txt "Meta Set": E add, R replace, A append, P prepend),
+ * or a replay's tokenless cas: "C0" (workload/trace_ops.py); none for a set. */
+static void
+put_store_mode(Out *o, int op)
+{
+    switch (op) {
+    case OP_ADD: PUT_LITERAL(o, " ME"); break;
+    case OP_REPLACE: PUT_LITERAL(o, " MR"); break;
+    case OP_APPEND: PUT_LITERAL(o, " MA"); break;
+    case OP_PREPEND: PUT_LITERAL(o, " MP"); break;
+    case OP_CAS: PUT_LITERAL(o, " C0"); break;
+    default: break;
+    }
+}
+
 static int
 encode_meta(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o)
 {
@@ -285,11 +304,20 @@ encode_meta(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
         return -1;
     switch (op) {
     case OP_GET:
+    case OP_GETS: /* with its cas value: "c" */
         PUT_LITERAL(o, "mg ");
         put(o, r.key, r.key_len);
-        PUT_LITERAL(o, " v");
+        if (op == OP_GETS)
+            PUT_LITERAL(o, " v c");
+        else
+            PUT_LITERAL(o, " v");
         break;
     case OP_SET:
+    case OP_ADD:
+    case OP_REPLACE:
+    case OP_APPEND:
+    case OP_PREPEND:
+    case OP_CAS:
         PUT_LITERAL(o, "ms ");
         put(o, r.key, r.key_len);
         PUT_LITERAL(o, " ");
@@ -298,6 +326,7 @@ encode_meta(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
         put_ll(o, e->ttl);
         PUT_LITERAL(o, " F");
         put_ll(o, e->flags);
+        put_store_mode(o, op);
         put_token(o, token);
         put(o, r.value, r.value_len);
         PUT_LITERAL(o, "\r\n");

@@ -1,7 +1,8 @@
 /* RESP2 for the pump (the Redis protocol specification): the reply scanner and the request
  * encoder, mirroring protocols/resp.py (the reference; its parser is hiredis).
  *
- * Requests are arrays of bulk strings: GET, SET [EX ttl], DEL, INCR, DECR, MGET. Replies
+ * Requests are arrays of bulk strings: GET, SET [EX ttl], DEL, INCR, DECR, MGET, and a
+ * replay's SET NX|XX [EX ttl] (add, replace) and APPEND (answered by a length). Replies
  * take hiredis's grammar for numbers and lengths; where hiredis reads past RESP2 (no CRLF
  * check after a bulk string, RESP3 types) the scanner refuses.
  */
@@ -96,7 +97,8 @@ scan_resp2(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s
     if (head == NULL)
         return scan_no_request(s);
     int family = head->family;
-    static const char *const what[F_COUNT] = {"?", "GET", "MGET", "SET", "DEL", "INCR/DECR"};
+    static const char *const what[F_COUNT] = {"?",   "GET",       "MGET",  "SET",
+                                              "DEL", "INCR/DECR", "APPEND"};
     char type;
     long long len = 0;
     Py_ssize_t r = resp_item(p, n, max, &type, &len, s);
@@ -140,6 +142,12 @@ scan_resp2(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s
     case F_ARITH:
         if (type == ':') {
             s->code = K_VALUE;
+            return r;
+        }
+        break;
+    case F_APPEND: /* the value's new length */
+        if (type == ':') {
+            s->code = K_STORED;
             return r;
         }
         break;
@@ -201,12 +209,39 @@ encode_resp2(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t,
         return 0;
     }
     Request r;
+    if (op == OP_GETS || op == OP_PREPEND || op == OP_CAS) /* no Redis form */
+        return no_encoding(op);
     if (request_of(op, key, value, o, &r) < 0)
         return -1;
     switch (op) {
     case OP_GET:
         PUT_LITERAL(o, "*2\r\n$3\r\nGET\r\n");
         break;
+    case OP_ADD: /* SET k v NX|XX [EX ttl] */
+    case OP_REPLACE: {
+        if (e->ttl)
+            PUT_LITERAL(o, "*6\r\n$3\r\nSET\r\n");
+        else
+            PUT_LITERAL(o, "*4\r\n$3\r\nSET\r\n");
+        put_bulk(o, r.key, r.key_len);
+        put_bulk(o, r.value, r.value_len);
+        if (op == OP_ADD)
+            PUT_LITERAL(o, "$2\r\nNX\r\n");
+        else
+            PUT_LITERAL(o, "$2\r\nXX\r\n");
+        if (e->ttl) {
+            char digits[24];
+            char *ttl = format_ll(e->ttl, digits + sizeof digits);
+            PUT_LITERAL(o, "$2\r\nEX\r\n");
+            put_bulk(o, ttl, digits + sizeof digits - ttl);
+        }
+        return 0;
+    }
+    case OP_APPEND:
+        PUT_LITERAL(o, "*3\r\n$6\r\nAPPEND\r\n");
+        put_bulk(o, r.key, r.key_len);
+        put_bulk(o, r.value, r.value_len);
+        return 0;
     case OP_SET:
         if (e->ttl) {
             char digits[24];

@@ -2,7 +2,9 @@
  * the request encoder, mirroring protocols/memcache_text.py (the reference).
  *
  * Requests: "get k", "set k <flags> <ttl> <bytes>" + data block, "delete k", "incr k 1",
- * "decr k 1", "get k1 k2 ...". Replies are checked against the grammar of what the op may
+ * "decr k 1", "get k1 k2 ..."; and a replay's "gets k", "add"/"replace"/"append"/"prepend"
+ * as set, "cas k <flags> <ttl> <bytes> 0" + data block. A gets reply is a get's (its
+ * VALUE line's cas field is allowed), the storage commands' are set's. Replies are checked against the grammar of what the op may
  * get back; the keys VALUE lines echo are not (the codec checks them).
  */
 #include "_pump.h"
@@ -82,7 +84,7 @@ static Py_ssize_t
 text_status(const char *p, Py_ssize_t n, long long max, int family, Scan *s)
 {
     static const char *const what[F_COUNT] = {
-        "?", "get", "get", "a storage command", "delete", "incr/decr"};
+        "?", "get", "get", "a storage command", "delete", "incr/decr", "?"};
     Py_ssize_t len = 0;
     Py_ssize_t r = status_line(p, n, max, &len, s);
     if (r <= 0)
@@ -199,6 +201,20 @@ scan_text(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
 
 /* -- requests ------------------------------------------------------------------------ */
 
+/* The storage command's word and a space. */
+static void
+put_store_verb(Out *o, int op)
+{
+    switch (op) {
+    case OP_SET: PUT_LITERAL(o, "set "); break;
+    case OP_ADD: PUT_LITERAL(o, "add "); break;
+    case OP_REPLACE: PUT_LITERAL(o, "replace "); break;
+    case OP_APPEND: PUT_LITERAL(o, "append "); break;
+    case OP_PREPEND: PUT_LITERAL(o, "prepend "); break;
+    default: PUT_LITERAL(o, "cas "); break;
+    }
+}
+
 static int
 encode_text(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o)
 {
@@ -225,8 +241,16 @@ encode_text(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
     case OP_GET:
         PUT_LITERAL(o, "get ");
         break;
+    case OP_GETS:
+        PUT_LITERAL(o, "gets ");
+        break;
     case OP_SET:
-        PUT_LITERAL(o, "set ");
+    case OP_ADD:
+    case OP_REPLACE:
+    case OP_APPEND:
+    case OP_PREPEND:
+    case OP_CAS: /* "<verb> k <flags> <ttl> <bytes>[ <cas unique>]" + data block */
+        put_store_verb(o, op);
         put(o, r.key, r.key_len);
         PUT_LITERAL(o, " ");
         put_ll(o, e->flags);
@@ -234,6 +258,8 @@ encode_text(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
         put_ll(o, e->ttl);
         PUT_LITERAL(o, " ");
         put_ll(o, r.value_len);
+        if (op == OP_CAS) /* a replay's cas carries no token: unique 0 (workload/trace_ops.py) */
+            PUT_LITERAL(o, " 0");
         PUT_LITERAL(o, "\r\n");
         put(o, r.value, r.value_len);
         PUT_LITERAL(o, "\r\n");

@@ -135,7 +135,9 @@ class Connection(Link):
         if pumps is None or self._transport is None or self._pump is not None:
             return
         assert self.inflight == 0, "a pump starts with nothing in flight"
-        self._pump = pumps.pump(self.shard, self._transport.write)
+        # The shard's shared stream, or a stream of this connection's own (a replay's lane).
+        own = self.source if self.source is not self.shard.source else None
+        self._pump = pumps.pump(self.shard, self._transport.write, own)
 
     @property
     def inflight(self) -> int:

@@ -8,7 +8,13 @@ records each send's lag, and measures each reply from its intended time (service
 beside it), as ``Connection.issue_scheduled`` and ``_account`` do in Python.
 The connections of a server share a ``Stream``: the workload's chunks of ops, keys and
 values, which C encodes as the codecs would (tests compare the bytes); each pump numbers
-its own opaques (binary, meta), as each connection's codec does.
+its own opaques (binary, meta), as each connection's codec does. A replay's connection
+has a ``Stream`` of its own, fed by its lane of the trace (workload/trace_source.py):
+each chunk hands the stream its writes' TTL, and a lane with no rows now makes its pump
+send nothing until the worker, told the lane got rows, issues again. A replay is compiled
+where the C side encodes every op the protocol's trace mapping can send (memcached text
+and meta: all eleven trace ops; binary: all but a tokenless cas, which a replay skips
+there; RESP2: add and replace as SET NX/XX, append).
 The worker's send state (issuing, budget, interval cut time, byte counts) lives in one
 ``Tally`` both paths read and write, and the replies the pumps accounted are moved into
 the recorder's buffers at every interval cut, so the fold and everything after it is
@@ -35,6 +41,8 @@ from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
 from kvbench.workload.mix import WORKLOAD_TO_OP
 from kvbench.workload.plan import RequestSource
+from kvbench.workload.trace_ops import SKIPPED, OpMapping
+from kvbench.workload.trace_source import Lane
 
 if TYPE_CHECKING:
     from kvbench.config.model import RunConfig
@@ -55,8 +63,8 @@ def _families(table: dict[Op, str]) -> bytes:
     return bytes(int(getattr(_pump, f"F_{table[op]}")) if op in table else 0 for op in Op)
 
 
-# The ops a workload mix sends, by the reply family the C scanner checks for each; the C
-# side encodes exactly these (any other op keeps a run on the Python driver).
+# The ops a workload mix sends, by the reply family the C scanner checks for each; every
+# protocol's C side encodes these.
 _FAMILIES = {
     Op.GET: "GET",
     Op.MGET: "MGET",
@@ -65,13 +73,32 @@ _FAMILIES = {
     Op.INCR: "ARITH",
     Op.DECR: "ARITH",
 }
+# The ops a replay adds (workload/trace_ops.py), where the C side encodes them: memcached
+# text sends all of them (gets is answered as a get, the others as a set); Redis sends add
+# and replace as SET NX/XX (answered as a SET) and append as APPEND (answered by a length).
+# Any other op keeps a run on the Python driver.
+_TEXT_FAMILIES = {
+    **_FAMILIES,
+    Op.GETS: "GET",
+    Op.ADD: "STORE",
+    Op.REPLACE: "STORE",
+    Op.APPEND: "STORE",
+    Op.PREPEND: "STORE",
+    Op.CAS: "STORE",
+}
+_RESP2_FAMILIES = {**_FAMILIES, Op.ADD: "STORE", Op.REPLACE: "STORE", Op.APPEND: "APPEND"}
+# memcached meta sends them as text does (gets as "mg ... v c", the stores with their mode
+# flag, cas as "C0"); binary all but cas (a replay skips a tokenless one there: CAS 0 is
+# no check), each answered with the codec's per-op statuses.
+_META_FAMILIES = _TEXT_FAMILIES
+_BINARY_FAMILIES: dict[Op, str] = {op: f for op, f in _TEXT_FAMILIES.items() if op != Op.CAS}
 # protocol name -> (the C side's protocol number, op -> family)
 PROTOCOLS: dict[str, tuple[int, bytes]] = (
     {
-        "memcache-text": (int(_pump.TEXT), _families(_FAMILIES)),
-        "memcache-binary": (int(_pump.BINARY), _families(_FAMILIES)),
-        "memcache-meta": (int(_pump.META), _families(_FAMILIES)),
-        "resp2": (int(_pump.RESP2), _families(_FAMILIES)),
+        "memcache-text": (int(_pump.TEXT), _families(_TEXT_FAMILIES)),
+        "memcache-binary": (int(_pump.BINARY), _families(_BINARY_FAMILIES)),
+        "memcache-meta": (int(_pump.META), _families(_META_FAMILIES)),
+        "resp2": (int(_pump.RESP2), _families(_RESP2_FAMILIES)),
     }
     if _pump is not None
     else {}
@@ -103,8 +130,9 @@ def python_reason(config: RunConfig) -> str | None:
         # The pump would count -MOVED/-ASK as error replies: the Python driver follows them.
         return "Redis Cluster"
     if config.replay is not None:
-        # Each connection sends its own lane of the trace, each chunk with its own TTL.
-        return "a replay"
+        # Each connection's pump sends its own lane of the trace (PumpFactory), each chunk
+        # with its own TTL: compiled when the C side encodes every op the trace may send.
+        return _replay_reason(config)
     if config.workload.verify:
         return "--verify"
     if config.workload.set_then_get:  # pumps share a server's stream; pairs need their own
@@ -128,6 +156,25 @@ def python_reason(config: RunConfig) -> str | None:
 def config_ops(config: RunConfig) -> list[Op]:
     """The ops a run's mix sends."""
     return [WORKLOAD_TO_OP[name] for name, _ in config.workload.ratio]
+
+
+def _replay_reason(config: RunConfig) -> str | None:
+    """Why a replay runs on the Python driver: an op its protocol's mapping can send (known
+    before the trace is read) that the C side does not encode; None if there is none."""
+    for target in config.targets:
+        if target.family == "http" or target.protocol not in PROTOCOLS:
+            return f"{target.protocol} has no compiled scanner"
+        families = PROTOCOLS[target.protocol][1]
+        for op in replay_ops(target.protocol):
+            if not families[op]:
+                return f"a replay's {op.name.lower()} on {target.protocol} has no compiled scanner"
+    return None
+
+
+def replay_ops(protocol: str) -> list[Op]:
+    """The ops a replay may send on ``protocol`` (its trace ops' mapping, skipped ones
+    left out), in ``Op`` order."""
+    return sorted({Op(code) for code in OpMapping(protocol).codes if code != SKIPPED})
 
 
 class PyTally:
@@ -155,11 +202,14 @@ def new_tally(on_cut: Callable[[int], None] | None, compiled_run: bool) -> Any:
 
 
 class PumpFactory:
-    """Builds each connection's pump; the connections of a shard share one ``Stream``.
+    """Builds each connection's pump. The connections of a shard share one ``Stream`` of
+    the shard's source; a connection with a source of its own (a replay's ``Lane``) has a
+    ``Stream`` of its own, kept across its reconnections: its chunks carry their stores'
+    TTL, and it may have nothing to send for a while (the lane waits for rows).
 
     Args:
         tally: the worker's ``_pump.Tally``.
-        ttl_s: the ttl every request carries.
+        ttl_s: the ttl requests carry (a chunk that says its own replaces it).
         open_loop: the pumps send only what the open-loop dispatcher hands them.
     """
 
@@ -167,24 +217,30 @@ class PumpFactory:
         assert _pump is not None
         self.tally = tally
         self._open_loop = open_loop
-        self.streams: dict[int, Any] = {}
-        self._ttl_s = ttl_s  # one for every connection: no ttl range (python_reason)
+        self._ttl_s = ttl_s  # no ttl range (python_reason); a replay's chunks carry theirs
         options = CodecOptions()
         self._flags = options.flags
         self._max_reply = options.max_reply_bytes
-        # The same streams by the source they draw on (id: sources are not hashable).
+        # The streams by the source they draw on (id: sources are not hashable), and each
+        # shard's (one shared, or one per connection).
         self._by_source: dict[int, Any] = {}
+        self._of_shard: dict[int, list[Any]] = {}
 
-    def pump(self, shard: Shard, write: Any) -> Any:
-        """A pump writing with ``write`` (the transport's), fed from its shard's stream."""
+    def pump(self, shard: Shard, write: Any, source: RequestSource | Lane | None = None) -> Any:
+        """A pump writing with ``write`` (the transport's), fed from ``source``'s stream
+        (None: the shard's, shared)."""
         assert _pump is not None
         protocol, families = PROTOCOLS[shard.target.protocol]
-        stream = self.streams.get(shard.index)
+        if source is None:
+            source = shard.source
+        stream = self._by_source.get(id(source))
         if stream is None:
-            stream = self.streams[shard.index] = _pump.Stream(
-                _chunks(shard.source), protocol, self._ttl_s, self._flags
+            stream = self._by_source[id(source)] = _pump.Stream(
+                _chunks(source), protocol, self._ttl_s, self._flags
             )
-            self._by_source[id(shard.source)] = stream
+            self._of_shard.setdefault(shard.index, []).append(stream)
+            if isinstance(source, Lane):  # what the stream holds is still the lane's to send
+                source.holder = stream
         return _pump.Pump(
             self.tally,
             stream,
@@ -196,7 +252,7 @@ class PumpFactory:
             late_ns=LATE_NS,
         )
 
-    def skip(self, source: RequestSource, n: int) -> bytes | None:
+    def skip(self, source: RequestSource | Lane, n: int) -> bytes | None:
         """Take the next ``n`` requests of ``source`` unsent (the open loop's dropped ones):
         their ops; None when no pump has drawn from ``source`` yet."""
         stream = self._by_source.get(id(source))
@@ -204,18 +260,27 @@ class PumpFactory:
 
     def completed(self, shard: Shard) -> int:
         """Replies the pumps of ``shard`` received since the last call."""
-        stream = self.streams.get(shard.index)
-        return int(stream.take_completed()) if stream is not None else 0
+        return sum(int(stream.take_completed()) for stream in self._of_shard.get(shard.index, ()))
 
 
-def _chunks(source: RequestSource) -> Callable[[], tuple[list[Any], list[Any], list[Any], int]]:
-    """A stream's refill: the rest of the source's current chunk, then its next ones."""
+_Chunk = (
+    tuple[list[Any], list[Any], list[Any], int] | tuple[list[Any], list[Any], list[Any], int, int]
+)
 
-    def refill() -> tuple[list[Any], list[Any], list[Any], int]:
-        if source.pos >= source.size:
-            source.refill()
+
+def _chunks(source: RequestSource | Lane) -> Callable[[], _Chunk | None]:
+    """A stream's refill: the rest of the source's current chunk, then its next ones, with
+    the TTL of the chunk's stores where the source sets it (a replay's lane); None when
+    the source has nothing now (a lane waiting for rows, or at the trace's end)."""
+
+    def refill() -> _Chunk | None:
+        if source.pos >= source.size and not source.refill():
+            return None
         start, source.pos = source.pos, source.size  # the stream takes it from here
-        return source.ops, source.keys, source.values, start
+        ttl = source.ttl_s
+        if ttl is None:
+            return source.ops, source.keys, source.values, start
+        return source.ops, source.keys, source.values, start, ttl
 
     return refill
 

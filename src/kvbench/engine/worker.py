@@ -309,8 +309,11 @@ class Worker(LinkKeeper):
         self._running = True
         self.issuing = True
         if self.python_reason is None:
+            timed = self.feed is not None and self.feed.config.timed  # a replay at its times
             self.pumps = PumpFactory(
-                self.tally, self.spec.config.workload.ttl_s, open_loop=load.rate_per_s is not None
+                self.tally,
+                self.spec.config.workload.ttl_s,
+                open_loop=load.rate_per_s is not None or timed,
             )
             for conn in self.connections:
                 conn.attach_pump()

@@ -116,8 +116,10 @@ class Lane:
         record_ops: what each request is recorded under: its op (``RequestSource``'s
             name for it; a trace sends no ``--command``).
         offsets_ns: timed replays: each request's send time from the replay's start.
-        first: the lane index of ``pos`` counted over the whole replay (requests handed
-            out before the current chunk's ``pos``).
+        taken: requests of the chunks before the current one.
+        holder: the compiled driver's stream (engine/fastpath.py) when it took the current
+            chunk to send (``pos`` is then ``size``): what it has not sent is still the
+            lane's (``pending``).
     """
 
     def __init__(self, feed: ReplayFeed, index: int) -> None:
@@ -134,6 +136,7 @@ class Lane:
         self.size = 0
         self.taken = 0  # requests of earlier chunks
         self.starved = False
+        self.holder: Any = None
 
     @property
     def record_ops(self) -> list[int]:
@@ -144,8 +147,9 @@ class Lane:
         self.waiting_rows += len(chunk.ops)
 
     def pending(self) -> int:
-        """Requests this lane holds and has not handed out."""
-        return self.size - self.pos + self.waiting_rows
+        """Requests this lane holds and has not sent (its stream's unsent ones counted)."""
+        held = self.holder.size - self.holder.pos if self.holder is not None else 0
+        return self.size - self.pos + self.waiting_rows + held
 
     def refill(self) -> bool:
         """Make the next chunk current (reading the trace on if the lane is empty).

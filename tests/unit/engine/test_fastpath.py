@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from kvbench.config import load_config
 from kvbench.config.model import RunConfig
+from kvbench.config.replay import ReplayConfig
 from kvbench.engine import fastpath
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.shards import build_shards
-from kvbench.protocols.base import CodecOptions
+from kvbench.protocols.base import CodecOptions, Op
 from tests.support import pump_oracle
 
 
@@ -116,3 +118,47 @@ def test_a_pump_sends_what_the_connections_codec_would(url: str, ttl_bytes: byte
         source.refill()
     assert written[0] == bytes(expected[: len(written[0])])
     assert ttl_bytes in written[0]
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("memcached://127.0.0.1:1", None),
+        ("redis://127.0.0.1:1/0", None),
+        ("memcached+binary://127.0.0.1:1", None),
+        ("memcached+meta://127.0.0.1:1", None),
+        ("redis://127.0.0.1:1/0?resp=3", "resp3 has no compiled scanner"),
+    ],
+)
+def test_a_replay_is_compiled_where_the_pump_sends_every_op_its_mapping_can(
+    url: str, reason: str | None
+) -> None:
+    """Decided from the protocol's op mapping before the trace is read: memcached text and
+    meta send all eleven trace ops compiled, binary the ten it has (a tokenless cas is
+    skipped there), Redis the eight it has."""
+    pump_oracle.require_compiled()
+    run = replace(config(url), replay=ReplayConfig("trace.csv"))
+    assert fastpath.python_reason(run) == reason
+    for protocol, count in [("memcache-text", 11), ("memcache-meta", 11), ("memcache-binary", 10)]:
+        families = fastpath.PROTOCOLS[protocol][1]
+        assert all(families[op] for op in fastpath.replay_ops(protocol))
+        assert len(fastpath.replay_ops(protocol)) == count
+    assert [op.name for op in fastpath.replay_ops("resp2")] == [
+        "GET", "SET", "DELETE", "INCR", "DECR", "ADD", "REPLACE", "APPEND"
+    ]  # fmt: skip
+
+
+def test_a_replay_op_the_pump_lacks_keeps_the_replay_in_python_and_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Were the C side without an op the mapping sends, the replay would run on the
+    Python driver, the reason naming the op and the protocol."""
+    pump_oracle.require_compiled()
+    number, families = fastpath.PROTOCOLS["memcache-binary"]
+    without = bytearray(families)
+    without[Op.APPEND] = 0
+    monkeypatch.setitem(fastpath.PROTOCOLS, "memcache-binary", (number, bytes(without)))
+    run = replace(config("memcached+binary://127.0.0.1:1"), replay=ReplayConfig("t.csv"))
+    reason = fastpath.python_reason(run)
+    assert reason == "a replay's append on memcache-binary has no compiled scanner"
+    assert fastpath.python_reason(config("memcached+binary://127.0.0.1:1")) is None

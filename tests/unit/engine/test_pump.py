@@ -482,3 +482,84 @@ def test_an_encoding_failure_mid_batch_sends_what_was_encoded_first(name: str) -
     first_two = bytearray()
     codec(name).encode_many(ops, names, [None] * 3, 0, 2, first_two)
     assert written == [bytes(first_two)] and p.inflight == 2 and tally.budget == -1
+
+
+# -- a stream of one connection's own (a replay's lane) ----------------------------------
+
+
+class LaneChunks:
+    """A refill as a replay's lane gives chunks: each with its stores' TTL, and None while
+    the lane has no rows (``rows`` appends the next chunk)."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[list[int], list[bytes], list[Any], int, int]] = []
+        self.writes: list[bytes] = []
+
+    def rows(self, ttl: int, *requests: tuple[Op, bytes]) -> None:
+        ops = [int(op) for op, _ in requests]
+        values = [b"v" if op in pump_oracle.STORES else None for op, _ in requests]
+        self.waiting.append((ops, [key for _, key in requests], values, 0, ttl))
+
+    def refill(self) -> tuple[list[int], list[bytes], list[Any], int, int] | None:
+        return self.waiting.pop(0) if self.waiting else None
+
+
+def lane_pump(name: str = "memcache-text") -> tuple[Any, Any, LaneChunks]:
+    lane = LaneChunks()
+    number, families = fastpath.PROTOCOLS[name]
+    tally = _pump.Tally()
+    tally.issuing = True
+    stream = _pump.Stream(lane.refill, number, 5)
+    return tally, _pump.Pump(tally, stream, lane.writes.append, number, families, MAX), lane
+
+
+def test_a_stream_with_no_rows_now_sends_nothing_then_what_arrives() -> None:
+    """A lane with nothing now: issue() writes nothing, says idle and raises nothing;
+    replies in flight are still accounted (and send nothing); rows that arrive go out at
+    the next issue(), as the worker calls it when it is told the lane got rows."""
+    tally, p, lane = lane_pump()
+    assert p.issue(4) == 1 and lane.writes == [] and p.inflight == 0
+    lane.rows(0, (Op.GET, b"a"), (Op.GETS, b"b"))
+    assert p.issue(4) == 0  # two sent, then the lane ran dry: no error
+    assert lane.writes == [b"get a\r\ngets b\r\n"] and p.inflight == 2
+    assert p.received(b"END\r\nEND\r\n") == 1  # accounted; nothing to send: idle
+    assert p.inflight == 0 and tally.pending == 2 and len(lane.writes) == 1
+    lane.rows(0, (Op.DELETE, b"c"))
+    assert p.issue(1) == 0 and lane.writes[1] == b"delete c\r\n"
+    ops, codes, _ = (memoryview(b).cast("q").tolist() for b in tally.take())
+    assert ops == [int(Op.GET), int(Op.GETS)] and codes == [int(ReplyKind.MISS)] * 2
+
+
+def test_each_chunk_writes_its_stores_with_its_own_ttl() -> None:
+    """The stream's ttl until a chunk says its own; then each chunk's, as the Python driver
+    sets it on the codec per chunk."""
+    _, p, lane = lane_pump()
+    lane.rows(60, (Op.SET, b"a"), (Op.ADD, b"b"))
+    lane.rows(0, (Op.CAS, b"c"), (Op.APPEND, b"d"))
+    lane.rows(3600, (Op.GET, b"e"), (Op.PREPEND, b"f"), (Op.REPLACE, b"g"))
+    assert p.issue(10) == 0
+    assert lane.writes == [
+        b"set a 0 60 1\r\nv\r\nadd b 0 60 1\r\nv\r\n"
+        b"cas c 0 0 1 0\r\nv\r\nappend d 0 0 1\r\nv\r\n"
+        b"get e\r\nprepend f 0 3600 1\r\nv\r\nreplace g 0 3600 1\r\nv\r\n"
+    ]
+
+
+def test_a_chunks_ttl_the_protocol_cannot_carry_is_refused_as_the_stream_s() -> None:
+    _, p, lane = lane_pump("memcache-binary")
+    lane.rows(2**32, (Op.SET, b"a"))
+    with pytest.raises(ValueError, match="ttl and flags from 0 to 4294967295"):
+        p.issue(1)
+
+
+def test_a_scheduled_or_skipped_request_must_be_in_the_lane() -> None:
+    """The open loop only hands a pump requests its lane holds: none there is a bug."""
+    number, families = fastpath.PROTOCOLS["memcache-text"]
+    lane = LaneChunks()
+    tally = _pump.Tally()
+    stream = _pump.Stream(lane.refill, number)
+    p = _pump.Pump(tally, stream, lane.writes.append, number, families, MAX, open_loop=True)
+    with pytest.raises(RuntimeError, match="not in its source"):
+        p.issue_scheduled([time.monotonic_ns()])
+    with pytest.raises(RuntimeError, match="not in its source"):
+        stream.skip(1)

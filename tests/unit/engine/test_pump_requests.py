@@ -30,7 +30,8 @@ PROTOCOLS = pump_oracle.PROTOCOLS
 
 keys = st.binary(min_size=1, max_size=12).map(lambda b: b"k" + b.hex().encode())
 data = st.binary(max_size=40)
-ALL_OPS = st.sampled_from([Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.DECR, Op.MGET])
+# An op is drawn as an index into the ops the pump sends on the protocol (a replay's too).
+ALL_OPS = st.integers(0, len(Op) - 1)
 # The attribute holding the next opaque of a fresh codec (binary opaque, meta O token).
 NEXT_OPAQUE = {"memcache-binary": "_next_opaque", "memcache-meta": "_token"}
 
@@ -63,13 +64,19 @@ def codec_requests(
 def test_requests_are_the_bytes_the_codec_writes(
     name: str, requests: Any, ttl: int, flags: int, kind: Any
 ) -> None:
-    """Every op, multi-gets 1 to 6 keys wide, any ttl and flags, every value type."""
-    ops = [int(op) for op, _, _, _ in requests]
+    """Every op the pump sends on the protocol (a mix's; a replay's gets, add, replace,
+    append, prepend and cas 0 where it has them), multi-gets 1 to 6 keys wide, any ttl and
+    flags, every value type."""
+    sent = pump_oracle.ops_of(name)
+    ops = [int(sent[index % len(sent)]) for index, _, _, _ in requests]
     names = [
         tuple(key + b"%d" % i for i in range(width)) if op == Op.MGET else key
-        for op, key, _, width in requests
+        for op, (_, key, _, width) in zip(ops, requests, strict=True)
     ]
-    values = [kind(value) if op == Op.SET else None for op, _, value, _ in requests]
+    values = [
+        kind(value) if op in pump_oracle.STORES else None
+        for op, (_, _, value, _) in zip(ops, requests, strict=True)
+    ]
     expected = codec_requests(name, CodecOptions(ttl_s=ttl, flags=flags), ops, names, values, 0)
     number = fastpath.PROTOCOLS[name][0]
     assert _pump.encode(number, ttl, flags, ops, names, values, 0, len(ops)) == expected
@@ -103,6 +110,26 @@ def test_ops_without_a_compiled_encoding_and_bad_keys_are_refused() -> None:
         _pump.encode(BINARY, 0, 0, [int(Op.NOOP)], [b"k"], [None], 0, 1)
     with pytest.raises(ValueError, match="op 11 has no compiled encoding"):
         _pump.encode(META, 0, 0, [int(Op.TOUCH)], [b"k"], [None], 0, 1)
+    with pytest.raises(ValueError, match="op 11 has no compiled encoding"):
+        _pump.encode(TEXT, 0, 0, [int(Op.TOUCH)], [b"k"], [None], 0, 1)
+    # a replay's ops where the protocol's pump has no form for them (the Python driver's)
+    for protocol, op in [(RESP, Op.GETS), (RESP, Op.PREPEND), (RESP, Op.CAS), (BINARY, Op.CAS)]:
+        with pytest.raises(ValueError, match=f"op {int(op)} has no compiled encoding"):
+            _pump.encode(protocol, 0, 0, [int(op)], [b"k"], [b"v"], 0, 1)
+
+
+def test_a_replays_ops_are_the_codecs_bytes_with_the_chunks_ttl() -> None:
+    """The ops a replay adds, as memcached text and Redis write them with a TTL and
+    without: cas with unique 0 (a trace row has no token), add and replace as SET NX/XX."""
+    text = _pump.encode(TEXT, 60, 0, [int(Op.CAS), int(Op.GETS)], [b"k", b"g"], [b"vv", None], 0, 2)
+    assert text == b"cas k 0 60 2 0\r\nvv\r\ngets g\r\n"
+    ops = [int(Op.ADD), int(Op.REPLACE), int(Op.APPEND)]
+    for ttl in (0, 90):
+        expected = codec_requests("resp2", CodecOptions(ttl_s=ttl), ops, [b"a", b"r", b"p"],
+                                  [b"x", b"y", b"z"], 0)  # fmt: skip
+        got = _pump.encode(RESP, ttl, 0, ops, [b"a", b"r", b"p"], [b"x", b"y", b"z"], 0, 3)
+        assert got == expected
+        assert (b"$2\r\nNX\r\n$2\r\nEX\r\n$2\r\n90\r\n" in got) == (ttl == 90)
 
 
 def test_what_a_binary_header_or_meta_multi_get_cannot_hold_is_refused_as_the_codec_does() -> None:

@@ -1,5 +1,7 @@
-"""A connection sending a replay's lane: what it takes, chunk after chunk, is what the
-lane counts as handed out (a timed replay's schedule counts from it)."""
+"""A connection sending a replay's lane, on the Python driver and on a compiled pump with
+a stream of its own: what it takes, chunk after chunk, is what the lane counts as handed
+out (a timed replay's schedule counts from it), and a lane that gets its rows late is
+woken and sends every one."""
 
 from __future__ import annotations
 
@@ -10,11 +12,15 @@ import pytest
 
 from kvbench.config import load_config
 from kvbench.config.replay import ReplayConfig
+from kvbench.engine import fastpath
 from kvbench.engine.pacing import TraceSchedule
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.worker import Worker, WorkerSpec
 from kvbench.protocols.base import CodecOptions
+from kvbench.workload import trace_source
+from kvbench.workload.trace import BLOCK_BYTES, TraceReader, client_hashes
 from kvbench.workload.trace_source import ReplayFeed
+from tests.support import pump_oracle
 from tests.support.traces import write_trace
 
 
@@ -37,35 +43,66 @@ class Sink:
         pass
 
 
+def lane_connections(
+    path: Path,
+    speed: float | None,
+    compiled: bool,
+    lanes: int = 1,
+    pipeline: int = 1000,
+    block: int = BLOCK_BYTES,
+) -> tuple[Worker, ReplayFeed, list[Any], list[Sink]]:
+    """A worker's connections, each sending its lane of ``path``, on the Python driver or
+    on compiled pumps (each with a stream of its own), their transports ``Sink``s."""
+    if compiled:
+        pump_oracle.require_compiled()
+    config = load_config(None, {"target.urls": (["memcached://127.0.0.1:1"], "T")}, 1)
+    worker = Worker(WorkerSpec(config, 0, 1, lanes, None), lambda snap: None)
+    reader = TraceReader(path, block)
+    feed = ReplayFeed(ReplayConfig(str(path), speed=speed), "memcache-text", 0, 1, lanes, 1, reader)
+    worker.feed = feed
+    feed.on_rows = worker._lanes_woken
+    worker.tally = fastpath.new_tally(None, compiled)
+    if compiled:
+        worker.pumps = fastpath.PumpFactory(worker.tally, 0, open_loop=speed is not None)
+    sinks = []
+    for lane in feed.lanes:
+        conn = worker.make_connection(
+            codec_factory_for(worker.target, CodecOptions()), None, pipeline, worker.shards[0]
+        )
+        conn.source = lane
+        sinks.append(Sink())
+        conn.connection_made(sinks[-1])  # type: ignore[arg-type]
+        worker.connections.append(conn)
+    worker.issuing = True
+    return worker, feed, worker.connections, sinks
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["python", "compiled"])
 @pytest.mark.parametrize("speed", [None, 4.0])
 def test_the_lane_counts_every_request_its_connection_took(
-    tmp_path: Path, speed: float | None
+    tmp_path: Path, speed: float | None, compiled: bool
 ) -> None:
     """Writes of alternating TTLs cut the lane into chunks of one or two rows, so every
-    send crosses chunks: the lane's count (``taken + pos``) stays the connection's."""
+    send crosses chunks: the lane's count (``taken + pos``) stays the connection's, and
+    what a compiled pump's stream took and has not sent is still the lane's to send."""
     rows = [
         (i // 50, f"k:{i}", 5, 10 if i % 2 else 0, 1, "set" if i % 2 else "get", 60 * (i % 4))
         for i in range(200)
     ]
     path = write_trace(tmp_path / "t.csv", rows)
-    config = load_config(None, {"target.urls": (["memcached://127.0.0.1:1"], "T")}, 1)
-    worker = Worker(WorkerSpec(config, 0, 1, 1, None), lambda snap: None)
-    feed = ReplayFeed(ReplayConfig(str(path), speed=speed), "memcache-text", 0, 1, 1, seed=1)
+    _, feed, (conn,), (sink,) = lane_connections(path, speed, compiled)
     lane = feed.lanes[0]
-    conn = worker.make_connection(
-        codec_factory_for(worker.target, CodecOptions()), None, 1000, worker.shards[0]
-    )
-    conn.source = lane
-    sink = Sink()
-    conn.connection_made(sink)  # type: ignore[arg-type]
-    worker.issuing = True
+    if compiled:
+        assert conn._pump is not None
     sent = 0
     if speed is None:
         for n in (1, 3, 7, 2, 50, 200):
             conn.issue(n)
             sent = conn.inflight
-            assert lane.taken + lane.pos == sent
-        assert sent == 200
+            # the stream takes a chunk whole: the lane counts what it has not sent
+            assert compiled or lane.taken + lane.pos == sent
+            assert sent + feed.remaining() == 200
+        assert sent == 200 and feed.exhausted()
     else:
         conn.closed_loop = False
         schedule = TraceSchedule(lane, 0)
@@ -74,7 +111,50 @@ def test_the_lane_counts_every_request_its_connection_took(
             if due > sent:
                 conn.issue_scheduled(schedule.intended_range(sent, due), now)
                 sent = due
-            assert lane.taken + lane.pos == sent
-        assert sent == 200
+            assert conn.inflight == sent and schedule.finished() == (sent == 200)
+        assert sent == 200 and schedule.finished()
     assert sink.written.count(b"set ") == 100 and sink.written.count(b"get ") == 100
     assert b" 0 60 10\r\n" in sink.written and b" 0 180 10\r\n" in sink.written
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["python", "compiled"])
+def test_a_lane_whose_rows_come_late_is_woken_and_sends_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool
+) -> None:
+    """Two clients, two lanes: the second client's rows come after more of the first's
+    than the lanes may buffer, so its lane finds nothing at first (starved: its pump sends
+    nothing, without error), is woken when the first lane's draining lets the feed read
+    them, and sends every one; the replay then ends with every row answered."""
+    monkeypatch.setattr(trace_source, "MAX_BUFFERED_ROWS", 40)
+    early, late = "c0", "c1"
+    while client_hashes([early.encode()])[0] % 2 == client_hashes([late.encode()])[0] % 2:
+        late = late + "x"
+    rows = [(0, f"k:{i}", 5, 0, early if i < 300 else late, "get", 0) for i in range(400)]
+    path = write_trace(tmp_path / "t.csv", rows)
+    worker, feed, conns, sinks = lane_connections(path, None, compiled, 2, 8, block=256)
+    woken: list[int] = []
+    on_rows = feed.on_rows
+    assert on_rows is not None
+
+    def wake(lanes: list[Any]) -> None:
+        woken.extend(lane.index for lane in lanes)
+        on_rows(lanes)
+
+    feed.on_rows = wake
+    for conn in conns:
+        conn.fill()
+    late_lane = feed.lanes[client_hashes([late.encode()])[0] % 2]
+    assert conns[late_lane.index].inflight == 0 and late_lane.starved
+    for _ in range(1000):  # the server: every get a miss
+        busy = [conn for conn in conns if conn.inflight]
+        if not busy:
+            break
+        for conn in busy:
+            conn.data_received(b"END\r\n" * conn.inflight)
+    assert woken[0] == late_lane.index  # (then each lane once more at the trace's end)
+    assert feed.exhausted() and all(conn.inflight == 0 for conn in conns)
+    assert sum(sink.written.count(b"get ") for sink in sinks) == 400
+    assert sinks[late_lane.index].written.count(b"get ") == 100
+    # the replies, in the recorder (Python driver) or the tally (the pumps')
+    replies = len(worker.recorder.reply_ops) + (worker.tally.pending if compiled else 0)
+    assert replies == 400
