@@ -202,6 +202,7 @@ class RequestSource:
         self._plan = plan
         self._keys = self._picker(plan)
         self._key_array = _objects(plan.key_table)
+        self._value_array = _objects(plan.value_table)
         self.pos = self.size = 0  # the next request draws a fresh chunk
 
     def _place_special(
