@@ -385,6 +385,20 @@ def test_each_write_is_sent_with_its_rows_ttl_memcached(
     assert ttls == {"ttl:long": 1000, "ttl:short": 50, "ttl:none": 0, "ttl:added": 70}
 
 
+def test_a_ttl_over_30_days_still_stores_on_memcached(
+    fresh_memcached: Server, tmp_path: Path, driver: str
+) -> None:
+    """memcached reads an exptime over 30 days as a Unix time (1970: expired at once), so
+    a get after the set missed with status ok; it is sent as 30 days and counted."""
+    rows = [(0, "month:a", 7, 10, 1, "set", 31 * 24 * 3600), (0, "month:a", 7, 0, 1, "get", 0)]
+    trace = write_trace(tmp_path / "t.csv", rows)
+    doc = replay_max(trace, f"memcached://{fresh_memcached.address}", tmp_path, "-c", "1",
+                     driver=driver)  # fmt: skip
+    assert doc["ops"]["get"]["outcomes"] == {"hit": 1}
+    assert doc["trace"]["sent"]["ttls_clamped"] == 1
+    assert doc["status"] == "ok"
+
+
 def test_each_write_is_sent_with_its_rows_ttl_redis(
     fresh_redis: Server, tmp_path: Path, driver: str
 ) -> None:

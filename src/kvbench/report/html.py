@@ -147,6 +147,8 @@ def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:
         facts.append(
             ("trace", f"{trace['path']}, speed {speed if speed == 'max' else f'{speed:g}x'}")
         )
+        if workload:  # the values' bytes are drawn from it
+            facts.append(("seed", str(workload.get("seed"))))
         return facts
     if workload:
         ratio = workload.get("ratio") or {}

@@ -334,6 +334,11 @@ def trace_lines(model: ReportModel) -> Text:
         f"  sent {sent['total']:,} of {sent['requests']:,} queued ({as_})"
         + (f"; skipped {skipped}" if skipped else "")
         + (f"; {sent['keys_clamped']:,} keys clamped to 250 bytes" if sent["keys_clamped"] else "")
+        + (
+            f"; {sent['ttls_clamped']:,} TTLs over 30 days sent as 30 days"
+            if sent.get("ttls_clamped")
+            else ""
+        )
         + "\n"
     )
     return text

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from kvbench.metrics.outcome import NOTE_OUTCOMES, OUTCOME_NAMES, REDIRECT_OUTCOMES, Outcome
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.results.model import RunResult
 
@@ -24,8 +25,11 @@ MAX_RATE_POINTS = 600
 SIZE_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 # TTLs listed by frequency in the summary.
 TOP_TTLS = 5
-# Counted besides a request's outcome ("late", "mismatch"), or never sent ("dropped").
-_NOT_SENT = frozenset({"late", "mismatch", "dropped"})
+# Counted besides a request's outcome (late, mismatch, a redirect followed), or never
+# sent (dropped).
+_NOT_SENT = frozenset(
+    OUTCOME_NAMES[int(o)] for o in NOTE_OUTCOMES | REDIRECT_OUTCOMES | {Outcome.DROPPED}
+)
 
 
 def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> dict[str, Any] | None:
@@ -48,7 +52,8 @@ def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> dict[str, A
     dropped = sum(row.get("dropped", 0) for row in counted.values())
     rate = profile["rate"]
     speed = section.speed
-    span_s = (len(rate["points"]) * rate["bucket_s"]) if rate["points"] else 0
+    span_s = rate["span_s"]
+    replay_span_s = None if speed is None else span_s / speed
     return {
         "path": section.path,
         "speed": "max" if speed is None else speed,
@@ -60,10 +65,11 @@ def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> dict[str, A
             "by_op": sent_by_op,
             "total": sum(sent_by_op.values()),
             "dropped": dropped,
-            # At --speed S the trace offers S times its own rate over 1/S of its span.
-            "offered_per_s": None if speed is None else rate["mean_per_s"] * speed,
+            # At --speed S the requests queued to be sent go out over 1/S of the span
+            # (rows skipped are not offered: the intervals' ``offered`` counts the same).
+            "offered_per_s": counts["requests"] / replay_span_s if replay_span_s else None,
             "trace_span_s": span_s,
-            "replay_span_s": None if speed is None else span_s / speed,
+            "replay_span_s": replay_span_s,
         },
     }
 
@@ -92,13 +98,21 @@ def _counter(pairs: list[list[int]]) -> Counter[int]:
 
 
 def rate_series(per_second: Counter[int]) -> dict[str, Any]:
-    """Rows per second of trace time, in buckets: ``{bucket_s, first_s, points, mean, peak}``.
+    """Rows per second of trace time, in buckets: ``{bucket_s, first_s, span_s, points,
+    mean, peak}`` (``span_s``: whole seconds from the first row's to the last row's).
 
     Seconds without rows count as 0 (a gap in the trace is a rate of 0, not a missing
     point). ``mean`` is over the whole span, ``peak`` the busiest bucket's rate.
     """
     if not per_second:
-        return {"bucket_s": 1, "first_s": 0, "points": [], "mean_per_s": 0.0, "peak_per_s": 0.0}
+        return {
+            "bucket_s": 1,
+            "first_s": 0,
+            "span_s": 0,
+            "points": [],
+            "mean_per_s": 0.0,
+            "peak_per_s": 0.0,
+        }
     first, last = min(per_second), max(per_second)
     span = last - first + 1
     bucket = -(-span // MAX_RATE_POINTS)
@@ -113,6 +127,7 @@ def rate_series(per_second: Counter[int]) -> dict[str, Any]:
     return {
         "bucket_s": int(bucket),
         "first_s": int(first),
+        "span_s": int(span),
         "points": [[i * int(bucket), float(r)] for i, r in enumerate(rates.tolist())],
         "mean_per_s": float(sums.sum() / span),
         "peak_per_s": float(rates.max()),

@@ -112,9 +112,9 @@ def merge_profiles(parts: list[dict[str, Any]]) -> dict[str, Any]:
 def merge_counts(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Several processes' feed counts as one (skipped reasons added up by reason)."""
     skipped: Counter[str] = Counter()
-    totals = dict.fromkeys(("lines_read", "rows", "requests", "keys_clamped"), 0)
+    totals = dict.fromkeys(("lines_read", "rows", "requests", "keys_clamped", "ttls_clamped"), 0)
     for part in parts:
         for name in totals:
-            totals[name] += int(part[name])
+            totals[name] += int(part.get(name, 0))  # ttls_clamped: not in older runs
         skipped.update({str(k): int(v) for k, v in part["skipped"].items()})
     return {**totals, "skipped": dict(skipped)}

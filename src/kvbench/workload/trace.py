@@ -61,6 +61,9 @@ _FORBIDDEN = re.compile(rb"[\x00-\x09\x0b-\x20\x7f]")
 _FORBIDDEN_BYTES = bytes([*range(0x00, 0x0A), *range(0x0B, 0x21), 0x7F])
 # Distinct number texts remembered per column kind before the cache starts over.
 NUMBER_CACHE_SIZE = 1 << 16
+# The largest TTL a row may carry: what every server's expiry field takes (memcached's
+# binary protocol has 32 bits, Redis's EX a signed 64-bit number of milliseconds).
+MAX_TTL_S = (1 << 31) - 1
 
 
 @dataclass(slots=True)
@@ -293,7 +296,10 @@ class TraceReader:
             list(map(_OP_INDEX.__getitem__, fields[5::COLUMNS])),
             numbers(fields[6::COLUMNS], int),
         )
-        if min(rows.key_sizes) < 1 or min(rows.value_sizes) < 0 or min(rows.ttls_s) < 0:
+        ttls = rows.ttls_s
+        if min(rows.key_sizes) < 1 or min(rows.value_sizes) < 0 or min(ttls) < 0:
+            return None
+        if max(ttls) > MAX_TTL_S:
             return None
         times = rows.times_s
         # In time order, from the last block's last time on; finite (float() takes "inf").
@@ -372,6 +378,8 @@ def _row_problem(fields: list[bytes], convert: type) -> str | None:
                 raise ValueError
         except ValueError:
             return f"{name} {_show(text)} is not a whole number >= {low}"
+    if int(ttl) > MAX_TTL_S:
+        return f"ttl {_show(ttl)} is over {MAX_TTL_S:,} seconds"
     if op not in _OP_INDEX:
         return f"unknown operation {_show(op)} (one of {'/'.join(TRACE_OPS)})"
     return None

@@ -63,6 +63,11 @@ DIGIT_VALUE_BYTES = 19
 # Key fitting results remembered before the cache starts over.
 KEY_CACHE_SIZE = 1 << 20
 SKIPPED = -1
+# memcached reads an exptime over 30 days as an absolute Unix time (protocol.txt,
+# "Expiration times"): a trace's longer relative TTL would expire at once. Protocols that
+# end in memcached send at most this, counted (``ttls_clamped``).
+MEMCACHED_MAX_RELATIVE_TTL_S = 30 * 24 * 3600
+_MEMCACHED_PROTOCOLS = frozenset({"memcache-text", "memcache-binary", "memcache-meta", "http-memc"})
 T = TypeVar("T")
 
 
@@ -81,6 +86,8 @@ class OpMapping:
     def __init__(self, protocol: str) -> None:
         ops = CODECS[protocol].ops
         self.protocol = protocol
+        # The longest TTL the server takes as relative (None: any the trace may carry).
+        self.max_ttl_s = MEMCACHED_MAX_RELATIVE_TTL_S if protocol in _MEMCACHED_PROTOCOLS else None
         self.codes: list[int] = []
         self.reasons: dict[str, str] = {}
         self.sent_as: dict[str, str] = {}
@@ -136,8 +143,11 @@ class KeyFitter:
     def fit(self, keys: list[bytes], sizes: list[int]) -> list[bytes]:
         """Each key at its size (the list itself when every key already fits)."""
         lengths = list(map(len, keys))
-        if lengths == sizes and max(sizes) <= MAX_KEY_BYTES:
+        longest = max(sizes)
+        if lengths == sizes and longest <= MAX_KEY_BYTES:
             return keys
+        if longest > MAX_KEY_BYTES:  # per row, however often a key recurs
+            self.clamped += sum(size > MAX_KEY_BYTES for size in sizes)
         out = list(keys)
         cache = self._cache
         if len(cache) > KEY_CACHE_SIZE:
@@ -148,8 +158,6 @@ class KeyFitter:
             key = keys[i]
             fitted = cache.get(key)
             if fitted is None or len(fitted) != min(size, MAX_KEY_BYTES):
-                if size > MAX_KEY_BYTES:
-                    self.clamped += 1
                 fitted = cache[key] = fit_key(key, size)
             out[i] = fitted
         return out

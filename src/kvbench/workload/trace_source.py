@@ -66,7 +66,9 @@ class ReplayCounts:
         rows: rows of the slice that belong to this worker.
         requests: rows queued to be sent.
         skipped: rows not sent, by reason.
-        keys_clamped: keys over 250 bytes sent at 250.
+        keys_clamped: rows whose key was over 250 bytes (sent at 250).
+        ttls_clamped: writes whose TTL was over what the server takes as relative (30
+            days on memcached: sent at that).
     """
 
     lines_read: int = 0
@@ -74,6 +76,7 @@ class ReplayCounts:
     requests: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     keys_clamped: int = 0
+    ttls_clamped: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +85,7 @@ class ReplayCounts:
             "requests": self.requests,
             "skipped": dict(self.skipped),
             "keys_clamped": self.keys_clamped,
+            "ttls_clamped": self.ttls_clamped,
         }
 
 
@@ -434,6 +438,16 @@ class ReplayFeed:
 
     def _values_and_ttls(self, codes: list[int], rows: TraceRows) -> tuple[list[Any], list[int]]:
         """A value slice for each store (None for the rest); the TTL of each store."""
+        values, ttls = self._values_and_row_ttls(codes, rows)
+        top = self.mapping.max_ttl_s
+        if top is not None and max(ttls) > top:
+            self.counts.ttls_clamped += sum(ttl > top for ttl in ttls)
+            ttls = [min(ttl, top) for ttl in ttls]
+        return values, ttls
+
+    def _values_and_row_ttls(
+        self, codes: list[int], rows: TraceRows
+    ) -> tuple[list[Any], list[int]]:
         stores = list(map(_IS_STORE.__getitem__, codes))
         n = len(codes)
         if all(stores):

@@ -76,6 +76,8 @@ def test_crlf_and_a_missing_final_newline_are_read(tmp_path: Path) -> None:
         (b"7,a key,5,0,1,get,0", "a space or control character"),
         (b"7,,1,0,1,get,0", "empty key"),
         (b"3,k,1,0,1,get,0", "timestamp '3' is earlier than the row before's"),
+        (b"7,k,1,9,1,set,99999999999999999999", "ttl '99999999999999999999' is over 2,147,483,647"),
+        (b"7,k,1,9,1,set,2147483648", "ttl '2147483648' is over 2,147,483,647 seconds"),
     ],
 )
 def test_a_bad_row_is_one_error_naming_file_and_line(

@@ -131,6 +131,26 @@ def test_fitted_keys_of_distinct_keys_stay_distinct() -> None:
     fitter = KeyFitter()
     (long,) = fitter.fit([b"k" * 300], [300])
     assert len(long) == 250 and long.startswith(b"k" * 200) and fitter.clamped == 1
+    # counted per row, however often the key recurs (the rows printed beside it are rows)
+    fitter.fit([b"k" * 300, b"short", b"k" * 300], [300, 5, 300])
+    assert fitter.clamped == 3
+
+
+def test_a_ttl_memcached_would_read_as_a_date_is_sent_as_30_days(tmp_path: Path) -> None:
+    """memcached takes an exptime over 30 days as a Unix time (an item set with it expires
+    at once): such writes go at 30 days, counted; Redis takes them as they are."""
+    month = 30 * 24 * 3600
+    rows = [
+        (0, "a", 1, 5, 1, "set", month + 1),
+        (0, "b", 1, 5, 1, "set", month),
+        (0, "a", 1, 0, 1, "get", 0),
+    ]
+    for protocol, expected, clamped in (("memcache-text", month, 1), ("resp2", month + 1, 0)):
+        feed = feed_for(write_trace(tmp_path / f"{protocol}.csv", rows), protocol)
+        lanes = drain(feed)
+        sets = [(key, ttl) for lane in lanes for (op, key, _v, ttl) in lane if op == Op.SET]
+        assert sorted(sets) == [(b"a", expected), (b"b", month)]
+        assert feed.counts.ttls_clamped == clamped
 
 
 def test_values_are_slices_of_the_asked_sizes() -> None:
@@ -293,3 +313,15 @@ def test_trace_schedule_answers_from_the_lane(tmp_path: Path) -> None:
     assert lane.refill() or feed.done
     assert schedule.intended_ns(sent) == 1_000 + sent * 250_000_000
     assert schedule.due_by(1_000 + 10**12) == 40
+
+
+def test_the_rate_series_span_is_the_traces_seconds_whatever_the_buckets() -> None:
+    """601 s of trace cut into 2 s buckets: the span is 601 s (not 301 x 2), so the
+    printed mean recomputes as rows / span."""
+    from kvbench.report.trace_figures import rate_series
+
+    per_second = Counter({t: 10 for t in range(1000, 1601)})
+    rate = rate_series(per_second)
+    assert rate["bucket_s"] == 2 and len(rate["points"]) == 301
+    assert rate["span_s"] == 601
+    assert rate["mean_per_s"] == 6010 / 601
