@@ -115,6 +115,7 @@ class LinkKeeper:
         self._connect_timeout_ns = connect_timeout_ns
         self._running = False
         self._interrupted = False
+        self._failed = False  # a bug ended the run early (engine/worker.py)
         self.errors: dict[str, int] = {}
         self.last_error: str | None = None
         self.live_connections = 0
@@ -167,10 +168,10 @@ class LinkKeeper:
         self.last_error = text
 
     def summary_fields(self) -> dict[str, Any]:
-        """What every worker's summary says of the worker itself: ``status`` (``ok``, or
-        ``interrupted``: stopped before its work was done) and the problems it went on
-        after (``errors`` by kind, ``last_error``)."""
-        status = "interrupted" if self._interrupted else "ok"
+        """What every worker's summary says of the worker itself: ``status`` (``ok``,
+        ``interrupted``: stopped before its work was done, or ``failed``: a bug ended it
+        early) and the problems it went on after (``errors`` by kind, ``last_error``)."""
+        status = "failed" if self._failed else "interrupted" if self._interrupted else "ok"
         return {"status": status, "errors": dict(self.errors), "last_error": self.last_error}
 
     # -- the live count and reopening ----------------------------------------------------

@@ -86,7 +86,7 @@ class WorkerSpec:
 class WorkerSummary:
     """What a worker reports when its run ends."""
 
-    status: str  # "ok" or "interrupted"
+    status: str  # "ok", "interrupted" (Ctrl-C) or "failed" (a bug ended it early)
     measure_start_ns: int
     measure_end_ns: int
     errors: dict[str, int] = field(default_factory=dict)
@@ -398,7 +398,8 @@ class Worker(LinkKeeper):
             return
         exc = task.exception()
         self.note_error("bug", f"{type(exc).__name__}: {exc}")
-        self.stop()
+        self._failed = True  # not a Ctrl-C: the run is partial (exit 4), not interrupted
+        self._cut_short()
 
     def _lanes_woken(self, lanes: list[Lane]) -> None:
         """A replay's lanes got rows (or reached the trace's end): a closed loop sends them."""
@@ -414,6 +415,12 @@ class Worker(LinkKeeper):
         if self._finished is None or self._finished.is_set():
             return
         self._interrupted = True
+        self._cut_short()
+
+    def _cut_short(self) -> None:
+        """End the measured window now; in-flight requests still drain."""
+        if self._finished is None or self._finished.is_set():
+            return
         now = _now()
         if self.phase in ("warmup", "measure"):
             self._measure_end_ns = now

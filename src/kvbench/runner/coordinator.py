@@ -426,7 +426,7 @@ class Coordinator:
             start = end = 0
         if self._stopping or any(s.status == "interrupted" for s in summaries):
             status = "interrupted"
-        elif tally.failures:
+        elif tally.failures or any(s.status == "failed" for s in summaries):
             status = "partial"
         else:
             status = "ok"
