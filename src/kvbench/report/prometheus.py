@@ -18,6 +18,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
+from kvbench.metrics.outcome import NOTE_OUTCOMES, OUTCOME_NAMES, REDIRECT_OUTCOMES
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.latency import latency_summary
 from kvbench.report.summary import interval_row
@@ -107,6 +108,9 @@ class LiveFigures(Collector):
             yield from _interval_gauges(row, latency)
 
 
+_NOTES = frozenset(OUTCOME_NAMES[int(o)] for o in NOTE_OUTCOMES | REDIRECT_OUTCOMES)
+
+
 def _counters(
     outcomes: dict[tuple[str, str], int], runs: int, intervals: int, errors: int
 ) -> Iterator[Any]:
@@ -115,9 +119,16 @@ def _counters(
         "Ops that ended in the measured windows so far, by op and outcome.",
         labels=["op", "outcome"],
     )
+    notes = CounterMetricFamily(
+        f"{PREFIX}_ops_noted",
+        "Notes on ops counted under their outcome (late, mismatch) and redirects followed.",
+        labels=["op", "note"],
+    )
     for (op, outcome), n in sorted(outcomes.items()):
-        ops.add_metric([op, outcome], n)
+        # a note or a redirect is not an end: summing ops by op must give the ops
+        (notes if outcome in _NOTES else ops).add_metric([op, outcome], n)
     yield ops
+    yield notes
     yield CounterMetricFamily(
         f"{PREFIX}_errors",
         "Errors so far: error replies, timeouts, connection errors, drops, failed connects.",
