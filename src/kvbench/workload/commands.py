@@ -22,7 +22,9 @@ from kvbench.protocols.registry import CODECS
 
 # The first code (in the mix and in the recorder) that is a command, not an ``Op``.
 COMMAND_BASE = len(Op)
-WHERE = "--command"
+# Checked after the config is loaded, where it is no longer known whether the commands
+# came from flags or a scenario file: both names.
+WHERE = "--command (workload.commands)"
 
 
 @dataclass(frozen=True, slots=True)
