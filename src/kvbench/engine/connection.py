@@ -98,6 +98,8 @@ class Connection(Link):
         # (A ``RequestSource`` or a replay's ``Lane``: engine/redirect.py keeps the former.)
         self._kept: Callable[[Any, int, int], None] | None = None
         self._taken = 0  # how many requests the last ``_take`` took
+        # The TTL last set on the codec from the source's chunk (None: the codec's own).
+        self._ttl_set: int | None = None
         # The compiled pump (engine/fastpath.py), while the worker runs them; it then owns
         # the in-flight FIFO (closed or open loop) and the codec is only used for the setup.
         self._pump: Any = None
@@ -320,6 +322,8 @@ class Connection(Link):
         before it (``out`` then holds exactly their bytes).
         """
         source = self.source
+        if source.ttl_s != self._ttl_set:  # once per batch: a chunk moved past unsent, a
+            self._apply_ttl(source)  # fresh codec after a reconnect
         encode_many = self._codec.encode_many
         sent_ops = self._sent_ops
         kept = self._kept
@@ -351,10 +355,16 @@ class Connection(Link):
         lane). A chunk that carries its stores' TTL has it set on the codec."""
         if not source.refill():
             return False
+        self._apply_ttl(source)
+        return True
+
+    def _apply_ttl(self, source: Any) -> None:
+        """Set the current chunk's TTL on the codec (a replay's chunk carries one; None:
+        the codec keeps its own)."""
         ttl = source.ttl_s
         if ttl is not None:
             self._codec.set_ttl(ttl)
-        return True
+        self._ttl_set = ttl
 
     def fill(self, depth: int | None = None) -> None:
         """Top the pipeline up (after connecting, or when issuing resumes), to ``depth``
@@ -410,6 +420,7 @@ class Connection(Link):
         self._clear()
 
     def _clear(self) -> None:
+        self._ttl_set = None  # a new transport's codec has its own TTL again
         for fifo in self._fifo:
             fifo.clear()
         self._codes.clear()

@@ -158,3 +158,24 @@ def test_a_lane_whose_rows_come_late_is_woken_and_sends_every_row(
     # the replies, in the recorder (Python driver) or the tally (the pumps')
     replies = len(worker.recorder.reply_ops) + (worker.tally.pending if compiled else 0)
     assert replies == 400
+
+
+def test_a_chunk_reached_by_skipping_sends_with_its_own_ttl(tmp_path: Path) -> None:
+    """The open loop's drops take rows off a lane unsent (engine/open_loop.py ``_skip``)
+    and may move it to its next chunk; the Python driver then sends that chunk's writes
+    with the chunk's TTL, not the one before's, and so does a reconnected connection
+    (its fresh codec has no TTL of its own)."""
+    rows = [(0, k, 1, 3, 1, "set", 50 if k == "a" else 70) for k in "abcd"]
+    path = write_trace(tmp_path / "t.csv", rows)
+    _worker, feed, (conn,), (sink,) = lane_connections(path, None, compiled=False)
+    lane = feed.lanes[0]
+    conn.issue(1)  # a, in its chunk of TTL 50
+    assert sink.written.startswith(b"set a 0 50 3\r\n")
+    lane.refill()  # as a drop does: the next chunk (b, c, d: TTL 70), b skipped unsent
+    lane.pos = 1
+    conn.issue(1)
+    assert b"set c 0 70 3\r\n" in sink.written
+    fresh = Sink()
+    conn.connection_made(fresh)  # type: ignore[arg-type]
+    conn.issue(1)
+    assert fresh.written.startswith(b"set d 0 70 3\r\n")

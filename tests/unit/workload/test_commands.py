@@ -91,7 +91,9 @@ def test_one_template_per_command_is_required() -> None:
 
 
 def test_a_protocol_that_refuses_a_command_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match=r"--command \(workload.commands\): 'SUBSCRIBE c': subscribe: "):
+    with pytest.raises(
+        ConfigError, match=r"--command \(workload.commands\): 'SUBSCRIBE c': subscribe: "
+    ):
         compile_commands((("SUBSCRIBE c", 1),), "resp2")
     with pytest.raises(ConfigError, match="memcache-binary sends no arbitrary commands"):
         compile_commands((("touch __key__ 1", 1),), "memcache-binary")
