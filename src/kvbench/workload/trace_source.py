@@ -147,8 +147,12 @@ class Lane:
         return self.ops
 
     def append(self, chunk: _Chunk) -> None:
-        self._waiting.append(chunk)
-        self.waiting_rows += len(chunk.ops)
+        """Queue ``chunk``, cut where a write's TTL differs from the one before (a chunk
+        carries one TTL): cut once here, in one pass, so a refill only takes the next."""
+        n = len(chunk.ops)
+        for start, stop in _ttl_runs(chunk.ttls):
+            self._waiting.append(chunk if stop - start == n else chunk.part(start, stop))
+        self.waiting_rows += n
 
     def pending(self) -> int:
         """Requests this lane holds and has not sent (its stream's unsent ones counted)."""
@@ -176,12 +180,6 @@ class Lane:
         self.starved = False
         chunk = self._waiting.popleft()
         self.waiting_rows -= len(chunk.ops)
-        cut = _ttl_run(chunk.ttls)
-        if cut < len(chunk.ops):  # writes of another TTL follow: they start the next chunk
-            rest = chunk.part(cut, len(chunk.ops))
-            self._waiting.appendleft(rest)
-            self.waiting_rows += len(rest.ops)
-            chunk = chunk.part(0, cut)
         self.ops, self.keys, self.values = chunk.ops, chunk.keys, chunk.values
         self.offsets_ns = chunk.offsets_ns or []
         ttl = max(chunk.ttls)
@@ -215,19 +213,22 @@ class Lane:
         return count
 
 
-def _ttl_run(ttls: list[int]) -> int:
-    """How many rows from the start share one write TTL (reads carry ``NO_TTL``)."""
-    first = NO_TTL
-    for ttl in ttls:
-        if ttl != NO_TTL:
-            first = ttl
-            break
+def _ttl_runs(ttls: list[int]) -> Iterator[tuple[int, int]]:
+    """(start, stop) of each run of rows sharing one write TTL (reads carry ``NO_TTL``
+    and join the run they are in)."""
+    first = next((ttl for ttl in ttls if ttl != NO_TTL), NO_TTL)
     if first == NO_TTL or ttls.count(first) + ttls.count(NO_TTL) == len(ttls):
-        return len(ttls)
+        yield 0, len(ttls)  # the usual case: one TTL, counted in C
+        return
+    start, current = 0, NO_TTL
     for i, ttl in enumerate(ttls):
-        if ttl != NO_TTL and ttl != first:
-            return i
-    return len(ttls)  # pragma: no cover - the count above found a different TTL
+        if ttl in (NO_TTL, current):
+            continue
+        if current != NO_TTL:
+            yield start, i
+            start = i
+        current = ttl
+    yield start, len(ttls)
 
 
 class ReplayFeed:

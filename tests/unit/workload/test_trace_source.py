@@ -325,3 +325,22 @@ def test_the_rate_series_span_is_the_traces_seconds_whatever_the_buckets() -> No
     assert rate["bucket_s"] == 2 and len(rate["points"]) == 301
     assert rate["span_s"] == 601
     assert rate["mean_per_s"] == 6010 / 601
+
+
+@pytest.mark.parametrize(
+    ("ttls", "runs"),
+    [
+        ([-1, -1], [(0, 2)]),
+        ([-1, 5, -1, 5], [(0, 4)]),
+        ([5, 7, 7, -1, 5], [(0, 1), (1, 4), (4, 5)]),
+        ([-1, 5, -1, 7, -1], [(0, 3), (3, 5)]),
+    ],
+)
+def test_a_lane_chunk_is_cut_where_a_writes_ttl_changes(
+    ttls: list[int], runs: list[tuple[int, int]]
+) -> None:
+    """Cut once when queued (reads join the run they are in): refilling a chunk of
+    interleaved TTLs copied the rest of it at every cut before."""
+    from kvbench.workload.trace_source import _ttl_runs
+
+    assert list(_ttl_runs(ttls)) == runs
