@@ -235,3 +235,28 @@ def test_a_server_stopped_mid_batch_is_counted_and_the_run_ends(
     sets, gets = row["set"], row["get"]
     assert sets["ok"] >= stored and sets["ok"] + sets["errors"] == 2 * 20000
     assert gets["ok"] == 0 and gets["errors"] == 2 * 20000
+
+
+def test_misses_on_an_evicting_server_fail_the_run(tmp_path: Path) -> None:
+    """A server too small for the keys evicts them before they are read: every get miss
+    is an error of a batch run (each client set the key just before), so the level is
+    failed (exit 1), the misses named (was: status ok, exit 0, with most gets missed)."""
+    out = tmp_path / "evicted.json"
+    with servers.memcached("-m", "2") as server:
+        before = counters(server)
+        result = run_kvbench(
+            "run", "--preset", "put-get-batches", f"memcached://{server.address}",
+            "--connections", "1", "--keys", "4000", "--value-size", "4000",
+            "--json", str(out), "--no-save",
+        )  # fmt: skip
+        after = counters(server)
+    misses = after["get_misses"] - before["get_misses"]
+    assert misses > 0
+    assert result.code == 1, result.stderr + result.stdout
+    doc = read_json(out)
+    assert doc["status"] == "failed"
+    (row,) = doc["batches"]
+    assert row["get"]["misses"] == misses
+    (run,) = doc["runs"]
+    assert run["document"]["status"] == "failed"
+    assert f"miss {misses:,}" in result.stdout
