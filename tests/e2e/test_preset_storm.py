@@ -15,8 +15,8 @@ import pytest
 
 from kvbench.config.targets import parse_target
 from kvbench.runner.probe import fetch_stats
-from tests.support.cli import all_phase_counts, read_json, run_kvbench
 from tests.support import servers
+from tests.support.cli import all_phase_counts, read_json, run_kvbench
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
@@ -206,3 +206,30 @@ def test_refused_values_are_no_throughput_in_the_running_totals(tmp_path: Path) 
     live = [m for m in map(LIVE.match, result.stdout.splitlines()) if m]
     assert live and all(m[2] == "0" for m in live)
     assert all(" avg 0/s" in m[0] for m in live)
+
+
+def test_get_phase_spans_only_the_sets_that_were_stored(tmp_path: Path) -> None:
+    """A memcached that refuses sets once full (-M, 2 MB): the get phase's key span is
+    the slowest worker's successful sets, so no worker reads more keys than the server
+    stored (was: every set sent, refused ones too, e.g. a span of 72,625 keys per worker
+    after 21,243 sets stored)."""
+    out = tmp_path / "full.json"
+    with servers.memcached("-m", "2", "-M") as server:
+        before = counters(server)
+        result = run_kvbench(
+            "run", "--preset", "memcached-storm", f"memcached://{server.address}",
+            "-c", "8", "--processes", "2", "--duration", "1s",
+            "--json", str(out), "--no-save", "-q",
+            timeout_s=180,
+        )  # fmt: skip
+        after = counters(server)
+    assert result.code == 1, result.stderr + result.stdout  # the refused sets fail the set phase
+    sets_doc, gets_doc = (run["document"] for run in read_json(out)["runs"])
+    stored = after["cmd_set"] - before["cmd_set"]
+    refused = all_phase_counts(sets_doc, "set") - stored
+    assert refused > 0, "the server refused no set: fill it faster"
+    workers = sets_doc["workers"]
+    assert sum(w["succeeded"] for w in workers) <= stored
+    span = gets_doc["config"]["workload"]["key_span"]
+    assert span == min(w["succeeded"] for w in workers)
+    assert span * len(workers) <= stored

@@ -138,11 +138,11 @@ def _steps(run: _Run) -> int:
 def _reading(written: RunResult, start_ms: int, end_ms: int) -> dict[str, Any]:
     """Settings that make a step read exactly the keys ``written`` stored: each worker
     walks its own start of the keyspace (the same seed and workers), as many keys as the
-    slowest worker stored in the window (all of them stored: replies in the window are a
-    prefix of what was sent, and the drain waited for the rest); timestamps must fall in
-    the time the step ran (--verify)."""
+    slowest worker stored in the window (its successful sets: replies in the window are a
+    prefix of what was sent, and the drain waited for the rest; a refused set stored
+    nothing); timestamps must fall in the time the step ran (--verify)."""
     settings: dict[str, Any] = {"workload.verify_window_ms": (start_ms, end_ms)}
-    stored = [int(w.get("ops", 0)) for w in written.workers]
+    stored = [int(w.get("succeeded", 0)) for w in written.workers]
     if stored and min(stored) > 0:
         settings["workload.key_span"] = min(stored)
     return settings
