@@ -118,7 +118,7 @@ def test_each_client_sets_then_gets_every_key_exactly(
         assert sets["original_per_s"] < sets["per_s"]
     # The printed line gives the same figures.
     line = next(x for x in result.stdout.splitlines() if x.startswith("3 client(s)"))
-    printed = re.search(r"puts/s [\d.k]+ \(([\d,]+) in ([\d.]+)s\)", line)
+    printed = re.search(r"puts/s [\d.,k]+ \(([\d,]+) in ([\d.]+)s\)", line)
     assert printed is not None and int(printed[1].replace(",", "")) == 3 * KEYS
     assert f"cmd_set +{3 * KEYS}, get_hits +{3 * KEYS}, get_misses +0" in line
     assert f"servers ({placement})" in result.stdout
@@ -257,6 +257,46 @@ def test_misses_on_an_evicting_server_fail_the_run(tmp_path: Path) -> None:
     assert doc["status"] == "failed"
     (row,) = doc["batches"]
     assert row["get"]["misses"] == misses
+    assert row["status"] == "failed"
     (run,) = doc["runs"]
     assert run["document"]["status"] == "failed"
     assert f"miss {misses:,}" in result.stdout
+
+
+def shown_rate(text: str) -> tuple[float, float]:
+    """A printed rate (``8,312``, ``27.3k``, ``1.25M``) and half its last printed unit."""
+    text = text.replace(",", "")
+    for suffix, scale, unit in (("k", 1e3, 100.0), ("M", 1e6, 10_000.0)):
+        if text.endswith(suffix):
+            return float(text[:-1]) * scale, unit / 2
+    return float(text), 0.5
+
+
+def test_each_printed_rate_recomputes_from_the_printed_count_and_seconds(
+    two_memcached: list[Server], tmp_path: Path
+) -> None:
+    """``puts/s R (N in Ss)``: N / S is R to R's own printed precision, for every batch
+    and every level (was: seconds to the ms, 2,000 in 0.073s beside 27.6k/s); the final
+    table and each ``batches[]`` row carry the level's status."""
+    out = tmp_path / "rates.json"
+    result = run_kvbench(
+        "run", "--preset", "put-get-batches",
+        *(f"memcached://{s.address}" for s in two_memcached),
+        "--connections", "1,3", "--keys", "400", "--json", str(out), "--no-save",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr + result.stdout
+    figure = re.compile(r"(puts|gets|ops)/s ([\d.,kM]+) \(([\d,]+) in ([\d.]+)s\)")
+    lines = [x for x in result.stdout.splitlines() if re.match(r"\d+ client\(s\) x", x)]
+    assert len(lines) == 2
+    for line in lines:
+        found = figure.findall(line)
+        assert [f[0] for f in found] == ["puts", "gets", "ops"]
+        for _, rate, count, seconds in found:
+            shown, half_unit = shown_rate(rate)
+            recomputed = int(count.replace(",", "")) / float(seconds)
+            # 4 significant digits of seconds: at most 0.05% off, plus the rate's rounding.
+            assert abs(shown - recomputed) <= half_unit + recomputed * 5e-4, line
+    assert [row["status"] for row in read_json(out)["batches"]] == ["ok", "ok"]
+    assert re.search(r"│\s+1 │\s+ok │", result.stdout) and re.search(
+        r"│\s+3 │\s+ok │", result.stdout
+    )
