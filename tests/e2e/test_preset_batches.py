@@ -171,6 +171,36 @@ def test_batches_refuse_a_request_count() -> None:
     assert result.code == 2 and "R is --keys" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "flag",
+    [
+        ("--duration", "2s"),
+        ("--pipeline", "4"),
+        ("--ratio", "1:1"),
+        ("--rate", "100"),
+        ("--rounds", "2"),
+        ("--warmup", "1s"),
+        ("--processes", "2"),
+        ("--connections", "2.5"),
+        ("--connections", "1:2:0.5"),
+    ],
+)
+def test_batches_refuse_flags_they_would_ignore(
+    fresh_memcached: Server, flag: tuple[str, str]
+) -> None:
+    """A flag that cannot apply is refused in one line naming it, before any request
+    (was: ignored, --connections 2.5 ran 2 clients)."""
+    before = counters(fresh_memcached)
+    result = run_kvbench(
+        "run", "--preset", "put-get-batches", f"memcached://{fresh_memcached.address}",
+        *flag, "--keys", "10", "--no-save", "-q",
+    )  # fmt: skip
+    assert result.code == 2, result.stderr + result.stdout
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert f"error: {flag[0]}:" in result.stderr and "Traceback" not in result.stderr
+    assert counters(fresh_memcached) == before
+
+
 def test_batches_report_an_unreachable_server_in_one_line() -> None:
     port = servers.free_port()
     result = run_kvbench(

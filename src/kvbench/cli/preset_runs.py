@@ -48,6 +48,17 @@ from kvbench.runner.queue import QueueCarry
 Labelled = list[tuple[str, RunResult]]
 # The flag a queue preset reads besides -n: the server's data directory (--data-dir).
 DATA_DIR = "queue.data_dir"
+# Settings put-get-batches has no use for (a client sends one request at a time, each key
+# once per batch, as fast as it can, once): given on the command line, refused by name.
+BATCHES_IGNORE = (
+    "load.duration",
+    "load.pipeline",
+    "workload.ratio",
+    "load.rate",
+    "load.rounds",
+    "load.warmup",
+    "load.processes",
+)
 
 
 @dataclass(frozen=True)
@@ -328,8 +339,18 @@ def _batches(run: _Run) -> int:
         raise ConfigError(
             "-n", f"{preset.name}: each client sets and gets every key once; R is --keys"
         )
+    for path in BATCHES_IGNORE:
+        if path in flags:
+            raise ConfigError(
+                flags[path][1],
+                f"{preset.name}: each client sets every key once, then gets it, one request "
+                "at a time, on one process; this flag does not apply",
+            )
     given = flags.pop("load.connections", (None, ""))[0]
-    levels = parse_levels(str(given) if given is not None else preset.levels, "--connections")
+    text = str(given) if given is not None else preset.levels
+    levels = parse_levels(text, "--connections")
+    if any(level != int(level) for level in levels):
+        raise ConfigError("--connections", f"{text!r}: a level is a number of clients (whole)")
     config = run.config(run.urls)
     done: Labelled = []
     rows: list[dict[str, Any]] = []
