@@ -330,3 +330,31 @@ def test_each_printed_rate_recomputes_from_the_printed_count_and_seconds(
     assert re.search(r"│\s+1 │\s+ok │", result.stdout) and re.search(
         r"│\s+3 │\s+ok │", result.stdout
     )
+
+
+def test_a_later_level_that_cannot_connect_keeps_the_levels_before(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    """The server stops once the first level's gets are done: the second level cannot
+    connect, the run stops there (exit 3, one line naming it), and the first level is
+    still printed and written (was: the TargetUnreachable lost every finished level)."""
+    out = tmp_path / "stopped.json"
+    keys = 20_000
+    proc = start_kvbench(
+        "run", "--preset", "put-get-batches", f"memcached://{fresh_memcached.address}",
+        "--connections", "1,2", "--keys", str(keys), "--json", str(out), "--no-save", "-q",
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while counters(fresh_memcached)["get_hits"] < keys and time.monotonic() < deadline:
+        time.sleep(0.005)
+    fresh_memcached.stop()
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 3, stderr + stdout
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines() == [stderr.strip()] and "2 client(s)" in stderr
+    doc = read_json(out)
+    (row,) = doc["batches"]
+    assert row["clients"] == 1 and row["status"] == "ok"
+    assert row["set"]["ok"] == row["get"]["ok"] == keys
+    assert "2 client(s)" in doc["unreachable"]
+    assert re.search(r"│\s+1 │\s+ok │", stdout)
