@@ -118,7 +118,7 @@ def test_each_client_sets_then_gets_every_key_exactly(
         assert sets["original_per_s"] < sets["per_s"]
     # The printed line gives the same figures.
     line = next(x for x in result.stdout.splitlines() if x.startswith("3 client(s)"))
-    printed = re.search(r"puts/s [\d.k]+ \(([\d,]+) in ([\d.]+)s\)", line)
+    printed = re.search(r"puts/s [\d.,k]+ \(([\d,]+) in ([\d.]+)s\)", line)
     assert printed is not None and int(printed[1].replace(",", "")) == 3 * KEYS
     assert f"cmd_set +{3 * KEYS}, get_hits +{3 * KEYS}, get_misses +0" in line
     assert f"servers ({placement})" in result.stdout
@@ -169,6 +169,36 @@ def test_batches_refuse_a_request_count() -> None:
         "run", "--preset", "put-get-batches", "memcached://127.0.0.1:1", "-n", "10", "--no-save"
     )
     assert result.code == 2 and "R is --keys" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        ("--duration", "2s"),
+        ("--pipeline", "4"),
+        ("--ratio", "1:1"),
+        ("--rate", "100"),
+        ("--rounds", "2"),
+        ("--warmup", "1s"),
+        ("--processes", "2"),
+        ("--connections", "2.5"),
+        ("--connections", "1:2:0.5"),
+    ],
+)
+def test_batches_refuse_flags_they_would_ignore(
+    fresh_memcached: Server, flag: tuple[str, str]
+) -> None:
+    """A flag that cannot apply is refused in one line naming it, before any request
+    (was: ignored, --connections 2.5 ran 2 clients)."""
+    before = counters(fresh_memcached)
+    result = run_kvbench(
+        "run", "--preset", "put-get-batches", f"memcached://{fresh_memcached.address}",
+        *flag, "--keys", "10", "--no-save", "-q",
+    )  # fmt: skip
+    assert result.code == 2, result.stderr + result.stdout
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert f"error: {flag[0]}:" in result.stderr and "Traceback" not in result.stderr
+    assert counters(fresh_memcached) == before
 
 
 def test_batches_report_an_unreachable_server_in_one_line() -> None:
@@ -235,3 +265,96 @@ def test_a_server_stopped_mid_batch_is_counted_and_the_run_ends(
     sets, gets = row["set"], row["get"]
     assert sets["ok"] >= stored and sets["ok"] + sets["errors"] == 2 * 20000
     assert gets["ok"] == 0 and gets["errors"] == 2 * 20000
+
+
+def test_misses_on_an_evicting_server_fail_the_run(tmp_path: Path) -> None:
+    """A server too small for the keys evicts them before they are read: every get miss
+    is an error of a batch run (each client set the key just before), so the level is
+    failed (exit 1), the misses named (was: status ok, exit 0, with most gets missed)."""
+    out = tmp_path / "evicted.json"
+    with servers.memcached("-m", "2") as server:
+        before = counters(server)
+        result = run_kvbench(
+            "run", "--preset", "put-get-batches", f"memcached://{server.address}",
+            "--connections", "1", "--keys", "4000", "--value-size", "4000",
+            "--json", str(out), "--no-save",
+        )  # fmt: skip
+        after = counters(server)
+    misses = after["get_misses"] - before["get_misses"]
+    assert misses > 0
+    assert result.code == 1, result.stderr + result.stdout
+    doc = read_json(out)
+    assert doc["status"] == "failed"
+    (row,) = doc["batches"]
+    assert row["get"]["misses"] == misses
+    assert row["status"] == "failed"
+    (run,) = doc["runs"]
+    assert run["document"]["status"] == "failed"
+    assert f"miss {misses:,}" in result.stdout
+
+
+def shown_rate(text: str) -> tuple[float, float]:
+    """A printed rate (``8,312``, ``27.3k``, ``1.25M``) and half its last printed unit."""
+    text = text.replace(",", "")
+    for suffix, scale, unit in (("k", 1e3, 100.0), ("M", 1e6, 10_000.0)):
+        if text.endswith(suffix):
+            return float(text[:-1]) * scale, unit / 2
+    return float(text), 0.5
+
+
+def test_each_printed_rate_recomputes_from_the_printed_count_and_seconds(
+    two_memcached: list[Server], tmp_path: Path
+) -> None:
+    """``puts/s R (N in Ss)``: N / S is R to R's own printed precision, for every batch
+    and every level (was: seconds to the ms, 2,000 in 0.073s beside 27.6k/s); the final
+    table and each ``batches[]`` row carry the level's status."""
+    out = tmp_path / "rates.json"
+    result = run_kvbench(
+        "run", "--preset", "put-get-batches",
+        *(f"memcached://{s.address}" for s in two_memcached),
+        "--connections", "1,3", "--keys", "400", "--json", str(out), "--no-save",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr + result.stdout
+    figure = re.compile(r"(puts|gets|ops)/s ([\d.,kM]+) \(([\d,]+) in ([\d.]+)s\)")
+    lines = [x for x in result.stdout.splitlines() if re.match(r"\d+ client\(s\) x", x)]
+    assert len(lines) == 2
+    for line in lines:
+        found = figure.findall(line)
+        assert [f[0] for f in found] == ["puts", "gets", "ops"]
+        for _, rate, count, seconds in found:
+            shown, half_unit = shown_rate(rate)
+            recomputed = int(count.replace(",", "")) / float(seconds)
+            # 4 significant digits of seconds: at most 0.05% off, plus the rate's rounding.
+            assert abs(shown - recomputed) <= half_unit + recomputed * 5e-4, line
+    assert [row["status"] for row in read_json(out)["batches"]] == ["ok", "ok"]
+    assert re.search(r"│\s+1 │\s+ok │", result.stdout) and re.search(
+        r"│\s+3 │\s+ok │", result.stdout
+    )
+
+
+def test_a_later_level_that_cannot_connect_keeps_the_levels_before(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    """The server stops once the first level's gets are done: the second level cannot
+    connect, the run stops there (exit 3, one line naming it), and the first level is
+    still printed and written (was: the TargetUnreachable lost every finished level)."""
+    out = tmp_path / "stopped.json"
+    keys = 20_000
+    proc = start_kvbench(
+        "run", "--preset", "put-get-batches", f"memcached://{fresh_memcached.address}",
+        "--connections", "1,2", "--keys", str(keys), "--json", str(out), "--no-save", "-q",
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while counters(fresh_memcached)["get_hits"] < keys and time.monotonic() < deadline:
+        time.sleep(0.005)
+    fresh_memcached.stop()
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 3, stderr + stdout
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines() == [stderr.strip()] and "2 client(s)" in stderr
+    doc = read_json(out)
+    (row,) = doc["batches"]
+    assert row["clients"] == 1 and row["status"] == "ok"
+    assert row["set"]["ok"] == row["get"]["ok"] == keys
+    assert "2 client(s)" in doc["unreachable"]
+    assert re.search(r"│\s+1 │\s+ok │", stdout)

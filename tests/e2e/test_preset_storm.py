@@ -15,6 +15,7 @@ import pytest
 
 from kvbench.config.targets import parse_target
 from kvbench.runner.probe import fetch_stats
+from tests.support import servers
 from tests.support.cli import all_phase_counts, read_json, run_kvbench
 from tests.support.servers import Server
 
@@ -102,7 +103,7 @@ def test_storm_lines_add_up_and_gets_read_what_the_sets_wrote(
         series = [r for r in rows if r["step"] == step]
         running = 0
         for r in series:
-            running += int(r["count"])
+            running += int(r["succeeded"])
             assert int(r["total"]) == running
             assert float(r["avg_per_s"]) == pytest.approx(running / float(r["t_s"]), rel=2e-3)
     # Live lines and each phase's end line, from the printed figures alone.
@@ -112,7 +113,7 @@ def test_storm_lines_add_up_and_gets_read_what_the_sets_wrote(
     for end, step in zip(ends, ("set-only", "get-only"), strict=True):
         series = [r for r in rows if r["step"] == step]
         total = int(end[2].replace(",", ""))
-        assert total == sum(int(r["count"]) for r in series)
+        assert total == sum(int(r["succeeded"]) for r in series)
         assert float(end[4].replace(",", "")) == pytest.approx(total / float(end[3]), rel=2e-3)
         assert int(end[5]) == 0
     live_totals = [int(m[2].replace(",", "")) for m in map(LIVE.match, lines) if m]
@@ -177,3 +178,58 @@ def test_verify_counts_bad_timestamps(fresh_memcached: Server, tmp_path: Path) -
     assert doc["verify"]["checked"] == 80
     assert doc["verify"]["mismatches"] == 20, result.stdout
     assert "20 MISMATCHES" in result.stdout
+
+
+def test_refused_values_are_no_throughput_in_the_running_totals(tmp_path: Path) -> None:
+    """Every set refused (values over memcached's -I 1k item limit): each live line's and
+    CSV row's running total and average count successes only, so they stay 0 (was: every
+    error reply added, e.g. ``total 40, avg_per_s 1666.7`` beside ``per_s 0.0``)."""
+    with servers.memcached("-I", "1k", "-o", "slab_chunk_max=512") as server:
+        before = counters(server)
+        result = run_kvbench(
+            "run", f"memcached://{server.address}", "--ratio", "1:0", "--value-size", "2000",
+            "-c", "2", "--duration", "2s", "--interval", "0.5s",
+            "--csv", str(tmp_path / "refused.csv"), "--no-save",
+        )  # fmt: skip
+        after = counters(server)
+    assert result.code == 1, result.stderr + result.stdout
+    assert after["cmd_set"] - before["cmd_set"] == 0  # the server stored none of them
+    with open(tmp_path / "refused.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows and sum(int(r["count"]) for r in rows) > 0
+    running = 0
+    for r in rows:
+        assert int(r["succeeded"]) == 0
+        running += int(r["succeeded"])
+        assert int(r["total"]) == running == 0
+        assert float(r["avg_per_s"]) == 0.0
+    live = [m for m in map(LIVE.match, result.stdout.splitlines()) if m]
+    assert live and all(m[2] == "0" for m in live)
+    assert all(" avg 0/s" in m[0] for m in live)
+
+
+def test_get_phase_spans_only_the_sets_that_were_stored(tmp_path: Path) -> None:
+    """A memcached that refuses sets once full (-M, 2 MB): the get phase's key span is
+    the slowest worker's successful sets, so no worker reads more keys than the server
+    stored (was: every set sent, refused ones too, e.g. a span of 72,625 keys per worker
+    after 21,243 sets stored)."""
+    out = tmp_path / "full.json"
+    with servers.memcached("-m", "2", "-M") as server:
+        before = counters(server)
+        result = run_kvbench(
+            "run", "--preset", "memcached-storm", f"memcached://{server.address}",
+            "-c", "8", "--processes", "2", "--duration", "1s",
+            "--json", str(out), "--no-save", "-q",
+            timeout_s=180,
+        )  # fmt: skip
+        after = counters(server)
+    assert result.code == 1, result.stderr + result.stdout  # the refused sets fail the set phase
+    sets_doc, gets_doc = (run["document"] for run in read_json(out)["runs"])
+    stored = after["cmd_set"] - before["cmd_set"]
+    refused = all_phase_counts(sets_doc, "set") - stored
+    assert refused > 0, "the server refused no set: fill it faster"
+    workers = sets_doc["workers"]
+    assert sum(w["succeeded"] for w in workers) <= stored
+    span = gets_doc["config"]["workload"]["key_span"]
+    assert span == min(w["succeeded"] for w in workers)
+    assert span * len(workers) <= stored

@@ -10,6 +10,7 @@ for (every run, labelled, in each).
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -31,7 +32,7 @@ from kvbench.config import ReportConfig, RunConfig, Settings, load_config
 from kvbench.config.load import default_db_path
 from kvbench.config.presets import Preset, Step, get_preset, with_scheme
 from kvbench.config.queue import build_queue_config
-from kvbench.errors import ConfigError
+from kvbench.errors import ConfigError, TargetUnreachable
 from kvbench.report import document, summarize
 from kvbench.report.batches import batch_figures, batch_line, batches_table
 from kvbench.report.html import render
@@ -48,6 +49,19 @@ from kvbench.runner.queue import QueueCarry
 Labelled = list[tuple[str, RunResult]]
 # The flag a queue preset reads besides -n: the server's data directory (--data-dir).
 DATA_DIR = "queue.data_dir"
+# The exit code of a target that cannot be reached (cli/__init__.py's for TargetUnreachable).
+UNREACHABLE_EXIT = 3
+# Settings put-get-batches has no use for (a client sends one request at a time, each key
+# once per batch, as fast as it can, once): given on the command line, refused by name.
+BATCHES_IGNORE = (
+    "load.duration",
+    "load.pipeline",
+    "workload.ratio",
+    "load.rate",
+    "load.rounds",
+    "load.warmup",
+    "load.processes",
+)
 
 
 @dataclass(frozen=True)
@@ -138,11 +152,11 @@ def _steps(run: _Run) -> int:
 def _reading(written: RunResult, start_ms: int, end_ms: int) -> dict[str, Any]:
     """Settings that make a step read exactly the keys ``written`` stored: each worker
     walks its own start of the keyspace (the same seed and workers), as many keys as the
-    slowest worker stored in the window (all of them stored: replies in the window are a
-    prefix of what was sent, and the drain waited for the rest); timestamps must fall in
-    the time the step ran (--verify)."""
+    slowest worker stored in the window (its successful sets: replies in the window are a
+    prefix of what was sent, and the drain waited for the rest; a refused set stored
+    nothing); timestamps must fall in the time the step ran (--verify)."""
     settings: dict[str, Any] = {"workload.verify_window_ms": (start_ms, end_ms)}
-    stored = [int(w.get("ops", 0)) for w in written.workers]
+    stored = [int(w.get("succeeded", 0)) for w in written.workers]
     if stored and min(stored) > 0:
         settings["workload.key_span"] = min(stored)
     return settings
@@ -328,16 +342,33 @@ def _batches(run: _Run) -> int:
         raise ConfigError(
             "-n", f"{preset.name}: each client sets and gets every key once; R is --keys"
         )
+    for path in BATCHES_IGNORE:
+        if path in flags:
+            raise ConfigError(
+                flags[path][1],
+                f"{preset.name}: each client sets every key once, then gets it, one request "
+                "at a time, on one process; this flag does not apply",
+            )
     given = flags.pop("load.connections", (None, ""))[0]
-    levels = parse_levels(str(given) if given is not None else preset.levels, "--connections")
+    text = str(given) if given is not None else preset.levels
+    levels = parse_levels(text, "--connections")
+    if any(level != int(level) for level in levels):
+        raise ConfigError("--connections", f"{text!r}: a level is a number of clients (whole)")
     config = run.config(run.urls)
     done: Labelled = []
     rows: list[dict[str, Any]] = []
     statuses: list[str] = []
+    unreachable: str | None = None  # why a later level could not run: the rest are kept
     for level in levels:
         clients = int(level)
         run.console.print(f"[bold]{preset.name}: {clients} client(s)[/bold]")
-        result = run_batch_level(config, clients)
+        try:
+            result = run_batch_level(config, clients)
+        except TargetUnreachable as exc:
+            if not done:  # nothing measured: the CLI's one line, exit 3
+                raise
+            unreachable = f"{clients} client(s): {exc}"
+            break
         result.label = f"{preset.name}: {clients} client(s)"
         statuses.append(publish(run.console, result, run.report, Outputs()).name)
         figures = batch_figures(result)
@@ -347,6 +378,11 @@ def _batches(run: _Run) -> int:
         if result.status == INTERRUPTED:
             break
     run.console.print(batches_table(rows, [t.url for t in config.targets]))
-    extra = {"status": worst(statuses), "batches": rows}
+    extra: dict[str, Any] = {"status": worst(statuses), "batches": rows}
+    if unreachable is not None:
+        extra["unreachable"] = unreachable
     _write_outputs(run.console, preset, done, "clients", run.outputs, extra)
+    if unreachable is not None:  # the levels before it are printed and written above
+        print(f"kvbench: error: {unreachable}; stopped, the levels before it kept", file=sys.stderr)
+        return UNREACHABLE_EXIT
     return EXIT_CODES[worst(statuses)]

@@ -2,18 +2,23 @@
 
 Interval 0 is the set batch and interval 1 the get batch, each from its first request
 sent to its last reply received across every client; the window is the whole run. So
-each rate is that batch's replies over that wall-clock. Beside it, the original's figure:
-the original divided the ops by the per-thread times summed, which is the mean client's
-rate, not the system's; it is shown, labelled, so the two can be told apart.
+each rate is that batch's successful replies over that wall-clock, printed beside seconds
+to 4 significant digits so it can be recomputed from the line. Beside it, the original's
+figure: the original divided the ops by the per-thread times summed, which is the mean
+client's rate, not the system's; it is shown, labelled, so the two can be told apart. A
+level's status (results/status.py) is in its figures, so a failed level shows as one.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.table import Table
 
 from kvbench.results.model import RunResult
+from kvbench.results.status import run_status
+from kvbench.units import format_rate
 
 _BATCHES = (("set", "stored"), ("get", "hit"))
 # Server counters each batch must move by exactly clients x keys (get_misses by 0).
@@ -42,6 +47,7 @@ def batch_figures(run: RunResult) -> dict[str, Any]:
     figures: dict[str, Any] = {
         "clients": len(run.workers),
         "keys": run.config.get("workload", {}).get("keys"),
+        "status": run_status(run).name,
     }
     done = 0
     for snap, (name, success) in zip(run.intervals, _BATCHES, strict=False):
@@ -77,8 +83,17 @@ def batch_figures(run: RunResult) -> dict[str, Any]:
     return figures
 
 
-def _rate(value: float) -> str:
-    return f"{value / 1000:.1f}k" if value >= 1000 else f"{value:.0f}"
+def _seconds(value: float) -> str:
+    """Seconds to 4 significant digits (``0.07326``, ``1.234``, ``12.35``): a rate beside
+    them recomputes to its own printed precision (milliseconds did not: 0.073 s)."""
+    if value <= 0:
+        return "0.000"
+    return f"{value:.{max(0, 3 - math.floor(math.log10(value)))}f}"
+
+
+def _rate_of(batch: dict[str, Any]) -> str:
+    """``27.3k (2,000 in 0.07326s)``."""
+    return f"{format_rate(batch['per_s'])} ({batch['ok']:,} in {_seconds(batch['seconds'])}s)"
 
 
 def batch_line(figures: dict[str, Any]) -> str:
@@ -91,11 +106,9 @@ def batch_line(figures: dict[str, Any]) -> str:
     )
     return (
         f"{figures['clients']} client(s) x {figures['keys']} keys: "
-        f"puts/s {_rate(sets['per_s'])} ({sets['ok']:,} in {sets['seconds']:.3f}s), "
-        f"gets/s {_rate(gets['per_s'])} ({gets['ok']:,} in {gets['seconds']:.3f}s), "
-        f"ops/s {_rate(whole['per_s'])} ({whole['ok']:,} in {whole['seconds']:.3f}s); "
+        f"puts/s {_rate_of(sets)}, gets/s {_rate_of(gets)}, ops/s {_rate_of(whole)}; "
         f"the original's formula (ops / summed per-client seconds): puts/s "
-        f"{_rate(sets['original_per_s'])}, gets/s {_rate(gets['original_per_s'])}; "
+        f"{format_rate(sets['original_per_s'])}, gets/s {format_rate(gets['original_per_s'])}; "
         f"misses {gets['misses']}, mismatches {gets['mismatches']}; servers: {counters}"
     )
 
@@ -108,6 +121,7 @@ def batches_table(rows: list[dict[str, Any]], urls: list[str]) -> Table:
     )
     for column in (
         "clients",
+        "status",
         "puts/s",
         "set s",
         "gets/s",
@@ -127,14 +141,15 @@ def batches_table(rows: list[dict[str, Any]], urls: list[str]) -> Table:
         servers = [a + b for a, b in zip(sets["servers"], gets["servers"], strict=True)]
         table.add_row(
             str(f["clients"]),
-            _rate(sets["per_s"]),
-            f"{sets['seconds']:.3f}",
-            _rate(gets["per_s"]),
-            f"{gets['seconds']:.3f}",
-            _rate(whole["per_s"]),
-            f"{whole['seconds']:.3f}",
-            _rate(sets["original_per_s"]),
-            _rate(gets["original_per_s"]),
+            f["status"],
+            format_rate(sets["per_s"]),
+            _seconds(sets["seconds"]),
+            format_rate(gets["per_s"]),
+            _seconds(gets["seconds"]),
+            format_rate(whole["per_s"]),
+            _seconds(whole["seconds"]),
+            format_rate(sets["original_per_s"]),
+            format_rate(gets["original_per_s"]),
             str(gets["misses"]),
             str(gets["mismatches"]),
             str(sets["errors"] + gets["errors"]),

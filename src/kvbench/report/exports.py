@@ -34,6 +34,7 @@ CSV_COLUMNS = (
     "length_s",
     "op",
     "count",
+    "succeeded",
     "per_s",
     "total",
     "avg_per_s",

@@ -166,6 +166,8 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         pct = hist.percentiles([50.0, 99.0]) if hist is not None and hist.total_count else {}
         ops[name] = {
             "count": snap.ops(name),
+            # Throughput counts successes only: the running total and average add these.
+            "succeeded": snap.succeeded(name),
             "per_s": snap.succeeded(name) / length_s,
             "p50_us": pct[50.0] / 1000 if pct else None,
             "p99_us": pct[99.0] / 1000
@@ -192,8 +194,9 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
 
 
 class Running:
-    """Cumulative ops and the running average (ops so far / time since the round's window
-    began), added to interval rows in order; a new round starts from zero. The live view
+    """Cumulative successful ops and the running average (successes so far / time since
+    the round's window began; an error reply is no throughput), added to interval rows in
+    order; a new round starts from zero. The live view
     and the summary (hence the document and the CSV) both use it, so they agree."""
 
     def __init__(self) -> None:
@@ -211,11 +214,11 @@ class Running:
             self._round, self._total, self._by_op = row["round"], 0, {}
         elapsed_s = row["t_s"]
         for name, vals in row["ops"].items():
-            done = self._by_op.get(name, 0) + vals["count"]
+            done = self._by_op.get(name, 0) + vals["succeeded"]
             self._by_op[name] = done
             vals["total"] = done
             vals["avg_per_s"] = done / elapsed_s if elapsed_s > 0 else 0.0
-        self._total += sum(vals["count"] for vals in row["ops"].values())
+        self._total += sum(vals["succeeded"] for vals in row["ops"].values())
         row["total"] = self._total
         row["avg_per_s"] = self._total / elapsed_s if elapsed_s > 0 else 0.0
         return row

@@ -55,8 +55,9 @@ def live_line(row: dict[str, Any]) -> str:
 
 
 def interval_ops(row: dict[str, Any]) -> int:
-    """The ops that ended in the interval (what the row's ``total`` adds up)."""
-    return sum(int(vals["count"]) for vals in row["ops"].values())
+    """The ops that succeeded in the interval (what the row's ``total`` adds up; errors
+    are the line's ``err``, not throughput)."""
+    return sum(int(vals["succeeded"]) for vals in row["ops"].values())
 
 
 def unit_rates(row: dict[str, Any]) -> tuple[int, int, int]:
@@ -512,8 +513,9 @@ def _outcome_lines(model: ReportModel, text: Text) -> Text:
 
 def phase_end_line(label: str, model: ReportModel) -> str:
     """A phase's end, as the old storm benchmarks printed it: ops in total (the live
-    lines' last total), the window's length, their average (total / length), errors."""
-    total = sum(vals["count"] for row in model.intervals for vals in row["ops"].values())
+    lines' last total: successful ops), the window's length, their average (total /
+    length), errors."""
+    total = sum(interval_ops(row) for row in model.intervals)
     window_s = model.run.window_s
     average = total / window_s if window_s else 0.0
     return (

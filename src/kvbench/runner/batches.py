@@ -26,9 +26,16 @@ from kvbench.runner.coordinator import fresh_result
 
 
 def batch_config(config: RunConfig, clients: int) -> RunConfig:
-    """``config`` for ``clients`` clients: each holds a connection to every server."""
+    """``config`` for ``clients`` clients: each holds a connection to every server.
+
+    The stored workload says what a batch run is: every get follows its key's set by the
+    same client (``set_then_get``: a miss is an error, results/status.tally) and every hit
+    is checked (``verify``: mismatches make a verdict, report/verification.py), so the
+    status and verdicts of any run apply to it as they stand.
+    """
     load = replace(config.load, connections=clients * len(config.targets), processes=1)
-    return replace(config, load=load)
+    workload = replace(config.workload, verify=True, set_then_get=True)
+    return replace(config, load=load, workload=workload)
 
 
 def run_batch_level(config: RunConfig, clients: int) -> RunResult:

@@ -58,6 +58,7 @@ class _Tally:
     other: dict[str, list[IntervalSnapshot]] = field(default_factory=dict)
     summaries: dict[int, WorkerSummary] = field(default_factory=dict)
     ops_by_worker: dict[int, int] = field(default_factory=dict)
+    succeeded_by_worker: dict[int, int] = field(default_factory=dict)  # ops not an error
     cpu_by_worker: dict[int, float] = field(default_factory=dict)
     failures: dict[int, str] = field(default_factory=dict)
     unreachable: set[int] = field(default_factory=set)  # failed because a target refused
@@ -280,6 +281,9 @@ class Coordinator:
                 # them by it (warm-up and preload CPU would read as a busy client)
                 worker = message.worker
                 tally.ops_by_worker[worker] = tally.ops_by_worker.get(worker, 0) + snap.ops()
+                tally.succeeded_by_worker[worker] = (
+                    tally.succeeded_by_worker.get(worker, 0) + snap.succeeded()
+                )
                 tally.cpu_by_worker[worker] = (
                     tally.cpu_by_worker.get(worker, 0) + snap.stats.get("cpu_ns", 0) / 1e9
                 )
@@ -340,9 +344,17 @@ class Coordinator:
             for i in range(tally.n_workers):
                 entry = workers.setdefault(
                     i,
-                    {"index": i, **self._hosts.get(i, {}), "ops": 0, "cpu_s": 0.0, "status": "ok"},
+                    {
+                        "index": i,
+                        **self._hosts.get(i, {}),
+                        "ops": 0,
+                        "succeeded": 0,
+                        "cpu_s": 0.0,
+                        "status": "ok",
+                    },
                 )
                 entry["ops"] += tally.ops_by_worker.get(i, 0)
+                entry["succeeded"] += tally.succeeded_by_worker.get(i, 0)
                 entry["cpu_s"] = round(entry["cpu_s"] + tally.cpu_by_worker.get(i, 0.0), 3)
                 if i in tally.failures:
                     entry["status"] = "failed"

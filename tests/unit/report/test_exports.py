@@ -184,9 +184,9 @@ def test_running_totals_restart_each_round_and_average_over_elapsed() -> None:
 
     running = Running()
     rows = [
-        {"round": 0, "t_s": 1.0, "ops": {"set": {"count": 10}}},
-        {"round": 0, "t_s": 2.0, "ops": {"set": {"count": 30}, "get": {"count": 4}}},
-        {"round": 1, "t_s": 0.5, "ops": {"set": {"count": 5}}},
+        {"round": 0, "t_s": 1.0, "ops": {"set": {"succeeded": 10}}},
+        {"round": 0, "t_s": 2.0, "ops": {"set": {"succeeded": 30}, "get": {"succeeded": 4}}},
+        {"round": 1, "t_s": 0.5, "ops": {"set": {"succeeded": 5}}},
     ]
     out = [running.add(r) for r in rows]
     assert [r["total"] for r in out] == [10, 44, 5]
