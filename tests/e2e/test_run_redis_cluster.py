@@ -183,6 +183,16 @@ def test_mget_needs_keys_of_one_hash_tag(tmp_path: Path) -> None:
     assert all(r["matches"] for r in doc["server"]["reconciliation"])
 
 
+def test_set_then_get_is_refused_in_one_line() -> None:
+    # It ran before and a worker died (exit 4): a master held fewer keys than connections.
+    refused = run_kvbench(
+        "run", "redis+cluster://127.0.0.1:1", "-c", "6", "--ratio", "set-then-get",
+        "--key-prefix", "{t}:", "--keys", "100", "--requests", "2000",
+    )  # fmt: skip
+    assert refused.code == 2 and "Traceback" not in refused.stderr
+    assert "--ratio" in refused.stderr and "set-then-get" in refused.stderr
+
+
 def test_a_seed_that_is_no_cluster_node_is_one_line() -> None:
     with servers.redis() as plain:
         result = run_kvbench("run", f"redis+cluster://{plain.address}", "--duration", "1s")
