@@ -379,7 +379,10 @@ def check_cluster_targets(
     ``redis+cluster://`` targets are seed nodes of one cluster: no other target may share
     the run. A multi-key command must name keys of one hash slot (CROSSSLOT otherwise), and
     kvbench's keys spread over every slot, so ``mget`` is refused unless the key prefix
-    holds a hash tag (then every key is in one slot, on one master).
+    holds a hash tag (then every key is in one slot, on one master). ``set-then-get`` is
+    refused: it gives each connection keys of its own, and a master holding fewer keys
+    than connections (a hash tag puts every key on one) cannot share them, nor could a
+    connection's keys follow a slot that moves.
 
     Raises:
         ConfigError: naming the target or the setting.
@@ -400,6 +403,11 @@ def check_cluster_targets(
             origin("workload.ratio"),
             "mget: a Redis Cluster takes multi-key commands only for keys of one hash slot; "
             "drop mget, or give keys one hash tag (--key-prefix '{bench}:')",
+        )
+    if workload.set_then_get:
+        raise ConfigError(
+            origin("workload.ratio"),
+            "set-then-get is not sent to a Redis Cluster (yet): give a --ratio of sets and gets",
         )
 
 

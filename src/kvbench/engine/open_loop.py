@@ -33,6 +33,7 @@ from kvbench.engine.pacing import Schedule, TraceSchedule
 from kvbench.engine.timer import Timer
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
+from kvbench.workload.plan import RequestSource
 
 if TYPE_CHECKING:
     from kvbench.engine.connection import Connection, DriverHost
@@ -54,13 +55,16 @@ class Route:
     Attributes:
         schedule: the intended send times of the route's requests.
         connections: who sends them (round robin among those with room).
-        sources: the request sources dropped requests are taken from, in turn.
+        shards: where dropped requests are taken from, in turn: each one's ``source``,
+            read at every drop, skipping empty ones (a Redis Cluster MOVED rekeys a
+            master's source: it may empty it, or give keys to one empty at the start).
+            The worker's shards; a replay lane's connection.
         next_index: requests of the schedule sent or dropped so far.
     """
 
     schedule: Schedule | TraceSchedule
     connections: Sequence[Connection]
-    sources: Sequence[Any]
+    shards: Sequence[Shard | Connection]
     next_index: int = 0
     turn: int = 0
     dropped: int = 0
@@ -98,13 +102,10 @@ class OpenLoopDispatcher:
         self._tally = tally
         self._recorder = recorder
         if isinstance(schedule, Schedule):
-            # A Redis Cluster master that serves none of the keys has no requests to skip.
-            sources = [shard.source for shard in shards if not shard.source.empty]
-            self.routes = [Route(schedule, connections, sources)]
+            self.routes = [Route(schedule, connections, shards)]
         else:
             self.routes = [
-                Route(own, [conn], [conn.source])
-                for own, conn in zip(schedule, connections, strict=True)
+                Route(own, [conn], [conn]) for own, conn in zip(schedule, connections, strict=True)
             ]
         self._max_lag_ns = max_lag_ns
         self._timer: Timer | None = None
@@ -226,9 +227,11 @@ class OpenLoopDispatcher:
         """Count ``n`` requests as dropped (by op) and skip them in the request sequence.
 
         In a sharded run the dropped requests are taken from the servers' sequences in
-        turn, so no server's key sequence is skipped ahead of the others'.
+        turn, so no server's key sequence is skipped ahead of the others'. A Redis Cluster
+        master that serves none of the keys now has no requests to skip: the others'
+        sequences are (a cluster's keys are always served by some master).
         """
-        sources = route.sources
+        sources = [shard.source for shard in route.shards if not _empty(shard.source)]
         counts = self._recorder.counts
         self._take_budget(n)
         first, stop = route.dropped, route.dropped + n
@@ -255,3 +258,9 @@ class OpenLoopDispatcher:
             ops.append(source.record_ops[source.pos])
             source.pos += 1
         return ops
+
+
+def _empty(source: object) -> bool:
+    """``source`` has no keys to draw from now: a Redis Cluster master's that serves none
+    (a replay lane is never empty: it runs until its trace ends)."""
+    return isinstance(source, RequestSource) and source.empty

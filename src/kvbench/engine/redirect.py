@@ -8,9 +8,9 @@ connection of the node the reply names, preceded by ASKING for an ASK. There it 
 FIFO as a *guest*: its latency is still measured from its first send (so it includes the
 redirect), its reply is its outcome, and its completion frees no pipeline slot there (the
 slot it held was freed where it was first sent). A MOVED also updates the worker's slot
-placement at once (the keys of that slot move to the new master's request source) and
-asks the new master for the whole map in the background, so a resharding of many slots is
-learned from one redirect. A request redirected more than ``MAX_REDIRECTS`` times, or to a
+placement at once (the keys of that slot move to the new master's request source) and,
+when that changed it, asks the new master for the whole map in the background, so a
+resharding of many slots is learned from one redirect. A request redirected more than ``MAX_REDIRECTS`` times, or to a
 node the run does not know, ends as an error reply.
 """
 
@@ -263,8 +263,9 @@ class ClusterRouter:
         if entry.hops >= MAX_REDIRECTS:
             self._give_up(origin, entry, now, f"{what}: redirected {entry.hops + 1} times")
             return
-        if redirect.kind == ReplyKind.MOVED:
-            self.move(redirect.slot, node)
+        # A MOVED to the master the map names already (an incr counter placed on another
+        # master on purpose: engine/shards.py) teaches nothing: no refresh for it.
+        if redirect.kind == ReplyKind.MOVED and self.move(redirect.slot, node):
             self._schedule_refresh(node, redirect.slot)
         conn = self._connection_to(node)
         if conn is None:  # every connection to it is down: the request is lost with them
@@ -293,11 +294,17 @@ class ClusterRouter:
 
     # -- the slot map --------------------------------------------------------------------
 
-    def move(self, slot: int, node: int) -> None:
-        """``slot`` is served by ``node`` now: its keys go to that master's source."""
+    def move(self, slot: int, node: int) -> bool:
+        """``slot`` is served by ``node`` now: its keys go to that master's source.
+
+        Returns:
+            Whether that changed the map (False: ``node`` served it already).
+        """
         before = self.placement.move(slot, node)
-        if before != node:
-            self._replace({before, node} - {NO_NODE})
+        if before == node:
+            return False
+        self._replace({before, node} - {NO_NODE})
+        return True
 
     def apply(self, fresh: SlotMap) -> int:
         """Take every slot of a freshly asked map that a master this run knows serves.

@@ -62,7 +62,8 @@ def cluster_figures(run: RunResult) -> dict[str, Any] | None:
 
 def cluster_verdicts(figures: dict[str, Any] | None) -> list[Verdict]:
     """Redirects in the window: the slot map changed while measuring (a note, with what
-    it costs: a redirected request's latency includes the redirect)."""
+    it costs: a redirected request's latency includes the redirect). Redirects are
+    counted, not requests: a request redirected twice counts twice."""
     if figures is None or not figures["moved"] + figures["ask"]:
         return []
     moved, ask = figures["moved"], figures["ask"]
@@ -70,9 +71,10 @@ def cluster_verdicts(figures: dict[str, Any] | None) -> list[Verdict]:
         Verdict(
             "cluster.redirects",
             "info",
-            f"{moved + ask:,} requests ({figures['redirected_share']:.2%}) were redirected "
-            f"(MOVED {moved:,}, ASK {ask:,}): slots moved during the window; each completed "
-            "at the node named, its latency from its first send includes the redirect",
+            f"{moved + ask:,} redirects (as many as {figures['redirected_share']:.2%} of the "
+            f"requests completed; MOVED {moved:,}, ASK {ask:,}): slots moved during the "
+            "window; each redirected request completed at the node named, its latency from "
+            "its first send includes its redirects",
             {k: figures[k] for k in ("moved", "ask", "map_refreshes", "redirected_by_master")},
         )
     ]

@@ -290,12 +290,14 @@ def _servers(run: RunResult) -> list[dict[str, Any]]:
         for i in range(len(run.targets))
     ]
     total = sum(counts) or 1
-    placement = run.config.get("workload", {}).get("placement", "ketama")
+    # A Redis Cluster places keys by hash slot, whatever --placement (kept in the config) says.
+    cluster = is_cluster(run)
+    placement = "slots" if cluster else run.config.get("workload", {}).get("placement", "ketama")
     rows = [
         {"url": t["url"], "completed": int(n), "share": round(n / total, 4), "placement": placement}
         for t, n in zip(run.targets, counts, strict=True)
     ]
-    if is_cluster(run):  # what each master sent elsewhere (report/cluster.py)
+    if cluster:  # what each master sent elsewhere (report/cluster.py)
         for i, row in enumerate(rows):
             row["redirected"] = int(
                 sum(s.stats.get(f"server{i}_redirected", 0) for s in run.intervals)

@@ -82,3 +82,12 @@ def test_mget_is_refused_unless_keys_share_a_hash_tag() -> None:
         with pytest.raises(ConfigError):
             config("redis+cluster://a:7000", workload__ratio="mget=1", workload__key_prefix=prefix)
     assert config("redis://a:6379", workload__ratio="mget=1").targets[0].cluster is False
+
+
+def test_set_then_get_is_refused_on_a_cluster() -> None:
+    # Each connection gets keys of its own; a master may hold fewer keys than connections
+    # (every key, with a hash tag, is on one), and a connection's keys cannot follow a MOVED.
+    with pytest.raises(ConfigError) as caught:
+        config("redis+cluster://a:7000", workload__ratio="set-then-get", workload__keys="100")
+    assert caught.value.path == "--ratio" and "set-then-get" in caught.value.message
+    assert config("redis://a:6379", workload__ratio="set-then-get").workload.set_then_get

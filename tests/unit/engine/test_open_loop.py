@@ -11,6 +11,8 @@ from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
 from kvbench.engine.worker import Worker, WorkerSpec
 from kvbench.metrics.outcome import Outcome
+from kvbench.protocols.resp_cluster import Master
+from kvbench.workload.slots import SlotMap
 
 DROPPED = int(Outcome.DROPPED)
 S = 1_000_000_000
@@ -66,6 +68,44 @@ def test_dropped_commands_are_counted_under_their_names() -> None:
     }
     assert dropped == {names[op]: expected.count(op) for op in set(expected)}
     assert set(dropped) == {"hset", "lpush"}
+
+
+HALVES = SlotMap.from_masters(
+    [Master("127.0.0.1", 1, ((0, 8191),)), Master("127.0.0.1", 2, ((8192, 16383),))], ""
+)
+
+
+def _cluster_worker(slot_map: SlotMap) -> Worker:
+    config = load_config(
+        None,
+        {
+            "target.urls": (["redis+cluster://127.0.0.1:1", "redis+cluster://127.0.0.1:2"], "T"),
+            "load.rate": ("1000", "--rate"),
+            "load.connections": ("2", "-c"),
+            "workload.seed": (5, "--seed"),
+        },
+        1,
+    )
+    return Worker(WorkerSpec(config, 0, 1, 2, None, slot_map), lambda snap: None)
+
+
+def test_cluster_drops_follow_masters_that_a_moved_empties_or_fills() -> None:
+    # Master 1 serves nothing at the start; then every slot moves to it, then back.
+    worker = _cluster_worker(SlotMap(HALVES.nodes, (0,) * 16384))
+    first, second = (shard.source for shard in worker.shards)
+    assert second.empty
+    dispatcher = OpenLoopDispatcher(*_parts(worker), Schedule(1000, 0, "uniform", seed=1), 10**9)
+    route = dispatcher.routes[0]
+    dispatcher._drop(route, 4)
+    assert first.pos == 4
+    worker.router.apply(SlotMap(HALVES.nodes, (1,) * 16384))  # master 0 is emptied
+    assert first.empty and not second.empty
+    dispatcher._drop(route, 4)  # drew from the emptied source before ("draws nothing")
+    assert second.pos == 4
+    worker.router.apply(HALVES)  # both serve keys: drops are taken from both in turn
+    dispatcher._drop(route, 6)
+    assert (first.pos, second.pos) == (3, 3)
+    assert sum(row[DROPPED] for row in worker.recorder.counts) == 14
 
 
 def _parts(worker: Worker) -> tuple[Any, ...]:

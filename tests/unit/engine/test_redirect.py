@@ -188,3 +188,19 @@ def test_apply_keeps_slots_of_masters_the_run_does_not_know(cluster: Any) -> Non
     )
     assert worker.router.apply(stranger) == 0  # 0-99 are node 0's already; the rest unknown
     assert worker.router.placement.owner(5000) == 0 and worker.router.placement.owner(9000) == 1
+
+
+def test_a_map_refresh_follows_only_a_moved_that_changed_the_map(
+    cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker, (a, _b), (ta, tb) = cluster
+    asked: list[tuple[int, int]] = []
+    monkeypatch.setattr(worker.router, "_schedule_refresh", lambda n, s: asked.append((n, s)))
+    ta.take()
+    tb.take()
+    # Slot 9000 is master 1's already: a request sent to master 0 for it (an incr counter
+    # placed there on purpose, engine/shards.py) is moved where the map says it is.
+    a.data_received(b"-MOVED 9000 127.0.0.1:2\r\n")
+    assert worker.router.moved == 1 and asked == []
+    a.data_received(b"-MOVED 100 127.0.0.1:2\r\n")  # slot 100 moved: the map changed
+    assert asked == [(1, 100)] and worker.router.placement.owner(100) == 1

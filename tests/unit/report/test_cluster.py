@@ -68,7 +68,10 @@ def cluster_run(after: list[tuple[int, int]]) -> RunResult:
         status="ok",
         mode="closed",
         kvbench_version="0.1.0",
-        config={"targets": [{"url": u, "cluster": True} for u in URLS], "workload": {}},
+        config={
+            "targets": [{"url": u, "cluster": True} for u in URLS],
+            "workload": {"placement": "ketama"},  # the default, stored with every run
+        },
         targets=[{"url": u, "protocol": "resp2", "server_version": "7.0.15"} for u in URLS],
         window_start_ns=0,
         window_end_ns=2 * S,
@@ -85,12 +88,17 @@ def test_cluster_figures_in_the_summary_document_and_terminal() -> None:
     assert model.cluster["redirected_by_master"] == [5, 0]
     assert model.cluster["redirected_share"] == 5 / 200
     assert [s["redirected"] for s in model.servers] == [5, 0]
+    assert [s["placement"] for s in model.servers] == ["slots", "slots"]  # not ketama
     assert [r.get("redirects") for r in model.intervals] == [
         {"moved": 0, "ask": 0},
         {"moved": 3, "ask": 2},
     ]
     verdict = next(v for v in model.verdicts if v.id == "cluster.redirects")
-    assert verdict.level == "info" and "5 requests (2.50%) were redirected" in verdict.message
+    # Redirects are counted, not requests (a request redirected twice counts twice).
+    assert verdict.level == "info" and verdict.message.startswith(
+        "5 redirects (as many as 2.50% of the requests completed; MOVED 3, ASK 2)"
+    )
+    assert "requests were redirected" not in verdict.message
     assert document(model)["cluster"] == model.cluster
     out = io.StringIO()
     print_summary(Console(file=out, width=200, color_system=None), model)
@@ -130,6 +138,7 @@ def test_a_run_of_no_cluster_has_no_cluster_figures() -> None:
     plain = replace(run, config={"targets": [{"url": u} for u in URLS]})
     model = summarize(plain)
     assert model.cluster is None and "redirected" not in model.servers[0]
+    assert model.servers[0]["placement"] == "ketama"
     assert not any(v.id == "cluster.redirects" for v in model.verdicts)
 
 
