@@ -100,3 +100,17 @@ class StoreError(KvbenchError):
 
 class SchemaVersionError(StoreError):
     """The results database was written by a newer kvbench than this one."""
+
+
+# The exit code of a run ended by each kind of error (the CLI's contract: README).
+_EXIT_CODES: tuple[tuple[type[KvbenchError], int], ...] = (
+    (ConfigError, 2),
+    (TargetUnreachable, 3),
+    (RunAborted, 4),
+    (StoreError, 5),
+)
+
+
+def exit_code(exc: KvbenchError) -> int:
+    """The exit code of a command that ``exc`` ended (1 for a kind without its own)."""
+    return next((code for kind, code in _EXIT_CODES if isinstance(exc, kind)), 1)

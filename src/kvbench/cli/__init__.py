@@ -25,14 +25,7 @@ from kvbench.cli.replay import replay
 from kvbench.cli.report import report
 from kvbench.cli.run import run
 from kvbench.cli.suggestions import SuggestingGroup
-from kvbench.errors import ConfigError, KvbenchError, RunAborted, StoreError, TargetUnreachable
-
-EXIT_CODES: tuple[tuple[type[KvbenchError], int], ...] = (
-    (ConfigError, 2),
-    (TargetUnreachable, 3),
-    (RunAborted, 4),
-    (StoreError, 5),
-)
+from kvbench.errors import KvbenchError, exit_code
 
 
 @click.group(
@@ -81,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except KvbenchError as exc:
         click.echo(f"kvbench: error: {exc}", err=True)
-        sys.exit(next((code for kind, code in EXIT_CODES if isinstance(exc, kind)), 1))
+        sys.exit(exit_code(exc))
     except KeyboardInterrupt:
         click.echo("kvbench: interrupted before the measurement started; nothing to save", err=True)
         sys.exit(130)

@@ -32,7 +32,7 @@ from kvbench.config import ReportConfig, RunConfig, Settings, load_config
 from kvbench.config.load import default_db_path
 from kvbench.config.presets import Preset, Step, get_preset, with_scheme
 from kvbench.config.queue import build_queue_config
-from kvbench.errors import ConfigError, TargetUnreachable
+from kvbench.errors import ConfigError, TargetUnreachable, exit_code
 from kvbench.report import document, summarize
 from kvbench.report.batches import batch_figures, batch_line, batches_table
 from kvbench.report.html import render
@@ -50,7 +50,6 @@ Labelled = list[tuple[str, RunResult]]
 # The flag a queue preset reads besides -n: the server's data directory (--data-dir).
 DATA_DIR = "queue.data_dir"
 # The exit code of a target that cannot be reached (cli/__init__.py's for TargetUnreachable).
-UNREACHABLE_EXIT = 3
 # Settings put-get-batches has no use for (a client sends one request at a time, each key
 # once per batch, as fast as it can, once): given on the command line, refused by name.
 BATCHES_IGNORE = (
@@ -358,7 +357,7 @@ def _batches(run: _Run) -> int:
     done: Labelled = []
     rows: list[dict[str, Any]] = []
     statuses: list[str] = []
-    unreachable: str | None = None  # why a later level could not run: the rest are kept
+    unreachable: TargetUnreachable | None = None  # a later level's: the levels before kept
     for level in levels:
         clients = int(level)
         run.console.print(f"[bold]{preset.name}: {clients} client(s)[/bold]")
@@ -367,7 +366,7 @@ def _batches(run: _Run) -> int:
         except TargetUnreachable as exc:
             if not done:  # nothing measured: the CLI's one line, exit 3
                 raise
-            unreachable = f"{clients} client(s): {exc}"
+            unreachable = TargetUnreachable(f"{clients} client(s): {exc}")
             break
         result.label = f"{preset.name}: {clients} client(s)"
         statuses.append(publish(run.console, result, run.report, Outputs()).name)
@@ -380,9 +379,9 @@ def _batches(run: _Run) -> int:
     run.console.print(batches_table(rows, [t.url for t in config.targets]))
     extra: dict[str, Any] = {"status": worst(statuses), "batches": rows}
     if unreachable is not None:
-        extra["unreachable"] = unreachable
+        extra["unreachable"] = str(unreachable)
     _write_outputs(run.console, preset, done, "clients", run.outputs, extra)
     if unreachable is not None:  # the levels before it are printed and written above
         print(f"kvbench: error: {unreachable}; stopped, the levels before it kept", file=sys.stderr)
-        return UNREACHABLE_EXIT
+        return exit_code(unreachable)
     return EXIT_CODES[worst(statuses)]
