@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kvbench.config.model import TargetConfig, WorkloadConfig
+from kvbench.config.targets import MAX_KEY_BYTES
 from kvbench.config.workload_fields import longest_key
 from kvbench.errors import ConfigError
 from kvbench.units import parse_count
@@ -32,7 +33,7 @@ _RATIO_NAMES = {
     "redis": {"get": "get", "set": "set", "delete": "del", "incr": "incr", "mget": "mget"},
 }
 # Key bytes memcached takes (protocol.txt "Keys"); config/targets.py MAX_KEY_BYTES agrees.
-_MEMCACHED_KEY_BYTES = 250
+_MEMCACHED_KEY_BYTES = MAX_KEY_BYTES["memcache"]
 _ESCAPES = {"n": b"\n", "r": b"\r", "t": b"\t", "b": b"\b", "a": b"\a"}
 _HEX = "0123456789abcdefABCDEF"
 

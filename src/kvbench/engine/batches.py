@@ -257,9 +257,8 @@ class BatchClient:
         """One request, recorded; (sent, received) when it got a reply, else None."""
         server = self._servers[index]
         try:
-            reply, sent, received = await asyncio.wait_for(
-                server.request(op, key, value), self._timeout_s
-            )
+            async with asyncio.timeout(self._timeout_s):  # no Task per request (wait_for's)
+                reply, sent, received = await server.request(op, key, value)
         except TimeoutError:
             self._failed(recorder, op, Outcome.TIMEOUT, f"{server.target.url}: no reply")
             server.close()

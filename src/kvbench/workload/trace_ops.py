@@ -25,6 +25,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from kvbench.config.targets import MAX_KEY_BYTES as KEY_LIMITS
 from kvbench.protocols.base import Op
 from kvbench.protocols.registry import CODECS
 from kvbench.workload.trace import TRACE_OPS
@@ -55,7 +56,7 @@ _UNSENDABLE: dict[tuple[str, str], str] = {
     ): "cas has no memcache-binary form without a token (CAS 0 is no check)",
 }
 # The longest key memcached takes (protocol.txt, "Keys"); Redis keys are held to it too.
-MAX_KEY_BYTES = 250
+MAX_KEY_BYTES = KEY_LIMITS["memcache"]
 # The largest value a replay sends: the codecs' reply bound (protocols.base).
 MAX_VALUE_BYTES = 64 * 1024 * 1024
 # Values this short are decimal digits (a uint64 has up to 20; 19 never overflow).
