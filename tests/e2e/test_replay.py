@@ -219,7 +219,8 @@ def test_a_bad_row_is_one_line_naming_the_file_and_line(
     memcached_server: Server, tmp_path: Path, line: int
 ) -> None:
     """In the first block (found before connecting) or deep in the file (found by a worker
-    mid-run): one line, the file and line number, exit 2, nothing stored."""
+    reading the trace before anything is sent): one line, the file and line number, exit
+    2, nothing stored."""
     rows = [(i // 1000, f"k:{i % 500}", 5, 0, i % 7, "get", 0) for i in range(45_000)]
     path = write_trace(tmp_path / "bad.csv", rows)
     lines = path.read_text().splitlines()

@@ -239,8 +239,8 @@ class PumpFactory:
                 _chunks(source), protocol, self._ttl_s, self._flags
             )
             self._of_shard.setdefault(shard.index, []).append(stream)
-            if isinstance(source, Lane):  # what the stream holds is still the lane's to send
-                source.holder = stream
+            if isinstance(source, Lane):  # its segments go to the stream packed; what the
+                source.holder = stream  # stream holds is still the lane's to send
         return _pump.Pump(
             self.tally,
             stream,
@@ -264,20 +264,25 @@ class PumpFactory:
 
 
 _Chunk = (
-    tuple[list[Any], list[Any], list[Any], int] | tuple[list[Any], list[Any], list[Any], int, int]
+    tuple[list[Any], list[Any], list[Any], int]
+    | tuple[list[Any], list[Any], list[Any], int, int]
+    | tuple[Any, ...]
 )
 
 
 def _chunks(source: RequestSource | Lane) -> Callable[[], _Chunk | None]:
     """A stream's refill: the rest of the source's current chunk, then its next ones, with
-    the TTL of the chunk's stores where the source sets it (a replay's lane); None when
-    the source has nothing now (a lane waiting for rows, or at the trace's end)."""
+    the TTL of the chunk's stores where the source sets it (a replay's lane, whose
+    segments go as packed chunks); None when the source has nothing more (a lane at the
+    end of its rows)."""
 
     def refill() -> _Chunk | None:
         if source.pos >= source.size and not source.refill():
             return None
         start, source.pos = source.pos, source.size  # the stream takes it from here
         ttl = source.ttl_s
+        if isinstance(source, Lane) and source.packed is not None:
+            return (*source.packed, start, ttl)
         if ttl is None:
             return source.ops, source.keys, source.values, start
         return source.ops, source.keys, source.values, start, ttl

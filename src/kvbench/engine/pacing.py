@@ -161,9 +161,8 @@ class TraceSchedule:
     The same questions as ``Schedule`` (``intended_ns``, ``intended_range``, ``due_by``,
     ``release``), answered from the trace: request i of a lane is due at ``start_ns`` plus
     the offset the replay feed gave its row (workload/trace_source.py: the trace's time,
-    spread within its second, scaled by ``--speed``). ``due_by`` first has the feed read
-    the rows due by then, so the dispatcher never waits on the file. Counts are over the
-    lane's requests from the start of the replay.
+    spread within its second, scaled by ``--speed``), read before the replay started.
+    Counts are over the lane's requests from the start of the replay.
 
     Args:
         lane: the connection's lane (``Lane``: ``due_count``, ``offsets_from``, ``feed``).
@@ -175,29 +174,30 @@ class TraceSchedule:
         self.start_ns = start_ns
 
     def intended_ns(self, i: int) -> int:
-        """When lane request ``i`` is due (``NEVER`` if the lane has not received it)."""
+        """When lane request ``i`` is due (``NEVER`` past the lane's last request)."""
         for offset in self.lane.offsets_from(i):
             return self.start_ns + int(offset)
         return NEVER
 
     def intended_range(self, first: int, stop: int) -> list[int]:
-        """The intended times of lane requests ``first .. stop - 1`` (all received)."""
+        """The intended times of lane requests ``first .. stop - 1`` (all in the lane)."""
         start = self.start_ns
         out = [start + offset for offset in islice(self.lane.offsets_from(first), stop - first)]
         if len(out) != stop - first:
-            raise ValueError(f"intended_range: requests {first}..{stop - 1} were not all read")
+            raise ValueError(
+                f"intended_range: requests {first}..{stop - 1} are not all in the lane"
+            )
         return out
 
     def due_by(self, now_ns: int) -> int:
-        """How many lane requests are due at or before ``now_ns`` (reading them in)."""
+        """How many lane requests are due at or before ``now_ns``."""
         if now_ns < self.start_ns:
             return int(self.lane.taken)
-        self.lane.feed.read_until(now_ns - self.start_ns)
         return int(self.lane.due_count(now_ns - self.start_ns))
 
     def release(self, below: int) -> None:
         """Nothing to forget: a lane drops its chunks as they are sent."""
 
     def finished(self) -> bool:
-        """The trace is read to its end and every request of the lane was handed out."""
+        """Every request of the lane was handed out."""
         return bool(self.lane.feed.done and self.lane.pending() == 0)

@@ -6,7 +6,7 @@ snapshot at every boundary and handing it to ``emit``. It never raises for trans
 failures during a run: they are counted and the connection is reopened.
 
 A replay (``config.replay``) gives each connection its own request source, a lane of the
-trace's rows (workload/trace_source.py): sent as fast as the server answers (closed loop),
+trace's rows (workload/trace_source.py), read into the lanes while connecting: sent as fast as the server answers (closed loop),
 or at the trace's times through the open-loop dispatcher, one ``TraceSchedule`` per
 connection. The run ends when the trace (or its slice) is sent and answered.
 """
@@ -39,7 +39,7 @@ from kvbench.protocols.base import Op
 from kvbench.units import share_out
 from kvbench.workload.plan import RequestSource, WorkloadPlan, own_key_plans
 from kvbench.workload.slots import SlotMap
-from kvbench.workload.trace_source import Lane, ReplayFeed
+from kvbench.workload.trace_source import ReplayFeed
 from kvbench.workload.verify import value_check
 
 _now = time.monotonic_ns
@@ -230,7 +230,7 @@ class Worker(LinkKeeper):
             )
             for conn, lane in zip(self.connections, self.feed.lanes, strict=True):
                 conn.source = lane
-            self.feed.on_rows = self._lanes_woken
+            self.feed.prepare()  # before any connection: a bad row sends nothing
         await open_links(self.connections, load.connect_timeout_ns)
 
     def make_connection(
@@ -400,15 +400,6 @@ class Worker(LinkKeeper):
         self.note_error("bug", f"{type(exc).__name__}: {exc}")
         self._failed = True  # not a Ctrl-C: the run is partial (exit 4), not interrupted
         self._cut_short()
-
-    def _lanes_woken(self, lanes: list[Lane]) -> None:
-        """A replay's lanes got rows (or reached the trace's end): a closed loop sends them."""
-        if self.issuing and self.dispatcher is None:
-            for lane in lanes:
-                conn = self.connections[lane.index]
-                if conn.connected:
-                    conn.fill()
-        self.maybe_finished()
 
     def stop(self) -> None:
         """End the measured window now (Ctrl-C); in-flight requests still drain."""

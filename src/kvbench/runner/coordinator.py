@@ -62,6 +62,7 @@ class _Tally:
     cpu_by_worker: dict[int, float] = field(default_factory=dict)
     failures: dict[int, str] = field(default_factory=dict)
     unreachable: set[int] = field(default_factory=set)  # failed because a target refused
+    bad_config: dict[int, str] = field(default_factory=dict)  # a bad trace row's file:line
     emitted: int = 0
 
 
@@ -220,6 +221,8 @@ class Coordinator:
         return targets
 
     def _await_ready(self, tally: _Tally) -> None:
+        if self.config.replay is not None:
+            self._on_event("reading the trace into each connection's queue (before the clock)")
         ready: set[int] = set()
         while len(ready) < tally.n_workers:
             for message in self._receive(tally):
@@ -299,6 +302,8 @@ class Coordinator:
             tally.failures.setdefault(message.worker, message.message)
             if message.kind == "unreachable":
                 tally.unreachable.add(message.worker)
+            elif message.kind == "config":
+                tally.bad_config[message.worker] = message.path
 
     def _emit_complete(self, tally: _Tally) -> None:
         """Hand on each interval once every live, unfinished worker has reported it."""
@@ -322,6 +327,8 @@ class Coordinator:
         index, message = next(iter(tally.failures.items()))
         if index in tally.unreachable:
             raise TargetUnreachable(message)
+        if index in tally.bad_config:
+            raise ConfigError(tally.bad_config[index], message)
         raise WorkerFailed(phase, f"worker {index}: {message.strip().splitlines()[-1]}")
 
     # -- result ------------------------------------------------------------------------
@@ -404,18 +411,14 @@ class Coordinator:
         """A replay's section, its workers' feeds merged (None for other runs).
 
         Raises:
-            ConfigError: a worker's feed met a bad row: the replay is a config error (the
-                row's file and line), whatever it sent before; or the replay had no row
-                to send (an empty trace, or a slice that holds none).
+            ConfigError: the replay had no row to send (an empty trace, or a slice that
+                holds none). (A bad row fails a worker before anything is sent.)
         """
         if self.config.replay is None:
             return None
         reports = [
             s.trace for tally in tallies for s in tally.summaries.values() if s.trace is not None
         ]
-        for report in reports:
-            if report["error"] is not None:
-                raise ConfigError(*report["error"])
         replay = self.config.to_dict()["replay"]
         assert isinstance(replay, dict)
         section = TraceSection.from_reports(replay, reports)

@@ -40,13 +40,15 @@ class Ready:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """Worker -> coordinator: the worker cannot go on. ``kind`` is ``unreachable`` or
-    ``bug``; the coordinator's pool (runner/pool.py) says ``exited`` for a worker gone
-    without a word."""
+    """Worker -> coordinator: the worker cannot go on. ``kind`` is ``unreachable``,
+    ``config`` (a replay's bad trace row: ``path`` names its file and line) or ``bug``;
+    the coordinator's pool (runner/pool.py) says ``exited`` for a worker gone without a
+    word."""
 
     worker: int
     kind: str
     message: str
+    path: str = ""
     version: int = VERSION
 
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from kvbench.engine.clock import NEVER
 from kvbench.engine.queue_worker import QueueReport, QueueWorker, QueueWorkerSpec
 from kvbench.engine.worker import Worker, WorkerSpec, WorkerSummary
-from kvbench.errors import TargetUnreachable
+from kvbench.errors import ConfigError, TargetUnreachable
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.runner import messages as m
 
@@ -142,6 +142,9 @@ async def serve(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
         await worker.connect()
     except TargetUnreachable as exc:
         pipe.send(m.Failed(index, "unreachable", str(exc)))
+        return
+    except ConfigError as exc:  # a replay's bad trace row, met before anything is sent
+        pipe.send(m.Failed(index, "config", exc.message, exc.path))
         return
     _settle_gc()
     pipe.send(m.Ready(index, socket.gethostname(), os.getpid()))

@@ -164,47 +164,54 @@ class KeyFitter:
         return out
 
 
-class ValueSlices:
-    """Values of given sizes as memoryview slices of two blobs (random, and digits).
+class ValueBlob:
+    """Values of given sizes as bounds in one blob: decimal digits, then random bytes.
+
+    A value of a size is always the same bytes (its start is a function of its size and
+    the blob's length when the size was first asked). The blob only grows at its end (a
+    value larger than its random part appends random bytes), so every bound handed out
+    stays valid: a replay's spool (workload/trace_spool.py) keeps bounds, not bytes.
 
     Args:
-        rng: seeds the random blob.
-        blob_bytes: the random blob's first size (grown when a larger value is asked).
+        rng: draws the random bytes.
+        random_bytes: the random part's first size.
     """
 
-    def __init__(self, rng: np.random.Generator, blob_bytes: int = 1 << 20) -> None:
+    def __init__(self, rng: np.random.Generator, random_bytes: int = 1 << 20) -> None:
         self._rng = rng
-        self._blob = memoryview(b"")
-        self._grow(blob_bytes)
-        digits = (b"1234567890" * 2)[:DIGIT_VALUE_BYTES]
-        self._digits = memoryview(digits)
-        self._cache: dict[int, memoryview] = {}
+        self._blob = bytearray((b"1234567890" * 2)[:DIGIT_VALUE_BYTES])
+        self._random = 0  # bytes of the random part
+        self._grow(random_bytes)
+        self._starts: dict[int, int] = {}
 
     def _grow(self, size: int) -> None:
-        self._blob = memoryview(self._rng.integers(0, 256, size, dtype=np.uint8).tobytes())
-        self._cache = {}
+        self._blob += self._rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        self._random += size
 
-    def slices(self, sizes: list[int]) -> list[memoryview]:
-        """One value per size (sizes at most ``MAX_VALUE_BYTES``)."""
-        cache = self._cache
+    def starts(self, sizes: list[int]) -> list[int]:
+        """Where the value of each size starts in ``blob`` (it ends ``size`` bytes on);
+        sizes at most ``MAX_VALUE_BYTES``."""
+        cache = self._starts
         try:
             return list(map(cache.__getitem__, sizes))
         except KeyError:
             largest = max(sizes)
-            if largest > len(self._blob):
-                self._grow(max(largest, 2 * len(self._blob)))
-                cache = self._cache
+            if largest > self._random:
+                self._grow(max(largest, self._random))
             for size in set(sizes):
                 if size not in cache:
-                    cache[size] = self._slice(size)
+                    cache[size] = self._start(size)
             return list(map(cache.__getitem__, sizes))
 
-    def _slice(self, size: int) -> memoryview:
+    def _start(self, size: int) -> int:
         if size <= DIGIT_VALUE_BYTES:
-            return self._digits[:size]
+            return 0
         # Different sizes start at different places: no two values share a prefix.
-        start = size * 7919 % (len(self._blob) - size + 1)
-        return self._blob[start : start + size]
+        return DIGIT_VALUE_BYTES + size * 7919 % (self._random - size + 1)
+
+    def blob(self) -> bytes:
+        """The blob as it is now (every start handed out indexes it)."""
+        return bytes(self._blob)
 
 
 def gather(values: Sequence[T], indexes: list[int]) -> list[T]:

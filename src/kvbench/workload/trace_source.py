@@ -1,39 +1,39 @@
 """A replay's request sources: the trace's rows fanned out to one lane per connection.
 
-``ReplayFeed`` reads the trace a block at a time (workload/trace.py), keeps the rows of
-the slice (``--from``/``--to``/``--limit``) whose client belongs to this worker process,
-counts them into the trace profile, maps their ops (workload/trace_ops.py), builds keys
-and values, and appends them to the lane of their client: ``crc32(client_id)`` picks the
-process (``% n_workers``) and then the connection, so one client's requests go out on
-one connection, in trace order. A ``Lane`` is a connection's request source with the
-shape of ``RequestSource`` (``ops``, ``keys``, ``values``, ``pos``, ``size``,
-``refill``): chunks of plain lists, one TTL for the writes of a chunk (``ttl_s``).
+``ReplayFeed.prepare`` reads the slice of the trace (``--from``/``--to``/``--limit``)
+once, before the replay's clock starts, a block at a time (workload/trace.py): it keeps
+the rows whose client belongs to this worker process, counts them into the trace profile,
+maps their ops (workload/trace_ops.py), fits their keys, gives each store its value's
+bounds in one value blob, and writes each lane's rows to the spool (workload/
+trace_spool.py): ``crc32(client_id)`` picks the process (``% n_workers``) and then the
+connection, so one client's requests go out on one connection, in trace order. A bad row
+stops the replay there, before anything is sent. While the replay runs, a ``Lane`` (a
+connection's request source, with the shape of ``RequestSource``: ``ops``, ``keys``,
+``values``, ``pos``, ``size``, ``refill``) reads its segments back one at a time: as
+lists for the Python driver, as packed columns for the compiled pump (``packed``). A
+segment carries one TTL for its writes (``ttl_s``).
 
 Timed replays (``--speed S``) give every row an offset from the replay's start:
 ``(t - t0) / S`` seconds, where rows sharing one whole-second timestamp (the Twitter
 traces' granularity) are spread evenly over that second (k-th of n at ``t + k/n``);
-fractional timestamps are used as written. The feed then reads one second of trace
-ahead, no more.
+fractional timestamps are used as written.
 
-Memory: at most ``MAX_BUFFERED_ROWS`` rows wait in the lanes of a speed-max replay (a
-lane whose clients are rare waits for the others rather than making the feed read on),
-and a timed replay holds the rows due within the next second of trace time.
+Memory: a block of the file and its rows at a time while preparing; then one segment per
+lane (and, timed, the next one's offsets).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import chain, compress
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kvbench.config.replay import ReplayConfig
-from kvbench.errors import ConfigError
 from kvbench.protocols.base import Op
 from kvbench.workload.trace import TRACE_OPS, TraceReader, TraceRows, client_hashes
 from kvbench.workload.trace_ops import (
@@ -41,14 +41,12 @@ from kvbench.workload.trace_ops import (
     SKIPPED,
     KeyFitter,
     OpMapping,
-    ValueSlices,
+    ValueBlob,
     gather,
 )
 from kvbench.workload.trace_profile import TraceProfile
+from kvbench.workload.trace_spool import Columns, Segment, Spool
 
-# Rows waiting in the lanes of a speed-max replay before a starved lane stops the feed
-# from reading further (about 30 MB of keys, slices and list slots).
-MAX_BUFFERED_ROWS = 1 << 18
 # A write of a chunk whose TTL differs from the chunk's first write's starts a new chunk;
 # reads carry this TTL (they send none).
 NO_TTL = -1
@@ -91,11 +89,12 @@ class ReplayCounts:
 
 @dataclass(slots=True)
 class _Chunk:
-    """Rows waiting in a lane, index-aligned (offsets: timed replays only)."""
+    """Rows of a block on their way to the spool, index-aligned (offsets: timed only)."""
 
     ops: list[int]
     keys: list[bytes]
-    values: list[Any]
+    value_starts: list[int]
+    value_sizes: list[int]  # 0 where the op sends no value
     ttls: list[int]
     offsets_ns: list[int] | None
 
@@ -104,55 +103,69 @@ class _Chunk:
         return _Chunk(
             self.ops[start:stop],
             self.keys[start:stop],
-            self.values[start:stop],
+            self.value_starts[start:stop],
+            self.value_sizes[start:stop],
             self.ttls[start:stop],
+            offsets,
+        )
+
+    def pick(self, indexes: list[int]) -> _Chunk:
+        offsets = gather(self.offsets_ns, indexes) if self.offsets_ns is not None else None
+        return _Chunk(
+            gather(self.ops, indexes),
+            gather(self.keys, indexes),
+            gather(self.value_starts, indexes),
+            gather(self.value_sizes, indexes),
+            gather(self.ttls, indexes),
             offsets,
         )
 
 
 class Lane:
-    """One connection's requests: the ``RequestSource`` shape, fed by a ``ReplayFeed``.
+    """One connection's requests: the ``RequestSource`` shape, read from the spool.
 
     Attributes:
-        ops, keys, values: the current chunk (``pos`` is the next request, ``size`` its
-            length); ``values[i]`` is None for requests without a value.
-        ttl_s: the TTL of the current chunk's writes (0: none).
+        ops, keys, values: the current segment's requests (``pos`` is the next one,
+            ``size`` their count), as lists (the Python driver's); ``values[i]`` is None
+            for requests without a value. Empty while a compiled pump holds the lane.
+        packed: the current segment as the pump's packed chunk columns (``ops, keys,
+            key_ends, values, value_starts, value_ends``: engine/_pump.c), when a pump
+            holds the lane; else None.
+        ttl_s: the TTL of the current segment's writes (0: none).
         record_ops: what each request is recorded under: its op (``RequestSource``'s
             name for it; a trace sends no ``--command``).
-        offsets_ns: timed replays: each request's send time from the replay's start.
-        taken: requests of the chunks before the current one.
-        holder: the compiled driver's stream (engine/fastpath.py) when it took the current
-            chunk to send (``pos`` is then ``size``): what it has not sent is still the
+        offsets_ns: timed replays: each current request's send time from the start.
+        taken: requests of the segments before the current one.
+        holder: the compiled driver's stream (engine/fastpath.py) when it takes the
+            lane's segments (``pos`` is then ``size``): what it has not sent is still the
             lane's (``pending``).
     """
 
     def __init__(self, feed: ReplayFeed, index: int) -> None:
         self.feed = feed
         self.index = index
-        self._waiting: deque[_Chunk] = deque()
+        self._waiting: deque[Segment] = deque()
+        self._next: tuple[Segment, Columns] | None = None  # a waiting segment, read
         self.waiting_rows = 0
-        self.ops: list[int] = []
+        self.ops: Any = []
         self.keys: list[Any] = []
         self.values: list[Any] = []
-        self.offsets_ns: list[int] = []
+        self.packed: tuple[Any, ...] | None = None
+        self.offsets_ns: Any = _NO_OFFSETS
         self.ttl_s = 0
         self.pos = 0
         self.size = 0
-        self.taken = 0  # requests of earlier chunks
-        self.starved = False
+        self.taken = 0  # requests of earlier segments
         self.holder: Any = None
 
     @property
-    def record_ops(self) -> list[int]:
+    def record_ops(self) -> Any:
         return self.ops
 
-    def append(self, chunk: _Chunk) -> None:
-        """Queue ``chunk``, cut where a write's TTL differs from the one before (a chunk
-        carries one TTL): cut once here, in one pass, so a refill only takes the next."""
-        n = len(chunk.ops)
-        for start, stop in _ttl_runs(chunk.ttls):
-            self._waiting.append(chunk if stop - start == n else chunk.part(start, stop))
-        self.waiting_rows += n
+    def append(self, segment: Segment) -> None:
+        """Queue ``segment`` (the feed, while preparing)."""
+        self._waiting.append(segment)
+        self.waiting_rows += segment.rows
 
     def pending(self) -> int:
         """Requests this lane holds and has not sent (its stream's unsent ones counted)."""
@@ -160,57 +173,104 @@ class Lane:
         return self.size - self.pos + self.waiting_rows + held
 
     def refill(self) -> bool:
-        """Make the next chunk current (reading the trace on if the lane is empty).
+        """Make the next segment current.
 
         Returns:
-            False when the lane has nothing to send now: the trace is over for it, or its
-            clients' rows are further on than the feed may read yet (``starved``; the feed
-            says so through its ``on_rows`` hook when rows arrive).
+            False when the lane has sent its last request.
         """
         self.taken += self.pos
         self.pos = self.size = 0
-        self.ops, self.keys, self.values, self.offsets_ns = [], [], [], []
+        self.ops, self.keys, self.values, self.packed = [], [], [], None
+        self.offsets_ns = _NO_OFFSETS
         if not self._waiting:
-            if not self.feed.config.timed:  # timed: the schedule reads (read_until)
-                self.starved = False  # rows read now must not wake this lane mid-refill
-                self.feed.read_for(self)
-            if not self._waiting:
-                self.starved = not self.feed.done
-                return False
-        self.starved = False
-        chunk = self._waiting.popleft()
-        self.waiting_rows -= len(chunk.ops)
-        self.ops, self.keys, self.values = chunk.ops, chunk.keys, chunk.values
-        self.offsets_ns = chunk.offsets_ns or []
-        ttl = max(chunk.ttls)
-        self.ttl_s = ttl if ttl > 0 else 0
-        self.size = len(chunk.ops)
-        self.feed.buffered -= self.size
+            return False
+        segment = self._waiting.popleft()
+        columns = self._columns(segment)
+        self._next = None
+        self.waiting_rows -= segment.rows
+        values = self.feed.values
+        if self.holder is not None:
+            self.packed = (
+                columns.ops,
+                columns.keys,
+                columns.key_ends,
+                values,
+                columns.value_starts,
+                columns.value_ends,
+            )
+            self.ops = columns.ops  # what a dropped request is counted under
+        else:
+            self.ops = list(columns.ops)
+            self.keys = columns.key_list()
+            view = memoryview(values)
+            self.values = [
+                view[start:end] if _IS_STORE[op] else None
+                for op, start, end in zip(
+                    self.ops,
+                    columns.value_starts.tolist(),
+                    columns.value_ends.tolist(),
+                    strict=True,
+                )
+            ]
+        if columns.offsets_ns is not None:
+            self.offsets_ns = columns.offsets_ns
+        self.ttl_s = segment.ttl_s
+        self.size = segment.rows
         return True
+
+    def _columns(self, segment: Segment) -> Columns:
+        """``segment`` read (once: a timed replay reads the next segment's offsets early)."""
+        if self._next is not None and self._next[0] is segment:
+            return self._next[1]
+        return self.feed.spool.read(segment)
 
     def offsets_from(self, first: int) -> Iterator[int]:
         """Timed replays: the offsets of this lane's requests from lane index ``first``
-        on (at or after the current chunk's start), as far as the lane holds them."""
+        on (at or after the current segment's start), a few at a time as asked."""
         skip = first - self.taken
-        for offsets in (self.offsets_ns, *(c.offsets_ns or [] for c in self._waiting)):
+        arrays = chain([self.offsets_ns], map(self._waiting_offsets, self._waiting))
+        for offsets in arrays:
             if skip >= len(offsets):
                 skip -= len(offsets)
                 continue
-            yield from offsets[skip:]
+            for at in range(skip, len(offsets), _OFFSETS_PER_STEP):
+                yield from offsets[at : at + _OFFSETS_PER_STEP].tolist()
             skip = 0
 
     def due_count(self, offset_ns: int) -> int:
         """Timed replays: how many of this lane's requests (counted over the whole
-        replay) are due at or before ``offset_ns``, among those it has received."""
+        replay) are due at or before ``offset_ns``."""
+        current = self.offsets_ns
         count = self.taken
-        for offsets in (self.offsets_ns, *(c.offsets_ns or [] for c in self._waiting)):
-            if not offsets:
+        if len(current):
+            if current[-1] > offset_ns:
+                return count + int(np.searchsorted(current, offset_ns, side="right"))
+            count += len(current)
+        for segment in self._waiting:
+            if segment.last_ns <= offset_ns:
+                count += segment.rows
                 continue
-            if offsets[-1] <= offset_ns:
-                count += len(offsets)
-                continue
-            return count + bisect_right(offsets, offset_ns)
+            if segment.first_ns > offset_ns:
+                return count
+            offsets = self._waiting_offsets(segment)
+            return count + int(np.searchsorted(offsets, offset_ns, side="right"))
         return count
+
+    def _waiting_offsets(self, segment: Segment) -> Any:
+        """The offsets of a waiting segment (the first one's are kept for its refill)."""
+        if self._next is not None and self._next[0] is segment:
+            columns = self._next[1]
+        else:
+            columns = self.feed.spool.read(segment)
+            if segment is self._waiting[0]:
+                self._next = (segment, columns)
+        assert columns.offsets_ns is not None
+        return columns.offsets_ns
+
+
+_NO_OFFSETS = np.zeros(0, dtype=np.int64)
+# Offsets converted to ints at a time (a schedule mostly asks for the next few).
+_OFFSETS_PER_STEP = 256
 
 
 def _ttl_runs(ttls: list[int]) -> Iterator[tuple[int, int]]:
@@ -232,7 +292,7 @@ def _ttl_runs(ttls: list[int]) -> Iterator[tuple[int, int]]:
 
 
 class ReplayFeed:
-    """Reads the trace and fans its rows out to one ``Lane`` per connection.
+    """Reads the trace into the spool (``prepare``) and hands it out by ``Lane``.
 
     Args:
         config: the replay section.
@@ -246,9 +306,10 @@ class ReplayFeed:
         lanes: one per connection.
         profile: the trace profile of this worker's rows.
         counts: rows read, queued and skipped.
-        done: the trace (or its slice, or ``--limit``) is read to its end.
-        buffered: rows in the lanes not yet handed out.
-        on_rows: called with the starved lanes that got rows (the engine wakes them).
+        done: the trace (or its slice, or ``--limit``) is read to its end: ``prepare``
+            ran.
+        spool: the lanes' segments.
+        values: the value blob the segments' value bounds index.
     """
 
     def __init__(
@@ -271,43 +332,51 @@ class ReplayFeed:
         self.profile = TraceProfile()
         self.counts = ReplayCounts()
         self.done = False
-        self.buffered = 0
-        self.on_rows: Callable[[list[Lane]], None] | None = None
+        self.spool = Spool()
         self._keys = KeyFitter()
-        self._values = ValueSlices(np.random.default_rng([seed, worker_index, 7]))
+        self._values = ValueBlob(np.random.default_rng([seed, worker_index, 7]))
+        self.values = b""
         self._slice_rows = 0  # rows of the slice so far, every worker's (for --limit)
         self._t0: float | None = config.from_s
         self._held: TraceRows | None = None  # timed: the rows of a second not yet complete
         self._ns_per_s = 1e9 / config.speed if config.speed is not None else 0.0
-        self.read_ahead_ns = 0  # timed: rows are read up to this offset
-        # A bad row (the ConfigError's path and message): the replay ends at it.
-        self.error: tuple[str, str] | None = None
 
-    @property
-    def max_buffered_bytes(self) -> int:
-        """The most bytes of the file the reader held at once."""
-        return self._reader.max_buffered_bytes
+    def prepare(self) -> None:
+        """Read this worker's rows of the slice into the lanes' segments.
 
-    # -- reading -------------------------------------------------------------------------
+        Raises:
+            ConfigError: a bad row (its file and line): nothing of the replay is sent.
+        """
+        try:
+            while (rows := next(self._blocks, None)) is not None:  # a slice's end stops it
+                if self._worker_index == 0:
+                    self.counts.lines_read = self._reader.lines_read
+                sliced = self._slice(rows)
+                if self.config.timed:
+                    sliced = self._hold_partial_second(sliced)
+                if sliced is not None and len(sliced):
+                    self._queue(sliced)
+        except BaseException:
+            self.spool.close()
+            raise
+        if self._worker_index == 0:
+            self.counts.lines_read = self._reader.lines_read
+        held, self._held = self._held, None
+        if held is not None and len(held):
+            self._queue(held)
+        self.values = self._values.blob()
+        self.done = True
 
-    def read_for(self, lane: Lane) -> None:
-        """Speed max: read blocks until ``lane`` has rows, the trace ends, or the lanes
-        hold ``MAX_BUFFERED_ROWS`` (then ``lane`` waits for the others to drain)."""
-        while not lane.waiting_rows and not self.done and self.buffered < MAX_BUFFERED_ROWS:
-            self._read_block()
-
-    def read_until(self, offset_ns: int) -> None:
-        """Timed: read until every row due by ``offset_ns`` is in its lane (or the end)."""
-        while not self.done and self.read_ahead_ns <= offset_ns:
-            self._read_block()
+    def close(self) -> None:
+        """Remove the spool."""
+        self.spool.close()
 
     def remaining(self) -> int:
-        """Requests queued in the lanes and not handed out yet."""
+        """Requests in the lanes not sent yet."""
         return sum(lane.pending() for lane in self.lanes)
 
     def exhausted(self) -> bool:
-        """The trace is read to its end (or a bad row ended it) and every request was
-        handed out."""
+        """Every request of the replay was handed out."""
         return self.done and not self.remaining()
 
     def report(self) -> dict[str, Any]:
@@ -316,37 +385,7 @@ class ReplayFeed:
             "profile": self.profile.to_dict(),
             "counts": self.counts.to_dict(),
             "mapping": dict(self.mapping.sent_as),
-            "error": list(self.error) if self.error is not None else None,
         }
-
-    def _read_block(self) -> None:
-        try:
-            rows = next(self._blocks, None)
-        except ConfigError as exc:
-            # Raised on a connection's hot path: kept, and the feed ends here; the worker
-            # reports it and the run becomes a config error (one line, exit 2).
-            self.error = (exc.path, exc.message)
-            self._blocks = iter(())
-            rows = None
-        if self._worker_index == 0:
-            self.counts.lines_read = self._reader.lines_read
-        if rows is None:
-            self._finish()
-            return
-        rows = self._slice(rows)
-        if self.config.timed:
-            rows = self._hold_partial_second(rows)
-        if rows is not None and len(rows):
-            self._queue(rows)
-
-    def _finish(self) -> None:
-        """The end of the rows: queue a held second, then say so."""
-        held, self._held = self._held, None
-        self.done = True
-        if held is not None and len(held):
-            self._queue(held)
-        self.read_ahead_ns = 1 << 62
-        self._wake()
 
     def _slice(self, rows: TraceRows) -> TraceRows | None:
         """The rows of ``--from``/``--to``/``--limit``; ends the feed past the slice."""
@@ -392,7 +431,7 @@ class ReplayFeed:
     # -- queueing ------------------------------------------------------------------------
 
     def _queue(self, rows: TraceRows) -> None:
-        """Partition, profile, map and build ``rows``, then hand them to their lanes."""
+        """Partition, profile, map and build ``rows``, then write them to their lanes."""
         if self._t0 is None:
             self._t0 = float(rows.times_s[0])
         hashes = client_hashes(rows.clients)
@@ -418,8 +457,8 @@ class ReplayFeed:
         self.counts.requests += len(rows)
         keys = self._keys.fit(rows.keys, rows.key_sizes)
         self.counts.keys_clamped = self._keys.clamped
-        values, ttls = self._values_and_ttls(codes, rows)
-        self._distribute(hashes, _Chunk(codes, keys, values, ttls, offsets))
+        starts, sizes, ttls = self._values_and_ttls(codes, rows)
+        self._distribute(hashes, _Chunk(codes, keys, starts, sizes, ttls, offsets))
 
     def _keep(self, rows: TraceRows, codes: list[int]) -> list[int] | None:
         """Indexes of the rows to send (None: all); the others are counted skipped."""
@@ -437,33 +476,43 @@ class ReplayFeed:
                 keep.append(i)
         return keep
 
-    def _values_and_ttls(self, codes: list[int], rows: TraceRows) -> tuple[list[Any], list[int]]:
-        """A value slice for each store (None for the rest); the TTL of each store."""
-        values, ttls = self._values_and_row_ttls(codes, rows)
+    def _values_and_ttls(
+        self, codes: list[int], rows: TraceRows
+    ) -> tuple[list[int], list[int], list[int]]:
+        """Each store's value (start in the blob, size; 0 and 0 for the rest) and TTL
+        (``NO_TTL`` for the rest), clamped where the server reads a long one as a date."""
+        starts, sizes, ttls = self._values_and_row_ttls(codes, rows)
         top = self.mapping.max_ttl_s
         if top is not None and max(ttls) > top:
             self.counts.ttls_clamped += sum(ttl > top for ttl in ttls)
             ttls = [min(ttl, top) for ttl in ttls]
-        return values, ttls
+        return starts, sizes, ttls
 
     def _values_and_row_ttls(
         self, codes: list[int], rows: TraceRows
-    ) -> tuple[list[Any], list[int]]:
+    ) -> tuple[list[int], list[int], list[int]]:
         stores = list(map(_IS_STORE.__getitem__, codes))
         n = len(codes)
         if all(stores):
-            return list(self._values.slices(rows.value_sizes)), list(rows.ttls_s)
-        values: list[Any] = [None] * n
+            sizes = list(rows.value_sizes)
+            return self._values.starts(sizes), sizes, list(rows.ttls_s)
+        starts = [0] * n
+        sizes = [0] * n
         ttls = [NO_TTL] * n
         at = list(compress(range(n), stores))
         if at:
-            sizes = gather(rows.value_sizes, at)
-            for i, value, ttl in zip(
-                at, self._values.slices(sizes), gather(rows.ttls_s, at), strict=True
+            store_sizes = gather(rows.value_sizes, at)
+            for i, start, size, ttl in zip(
+                at,
+                self._values.starts(store_sizes),
+                store_sizes,
+                gather(rows.ttls_s, at),
+                strict=True,
             ):
-                values[i] = value
+                starts[i] = start
+                sizes[i] = size
                 ttls[i] = ttl
-        return values, ttls
+        return starts, sizes, ttls
 
     def _offsets(self, rows: TraceRows) -> list[int]:
         """Timed: each row's send time from the replay's start, ns (see the module doc)."""
@@ -484,9 +533,9 @@ class ReplayFeed:
         return offsets.tolist()  # type: ignore[no-any-return]
 
     def _distribute(self, hashes: list[int], chunk: _Chunk) -> None:
-        """Append each row to its client's lane, in order within each lane."""
+        """Write each lane's rows of ``chunk`` to the spool, in order within each lane, a
+        segment per run of one write TTL."""
         n_lanes = len(self.lanes)
-        self.buffered += len(chunk.ops)
         if n_lanes == 1:
             targets: list[tuple[Lane, _Chunk]] = [(self.lanes[0], chunk)]
         else:
@@ -495,32 +544,25 @@ class ReplayFeed:
             lane_of = (np.asarray(hashes, dtype=np.int64) // self._n_workers) % n_lanes
             order = np.argsort(lane_of, kind="stable")
             bounds = np.searchsorted(lane_of[order], np.arange(n_lanes + 1), side="left").tolist()
-            pick = order.tolist()
-            by_lane = _Chunk(
-                gather(chunk.ops, pick),
-                gather(chunk.keys, pick),
-                gather(chunk.values, pick),
-                gather(chunk.ttls, pick),
-                gather(chunk.offsets_ns, pick) if chunk.offsets_ns is not None else None,
-            )
+            by_lane = chunk.pick(order.tolist())
             targets = [
                 (self.lanes[index], by_lane.part(bounds[index], bounds[index + 1]))
                 for index in range(n_lanes)
                 if bounds[index] < bounds[index + 1]
             ]
         for lane, part in targets:
-            lane.append(part)
-        self._wake()
-
-    def _wake(self) -> None:
-        """Tell the engine which starved lanes have rows now (or are at their end)."""
-        if self.on_rows is None:
-            return
-        woken = [lane for lane in self.lanes if lane.starved and (lane.waiting_rows or self.done)]
-        if woken:
-            for lane in woken:
-                lane.starved = False
-            self.on_rows(woken)
+            for start, stop in _ttl_runs(part.ttls):
+                run = part if stop - start == len(part.ops) else part.part(start, stop)
+                ttl = max(run.ttls)
+                segment = self.spool.write(
+                    run.ops,
+                    run.keys,
+                    run.value_starts,
+                    run.value_sizes,
+                    ttl if ttl > 0 else 0,
+                    run.offsets_ns,
+                )
+                lane.append(segment)
 
 
 def _concat(a: TraceRows, b: TraceRows) -> TraceRows:

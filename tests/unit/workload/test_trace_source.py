@@ -12,14 +12,16 @@ from kvbench.protocols.base import Op
 from kvbench.report.trace_figures import profile_summary
 from kvbench.results.trace import merge_profiles
 from kvbench.workload.trace import TRACE_OPS, TraceReader
-from kvbench.workload.trace_ops import SKIPPED, KeyFitter, OpMapping, ValueSlices, fit_key
+from kvbench.workload.trace_ops import SKIPPED, KeyFitter, OpMapping, ValueBlob, fit_key
 from kvbench.workload.trace_profile import TraceProfile
-from kvbench.workload.trace_source import ReplayFeed
+from kvbench.workload.trace_source import _IS_STORE, ReplayFeed
 from tests.support.traces import mixed_rows, write_trace
 
 
 def drain(feed: ReplayFeed) -> list[list[tuple[int, bytes, object, int]]]:
     """Every lane's requests (op, key, value, ttl), in the order the lane hands them out."""
+    if not feed.done:
+        feed.prepare()
     out: list[list[tuple[int, bytes, object, int]]] = [[] for _ in feed.lanes]
     while True:
         progressed = False
@@ -40,7 +42,9 @@ def feed_for(
     path: Path, protocol: str = "memcache-text", lanes: int = 4, block: int = 2048, **kw: object
 ) -> ReplayFeed:
     config = ReplayConfig(str(path), **kw)  # type: ignore[arg-type]
-    return ReplayFeed(config, protocol, 0, 1, lanes, seed=1, reader=TraceReader(path, block))
+    feed = ReplayFeed(config, protocol, 0, 1, lanes, seed=1, reader=TraceReader(path, block))
+    feed.prepare()
+    return feed
 
 
 def test_each_client_keeps_its_order_on_one_lane(tmp_path: Path) -> None:
@@ -153,11 +157,19 @@ def test_a_ttl_memcached_would_read_as_a_date_is_sent_as_30_days(tmp_path: Path)
         assert feed.counts.ttls_clamped == clamped
 
 
-def test_values_are_slices_of_the_asked_sizes() -> None:
-    values = ValueSlices(np.random.default_rng(1), blob_bytes=1000)
-    out = values.slices([5, 19, 20, 500, 5000])
-    assert [len(v) for v in out] == [5, 19, 20, 500, 5000]
-    assert bytes(out[1]).isdigit() and all(isinstance(v, memoryview) for v in out)
+def test_values_are_bounds_in_one_blob_that_only_grows_at_its_end() -> None:
+    values = ValueBlob(np.random.default_rng(1), random_bytes=1000)
+    sizes = [5, 19, 20, 500, 1000]
+    starts = values.starts(sizes)
+    before = values.blob()
+    out = [before[s : s + n] for s, n in zip(starts, sizes, strict=True)]
+    assert [len(v) for v in out] == sizes
+    assert out[1].isdigit() and out[0] == out[1][:5]  # short values are digits: incr works
+    assert len({v[:8] for v in out[2:]}) == 3  # other sizes start at other places
+    (big,) = values.starts([5000])  # larger than the blob: it grows at its end
+    after = values.blob()
+    assert after.startswith(before) and len(after[big : big + 5000]) == 5000
+    assert values.starts(sizes) == starts  # the same bytes for the same size, still
 
 
 def test_slice_from_to_and_limit(tmp_path: Path) -> None:
@@ -194,80 +206,60 @@ def test_workers_split_the_clients_and_add_up_to_the_trace(tmp_path: Path) -> No
 def test_timed_offsets_spread_each_second_and_follow_the_speed(tmp_path: Path) -> None:
     rows = [(10 + i // 4, f"k{i}", 3, 0, 1, "get", 0) for i in range(12)]
     feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=1, speed=2.0)
-    feed.read_until(10**12)
     lane = feed.lanes[0]
     offsets = []
     while lane.refill():
-        offsets += lane.offsets_ns
+        offsets += lane.offsets_ns.tolist()
         lane.pos = lane.size
     # second 10: 0, .25, .5, .75 s of trace time; at speed 2 half of that.
     assert offsets == [round(s * 1e9 / 2) for s in np.arange(0, 3, 0.25)]
 
 
-def test_timed_feed_reads_one_second_ahead_only(tmp_path: Path) -> None:
-    rows = [(i // 100, f"k{i}", 5, 0, 1, "get", 0) for i in range(5000)]
-    feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=1, block=1024, speed=1.0)
-    feed.read_until(2_500_000_000)
+def test_a_bad_row_fails_the_prepare_before_anything_is_queued(tmp_path: Path) -> None:
+    rows = [(i // 100, f"k{i}", 5, 0, i % 3, "get", 0) for i in range(3000)]
+    path = write_trace(tmp_path / "t.csv", rows)
+    lines = path.read_bytes().split(b"\n")
+    lines[2500] = b"25,k2500,5,0,1,fetch,0"
+    path.write_bytes(b"\n".join(lines))
+    feed = ReplayFeed(
+        ReplayConfig(str(path)), "memcache-text", 0, 1, 2, seed=1, reader=TraceReader(path, 1024)
+    )
+    with pytest.raises(ConfigError, match="unknown operation 'fetch'") as failed:
+        feed.prepare()
+    assert failed.value.path == f"{path}:2501"
     assert not feed.done
-    queued = feed.remaining()
-    assert 300 <= queued <= 500  # seconds 0..3 (or 4), not the 50 s of the file
 
 
-def test_a_starved_lane_waits_instead_of_reading_the_whole_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import kvbench.workload.trace_source as trace_source
-
-    monkeypatch.setattr(trace_source, "MAX_BUFFERED_ROWS", 500)
-    rows = [(0, f"k{i}", 5, 0, 7, "get", 0) for i in range(5000)]  # one client: one lane
-    feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=2, block=512)
-    busy = next(lane for lane in feed.lanes if lane.index != _lane_of(b"7", 2))
-    woken: list[int] = []
-    feed.on_rows = lambda lanes: woken.extend(lane.index for lane in lanes)
-    assert not busy.refill() and busy.starved
-    assert feed.buffered < 1000 and not feed.done
-    full = feed.lanes[1 - busy.index]
-    while full.refill():  # only the full lane reads on
-        full.pos = full.size
-    assert feed.done
-    assert woken == [busy.index]  # told once the trace ended
-
-
-def test_a_lane_is_never_woken_by_its_own_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The engine sends on a woken lane's connection at once: a lane woken while its own
-    refill reads would send from inside its connection's send loop."""
-    import kvbench.workload.trace_source as trace_source
-
-    monkeypatch.setattr(trace_source, "MAX_BUFFERED_ROWS", 500)
-    rows = [(0, f"k{i}", 5, 0, 7, "get", 0) for i in range(5000)]
-    feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=2, block=512)
-    busy = next(lane for lane in feed.lanes if lane.index != _lane_of(b"7", 2))
-    full = feed.lanes[1 - busy.index]
-    reading: list[object] = []
-    read_for = feed.read_for
-
-    def tracked(lane: trace_source.Lane) -> None:
-        reading.append(lane)
-        read_for(lane)
-        reading.pop()
-
-    monkeypatch.setattr(feed, "read_for", tracked)
-    woken_while_reading: list[object] = []
-    feed.on_rows = lambda lanes: woken_while_reading.extend(x for x in lanes if x in reading)
-    assert not busy.refill() and busy.starved
-    while not feed.done:
-        if full.refill():
-            full.pos = full.size
-        busy.refill()  # reads on for itself once the full lane drained
-    assert woken_while_reading == []
+def test_a_lane_held_by_a_pump_hands_out_the_same_requests_packed(tmp_path: Path) -> None:
+    """A compiled pump's lane gives its segments as packed columns (engine/_pump.c):
+    the same ops, keys, values and TTLs as the lists the Python driver gets."""
+    rows = mixed_rows(3000, ops=TRACE_OPS)
+    path = write_trace(tmp_path / "t.csv", rows)
+    as_lists = drain(feed_for(path, lanes=3))
+    feed = feed_for(path, lanes=3)
+    for lane in feed.lanes:
+        lane.holder = _Held()
+    packed: list[list[tuple[int, bytes, object, int]]] = [[] for _ in feed.lanes]
+    for lane in feed.lanes:
+        while lane.refill():
+            assert lane.packed is not None and not lane.keys
+            ops, keys, key_ends, values, starts, ends = lane.packed
+            assert len(ops) == len(key_ends) == len(starts) == len(ends) == lane.size
+            begin = 0
+            for i, op in enumerate(ops):
+                key = bytes(keys[begin : key_ends[i]])
+                begin = int(key_ends[i])
+                stored = _IS_STORE[op]
+                value = values[starts[i] : ends[i]] if stored else None
+                packed[lane.index].append((op, key, value, lane.ttl_s))
+            lane.pos = lane.size
+    assert packed == as_lists
 
 
-def _lane_of(client: bytes, lanes: int) -> int:
-    import zlib
+class _Held:
+    """Stands in for the stream that holds a lane's segments (what it holds: none)."""
 
-    return zlib.crc32(client) % lanes
+    size = pos = 0
 
 
 def test_profile_summary_figures() -> None:
@@ -305,12 +297,11 @@ def test_trace_schedule_answers_from_the_lane(tmp_path: Path) -> None:
     assert schedule.due_by(999) == 0
     assert schedule.due_by(1_000) == 1  # row 0 at offset 0
     assert schedule.due_by(1_000 + 1_000_000_000) == 5  # second 0 and the first of 1
-    assert not feed.done  # read no further than needed
     assert schedule.intended_range(0, 3) == [1_000, 1_000 + 250_000_000, 1_000 + 500_000_000]
     assert lane.refill()
     lane.pos = lane.size
     sent = lane.size
-    assert lane.refill() or feed.done
+    assert lane.refill()
     assert schedule.intended_ns(sent) == 1_000 + sent * 250_000_000
     assert schedule.due_by(1_000 + 10**12) == 40
 
@@ -339,7 +330,7 @@ def test_the_rate_series_span_is_the_traces_seconds_whatever_the_buckets() -> No
 def test_a_lane_chunk_is_cut_where_a_writes_ttl_changes(
     ttls: list[int], runs: list[tuple[int, int]]
 ) -> None:
-    """Cut once when queued (reads join the run they are in): refilling a chunk of
+    """Cut once when spooled (reads join the run they are in): refilling a chunk of
     interleaved TTLs copied the rest of it at every cut before."""
     from kvbench.workload.trace_source import _ttl_runs
 
