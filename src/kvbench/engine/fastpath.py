@@ -241,6 +241,8 @@ class PumpFactory:
             self._of_shard.setdefault(shard.index, []).append(stream)
             if isinstance(source, Lane):  # its segments go to the stream packed; what the
                 source.holder = stream  # stream holds is still the lane's to send
+            elif source.can_pack():  # its chunks too: bounds into its tables
+                source.pack()
         return _pump.Pump(
             self.tally,
             stream,
@@ -281,7 +283,7 @@ def _chunks(source: RequestSource | Lane) -> Callable[[], _Chunk | None]:
             return None
         start, source.pos = source.pos, source.size  # the stream takes it from here
         ttl = source.ttl_s
-        if isinstance(source, Lane) and source.packed is not None:
+        if source.packed is not None:  # (a TTL of None: the stream's own)
             return (*source.packed, start, ttl)
         if ttl is None:
             return source.ops, source.keys, source.values, start

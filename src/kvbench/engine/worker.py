@@ -260,8 +260,17 @@ class Worker(LinkKeeper):
     async def _preload_shard(self, shard: Shard) -> None:
         keys = shard.plan.preload_range()
         source = shard.source
-        saved = (source.ops, source.record_ops, source.keys, source.values, source.pos, source.size)
+        saved = (
+            source.ops,
+            source.record_ops,
+            source.keys,
+            source.values,
+            source.packed,
+            source.pos,
+            source.size,
+        )
         table = shard.plan.key_table
+        source.packed = None  # the preload's sets go as lists
         source.ops = source.record_ops = [int(Op.SET)] * len(keys)
         source.keys = [table[i] for i in keys]
         source.values = source.preload_values(keys)
@@ -283,7 +292,15 @@ class Worker(LinkKeeper):
         watchdog.cancel()
         self.issuing = False
         self._running = False
-        source.ops, source.record_ops, source.keys, source.values, source.pos, source.size = saved
+        (
+            source.ops,
+            source.record_ops,
+            source.keys,
+            source.values,
+            source.packed,
+            source.pos,
+            source.size,
+        ) = saved
         self.budget = None
 
     # -- the run -----------------------------------------------------------------------

@@ -24,7 +24,7 @@ from kvbench.protocols.commands import RequestTemplate
 from kvbench.workload.commands import COMMAND_BASE, CommandSet
 from kvbench.workload.keys import KeyPicker, build_key_table
 from kvbench.workload.mix import OpMix
-from kvbench.workload.values import timestamp_value, value_table_for
+from kvbench.workload.values import slice_bounds, timestamp_value, value_table_for
 from kvbench.workload.verify import derive_value
 
 # Requests drawn per refill: large enough that numpy's per-call cost vanishes, small
@@ -137,6 +137,11 @@ class RequestSource:
             recorded per command name (``WorkloadPlan.op_names``).
         ttl_s: the expiry of the chunk's stores, where the chunk sets it (a replay's lane:
             workload/trace_source.py); None here: each connection's codec sends its own.
+        packed: after ``pack()``: the current chunk as a compiled pump's packed chunk
+            (``ops, keys, key_starts, key_ends, values, value_starts, value_ends``:
+            engine/_pump.c), bounds into the key and value tables laid end to end, with
+            no Python object per request (``keys`` and ``values`` are then empty); None
+            while the chunk is lists.
     """
 
     ttl_s: int | None = None
@@ -176,10 +181,33 @@ class RequestSource:
         self.record_ops: list[int] = self.ops
         self.keys: list[bytes | tuple[bytes, ...]] = []
         self.values: list[bytes | memoryview] = []
+        self.packed: tuple[Any, ...] | None = None
+        self._tables: _PackedTables | None = None
         self.pos = 0
         self.size = 0
         if self._keys is not None:
             self.refill()
+
+    def can_pack(self) -> bool:
+        """Every request of this source can go as a packed chunk: no multi-gets (a tuple
+        of keys), no ``--command`` (rendered requests), no values made per chunk (verified,
+        timestamps), no set-then-get pairs, and keys to draw."""
+        config = self._plan.config
+        return not (
+            self._templates
+            or self._verify
+            or self._timestamps
+            or self._pairs
+            or int(Op.MGET) in self._special
+            or self._keys is None
+            or config.commands
+        )
+
+    def pack(self) -> None:
+        """Draw packed chunks from the next refill on (a compiled pump's stream takes
+        them; ``can_pack`` must be true)."""
+        assert self.can_pack(), "this source's requests cannot be packed"
+        self._tables = _PackedTables.of(self._plan)
 
     def _picker(self, plan: WorkloadPlan) -> KeyPicker | None:
         """A key picker over ``plan``'s keys (workers start sequential walks apart)."""
@@ -237,6 +265,8 @@ class RequestSource:
             True: a workload never runs dry (a replay's lane may: ``Lane.refill``).
         """
         assert self._keys is not None, "an empty source draws nothing"
+        if self._tables is not None:
+            return self._refill_packed(self._tables)
         if self._pairs:  # (set K, get K) pairs: no --command templates (config refuses them)
             codes = np.array([int(Op.SET), int(Op.GET)] * (CHUNK // 2), dtype=np.int64)
             indexes = np.repeat(self._keys.draw(CHUNK // 2), 2)
@@ -266,6 +296,33 @@ class RequestSource:
         self.ops = ops
         self.record_ops = record_ops
         self.keys = keys
+        self.pos = 0
+        self.size = CHUNK
+        return True
+
+    def _refill_packed(self, tables: _PackedTables) -> bool:
+        """``refill`` as bounds into the tables: the same draws in the same order as the
+        lists' (the same requests for the same seed), gathered in numpy."""
+        assert self._keys is not None
+        codes = self._mix.draw(CHUNK)
+        indexes = self._keys.draw(CHUNK)
+        if self._special:  # incr: a counter key (they follow the keys in the table)
+            at = codes == int(Op.INCR)
+            indexes = np.where(at, tables.counters_at + indexes % tables.counters, indexes)
+        picks = self._rng.integers(0, len(self._value_array), CHUNK)
+        ops = memoryview(codes.astype(np.uint8).tobytes())
+        self.packed = (
+            ops,
+            tables.keys,
+            tables.key_starts.take(indexes),
+            tables.key_ends.take(indexes),
+            tables.values,
+            tables.value_starts.take(picks),
+            tables.value_ends.take(picks),
+        )
+        # (indexed as the lists are: what a dropped request is counted under)
+        self.ops = self.record_ops = ops  # type: ignore[assignment]
+        self.keys, self.values = [], []
         self.pos = 0
         self.size = CHUNK
         return True
@@ -314,6 +371,45 @@ class RequestSource:
             return [timestamp_value(self._wall_clock_ns())] * len(indexes)
         values = self._plan.value_table
         return [values[i % len(values)] for i in indexes]
+
+
+@dataclass(frozen=True, slots=True)
+class _PackedTables:
+    """A plan's keys (its key table, then its counters) end to end, and the value blob
+    its value table slices, with each entry's bounds (uint32)."""
+
+    keys: bytes
+    key_starts: npt.NDArray[np.uint32]
+    key_ends: npt.NDArray[np.uint32]
+    counters_at: int  # the first counter's index
+    counters: int
+    values: Any  # the value table's blob (bytes-like)
+    value_starts: npt.NDArray[np.uint32]
+    value_ends: npt.NDArray[np.uint32]
+
+    @classmethod
+    def of(cls, plan: WorkloadPlan) -> _PackedTables:
+        table = [*plan.key_table, *plan.counter_table]
+        lengths = np.fromiter(map(len, table), dtype=np.int64, count=len(table))
+        ends = np.cumsum(lengths)
+        blob, starts = slice_bounds(plan.value_table)
+        sizes = np.fromiter(map(len, plan.value_table), dtype=np.int64, count=len(starts))
+        return cls(
+            b"".join(table),
+            _u32(ends - lengths),
+            _u32(ends),
+            len(plan.key_table),
+            max(1, len(plan.counter_table)),
+            blob,
+            _u32(starts),
+            _u32(starts + sizes),
+        )
+
+
+def _u32(values: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
+    if len(values) and int(values.max()) >= 1 << 32:
+        raise ValueError("a table over 4 GiB cannot be packed")
+    return values.astype(np.uint32)
 
 
 def _objects(table: Sequence[Any]) -> npt.NDArray[np.object_]:

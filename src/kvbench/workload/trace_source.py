@@ -129,7 +129,7 @@ class Lane:
             ``size`` their count), as lists (the Python driver's); ``values[i]`` is None
             for requests without a value. Empty while a compiled pump holds the lane.
         packed: the current segment as the pump's packed chunk columns (``ops, keys,
-            key_ends, values, value_starts, value_ends``: engine/_pump.c), when a pump
+            key_starts, key_ends, values, value_starts, value_ends``: engine/_pump.c), when a pump
             holds the lane; else None.
         ttl_s: the TTL of the current segment's writes (0: none).
         record_ops: what each request is recorded under: its op (``RequestSource``'s
@@ -193,6 +193,7 @@ class Lane:
             self.packed = (
                 columns.ops,
                 columns.keys,
+                columns.key_starts,
                 columns.key_ends,
                 values,
                 columns.value_starts,

@@ -11,7 +11,8 @@ fan-out, and the file, not memory, holds the trace (about the size of the CSV's 
 A segment of ``n`` rows is, in this order (native byte order; each array 8-aligned):
 
 - ``ops``: n bytes, each an ``Op`` value;
-- ``key_ends``: n uint32: key i is ``keys[key_ends[i - 1]:key_ends[i]]`` (from 0);
+- ``key_starts``, ``key_ends``: n uint32 each: key i is ``keys[key_starts[i]:key_ends[i]]``
+  (the keys are end to end: each starts where the one before ends);
 - ``value_starts``, ``value_ends``: n uint32 each: the value of a store, as bounds in the
   replay's value blob (workload/trace_ops.py ``ValueBlob``); equal for other ops;
 - ``offsets_ns``: n int64, timed replays only: each request's send time from the start;
@@ -61,7 +62,7 @@ class Segment:
 
     @property
     def _keys_at(self) -> int:
-        columns = _align(_align(self.rows) + 12 * self.rows)
+        columns = _align(_align(self.rows) + 16 * self.rows)
         return columns + (8 * self.rows if self.timed else 0)
 
     @property
@@ -76,6 +77,7 @@ class Columns:
 
     ops: memoryview
     keys: memoryview
+    key_starts: np.ndarray[Any, np.dtype[np.uint32]]
     key_ends: np.ndarray[Any, np.dtype[np.uint32]]
     value_starts: np.ndarray[Any, np.dtype[np.uint32]]
     value_ends: np.ndarray[Any, np.dtype[np.uint32]]
@@ -84,8 +86,8 @@ class Columns:
     def key_list(self) -> list[bytes]:
         """The keys as bytes objects (the Python driver's lists)."""
         blob = bytes(self.keys)
-        ends = self.key_ends.tolist()
-        return list(map(blob.__getitem__, map(slice, [0, *ends[:-1]], ends)))
+        starts, ends = self.key_starts.tolist(), self.key_ends.tolist()
+        return list(map(blob.__getitem__, map(slice, starts, ends)))
 
 
 class Spool:
@@ -107,11 +109,20 @@ class Spool:
     ) -> Segment:
         """Append one segment (index-aligned columns; ``value_sizes`` 0 where no value)."""
         n = len(ops)
-        key_ends = np.cumsum(np.fromiter(map(len, keys), _U32, n), dtype=_U32)
+        key_bounds = np.zeros(n + 1, dtype=_U32)
+        np.cumsum(np.fromiter(map(len, keys), _U32, n), dtype=_U32, out=key_bounds[1:])
         starts = np.asarray(value_starts, dtype=_U32)
         ends = starts + np.asarray(value_sizes, dtype=_U32)
         head = bytes(ops).ljust(_align(n), b"\0")
-        columns = head + key_ends.tobytes() + starts.tobytes() + ends.tobytes()
+        columns = b"".join(
+            (
+                head,
+                key_bounds[:-1].tobytes(),
+                key_bounds[1:].tobytes(),
+                starts.tobytes(),
+                ends.tobytes(),
+            )
+        )
         parts = [columns.ljust(_align(len(columns)), b"\0")]
         first = last = 0
         if offsets_ns is not None:
@@ -142,10 +153,11 @@ class Spool:
         return Columns(
             ops=view[:n],
             keys=view[segment._keys_at :],
-            key_ends=np.frombuffer(data, _U32, n, at),
-            value_starts=np.frombuffer(data, _U32, n, at + 4 * n),
-            value_ends=np.frombuffer(data, _U32, n, at + 8 * n),
-            offsets_ns=np.frombuffer(data, _I64, n, _align(at + 12 * n)) if timed else None,
+            key_starts=np.frombuffer(data, _U32, n, at),
+            key_ends=np.frombuffer(data, _U32, n, at + 4 * n),
+            value_starts=np.frombuffer(data, _U32, n, at + 8 * n),
+            value_ends=np.frombuffer(data, _U32, n, at + 12 * n),
+            offsets_ns=np.frombuffer(data, _I64, n, _align(at + 16 * n)) if timed else None,
         )
 
     def close(self) -> None:

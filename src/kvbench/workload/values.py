@@ -12,6 +12,7 @@ they depend on the key (``workload.verify``).
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -100,3 +101,27 @@ def value_table_for(config: WorkloadConfig, rng: np.random.Generator) -> list[me
 def timestamp_value(wall_ns: int) -> bytes:
     """8-byte big-endian milliseconds since the epoch, as the old Java benchmarks stored."""
     return _MILLIS.pack(wall_ns // 1_000_000)
+
+
+def slice_bounds(table: list[memoryview]) -> tuple[Any, npt.NDArray[np.int64]]:
+    """The blob a value table slices and where each slice starts in it.
+
+    Raises:
+        ValueError: the slices are not all of one blob (``build_value_table`` makes them
+            so).
+    """
+    if not table:
+        return b"", np.zeros(0, dtype=np.int64)
+    blob = table[0].obj
+    if any(view.obj is not blob for view in table):
+        raise ValueError("the value slices are not all of one blob")
+    base = _address(memoryview(blob))
+    starts = np.fromiter(
+        (_address(view) - base if len(view) else 0 for view in table), np.int64, len(table)
+    )
+    return blob, starts
+
+
+def _address(view: memoryview) -> int:
+    """Where ``view``'s first byte is in memory."""
+    return int(np.frombuffer(view, dtype=np.uint8).__array_interface__["data"][0])

@@ -118,3 +118,55 @@ def test_rekey_drops_the_chunk_and_goes_on_with_the_same_generators() -> None:
     a.rekey(half)
     a.refill()
     assert set(a.keys) <= set(half.key_table)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        WorkloadConfig(seed=7),
+        WorkloadConfig(
+            ratio=(("set", 1), ("get", 2), ("incr", 1), ("delete", 1)),
+            keys=300,
+            key_prefix="k:",
+            value_size_min_bytes=0,
+            value_size_max_bytes=3000,
+            seed=3,
+        ),
+        WorkloadConfig(key_template="random", key_size=40, key_pattern="zipf", seed=5),
+    ],
+    ids=["default", "every-op", "random-keys"],
+)
+def test_packed_chunks_are_the_lists_requests(config: WorkloadConfig) -> None:
+    """A compiled pump's stream draws packed chunks (bounds into the tables): the same
+    ops, keys and values, in the same order, as the lists of a source with the same seed."""
+    lists = RequestSource(compile_plan(config, 1, 2))
+    packed = RequestSource(compile_plan(config, 1, 2))
+    assert packed.can_pack()
+    packed.pack()
+    for _ in range(3):
+        lists.refill()
+        packed.refill()
+        assert packed.packed is not None and not packed.keys
+        ops, keys, key_starts, key_ends, values, value_starts, value_ends = packed.packed
+        assert list(ops) == lists.ops and len(key_starts) == CHUNK
+        got_keys = [keys[a:b] for a, b in zip(key_starts, key_ends, strict=True)]
+        assert got_keys == lists.keys
+        got_values = [bytes(values[a:b]) for a, b in zip(value_starts, value_ends, strict=True)]
+        assert got_values == [bytes(v) for v in lists.values]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        WorkloadConfig(ratio=(("mget", 1),), seed=1),
+        WorkloadConfig(verify=True, seed=1),
+        WorkloadConfig(value_kind="timestamp", seed=1),
+        WorkloadConfig(set_then_get=True, seed=1),
+    ],
+    ids=["mget", "verify", "timestamp", "set-then-get"],
+)
+def test_what_cannot_be_packed_stays_lists(config: WorkloadConfig) -> None:
+    source = RequestSource(compile_plan(config, 0, 1))
+    assert not source.can_pack()
+    with pytest.raises(AssertionError):
+        source.pack()

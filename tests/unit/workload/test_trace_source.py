@@ -243,12 +243,10 @@ def test_a_lane_held_by_a_pump_hands_out_the_same_requests_packed(tmp_path: Path
     for lane in feed.lanes:
         while lane.refill():
             assert lane.packed is not None and not lane.keys
-            ops, keys, key_ends, values, starts, ends = lane.packed
+            ops, keys, key_starts, key_ends, values, starts, ends = lane.packed
             assert len(ops) == len(key_ends) == len(starts) == len(ends) == lane.size
-            begin = 0
             for i, op in enumerate(ops):
-                key = bytes(keys[begin : key_ends[i]])
-                begin = int(key_ends[i])
+                key = bytes(keys[key_starts[i] : key_ends[i]])
                 stored = _IS_STORE[op]
                 value = values[starts[i] : ends[i]] if stored else None
                 packed[lane.index].append((op, key, value, lane.ttl_s))

@@ -45,7 +45,14 @@ def test_segments_read_back_as_written_in_any_order(
         else:
             assert got.offsets_ns is not None and got.offsets_ns.tolist() == offsets
             assert (segment.first_ns, segment.last_ns) == (offsets[0], offsets[-1])
-        for array in (got.key_ends, got.value_starts, got.value_ends, got.offsets_ns):
+        assert got.key_starts.tolist() == [0, *got.key_ends.tolist()[:-1]]
+        for array in (
+            got.key_starts,
+            got.key_ends,
+            got.value_starts,
+            got.value_ends,
+            got.offsets_ns,
+        ):
             if array is not None:
                 assert array.ctypes.data % array.itemsize == 0  # aligned for C
         assert segment.ttl_s >= 0 and segment.rows == len(ops)
