@@ -114,6 +114,10 @@ class _OnTally(Generic[T]):
         setattr(worker.tally, self._name, value)
 
 
+# What a source's current chunk is (the preload borrows the source and gives it back).
+_CHUNK_STATE = ("ops", "record_ops", "keys", "values", "packed", "pos", "size")
+
+
 class Worker(LinkKeeper):
     """Runs one worker's share of the load on the current event loop; its connections'
     host (``DriverHost``: engine/connection.py), keeping them as every worker does
@@ -260,15 +264,7 @@ class Worker(LinkKeeper):
     async def _preload_shard(self, shard: Shard) -> None:
         keys = shard.plan.preload_range()
         source = shard.source
-        saved = (
-            source.ops,
-            source.record_ops,
-            source.keys,
-            source.values,
-            source.packed,
-            source.pos,
-            source.size,
-        )
+        saved = [getattr(source, name) for name in _CHUNK_STATE]
         table = shard.plan.key_table
         source.packed = None  # the preload's sets go as lists
         source.ops = source.record_ops = [int(Op.SET)] * len(keys)
@@ -292,15 +288,8 @@ class Worker(LinkKeeper):
         watchdog.cancel()
         self.issuing = False
         self._running = False
-        (
-            source.ops,
-            source.record_ops,
-            source.keys,
-            source.values,
-            source.packed,
-            source.pos,
-            source.size,
-        ) = saved
+        for name, value in zip(_CHUNK_STATE, saved, strict=True):
+            setattr(source, name, value)
         self.budget = None
 
     # -- the run -----------------------------------------------------------------------
