@@ -17,6 +17,7 @@ from typing import Any
 from rich.table import Table
 
 from kvbench.report.reconcile import counter_deltas
+from kvbench.report.tables import figures_table
 from kvbench.results.model import RunResult
 from kvbench.results.status import run_status
 from kvbench.units import format_rate
@@ -99,27 +100,26 @@ def batch_line(figures: dict[str, Any]) -> str:
 
 def batches_table(rows: list[dict[str, Any]], urls: list[str]) -> Table:
     """Every level: the batches' wall-clock rates, the original's, each server's replies."""
-    table = Table(
-        title="put-get batches: wall-clock from first request sent to last reply",
+    table = figures_table(
+        "put-get batches: wall-clock from first request sent to last reply",
+        (
+            "clients",
+            "status",
+            "puts/s",
+            "set s",
+            "gets/s",
+            "get s",
+            "ops/s",
+            "whole s",
+            "orig. puts/s",
+            "orig. gets/s",
+            "misses",
+            "bad",
+            "errors",
+            "per server",
+        ),
         caption="replies per server: " + " / ".join(urls),
     )
-    for column in (
-        "clients",
-        "status",
-        "puts/s",
-        "set s",
-        "gets/s",
-        "get s",
-        "ops/s",
-        "whole s",
-        "orig. puts/s",
-        "orig. gets/s",
-        "misses",
-        "bad",
-        "errors",
-        "per server",
-    ):
-        table.add_column(column, justify="right", no_wrap=True)
     for f in rows:
         sets, gets, whole = f["set"], f["get"], f["whole"]
         servers = [a + b for a, b in zip(sets["servers"], gets["servers"], strict=True)]
