@@ -13,7 +13,7 @@ What each protocol can carry is checked where the requests are built
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kvbench.config.model import TargetConfig, WorkloadConfig
@@ -114,9 +114,15 @@ def command_words(text: str, where: str) -> tuple[bytes, ...]:
     return words
 
 
-def command_name(text: str) -> str:
-    """The name a (valid) command's results are kept under: its first word, lowercased."""
-    return split_command(text, "command")[0].decode("ascii").lower()
+def command_name(words: Sequence[bytes]) -> str:
+    """The name a command's results are kept under: its first word, lowercased (``words``
+    from ``command_words``, which checked the name is printable ASCII).
+
+    The recorder's names (``workload.commands.CommandSet``) and the check against
+    ``--ratio``'s names below both take it from here; ``protocols.commands.command_name``
+    is the same rule for template words, which config may not import.
+    """
+    return words[0].decode("ascii").lower()
 
 
 def parse_commands(value: Any, where: str) -> tuple[tuple[str, int], ...]:
@@ -215,7 +221,7 @@ def check_commands(
     taken = {_RATIO_NAMES[family][op]: op for op, _ in workload.ratio}
     longest = longest_key(workload)[0]
     for text, _ in workload.commands:
-        name = command_name(text)
+        name = command_name(split_command(text, where))
         if name in taken:
             raise ConfigError(
                 where,

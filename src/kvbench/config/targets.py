@@ -398,7 +398,9 @@ def check_cluster_targets(
         )
     if {t.scheme for t in targets} == set(CLUSTER_SCHEMES):
         raise ConfigError("target", "give every seed node with the same scheme (TLS or not)")
-    if any(op == "mget" for op, _ in workload.ratio) and not _has_hash_tag(workload.key_prefix):
+    prefix = workload.key_prefix.encode()
+    # A prefix that holds a whole hash tag (hash_tag finds one) makes every key hash by it.
+    if any(op == "mget" for op, _ in workload.ratio) and hash_tag(prefix) == prefix:
         raise ConfigError(
             origin("workload.ratio"),
             "mget: a Redis Cluster takes multi-key commands only for keys of one hash slot; "
@@ -411,8 +413,20 @@ def check_cluster_targets(
         )
 
 
-def _has_hash_tag(prefix: str) -> bool:
-    """``prefix`` holds a whole hash tag (``{`` then ``}`` with a byte between): every key
-    that begins with it hashes by that tag alone (workload.slots.hash_tag)."""
-    start = prefix.find("{")
-    return start >= 0 and prefix.find("}", start + 1) > start + 1
+def hash_tag(key: bytes) -> bytes:
+    """The part of ``key`` a Redis Cluster computes its slot from (``workload.slots``).
+
+    The specification's rule: if the key holds a ``{``, and a ``}`` after it, with at least
+    one byte between the first ``{`` and the first ``}`` after it, only those bytes are
+    hashed; otherwise the whole key is (``foo{}{bar}`` hashes whole, ``foo{{bar}}`` hashes
+    ``{bar``). Here, beside the cluster checks, so that the check of a multi-get's key
+    prefix and the slots the workers place keys in read one rule (config imports no
+    workload).
+    """
+    start = key.find(b"{")
+    if start < 0:
+        return key
+    end = key.find(b"}", start + 1)
+    if end <= start + 1:
+        return key
+    return key[start + 1 : end]

@@ -16,6 +16,8 @@ from typing import Any
 
 from rich.table import Table
 
+from kvbench.report.reconcile import counter_deltas
+from kvbench.report.tables import figures_table
 from kvbench.results.model import RunResult
 from kvbench.results.status import run_status
 from kvbench.units import format_rate
@@ -23,23 +25,6 @@ from kvbench.units import format_rate
 _BATCHES = (("set", "stored"), ("get", "hit"))
 # Server counters each batch must move by exactly clients x keys (get_misses by 0).
 SERVER_COUNTERS = ("cmd_set", "get_hits", "get_misses")
-
-
-def _counter(sample: dict[str, Any] | None, name: str) -> int | None:
-    if not sample:
-        return None
-    value = sample.get("stats", {}).get(name)
-    return int(float(value)) if value is not None else None
-
-
-def server_deltas(run: RunResult) -> dict[str, int | None]:
-    """``cmd_set``, ``get_hits``, ``get_misses`` after minus before, summed over servers."""
-    deltas: dict[str, int | None] = {}
-    for name in SERVER_COUNTERS:
-        before = _counter(run.server.get("before"), name)
-        after = _counter(run.server.get("after"), name)
-        deltas[name] = after - before if before is not None and after is not None else None
-    return deltas
 
 
 def batch_figures(run: RunResult) -> dict[str, Any]:
@@ -79,7 +64,7 @@ def batch_figures(run: RunResult) -> dict[str, Any]:
         "seconds": round(whole, 6),
         "per_s": round(done / whole, 1) if whole else 0.0,
     }
-    figures["server_deltas"] = server_deltas(run)
+    figures["server_deltas"] = counter_deltas(run.server, SERVER_COUNTERS)
     return figures
 
 
@@ -115,27 +100,26 @@ def batch_line(figures: dict[str, Any]) -> str:
 
 def batches_table(rows: list[dict[str, Any]], urls: list[str]) -> Table:
     """Every level: the batches' wall-clock rates, the original's, each server's replies."""
-    table = Table(
-        title="put-get batches: wall-clock from first request sent to last reply",
+    table = figures_table(
+        "put-get batches: wall-clock from first request sent to last reply",
+        (
+            "clients",
+            "status",
+            "puts/s",
+            "set s",
+            "gets/s",
+            "get s",
+            "ops/s",
+            "whole s",
+            "orig. puts/s",
+            "orig. gets/s",
+            "misses",
+            "bad",
+            "errors",
+            "per server",
+        ),
         caption="replies per server: " + " / ".join(urls),
     )
-    for column in (
-        "clients",
-        "status",
-        "puts/s",
-        "set s",
-        "gets/s",
-        "get s",
-        "ops/s",
-        "whole s",
-        "orig. puts/s",
-        "orig. gets/s",
-        "misses",
-        "bad",
-        "errors",
-        "per server",
-    ):
-        table.add_column(column, justify="right", no_wrap=True)
     for f in rows:
         sets, gets, whole = f["set"], f["get"], f["whole"]
         servers = [a + b for a, b in zip(sets["servers"], gets["servers"], strict=True)]

@@ -16,6 +16,7 @@ the CPU figure leaves out the sample gaps the restart fell in.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -67,6 +68,18 @@ Pairs = list[tuple[dict[str, Any], dict[str, Any]]]
 def _delta(pairs: Pairs, *names: str) -> float:
     """The counters' growth, summed over the (before, after) sample pairs."""
     return sum(_number(after, n) - _number(before, n) for before, after in pairs for n in names)
+
+
+def counter_deltas(server: dict[str, Any], names: Sequence[str]) -> dict[str, int | None]:
+    """Each counter's growth (after minus before, summed over the sample pairs, as
+    ``reconcile`` compares them), or None when a sample is missing or does not hold it."""
+    pairs = _stat_pairs(server)
+    return {
+        name: round(_delta(pairs, name))
+        if pairs and all(name in b and name in a for b, a in pairs)
+        else None
+        for name in names
+    }
 
 
 def _stat_pairs(server: dict[str, Any]) -> Pairs:

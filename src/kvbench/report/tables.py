@@ -52,7 +52,7 @@ def level_table(rows: Sequence[LevelRow], axis: str) -> Table:
     under --verify its bad values (get hits that were not the value stored)."""
     verified = any(row.bad_values is not None for row in rows)
     names = (axis, "status", "ops/s", "95% CI", "p50", "p99", "errors", "SLO")
-    table = _figures_table(f"sweep over {axis}", names + ("bad values",) * verified)
+    table = figures_table(f"sweep over {axis}", names + ("bad values",) * verified)
     for row in rows:
         t = row.throughput
         ci = ""
@@ -75,10 +75,10 @@ def level_table(rows: Sequence[LevelRow], axis: str) -> Table:
     return table
 
 
-def _figures_table(title: str, names: Sequence[str]) -> Table:
+def figures_table(title: str, names: Sequence[str], caption: str | None = None) -> Table:
     """A table of figures that folds a figure onto a second line rather than cut it
     ("309…") when the terminal is narrow: every figure must stay readable to be checked."""
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left", caption=caption)
     for name in names:
         table.add_column(name, justify="right", overflow="fold")
     return table
@@ -89,7 +89,7 @@ def compared_rounds_table(axis: str, levels: Sequence[tuple[float, dict[str, Any
     their mean, min and max, failed requests (``report.levels.share_of_second`` rows)."""
     first = levels[0][1]["first"]["url"] if levels else "?"
     second = levels[0][1]["second"]["url"] if levels else "?"
-    table = _figures_table(
+    table = figures_table(
         f"A = {first}\nB = {second}",
         (axis, "", "rounds: ops/s", "mean", "min", "max", "failed"),
     )
@@ -115,7 +115,7 @@ def compared_rounds_table(axis: str, levels: Sequence[tuple[float, dict[str, Any
 def share_table(axis: str, levels: Sequence[tuple[float, dict[str, Any]]]) -> Table:
     """A as a % of B at each level (from the printed means), the 95% CI of A/B from the
     paired rounds (the document has its point estimate too), each side's p99, the status."""
-    table = _figures_table(
+    table = figures_table(
         "A as % of B (mean A / mean B); paired-ratio CI: 95% CI of A/B over paired rounds",
         (axis, "A % of B", "paired-ratio CI", "A p99", "B p99", "status"),
     )

@@ -13,7 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvbench.config.commands import DATA_PLACEHOLDER, KEY_PLACEHOLDER, command_words
+from kvbench.config.commands import (
+    DATA_PLACEHOLDER,
+    KEY_PLACEHOLDER,
+    command_name,
+    command_words,
+)
 from kvbench.config.model import RunConfig
 from kvbench.errors import ConfigError
 from kvbench.protocols.base import Op
@@ -56,7 +61,7 @@ class CommandSet:
         name_of: list[int] = []
         for text, _ in commands:
             words = command_words(text, WHERE)
-            name = words[0].decode("ascii").lower()
+            name = command_name(words)
             count = sum(KEY_PLACEHOLDER in word for word in words[1:])
             if name not in names:
                 names.append(name)

@@ -18,27 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kvbench.config.targets import hash_tag
 from kvbench.protocols.resp_cluster import SLOTS, Master
 
 # The owner of a slot no master serves.
 NO_NODE = -1
-
-
-def hash_tag(key: bytes) -> bytes:
-    """The part of ``key`` its slot is computed from.
-
-    The specification's rule: if the key holds a ``{``, and a ``}`` after it, with at least
-    one byte between the first ``{`` and the first ``}`` after it, only those bytes are
-    hashed; otherwise the whole key is (``foo{}{bar}`` hashes whole, ``foo{{bar}}`` hashes
-    ``{bar``).
-    """
-    start = key.find(b"{")
-    if start < 0:
-        return key
-    end = key.find(b"}", start + 1)
-    if end <= start + 1:
-        return key
-    return key[start + 1 : end]
 
 
 def key_slot(key: bytes) -> int:

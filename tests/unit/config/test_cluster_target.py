@@ -7,6 +7,7 @@ import pytest
 from kvbench.config import load_config, parse_target
 from kvbench.config.model import RunConfig
 from kvbench.errors import ConfigError
+from kvbench.workload.slots import shared_tag
 
 
 def config(*urls: str, **flags: str) -> RunConfig:
@@ -78,6 +79,17 @@ def test_mget_is_refused_unless_keys_share_a_hash_tag() -> None:
         "redis+cluster://a:7000", workload__ratio="get=1,mget=1", workload__key_prefix="{b}:"
     )
     assert dict(tagged.workload.ratio) == {"get": 1, "mget": 1}
+
+
+@pytest.mark.parametrize("prefix", ["{b}:", "{{b}}:", "x}{b}:", "{}:", "{}{b}:", "b:", "{b:"])
+def test_mget_is_taken_exactly_when_the_prefix_puts_every_key_in_one_slot(prefix: str) -> None:
+    keys = [f"{prefix}{n}".encode() for n in range(50)]
+    try:
+        config("redis+cluster://a:7000", workload__ratio="mget=1", workload__key_prefix=prefix)
+    except ConfigError:
+        assert not shared_tag(keys)
+    else:
+        assert shared_tag(keys)
     for prefix in ("{}:", "b}{:", "{b:"):  # no whole tag: keys hash whole
         with pytest.raises(ConfigError):
             config("redis+cluster://a:7000", workload__ratio="mget=1", workload__key_prefix=prefix)

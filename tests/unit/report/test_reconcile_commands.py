@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.report.reconcile import reconcile
+from kvbench.report.reconcile import counter_deltas, reconcile
 
 S = 10**9
 
@@ -74,3 +74,13 @@ def test_a_memcached_get_command_counts_its_keys_not_the_fixed_gets() -> None:
     server = {"before": sample(cmd_get=0), "after": sample(cmd_get=6)}
     (row,) = reconcile("memcache", snap, server)
     assert (row.name, row.client, row.server) == ("get", 6, 6)
+
+
+def test_counter_deltas_are_none_for_a_counter_or_a_sample_the_server_did_not_give() -> None:
+    server = {"before": sample(cmd_set=5, get_hits=1), "after": sample(cmd_set=8, get_misses=2)}
+    names = ("cmd_set", "get_hits", "get_misses")
+    # A missing counter is unknown ("?" in put-get-batches' line), not a growth of 0.
+    assert counter_deltas(server, names) == {"cmd_set": 3, "get_hits": None, "get_misses": None}
+    assert counter_deltas({"before": None, "after": sample(cmd_set=1)}, names) == dict.fromkeys(
+        names
+    )

@@ -1,4 +1,5 @@
-"""The gateway-vs-native tables: every figure whole at 80 columns, both targets named."""
+"""The tables of figures (gateway-vs-native, the run summary, a sweep, put-get batches):
+every figure whole at 80 columns, both targets named."""
 
 from __future__ import annotations
 
@@ -91,3 +92,19 @@ def test_a_sweep_table_shows_bad_values_when_replies_were_checked() -> None:
     assert columns(render(level_table([row], "connections")))[-1] == "17"
     plain = LevelRow(2, "ok", None, None, {}, 0, None)
     assert "bad values" not in render(level_table([plain], "connections"))
+
+
+def test_the_batches_table_keeps_every_figure_whole_at_80_columns() -> None:
+    from kvbench.report.batches import batches_table
+
+    def batch() -> dict[str, Any]:
+        return {"per_s": 27_345.2, "seconds": 0.07326, "original_per_s": 13_000.1, "misses": 0,
+                "mismatches": 0, "errors": 0, "servers": [1_012, 988]}  # fmt: skip
+
+    row = {"clients": 4, "status": "ok", "set": batch(), "get": batch(),
+           "whole": {"per_s": 27_000.0, "seconds": 0.15, "ok": 4_000}}  # fmt: skip
+    text = render(batches_table([row], ["memcached://127.0.0.1:1", "memcached://127.0.0.1:2"]))
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert columns(text)[2:] == ["27.3k", "0.07326", "27.3k", "0.07326", "27.0k", "0.1500",
+                                 "13.0k", "13.0k", "0", "0", "0", "2,024/1,976"]  # fmt: skip

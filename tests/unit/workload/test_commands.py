@@ -37,6 +37,23 @@ def test_commands_are_recorded_per_name_after_the_fixed_ops() -> None:
     assert len(Op) == COMMAND_BASE
 
 
+@pytest.mark.parametrize(
+    ("protocol", "commands"),
+    [
+        ("resp2", (*COMMANDS, ("Get __key__", 1))),
+        ("memcache-text", (("Get __key__", 1), ("touch __key__ 10", 1), ("gat 10 __key__", 1))),
+    ],
+)
+def test_the_recorder_and_the_templates_name_a_command_alike(
+    protocol: str, commands: tuple[tuple[str, int], ...]
+) -> None:
+    # Results are kept under config.commands.command_name, templates named by
+    # protocols.commands.command_name (config may not import protocols): they must agree.
+    names = CommandSet.of(commands)
+    templates = compile_commands(commands, protocol)
+    assert [t.name for t in templates] == [names.names[i] for i in names.name_of]
+
+
 def test_command_positions_carry_their_whole_request() -> None:
     source = source_for(
         COMMANDS, ratio=(("get", 1),), value_size_min_bytes=3, value_size_max_bytes=3

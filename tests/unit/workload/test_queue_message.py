@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvbench.config.queue import MIN_MESSAGE_BYTES
 from kvbench.units import share_out as split
 from kvbench.workload.queue import (
     HEADER_BYTES,
@@ -12,6 +13,11 @@ from kvbench.workload.queue import (
     MessageHeader,
     read_header,
 )
+
+
+def test_config_takes_the_smallest_message_the_header_allows() -> None:
+    # config/queue.py keeps its own copy of the header size: config may not import workload.
+    assert MIN_MESSAGE_BYTES == HEADER_BYTES
 
 
 def test_a_message_reads_back_as_its_header() -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from kvbench.config.targets import hash_tag
 from kvbench.protocols.resp_cluster import Master
 from kvbench.workload.slots import (
     NO_NODE,
     SlotMap,
     SlotPlacement,
-    hash_tag,
     key_slot,
     key_slots,
     shared_tag,
