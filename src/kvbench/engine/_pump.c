@@ -837,13 +837,19 @@ static int
 Stream_load_packed(Stream *self, PyObject *chunk)
 {
     PyObject *columns[6];
-    Py_ssize_t start;
-    long long ttl;
-    if (!PyArg_ParseTuple(chunk,
-                          "OOOOOOnL;a packed chunk is (ops, keys, key_ends, values, "
-                          "value_starts, value_ends, start, ttl)",
-                          &columns[0], &columns[1], &columns[2], &columns[3], &columns[4],
-                          &columns[5], &start, &ttl))
+    for (int i = 0; i < 6; i++)
+        columns[i] = PyTuple_GET_ITEM(chunk, i);
+    PyObject *start_of = PyTuple_GET_ITEM(chunk, 6), *ttl_of = PyTuple_GET_ITEM(chunk, 7);
+    if (!PyLong_Check(start_of) || !PyLong_Check(ttl_of)) {
+        PyErr_Format(PyExc_TypeError,
+                     "a packed chunk is (ops, keys, key_ends, values, value_starts, "
+                     "value_ends, start, ttl): start and ttl ints, not %.50s and %.50s",
+                     Py_TYPE(start_of)->tp_name, Py_TYPE(ttl_of)->tp_name);
+        return -1;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(start_of);
+    long long ttl = start == -1 && PyErr_Occurred() ? -1 : PyLong_AsLongLong(ttl_of);
+    if (PyErr_Occurred())
         return -1;
     Stream_drop_chunk(self);
     Packed *k = &self->packed;
