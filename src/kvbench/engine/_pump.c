@@ -259,14 +259,17 @@ listed_request(const Wire *wire, long op, PyObject *key, PyObject *value, Out *o
  * end, key i ending at ``key_ends[i]`` (starting at key_ends[i - 1], or 0); ``values``: a
  * blob holding request i's value at [value_starts[i], value_ends[i]) (a store's; other
  * ops' are not read). The offsets are native uint32. The buffers are held (their exporters
- * cannot resize them) from load until the next chunk, and every offset is checked once,
- * at load: then nothing per request can read outside them. */
+ * cannot resize them) from load until the next chunk, and every op and offset is checked
+ * at load, once, with an error that says what is wrong. A held buffer can still be
+ * written, though (a reused spool buffer, a bytearray): so each request's op and offsets
+ * are compared again as it is resolved (a few integer comparisons, no Python call), and
+ * one changed since the load is an error, never a read outside the buffers. */
 typedef struct {
     Py_buffer views[6]; /* ops, keys, key_ends, values, value_starts, value_ends */
     int held;           /* how many of views[] are held, in that order */
     const unsigned char *ops;
     const char *keys, *key_ends, *values, *value_starts, *value_ends;
-    Py_ssize_t size;
+    Py_ssize_t size, keys_len, values_len;
 } Packed;
 
 static const char *const PACKED_NAMES[6] = {"ops", "keys", "key_ends", "values",
@@ -371,7 +374,7 @@ packed_load(Packed *k, PyObject *const columns[6], const Wire *wire)
     k->value_starts = v[4].buf;
     k->value_ends = v[5].buf;
     k->size = n;
-    Py_ssize_t keys_len = v[1].len, values_len = v[3].len;
+    Py_ssize_t keys_len = k->keys_len = v[1].len, values_len = k->values_len = v[3].len;
     uint32_t end = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         int op = k->ops[i];
@@ -402,18 +405,34 @@ packed_load(Packed *k, PyObject *const columns[6], const Wire *wire)
     return 0;
 }
 
-/* Request ``i`` of a loaded packed chunk, room reserved; -1 with an exception. */
+/* A packed chunk's column was written after its load checks: a ValueError; -1. */
+static int
+packed_changed(Py_ssize_t i)
+{
+    PyErr_Format(PyExc_ValueError,
+                 "packed chunk: request %zd changed after the chunk was loaded (its columns "
+                 "must not be written while a stream holds them)",
+                 i);
+    return -1;
+}
+
+/* Request ``i`` of ``op`` (ops[i]) of a loaded packed chunk, room reserved; -1 with an
+ * exception (a column written since the load: the checks, again, in a few comparisons). */
 static inline int
-packed_request(const Packed *k, Py_ssize_t i, int op, Out *o, Request *r)
+packed_request(const Packed *k, const Wire *wire, Py_ssize_t i, int op, Out *o, Request *r)
 {
     uint32_t start = i ? u32_at(k->key_ends, i - 1) : 0, end = u32_at(k->key_ends, i);
+    if (op == OP_MGET || !wire_encodes(wire, op) || end <= start || end > k->keys_len)
+        return packed_changed(i);
     r->key = k->keys + start;
     r->key_len = (Py_ssize_t)(end - start);
     r->keys = NULL;
     if (op_stores(op)) {
-        uint32_t from = u32_at(k->value_starts, i);
+        uint32_t from = u32_at(k->value_starts, i), to = u32_at(k->value_ends, i);
+        if (from > to || to > k->values_len)
+            return packed_changed(i);
         r->value = k->values + from;
-        r->value_len = (Py_ssize_t)(u32_at(k->value_ends, i) - from);
+        r->value_len = (Py_ssize_t)(to - from);
     }
     else {
         r->value = "";
@@ -512,7 +531,8 @@ encode_packed(PyObject *module, PyObject *args)
     for (Py_ssize_t i = start; i < stop; i++) {
         Request r;
         int op = k.ops[i];
-        if (packed_request(&k, i, op, &o, &r) < 0 || wire->encode(&e, op, &r, &tags, &o) < 0)
+        if (packed_request(&k, wire, i, op, &o, &r) < 0 ||
+            wire->encode(&e, op, &r, &tags, &o) < 0)
             goto done;
     }
     out = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
@@ -900,8 +920,10 @@ Stream_next_chunk(Stream *self)
 static inline long
 Stream_op(Stream *self, Py_ssize_t at)
 {
-    if (self->ops == NULL)
-        return self->packed.ops[at];
+    if (self->ops == NULL) { /* (written since the load: the op indexes tables of MAX_OPS) */
+        int op = self->packed.ops[at];
+        return op < MAX_OPS ? op : packed_changed(at);
+    }
     long op = PyLong_AsLong(PyList_GET_ITEM(self->ops, at));
     if ((op == -1 && PyErr_Occurred()) || op < 0 || op >= MAX_OPS) {
         if (!PyErr_Occurred())
@@ -917,7 +939,7 @@ static inline int
 Stream_request(Stream *self, const Wire *wire, Py_ssize_t at, long op, Out *o, Request *r)
 {
     if (self->ops == NULL)
-        return packed_request(&self->packed, at, (int)op, o, r);
+        return packed_request(&self->packed, wire, at, (int)op, o, r);
     return listed_request(wire, op, PyList_GET_ITEM(self->keys, at),
                           PyList_GET_ITEM(self->values, at), o, r);
 }

@@ -467,3 +467,32 @@ def test_a_cycle_through_a_held_column_is_collected() -> None:
     del blob, stream, p
     gc.collect()
     assert alive() is None
+
+
+@pytest.mark.parametrize(
+    ("index", "at", "value"),
+    [
+        (KEY_ENDS_AT, 1, 10**6),  # a key ending far past the keys
+        (KEY_ENDS_AT, 1, 1),  # a key ending before it starts
+        (ENDS_AT, 1, 10**6),  # a store's value far past the values
+        (STARTS_AT, 1, 9),  # ... starting past its end
+        (OPS_AT, 1, 200),  # an op past MAX_OPS
+        (OPS_AT, 1, int(Op.MGET)),  # a multi-get
+    ],
+)
+def test_a_column_written_after_the_load_is_an_error_never_a_read_outside_it(
+    index: int, at: int, value: int
+) -> None:
+    """A held buffer cannot be resized, but it can be written: the pump compares each
+    request's op and offsets again as it resolves it."""
+    column = with_column(TTL_AT, 5)[index]  # the good chunk's
+    writable = bytearray(column) if index == OPS_AT else np.array(column, dtype=np.uint32)
+    _, stream, p, written = stream_pump("memcache-text", [with_column(index, writable)])
+    p.issue(1)  # loaded and checked: get aa
+    writable[at] = value
+    with pytest.raises(ValueError, match="request 1 changed after the chunk was loaded"):
+        p.issue(2)
+    assert written == [b"get aa\r\n"] and p.inflight == 1
+    if index == OPS_AT and value >= 64:
+        with pytest.raises(ValueError, match="request 1 changed"):
+            stream.skip(1)
