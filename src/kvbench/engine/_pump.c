@@ -19,10 +19,32 @@
  *
  * Each protocol is a Wire (_pump.h): a reply scanner and a request encoder, in a file of
  * its own (_pump_text.c, _pump_resp.c, _pump_binary.c, _pump_meta.c), for the ops a
- * workload mix sends (get, set, delete, incr/decr, multi-get). The Python codecs remain
- * the reference: tests compare replies' codes and requests' bytes with theirs. Binary and
- * meta requests carry opaques: each pump numbers its own, as each connection's codec does,
- * and its FIFO keeps the one each reply must carry.
+ * workload mix sends (get, set, delete, incr/decr, multi-get) and those a replay adds. The
+ * Python codecs remain the reference: tests compare replies' codes and requests' bytes
+ * with theirs. Binary and meta requests carry opaques: each pump numbers its own, as each
+ * connection's codec does, and its FIFO keeps the one each reply must carry.
+ *
+ * A Stream's refill() hands it a chunk in one of two forms, told apart by the tuple's
+ * length:
+ *
+ *   (ops, keys, values, start[, ttl])   lists, one Python object per op, key and value (a
+ *                                       multi-get's key a tuple of keys): a workload's
+ *                                       RequestSource, and a replay's lane on the list path.
+ *   (ops, keys, key_ends, values, value_starts, value_ends, start, ttl)
+ *                                       a packed chunk: a replay's lane sends one cut from
+ *                                       its spool (one segment per lane, numpy columns), no
+ *                                       Python object per request. ops: n bytes (Op codes);
+ *                                       keys: the keys end to end, key i ending at
+ *                                       key_ends[i]; values: a blob, request i's value at
+ *                                       [value_starts[i], value_ends[i]) (stores only). The
+ *                                       offsets are n native uint32 each (a numpy uint32
+ *                                       array, array('I'), or 4n bytes). No multi-gets.
+ *
+ * A packed chunk is checked whole when it is loaded (ops the wire encodes, keys non-empty
+ * and inside the blob, value ranges inside theirs: a ValueError naming what is wrong, and
+ * none of it sent) and its buffers are held until the next chunk; each request is then
+ * resolved to pointers into them (Packed, packed_request) as a list's is from its objects
+ * (listed_request), and the wire encodes that Request the same way.
  *
  * Sans-IO like the codecs: no sockets here; the transport's write is a callable.
  */
