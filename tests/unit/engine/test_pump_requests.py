@@ -356,7 +356,7 @@ BAD_CHUNKS = {  # what is wrong -> (the chunk, the error it gets)
         with_column(ENDS_AT, u32(0, 6, 0)),
         r"value_ends\[1\] = 6 is past the values' 5 bytes",
     ),
-    "a non-store's range past the values": (
+    "a non-store's range reversed": (
         with_column(STARTS_AT, u32(0, 0, 9)),
         r"value_starts\[2\] = 9 is past value_ends\[2\] = 0",
     ),
