@@ -12,11 +12,9 @@ from typing import Any
 
 import pytest
 
-from kvbench.config.targets import parse_target
 from kvbench.engine import fastpath
 from kvbench.protocols.base import KEYS_SHIFT, Op, ReplyKind
-from kvbench.runner.probe import fetch_stats
-from tests.support import pump_oracle
+from tests.support import pump_oracle, servers
 from tests.support.redis_cluster import Node
 from tests.support.servers import Server
 
@@ -81,18 +79,6 @@ def drive(server: Server, protocol: str, chunks: list[tuple[Any, ...]]) -> list[
     return codes
 
 
-def counters(url: str) -> dict[str, int]:
-    """memcached stats, or Redis's (commandstats calls: ``cmdstat_get`` -> ``get``)."""
-    out: dict[str, int] = {}
-    for name, value in fetch_stats(parse_target(url)).items():
-        if name.startswith("cmdstat_"):
-            fields = dict(part.split("=") for part in value.split(","))
-            out[name.removeprefix("cmdstat_")] = int(fields["calls"])
-        elif value.isdigit():
-            out[name] = int(value)
-    return out
-
-
 def grew(before: dict[str, int], after: dict[str, int], *names: str) -> dict[str, int]:
     return {name: after.get(name, 0) - before.get(name, 0) for name in names}
 
@@ -113,9 +99,9 @@ def memcached_ttl(server: Server, key: bytes) -> int:
 def test_memcached_counts_the_packed_requests_sent(fresh_memcached: Server, protocol: str) -> None:
     chunks, expected = lane(protocol)
     url = f"{SCHEMES[protocol]}://{fresh_memcached.address}"
-    before = counters(url)
+    before = servers.counters(url)
     assert drive(fresh_memcached, protocol, chunks) == expected
-    after = counters(url)
+    after = servers.counters(url)
     assert grew(before, after, "cmd_set", "cmd_get", "get_hits", "get_misses", "delete_hits") == {
         "cmd_set": 20 + 10 + 1,  # sets, adds (stored or not), the append
         "cmd_get": 30,  # not the two before the chunk's start
@@ -130,9 +116,9 @@ def test_memcached_counts_the_packed_requests_sent(fresh_memcached: Server, prot
 def test_redis_counts_the_packed_requests_sent(fresh_redis: Server) -> None:
     chunks, expected = lane("resp2")
     url = f"redis://{fresh_redis.address}"
-    before = counters(url)
+    before = servers.counters(url)
     assert drive(fresh_redis, "resp2", chunks) == expected
-    after = counters(url)
+    after = servers.counters(url)
     assert grew(
         before, after, "set", "get", "del", "append", "keyspace_hits", "keyspace_misses"
     ) == {
