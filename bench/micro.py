@@ -1,6 +1,7 @@
 """ns per op for each codec's encode and parse, the compiled driver's closed loop per
-protocol, the recorder's bulk fold, and open-loop dispatch (uniform vs Poisson arrivals,
-on the Python driver and the compiled pumps).
+protocol (its stream fed lists, or packed chunks as a replay's lane feeds it), the
+recorder's bulk fold, and open-loop dispatch (uniform vs Poisson arrivals, on the Python
+driver and the compiled pumps).
 
     python bench/micro.py
 
@@ -13,6 +14,8 @@ from __future__ import annotations
 import time
 from array import array
 from collections.abc import Callable
+
+import numpy as np
 
 from kvbench.config import load_config
 from kvbench.engine import fastpath
@@ -184,10 +187,22 @@ def bench_fold() -> None:
     print(f"histogram record_many: {ns:.2f} ns per value (100k batch)")
 
 
-def bench_pump(name: str, mix: str, rounds: int = ROUNDS // 4) -> None:
+def packed_chunk(ops: list[int]) -> tuple[object, ...]:
+    """``ops`` on KEY with VALUE as a packed chunk (a replay's lane's form): one copy of
+    the key per request, the stores' values one blob apart as a spool lays them out."""
+    n = len(ops)
+    key_ends = np.arange(1, n + 1, dtype=np.uint32) * len(KEY)
+    stores = np.array([op == Op.SET for op in ops])
+    starts = (np.arange(n, dtype=np.uint32) * len(VALUE)).astype(np.uint32)
+    ends = np.where(stores, starts + len(VALUE), starts).astype(np.uint32)
+    return (bytes(ops), KEY * n, key_ends, VALUE * n, starts, ends, 0, 0)
+
+
+def bench_pump(name: str, mix: str, rounds: int = ROUNDS // 4, form: str = "lists") -> None:
     """The compiled driver: one read of 16 replies accounted and 16 requests encoded and
     written, per step (``mix``: 16 get hits, or set and get hit in turn as bench/peers.py
-    runs them, 100-byte values). Replies carry the opaques the pump gave their requests."""
+    runs them, 100-byte values). Replies carry the opaques the pump gave their requests.
+    ``form``: the stream's chunks as lists (a workload's) or packed (a replay's lane's)."""
     if not fastpath.compiled():
         print(f"{name:15} pump: not built")
         return
@@ -196,7 +211,9 @@ def bench_pump(name: str, mix: str, rounds: int = ROUNDS // 4) -> None:
     protocol, families = fastpath.PROTOCOLS[name]
     pattern = [Op.GET] if mix == "get" else [Op.SET, Op.GET]
     ops = [int(pattern[i % len(pattern)]) for i in range(4096)]
-    chunk = (ops, [KEY] * 4096, [memoryview(VALUE)] * 4096, 0)
+    chunk = (
+        (ops, [KEY] * 4096, [memoryview(VALUE)] * 4096, 0) if form == "lists" else packed_chunk(ops)
+    )
     tally = _pump.Tally()
     tally.issuing = True
     written: list[bytes] = []
@@ -221,7 +238,7 @@ def bench_pump(name: str, mix: str, rounds: int = ROUNDS // 4) -> None:
 
     ns = per_op_ns(step, BATCH, rounds)
     assert pump.error is None, pump.error
-    print(f"{name:15} pump received+issue, 16 per read, {mix:7} {ns:6.0f} ns")
+    print(f"{name:15} pump received+issue, 16 per read, {mix:7} {form:6} {ns:6.0f} ns")
 
 
 class NullTransport:
@@ -296,7 +313,8 @@ def bench_open_loops() -> None:
 if __name__ == "__main__":
     for name in BATCH_REPLIES:
         for mix in ("get", "set/get"):
-            bench_pump(name, mix)
+            for form in ("lists", "packed"):
+                bench_pump(name, mix, form=form)
     for name in REPLIES:
         bench_codec(name)
     for name in BATCH_REPLIES:

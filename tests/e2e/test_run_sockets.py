@@ -16,18 +16,6 @@ from tests.support.cli import all_phase_counts, read_json, run_kvbench
 pytestmark = pytest.mark.integration
 
 
-def numbers(url: str) -> dict[str, int]:
-    """memcached stats, or Redis commandstats calls (``cmdstat_get`` -> ``get``)."""
-    out: dict[str, int] = {}
-    for name, value in fetch_stats(parse_target(url)).items():
-        if name.startswith("cmdstat_"):
-            fields = dict(part.split("=") for part in value.split(","))
-            out[name.removeprefix("cmdstat_")] = int(fields["calls"])
-        elif value.isdigit():
-            out[name] = int(value)
-    return out
-
-
 def run(url: str, out: Path, *args: str, pure: bool = False) -> tuple[dict[str, Any], str]:
     result = run_kvbench(
         "run", url, "--duration", "1s", "-c", "4", "--processes", "2", "-P", "4",
@@ -41,9 +29,9 @@ def run(url: str, out: Path, *args: str, pure: bool = False) -> tuple[dict[str, 
 def run_memcached(url: str, tmp_path: Path) -> dict[str, Any]:
     """A run against memcached at ``url``: its sets and gets equal the server's counter
     deltas, its URL is printed and stored as given."""
-    before = numbers(url)
+    before = servers.counters(url)
     doc, stdout = run(url, tmp_path / "run.json")
-    after = numbers(url)
+    after = servers.counters(url)
     assert all_phase_counts(doc, "set") == after["cmd_set"] - before["cmd_set"]
     assert all_phase_counts(doc, "get") == after["cmd_get"] - before["cmd_get"]
     assert doc["targets"][0]["url"] == url and url in stdout
@@ -65,9 +53,9 @@ def test_memcached_on_a_unix_socket(tmp_path: Path, scheme: str) -> None:
 def test_redis_on_a_unix_socket_in_its_database(tmp_path: Path, pure: bool) -> None:
     with servers.redis_unix() as server:
         url = f"redis+unix://{server.socket_path}?db=3"
-        before = numbers(url)
+        before = servers.counters(url)
         doc, _ = run(url, tmp_path / "run.json", pure=pure)
-        after = numbers(url)
+        after = servers.counters(url)
         keyspace = fetch_stats(parse_target(url))
     assert all_phase_counts(doc, "set") == after["set"] - before.get("set", 0)
     assert all_phase_counts(doc, "get") == after["get"] - before.get("get", 0)
@@ -85,9 +73,9 @@ def test_redis_on_ipv6(tmp_path: Path) -> None:
     servers.require_ipv6()
     with servers.redis(host="::1") as server:
         url = f"redis://[::1]:{server.port}/0?resp=3"
-        before = numbers(url)
+        before = servers.counters(url)
         doc, _ = run(url, tmp_path / "run.json")
-        after = numbers(url)
+        after = servers.counters(url)
     assert all_phase_counts(doc, "set") == after["set"] - before.get("set", 0)
     assert all_phase_counts(doc, "get") == after["get"] - before.get("get", 0)
 

@@ -10,7 +10,9 @@ them, read in the same random pieces. Both must write the same requests (opaques
 included), account the same reply codes, and stop on a protocol error or neither (the
 exceptions are listed in ``disagreement``, each with its reason). Half the exchanges send
 the pump's requests as an open loop does (``issue_scheduled``, intended times in the
-past): the same bytes and codes, each reply's latency from its intended time.
+past): the same bytes and codes, each reply's latency from its intended time. Half of
+those without a multi-get reach the pump as a packed chunk (``pack``: a replay's lane's
+form) instead of lists: the same bytes again.
 
 ``require_compiled`` is how a test of the compiled pump says it cannot run here.
 """
@@ -18,10 +20,13 @@ past): the same bytes and codes, each reply's latency from its intended time.
 from __future__ import annotations
 
 import os
+import random
 import time
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pytest
 
 from kvbench.engine import fastpath
@@ -40,6 +45,7 @@ from tests.support.reply_grammar import (
 
 # Draw and seeded are the fuzz harness's way in, with the rest.
 __all__ = [
+    "OFFSET_KINDS",
     "OPS",
     "PROTOCOLS",
     "Draw",
@@ -48,6 +54,7 @@ __all__ = [
     "codec_outcome",
     "exchange",
     "ops_of",
+    "pack",
     "seeded",
 ]
 
@@ -87,6 +94,68 @@ def ops_of(protocol: str) -> tuple[Op, ...]:
     return tuple(op for op in Op if families[op])
 
 
+# -- packed chunks ---------------------------------------------------------------------
+
+# The types a packed chunk's uint32 columns may have: a numpy array (a replay's spool),
+# an array('I'), their bytes, or a memoryview cast to "I".
+OFFSET_KINDS = ("numpy", "array", "bytes", "memoryview")
+
+
+def _offsets(numbers: list[int], kind: str) -> Any:
+    column = np.array(numbers, dtype=np.uint32)
+    if kind == "numpy":
+        return column
+    if kind == "array":
+        return array("I", numbers)
+    if kind == "bytes":
+        return column.tobytes()
+    return memoryview(column.tobytes()).cast("I")
+
+
+def pack(
+    ops: list[int],
+    keys: list[bytes],
+    values: list[Any],
+    start: int = 0,
+    ttl: int = 0,
+    kind: str = "numpy",
+    layout: int = 0,
+) -> tuple[Any, ...]:
+    """The packed chunk of list-form requests (single-key ops; values bytes-like or None):
+    ``(ops, keys, key_ends, values, value_starts, value_ends, start, ttl)`` as the Stream
+    takes it. The keys go end to end; the stores' values are laid out in one blob in an
+    order and with gaps drawn from ``layout`` (a spool's blob need not follow the
+    requests), and the other ops' ranges are empty, anywhere in it.
+
+    Args:
+        kind: the uint32 columns' type (OFFSET_KINDS).
+    """
+    rng = random.Random(layout)
+    stores = [i for i, op in enumerate(ops) if op in STORES]
+    rng.shuffle(stores)
+    blob = bytearray()
+    starts, ends = [0] * len(ops), [0] * len(ops)
+    for i in stores:
+        blob += bytes(rng.randrange(4))  # a gap
+        starts[i] = len(blob)
+        blob += bytes(values[i])
+        ends[i] = len(blob)
+    for i, op in enumerate(ops):
+        if op not in STORES:
+            starts[i] = ends[i] = rng.randrange(len(blob) + 1)
+    key_ends = np.cumsum([len(key) for key in keys], dtype=np.int64).tolist()
+    return (
+        bytes(ops),
+        b"".join(keys),
+        _offsets(key_ends, kind),
+        bytes(blob),
+        _offsets(starts, kind),
+        _offsets(ends, kind),
+        start,
+        ttl,
+    )
+
+
 # -- one exchange ----------------------------------------------------------------------
 
 
@@ -101,6 +170,10 @@ class Exchange:
     cuts: list[int]
     max_reply: int
     open_loop: bool = False  # the pump sends them as scheduled requests
+    # The pump's stream takes the requests as a packed chunk (a replay's lane's form; no
+    # multi-get), its offsets of this kind (OFFSET_KINDS) and values laid out by this
+    # seed (``pack``); None: as lists.
+    packed: tuple[str, int] | None = None
 
     @property
     def values(self) -> list[Any]:
@@ -124,7 +197,12 @@ def exchange(draw: Draw, protocol: str | None = None) -> Exchange:
         wire = mutate(draw, wire)
     cuts = sorted({draw(1, max(1, len(wire) - 1)) for _ in range(draw(0, 5))} - {len(wire)})
     max_reply = pick(draw, (CodecOptions().max_reply_bytes, 64, 200))
-    return Exchange(protocol, ops, keys, wire, cuts, max_reply, draw(0, 1) == 1)
+    open_loop = draw(0, 1) == 1
+    # (drawn last: a seed's earlier choices stay what they were before packed chunks)
+    packed = None
+    if draw(0, 1) and Op.MGET not in ops:
+        packed = (pick(draw, OFFSET_KINDS), draw(0, 2**16))
+    return Exchange(protocol, ops, keys, wire, cuts, max_reply, open_loop, packed)
 
 
 def pieces(ex: Exchange) -> list[bytes]:
@@ -185,7 +263,10 @@ def pump_outcome(ex: Exchange) -> Outcome:
     number, families = fastpath.PROTOCOLS[ex.protocol]
     tally = _pump.Tally()
     tally.issuing, tally.budget = True, len(ex.ops)  # exactly these requests, no more
-    chunk = (ex.ops, ex.keys, ex.values, 0)
+    chunk: tuple[Any, ...] = (ex.ops, ex.keys, ex.values, 0)
+    if ex.packed is not None:
+        kind, layout = ex.packed
+        chunk = pack(ex.ops, ex.keys, ex.values, 0, 0, kind, layout)
     written: list[bytes] = []
     pump = _pump.Pump(
         tally,

@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from kvbench.config.targets import parse_target
+from kvbench.runner.probe import fetch_stats
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nobody listens on right now."""
@@ -336,3 +339,16 @@ def nutcracker(backends: Sequence[Server], hash_name: str = "md5") -> Iterator[S
     argv = [binary, "-c", conf, "-s", str(free_port()), "-o", os.path.join(workdir, "log")]
     with running("nutcracker", argv, port, workdir) as server:
         yield server
+
+
+def counters(url: str) -> dict[str, int]:
+    """A server's own counters, asked through the probe's stats: memcached's numeric
+    stats, or Redis's INFO numbers with commandstats as calls (``cmdstat_get`` -> ``get``)."""
+    out: dict[str, int] = {}
+    for name, value in fetch_stats(parse_target(url)).items():
+        if name.startswith("cmdstat_"):
+            fields = dict(part.split("=") for part in value.split(","))
+            out[name.removeprefix("cmdstat_")] = int(fields["calls"])
+        elif value.isdigit():
+            out[name] = int(value)
+    return out

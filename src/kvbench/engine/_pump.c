@@ -19,10 +19,32 @@
  *
  * Each protocol is a Wire (_pump.h): a reply scanner and a request encoder, in a file of
  * its own (_pump_text.c, _pump_resp.c, _pump_binary.c, _pump_meta.c), for the ops a
- * workload mix sends (get, set, delete, incr/decr, multi-get). The Python codecs remain
- * the reference: tests compare replies' codes and requests' bytes with theirs. Binary and
- * meta requests carry opaques: each pump numbers its own, as each connection's codec does,
- * and its FIFO keeps the one each reply must carry.
+ * workload mix sends (get, set, delete, incr/decr, multi-get) and those a replay adds. The
+ * Python codecs remain the reference: tests compare replies' codes and requests' bytes
+ * with theirs. Binary and meta requests carry opaques: each pump numbers its own, as each
+ * connection's codec does, and its FIFO keeps the one each reply must carry.
+ *
+ * A Stream's refill() hands it a chunk in one of two forms, told apart by the tuple's
+ * length:
+ *
+ *   (ops, keys, values, start[, ttl])   lists, one Python object per op, key and value (a
+ *                                       multi-get's key a tuple of keys): a workload's
+ *                                       RequestSource, and a replay's lane on the list path.
+ *   (ops, keys, key_ends, values, value_starts, value_ends, start, ttl)
+ *                                       a packed chunk: a replay's lane sends one cut from
+ *                                       its spool (one segment per lane, numpy columns), no
+ *                                       Python object per request. ops: n bytes (Op codes);
+ *                                       keys: the keys end to end, key i ending at
+ *                                       key_ends[i]; values: a blob, request i's value at
+ *                                       [value_starts[i], value_ends[i]) (stores only). The
+ *                                       offsets are n native uint32 each (a numpy uint32
+ *                                       array, array('I'), or 4n bytes). No multi-gets.
+ *
+ * A packed chunk is checked whole when it is loaded (ops the wire encodes, keys non-empty
+ * and inside the blob, value ranges inside theirs: a ValueError naming what is wrong, and
+ * none of it sent) and its buffers are held until the next chunk; each request is then
+ * resolved to pointers into them (Packed, packed_request) as a list's is from its objects
+ * (listed_request), and the wire encodes that Request the same way.
  *
  * Sans-IO like the codecs: no sockets here; the transport's write is a callable.
  */
@@ -232,16 +254,212 @@ no_encoding(int op)
     return -1;
 }
 
-int
-request_of(int op, PyObject *key, PyObject *value, Out *o, Request *r)
+/* Request ``op`` of a list-form chunk (its key and value objects) resolved for ``wire``,
+ * room reserved; -1 with an exception (a ValueError for an op the wire does not encode). */
+static inline int
+listed_request(const Wire *wire, long op, PyObject *key, PyObject *value, Out *o, Request *r)
 {
-    if (op < OP_GET || op > OP_GETS || op == OP_MGET || op == OP_GETS - 1)
-        return no_encoding(op);
+    if (!wire_encodes(wire, op))
+        return no_encoding((int)op);
+    r->keys = NULL;
+    if (op == OP_MGET) { /* its encoder reads and reserves for the keys */
+        r->keys = key;
+        return 0;
+    }
     r->value = ""; /* none: nothing to put */
     r->value_len = 0;
     if (view_of(key, &r->key, &r->key_len) < 0 ||
-        (op_stores(op) && view_of(value, &r->value, &r->value_len) < 0))
+        (op_stores((int)op) && view_of(value, &r->value, &r->value_len) < 0))
         return -1;
+    return out_reserve(o, r->key_len + r->value_len + FRAME_BYTES);
+}
+
+/* -- packed chunks ------------------------------------------------------------------- */
+
+/* A packed chunk (a replay's lane sends them, cut from its spool): n requests as columns,
+ * no Python object per request. ``ops``: n bytes, each an op; ``keys``: the keys end to
+ * end, key i ending at ``key_ends[i]`` (starting at key_ends[i - 1], or 0); ``values``: a
+ * blob holding request i's value at [value_starts[i], value_ends[i]) (a store's; other
+ * ops' are not read). The offsets are native uint32. The buffers are held (their exporters
+ * cannot resize them) from load until the next chunk, and every op and offset is checked
+ * at load, once, with an error that says what is wrong. A held buffer can still be
+ * written, though (a reused spool buffer, a bytearray): so each request's op and offsets
+ * are compared again as it is resolved (a few integer comparisons, no Python call), and
+ * one changed since the load is an error, never a read outside the buffers. */
+typedef struct {
+    Py_buffer views[6]; /* ops, keys, key_ends, values, value_starts, value_ends */
+    int held;           /* how many of views[] are held, in that order */
+    const unsigned char *ops;
+    const char *keys, *key_ends, *values, *value_starts, *value_ends;
+    Py_ssize_t size, keys_len, values_len;
+} Packed;
+
+static const char *const PACKED_NAMES[6] = {"ops", "keys", "key_ends", "values",
+                                            "value_starts", "value_ends"};
+
+static void
+packed_release(Packed *k)
+{
+    for (int i = 0; i < k->held; i++)
+        PyBuffer_Release(&k->views[i]);
+    k->held = 0;
+    k->size = 0;
+}
+
+static int
+packed_traverse(Packed *k, visitproc visit, void *arg)
+{
+    for (int i = 0; i < k->held; i++)
+        Py_VISIT(k->views[i].obj);
+    return 0;
+}
+
+/* Element i of a uint32 column (memcpy: a bytes-like column may sit at any address). */
+static inline uint32_t
+u32_at(const char *column, Py_ssize_t i)
+{
+    uint32_t v;
+    memcpy(&v, column + i * 4, 4);
+    return v;
+}
+
+/* A column of native uint32: format I (or L of 4 bytes), or plain bytes (B) of 4 per item. */
+static int
+is_u32_column(const Py_buffer *view)
+{
+    const char *f = view->format != NULL ? view->format : "B";
+    if (f[0] == '@' || f[0] == '=')
+        f++;
+    if (f[1] != '\0')
+        return 0;
+    return (f[0] == 'B' && view->itemsize == 1) ||
+           ((f[0] == 'I' || f[0] == 'L') && view->itemsize == 4);
+}
+
+static int
+packed_fail(Packed *k, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    PyObject *text = PyUnicode_FromFormatV(format, args);
+    va_end(args);
+    if (text != NULL) {
+        PyErr_Format(PyExc_ValueError, "packed chunk: %U", text);
+        Py_DECREF(text);
+    }
+    packed_release(k);
+    return -1;
+}
+
+/* Hold the buffers of a packed chunk's six columns and check them all for ``wire``: every
+ * op one the wire encodes (not a multi-get: its keys are a Python object), every key
+ * non-empty and inside ``keys``, every value range inside ``values``; 0, or -1 with a
+ * ValueError (TypeError: a column is not a buffer) saying what is wrong, nothing held. */
+static int
+packed_load(Packed *k, PyObject *const columns[6], const Wire *wire)
+{
+    k->held = 0;
+    for (int i = 0; i < 6; i++) {
+        Py_buffer *view = &k->views[i];
+        if (PyObject_GetBuffer(columns[i], view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+            PyErr_Format(PyExc_TypeError,
+                         "packed chunk: %s must be a C-contiguous buffer, not %.50s",
+                         PACKED_NAMES[i], Py_TYPE(columns[i])->tp_name);
+            packed_release(k);
+            return -1;
+        }
+        k->held++;
+    }
+    Py_buffer *v = k->views;
+    static const int BYTES[] = {0, 1, 3}, OFFSETS[] = {2, 4, 5};
+    for (int j = 0; j < 3; j++) {
+        int i = BYTES[j];
+        if (v[i].itemsize != 1)
+            return packed_fail(k, "%s must hold bytes (itemsize 1), not items of %zd bytes",
+                               PACKED_NAMES[i], v[i].itemsize);
+    }
+    Py_ssize_t n = v[0].len;
+    for (int j = 0; j < 3; j++) {
+        int i = OFFSETS[j];
+        if (!is_u32_column(&v[i]))
+            return packed_fail(k, "%s must be native uint32 (format I), not format '%s' of "
+                               "%zd-byte items", PACKED_NAMES[i],
+                               v[i].format != NULL ? v[i].format : "B", v[i].itemsize);
+        if (v[i].len != 4 * n)
+            return packed_fail(k, "%s holds %zd bytes, not 4 per op (%zd ops: %zd bytes)",
+                               PACKED_NAMES[i], v[i].len, n, 4 * n);
+    }
+    k->ops = v[0].buf;
+    k->keys = v[1].buf;
+    k->key_ends = v[2].buf;
+    k->values = v[3].buf;
+    k->value_starts = v[4].buf;
+    k->value_ends = v[5].buf;
+    k->size = n;
+    Py_ssize_t keys_len = k->keys_len = v[1].len, values_len = k->values_len = v[3].len;
+    uint32_t end = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int op = k->ops[i];
+        if (op >= MAX_OPS)
+            return packed_fail(k, "op %d at %zd is not an op (at most %d)", op, i, MAX_OPS - 1);
+        if (op == OP_MGET)
+            return packed_fail(k, "op %d at %zd is a multi-get (list-form chunks only)", op, i);
+        if (!wire_encodes(wire, op))
+            return packed_fail(k, "op %d at %zd has no compiled encoding", op, i);
+        uint32_t start = end;
+        end = u32_at(k->key_ends, i);
+        if (end < start)
+            return packed_fail(k, "key_ends[%zd] = %u is below key_ends[%zd] = %u", i, end,
+                               i - 1, start);
+        if (end == start)
+            return packed_fail(k, "key %zd is empty (key_ends[%zd] = %u)", i, i, end);
+        if (end > keys_len)
+            return packed_fail(k, "key_ends[%zd] = %u is past the keys' %zd bytes", i, end,
+                               keys_len);
+        uint32_t from = u32_at(k->value_starts, i), to = u32_at(k->value_ends, i);
+        if (from > to)
+            return packed_fail(k, "value_starts[%zd] = %u is past value_ends[%zd] = %u", i,
+                               from, i, to);
+        if (to > values_len)
+            return packed_fail(k, "value_ends[%zd] = %u is past the values' %zd bytes", i, to,
+                               values_len);
+    }
+    return 0;
+}
+
+/* A packed chunk's column was written after its load checks: a ValueError; -1. */
+static int
+packed_changed(Py_ssize_t i)
+{
+    PyErr_Format(PyExc_ValueError,
+                 "packed chunk: request %zd changed after the chunk was loaded (its columns "
+                 "must not be written while a stream holds them)",
+                 i);
+    return -1;
+}
+
+/* Request ``i`` of ``op`` (ops[i]) of a loaded packed chunk, room reserved; -1 with an
+ * exception (a column written since the load: the checks, again, in a few comparisons). */
+static inline int
+packed_request(const Packed *k, const Wire *wire, Py_ssize_t i, int op, Out *o, Request *r)
+{
+    uint32_t start = i ? u32_at(k->key_ends, i - 1) : 0, end = u32_at(k->key_ends, i);
+    if (op == OP_MGET || !wire_encodes(wire, op) || end <= start || end > k->keys_len)
+        return packed_changed(i);
+    r->key = k->keys + start;
+    r->key_len = (Py_ssize_t)(end - start);
+    r->keys = NULL;
+    if (op_stores(op)) {
+        uint32_t from = u32_at(k->value_starts, i), to = u32_at(k->value_ends, i);
+        if (from > to || to > k->values_len)
+            return packed_changed(i);
+        r->value = k->values + from;
+        r->value_len = (Py_ssize_t)(to - from);
+    }
+    else {
+        r->value = "";
+        r->value_len = 0;
+    }
     return out_reserve(o, r->key_len + r->value_len + FRAME_BYTES);
 }
 
@@ -285,15 +503,64 @@ encode(PyObject *module, PyObject *args)
     Tags tags = {opaque, 0, 0};
     for (Py_ssize_t i = start; i < stop; i++) {
         long op = PyLong_AsLong(PyList_GET_ITEM(ops, i));
+        Request r;
         if ((op == -1 && PyErr_Occurred()) ||
-            wire->encode(&e, (int)op, PyList_GET_ITEM(keys, i), PyList_GET_ITEM(values, i),
-                         &tags, &o) < 0) {
+            listed_request(wire, op, PyList_GET_ITEM(keys, i), PyList_GET_ITEM(values, i), &o,
+                           &r) < 0 ||
+            wire->encode(&e, (int)op, &r, &tags, &o) < 0) {
             PyMem_Free(o.p);
             return NULL;
         }
     }
     PyObject *out = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
     PyMem_Free(o.p);
+    return out;
+}
+
+PyDoc_STRVAR(encode_packed_doc,
+"encode_packed(protocol, ttl, flags, ops, keys, key_ends, values, value_starts, value_ends,\n"
+"              start, stop, opaque=0) -> bytes\n\n"
+"encode() for a packed chunk's columns (checked as a Stream checks them when it loads\n"
+"one: a ValueError says what is wrong): requests ``start`` to ``stop`` as a Stream\n"
+"writes them (for tests and benchmarks).");
+
+static PyObject *
+encode_packed(PyObject *module, PyObject *args)
+{
+    int protocol;
+    long long ttl, flags;
+    PyObject *columns[6];
+    Py_ssize_t start, stop;
+    unsigned int opaque = 0;
+    Encoding e;
+    if (!PyArg_ParseTuple(args, "iLLOOOOOOnn|I", &protocol, &ttl, &flags, &columns[0],
+                          &columns[1], &columns[2], &columns[3], &columns[4], &columns[5],
+                          &start, &stop, &opaque) ||
+        encoding_from(protocol, ttl, flags, &e) < 0)
+        return NULL;
+    const Wire *wire = WIRES[protocol];
+    Packed k;
+    if (packed_load(&k, columns, wire) < 0)
+        return NULL;
+    if (start < 0 || start > stop || stop > k.size) {
+        packed_release(&k);
+        PyErr_SetString(PyExc_IndexError, "start/stop outside the chunk");
+        return NULL;
+    }
+    Out o = {NULL, 0, 0};
+    Tags tags = {opaque, 0, 0};
+    PyObject *out = NULL;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        Request r;
+        int op = k.ops[i];
+        if (packed_request(&k, wire, i, op, &o, &r) < 0 ||
+            wire->encode(&e, op, &r, &tags, &o) < 0)
+            goto done;
+    }
+    out = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
+done:
+    PyMem_Free(o.p);
+    packed_release(&k);
     return out;
 }
 
@@ -490,10 +757,14 @@ static PyTypeObject TallyType = {
 
 typedef struct {
     PyObject_HEAD
-    /* () -> (ops, keys, values, start[, ttl]): the next chunk, as lists, and the ttl its
-     * stores carry (a replay's chunk's; absent: the stream's); None: none now. */
+    /* () -> the next chunk; None: none now. A chunk is (ops, keys, values, start[, ttl]),
+     * lists (a workload's), or a packed chunk (a replay's lane, from its spool): (ops,
+     * keys, key_ends, values, value_starts, value_ends, start, ttl), columns (Packed);
+     * ttl: what its stores carry (absent: the stream's). The tuple's length tells them
+     * apart (8: packed). */
     PyObject *refill;
-    PyObject *ops, *keys, *values;
+    PyObject *ops, *keys, *values; /* the list form's; NULL while a packed chunk is loaded */
+    Packed packed;                 /* the packed form's (packed.held 0: none) */
     Py_ssize_t size, pos;
     Encoding encoding;
     long long completed; /* replies since the last take_completed() */
@@ -522,17 +793,25 @@ Stream_traverse(Stream *self, visitproc visit, void *arg)
     Py_VISIT(self->ops);
     Py_VISIT(self->keys);
     Py_VISIT(self->values);
-    return 0;
+    return packed_traverse(&self->packed, visit, arg);
+}
+
+/* Let go of the chunk, whichever form it has. */
+static void
+Stream_drop_chunk(Stream *self)
+{
+    Py_CLEAR(self->ops);
+    Py_CLEAR(self->keys);
+    Py_CLEAR(self->values);
+    packed_release(&self->packed);
+    self->size = self->pos = 0;
 }
 
 static int
 Stream_clear(Stream *self)
 {
     Py_CLEAR(self->refill);
-    Py_CLEAR(self->ops);
-    Py_CLEAR(self->keys);
-    Py_CLEAR(self->values);
-    self->size = self->pos = 0;
+    Stream_drop_chunk(self);
     return 0;
 }
 
@@ -542,6 +821,95 @@ Stream_dealloc(Stream *self)
     PyObject_GC_UnTrack(self);
     Stream_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The chunk's ttl becomes the stream's: checked once, if it differs; -1 with an exception. */
+static int
+Stream_set_ttl(Stream *self, long long ttl)
+{
+    if (ttl == self->encoding.ttl)
+        return 0;
+    Encoding e = self->encoding;
+    e.ttl = ttl;
+    const Wire *wire = WIRES[e.protocol];
+    if (wire->check != NULL && wire->check(&e) < 0)
+        return -1;
+    self->encoding.ttl = ttl;
+    return 0;
+}
+
+/* Load a list-form chunk: 0, or -1 with an exception (the stream as it was). */
+static int
+Stream_load_lists(Stream *self, PyObject *chunk)
+{
+    PyObject *ops, *keys, *values;
+    Py_ssize_t start;
+    long long ttl = self->encoding.ttl;
+    if (!PyArg_ParseTuple(chunk,
+                          "O!O!O!n|L;refill() must return (ops, keys, values, start[, ttl]) "
+                          "lists or a packed chunk of 8 items",
+                          &PyList_Type, &ops, &PyList_Type, &keys, &PyList_Type, &values,
+                          &start, &ttl))
+        return -1;
+    Py_ssize_t size = PyList_GET_SIZE(ops);
+    if (start < 0 || start >= size || PyList_GET_SIZE(keys) < size ||
+        PyList_GET_SIZE(values) < size) {
+        PyErr_SetString(PyExc_ValueError, "refill(): no request from start, or short lists");
+        return -1;
+    }
+    if (Stream_set_ttl(self, ttl) < 0) /* a replay's chunk's own ttl */
+        return -1;
+    Py_INCREF(ops);
+    Py_INCREF(keys);
+    Py_INCREF(values);
+    Stream_drop_chunk(self);
+    self->ops = ops;
+    self->keys = keys;
+    self->values = values;
+    self->size = size;
+    self->pos = start;
+    return 0;
+}
+
+/* Load a packed chunk, every column checked first: 0, or -1 with an exception and the
+ * stream empty (nothing of a bad chunk is ever sent). Only an exhausted chunk is replaced,
+ * so it is let go first: the columns' views are taken where they stay (an exporter may
+ * know a view by its address). */
+static int
+Stream_load_packed(Stream *self, PyObject *chunk)
+{
+    PyObject *columns[6];
+    for (int i = 0; i < 6; i++)
+        columns[i] = PyTuple_GET_ITEM(chunk, i);
+    PyObject *start_of = PyTuple_GET_ITEM(chunk, 6), *ttl_of = PyTuple_GET_ITEM(chunk, 7);
+    if (!PyLong_Check(start_of) || !PyLong_Check(ttl_of)) {
+        PyErr_Format(PyExc_TypeError,
+                     "a packed chunk is (ops, keys, key_ends, values, value_starts, "
+                     "value_ends, start, ttl): start and ttl ints, not %.50s and %.50s",
+                     Py_TYPE(start_of)->tp_name, Py_TYPE(ttl_of)->tp_name);
+        return -1;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(start_of);
+    long long ttl = start == -1 && PyErr_Occurred() ? -1 : PyLong_AsLongLong(ttl_of);
+    if (PyErr_Occurred())
+        return -1;
+    Stream_drop_chunk(self);
+    Packed *k = &self->packed;
+    if (packed_load(k, columns, WIRES[self->encoding.protocol]) < 0)
+        return -1;
+    if (start < 0 || start >= k->size) {
+        PyErr_Format(PyExc_ValueError, "packed chunk: start %zd is not one of its %zd requests",
+                     start, k->size);
+        packed_release(k);
+        return -1;
+    }
+    if (Stream_set_ttl(self, ttl) < 0) {
+        packed_release(k);
+        return -1;
+    }
+    self->size = k->size;
+    self->pos = start;
+    return 0;
 }
 
 /* Load the next chunk from refill(): 1; 0 when it has none now (refill() returned None:
@@ -556,46 +924,46 @@ Stream_next_chunk(Stream *self)
         Py_DECREF(chunk);
         return 0;
     }
-    PyObject *ops, *keys, *values;
-    Py_ssize_t start;
-    long long ttl = self->encoding.ttl;
-    if (!PyTuple_Check(chunk) ||
-        !PyArg_ParseTuple(chunk,
-                          "O!O!O!n|L;refill() must return (ops, keys, values, start[, ttl])",
-                          &PyList_Type, &ops, &PyList_Type, &keys, &PyList_Type, &values,
-                          &start, &ttl)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "refill() must return a tuple or None");
-        Py_DECREF(chunk);
-        return -1;
+    int loaded;
+    if (!PyTuple_Check(chunk)) {
+        PyErr_SetString(PyExc_TypeError, "refill() must return a tuple or None");
+        loaded = -1;
     }
-    Py_ssize_t size = PyList_GET_SIZE(ops);
-    if (start < 0 || start >= size || PyList_GET_SIZE(keys) < size ||
-        PyList_GET_SIZE(values) < size) {
-        Py_DECREF(chunk);
-        PyErr_SetString(PyExc_ValueError, "refill(): no request from start, or short lists");
-        return -1;
-    }
-    if (ttl != self->encoding.ttl) { /* the chunk's own ttl (a replay's): checked once */
-        Encoding e = self->encoding;
-        e.ttl = ttl;
-        const Wire *wire = WIRES[e.protocol];
-        if (wire->check != NULL && wire->check(&e) < 0) {
-            Py_DECREF(chunk);
-            return -1;
-        }
-        self->encoding.ttl = ttl;
-    }
-    Py_INCREF(ops);
-    Py_INCREF(keys);
-    Py_INCREF(values);
-    Py_XSETREF(self->ops, ops);
-    Py_XSETREF(self->keys, keys);
-    Py_XSETREF(self->values, values);
+    else if (PyTuple_GET_SIZE(chunk) == 8)
+        loaded = Stream_load_packed(self, chunk);
+    else
+        loaded = Stream_load_lists(self, chunk);
     Py_DECREF(chunk);
-    self->size = size;
-    self->pos = start;
-    return 1;
+    return loaded < 0 ? -1 : 1;
+}
+
+/* The op of the chunk's request ``at`` (< size); -1 with an exception (a list's op that
+ * is no op; a packed chunk's were checked at load). */
+static inline long
+Stream_op(Stream *self, Py_ssize_t at)
+{
+    if (self->ops == NULL) { /* (written since the load: the op indexes tables of MAX_OPS) */
+        int op = self->packed.ops[at];
+        return op < MAX_OPS ? op : packed_changed(at);
+    }
+    long op = PyLong_AsLong(PyList_GET_ITEM(self->ops, at));
+    if ((op == -1 && PyErr_Occurred()) || op < 0 || op >= MAX_OPS) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "op %ld out of range", op);
+        return -1;
+    }
+    return op;
+}
+
+/* The chunk's request ``at`` of ``op`` (Stream_op's), resolved for ``wire``, room
+ * reserved in ``o``; -1 with an exception. */
+static inline int
+Stream_request(Stream *self, const Wire *wire, Py_ssize_t at, long op, Out *o, Request *r)
+{
+    if (self->ops == NULL)
+        return packed_request(&self->packed, wire, at, (int)op, o, r);
+    return listed_request(wire, op, PyList_GET_ITEM(self->keys, at),
+                          PyList_GET_ITEM(self->values, at), o, r);
 }
 
 static PyObject *
@@ -640,10 +1008,8 @@ Stream_skip(Stream *self, PyObject *arg)
             Py_DECREF(ops);
             return NULL;
         }
-        long op = PyLong_AsLong(PyList_GET_ITEM(self->ops, self->pos));
-        if ((op == -1 && PyErr_Occurred()) || op < 0 || op >= MAX_OPS) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "op %ld out of range", op);
+        long op = Stream_op(self, self->pos);
+        if (op < 0) {
             Py_DECREF(ops);
             return NULL;
         }
@@ -901,14 +1267,10 @@ pump_send(Pump *self, Py_ssize_t n, PyObject *intended)
             }
         }
         Py_ssize_t at = stream->pos;
-        long op = PyLong_AsLong(PyList_GET_ITEM(stream->ops, at));
-        if ((op == -1 && PyErr_Occurred()) || op < 0 || op >= MAX_OPS) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "op %ld out of range", op);
-            break;
-        }
-        if (wire->encode(&stream->encoding, (int)op, PyList_GET_ITEM(stream->keys, at),
-                         PyList_GET_ITEM(stream->values, at), &tags, &o) < 0)
+        long op = Stream_op(stream, at);
+        Request r;
+        if (op < 0 || Stream_request(stream, wire, at, op, &o, &r) < 0 ||
+            wire->encode(&stream->encoding, (int)op, &r, &tags, &o) < 0)
             break;
         *fifo_at(self, self->fifo_len + i) = (Pending){sent, due, tags.tag, tags.keys,
                                                        (unsigned char)op};
@@ -1342,6 +1704,7 @@ scan_replies(PyObject *module, PyObject *args)
 
 static PyMethodDef module_methods[] = {
     {"encode", encode, METH_VARARGS, encode_doc},
+    {"encode_packed", encode_packed, METH_VARARGS, encode_packed_doc},
     {"scan_replies", scan_replies, METH_VARARGS, scan_replies_doc},
     {NULL},
 };

@@ -6,6 +6,12 @@
  * the codec's encode_many writes it. Both mirror the codecs in protocols/ (the reference;
  * tests hold them together); the pump owns the loop, the FIFO and the buffers.
  *
+ * The encoder takes a request already resolved (a Request: pointers and lengths, room
+ * reserved) whichever form its chunk came in: Python lists of ops, keys and values (a
+ * workload's chunk), or a packed chunk (a replay's lane, from its spool: one bytes-like
+ * column each for the ops, the keys and the values, and native uint32 offsets into them;
+ * _pump.c's Stream holds their buffers and checks them once when it loads the chunk).
+ *
  * Sans-IO: no sockets, no clock here.
  */
 #ifndef KVBENCH_PUMP_H
@@ -98,17 +104,40 @@ typedef struct {
     Py_ssize_t len, cap;
 } Out;
 
+/* One request, resolved from its chunk: a single-key op's key and value (a store's; else
+ * none, value_len 0), room for them and FRAME_BYTES reserved in the output; a multi-get's
+ * keys object (a tuple or list of bytes-like keys; only a list-form chunk has multi-gets),
+ * which its encoder reads and reserves for itself (multi_get_of). */
+typedef struct {
+    const char *key, *value;
+    Py_ssize_t key_len, value_len;
+    PyObject *keys; /* OP_MGET only */
+} Request;
+
 typedef struct {
     /* Classify the reply at p[0:n] answering ``head`` (NULL: nothing is pending). */
     Py_ssize_t (*scan)(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s);
-    /* Append one request to ``o``; -1 with an exception (nothing appended, no opaque used). */
-    int (*encode)(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o);
+    /* Append request ``r`` of ``op`` (one of ``ops``) to ``o``; -1 with an exception
+     * (nothing appended, no opaque used). */
+    int (*encode)(const Encoding *e, int op, const Request *r, Tags *t, Out *o);
     /* The tags of a request of ``op`` with ``keys`` keys, as ``encode`` gives them (NULL:
      * the protocol has no opaques). */
     void (*tag)(int op, uint32_t keys, Tags *t);
     /* Check a connection's settings; -1 with an exception (NULL: any will do). */
     int (*check)(const Encoding *e);
+    /* The ops ``encode`` writes, a bit each (OP_BIT); the pump refuses any other before
+     * it resolves the request (a list form's) or when it loads the chunk (a packed one). */
+    uint64_t ops;
 } Wire;
+
+#define OP_BIT(op) (1ULL << (op))
+
+/* Whether ``wire`` encodes ``op`` (any int). */
+static inline int
+wire_encodes(const Wire *wire, long op)
+{
+    return op >= 0 && op < MAX_OPS && (wire->ops & OP_BIT(op)) != 0;
+}
 
 extern const Wire text_wire, resp2_wire, binary_wire, meta_wire;
 
@@ -131,16 +160,6 @@ int view_of(PyObject *obj, const char **p, Py_ssize_t *n);
  * the token) takes at most besides its key and value, or besides a multi-get's keys. */
 #define FRAME_BYTES 128
 
-/* A single-key request's key and value (a set's; else none). */
-typedef struct {
-    const char *key, *value;
-    Py_ssize_t key_len, value_len;
-} Request;
-
-/* The key and value (a store's; else none) of one single-key request of ``op``, with
- * room reserved in ``o`` for it; -1 with an exception (a ValueError for an op with no
- * compiled encoding in any wire: each wire refuses the ops it does not encode first). */
-int request_of(int op, PyObject *key, PyObject *value, Out *o, Request *r);
 /* A multi-get's keys (a tuple or list of bytes-like keys), with room reserved in ``o``
  * for each and ``per_key`` bytes around it; -1 with an exception. */
 int multi_get_of(PyObject *keys, Py_ssize_t per_key, Out *o, PyObject ***items,

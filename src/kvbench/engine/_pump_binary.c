@@ -276,7 +276,7 @@ tag_binary(int op, uint32_t keys, Tags *t)
 }
 
 static int
-encode_binary(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o)
+encode_binary(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
 {
     uint32_t opaque = t->next;
     const char *k;
@@ -284,7 +284,7 @@ encode_binary(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t
     if (op == OP_MGET) {
         PyObject **items;
         Py_ssize_t count;
-        if (multi_get_of(key, HEADER_BYTES, o, &items, &count) < 0)
+        if (multi_get_of(r->keys, HEADER_BYTES, o, &items, &count) < 0)
             return -1;
         for (Py_ssize_t i = 0; i < count; i++) {
             view_of(items[i], &k, &kn);
@@ -300,18 +300,13 @@ encode_binary(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t
         tag_binary(op, (uint32_t)count, t);
         return 0;
     }
-    Request r;
-    if (!binary_op(op))
-        return no_encoding(op);
-    if (request_of(op, key, value, o, &r) < 0)
-        return -1;
     /* set, add, replace: flags and expiry; append, prepend: none (protocol-binary.xml) */
     int flagged = op == OP_SET || op == OP_ADD || op == OP_REPLACE;
     unsigned extlen = flagged ? 8 : op == OP_INCR || op == OP_DECR ? 20 : 0;
-    long long body = (long long)extlen + r.key_len + r.value_len;
-    if (check_lengths(r.key_len, body) < 0)
+    long long body = (long long)extlen + r->key_len + r->value_len;
+    if (check_lengths(r->key_len, body) < 0)
         return -1;
-    put_header(o, OPCODES[op], r.key_len, extlen, body, opaque);
+    put_header(o, OPCODES[op], r->key_len, extlen, body, opaque);
     unsigned char *x = (unsigned char *)o->p + o->len;
     if (flagged) { /* flags, expiry */
         put_be32(x, (uint32_t)e->flags);
@@ -323,8 +318,8 @@ encode_binary(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t
         memset(x + 16, 0xFF, 4);
     }
     o->len += extlen;
-    put(o, r.key, r.key_len);
-    put(o, r.value, r.value_len);
+    put(o, r->key, r->key_len);
+    put(o, r->value, r->value_len);
     tag_binary(op, 0, t);
     return 0;
 }
@@ -344,4 +339,9 @@ check_binary(const Encoding *e)
     return 0;
 }
 
-const Wire binary_wire = {scan_binary, encode_binary, tag_binary, check_binary};
+/* Every op with an opcode (OPCODES): not a tokenless cas. */
+const Wire binary_wire = {
+    scan_binary, encode_binary, tag_binary, check_binary,
+    OP_BIT(OP_GET) | OP_BIT(OP_SET) | OP_BIT(OP_DELETE) | OP_BIT(OP_INCR) | OP_BIT(OP_DECR) |
+        OP_BIT(OP_MGET) | OP_BIT(OP_ADD) | OP_BIT(OP_REPLACE) | OP_BIT(OP_APPEND) |
+        OP_BIT(OP_PREPEND) | OP_BIT(OP_GETS)};

@@ -274,13 +274,13 @@ put_store_mode(Out *o, int op)
 }
 
 static int
-encode_meta(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o)
+encode_meta(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
 {
     uint32_t token = t->next;
     if (op == OP_MGET) {
         PyObject **items;
         Py_ssize_t count;
-        if (multi_get_of(key, 32, o, &items, &count) < 0)
+        if (multi_get_of(r->keys, 32, o, &items, &count) < 0)
             return -1;
         if (count == 0) {
             PyErr_SetString(PyExc_ValueError, "MGET needs at least one key");
@@ -299,14 +299,11 @@ encode_meta(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
         tag_meta(op, (uint32_t)count, t);
         return 0;
     }
-    Request r;
-    if (request_of(op, key, value, o, &r) < 0)
-        return -1;
     switch (op) {
     case OP_GET:
     case OP_GETS: /* with its cas value: "c" */
         PUT_LITERAL(o, "mg ");
-        put(o, r.key, r.key_len);
+        put(o, r->key, r->key_len);
         if (op == OP_GETS)
             PUT_LITERAL(o, " v c");
         else
@@ -319,26 +316,26 @@ encode_meta(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
     case OP_PREPEND:
     case OP_CAS:
         PUT_LITERAL(o, "ms ");
-        put(o, r.key, r.key_len);
+        put(o, r->key, r->key_len);
         PUT_LITERAL(o, " ");
-        put_ll(o, r.value_len);
+        put_ll(o, r->value_len);
         PUT_LITERAL(o, " T");
         put_ll(o, e->ttl);
         PUT_LITERAL(o, " F");
         put_ll(o, e->flags);
         put_store_mode(o, op);
         put_token(o, token);
-        put(o, r.value, r.value_len);
+        put(o, r->value, r->value_len);
         PUT_LITERAL(o, "\r\n");
         tag_meta(op, 0, t);
         return 0;
     case OP_DELETE:
         PUT_LITERAL(o, "md ");
-        put(o, r.key, r.key_len);
+        put(o, r->key, r->key_len);
         break;
     default: /* incr, decr: one step, the new value returned */
         PUT_LITERAL(o, "ma ");
-        put(o, r.key, r.key_len);
+        put(o, r->key, r->key_len);
         if (op == OP_DECR)
             PUT_LITERAL(o, " MD");
         PUT_LITERAL(o, " D1 v");
@@ -350,4 +347,8 @@ encode_meta(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
 }
 
 /* Any ttl and flags are written as the codec writes them ("%d"). */
-const Wire meta_wire = {scan_meta, encode_meta, tag_meta, NULL};
+const Wire meta_wire = {
+    scan_meta, encode_meta, tag_meta, NULL,
+    OP_BIT(OP_GET) | OP_BIT(OP_SET) | OP_BIT(OP_DELETE) | OP_BIT(OP_INCR) | OP_BIT(OP_DECR) |
+        OP_BIT(OP_MGET) | OP_BIT(OP_ADD) | OP_BIT(OP_REPLACE) | OP_BIT(OP_APPEND) |
+        OP_BIT(OP_PREPEND) | OP_BIT(OP_CAS) | OP_BIT(OP_GETS)};

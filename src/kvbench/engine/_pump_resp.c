@@ -190,12 +190,12 @@ put_bulk(Out *o, const char *p, Py_ssize_t n)
 }
 
 static int
-encode_resp2(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o)
+encode_resp2(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
 {
     if (op == OP_MGET) {
         PyObject **items;
         Py_ssize_t count;
-        if (multi_get_of(key, 32, o, &items, &count) < 0)
+        if (multi_get_of(r->keys, 32, o, &items, &count) < 0)
             return -1;
         PUT_LITERAL(o, "*");
         put_ll(o, count + 1);
@@ -208,11 +208,6 @@ encode_resp2(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t,
         }
         return 0;
     }
-    Request r;
-    if (op == OP_GETS || op == OP_PREPEND || op == OP_CAS) /* no Redis form */
-        return no_encoding(op);
-    if (request_of(op, key, value, o, &r) < 0)
-        return -1;
     switch (op) {
     case OP_GET:
         PUT_LITERAL(o, "*2\r\n$3\r\nGET\r\n");
@@ -223,8 +218,8 @@ encode_resp2(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t,
             PUT_LITERAL(o, "*6\r\n$3\r\nSET\r\n");
         else
             PUT_LITERAL(o, "*4\r\n$3\r\nSET\r\n");
-        put_bulk(o, r.key, r.key_len);
-        put_bulk(o, r.value, r.value_len);
+        put_bulk(o, r->key, r->key_len);
+        put_bulk(o, r->value, r->value_len);
         if (op == OP_ADD)
             PUT_LITERAL(o, "$2\r\nNX\r\n");
         else
@@ -239,23 +234,23 @@ encode_resp2(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t,
     }
     case OP_APPEND:
         PUT_LITERAL(o, "*3\r\n$6\r\nAPPEND\r\n");
-        put_bulk(o, r.key, r.key_len);
-        put_bulk(o, r.value, r.value_len);
+        put_bulk(o, r->key, r->key_len);
+        put_bulk(o, r->value, r->value_len);
         return 0;
     case OP_SET:
         if (e->ttl) {
             char digits[24];
             char *ttl = format_ll(e->ttl, digits + sizeof digits);
             PUT_LITERAL(o, "*5\r\n$3\r\nSET\r\n");
-            put_bulk(o, r.key, r.key_len);
-            put_bulk(o, r.value, r.value_len);
+            put_bulk(o, r->key, r->key_len);
+            put_bulk(o, r->value, r->value_len);
             PUT_LITERAL(o, "$2\r\nEX\r\n");
             put_bulk(o, ttl, digits + sizeof digits - ttl);
             return 0;
         }
         PUT_LITERAL(o, "*3\r\n$3\r\nSET\r\n");
-        put_bulk(o, r.key, r.key_len);
-        put_bulk(o, r.value, r.value_len);
+        put_bulk(o, r->key, r->key_len);
+        put_bulk(o, r->value, r->value_len);
         return 0;
     case OP_DELETE:
         PUT_LITERAL(o, "*2\r\n$3\r\nDEL\r\n");
@@ -267,9 +262,12 @@ encode_resp2(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t,
         PUT_LITERAL(o, "*2\r\n$4\r\nDECR\r\n");
         break;
     }
-    put_bulk(o, r.key, r.key_len);
+    put_bulk(o, r->key, r->key_len);
     return 0;
 }
 
-/* No opaques, no settings to check. */
-const Wire resp2_wire = {scan_resp2, encode_resp2, NULL, NULL};
+/* No opaques, no settings to check; no Redis form for gets, prepend and cas. */
+const Wire resp2_wire = {
+    scan_resp2, encode_resp2, NULL, NULL,
+    OP_BIT(OP_GET) | OP_BIT(OP_SET) | OP_BIT(OP_DELETE) | OP_BIT(OP_INCR) | OP_BIT(OP_DECR) |
+        OP_BIT(OP_MGET) | OP_BIT(OP_ADD) | OP_BIT(OP_REPLACE) | OP_BIT(OP_APPEND)};

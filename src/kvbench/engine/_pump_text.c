@@ -216,12 +216,12 @@ put_store_verb(Out *o, int op)
 }
 
 static int
-encode_text(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, Out *o)
+encode_text(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
 {
     if (op == OP_MGET) {
         PyObject **items;
         Py_ssize_t count;
-        if (multi_get_of(key, 1, o, &items, &count) < 0)
+        if (multi_get_of(r->keys, 1, o, &items, &count) < 0)
             return -1;
         PUT_LITERAL(o, "get");
         for (Py_ssize_t i = 0; i < count; i++) {
@@ -234,9 +234,6 @@ encode_text(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
         PUT_LITERAL(o, "\r\n");
         return 0;
     }
-    Request r;
-    if (request_of(op, key, value, o, &r) < 0)
-        return -1;
     switch (op) {
     case OP_GET:
         PUT_LITERAL(o, "get ");
@@ -251,17 +248,17 @@ encode_text(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
     case OP_PREPEND:
     case OP_CAS: /* "<verb> k <flags> <ttl> <bytes>[ <cas unique>]" + data block */
         put_store_verb(o, op);
-        put(o, r.key, r.key_len);
+        put(o, r->key, r->key_len);
         PUT_LITERAL(o, " ");
         put_ll(o, e->flags);
         PUT_LITERAL(o, " ");
         put_ll(o, e->ttl);
         PUT_LITERAL(o, " ");
-        put_ll(o, r.value_len);
+        put_ll(o, r->value_len);
         if (op == OP_CAS) /* a replay's cas carries no token: unique 0 (workload/trace_ops.py) */
             PUT_LITERAL(o, " 0");
         PUT_LITERAL(o, "\r\n");
-        put(o, r.value, r.value_len);
+        put(o, r->value, r->value_len);
         PUT_LITERAL(o, "\r\n");
         return 0;
     case OP_DELETE:
@@ -272,14 +269,18 @@ encode_text(const Encoding *e, int op, PyObject *key, PyObject *value, Tags *t, 
             PUT_LITERAL(o, "incr ");
         else
             PUT_LITERAL(o, "decr ");
-        put(o, r.key, r.key_len);
+        put(o, r->key, r->key_len);
         PUT_LITERAL(o, " 1\r\n");
         return 0;
     }
-    put(o, r.key, r.key_len);
+    put(o, r->key, r->key_len);
     PUT_LITERAL(o, "\r\n");
     return 0;
 }
 
 /* No opaques, no settings to check. */
-const Wire text_wire = {scan_text, encode_text, NULL, NULL};
+const Wire text_wire = {
+    scan_text, encode_text, NULL, NULL,
+    OP_BIT(OP_GET) | OP_BIT(OP_SET) | OP_BIT(OP_DELETE) | OP_BIT(OP_INCR) | OP_BIT(OP_DECR) |
+        OP_BIT(OP_MGET) | OP_BIT(OP_ADD) | OP_BIT(OP_REPLACE) | OP_BIT(OP_APPEND) |
+        OP_BIT(OP_PREPEND) | OP_BIT(OP_CAS) | OP_BIT(OP_GETS)};

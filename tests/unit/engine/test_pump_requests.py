@@ -8,9 +8,12 @@ their 32-bit wrap; what a codec refuses to encode, the pump refuses too. Under
 
 from __future__ import annotations
 
+import gc
 import struct
+import weakref
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -150,3 +153,346 @@ def test_what_a_binary_header_or_meta_multi_get_cannot_hold_is_refused_as_the_co
         meta.encode_many([int(Op.MGET)], [()], [None], 0, 1, bytearray())
     with pytest.raises(ValueError, match="at least one key"):
         _pump.encode(META, 0, 0, [int(Op.MGET)], [()], [None], 0, 1)
+
+
+# -- packed chunks (a replay's lane, from its spool) ---------------------------------------
+
+# The ops a packed chunk may carry on each protocol: every one its pump encodes but a
+# multi-get (whose keys only a list-form chunk holds).
+SINGLE_KEY = {
+    name: tuple(op for op in pump_oracle.ops_of(name) if op != Op.MGET) for name in PROTOCOLS
+}
+OFFSET_KINDS = pump_oracle.OFFSET_KINDS
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(PROTOCOLS),
+    st.lists(st.tuples(ALL_OPS, keys, data), min_size=1, max_size=20),
+    st.integers(0, 10**6),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from(OFFSET_KINDS),
+    st.integers(0, 2**16),
+    st.sampled_from([0, 2**32 - 2]),
+)
+def test_a_packed_chunk_is_the_bytes_of_its_list_form_and_the_codecs(
+    name: str, requests: Any, ttl: int, flags: int, kind: str, layout: int, first: int
+) -> None:
+    """Every single-key op the pump sends on the protocol, any ttl and flags, any column
+    type and value layout, opaques (binary, meta) from 0 or across their 32-bit wrap."""
+    sent = SINGLE_KEY[name]
+    ops = [int(sent[index % len(sent)]) for index, _, _ in requests]
+    names = [key for _, key, _ in requests]
+    values = [
+        value if op in pump_oracle.STORES else None
+        for op, (_, _, value) in zip(ops, requests, strict=True)
+    ]
+    first = first if name in NEXT_OPAQUE else 0
+    expected = codec_requests(name, CodecOptions(ttl_s=ttl, flags=flags), ops, names, values, first)
+    number = fastpath.PROTOCOLS[name][0]
+    columns = pump_oracle.pack(ops, names, values, 0, ttl, kind, layout)[:6]
+    n = len(ops)
+    assert _pump.encode_packed(number, ttl, flags, *columns, 0, n, first) == expected
+    assert _pump.encode(number, ttl, flags, ops, names, values, 0, n, first) == expected
+    # a slice from request 1, its opaques following request 0's
+    following = (first + 1) % 2**32 if name in NEXT_OPAQUE else 0
+    assert expected.endswith(_pump.encode_packed(number, ttl, flags, *columns, 1, n, following))
+
+
+class Chunks:
+    """A refill handing out ``chunks`` (lists, or packed) in order, then None."""
+
+    def __init__(self, chunks: list[tuple[Any, ...]]) -> None:
+        self.chunks = list(chunks)
+
+    def __call__(self) -> tuple[Any, ...] | None:
+        return self.chunks.pop(0) if self.chunks else None
+
+
+def stream_pump(name: str, chunks: list[tuple[Any, ...]]) -> tuple[Any, Any, Any, list[bytes]]:
+    """A closed-loop pump of protocol ``name`` over a stream of its own fed ``chunks``."""
+    number, families = fastpath.PROTOCOLS[name]
+    tally = _pump.Tally()
+    tally.issuing = True
+    written: list[bytes] = []
+    stream = _pump.Stream(Chunks(chunks), number, 5)
+    return (
+        tally,
+        stream,
+        _pump.Pump(tally, stream, written.append, number, families, 1 << 20),
+        written,
+    )
+
+
+chunk_requests = st.lists(st.tuples(st.integers(0, 63), keys, data), min_size=1, max_size=8)
+lane_chunks = st.lists(
+    st.tuples(
+        chunk_requests,
+        st.integers(0, 7),  # start, within the chunk
+        st.sampled_from([0, 60, 3600]),  # the chunk's stores' ttl
+        st.sampled_from(OFFSET_KINDS),
+        st.integers(0, 2**16),  # layout
+        st.booleans(),  # the packed side takes this chunk packed (else as lists too)
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(PROTOCOLS),
+    lane_chunks,
+    st.lists(st.tuples(st.integers(1, 9), st.integers(0, 3)), min_size=1, max_size=8),
+)
+def test_a_stream_of_packed_chunks_sends_and_skips_what_its_list_chunks_do(
+    name: str, drawn: Any, steps: list[tuple[int, int]]
+) -> None:
+    """Two pumps, one fed list-form chunks, the other the same chunks packed (or some of
+    them as lists: the forms mix): the same writes, write by write, across chunk
+    boundaries, each chunk's stores with its own ttl, opaques numbered on (binary, meta);
+    ``skip`` takes the same ops off both."""
+    sent = SINGLE_KEY[name]
+    listed, packed = [], []
+    for requests, start, ttl, kind, layout, as_packed in drawn:
+        ops = [int(sent[index % len(sent)]) for index, _, _ in requests]
+        names = [key for _, key, _ in requests]
+        values = [
+            value if op in pump_oracle.STORES else None
+            for op, (_, _, value) in zip(ops, requests, strict=True)
+        ]
+        start %= len(ops)
+        listed.append((ops, names, values, start, ttl))
+        packed.append(
+            pump_oracle.pack(ops, names, values, start, ttl, kind, layout)
+            if as_packed
+            else (ops, names, values, start, ttl)
+        )
+    tally_a, stream_a, pump_a, written_a = stream_pump(name, listed)
+    tally_b, stream_b, pump_b, written_b = stream_pump(name, packed)
+    for issue, skip in steps:
+        assert pump_a.issue(issue) == pump_b.issue(issue)
+        assert written_a == written_b
+        assert (stream_a.pos, stream_a.size) == (stream_b.pos, stream_b.size)
+        if skip:
+            try:
+                skipped = stream_a.skip(skip)
+            except RuntimeError:  # the lane ran dry: both
+                with pytest.raises(RuntimeError, match="not in its source"):
+                    stream_b.skip(skip)
+            else:
+                assert stream_b.skip(skip) == skipped
+    assert pump_a.inflight == pump_b.inflight and tally_a.bytes_out == tally_b.bytes_out
+
+
+def test_a_packed_lane_writes_each_chunks_ttl_and_a_list_chunk_between_them() -> None:
+    """What the property above holds, on bytes one can read: a chunk's stores carry its
+    ttl, from its start, and a list-form chunk may come between two packed ones."""
+    first = pump_oracle.pack(
+        [int(Op.GET), int(Op.SET), int(Op.ADD)], [b"a", b"bb", b"c"], [None, b"xy", b"z"], 1, 60
+    )
+    second = ([int(Op.GETS)], [b"d"], [None], 0)
+    third = pump_oracle.pack(
+        [int(Op.CAS), int(Op.DELETE)], [b"e", b"f"], [b"vvv", None], 0, 0, "bytes"
+    )
+    _, stream, p, written = stream_pump("memcache-text", [first, second, third])
+    assert p.issue(10) == 0
+    assert written == [
+        b"set bb 0 60 2\r\nxy\r\nadd c 0 60 1\r\nz\r\ngets d\r\ncas e 0 0 3 0\r\nvvv\r\ndelete f\r\n"
+    ]
+    assert (stream.pos, stream.size) == (2, 2) and p.issue(1) == 1  # the lane is dry
+
+
+# -- a packed chunk is checked once, when it is loaded ------------------------------------
+
+
+def u32(*numbers: int) -> Any:
+    return np.array(numbers, dtype=np.uint32)
+
+
+def with_column(index: int, column: Any) -> Any:
+    """A good packed chunk (get aa, set bbb hello, delete c; ttl 5), one item replaced."""
+    chunk: list[Any] = [
+        bytes([int(Op.GET), int(Op.SET), int(Op.DELETE)]),
+        b"aabbbc",
+        u32(2, 5, 6),
+        b"hello",
+        u32(0, 0, 0),
+        u32(0, 5, 0),
+        0,
+        5,
+    ]
+    chunk[index] = column
+    return tuple(chunk)
+
+
+OPS_AT, KEYS_AT, KEY_ENDS_AT, VALUES_AT, STARTS_AT, ENDS_AT, START_AT, TTL_AT = range(8)
+
+BAD_CHUNKS = {  # what is wrong -> (the chunk, the error it gets)
+    "op past MAX_OPS": (
+        with_column(OPS_AT, bytes([0, 1, 64])),
+        r"op 64 at 2 is not an op \(at most 63\)",
+    ),
+    "a multi-get": (with_column(OPS_AT, bytes([0, int(Op.MGET), 2])), "op 5 at 1 is a multi-get"),
+    "an op the wire has no form for": (
+        with_column(OPS_AT, bytes([0, int(Op.NOOP), 2])),
+        "op 13 at 1 has no compiled encoding",
+    ),
+    "key_ends decreasing": (
+        with_column(KEY_ENDS_AT, u32(2, 1, 6)),
+        r"key_ends\[1\] = 1 is below key_ends\[0\] = 2",
+    ),
+    "an empty first key": (with_column(KEY_ENDS_AT, u32(0, 5, 6)), r"key 0 is empty"),
+    "an empty key": (with_column(KEY_ENDS_AT, u32(2, 2, 6)), r"key 1 is empty"),
+    "a key past the keys": (
+        with_column(KEY_ENDS_AT, u32(2, 5, 7)),
+        r"key_ends\[2\] = 7 is past the keys' 6 bytes",
+    ),
+    "a value starting past its end": (
+        with_column(STARTS_AT, u32(0, 6, 0)),
+        r"value_starts\[1\] = 6 is past value_ends\[1\] = 5",
+    ),
+    "a value past the values": (
+        with_column(ENDS_AT, u32(0, 6, 0)),
+        r"value_ends\[1\] = 6 is past the values' 5 bytes",
+    ),
+    "a non-store's range reversed": (
+        with_column(STARTS_AT, u32(0, 0, 9)),
+        r"value_starts\[2\] = 9 is past value_ends\[2\] = 0",
+    ),
+    "offsets not 4 bytes per op": (
+        with_column(KEY_ENDS_AT, u32(2, 5)),
+        r"key_ends holds 8 bytes, not 4 per op \(3 ops: 12 bytes\)",
+    ),
+    "offsets as bytes not 4 per op": (
+        with_column(ENDS_AT, bytes(11)),
+        r"value_ends holds 11 bytes, not 4 per op",
+    ),
+    "signed 64-bit offsets": (
+        with_column(KEY_ENDS_AT, np.array([2, 5, 6], dtype=np.int64)),
+        "key_ends must be native uint32 \\(format I\\), not format 'l' of 8-byte items",
+    ),
+    "big-endian offsets": (
+        with_column(STARTS_AT, np.array([0, 0, 0], dtype=">u4")),
+        "value_starts must be native uint32 \\(format I\\), not format '>I'",
+    ),
+    "ops of two bytes": (
+        with_column(OPS_AT, np.array([0, 1, 2], dtype=np.uint16)),
+        r"ops must hold bytes \(itemsize 1\), not items of 2 bytes",
+    ),
+    "start past the chunk": (with_column(START_AT, 3), "start 3 is not one of its 3 requests"),
+    "a negative start": (with_column(START_AT, -1), "start -1 is not one of its 3 requests"),
+}
+
+
+@pytest.mark.parametrize("problem", BAD_CHUNKS)
+def test_a_bad_packed_chunk_is_a_value_error_and_nothing_of_it_is_sent(problem: str) -> None:
+    chunk, message = BAD_CHUNKS[problem]
+    before = ([int(Op.GET)], [b"ok"], [None], 0)
+    _, stream, p, written = stream_pump("memcache-text", [before, chunk])
+    with pytest.raises(ValueError, match="packed chunk: " + message):
+        p.issue(5)
+    assert written == [b"get ok\r\n"] and p.inflight == 1  # the chunk before it went out
+    assert (stream.pos, stream.size) == (0, 0)  # none of it is held
+    assert p.issue(5) == 1 and len(written) == 1  # and the lane goes on (dry here)
+    _, stream, _, _ = stream_pump("memcache-text", [chunk])
+    with pytest.raises(ValueError, match="packed chunk: " + message):
+        stream.skip(1)
+    if problem.startswith("start") or problem.startswith("a negative start"):
+        return  # encode_packed takes start and stop of its own
+    text = fastpath.PROTOCOLS["memcache-text"][0]
+    with pytest.raises(ValueError, match="packed chunk: " + message):
+        _pump.encode_packed(text, 0, 0, *chunk[:6], 0, 3)
+
+
+def test_what_is_not_a_packed_chunk_is_refused_with_what_one_is() -> None:
+    _, _, p, _ = stream_pump("memcache-text", [with_column(KEYS_AT, "aabbbc")])
+    with pytest.raises(
+        TypeError, match="packed chunk: keys must be a C-contiguous buffer, not str"
+    ):
+        p.issue(1)
+    _, _, p, _ = stream_pump("memcache-text", [with_column(OPS_AT, b"\0\1\2")[:7]])  # no ttl
+    with pytest.raises(TypeError, match="lists or a packed chunk of 8 items"):
+        p.issue(1)
+    _, _, p, _ = stream_pump("memcache-text", [with_column(TTL_AT, "60")])
+    with pytest.raises(TypeError, match=r"a packed chunk is \(ops, keys, key_ends"):
+        p.issue(1)
+    strided = np.array([2, 0, 5, 0, 6, 0], dtype=np.uint32)[::2]
+    _, _, p, _ = stream_pump("memcache-text", [with_column(KEY_ENDS_AT, strided)])
+    with pytest.raises(TypeError, match="key_ends must be a C-contiguous buffer, not numpy"):
+        p.issue(1)
+
+
+def test_a_packed_chunks_ttl_is_checked_by_its_wire_once() -> None:
+    _, _, p, written = stream_pump("memcache-binary", [with_column(TTL_AT, 2**32)])
+    with pytest.raises(ValueError, match="ttl and flags from 0 to 4294967295"):
+        p.issue(1)
+    assert written == []
+    resp = fastpath.PROTOCOLS["resp2"][0]
+    gets = pump_oracle.pack([int(Op.GETS)], [b"k"], [None])
+    with pytest.raises(ValueError, match="op 12 at 0 has no compiled encoding"):
+        _pump.encode_packed(resp, 0, 0, *gets[:6], 0, 1)
+
+
+def test_a_packed_chunks_buffers_are_held_until_the_next_chunk() -> None:
+    """Its exporters cannot resize them while the pump may read them; the next chunk (or
+    the stream's end) lets them go."""
+    keys_blob = bytearray(b"aabbbc")
+    chunk = with_column(KEYS_AT, keys_blob)
+    _, stream, p, written = stream_pump(
+        "memcache-text", [chunk, ([int(Op.GET)], [b"z"], [None], 0)]
+    )
+    p.issue(1)
+    with pytest.raises(BufferError):
+        keys_blob += b"more"
+    p.issue(3)  # the rest, then the list chunk
+    assert written == [b"get aa\r\n", b"set bbb 0 5 5\r\nhello\r\ndelete c\r\nget z\r\n"]
+    keys_blob += b"more"  # let go
+    assert stream.size == 1
+
+
+class Blob(bytearray):
+    """A column that can point back at its stream (so a cycle runs through the buffer)."""
+
+    stream: Any
+
+
+def test_a_cycle_through_a_held_column_is_collected() -> None:
+    """The stream's GC traversal visits its columns' owners: a cycle through one is found."""
+    blob = Blob(b"aabbbc")
+    _, stream, p, _ = stream_pump("memcache-text", [with_column(KEYS_AT, blob)])
+    p.issue(1)
+    blob.stream = stream
+    alive = weakref.ref(blob)
+    del blob, stream, p
+    gc.collect()
+    assert alive() is None
+
+
+@pytest.mark.parametrize(
+    ("index", "at", "value"),
+    [
+        (KEY_ENDS_AT, 1, 10**6),  # a key ending far past the keys
+        (KEY_ENDS_AT, 1, 1),  # a key ending before it starts
+        (ENDS_AT, 1, 10**6),  # a store's value far past the values
+        (STARTS_AT, 1, 9),  # ... starting past its end
+        (OPS_AT, 1, 200),  # an op past MAX_OPS
+        (OPS_AT, 1, int(Op.MGET)),  # a multi-get
+    ],
+)
+def test_a_column_written_after_the_load_is_an_error_never_a_read_outside_it(
+    index: int, at: int, value: int
+) -> None:
+    """A held buffer cannot be resized, but it can be written: the pump compares each
+    request's op and offsets again as it resolves it."""
+    column = with_column(TTL_AT, 5)[index]  # the good chunk's
+    writable = bytearray(column) if index == OPS_AT else np.array(column, dtype=np.uint32)
+    _, stream, p, written = stream_pump("memcache-text", [with_column(index, writable)])
+    p.issue(1)  # loaded and checked: get aa
+    writable[at] = value
+    with pytest.raises(ValueError, match="request 1 changed after the chunk was loaded"):
+        p.issue(2)
+    assert written == [b"get aa\r\n"] and p.inflight == 1
+    if index == OPS_AT and value >= 64:
+        with pytest.raises(ValueError, match="request 1 changed"):
+            stream.skip(1)
