@@ -191,11 +191,12 @@ def packed_chunk(ops: list[int]) -> tuple[object, ...]:
     """``ops`` on KEY with VALUE as a packed chunk (a replay's lane's form): one copy of
     the key per request, the stores' values one blob apart as a spool lays them out."""
     n = len(ops)
-    key_ends = np.arange(1, n + 1, dtype=np.uint32) * len(KEY)
+    key_starts = np.arange(n, dtype=np.uint32) * len(KEY)
+    key_ends = key_starts + len(KEY)
     stores = np.array([op == Op.SET for op in ops])
     starts = (np.arange(n, dtype=np.uint32) * len(VALUE)).astype(np.uint32)
     ends = np.where(stores, starts + len(VALUE), starts).astype(np.uint32)
-    return (bytes(ops), KEY * n, key_ends, VALUE * n, starts, ends, 0, 0)
+    return (bytes(ops), KEY * n, key_starts, key_ends, VALUE * n, starts, ends, 0, 0)
 
 
 def bench_pump(name: str, mix: str, rounds: int = ROUNDS // 4, form: str = "lists") -> None:

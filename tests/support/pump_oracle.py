@@ -122,8 +122,9 @@ def pack(
     layout: int = 0,
 ) -> tuple[Any, ...]:
     """The packed chunk of list-form requests (single-key ops; values bytes-like or None):
-    ``(ops, keys, key_ends, values, value_starts, value_ends, start, ttl)`` as the Stream
-    takes it. The keys go end to end; the stores' values are laid out in one blob in an
+    ``(ops, keys, key_starts, key_ends, values, value_starts, value_ends, start, ttl)``
+    as the Stream takes it. The keys go in one blob in an order and with gaps drawn from
+    ``layout`` (a plain run's key table need not follow the requests); the stores' values are laid out in one blob in an
     order and with gaps drawn from ``layout`` (a spool's blob need not follow the
     requests), and the other ops' ranges are empty, anywhere in it.
 
@@ -143,10 +144,19 @@ def pack(
     for i, op in enumerate(ops):
         if op not in STORES:
             starts[i] = ends[i] = rng.randrange(len(blob) + 1)
-    key_ends = np.cumsum([len(key) for key in keys], dtype=np.int64).tolist()
+    key_blob = bytearray()
+    key_starts, key_ends = [0] * len(ops), [0] * len(ops)
+    order = list(range(len(keys)))
+    rng.shuffle(order)
+    for i in order:
+        key_blob += bytes(rng.randrange(3))  # a gap
+        key_starts[i] = len(key_blob)
+        key_blob += keys[i]
+        key_ends[i] = len(key_blob)
     return (
         bytes(ops),
-        b"".join(keys),
+        bytes(key_blob),
+        _offsets(key_starts, kind),
         _offsets(key_ends, kind),
         bytes(blob),
         _offsets(starts, kind),

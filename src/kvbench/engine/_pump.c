@@ -30,15 +30,18 @@
  *   (ops, keys, values, start[, ttl])   lists, one Python object per op, key and value (a
  *                                       multi-get's key a tuple of keys): a workload's
  *                                       RequestSource, and a replay's lane on the list path.
- *   (ops, keys, key_ends, values, value_starts, value_ends, start, ttl)
+ *   (ops, keys, key_starts, key_ends, values, value_starts, value_ends, start, ttl)
  *                                       a packed chunk: a replay's lane sends one cut from
- *                                       its spool (one segment per lane, numpy columns), no
- *                                       Python object per request. ops: n bytes (Op codes);
- *                                       keys: the keys end to end, key i ending at
- *                                       key_ends[i]; values: a blob, request i's value at
- *                                       [value_starts[i], value_ends[i]) (stores only). The
- *                                       offsets are n native uint32 each (a numpy uint32
- *                                       array, array('I'), or 4n bytes). No multi-gets.
+ *                                       its spool (one segment per lane), a plain run's
+ *                                       source one drawn as bounds into its key and value
+ *                                       tables; no Python object per request. ops: n bytes
+ *                                       (Op codes); keys: a blob, request i's key at
+ *                                       [key_starts[i], key_ends[i]); values: a blob,
+ *                                       request i's value at [value_starts[i],
+ *                                       value_ends[i]) (stores only). The offsets are n
+ *                                       native uint32 each (a numpy uint32 array,
+ *                                       array('I'), or 4n bytes); ttl None: the stream's.
+ *                                       No multi-gets.
  *
  * A packed chunk is checked whole when it is loaded (ops the wire encodes, keys non-empty
  * and inside the blob, value ranges inside theirs: a ValueError naming what is wrong, and
@@ -276,26 +279,31 @@ listed_request(const Wire *wire, long op, PyObject *key, PyObject *value, Out *o
 
 /* -- packed chunks ------------------------------------------------------------------- */
 
-/* A packed chunk (a replay's lane sends them, cut from its spool): n requests as columns,
- * no Python object per request. ``ops``: n bytes, each an op; ``keys``: the keys end to
- * end, key i ending at ``key_ends[i]`` (starting at key_ends[i - 1], or 0); ``values``: a
- * blob holding request i's value at [value_starts[i], value_ends[i]) (a store's; other
- * ops' are not read). The offsets are native uint32. The buffers are held (their exporters
+/* A packed chunk (a replay's lane sends them, cut from its spool; a plain run's source,
+ * bounds into its tables): n requests as columns, no Python object per request. ``ops``:
+ * n bytes, each an op; ``keys``: a blob holding request i's key at [key_starts[i],
+ * key_ends[i]); ``values``: a blob holding request i's value at [value_starts[i],
+ * value_ends[i]) (a store's; other ops' are not read). The offsets are native uint32. The buffers are held (their exporters
  * cannot resize them) from load until the next chunk, and every op and offset is checked
  * at load, once, with an error that says what is wrong. A held buffer can still be
  * written, though (a reused spool buffer, a bytearray): so each request's op and offsets
  * are compared again as it is resolved (a few integer comparisons, no Python call), and
  * one changed since the load is an error, never a read outside the buffers. */
+/* A packed chunk's columns, and its tuple's items (the columns, start and ttl). */
+#define PACKED_COLUMNS 7
+#define PACKED_ITEMS (PACKED_COLUMNS + 2)
+
 typedef struct {
-    Py_buffer views[6]; /* ops, keys, key_ends, values, value_starts, value_ends */
-    int held;           /* how many of views[] are held, in that order */
+    Py_buffer views[PACKED_COLUMNS]; /* ops, keys, key_starts, key_ends, values,
+                                      * value_starts, value_ends */
+    int held;                        /* how many of views[] are held, in that order */
     const unsigned char *ops;
-    const char *keys, *key_ends, *values, *value_starts, *value_ends;
+    const char *keys, *key_starts, *key_ends, *values, *value_starts, *value_ends;
     Py_ssize_t size, keys_len, values_len;
 } Packed;
 
-static const char *const PACKED_NAMES[6] = {"ops", "keys", "key_ends", "values",
-                                            "value_starts", "value_ends"};
+static const char *const PACKED_NAMES[PACKED_COLUMNS] = {
+    "ops", "keys", "key_starts", "key_ends", "values", "value_starts", "value_ends"};
 
 static void
 packed_release(Packed *k)
@@ -351,15 +359,15 @@ packed_fail(Packed *k, const char *format, ...)
     return -1;
 }
 
-/* Hold the buffers of a packed chunk's six columns and check them all for ``wire``: every
+/* Hold the buffers of a packed chunk's columns and check them all for ``wire``: every
  * op one the wire encodes (not a multi-get: its keys are a Python object), every key
  * non-empty and inside ``keys``, every value range inside ``values``; 0, or -1 with a
  * ValueError (TypeError: a column is not a buffer) saying what is wrong, nothing held. */
 static int
-packed_load(Packed *k, PyObject *const columns[6], const Wire *wire)
+packed_load(Packed *k, PyObject *const columns[PACKED_COLUMNS], const Wire *wire)
 {
     k->held = 0;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < PACKED_COLUMNS; i++) {
         Py_buffer *view = &k->views[i];
         if (PyObject_GetBuffer(columns[i], view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
             PyErr_Format(PyExc_TypeError,
@@ -371,7 +379,7 @@ packed_load(Packed *k, PyObject *const columns[6], const Wire *wire)
         k->held++;
     }
     Py_buffer *v = k->views;
-    static const int BYTES[] = {0, 1, 3}, OFFSETS[] = {2, 4, 5};
+    static const int BYTES[] = {0, 1, 4}, OFFSETS[] = {2, 3, 5, 6};
     for (int j = 0; j < 3; j++) {
         int i = BYTES[j];
         if (v[i].itemsize != 1)
@@ -379,7 +387,7 @@ packed_load(Packed *k, PyObject *const columns[6], const Wire *wire)
                                PACKED_NAMES[i], v[i].itemsize);
     }
     Py_ssize_t n = v[0].len;
-    for (int j = 0; j < 3; j++) {
+    for (int j = 0; j < 4; j++) {
         int i = OFFSETS[j];
         if (!is_u32_column(&v[i]))
             return packed_fail(k, "%s must be native uint32 (format I), not format '%s' of "
@@ -391,13 +399,13 @@ packed_load(Packed *k, PyObject *const columns[6], const Wire *wire)
     }
     k->ops = v[0].buf;
     k->keys = v[1].buf;
-    k->key_ends = v[2].buf;
-    k->values = v[3].buf;
-    k->value_starts = v[4].buf;
-    k->value_ends = v[5].buf;
+    k->key_starts = v[2].buf;
+    k->key_ends = v[3].buf;
+    k->values = v[4].buf;
+    k->value_starts = v[5].buf;
+    k->value_ends = v[6].buf;
     k->size = n;
-    Py_ssize_t keys_len = k->keys_len = v[1].len, values_len = k->values_len = v[3].len;
-    uint32_t end = 0;
+    Py_ssize_t keys_len = k->keys_len = v[1].len, values_len = k->values_len = v[4].len;
     for (Py_ssize_t i = 0; i < n; i++) {
         int op = k->ops[i];
         if (op >= MAX_OPS)
@@ -406,13 +414,13 @@ packed_load(Packed *k, PyObject *const columns[6], const Wire *wire)
             return packed_fail(k, "op %d at %zd is a multi-get (list-form chunks only)", op, i);
         if (!wire_encodes(wire, op))
             return packed_fail(k, "op %d at %zd has no compiled encoding", op, i);
-        uint32_t start = end;
-        end = u32_at(k->key_ends, i);
-        if (end < start)
-            return packed_fail(k, "key_ends[%zd] = %u is below key_ends[%zd] = %u", i, end,
-                               i - 1, start);
+        uint32_t start = u32_at(k->key_starts, i), end = u32_at(k->key_ends, i);
+        if (start > end)
+            return packed_fail(k, "key_starts[%zd] = %u is past key_ends[%zd] = %u", i, start,
+                               i, end);
         if (end == start)
-            return packed_fail(k, "key %zd is empty (key_ends[%zd] = %u)", i, i, end);
+            return packed_fail(k, "key %zd is empty (key_starts[%zd] = key_ends[%zd] = %u)", i,
+                               i, i, end);
         if (end > keys_len)
             return packed_fail(k, "key_ends[%zd] = %u is past the keys' %zd bytes", i, end,
                                keys_len);
@@ -443,7 +451,7 @@ packed_changed(Py_ssize_t i)
 static inline int
 packed_request(const Packed *k, const Wire *wire, Py_ssize_t i, int op, Out *o, Request *r)
 {
-    uint32_t start = i ? u32_at(k->key_ends, i - 1) : 0, end = u32_at(k->key_ends, i);
+    uint32_t start = u32_at(k->key_starts, i), end = u32_at(k->key_ends, i);
     if (op == OP_MGET || !wire_encodes(wire, op) || end <= start || end > k->keys_len)
         return packed_changed(i);
     r->key = k->keys + start;
@@ -518,8 +526,8 @@ encode(PyObject *module, PyObject *args)
 }
 
 PyDoc_STRVAR(encode_packed_doc,
-"encode_packed(protocol, ttl, flags, ops, keys, key_ends, values, value_starts, value_ends,\n"
-"              start, stop, opaque=0) -> bytes\n\n"
+"encode_packed(protocol, ttl, flags, ops, keys, key_starts, key_ends, values, value_starts,\n"
+"              value_ends, start, stop, opaque=0) -> bytes\n\n"
 "encode() for a packed chunk's columns (checked as a Stream checks them when it loads\n"
 "one: a ValueError says what is wrong): requests ``start`` to ``stop`` as a Stream\n"
 "writes them (for tests and benchmarks).");
@@ -529,13 +537,13 @@ encode_packed(PyObject *module, PyObject *args)
 {
     int protocol;
     long long ttl, flags;
-    PyObject *columns[6];
+    PyObject *columns[PACKED_COLUMNS];
     Py_ssize_t start, stop;
     unsigned int opaque = 0;
     Encoding e;
-    if (!PyArg_ParseTuple(args, "iLLOOOOOOnn|I", &protocol, &ttl, &flags, &columns[0],
+    if (!PyArg_ParseTuple(args, "iLLOOOOOOOnn|I", &protocol, &ttl, &flags, &columns[0],
                           &columns[1], &columns[2], &columns[3], &columns[4], &columns[5],
-                          &start, &stop, &opaque) ||
+                          &columns[6], &start, &stop, &opaque) ||
         encoding_from(protocol, ttl, flags, &e) < 0)
         return NULL;
     const Wire *wire = WIRES[protocol];
@@ -758,10 +766,10 @@ static PyTypeObject TallyType = {
 typedef struct {
     PyObject_HEAD
     /* () -> the next chunk; None: none now. A chunk is (ops, keys, values, start[, ttl]),
-     * lists (a workload's), or a packed chunk (a replay's lane, from its spool): (ops,
-     * keys, key_ends, values, value_starts, value_ends, start, ttl), columns (Packed);
-     * ttl: what its stores carry (absent: the stream's). The tuple's length tells them
-     * apart (8: packed). */
+     * lists, or a packed chunk (a replay's lane, from its spool; a plain run's source):
+     * (ops, keys, key_starts, key_ends, values, value_starts, value_ends, start, ttl),
+     * columns (Packed); ttl: what its stores carry (absent or None: the stream's). The
+     * tuple's length tells them apart (PACKED_ITEMS: packed). */
     PyObject *refill;
     PyObject *ops, *keys, *values; /* the list form's; NULL while a packed chunk is loaded */
     Packed packed;                 /* the packed form's (packed.held 0: none) */
@@ -847,7 +855,7 @@ Stream_load_lists(Stream *self, PyObject *chunk)
     long long ttl = self->encoding.ttl;
     if (!PyArg_ParseTuple(chunk,
                           "O!O!O!n|L;refill() must return (ops, keys, values, start[, ttl]) "
-                          "lists or a packed chunk of 8 items",
+                          "lists or a packed chunk of 9 items",
                           &PyList_Type, &ops, &PyList_Type, &keys, &PyList_Type, &values,
                           &start, &ttl))
         return -1;
@@ -878,19 +886,23 @@ Stream_load_lists(Stream *self, PyObject *chunk)
 static int
 Stream_load_packed(Stream *self, PyObject *chunk)
 {
-    PyObject *columns[6];
-    for (int i = 0; i < 6; i++)
+    PyObject *columns[PACKED_COLUMNS];
+    for (int i = 0; i < PACKED_COLUMNS; i++)
         columns[i] = PyTuple_GET_ITEM(chunk, i);
-    PyObject *start_of = PyTuple_GET_ITEM(chunk, 6), *ttl_of = PyTuple_GET_ITEM(chunk, 7);
-    if (!PyLong_Check(start_of) || !PyLong_Check(ttl_of)) {
+    PyObject *start_of = PyTuple_GET_ITEM(chunk, PACKED_COLUMNS);
+    PyObject *ttl_of = PyTuple_GET_ITEM(chunk, PACKED_COLUMNS + 1);
+    if (!PyLong_Check(start_of) || !(ttl_of == Py_None || PyLong_Check(ttl_of))) {
         PyErr_Format(PyExc_TypeError,
-                     "a packed chunk is (ops, keys, key_ends, values, value_starts, "
-                     "value_ends, start, ttl): start and ttl ints, not %.50s and %.50s",
+                     "a packed chunk is (ops, keys, key_starts, key_ends, values, value_starts, "
+                     "value_ends, start, ttl): start an int, ttl an int or None, not %.50s "
+                     "and %.50s",
                      Py_TYPE(start_of)->tp_name, Py_TYPE(ttl_of)->tp_name);
         return -1;
     }
     Py_ssize_t start = PyLong_AsSsize_t(start_of);
-    long long ttl = start == -1 && PyErr_Occurred() ? -1 : PyLong_AsLongLong(ttl_of);
+    long long ttl = self->encoding.ttl;
+    if (!(start == -1 && PyErr_Occurred()) && ttl_of != Py_None)
+        ttl = PyLong_AsLongLong(ttl_of);
     if (PyErr_Occurred())
         return -1;
     Stream_drop_chunk(self);
@@ -929,7 +941,7 @@ Stream_next_chunk(Stream *self)
         PyErr_SetString(PyExc_TypeError, "refill() must return a tuple or None");
         loaded = -1;
     }
-    else if (PyTuple_GET_SIZE(chunk) == 8)
+    else if (PyTuple_GET_SIZE(chunk) == PACKED_ITEMS)
         loaded = Stream_load_packed(self, chunk);
     else
         loaded = Stream_load_lists(self, chunk);

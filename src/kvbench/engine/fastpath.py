@@ -10,27 +10,29 @@ The connections of a server share a ``Stream``: the workload's chunks of ops, ke
 values, which C encodes as the codecs would (tests compare the bytes); each pump numbers
 its own opaques (binary, meta), as each connection's codec does. A replay's connection
 has a ``Stream`` of its own, fed by its lane of the trace (workload/trace_source.py):
-each chunk hands the stream its writes' TTL, and a lane with no rows now makes its pump
-send nothing until the worker, told the lane got rows, issues again.
+each segment hands the stream its writes' TTL, and a lane at its end makes its pump send
+nothing more.
 
 A stream's refill returns None (nothing now) or a chunk in one of two forms, told apart
 by the tuple's length:
 
 - lists, ``(ops, keys, values, start[, ttl])``: an int op, a bytes-like key (a multi-get:
   a tuple of them) and value (a store's; else anything) per request;
-- a *packed chunk*, ``(ops, keys, key_ends, values, value_starts, value_ends, start,
-  ttl)``: what a replay's lane sends, cut from its spool, with no Python object per
-  request. ``ops`` is n bytes (``Op`` codes; no multi-get); ``keys`` the keys end to end,
-  key ``i`` being ``keys[key_ends[i - 1]:key_ends[i]]`` (from 0 for the first);
-  ``values`` a blob holding request ``i``'s value at
-  ``values[value_starts[i]:value_ends[i]]`` (read for stores only). Every column is a
-  C-contiguous buffer; the three offset columns hold n native uint32 each (a numpy
-  ``uint32`` array, an ``array('I')``, or 4n bytes). The stream checks the whole chunk
-  when it loads it (every op one the protocol's pump encodes, keys non-empty and inside
-  ``keys``, value ranges inside ``values``, ``0 <= start < n``, the TTL one the protocol
-  carries) and a bad one is a ``ValueError`` naming what is wrong, none of it sent. It
-  holds the columns' buffers until the next chunk: they must not be written meanwhile (a
-  request changed since the load is a ``ValueError`` too, never a read outside them).
+- a *packed chunk*, ``(ops, keys, key_starts, key_ends, values, value_starts, value_ends,
+  start, ttl)``: what a replay's lane sends, a segment of its spool, and what a plain
+  run's source draws when every request of its mix can go so (``RequestSource.pack``:
+  bounds into its key and value tables), with no Python object per request. ``ops`` is n
+  bytes (``Op`` codes; no multi-get); ``keys`` a blob holding request ``i``'s key at
+  ``keys[key_starts[i]:key_ends[i]]``; ``values`` a blob holding its value at
+  ``values[value_starts[i]:value_ends[i]]`` (read for stores only); ``ttl`` None keeps
+  the stream's. Every column is a C-contiguous buffer; the four offset columns hold n
+  native uint32 each (a numpy ``uint32`` array, an ``array('I')``, or 4n bytes). The
+  stream checks the whole chunk when it loads it (every op one the protocol's pump
+  encodes, keys non-empty and inside ``keys``, value ranges inside ``values``, ``0 <=
+  start < n``, the TTL one the protocol carries) and a bad one is a ``ValueError`` naming
+  what is wrong, none of it sent. It holds the columns' buffers until the next chunk:
+  they must not be written meanwhile (a request changed since the load is a
+  ``ValueError`` too, never a read outside them).
   ``_pump.encode_packed`` encodes one as ``_pump.encode`` does lists (for tests). A replay is compiled
 where the C side encodes every op the protocol's trace mapping can send (memcached text
 and meta: all eleven trace ops; binary: all but a tokenless cas, which a replay skips

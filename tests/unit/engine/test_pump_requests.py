@@ -190,7 +190,7 @@ def test_a_packed_chunk_is_the_bytes_of_its_list_form_and_the_codecs(
     first = first if name in NEXT_OPAQUE else 0
     expected = codec_requests(name, CodecOptions(ttl_s=ttl, flags=flags), ops, names, values, first)
     number = fastpath.PROTOCOLS[name][0]
-    columns = pump_oracle.pack(ops, names, values, 0, ttl, kind, layout)[:6]
+    columns = pump_oracle.pack(ops, names, values, 0, ttl, kind, layout)[:7]
     n = len(ops)
     assert _pump.encode_packed(number, ttl, flags, *columns, 0, n, first) == expected
     assert _pump.encode(number, ttl, flags, ops, names, values, 0, n, first) == expected
@@ -303,6 +303,16 @@ def test_a_packed_lane_writes_each_chunks_ttl_and_a_list_chunk_between_them() ->
     assert (stream.pos, stream.size) == (2, 2) and p.issue(1) == 1  # the lane is dry
 
 
+def test_a_packed_chunk_without_a_ttl_keeps_the_streams() -> None:
+    """A plain run's source packs its chunks with ttl None: the stores carry the stream's
+    ttl (the run's --ttl), as its list chunks without one do."""
+    chunk = pump_oracle.pack([int(Op.SET), int(Op.SET)], [b"a", b"b"], [b"x", b"y"], 0, 0)
+    no_ttl = (*chunk[:-1], None)
+    _, _, p, written = stream_pump("memcache-text", [no_ttl])  # the stream's ttl: 5
+    assert p.issue(2) == 0
+    assert written == [b"set a 0 5 1\r\nx\r\nset b 0 5 1\r\ny\r\n"]
+
+
 # -- a packed chunk is checked once, when it is loaded ------------------------------------
 
 
@@ -315,6 +325,7 @@ def with_column(index: int, column: Any) -> Any:
     chunk: list[Any] = [
         bytes([int(Op.GET), int(Op.SET), int(Op.DELETE)]),
         b"aabbbc",
+        u32(0, 2, 5),
         u32(2, 5, 6),
         b"hello",
         u32(0, 0, 0),
@@ -326,7 +337,9 @@ def with_column(index: int, column: Any) -> Any:
     return tuple(chunk)
 
 
-OPS_AT, KEYS_AT, KEY_ENDS_AT, VALUES_AT, STARTS_AT, ENDS_AT, START_AT, TTL_AT = range(8)
+OPS_AT, KEYS_AT, KEY_STARTS_AT, KEY_ENDS_AT, VALUES_AT, STARTS_AT, ENDS_AT, START_AT, TTL_AT = (
+    range(9)
+)
 
 BAD_CHUNKS = {  # what is wrong -> (the chunk, the error it gets)
     "op past MAX_OPS": (
@@ -338,12 +351,16 @@ BAD_CHUNKS = {  # what is wrong -> (the chunk, the error it gets)
         with_column(OPS_AT, bytes([0, int(Op.NOOP), 2])),
         "op 13 at 1 has no compiled encoding",
     ),
-    "key_ends decreasing": (
+    "a key starting past its end": (
         with_column(KEY_ENDS_AT, u32(2, 1, 6)),
-        r"key_ends\[1\] = 1 is below key_ends\[0\] = 2",
+        r"key_starts\[1\] = 2 is past key_ends\[1\] = 1",
     ),
     "an empty first key": (with_column(KEY_ENDS_AT, u32(0, 5, 6)), r"key 0 is empty"),
-    "an empty key": (with_column(KEY_ENDS_AT, u32(2, 2, 6)), r"key 1 is empty"),
+    "an empty key": (with_column(KEY_STARTS_AT, u32(0, 5, 5)), r"key 1 is empty"),
+    "a key starting past the keys": (
+        with_column(KEY_STARTS_AT, u32(0, 2, 7)),
+        r"key_starts\[2\] = 7 is past key_ends\[2\] = 6",
+    ),
     "a key past the keys": (
         with_column(KEY_ENDS_AT, u32(2, 5, 7)),
         r"key_ends\[2\] = 7 is past the keys' 6 bytes",
@@ -402,7 +419,7 @@ def test_a_bad_packed_chunk_is_a_value_error_and_nothing_of_it_is_sent(problem: 
         return  # encode_packed takes start and stop of its own
     text = fastpath.PROTOCOLS["memcache-text"][0]
     with pytest.raises(ValueError, match="packed chunk: " + message):
-        _pump.encode_packed(text, 0, 0, *chunk[:6], 0, 3)
+        _pump.encode_packed(text, 0, 0, *chunk[:7], 0, 3)
 
 
 def test_what_is_not_a_packed_chunk_is_refused_with_what_one_is() -> None:
@@ -411,11 +428,11 @@ def test_what_is_not_a_packed_chunk_is_refused_with_what_one_is() -> None:
         TypeError, match="packed chunk: keys must be a C-contiguous buffer, not str"
     ):
         p.issue(1)
-    _, _, p, _ = stream_pump("memcache-text", [with_column(OPS_AT, b"\0\1\2")[:7]])  # no ttl
-    with pytest.raises(TypeError, match="lists or a packed chunk of 8 items"):
+    _, _, p, _ = stream_pump("memcache-text", [with_column(OPS_AT, b"\0\1\2")[:8]])  # no ttl
+    with pytest.raises(TypeError, match="lists or a packed chunk of 9 items"):
         p.issue(1)
     _, _, p, _ = stream_pump("memcache-text", [with_column(TTL_AT, "60")])
-    with pytest.raises(TypeError, match=r"a packed chunk is \(ops, keys, key_ends"):
+    with pytest.raises(TypeError, match=r"a packed chunk is \(ops, keys, key_starts, key_ends"):
         p.issue(1)
     strided = np.array([2, 0, 5, 0, 6, 0], dtype=np.uint32)[::2]
     _, _, p, _ = stream_pump("memcache-text", [with_column(KEY_ENDS_AT, strided)])
@@ -431,7 +448,7 @@ def test_a_packed_chunks_ttl_is_checked_by_its_wire_once() -> None:
     resp = fastpath.PROTOCOLS["resp2"][0]
     gets = pump_oracle.pack([int(Op.GETS)], [b"k"], [None])
     with pytest.raises(ValueError, match="op 12 at 0 has no compiled encoding"):
-        _pump.encode_packed(resp, 0, 0, *gets[:6], 0, 1)
+        _pump.encode_packed(resp, 0, 0, *gets[:7], 0, 1)
 
 
 def test_a_packed_chunks_buffers_are_held_until_the_next_chunk() -> None:
@@ -474,6 +491,7 @@ def test_a_cycle_through_a_held_column_is_collected() -> None:
     [
         (KEY_ENDS_AT, 1, 10**6),  # a key ending far past the keys
         (KEY_ENDS_AT, 1, 1),  # a key ending before it starts
+        (KEY_STARTS_AT, 1, 5),  # an empty key
         (ENDS_AT, 1, 10**6),  # a store's value far past the values
         (STARTS_AT, 1, 9),  # ... starting past its end
         (OPS_AT, 1, 200),  # an op past MAX_OPS
