@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -48,16 +49,17 @@ from kvbench.workload.trace_source import ReplayFeed
 def generate(path: Path, rows: int, compress: bool, clients: int = 37) -> Path:
     """A trace of ``rows`` rows over 100 seconds: 90% get, 10% set, 100,000 keys.
 
-    Row i's key is ``i * 7919 % 100000``: every key comes back each 100,000 rows, and
-    whether a visit is a set varies from visit to visit (with ``i % 10`` alone a key would
-    be always set or always read, and the gets would all miss), so gets hit about as a
-    plain run's uniform 1:9 mix does.
+    Each row's key is drawn uniformly from the 100,000 and each row is a set with
+    probability 0.1 (seeded), as a plain run's ``--ratio 1:9 --key-pattern uniform`` draws
+    them: the keys fill as they are set, so the gets hit as often as the plain run's (a
+    replay that hit more would carry more value bytes per request, and be slower for it).
     """
+    rng = random.Random(7)
     lines = []
     for i in range(rows):
-        key = b"key:%010d" % (i * 7919 % 100_000)
+        key = b"key:%010d" % rng.randrange(100_000)
         client = i * 7 % clients
-        if (i * 3 + i // 100_000) % 10 == 9:
+        if rng.random() < 0.1:
             lines.append(b"%d,%s,14,100,%d,set,3600" % (i * 100 // rows, key, client))
         else:
             lines.append(b"%d,%s,14,0,%d,get,0" % (i * 100 // rows, key, client))

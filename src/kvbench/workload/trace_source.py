@@ -5,8 +5,10 @@ once, before the replay's clock starts, a block at a time (workload/trace.py): i
 the rows whose client belongs to this worker process, counts them into the trace profile,
 maps their ops (workload/trace_ops.py), fits their keys, gives each store its value's
 bounds in one value blob, and writes each lane's rows to the spool (workload/
-trace_spool.py): ``crc32(client_id)`` picks the process (``% n_workers``) and then the
-connection, so one client's requests go out on one connection, in trace order. A bad row
+trace_spool.py): ``crc32(client_id) % n_workers`` picks the process, and a client's first
+row picks its connection: the one with the fewest rows so far, so the connections carry
+about as many rows each and one client's requests go out on one connection, in trace
+order. A bad row
 stops the replay there, before anything is sent. While the replay runs, a ``Lane`` (a
 connection's request source, with the shape of ``RequestSource``: ``ops``, ``keys``,
 ``values``, ``pos``, ``size``, ``refill``) reads its segments back one at a time: as
@@ -24,14 +26,16 @@ lane (and, timed, the next one's offsets).
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import chain, compress
+from itertools import chain, compress, repeat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kvbench.config.replay import ReplayConfig
 from kvbench.protocols.base import Op
@@ -330,6 +334,8 @@ class ReplayFeed:
         self._worker_index = worker_index
         self._n_workers = n_workers
         self.lanes = [Lane(self, i) for i in range(n_lanes)]
+        self._client_lanes: dict[bytes, int] = {}  # each client's lane, once it came
+        self._lane_rows = [0] * n_lanes  # rows given to each lane so far
         self.profile = TraceProfile()
         self.counts = ReplayCounts()
         self.done = False
@@ -435,11 +441,9 @@ class ReplayFeed:
         """Partition, profile, map and build ``rows``, then write them to their lanes."""
         if self._t0 is None:
             self._t0 = float(rows.times_s[0])
-        hashes = client_hashes(rows.clients)
         if self._n_workers > 1:
-            mine = [h % self._n_workers == self._worker_index for h in hashes]
+            mine = [h % self._n_workers == self._worker_index for h in client_hashes(rows.clients)]
             rows = rows.select(list(compress(range(len(rows)), mine)))
-            hashes = list(compress(hashes, mine))
             if not len(rows):
                 return
         self.profile.add(rows)
@@ -449,7 +453,6 @@ class ReplayFeed:
         keep = self._keep(rows, codes)
         if keep is not None:
             rows = rows.select(keep)
-            hashes = gather(hashes, keep)
             codes = gather(codes, keep)
             if offsets is not None:
                 offsets = gather(offsets, keep)
@@ -459,7 +462,7 @@ class ReplayFeed:
         keys = self._keys.fit(rows.keys, rows.key_sizes)
         self.counts.keys_clamped = self._keys.clamped
         starts, sizes, ttls = self._values_and_ttls(codes, rows)
-        self._distribute(hashes, _Chunk(codes, keys, starts, sizes, ttls, offsets))
+        self._distribute(rows.clients, _Chunk(codes, keys, starts, sizes, ttls, offsets))
 
     def _keep(self, rows: TraceRows, codes: list[int]) -> list[int] | None:
         """Indexes of the rows to send (None: all); the others are counted skipped."""
@@ -533,7 +536,27 @@ class ReplayFeed:
         self.read_ahead_ns = int(offsets[-1])
         return offsets.tolist()  # type: ignore[no-any-return]
 
-    def _distribute(self, hashes: list[int], chunk: _Chunk) -> None:
+    def _lanes_of(self, clients: list[bytes]) -> npt.NDArray[np.int64]:
+        """Each row's lane: its client's, given when the client first came (a new client
+        goes to the lane with the fewest rows so far, counting the block's rows of the
+        clients placed before it), so the connections carry about as many rows each."""
+        known = self._client_lanes
+        lanes = list(map(known.get, clients, repeat(-1)))
+        if -1 in lanes:
+            counts = Counter(clients)
+            loads = np.array(self._lane_rows, dtype=np.int64)
+            np.add.at(loads, [lane for lane in lanes if lane >= 0], 1)
+            heap = [(int(load), index) for index, load in enumerate(loads.tolist())]
+            heapq.heapify(heap)
+            for client, lane in zip(clients, lanes, strict=True):
+                if lane < 0 and client not in known:
+                    load, index = heapq.heappop(heap)
+                    known[client] = index
+                    heapq.heappush(heap, (load + counts[client], index))
+            lanes = list(map(known.__getitem__, clients))
+        return np.array(lanes, dtype=np.int64)
+
+    def _distribute(self, clients: list[bytes], chunk: _Chunk) -> None:
         """Write each lane's rows of ``chunk`` to the spool, in order within each lane, a
         segment per run of one write TTL."""
         n_lanes = len(self.lanes)
@@ -542,7 +565,7 @@ class ReplayFeed:
         else:
             # Sort the block by lane once (stable: each lane keeps the trace's order), then
             # each lane's rows are one slice of each column.
-            lane_of = (np.asarray(hashes, dtype=np.int64) // self._n_workers) % n_lanes
+            lane_of = self._lanes_of(clients)
             order = np.argsort(lane_of, kind="stable")
             bounds = np.searchsorted(lane_of[order], np.arange(n_lanes + 1), side="left").tolist()
             by_lane = chunk.pick(order.tolist())
@@ -552,6 +575,7 @@ class ReplayFeed:
                 if bounds[index] < bounds[index + 1]
             ]
         for lane, part in targets:
+            self._lane_rows[lane.index] += len(part.ops)
             for start, stop in _ttl_runs(part.ttls):
                 run = part if stop - start == len(part.ops) else part.part(start, stop)
                 ttl = max(run.ttls)

@@ -63,6 +63,23 @@ def test_each_client_keeps_its_order_on_one_lane(tmp_path: Path) -> None:
         assert not any(k.startswith(f"c{client}-") for lane in others for k in lane)
 
 
+def test_the_lanes_carry_about_as_many_rows_each(tmp_path: Path) -> None:
+    """A client's first row gives it the lane with the fewest rows so far: 200 clients of
+    10 to 70 rows each over 8 lanes come within 8% of the mean (6% here; crc32 of the
+    client ids, the rule before, left the busiest lane 15% over it, and the replay's end
+    to the few lanes that still had rows)."""
+    rows = [
+        (i // 1000, f"k{i}", 6, 0, f"client-{c}", "get", 0)
+        for i, c in enumerate(
+            c for round_ in range(70) for c in range(200) if round_ < c % 7 * 10 + 10
+        )
+    ]
+    lanes = drain(feed_for(write_trace(tmp_path / "t.csv", rows), lanes=8))
+    sizes = [len(lane) for lane in lanes]
+    assert sum(sizes) == len(rows)
+    assert max(sizes) / (len(rows) / 8) < 1.08
+
+
 def test_ops_sizes_and_ttls_are_sent_as_the_trace_says(tmp_path: Path) -> None:
     rows = [
         (0, "short", 9, 0, 1, "get", 0),
