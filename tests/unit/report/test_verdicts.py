@@ -66,6 +66,21 @@ def test_littles_law_mismatch_is_flagged() -> None:
     assert littles_law(r.intervals, 1000, 1.0, 20_000_000) == (20.0, 10.0)
 
 
+def test_an_open_loop_is_forgiven_one_request_in_flight_per_worker() -> None:
+    """Was: a light open loop warned (5,000/s on 2 processes: 0.6 in flight by Little's
+    law, 2.1 sampled). Each worker samples when its loop wakes, just after its dispatcher
+    sent: a request per worker too many. A closed loop keeps the 10% rule."""
+    two = [{"index": 0, "cpu_s": 0.1}, {"index": 1, "cpu_s": 0.1}]
+    opened = run([snap({"get": {"hit": 1000}}, inflight_mean=2.1)], mode="open", workers=two)
+    assert "little.law" not in ids(evidence(opened, mean_latency_ns=600_000))  # 1.5 apart
+    assert "little.law" in ids(evidence(opened, mean_latency_ns=50_000))  # 2.05 apart
+    one = run([snap({"get": {"hit": 1000}}, inflight_mean=1.8)], mode="open", workers=two[:1])
+    assert "little.law" not in ids(evidence(one, mean_latency_ns=1_600_000))
+    assert "little.law" in ids(evidence(one, mean_latency_ns=3_000_000))  # 1.2 apart
+    closed = run([snap({"get": {"hit": 1000}}, inflight_mean=1.8)], workers=two[:1])
+    assert "little.law" in ids(evidence(closed, mean_latency_ns=1_600_000))  # over 10%
+
+
 def test_event_loop_stalls_are_flagged() -> None:
     hiccup = Histogram()
     hiccup.record(5_000_000, 1000)
