@@ -31,9 +31,12 @@ def replay(
     TRACE is a Twitter cache trace (CSV rows timestamp, key, key_size, value_size,
     client_id, operation, ttl; plain or zstd) or a kvbench CSV of the same columns. Keys
     are sent at the trace's key sizes, values at its value sizes, writes with their TTLs;
-    one client's requests go in order on one connection. The result is a run (stored,
-    shown, exported, reported) with the trace's profile beside it. A bad row stops the
-    replay with its file and line (exit 2).
+    one client's requests go in order on one connection (a new client goes to the
+    connection with the fewest rows so far). Each process reads the trace once before the
+    clock starts, into a temporary file in TMPDIR about the size of the trace's CSV. The
+    result is a run (stored, shown, exported, reported) with the trace's profile beside
+    it. A bad row stops the replay before anything is sent, with its file and line (exit
+    2).
 
     \b
     Example:

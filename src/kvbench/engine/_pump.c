@@ -924,8 +924,8 @@ Stream_load_packed(Stream *self, PyObject *chunk)
     return 0;
 }
 
-/* Load the next chunk from refill(): 1; 0 when it has none now (refill() returned None:
- * a replay's lane waiting for rows, the stream stays empty); -1 with an exception. */
+/* Load the next chunk from refill(): 1; 0 when it has none (refill() returned None: a
+ * replay's lane at its end, the stream stays empty); -1 with an exception. */
 static int
 Stream_next_chunk(Stream *self)
 {
@@ -1237,9 +1237,9 @@ fifo_reserve(Pump *self, Py_ssize_t more)
 /* Send n requests from the stream in one write. ``intended`` (open loop) is a list of
  * at least n ints, each request's due time: its lag behind it is recorded, and the sends
  * counted; NULL (closed loop): each is due when sent, and the budget is drawn down, and
- * a stream with nothing to send now (a replay's lane) sends what it has: none is
- * PUMP_IDLE (the worker calls issue() again when the lane gets rows), as the Python
- * driver's Connection.issue does. Returns PUMP_OK, PUMP_IDLE or -1 with an exception. */
+ * a stream with nothing more to send (a replay's lane at its end) sends what it has: none
+ * is PUMP_IDLE (the worker may be finished), as the Python driver's Connection.issue
+ * does. Returns PUMP_OK, PUMP_IDLE or -1 with an exception. */
 static int
 pump_send(Pump *self, Py_ssize_t n, PyObject *intended)
 {
@@ -1269,7 +1269,7 @@ pump_send(Pump *self, Py_ssize_t n, PyObject *intended)
             int loaded = Stream_next_chunk(stream);
             if (loaded < 0)
                 break;
-            if (loaded == 0) { /* nothing to send now (a replay's lane waits for rows) */
+            if (loaded == 0) { /* nothing more to send (a replay's lane at its end) */
                 if (intended == NULL) {
                     empty = 1;
                     break;

@@ -276,7 +276,7 @@ class Connection(Link):
             if taken:
                 tally.bytes_out += len(out)
                 self._transport.write(out)
-            else:  # a replay's lane with nothing to send now
+            else:  # a replay's lane at its end
                 worker.maybe_finished()
 
     def issue_scheduled(self, intended_ns: list[int], now: int) -> None:
@@ -336,7 +336,7 @@ class Connection(Link):
                     source.pos = position  # a lane counts what was taken of the chunk it leaves
                     position = 0
                     if not self._next_chunk(source):
-                        break  # a replay's lane with nothing to send now
+                        break  # a replay's lane at its end
                 stop = min(source.size, position + remaining)
                 encode_many(source.ops, source.keys, source.values, position, stop, out)
                 sent_ops.extend(source.record_ops[position:stop])
@@ -351,8 +351,8 @@ class Connection(Link):
             self._taken = n - remaining
 
     def _next_chunk(self, source: Any) -> bool:
-        """Make the source's next chunk current; False when it has none now (a replay's
-        lane). A chunk that carries its stores' TTL has it set on the codec."""
+        """Make the source's next chunk current; False when it has none (a replay's
+        lane at its end). A chunk that carries its stores' TTL has it set on the codec."""
         if not source.refill():
             return False
         self._apply_ttl(source)

@@ -13,8 +13,8 @@ has a ``Stream`` of its own, fed by its lane of the trace (workload/trace_source
 each segment hands the stream its writes' TTL, and a lane at its end makes its pump send
 nothing more.
 
-A stream's refill returns None (nothing now) or a chunk in one of two forms, told apart
-by the tuple's length:
+A stream's refill returns None (nothing more: a lane at its end) or a chunk in one of
+two forms, told apart by the tuple's length:
 
 - lists, ``(ops, keys, values, start[, ttl])``: an int op, a bytes-like key (a multi-get:
   a tuple of them) and value (a store's; else anything) per request;
@@ -225,9 +225,10 @@ def new_tally(on_cut: Callable[[int], None] | None, compiled_run: bool) -> Any:
 
 class PumpFactory:
     """Builds each connection's pump. The connections of a shard share one ``Stream`` of
-    the shard's source; a connection with a source of its own (a replay's ``Lane``) has a
-    ``Stream`` of its own, kept across its reconnections: its chunks carry their stores'
-    TTL, and it may have nothing to send for a while (the lane waits for rows).
+    the shard's source (packed chunks where its mix allows: ``RequestSource.pack``); a
+    connection with a source of its own (a replay's ``Lane``) has a ``Stream`` of its own,
+    kept across its reconnections: its segments go packed, each with its stores' TTL, and
+    it sends nothing more once the lane is at its end.
 
     Args:
         tally: the worker's ``_pump.Tally``.
@@ -263,7 +264,7 @@ class PumpFactory:
             self._of_shard.setdefault(shard.index, []).append(stream)
             if isinstance(source, Lane):  # its segments go to the stream packed; what the
                 source.holder = stream  # stream holds is still the lane's to send
-            elif source.can_pack():  # its chunks too: bounds into its tables
+            else:  # its chunks too, where they can be: bounds into its tables
                 source.pack()
         return _pump.Pump(
             self.tally,

@@ -352,6 +352,8 @@ class Worker(LinkKeeper):
             self.issuing = False
             for conn in self.connections:
                 conn.close()
+            if self.feed is not None:
+                self.feed.close()  # the spool's space is freed now, not at the process's end
         return WorkerSummary(
             measure_start_ns=self._measure_start_ns,
             measure_end_ns=self._measure_end_ns,

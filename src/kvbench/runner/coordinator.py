@@ -62,7 +62,7 @@ class _Tally:
     cpu_by_worker: dict[int, float] = field(default_factory=dict)
     failures: dict[int, str] = field(default_factory=dict)
     unreachable: set[int] = field(default_factory=set)  # failed because a target refused
-    bad_config: dict[int, str] = field(default_factory=dict)  # a bad trace row's file:line
+    bad_config: dict[int, str] = field(default_factory=dict)  # where: a trace's file:line
     emitted: int = 0
 
 

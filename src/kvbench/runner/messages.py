@@ -41,7 +41,8 @@ class Ready:
 @dataclass(frozen=True, slots=True)
 class Failed:
     """Worker -> coordinator: the worker cannot go on. ``kind`` is ``unreachable``,
-    ``config`` (a replay's bad trace row: ``path`` names its file and line) or ``bug``;
+    ``config`` (a replay's trace has a bad row, or its spool cannot be written: ``path``
+    names the file and line, or ``TMPDIR``) or ``bug``;
     the coordinator's pool (runner/pool.py) says ``exited`` for a worker gone without a
     word."""
 

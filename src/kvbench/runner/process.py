@@ -143,7 +143,7 @@ async def serve(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
     except TargetUnreachable as exc:
         pipe.send(m.Failed(index, "unreachable", str(exc)))
         return
-    except ConfigError as exc:  # a replay's bad trace row, met before anything is sent
+    except ConfigError as exc:  # a replay's bad trace row or unwritable spool: nothing sent
         pipe.send(m.Failed(index, "config", exc.message, exc.path))
         return
     _settle_gc()

@@ -30,6 +30,8 @@ from kvbench.workload.verify import derive_value
 # Requests drawn per refill: large enough that numpy's per-call cost vanishes, small
 # enough that a refill (~0.5 ms) does not stall the loop.
 CHUNK = 1024
+# The most bytes a packed chunk's table may hold: its bounds are uint32 (engine/_pump.c).
+MAX_PACKED_BYTES = (1 << 32) - 1
 # incr/decr need numeric values, so they work on keys of their own ("<prefix>counter:N"),
 # never on the keys that sets fill with random bytes; MAX_COUNTERS at most. Config knows
 # their length: it refuses a prefix that would make them too long for the protocol.
@@ -192,7 +194,6 @@ class RequestSource:
         """Every request of this source can go as a packed chunk: no multi-gets (a tuple
         of keys), no ``--command`` (rendered requests), no values made per chunk (verified,
         timestamps), no set-then-get pairs, and keys to draw."""
-        config = self._plan.config
         return not (
             self._templates
             or self._verify
@@ -200,14 +201,19 @@ class RequestSource:
             or self._pairs
             or int(Op.MGET) in self._special
             or self._keys is None
-            or config.commands
         )
 
-    def pack(self) -> None:
+    def pack(self) -> bool:
         """Draw packed chunks from the next refill on (a compiled pump's stream takes
-        them; ``can_pack`` must be true)."""
-        assert self.can_pack(), "this source's requests cannot be packed"
-        self._tables = _PackedTables.of(self._plan)
+        them), where ``can_pack`` and the tables' bounds fit 32 bits (a key or value table
+        over 4 GiB stays lists).
+
+        Returns:
+            Whether it packs.
+        """
+        if self.can_pack():
+            self._tables = _PackedTables.of(self._plan)
+        return self._tables is not None
 
     def _picker(self, plan: WorkloadPlan) -> KeyPicker | None:
         """A key picker over ``plan``'s keys (workers start sequential walks apart)."""
@@ -388,28 +394,25 @@ class _PackedTables:
     value_ends: npt.NDArray[np.uint32]
 
     @classmethod
-    def of(cls, plan: WorkloadPlan) -> _PackedTables:
+    def of(cls, plan: WorkloadPlan) -> _PackedTables | None:
+        """``plan``'s tables, or None where a bound would not fit 32 bits."""
         table = [*plan.key_table, *plan.counter_table]
         lengths = np.fromiter(map(len, table), dtype=np.int64, count=len(table))
         ends = np.cumsum(lengths)
         blob, starts = slice_bounds(plan.value_table)
         sizes = np.fromiter(map(len, plan.value_table), dtype=np.int64, count=len(starts))
+        if max(len(blob), int(ends[-1]) if len(ends) else 0) > MAX_PACKED_BYTES:
+            return None
         return cls(
             b"".join(table),
-            _u32(ends - lengths),
-            _u32(ends),
+            (ends - lengths).astype(np.uint32),
+            ends.astype(np.uint32),
             len(plan.key_table),
             max(1, len(plan.counter_table)),
             blob,
-            _u32(starts),
-            _u32(starts + sizes),
+            starts.astype(np.uint32),
+            (starts + sizes).astype(np.uint32),
         )
-
-
-def _u32(values: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
-    if len(values) and int(values.max()) >= 1 << 32:
-        raise ValueError("a table over 4 GiB cannot be packed")
-    return values.astype(np.uint32)
 
 
 def _objects(table: Sequence[Any]) -> npt.NDArray[np.object_]:

@@ -18,8 +18,10 @@ A segment of ``n`` rows is, in this order (native byte order; each array 8-align
 - ``offsets_ns``: n int64, timed replays only: each request's send time from the start;
 - ``keys``: the keys, end to end.
 
-The file is a nameless temporary file (removed when closed or when the process ends), in
-the directory ``tempfile`` picks (``TMPDIR``).
+The file is a nameless temporary file in the directory ``tempfile`` picks (``TMPDIR``),
+closed when the worker's run ends (its space is freed then, or when the process ends). A
+spool that cannot be made or written (no room, no such directory) is a ``ConfigError``
+naming ``TMPDIR``: one line, before anything is sent.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from kvbench.errors import ConfigError
 
 _U32 = np.dtype(np.uint32)
 _I64 = np.dtype(np.int64)
@@ -94,7 +98,10 @@ class Spool:
     """Segments written once, then read back in any order (each by its ``Segment``)."""
 
     def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile(prefix="kvbench-replay-")  # noqa: SIM115 (lives as the spool does)
+        try:  # (lives as the spool does: closed by ``close``)
+            self._file = tempfile.TemporaryFile(prefix="kvbench-replay-")  # noqa: SIM115
+        except OSError as exc:
+            raise _unwritable(exc) from None
         self.size = 0  # bytes written
         self._flushed = True
 
@@ -133,7 +140,10 @@ class Spool:
         segment = Segment(
             self.size, n, len(key_blob), ttl_s, offsets_ns is not None, int(first), int(last)
         )
-        self._file.writelines(parts)
+        try:
+            self._file.writelines(parts)
+        except OSError as exc:
+            raise _unwritable(exc) from None
         self.size += segment.length
         self._flushed = False
         return segment
@@ -141,7 +151,10 @@ class Spool:
     def read(self, segment: Segment) -> Columns:
         """The columns of ``segment``."""
         if not self._flushed:
-            self._file.flush()
+            try:
+                self._file.flush()
+            except OSError as exc:
+                raise _unwritable(exc) from None
             self._flushed = True
         data = os.pread(self._file.fileno(), segment.length, segment.at)
         if len(data) != segment.length:
@@ -162,3 +175,11 @@ class Spool:
 
     def close(self) -> None:
         self._file.close()
+
+
+def _unwritable(exc: OSError) -> ConfigError:
+    return ConfigError(
+        "TMPDIR",
+        f"cannot write the replay's spool in {tempfile.gettempdir()}: "
+        f"{exc.strerror or exc} (TMPDIR picks a directory with room for about the trace's size)",
+    )

@@ -141,8 +141,7 @@ def test_packed_chunks_are_the_lists_requests(config: WorkloadConfig) -> None:
     ops, keys and values, in the same order, as the lists of a source with the same seed."""
     lists = RequestSource(compile_plan(config, 1, 2))
     packed = RequestSource(compile_plan(config, 1, 2))
-    assert packed.can_pack()
-    packed.pack()
+    assert packed.can_pack() and packed.pack()
     for _ in range(3):
         lists.refill()
         packed.refill()
@@ -167,6 +166,17 @@ def test_packed_chunks_are_the_lists_requests(config: WorkloadConfig) -> None:
 )
 def test_what_cannot_be_packed_stays_lists(config: WorkloadConfig) -> None:
     source = RequestSource(compile_plan(config, 0, 1))
-    assert not source.can_pack()
-    with pytest.raises(AssertionError):
-        source.pack()
+    assert not source.can_pack() and not source.pack()
+    source.refill()
+    assert source.packed is None and len(source.keys) == CHUNK
+
+
+def test_tables_past_32_bit_bounds_stay_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key or value table over 4 GiB cannot be bounded by uint32: lists, not an error."""
+    from kvbench.workload import plan
+
+    monkeypatch.setattr(plan, "MAX_PACKED_BYTES", 1000)  # the value table's blob is larger
+    source = RequestSource(compile_plan(WorkloadConfig(seed=1), 0, 1))
+    assert source.can_pack() and not source.pack()
+    source.refill()
+    assert source.packed is None and len(source.keys) == CHUNK

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvbench.errors import ConfigError
 from kvbench.workload.trace_spool import Segment, Spool
 
 rows = st.lists(
@@ -66,3 +67,33 @@ def test_a_segment_past_the_files_end_is_an_error_not_short_columns() -> None:
     with pytest.raises(OSError, match="spool is short"):
         spool.read(beyond)
     spool.close()
+
+
+def test_a_spool_that_cannot_be_written_is_one_config_error_naming_tmpdir(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No room (or no directory) for the spool: one line before anything is sent, not an
+    OSError's traceback from a worker."""
+    import errno
+    import tempfile
+
+    spool = Spool()
+
+    class Full:
+        def writelines(self, parts: object) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def close(self) -> None:
+            pass
+
+    spool._file = Full()  # type: ignore[assignment]
+    with pytest.raises(ConfigError, match=r"cannot write the replay's spool in .*No space left"):
+        spool.write([0], [b"k"], [0], [0], 0, None)
+
+    def refuse(**kw: object) -> None:
+        raise OSError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
+    with pytest.raises(ConfigError, match="Permission denied") as refused:
+        Spool()
+    assert refused.value.path == "TMPDIR"
