@@ -86,6 +86,7 @@ def test_cluster_run_counts_add_up_per_worker_and_match_the_server(
     assert sum(w["share"] for w in workers) == pytest.approx(1.0, abs=1e-3)
     assert doc["totals"]["errors"] == 0, (
         doc["errors"],
+        doc["connections"],
         {op: s["outcomes"] for op, s in doc["ops"].items()},
     )
     evidence = (  # what to look at if the counts ever disagree

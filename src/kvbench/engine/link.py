@@ -151,6 +151,11 @@ class Link(asyncio.Protocol):
             self.ready.set_exception(ConnectionError(str(exc) if exc else "closed by the server"))
         announced, self._close_expected = self._close_expected, False
         was_live, self.live = self.live, False
+        if was_live and not self._closed_here and not self.refused_at_accept:
+            # The server (or the network) ended a live connection: counted as conn_error
+            # and reopened by the host, and noted, so the run says why.
+            reason = str(exc) if exc else "closed by the server"
+            self._host.note_error("conn_lost", f"{self.target.url}: connection lost: {reason}")
         self._host.connection_broken(self, announced, was_live, self.refused_at_accept)
 
     @property
