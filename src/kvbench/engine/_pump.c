@@ -1079,6 +1079,7 @@ typedef struct {
     Stream *stream;
     PyObject *write; /* the transport's write */
     PyObject *error; /* the grammar error that stopped the pump, or None */
+    PyObject *on_stopped; /* data_received's caller of a non-zero status, or None */
     const Wire *wire;
     long long max_reply;
     /* Open loop: requests are sent only by issue_scheduled, latency is measured from
@@ -1161,6 +1162,7 @@ Pump_traverse(Pump *self, visitproc visit, void *arg)
     Py_VISIT(self->stream);
     Py_VISIT(self->write);
     Py_VISIT(self->error);
+    Py_VISIT(self->on_stopped);
     return 0;
 }
 
@@ -1171,6 +1173,7 @@ Pump_clear(Pump *self)
     Py_CLEAR(self->stream);
     Py_CLEAR(self->write);
     Py_CLEAR(self->error);
+    Py_CLEAR(self->on_stopped);
     return 0;
 }
 
@@ -1474,6 +1477,30 @@ Pump_received(Pump *self, PyObject *data)
     return PyLong_FromLong(status);
 }
 
+PyDoc_STRVAR(Pump_data_received_doc,
+"data_received(data) -> None\n\n"
+"received(data) as a protocol's read callback, so that the event loop calls the pump\n"
+"with no Python frame between: a non-zero status goes to ``on_stopped(status)``.");
+
+static PyObject *
+Pump_data_received(Pump *self, PyObject *data)
+{
+    PyObject *status = Pump_received(self, data);
+    if (status == NULL)
+        return NULL;
+    long code = PyLong_AsLong(status);
+    if (code == PUMP_OK || self->on_stopped == NULL || self->on_stopped == Py_None) {
+        Py_DECREF(status);
+        Py_RETURN_NONE;
+    }
+    PyObject *result = PyObject_CallOneArg(self->on_stopped, status);
+    Py_DECREF(status);
+    if (result == NULL)
+        return NULL;
+    Py_DECREF(result);
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(Pump_issue_doc,
 "issue(n) -> int\n\n"
 "Closed loop: send up to ``n`` requests in one write; 1 when none could be sent (not\n"
@@ -1611,6 +1638,8 @@ Pump_inflight(Pump *self, void *closure)
 
 static PyMemberDef Pump_members[] = {
     {"error", T_OBJECT, offsetof(Pump, error), READONLY, "the error that stopped the pump"},
+    {"on_stopped", T_OBJECT, offsetof(Pump, on_stopped), 0,
+     "data_received's callback of a non-zero status (None: none)"},
     {NULL},
 };
 
@@ -1621,6 +1650,7 @@ static PyGetSetDef Pump_getset[] = {
 
 static PyMethodDef Pump_methods[] = {
     {"received", (PyCFunction)Pump_received, METH_O, Pump_received_doc},
+    {"data_received", (PyCFunction)Pump_data_received, METH_O, Pump_data_received_doc},
     {"issue", (PyCFunction)Pump_issue, METH_O, Pump_issue_doc},
     {"issue_scheduled", (PyCFunction)Pump_issue_scheduled, METH_O, Pump_issue_scheduled_doc},
     {"oldest_sent_ns", (PyCFunction)Pump_oldest_sent_ns, METH_NOARGS, Pump_oldest_doc},

@@ -113,6 +113,9 @@ class Connection(Link):
         self.attach_pump()
 
     def _transport_gone(self) -> None:
+        if self._pump is not None:
+            self._pump.on_stopped = None  # (a cycle: self -> pump -> self)
+            self.__dict__.pop("data_received", None)  # the next transport reads here again
         self._pump = None
 
     def _close_announced(self) -> None:
@@ -163,6 +166,8 @@ class Connection(Link):
             status = pump.received(data)
             if status:
                 self._pump_stopped(status)
+            elif not self._watching:
+                self._reads_to_pump()
             return
         now = _now()
         worker = self._host
@@ -193,6 +198,19 @@ class Connection(Link):
                 self.issue(done)
             elif not tally.issuing or tally.budget == 0:
                 worker.maybe_finished()
+
+    def _reads_to_pump(self) -> None:
+        """From now on the transport hands its reads straight to the pump (no Python frame
+        per read: 2-4% of a P1 request's client CPU), which calls ``_pump_stopped`` only
+        when it stops. Once the first read has shown the server did not refuse the
+        connection (``_watch_read``); undone when the transport goes."""
+        if self._transport is None or "data_received" in self.__dict__:
+            return
+        self._pump.on_stopped = self._pump_stopped
+        # The instance's attribute shadows the method; the transport takes (uvloop: and
+        # keeps) its protocol's data_received when given the protocol.
+        self.__dict__["data_received"] = self._pump.data_received
+        self._transport.set_protocol(self)
 
     def _pump_stopped(self, status: int) -> None:
         """The pump sent nothing: the worker may be finished, or the replies broke."""

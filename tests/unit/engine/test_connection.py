@@ -26,7 +26,7 @@ DROPPED = int(Outcome.DROPPED)
 
 
 class ScriptedTransport(asyncio.Transport):
-    """Collects writes; records aborts."""
+    """Collects writes; records aborts and the protocol it was handed."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -38,6 +38,9 @@ class ScriptedTransport(asyncio.Transport):
 
     def abort(self) -> None:
         self.aborted = True
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.protocol = protocol
 
     def take_requests(self) -> list[bytes]:
         """The request lines written so far (``get k`` / ``set k ...``), consumed."""
@@ -142,6 +145,34 @@ def test_garbage_is_a_protocol_error_that_fails_inflight_and_aborts(driver: str)
     assert counts["get"]["miss"] == 1  # the good reply before the garbage still counts
     assert counts["get"]["conn_error"] == 1  # the other one; nothing new is sent after garbage
     assert worker.errors == {"protocol_error": 1}
+
+
+def test_past_the_first_reads_the_transport_hands_reads_to_the_pump_until_it_goes() -> None:
+    """The compiled driver: once the first read has shown the server did not refuse the
+    connection, the transport calls the pump itself; a stop still reaches the connection
+    (garbage: a protocol error, aborted), and a new transport reads through it again."""
+    if not fastpath.compiled():
+        pytest.skip("the compiled pump is not built")
+    worker, conn, transport = make("compiled", pipeline=2, ratio="0:1")
+    pump = conn._pump
+    assert "data_received" not in vars(conn)
+    conn.data_received(b"END\r\n")
+    assert transport.protocol is conn and conn.data_received == pump.data_received
+    assert pump.on_stopped == conn._pump_stopped
+    transport.take_requests()
+    conn.data_received(b"END\r\nWHAT IS THIS\r\n")  # the pump's own, as the loop calls it
+    assert transport.aborted and worker.errors == {"protocol_error": 1}
+    counts = cut(worker).counts
+    assert counts["get"]["miss"] == 2 and counts["get"]["conn_error"] == 1
+    conn.connection_lost(None)
+    assert "data_received" not in vars(conn) and pump.on_stopped is None
+    fresh = ScriptedTransport()
+    conn.connection_made(fresh)
+    assert conn._pump is not pump and conn.inflight == 2
+    assert "data_received" not in vars(conn)  # its first read goes through the connection
+    conn.data_received(b"END\r\n")
+    assert fresh.protocol is conn and conn.data_received == conn._pump.data_received
+    assert conn.inflight == 2
 
 
 def test_timeout_counts_old_requests_at_the_timeout_and_drops_the_connection(driver: str) -> None:

@@ -37,6 +37,9 @@ class Transport(asyncio.Transport):
     def abort(self) -> None:
         pass
 
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.protocol = protocol
+
     def take(self) -> list[list[bytes]]:
         """The commands written so far, consumed."""
         reader = hiredis.Reader()

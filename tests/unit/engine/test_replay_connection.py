@@ -41,6 +41,9 @@ class Sink:
     def close(self) -> None:
         pass
 
+    def set_protocol(self, protocol: Any) -> None:
+        self.protocol = protocol
+
 
 def lane_connections(
     path: Path,
