@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -10,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from kvbench.engine import fastpath
+from kvbench.engine import clock, fastpath
 from tests.support import servers
-from tests.support.cli import read_json, run_kvbench
+from tests.support.cli import kvbench_argv, read_json, run_kvbench
 
 pytestmark = pytest.mark.integration
 
@@ -48,11 +51,54 @@ def test_one_python_driven_process_against_pipelined_redis_is_client_bound(
             "1",
             env={fastpath.PURE_PYTHON_ENV: "1"},
         )
-    # Client-bound is either sign (issue #3): a worker near a full core, or a loop too busy
-    # to read replies promptly; which one shows first depends on what else the host runs.
+    # Client-bound is either sign (issue #3): a worker near a full core (or runnable all
+    # along, waiting for a core other processes took), or a loop too busy to read replies
+    # promptly; which one shows first depends on what else the host runs.
     assert verdict_ids(doc) & {"client.cpu", "client.loop_lag"}
     busy = [v for v in doc["verdicts"] if v["id"] == "client.cpu"]
     assert all("python (KVBENCH_PURE_PYTHON is set) driver" in v["message"] for v in busy)
+
+
+def test_a_worker_whose_core_another_process_takes_is_flagged_with_its_wait(
+    tmp_path: Path,
+) -> None:
+    """kvbench and a busy loop pinned to one CPU: the worker gets about half the core, so
+    its own CPU share says nothing; the time its loop waited for the core (Linux's run
+    delay) says it was client-bound. (Was: no client verdict at all.)"""
+    if clock.cpu_wait_ns() is None:
+        pytest.skip("this kernel keeps no scheduler statistics")
+    cpu = max(os.sched_getaffinity(0))
+
+    def pin() -> None:
+        os.sched_setaffinity(0, {cpu})
+
+    busy_loop = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"
+    hog = subprocess.Popen([sys.executable, "-c", busy_loop], preexec_fn=pin)
+    out = tmp_path / "run.json"
+    try:
+        with servers.redis() as server:
+            argv = kvbench_argv(
+                "run", f"redis://{server.address}", "--duration", "2s", "-c", "50", "-P", "32",
+                "--processes", "1", "--json", str(out), "--no-save", "-q",
+            )  # fmt: skip
+            env = {**os.environ, fastpath.PURE_PYTHON_ENV: "1"}
+            done = subprocess.run(
+                argv, preexec_fn=pin, env=env, capture_output=True, text=True, timeout=120
+            )
+    finally:
+        hog.kill()
+        hog.wait()
+    assert done.returncode == 0, done.stderr
+    doc = read_json(out)
+    [worker] = doc["workers"]
+    window = doc["window_s"]
+    assert worker["cpu_wait_s"] > 0.2 * window  # the busy loop took a good part of the core
+    assert worker["cpu_s"] + worker["cpu_wait_s"] > 0.9 * window  # runnable all along
+    [verdict] = [v for v in doc["verdicts"] if v["id"] == "client.cpu"]
+    assert "of the window for one (other processes ran on its core)" in verdict["message"]
+    share = verdict["evidence"]["cpu_wait_share"]
+    assert share == pytest.approx(worker["cpu_wait_s"] / window, abs=0.002)
+    assert f"waited {share:.0%} of the window" in verdict["message"]
 
 
 def test_single_threaded_memcached_pipelined_is_server_bound(tmp_path: Path) -> None:

@@ -12,6 +12,20 @@ from typing import Protocol
 # A time that never comes: no interval cut is scheduled.
 NEVER = 2**63 - 1
 
+# Linux's scheduler statistics of the calling thread: "<on-CPU ns> <run delay ns> <slices>".
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def cpu_wait_ns() -> int | None:
+    """How long the calling thread has waited so far, runnable, for a CPU: the time other
+    processes on its cores took from it (Linux's run delay). None where the kernel does
+    not say (not Linux, or built without scheduler statistics)."""
+    try:
+        with open(_SCHEDSTAT, "rb") as stats:
+            return int(stats.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
 
 class Clock(Protocol):
     def now_ns(self) -> int: ...

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from kvbench.config.model import RunConfig, TargetConfig
-from kvbench.engine.clock import NEVER
+from kvbench.engine.clock import NEVER, cpu_wait_ns
 from kvbench.engine.codec_choice import connection_codec_factories
 from kvbench.engine.connection import Connection
 from kvbench.engine.fastpath import PumpFactory, drain, driver_name, new_tally, python_reason
@@ -161,6 +161,7 @@ class Worker(LinkKeeper):
         self._measure_start_ns = 0
         self._measure_end_ns = NEVER
         self._cpu_mark_ns = time.process_time_ns()
+        self._wait_mark_ns = cpu_wait_ns()
         self._finished: asyncio.Event | None = None
         self.dispatcher: OpenLoopDispatcher | None = None
         # A Redis Cluster run: where each slot is served now, and redirects followed.
@@ -304,7 +305,7 @@ class Worker(LinkKeeper):
         self._finished = asyncio.Event()
         await asyncio.sleep(max(0, start_ns - _now()) / 1e9)
         self._interval_start_ns = start_ns
-        self._cpu_mark_ns = time.process_time_ns()
+        self._cpu_mark_ns, self._wait_mark_ns = time.process_time_ns(), cpu_wait_ns()
         self.restart_live_min()
         for shard in self.shards:  # preload's replies are not the run's
             shard.completed = 0
@@ -457,8 +458,11 @@ class Worker(LinkKeeper):
         if self.pumps is not None:
             for shard in self.shards:
                 shard.completed += self.pumps.completed(shard)
-        cpu = time.process_time_ns()
+        cpu, wait = time.process_time_ns(), cpu_wait_ns()
         self.recorder.add_stat("cpu_ns", cpu - self._cpu_mark_ns)
+        if wait is not None and self._wait_mark_ns is not None:  # the loop's thread's
+            self.recorder.add_stat("cpu_wait_ns", wait - self._wait_mark_ns)
+        self._wait_mark_ns = wait
         self.recorder.add_stat("bytes_in", self.bytes_in)
         self.recorder.add_stat("bytes_out", self.bytes_out)
         if self.dispatcher is not None:

@@ -18,8 +18,11 @@ from kvbench.report.reconcile import Reconciled, Restart, ServerCpu
 from kvbench.results.model import RunResult
 from kvbench.results.status import DEFAULT_MAX_ERROR_RATE, Tally, describe_kinds, format_share
 
-# A worker above this share of one core was likely the bottleneck (DESIGN.md §3).
+# A worker above this share of one core was likely the bottleneck (DESIGN.md §3)...
 CLIENT_CPU_LIMIT = 0.9
+# ...and so was one that used less only because other processes took its core: runnable
+# (on a CPU, or waiting for one) above CLIENT_CPU_LIMIT of the window, waiting this share.
+CLIENT_CPU_WAIT_SHARE = 0.1
 # Event-loop stalls above this at p99 delay replies by as much: client-bound...
 LOOP_LAG_P99_NS = 1_000_000
 # ...when they are a part of the latencies worth naming: a stall below this share of the
@@ -85,19 +88,29 @@ def client_verdicts(ev: Evidence) -> list[Verdict]:
         # a queue's producer or consumer is busy for its own span (active_s), not the run's
         span_s = worker.get("active_s") or window_s
         busy = (worker.get("cpu_s") or 0) / span_s if span_s else 0
-        if busy > CLIENT_CPU_LIMIT:
+        waited = (worker.get("cpu_wait_s") or 0) / span_s if span_s else 0
+        starved = waited >= CLIENT_CPU_WAIT_SHARE and busy + waited > CLIENT_CPU_LIMIT
+        if busy > CLIENT_CPU_LIMIT or starved:
             driver = worker.get("driver", "")
             # A busy Python driver is worth naming: the compiled one costs far less per op.
             why = f"; it ran the {driver} driver" if driver.startswith("python (") else ""
             name = f"{worker.get('role', 'worker')} {worker['index']}"
             more = "" if "role" in worker else " (add --processes or client machines)"
+            shared = (
+                f" and waited {waited:.0%} of the window for one (other processes ran on its core)"
+                if starved
+                else ""
+            )
+            evidence = {"worker": worker["index"], "cpu_share": round(busy, 3), "driver": driver}
+            if "cpu_wait_s" in worker:
+                evidence["cpu_wait_share"] = round(waited, 3)
             out.append(
                 Verdict(
                     "client.cpu",
                     "warning",
-                    f"{name} used {busy:.0%} of a core: the client may be the bottleneck"
-                    f"{more}{why}",
-                    {"worker": worker["index"], "cpu_share": round(busy, 3), "driver": driver},
+                    f"{name} used {busy:.0%} of a core{shared}: the client may be the "
+                    f"bottleneck{more}{why}",
+                    evidence,
                 )
             )
     if ev.hiccup is not None and ev.hiccup.total_count >= MIN_LOOP_LAG_SAMPLES:

@@ -60,6 +60,8 @@ class _Tally:
     ops_by_worker: dict[int, int] = field(default_factory=dict)
     succeeded_by_worker: dict[int, int] = field(default_factory=dict)  # ops not an error
     cpu_by_worker: dict[int, float] = field(default_factory=dict)
+    # how long each worker's loop waited for a CPU (where its kernel says: engine/clock.py)
+    cpu_wait_by_worker: dict[int, float] = field(default_factory=dict)
     failures: dict[int, str] = field(default_factory=dict)
     unreachable: set[int] = field(default_factory=set)  # failed because a target refused
     bad_config: dict[int, str] = field(default_factory=dict)  # where: a trace's file:line
@@ -290,6 +292,10 @@ class Coordinator:
                 tally.cpu_by_worker[worker] = (
                     tally.cpu_by_worker.get(worker, 0) + snap.stats.get("cpu_ns", 0) / 1e9
                 )
+                if "cpu_wait_ns" in snap.stats:
+                    tally.cpu_wait_by_worker[worker] = (
+                        tally.cpu_wait_by_worker.get(worker, 0) + snap.stats["cpu_wait_ns"] / 1e9
+                    )
                 tally.intervals.setdefault(snap.index, {})[message.worker] = snap
                 self._emit_complete(tally)
             else:
@@ -363,6 +369,10 @@ class Coordinator:
                 entry["ops"] += tally.ops_by_worker.get(i, 0)
                 entry["succeeded"] += tally.succeeded_by_worker.get(i, 0)
                 entry["cpu_s"] = round(entry["cpu_s"] + tally.cpu_by_worker.get(i, 0.0), 3)
+                if i in tally.cpu_wait_by_worker:
+                    entry["cpu_wait_s"] = round(
+                        entry.get("cpu_wait_s", 0.0) + tally.cpu_wait_by_worker[i], 3
+                    )
                 if i in tally.failures:
                     entry["status"] = "failed"
                 summary = tally.summaries.get(i)

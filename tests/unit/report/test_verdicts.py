@@ -116,6 +116,25 @@ def test_busy_worker_is_flagged_with_its_share() -> None:
     assert verdicts and verdicts[0].evidence == {"worker": 0, "cpu_share": 0.97, "driver": ""}
 
 
+def test_a_worker_that_waited_for_its_core_is_flagged_with_both_shares() -> None:
+    """Other processes took half its core: it used 50% and waited 45% (was: no verdict,
+    a starved client passed for a healthy one)."""
+    starved = run([], workers=[{"index": 0, "cpu_s": 0.5, "cpu_wait_s": 0.45}])
+    (verdict,) = [v for v in all_verdicts(evidence(starved)) if v.id == "client.cpu"]
+    assert verdict.message.startswith(
+        "worker 0 used 50% of a core and waited 45% of the window for one (other processes"
+    )
+    assert verdict.evidence == {
+        "worker": 0, "cpu_share": 0.5, "driver": "", "cpu_wait_share": 0.45,
+    }  # fmt: skip
+    for cpu_s, wait_s in ((0.5, 0.05), (0.3, 0.3), (0.85, 0.04)):  # idle, or hardly waited
+        calm = run([], workers=[{"index": 0, "cpu_s": cpu_s, "cpu_wait_s": wait_s}])
+        assert "client.cpu" not in ids(evidence(calm)), (cpu_s, wait_s)
+    busy = run([], workers=[{"index": 0, "cpu_s": 0.95, "cpu_wait_s": 0.0}])
+    (verdict,) = [v for v in all_verdicts(evidence(busy)) if v.id == "client.cpu"]
+    assert "waited" not in verdict.message and verdict.evidence["cpu_wait_share"] == 0.0
+
+
 def test_a_busy_worker_on_the_python_driver_says_why_it_ran_it() -> None:
     workers = [{"index": 0, "cpu_s": 0.97, "driver": "python (--verify)"}]
     (verdict,) = [
