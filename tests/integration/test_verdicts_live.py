@@ -36,27 +36,35 @@ def run_json(
 def test_one_python_driven_process_against_pipelined_redis_is_client_bound(
     tmp_path: Path,
 ) -> None:
-    """The Python driver is the slow one (with the compiled one, Redis saturates first)."""
-    with servers.redis() as server:
-        doc = run_json(
-            tmp_path,
-            f"redis://{server.address}",
-            "--duration",
-            "2s",
-            "-c",
-            "50",
-            "-P",
-            "32",
-            "--processes",
-            "1",
-            env={fastpath.PURE_PYTHON_ENV: "1"},
-        )
-    # Client-bound is either sign (issue #3): a worker near a full core (or runnable all
-    # along, waiting for a core other processes took), or a loop too busy to read replies
-    # promptly; which one shows first depends on what else the host runs.
-    assert verdict_ids(doc) & {"client.cpu", "client.loop_lag"}
-    busy = [v for v in doc["verdicts"] if v["id"] == "client.cpu"]
-    assert all("python (KVBENCH_PURE_PYTHON is set) driver" in v["message"] for v in busy)
+    """The Python driver is the slow one (with the compiled one, Redis saturates first).
+
+    Client-bound is either sign (issue #3): a worker near a full core (or runnable all
+    along, waiting for a core other processes took), or a loop too busy to read replies
+    promptly; which one shows first depends on what else the host runs. On a 2-core host
+    a process elsewhere in a test session can slow the server's core instead for a
+    moment, so one retry is allowed; a second miss fails with what was measured."""
+    measured = []
+    for _ in range(2):
+        with servers.redis() as server:
+            doc = run_json(
+                tmp_path,
+                f"redis://{server.address}",
+                "--duration",
+                "2s",
+                "-c",
+                "50",
+                "-P",
+                "32",
+                "--processes",
+                "1",
+                env={fastpath.PURE_PYTHON_ENV: "1"},
+            )
+        if verdict_ids(doc) & {"client.cpu", "client.loop_lag"}:
+            busy = [v for v in doc["verdicts"] if v["id"] == "client.cpu"]
+            assert all("python (KVBENCH_PURE_PYTHON is set) driver" in v["message"] for v in busy)
+            return
+        measured.append((doc["workers"], doc["client"], doc["server"].get("cpu_cores")))
+    pytest.fail(f"no client verdict; workers, client, server cores measured: {measured}")
 
 
 def test_a_worker_whose_core_another_process_takes_is_flagged_with_its_wait(
