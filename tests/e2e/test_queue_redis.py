@@ -8,6 +8,7 @@ import pytest
 
 from kvbench.config.model import ReportConfig
 from kvbench.config.queue import build_queue_config
+from kvbench.engine import clock
 from kvbench.runner.queue_probe import server_backlog
 from tests.support.cli import read_json, run_kvbench
 from tests.support.servers import Server
@@ -49,3 +50,7 @@ def test_two_producers_two_consumers_on_a_list(
     # The list is empty afterwards, by Redis's own count.
     assert server_backlog(build_queue_config(url, {}, ReportConfig())) == {"backlog": 0}
     assert queue["backlog"]["server_after"] == 0
+    # each role's wait for its core, beside its CPU, where the kernel says (the verdict's)
+    if clock.cpu_wait_ns() is not None:
+        roles = doc["workers"]
+        assert len(roles) == 4 and all(0 <= w["cpu_wait_s"] <= w["active_s"] for w in roles)

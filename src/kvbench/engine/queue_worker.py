@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvbench.config.queue import QueueConfig
-from kvbench.engine.clock import NEVER
+from kvbench.engine.clock import NEVER, cpu_wait_ns
 from kvbench.engine.queue_link import QUEUE_OPS, Consumer, Producer, QueueCommands, QueueLink
 from kvbench.engine.reconnect import LinkKeeper, open_links
 from kvbench.metrics.histogram import Histogram
@@ -115,6 +115,8 @@ class QueueSummary:
         consume_start_ns, last_receive_ns: a consumer's start and its last message.
         received, foreign, empties: a consumer's messages and empty answers.
         cpu_s, active_s: CPU time used and wall-clock time from start to finish.
+        cpu_wait_s: how long its loop's thread waited, runnable, for a CPU meanwhile
+            (engine/clock.py; None where the kernel does not say).
         errors: problem kind -> count; last_error: the latest one's text.
     """
 
@@ -131,6 +133,7 @@ class QueueSummary:
     empties: int = 0
     cpu_s: float = 0.0
     active_s: float = 0.0
+    cpu_wait_s: float | None = None
     errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
 
@@ -196,7 +199,7 @@ class QueueWorker(LinkKeeper):
         self._start_ns = start_ns
         self._next_cut_ns = start_ns + self.spec.config.interval_ns
         self._cpu_mark_ns = time.process_time_ns()
-        cpu_start_ns = self._cpu_mark_ns
+        cpu_start_ns, wait_start_ns = self._cpu_mark_ns, cpu_wait_ns()
         self._running = True
         self.restart_live_min()
         if not self.link.connected:  # lost between Ready and Start
@@ -223,8 +226,14 @@ class QueueWorker(LinkKeeper):
         self._cut(end_ns)
         self._emit(self._progress(end_ns, finished=True))
         self.link.close()
+        wait_end_ns = cpu_wait_ns()
+        waited = (
+            (wait_end_ns - wait_start_ns) / 1e9
+            if wait_end_ns is not None and wait_start_ns is not None
+            else None
+        )
         return self._summary(
-            (time.process_time_ns() - cpu_start_ns) / 1e9, (end_ns - start_ns) / 1e9
+            (time.process_time_ns() - cpu_start_ns) / 1e9, (end_ns - start_ns) / 1e9, waited
         )
 
     def begin_consuming(self) -> None:
@@ -320,9 +329,14 @@ class QueueWorker(LinkKeeper):
             self._emit(QueueInterval(snapshot, None, link.stored, 0))
         self._index += 1
 
-    def _summary(self, cpu_s: float, active_s: float) -> QueueSummary:
+    def _summary(self, cpu_s: float, active_s: float, cpu_wait_s: float | None) -> QueueSummary:
         link = self.link
-        common = {"cpu_s": cpu_s, "active_s": active_s, **self.summary_fields()}
+        common = {
+            "cpu_s": cpu_s,
+            "active_s": active_s,
+            "cpu_wait_s": cpu_wait_s,
+            **self.summary_fields(),
+        }
         if isinstance(link, Producer):
             return QueueSummary(
                 sent=link.next_seq,

@@ -504,6 +504,11 @@ def _worker_row(worker: _Worker) -> dict[str, Any]:
         "status": "failed" if worker.failure else (summary.status if summary else "unknown"),
         "cpu_s": round(summary.cpu_s, 3) if summary else None,
         "active_s": round(summary.active_s, 3) if summary else None,
+        **(
+            {"cpu_wait_s": round(summary.cpu_wait_s, 3)}
+            if summary and summary.cpu_wait_s is not None
+            else {}
+        ),
         "errors": summary.errors if summary else {},
     }
 

@@ -79,7 +79,9 @@ def result(lost_seq: int | None = None, **kw: Any) -> RunResult:
         window_start_ns=0,
         window_end_ns=4 * S,
         intervals=[snapshot for snapshot, _ in parts],
-        workers=[{"role": "producer", "index": 0, "cpu_s": 1.9, "active_s": 2.0}],
+        workers=kw.pop(
+            "workers", [{"role": "producer", "index": 0, "cpu_s": 1.9, "active_s": 2.0}]
+        ),
         server={"before": {"backlog": 0}, "after": {"backlog": 0}},
         queue=section,
         **kw,
@@ -144,6 +146,16 @@ def test_a_lost_message_fails_the_run_in_the_document_and_the_status() -> None:
 def test_a_busy_client_is_flagged_against_its_own_span() -> None:
     verdicts = [v for v in doc_of(result())["verdicts"] if v["id"] == "client.cpu"]
     assert verdicts and verdicts[0]["message"].startswith("producer 0 used 95% of a core")
+
+
+def test_a_role_that_waited_for_its_core_is_flagged_with_both_shares() -> None:
+    """A queue role is judged as a load worker (report/verdicts.py), over its own span."""
+    starved = [{"role": "consumer", "index": 1, "cpu_s": 1.0, "active_s": 2.0, "cpu_wait_s": 0.9}]
+    verdicts = [v for v in doc_of(result(workers=starved))["verdicts"] if v["id"] == "client.cpu"]
+    assert verdicts[0]["message"].startswith(
+        "consumer 1 used 50% of a core and waited 45% of the window for one"
+    )
+    assert verdicts[0]["evidence"]["cpu_wait_share"] == 0.45
 
 
 def test_the_document_is_a_run_document_with_a_queue_section() -> None:
