@@ -136,7 +136,7 @@ PRESETS: dict[str, Preset] = {
             settings={
                 "workload.key_prefix": "test_key",
                 "workload.keys": 1000,
-                "workload.value_size": 1000,
+                "workload.value_size": 1024,
             },
         ),
         Preset(

@@ -44,3 +44,8 @@ def test_scheme_rewrite_only_touches_memcached_urls() -> None:
     storm = PRESETS["memcached-storm"]
     assert with_scheme("memcached://h:1", storm) == "memcached+binary://h:1"
     assert with_scheme("redis://h:1", storm) == "redis://h:1"
+
+
+def test_put_get_batches_values_are_the_originals_1_kb() -> None:
+    """The original stored ~1 KB values: 1,024 bytes, not 1,000."""
+    assert PRESETS["put-get-batches"].settings["workload.value_size"] == 1024
