@@ -21,6 +21,11 @@ run: deps venv
 test: deps venv pump lint typecheck
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
+# Lint, types and the unit tier (tests/unit, tests/property): the quick loop while editing.
+.PHONY: check
+check: deps venv pump lint typecheck
+	$(BIN)/python -m pytest -m unit -q $(PYTEST_ARGS)
+
 lint: venv
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench

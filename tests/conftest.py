@@ -3,6 +3,12 @@
 Session-scoped servers are shared by tests that only add keys of their own; tests that
 need a clean or private server (stats deltas, stopping the server) use the ``fresh_*``
 fixtures.
+
+Every test is marked with its tier, from the folder it is in (``pytest -m unit``):
+``unit`` (tests/unit, tests/property and the checks at the top: no server of their own
+but the few they start in a fixture, seconds in all), ``integration`` (a component against
+a real server) and ``e2e`` (the ``kvbench`` command end to end). ``make check`` runs the
+unit tier; ``make test`` all three.
 """
 
 from __future__ import annotations
@@ -16,6 +22,19 @@ import pytest
 
 from tests.support import servers
 from tests.support.servers import Server
+
+
+# tests/<folder>/... -> its tier; a file at the top (test_docs.py) is a unit test.
+TIERS = {"unit": "unit", "property": "unit", "integration": "integration", "e2e": "e2e"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its folder's tier."""
+    root = Path(__file__).parent
+    for item in items:
+        parts = item.path.relative_to(root).parts
+        tier = TIERS.get(parts[0], "unit") if len(parts) > 1 else "unit"
+        item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture(scope="session")
