@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kvbench.cli import main
 from tests.support.cli import read_json, run_kvbench
+from tests.support.prometheus import bucket_of, histogram_of, histogram_quantile
 from tests.support.servers import Server, free_port
 
 pytestmark = pytest.mark.integration
@@ -96,11 +97,15 @@ def test_scraped_during_the_run_and_equal_to_the_document_at_its_end(
     assert ops_of(final) == {op: row["outcomes"] for op, row in doc["ops"].items()}
     assert total(final, "kvbench_errors") == doc["totals"]["errors"]
     gauges = {s.labels["state"]: s.value for s in final["kvbench_connections"]}
+    assert {s.labels["target"] for f in final.values() for s in f} == {
+        f"redis://{fresh_redis.address}"
+    }
     assert gauges == {"asked": 4, "live": doc["intervals"][-1]["connections_live"]}
-    latest = doc["intervals"][-1]["ops"]["get"]["p50_us"]
-    p50 = {s.labels["quantile"]: s.value for s in final["kvbench_latency_seconds"]
-           if s.labels["op"] == "get"}["0.5"]  # fmt: skip
-    assert p50 == pytest.approx(latest / 1e6, rel=1e-6)
+    get = histogram_of(final, "get")
+    assert get["count"] == sum(doc["ops"]["get"]["outcomes"].values())
+    for q, name in ((0.5, "p50"), (0.99, "p99")):
+        exact = doc["ops"]["get"]["latency_us"][name] / 1e6
+        assert bucket_of(histogram_quantile(q, get["buckets"])) == bucket_of(exact), name
 
 
 def test_without_the_package_the_flag_is_refused_in_one_line(tmp_path: Path) -> None:

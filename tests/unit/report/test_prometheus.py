@@ -15,12 +15,13 @@ from kvbench.config import prometheus as prometheus_config
 from kvbench.errors import ConfigError
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
-from kvbench.report.latency import latency_summary
-from kvbench.report.prometheus import LiveFigures
+from kvbench.report.prometheus import BUCKETS_S, LiveFigures
 from kvbench.report.summary import interval_row
+from tests.support.prometheus import bucket_of, histogram_of, histogram_quantile
 from tests.support.servers import free_port
 
 S = 10**9
+TARGET = "redis://127.0.0.1:6379"
 
 
 def snapshot(index: int, gets: int, latency_us: int) -> IntervalSnapshot:
@@ -37,14 +38,17 @@ def snapshot(index: int, gets: int, latency_us: int) -> IntervalSnapshot:
     )
 
 
-def scrape(figures: LiveFigures) -> dict[str, list[Any]]:
+def exposition(figures: LiveFigures) -> str:
     from prometheus_client import generate_latest
     from prometheus_client.registry import CollectorRegistry
 
     registry = CollectorRegistry()
     registry.register(figures)
-    text = generate_latest(registry).decode()
-    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+    return generate_latest(registry).decode()
+
+
+def scrape(figures: LiveFigures) -> dict[str, list[Any]]:
+    return {f.name: f.samples for f in text_string_to_metric_families(exposition(figures))}
 
 
 def values(samples: list[Any], *label_names: str) -> dict[tuple[str, ...], float]:
@@ -53,46 +57,90 @@ def values(samples: list[Any], *label_names: str) -> dict[tuple[str, ...], float
 
 def test_counters_add_up_the_intervals_and_gauges_are_the_latest_ones() -> None:
     figures = LiveFigures()
-    figures.start_run("redis://127.0.0.1:6379", "open", 8)
+    figures.start_run(TARGET, "open", 8)
     snaps = [snapshot(0, 2000, 100), snapshot(1, 12000, 300)]
     for snap in snaps:
         figures.interval(snap)
     got = scrape(figures)
     merged = merge_snapshots(snaps)
-    ops = values(got["kvbench_ops"], "op", "outcome")
-    counted = {(op, o): n for op, outs in merged.counts.items() for o, n in outs.items()}
+    ops = values(got["kvbench_ops"], "target", "op", "outcome")
+    counted = {(TARGET, op, o): n for op, outs in merged.counts.items() for o, n in outs.items()}
     # late is a note on ops counted under their outcome: summing by op gives the ops
-    assert ops == {k: n for k, n in counted.items() if k[1] != "late"}
-    assert sum(n for (op, _), n in ops.items() if op == "get") == merged.ops("get")
+    assert ops == {k: n for k, n in counted.items() if k[2] != "late"}
+    assert sum(n for (_, op, _), n in ops.items() if op == "get") == merged.ops("get")
     assert values(got["kvbench_ops_noted"], "op", "note") == {("get", "late"): 10}
     row = interval_row(snaps[1], 0)
-    assert got["kvbench_errors"][0].value == sum(interval_row(s, 0)["errors"] for s in snaps)
-    assert values(got["kvbench_throughput_ops_per_second"], "op") == {
-        ("all",): row["per_s"],
-        ("get",): row["ops"]["get"]["per_s"],
-        ("hset",): row["ops"]["hset"]["per_s"],
+    errors = sum(interval_row(s, 0)["errors"] for s in snaps)
+    assert values(got["kvbench_errors"], "target") == {(TARGET,): errors}
+    assert values(got["kvbench_throughput_ops_per_second"], "target", "op") == {
+        (TARGET, "all"): row["per_s"],
+        (TARGET, "get"): row["ops"]["get"]["per_s"],
+        (TARGET, "hset"): row["ops"]["hset"]["per_s"],
     }
     assert got["kvbench_offered_ops_per_second"][0].value == row["offered_per_s"]
     assert got["kvbench_errors_per_second"][0].value == row["errors_per_s"]
     assert values(got["kvbench_connections"], "state") == {("asked",): 8, ("live",): 4}
-    summary = latency_summary(snaps[1].latency["get"])
-    assert values(got["kvbench_latency_seconds"], "op", "quantile") == {
-        ("get", "0.5"): summary["p50"] / 1e6,  # type: ignore[operator]
-        ("get", "0.9"): summary["p90"] / 1e6,  # type: ignore[operator]
-        ("get", "0.99"): summary["p99"] / 1e6,  # type: ignore[operator]
-        ("get", "0.999"): summary["p99_9"] / 1e6,  # type: ignore[operator]
-    }
-    assert values(got["kvbench_run_info"], "target", "mode") == {
-        ("redis://127.0.0.1:6379", "open"): 1
-    }
+    assert values(got["kvbench_run_info"], "target", "mode") == {(TARGET, "open"): 1}
 
 
-def test_quantiles_with_too_few_samples_are_left_out() -> None:
+def test_every_series_names_its_target_and_the_types_are_prometheus_conventions() -> None:
     figures = LiveFigures()
-    figures.start_run("memcached://h:1", "closed", 1)
-    figures.interval(snapshot(0, 2000, 100))  # p99.9 needs 10,000 samples
-    quantiles = values(scrape(figures)["kvbench_latency_seconds"], "quantile")
-    assert set(quantiles) == {("0.5",), ("0.9",), ("0.99",)}
+    figures.start_run(TARGET, "open", 8)
+    figures.interval(snapshot(0, 100, 10))
+    text = exposition(figures)
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["kvbench_latency_seconds"].type == "histogram"
+    for name in ("kvbench_ops", "kvbench_errors", "kvbench_intervals", "kvbench_runs"):
+        assert families[name].type == "counter"
+        assert {s.name for s in families[name].samples} <= {f"{name}_total", f"{name}_created"}
+    for family in families.values():
+        for sample in family.samples:
+            assert sample.labels.get("target") == TARGET, sample
+
+
+def test_the_latency_histogram_is_cumulative_over_the_intervals_with_its_sum_and_count() -> None:
+    figures = LiveFigures()
+    figures.start_run(TARGET, "closed", 1)
+    snaps = [snapshot(0, 2000, 100), snapshot(1, 12000, 300)]
+    for snap in snaps:
+        figures.interval(snap)
+    hist = histogram_of(scrape(figures), "get")
+    merged = Histogram.merged(s.latency["get"] for s in snaps)
+    assert hist["count"] == merged.total_count == 14000
+    assert hist["sum"] == pytest.approx(merged.sum_ns / 1e9)
+    counts = [n for _, n in hist["buckets"]]
+    assert counts == sorted(counts)  # cumulative
+    bounds = dict(hist["buckets"])
+    # 2,000 gets at 100-102 us, 12,000 at 300-312 us (snapshot's values)
+    assert bounds[0.0001] == 0 and bounds[0.0002] == bounds[0.0005] - 12000 == 2000
+    assert bounds[float("inf")] == 14000
+    assert [b for b, _ in hist["buckets"]][:-1] == list(BUCKETS_S)
+
+
+@pytest.mark.parametrize("latency_us", [7, 95, 1_500, 40_000, 2_000_000])
+def test_histogram_quantile_over_two_scrapes_gives_the_runs_percentiles_within_a_bucket(
+    latency_us: int,
+) -> None:
+    """What Grafana computes, ``histogram_quantile(q, rate(..._bucket[w]))``, from the
+    difference of two scrapes: the percentile of the intervals between them lies in the
+    bucket that the interpolated answer lies in."""
+    figures = LiveFigures()
+    figures.start_run(TARGET, "closed", 1)
+    figures.interval(snapshot(0, 500, latency_us * 3))
+    first = histogram_of(scrape(figures), "get")
+    later = [snapshot(1, 4000, latency_us), snapshot(2, 6000, latency_us * 2)]
+    for snap in later:
+        figures.interval(snap)
+    second = histogram_of(scrape(figures), "get")
+    increase = [
+        (bound, n - m)
+        for (bound, n), (_, m) in zip(second["buckets"], first["buckets"], strict=True)
+    ]
+    between = Histogram.merged(s.latency["get"] for s in later)
+    for q in (0.5, 0.9, 0.99):
+        answer = histogram_quantile(q, increase)
+        exact = between.value_at_percentile(q * 100) / 1e9
+        assert bucket_of(answer) == bucket_of(exact), (q, answer, exact)
 
 
 def test_a_new_run_keeps_the_counters_and_clears_the_gauges() -> None:
@@ -101,8 +149,15 @@ def test_a_new_run_keeps_the_counters_and_clears_the_gauges() -> None:
     figures.interval(snapshot(0, 100, 10))
     figures.start_run("memcached://b:1", "closed", 4)
     got = scrape(figures)
-    assert values(got["kvbench_ops"], "op", "outcome")[("get", "hit")] == 100
-    assert got["kvbench_runs"][0].value == 2
+    assert (
+        values(got["kvbench_ops"], "target", "op", "outcome")[("memcached://a:1", "get", "hit")]
+        == 100
+    )
+    assert values(got["kvbench_runs"], "target") == {
+        ("memcached://a:1",): 1,
+        ("memcached://b:1",): 1,
+    }
+    assert histogram_of(got, "get", "memcached://a:1")["count"] == 100
     assert "kvbench_throughput_ops_per_second" not in got
     assert values(got["kvbench_connections"], "state") == {("asked",): 4}
 
