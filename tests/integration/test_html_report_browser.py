@@ -160,3 +160,42 @@ def test_a_comparison_table_fits_a_1280_px_page(tmp_path: Path) -> None:
     assert right <= 1280 and page_width <= 1280
     lede = re.search(r'class="lede">([^<]*)', html)
     assert lede and gateway in lede.group(1) and "memcached://h:11211" in lede.group(1)
+
+
+def page_width_at(tmp_path: Path, html: str, width: int, name: str) -> tuple[int, int]:
+    """(the page's scrollWidth, the widest table's scrollWidth) at a window ``width`` px
+    wide: the page must not scroll sideways; a table may, in its own box."""
+    import re
+
+    measure = (
+        "<script>window.addEventListener('load', () => { const t = Math.max(0, ...Array.from("
+        "document.querySelectorAll('table'), e => e.scrollWidth)); document.body.setAttribute("
+        "'data-width', `${document.documentElement.scrollWidth} ${t}`); });</script></body>"
+    )
+    page = tmp_path / f"{name}-{width}.html"
+    page.write_text(html.replace("</body>", measure))
+    dom, stderr = chromium(tmp_path, page, f"--window-size={width},2000", "--dump-dom")
+    assert console_lines(stderr) == []
+    match = re.search(r'data-width="(\d+) (\d+)"', dom)
+    assert match, "the measuring script did not run"
+    return int(match.group(1)), int(match.group(2))
+
+
+@pytest.mark.parametrize("width", [800, 1280])
+def test_no_page_scrolls_sideways_at_800_or_1280_px(tmp_path: Path, width: int) -> None:
+    """The run report's summary ran off an 800 px page (p99.99, max and mean cut): a wide
+    table now scrolls inside its own box and the page keeps the window's width."""
+    from kvbench.report.html import render
+    from tests.support.runs import make_run
+
+    eleven = ("get", "set", "add", "replace", "append", "prepend", "cas", "delete", "incr",
+              "decr", "touch")  # fmt: skip
+    ops = {op: (123_456_789, 4_000_000 + i) for i, op in enumerate(eleven)}
+    runs = [make_run(f"20261201-1200{i}-abcdef", [ops] * 2) for i in range(2)]
+    widest = 0
+    for name, html in (("run", render(runs[:1])), ("compare", render(runs))):
+        page, table = page_width_at(tmp_path, html, width, name)
+        assert page <= width, f"{name}: {page} px of page in a {width} px window"
+        widest = max(widest, table)
+    if width == 800:
+        assert widest > width - 60  # a table wider than the column: it scrolls, not the page
