@@ -199,3 +199,43 @@ def test_no_page_scrolls_sideways_at_800_or_1280_px(tmp_path: Path, width: int) 
         widest = max(widest, table)
     if width == 800:
         assert widest > width - 60  # a table wider than the column: it scrolls, not the page
+
+
+def test_eleven_ops_are_eleven_distinct_lines_listed_as_they_end_and_a_short_last_interval_is_left_out(
+    tmp_path: Path,
+) -> None:
+    """A replay's 11 ops shared 8 colours (add/prepend, cas/set looked alike), the legend
+    did not follow the lines, and a 9 ms last interval drew a false drop at the end."""
+    import dataclasses
+    import re
+
+    from kvbench.report.html import render
+    from tests.support.runs import S, make_run, round_snap
+
+    eleven = ("add", "append", "cas", "decr", "delete", "get", "gets", "incr", "prepend",
+              "replace", "set")  # fmt: skip
+    run = make_run("20261201-120000-abcdef", [{}])
+    snaps = []
+    for k, length_ns in enumerate((S, S, S, 9_000_000)):
+        ops = {op: ((i + 1) * 1000 * length_ns // S + 10, 2_000_000) for i, op in enumerate(eleven)}
+        snap = round_snap(0, ops)
+        snaps.append(dataclasses.replace(snap, index=k, start_ns=k * S, end_ns=k * S + length_ns))
+    run.intervals = snaps
+    run.window_end_ns = snaps[-1].end_ns
+    page = tmp_path / "eleven.html"
+    page.write_text(render([run]))
+    dom, stderr = chromium(tmp_path, page, "--window-size=1280,2400", "--dump-dom")
+    assert console_lines(stderr) == []
+    throughput = dom[dom.index('data-chart="throughput"') :]
+    throughput = throughput[: throughput.index("</figure>")]
+    lines = re.findall(
+        r'<path d="([^"]*)" class="series" stroke="([^"]+)"(?: stroke-dasharray="([^"]+)")?',
+        throughput,
+    )
+    styles = {(stroke, dashes) for _, stroke, dashes in lines}
+    assert len(lines) == 12 and len(styles) == 12  # 11 ops and all ops, each its own look
+    assert all(d.count("L") == 2 for d, _, _ in lines)  # 3 full intervals: the 9 ms one left out
+    assert "left out: a last interval of 0.009 s" in throughput
+    legend = re.findall(r"<span><svg[^>]*>.*?</svg>([^<]+)</span>", throughput)
+    ends = {op: (i + 1) * 1000 + 10 for i, op in enumerate(eleven)}
+    assert legend == ["all ops", *sorted(eleven, key=lambda op: -ends[op])]

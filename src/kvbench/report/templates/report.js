@@ -5,7 +5,12 @@
   "use strict";
 
   var NS = "http://www.w3.org/2000/svg";
-  var COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#edc948", "#9c755f"];
+  // Paul Tol's "muted" scheme: nine hues told apart with every common colour-vision
+  // deficiency. An op past the ninth takes a hue again with a dash-dot line (opStyle), so
+  // a replay's eleven ops stay eleven series.
+  var COLORS = ["#332288", "#CC6677", "#117733", "#DDCC77", "#88CCEE", "#882255", "#44AA99",
+                "#999933", "#AA4499"];
+  var DASH_DOT = "8 3 2 3", DASHED = "6 4";
   var INK = "#3b4250";
   var OUTCOME_COLORS = {
     hit: "#59a14f", miss: "#c4c9d1", stored: "#4e79a7", not_stored: "#edc948",
@@ -114,7 +119,11 @@
       var span = document.createElement("span");
       var mark = document.createElement("i");
       if (item.box) { mark.className = "box"; mark.style.background = item.color; }
-      else { mark.style.borderColor = item.color; if (item.dash) mark.className = "dashed"; }
+      else {  // a short piece of the line itself: its colour and its dashes
+        mark = el("svg", { width: 22, height: 6, "class": "key" });
+        el("line", { x1: 0, x2: 22, y1: 3, y2: 3, stroke: item.color, "stroke-width": 2.5,
+                     "stroke-dasharray": item.dashes || "none" }, mark);
+      }
       span.appendChild(mark);
       span.appendChild(document.createTextNode(item.name));
       box.appendChild(span);
@@ -227,7 +236,8 @@
         pen = "L";
       });
       var path = el("path", { d: d, "class": "series", stroke: s.color }, g);
-      if (s.dash) path.setAttribute("stroke-dasharray", "6 4");
+      var dashes = s.dash ? DASHED : s.pattern;
+      if (dashes) path.setAttribute("stroke-dasharray", dashes);
       if (s.under) path.setAttribute("style", "stroke-width:5;stroke-opacity:0.25");
       el("title", {}, path, s.name);
       (s.ci || []).forEach(function (ci, k) {
@@ -246,8 +256,15 @@
         });
       }
     });
-    legend(plot, series.map(function (s) { return { name: s.name, color: s.color, dash: s.dash }; })
-      .sort(function (a, b) { return (a.name.indexOf("all ops") === 0) - (b.name.indexOf("all ops") === 0); }));
+    // The legend lists the lines as they end, top to bottom, so the eye goes from a line
+    // to its name in one step.
+    var lastY = function (s) {
+      var shown = s.points.filter(function (p) { return drawable(p, log); });
+      return shown.length ? shown[shown.length - 1][1] : -Infinity;
+    };
+    legend(plot, series.slice().sort(function (a, b) { return lastY(b) - lastY(a); })
+      .map(function (s) { return { name: s.name, color: s.color, dashes: s.dash ? DASHED : s.pattern }; }));
+    return true;
   }
 
   // spec: {bars: [{label, value|null, color, lo, hi}], x: {label}, y: {label, fmt}}
@@ -329,6 +346,34 @@
     return op === "all ops" ? INK : COLORS[ops.indexOf(op) % COLORS.length];
   }
 
+  // The line of an op's series: its hue, dash-dot from the tenth op on (see COLORS).
+  function opPattern(ops, op) {
+    return op !== "all ops" && ops.indexOf(op) >= COLORS.length ? DASH_DOT : null;
+  }
+
+  // Rows of a rate chart: a round's last interval shorter than half the others (a run
+  // ends when its window does, not on an interval's edge) holds too few ops to be drawn
+  // beside full ones; it is left out of the line, and the chart says so.
+  function fullIntervals(doc) {
+    var lengths = doc.intervals.map(function (r) { return r.length_s; }).sort(function (a, b) { return a - b; });
+    var typical = lengths.length ? lengths[Math.floor(lengths.length / 2)] : 0;
+    var rows = doc.intervals.filter(function (r, i) {
+      var next = doc.intervals[i + 1];
+      var last = !next || next.round !== r.round;
+      return !(last && i > 0 && r.length_s < typical / 2);
+    });
+    return { rows: rows, left: doc.intervals.filter(function (r) { return rows.indexOf(r) < 0; }) };
+  }
+
+  function leftOutNote(plot, left, drawn) {
+    if (!drawn || !left.length) return;
+    var p = document.createElement("p");
+    p.className = "note chart-note";
+    p.textContent = "left out: " + left.map(function (r) { return "a last interval of " + r.length_s + " s"; })
+      .join(", ") + " (too short for a rate beside full intervals; its ops are in every total)";
+    plot.appendChild(p);
+  }
+
   // Elapsed time across rounds: each round's intervals follow the previous rounds' windows.
   function elapsed(doc) {
     var offsets = [0];
@@ -348,20 +393,20 @@
 
   var TIME = { label: "time in the window (s)", fmt: function (v) { return trim(v.toFixed(1)) + " s"; } };
 
-  function throughputSeries(run) {
+  function throughputSeries(run, rows) {
     var doc = run.document, at = elapsed(doc), ops = Object.keys(doc.ops);
     var series = ops.map(function (op) {
-      return { name: op, color: opColor(ops, op), points: doc.intervals.map(function (r) {
+      return { name: op, color: opColor(ops, op), pattern: opPattern(ops, op), points: rows.map(function (r) {
         return [at(r.round, r.t_s), r.ops[op] ? r.ops[op].per_s : 0];
       }) };
     });
     if (ops.length > 1) {
-      series.push({ name: "all ops", color: INK, points: doc.intervals.map(function (r) {
+      series.push({ name: "all ops", color: INK, points: rows.map(function (r) {
         return [at(r.round, r.t_s), r.per_s];
       }) });
     }
-    if (doc.intervals.some(function (r) { return r.offered_per_s !== null && r.offered_per_s !== undefined; })) {
-      series.push({ name: "offered", color: "#8a93a3", dash: true, points: doc.intervals.map(function (r) {
+    if (rows.some(function (r) { return r.offered_per_s !== null && r.offered_per_s !== undefined; })) {
+      series.push({ name: "offered", color: "#8a93a3", dash: true, points: rows.map(function (r) {
         return [at(r.round, r.t_s), r.offered_per_s];
       }) });
     }
@@ -444,19 +489,22 @@
       });
     },
     throughput: function (plot, run) {
-      lineChart(plot, { series: throughputSeries(run), marks: roundMarks(run.document), x: TIME, y: RATE_AXIS });
+      var kept = fullIntervals(run.document);
+      var drawn = lineChart(plot, { series: throughputSeries(run, kept.rows), marks: roundMarks(run.document), x: TIME, y: RATE_AXIS });
+      leftOutNote(plot, kept.left, drawn);
     },
     p99: function (plot, run) {
-      var doc = run.document, at = elapsed(doc), ops = Object.keys(doc.ops);
-      lineChart(plot, {
+      var doc = run.document, at = elapsed(doc), ops = Object.keys(doc.ops), kept = fullIntervals(doc);
+      var drawn = lineChart(plot, {
         none: "too few samples per interval for a p99 (1,000 needed)",
         series: ops.map(function (op) {
-          return { name: op + " p99", color: opColor(ops, op), points: doc.intervals.map(function (r) {
+          return { name: op + " p99", color: opColor(ops, op), pattern: opPattern(ops, op), points: kept.rows.map(function (r) {
             return [at(r.round, r.t_s), r.ops[op] ? r.ops[op].p99_us : null];
           }) };
         }),
         marks: roundMarks(doc), x: TIME, y: { label: "p99 latency", fmt: fmtUs }
       });
+      leftOutNote(plot, kept.left, drawn);
     },
     spectrum: function (plot, run) {
       var ops = Object.keys(run.document.ops).concat(["all ops"]);
@@ -464,7 +512,8 @@
         none: "no latencies recorded",
         series: run.spectrum.map(function (s) {
           return { name: s.op + (s.kind === "service" ? " service time" : run.document.mode === "open" ? " latency (intended)" : ""),
-                   color: opColor(ops, s.op), dash: s.kind === "service", under: s.op === "all ops",
+                   color: opColor(ops, s.op), dash: s.kind === "service", pattern: opPattern(ops, s.op),
+                   under: s.op === "all ops",
                    points: s.points };
         }),
         x: SPECTRUM_AXES.x, y: SPECTRUM_AXES.y
@@ -511,35 +560,38 @@
       });
     },
     "trace-rate": function (plot, run) {
-      var doc = run.document, trace = doc.trace, rate = trace.profile.rate;
+      // Both lines put a rate at the end of the span it is over, as an interval's row is:
+      // a trace's bucket of rows at its last second, the run's intervals at their ends.
+      var doc = run.document, trace = doc.trace, rate = trace.profile.rate, kept = fullIntervals(doc);
       var speed = trace.speed === "max" ? null : trace.speed;
       var series = [{
         name: speed === null ? "trace (its own time)" : "trace × speed", color: COLORS[0],
         points: rate.points.map(function (p) {
-          return speed === null ? [p[0], p[1]] : [p[0] / speed, p[1] * speed];
+          var end = Math.min(p[0] + rate.bucket_s, rate.span_s);
+          return speed === null ? [end, p[1]] : [end / speed, p[1] * speed];
         })
       }];
-      if (speed !== null) {
-        series.push({ name: "the run: completed", color: COLORS[1], dash: true,
-          points: doc.intervals.map(function (r) { return [r.t_s, r.per_s]; }) });
-      }
-      lineChart(plot, {
+      series.push({ name: speed === null ? "the run: completed (its own time, as fast as the server took it)" : "the run: completed",
+        color: COLORS[1], dash: true, points: kept.rows.map(function (r) { return [r.t_s, r.per_s]; }) });
+      var drawn = lineChart(plot, {
         none: "no rows", series: series,
-        x: { label: speed === null ? "trace time (s)" : "time from the start (s)", fmt: TIME.fmt },
+        x: { label: speed === null ? "time (s): the trace's own, the run's from its start" : "time from the start (s)", fmt: TIME.fmt },
         y: RATE_AXIS
       });
+      leftOutNote(plot, kept.left, drawn);
     },
     "server-ops": function (plot, run) {
-      var doc = run.document, at = elapsed(doc);
+      var doc = run.document, at = elapsed(doc), kept = fullIntervals(doc);
       if (!run.server.length) return empty(plot, "no server samples stored");
-      lineChart(plot, {
+      var drawn = lineChart(plot, {
         series: [
           { name: "server", color: COLORS[0], points: run.server.map(function (s) { return [at(s.round, s.t_s), s.ops_per_s]; }) },
           { name: "client completions", color: COLORS[1], dash: true,
-            points: doc.intervals.map(function (r) { return [at(r.round, r.t_s), r.per_s]; }) }
+            points: kept.rows.map(function (r) { return [at(r.round, r.t_s), r.per_s]; }) }
         ],
         x: TIME, y: RATE_AXIS
       });
+      leftOutNote(plot, kept.left, drawn);
     },
     "server-cpu": function (plot, run) {
       serverLine(plot, run, "cpu_cores", { name: "server CPU", color: COLORS[3], none: "no server CPU samples", label: "CPU (cores)" });
