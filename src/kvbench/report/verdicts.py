@@ -81,38 +81,44 @@ class Evidence:
     latency_p99_ns: float | None = None  # the requests' p99 (None: not known)
 
 
+@dataclass(frozen=True, slots=True)
+class _Busy:
+    """A worker (or queue role) the client.cpu rule flags."""
+
+    role: str
+    index: int
+    busy: float  # share of its span on a CPU
+    waited: float | None  # share of its span runnable but waiting for a CPU (None: unknown)
+    starved: bool
+    driver: str
+
+
+def _share_range(values: list[float]) -> str:
+    """``49-50%``, or ``50%`` when they round alike."""
+    low, high = f"{min(values):.0%}", f"{max(values):.0%}"
+    return low if low == high else f"{low[:-1]}-{high}"
+
+
 def client_verdicts(ev: Evidence) -> list[Verdict]:
     out: list[Verdict] = []
     window_s = ev.run.window_s
+    flagged: dict[str, list[_Busy]] = {}
+    counts: dict[str, int] = {}
     for worker in ev.run.workers:
+        role = worker.get("role", "worker")
+        counts[role] = counts.get(role, 0) + 1
         # a queue's producer or consumer is busy for its own span (active_s), not the run's
         span_s = worker.get("active_s") or window_s
         busy = (worker.get("cpu_s") or 0) / span_s if span_s else 0
         waited = (worker.get("cpu_wait_s") or 0) / span_s if span_s else 0
         starved = waited >= CLIENT_CPU_WAIT_SHARE and busy + waited > CLIENT_CPU_LIMIT
         if busy > CLIENT_CPU_LIMIT or starved:
-            driver = worker.get("driver", "")
-            # A busy Python driver is worth naming: the compiled one costs far less per op.
-            why = f"; it ran the {driver} driver" if driver.startswith("python (") else ""
-            name = f"{worker.get('role', 'worker')} {worker['index']}"
-            more = "" if "role" in worker else " (add --processes or client machines)"
-            shared = (
-                f" and waited {waited:.0%} of the window for one (other processes ran on its core)"
-                if starved
-                else ""
+            known = waited if "cpu_wait_s" in worker else None
+            flagged.setdefault(role, []).append(
+                _Busy(role, worker["index"], busy, known, starved, worker.get("driver", ""))
             )
-            evidence = {"worker": worker["index"], "cpu_share": round(busy, 3), "driver": driver}
-            if "cpu_wait_s" in worker:
-                evidence["cpu_wait_share"] = round(waited, 3)
-            out.append(
-                Verdict(
-                    "client.cpu",
-                    "warning",
-                    f"{name} used {busy:.0%} of a core{shared}: the client may be the "
-                    f"bottleneck{more}{why}",
-                    evidence,
-                )
-            )
+    # One verdict per role, not per worker: two starved workers are one finding.
+    out += [_client_cpu(group, counts[role]) for role, group in flagged.items()]
     if ev.hiccup is not None and ev.hiccup.total_count >= MIN_LOOP_LAG_SAMPLES:
         p99 = ev.hiccup.value_at_percentile(99)
         latency_p99 = ev.latency_p99_ns
@@ -129,6 +135,49 @@ def client_verdicts(ev: Evidence) -> list[Verdict]:
                 )
             )
     return out
+
+
+def _client_cpu(group: list[_Busy], of: int) -> Verdict:
+    """The client.cpu verdict of one role's flagged workers (``of``: how many it has)."""
+    first = group[0]
+    # A busy Python driver is worth naming: the compiled one costs far less per op.
+    why = f"; it ran the {first.driver} driver" if first.driver.startswith("python (") else ""
+    more = "" if first.role != "worker" else " (add --processes or client machines)"
+    starved = [b for b in group if b.starved]
+    waits = [b.waited for b in starved if b.waited is not None]
+    if len(group) == 1:
+        name, its = f"{first.role} {first.index}", "its core"
+    else:
+        name, its = f"{len(group)} of {of} {first.role}s", "their cores"
+    shared = (
+        f" and waited {_share_range(waits)} of the window for one (other processes ran on {its})"
+        if waits
+        else ""
+    )
+    evidence: dict[str, Any]
+    if len(group) == 1:
+        evidence = {
+            "worker": first.index,
+            "cpu_share": round(first.busy, 3),
+            "driver": first.driver,
+        }
+        if first.waited is not None:
+            evidence["cpu_wait_share"] = round(first.waited, 3)
+    else:
+        evidence = {
+            "workers": [b.index for b in group],
+            "cpu_share": [round(b.busy, 3) for b in group],
+            "driver": first.driver,
+        }
+        if all(b.waited is not None for b in group):
+            evidence["cpu_wait_share"] = [round(b.waited or 0, 3) for b in group]
+    return Verdict(
+        "client.cpu",
+        "warning",
+        f"{name} used {_share_range([b.busy for b in group])} of a core{shared}: the client "
+        f"may be the bottleneck{more}{why}",
+        evidence,
+    )
 
 
 def server_verdicts(ev: Evidence) -> list[Verdict]:

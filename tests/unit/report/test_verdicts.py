@@ -271,3 +271,23 @@ def test_latencies_beyond_the_histogram_are_reported_not_lost() -> None:
     assert model.ops[0].out_of_range == 1
     assert document(model)["ops"]["get"]["out_of_range"] == 1
     assert "latency.out_of_range" in {v.id for v in model.verdicts}
+
+
+def test_workers_flagged_alike_are_one_verdict_with_their_range() -> None:
+    """make run on 2 cores printed two identical lines, one per worker."""
+    workers = [
+        {"index": 0, "cpu_s": 0.49, "cpu_wait_s": 0.5},
+        {"index": 1, "cpu_s": 0.5, "cpu_wait_s": 0.5},
+        {"index": 2, "cpu_s": 0.1, "cpu_wait_s": 0.0},
+    ]
+    (verdict,) = [
+        v for v in all_verdicts(evidence(run([], workers=workers))) if v.id == "client.cpu"
+    ]
+    assert verdict.message == (
+        "2 of 3 workers used 49-50% of a core and waited 50% of the window for one (other "
+        "processes ran on their cores): the client may be the bottleneck (add --processes "
+        "or client machines)"
+    )
+    assert verdict.evidence == {
+        "workers": [0, 1], "cpu_share": [0.49, 0.5], "driver": "", "cpu_wait_share": [0.5, 0.5],
+    }  # fmt: skip
