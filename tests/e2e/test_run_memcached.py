@@ -211,11 +211,19 @@ def test_unknown_scheme_is_a_usage_error() -> None:
     assert "unknown scheme 'mongodb://'" in result.stderr
 
 
-def test_no_target_starts_a_throwaway_memcached(tmp_path: Path) -> None:
+def test_no_target_starts_a_throwaway_memcached_on_cores_of_its_own(tmp_path: Path) -> None:
+    """The server gets half of the CPUs (its threads), the workers the rest (the default
+    --processes): sharing them, make run's first screen warned of its own defaults."""
     servers.require_binary("memcached", "memcached")
-    result = run_kvbench("run", "--duration", "1s", "-c", "2", "--processes", "1", "--no-save")
+    out = tmp_path / "run.json"
+    result = run_kvbench("run", "--duration", "1s", "-c", "2", "--no-save", "--json", str(out))
     assert result.code == 0, result.stderr
     assert "started a throwaway memcached at memcached://127.0.0.1:" in result.stdout
+    doc = read_json(out)
+    cpus = len(os.sched_getaffinity(0))
+    server_cpus = max(1, cpus // 2)
+    assert doc["config"]["load"]["processes"] == max(1, cpus - server_cpus)
+    assert int(doc["server"]["settings"]["num_threads"]) == server_cpus
 
 
 def test_no_target_without_memcached_says_how_to_install(tmp_path: Path) -> None:

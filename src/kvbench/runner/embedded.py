@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -29,9 +30,27 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def split_cpus(cpus: set[int]) -> tuple[set[int], set[int]]:
+    """(the server's, the client's) CPUs of ``cpus`` for a server started on this machine:
+    the server the lower half (at least one), the client the rest; with one CPU both
+    share it."""
+    ordered = sorted(cpus)
+    if len(ordered) < 2:
+        return set(ordered), set(ordered)
+    half = len(ordered) // 2
+    return set(ordered[:half]), set(ordered[half:])
+
+
 @contextmanager
-def throwaway_memcached(memory_mb: int = 256, threads: int = 4) -> Iterator[str]:
+def throwaway_memcached(memory_mb: int = 256) -> Iterator[str]:
     """Start memcached on a free loopback port; yield its URL; stop it afterwards.
+
+    The server and the client share this machine, so each gets cores of its own
+    (``split_cpus``): memcached one thread per server CPU, pinned to them, and this
+    process (and the workers it starts, which inherit its CPUs) pinned to the rest, so
+    the default ``--processes`` (one per CPU this process may use) leaves the server its
+    cores. Sharing them, two workers and a 4-thread server on 2 cores each waited half
+    the window for a core, and the first run a user saw warned about its own defaults.
 
     Raises:
         ConfigError: memcached is not installed (the message says how to install it).
@@ -41,6 +60,9 @@ def throwaway_memcached(memory_mb: int = 256, threads: int = 4) -> Iterator[str]
     if binary is None:
         raise ConfigError("target", INSTALL_HINT)
     port = _free_port()
+    mine = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    server_cpus, client_cpus = split_cpus(mine)
+    threads = max(1, len(server_cpus)) if mine else 4
     argv = [
         binary,
         "-l",
@@ -59,6 +81,10 @@ def throwaway_memcached(memory_mb: int = 256, threads: int = 4) -> Iterator[str]
     proc = subprocess.Popen(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
     )
+    if server_cpus != client_cpus:
+        with contextlib.suppress(OSError):  # gone already: the wait below says why
+            os.sched_setaffinity(proc.pid, server_cpus)
+        os.sched_setaffinity(0, client_cpus)
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -78,6 +104,8 @@ def throwaway_memcached(memory_mb: int = 256, threads: int = 4) -> Iterator[str]
                 time.sleep(0.02)
         yield f"memcached://127.0.0.1:{port}"
     finally:
+        if mine and server_cpus != client_cpus:
+            os.sched_setaffinity(0, mine)
         proc.terminate()
         try:
             proc.wait(timeout=5)
