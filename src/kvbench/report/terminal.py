@@ -14,6 +14,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvbench.metrics.outcome import NOTE_OUTCOMES, OUTCOME_NAMES, REDIRECT_OUTCOMES
 from kvbench.report.latency import PERCENTILES
 from kvbench.report.stats import MIN_CI_SAMPLES, Spread
 from kvbench.report.summary import ReportModel
@@ -151,11 +152,25 @@ def summary_table(model: ReportModel) -> Table:
     return table
 
 
+# Counted beside an op's outcome, never as one: a late request also ended hit or miss, a
+# redirected one ended where it was sent. Shown apart, so an op's outcomes add up to it.
+_NOTED = frozenset(OUTCOME_NAMES[int(o)] for o in NOTE_OUTCOMES | REDIRECT_OUTCOMES)
+
+
+def outcome_counts(outcomes: dict[str, int], labels: dict[str, str] | None = None) -> str:
+    """``hit 26,951  miss 14,229; noted: late 3,862``: the outcomes (they sum to the op's
+    count), then the notes on some of them."""
+    labels = labels or {}
+    ends = "  ".join(f"{labels.get(k, k)} {n:,}" for k, n in outcomes.items() if k not in _NOTED)
+    notes = "  ".join(f"{k} {n:,}" for k, n in outcomes.items() if k in _NOTED)
+    return f"{ends}; noted: {notes}" if notes else ends
+
+
 def outcome_lines(model: ReportModel) -> Text:
     """``get: hit 90,112  miss 9,888`` per op; multi-gets add their keys and keys/s."""
     text = Text()
     for row in model.ops:
-        counts = "  ".join(f"{name} {n:,}" for name, n in row.outcomes.items())
+        counts = outcome_counts(row.outcomes)
         if row.op == "mget" and row.keys:
             counts += f"  ({row.keys:,} keys, {format_rate(row.keys_per_s)} keys/s)"
         text.append(f"{row.op}: {counts}\n")
@@ -506,8 +521,7 @@ def queue_lines(model: ReportModel) -> Text:
 def _outcome_lines(model: ReportModel, text: Text) -> Text:
     for row in model.ops:
         labels = _GET_LABELS if row.op == "get" else {}
-        outcomes = "  ".join(f"{labels.get(k, k)} {v:,}" for k, v in row.outcomes.items())
-        text.append(f"{row.op}: {outcomes}\n")
+        text.append(f"{row.op}: {outcome_counts(row.outcomes, labels)}\n")
     return text
 
 

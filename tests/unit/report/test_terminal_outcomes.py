@@ -1,0 +1,20 @@
+"""An op's outcome line adds up to the op: notes (late, mismatch) and redirects apart."""
+
+from __future__ import annotations
+
+from kvbench.report.terminal import outcome_counts
+
+
+def test_late_is_a_note_shown_after_the_outcomes_not_among_them() -> None:
+    """Was ``get: hit 26,951 late 3,862 miss 14,229``: summed to more than the ops."""
+    line = outcome_counts({"hit": 26_951, "late": 3_862, "miss": 14_229, "mismatch": 2})
+    assert line == "hit 26,951  miss 14,229; noted: late 3,862  mismatch 2"
+    ends = line.split(";")[0].split()
+    assert sum(int(n.replace(",", "")) for n in ends[1::2]) == 26_951 + 14_229
+
+
+def test_redirects_are_noted_and_labels_apply() -> None:
+    assert (
+        outcome_counts({"stored": 10, "moved": 0} | {"ok": 1}) == "stored 10  ok 1; noted: moved 0"
+    )
+    assert outcome_counts({"stored": 10}, {"stored": "put"}) == "put 10"
