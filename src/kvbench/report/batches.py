@@ -85,17 +85,29 @@ def batch_line(figures: dict[str, Any]) -> str:
     """One line in the original's units beside kvbench's wall-clock figures."""
     sets, gets, whole = figures["set"], figures["get"], figures["whole"]
     deltas = figures["server_deltas"]
-    counters = ", ".join(
-        f"{name} {'+' if value is not None else ''}{value if value is not None else '?'}"
-        for name, value in deltas.items()
+    # A target with no counters at all (a proxy: nutcracker answers no stats) is said once,
+    # under the table (batches_table), not as a row of '?' on every level's line.
+    counters = (
+        "; servers: "
+        + ", ".join(
+            f"{name} {'+' if value is not None else ''}{value if value is not None else '?'}"
+            for name, value in deltas.items()
+        )
+        if has_counters(figures)
+        else ""
     )
     return (
         f"{figures['clients']} client(s) x {figures['keys']} keys: "
         f"puts/s {_rate_of(sets)}, gets/s {_rate_of(gets)}, ops/s {_rate_of(whole)}; "
         f"the original's formula (ops / summed per-client seconds): puts/s "
         f"{format_rate(sets['original_per_s'])}, gets/s {format_rate(gets['original_per_s'])}; "
-        f"misses {gets['misses']}, mismatches {gets['mismatches']}; servers: {counters}"
+        f"misses {gets['misses']}, mismatches {gets['mismatches']}{counters}"
     )
+
+
+def has_counters(figures: dict[str, Any]) -> bool:
+    """Whether the servers answered any of ``SERVER_COUNTERS`` for this level."""
+    return any(value is not None for value in figures.get("server_deltas", {}).values())
 
 
 def batches_table(rows: list[dict[str, Any]], urls: list[str]) -> Table:
@@ -118,7 +130,14 @@ def batches_table(rows: list[dict[str, Any]], urls: list[str]) -> Table:
             "errors",
             "per server",
         ),
-        caption="replies per server: " + " / ".join(urls),
+        caption="replies per server: "
+        + " / ".join(urls)
+        + (
+            ""
+            if any(has_counters(f) for f in rows)
+            else "\nno server counters to compare: the target answers no stats (a proxy such "
+            "as nutcracker has none)"
+        ),
     )
     for f in rows:
         sets, gets, whole = f["set"], f["get"], f["whole"]

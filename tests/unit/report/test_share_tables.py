@@ -108,3 +108,22 @@ def test_the_batches_table_keeps_every_figure_whole_at_80_columns() -> None:
     assert max(len(line) for line in text.splitlines()) <= 80
     assert columns(text)[2:] == ["27.3k", "0.07326", "27.3k", "0.07326", "27.0k", "0.1500",
                                  "13.0k", "13.0k", "0", "0", "0", "2,024/1,976"]  # fmt: skip
+
+
+def test_a_target_without_counters_is_said_once_under_the_table_not_on_every_line() -> None:
+    """Through nutcracker every level ended 'servers: cmd_set ?, get_hits ?'."""
+    from kvbench.report.batches import SERVER_COUNTERS, batch_line, batches_table
+
+    def level(clients: int, deltas: dict[str, int | None]) -> dict[str, Any]:
+        batch = {"per_s": 1000.0, "seconds": 1.0, "ok": 1000, "original_per_s": 900.0,
+                 "misses": 0, "mismatches": 0, "errors": 0, "servers": [1000]}  # fmt: skip
+        return {"clients": clients, "keys": 1000, "status": "ok", "set": batch, "get": batch,
+                "whole": batch, "server_deltas": deltas}  # fmt: skip
+
+    blind = [level(n, dict.fromkeys(SERVER_COUNTERS)) for n in (1, 2)]
+    text = render(batches_table(blind, ["memcached://127.0.0.1:22121"]))
+    assert text.count("no server counters to compare") == 1
+    assert all("servers:" not in batch_line(row) for row in blind)
+    seen = level(1, {"cmd_set": 1000, "get_hits": 1000, "get_misses": 0})
+    assert batch_line(seen).endswith("servers: cmd_set +1000, get_hits +1000, get_misses +0")
+    assert "no server counters" not in render(batches_table([seen], ["memcached://h:1"]))
