@@ -81,6 +81,7 @@ def test_client_counts_equal_server_counter_deltas(
     rows = {row["name"]: row for row in doc["server"]["reconciliation"]}
     assert rows["get hits"]["server"] == delta["get_hits"] and rows["get hits"]["matches"]
     assert rows["get hits"]["client"] >= all_phase_counts(doc, "get", "hit")
+    assert rows["get misses"]["server"] == delta["get_misses"] and rows["get misses"]["matches"]
     assert all(row["matches"] for row in rows.values()), rows
     assert sum(w["ops"] for w in doc["workers"]) == doc["totals"]["ops"]
     assert doc["targets"][0]["server_version"].startswith("1.")

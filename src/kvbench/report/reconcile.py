@@ -260,17 +260,26 @@ def reconcile(
 
 
 def _hits(total: IntervalSnapshot, pairs: Pairs, mget_width: int) -> list[Reconciled]:
-    """memcached's ``get_hits`` against the gets' hits (multi-get values included); left
-    out when a command gets too (its replies are ok or error, not hits)."""
+    """memcached's ``get_hits`` and ``get_misses`` against the gets' hits and misses
+    (a multi-get's keys included: the values it returned, and the keys it asked for
+    that it did not return); left out when a command gets too (its replies are ok or
+    error, not hits). An all-miss run reconciles its misses as a warm one its hits."""
     if any(_MEMCACHED_COMMANDS.get(n, ((), False))[0] == ("cmd_get",) for n in _commands(total)):
         return []
     unsure = _ops_of(total, "get", "gets")[1] + _ops(total, "mget")[1] * mget_width
-    hits = sum(total.counts.get(op, {}).get("hit", 0) for op in ("get", "gets"))
-    hits += total.keys_hit.get("mget", 0)
-    server_count = round(_delta(pairs, "get_hits"))
-    if hits or unsure or server_count:
-        return [Reconciled("get hits", hits, server_count, unsure)]
-    return []
+    mget_hits = total.keys_hit.get("mget", 0)
+    hits = sum(total.counts.get(op, {}).get("hit", 0) for op in ("get", "gets")) + mget_hits
+    misses = sum(total.counts.get(op, {}).get("miss", 0) for op in ("get", "gets"))
+    misses += total.keys.get("mget", 0) - mget_hits
+    rows = []
+    for name, client, counter in (
+        ("get hits", hits, "get_hits"),
+        ("get misses", misses, "get_misses"),
+    ):
+        server_count = round(_delta(pairs, counter))
+        if client or unsure or server_count:
+            rows.append(Reconciled(name, client, server_count, unsure))
+    return rows
 
 
 # The commands a load run sends Redis, as INFO commandstats names them (cmdstat_<name>).

@@ -212,14 +212,31 @@ def test_memcached_reconciliation_counts_multiget_keys_and_tolerates_unknowns() 
         keys_hit={"mget": 9},
     )
     server = {
-        "before": stats_sample(cmd_get=100, get_hits=50, cmd_set=0),
-        "after": stats_sample(cmd_get=123, get_hits=64, cmd_set=7),
+        "before": stats_sample(cmd_get=100, get_hits=50, get_misses=10, cmd_set=0),
+        "after": stats_sample(cmd_get=123, get_hits=64, get_misses=19, cmd_set=7),
     }
     rows = {r.name: r for r in reconcile("memcache", total, server, mget_width=4)}
     assert (rows["get (keys)"].client, rows["get (keys)"].server) == (22, 23)
     assert rows["get (keys)"].matches  # within the two connection errors
     assert (rows["get hits"].client, rows["get hits"].server) == (14, 14)
+    # misses: 5 gets, and 3 of the multi-gets' 12 keys; 2 gets of unknown fate
+    assert (rows["get misses"].client, rows["get misses"].server) == (8, 9)
+    assert rows["get misses"].matches
     assert rows["set"].matches
+
+
+def test_an_all_miss_run_reconciles_its_misses() -> None:
+    """Was: get (keys) reconciled, get_misses never (no hit, no row of its own)."""
+    total = IntervalSnapshot("measure", 0, 0, S, {"get": {"miss": 1600}}, {})
+    server = {
+        "before": stats_sample(cmd_get=0, get_hits=0, get_misses=0),
+        "after": stats_sample(cmd_get=1600, get_hits=0, get_misses=1600),
+    }
+    rows = {r.name: r for r in reconcile("memcache", total, server)}
+    assert "get hits" not in rows
+    assert (rows["get misses"].client, rows["get misses"].server) == (1600, 1600)
+    wrong = {**server, "after": stats_sample(cmd_get=1600, get_hits=0, get_misses=1500)}
+    assert not {r.name: r for r in reconcile("memcache", total, wrong)}["get misses"].matches
 
 
 def test_redis_reconciliation_reads_commandstats() -> None:
