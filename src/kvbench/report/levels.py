@@ -269,6 +269,22 @@ def comparison(columns: list[TargetColumn]) -> list[dict[str, Any]]:
     return rows
 
 
+# A paired ratio whose 95% CI spans more than this factor (hi / lo) is no answer: the
+# rounds disagreed (a busy machine, a server warming up), as pyperf warns of a large
+# standard deviation. The figures are printed; the sentence says not to trust them.
+UNSTABLE_CI_SPAN = 1.5
+
+
+def instability(ci: list[float] | None) -> str | None:
+    """``"unstable: ..."`` when a ratio's 95% CI is too wide to be an answer, else None."""
+    if not ci or ci[0] <= 0 or ci[1] / ci[0] <= UNSTABLE_CI_SPAN:
+        return None
+    return (
+        f"unstable: the rounds disagree, the 95% CI runs from {ci[0]:.1%} to {ci[1]:.1%} "
+        f"({ci[1] / ci[0]:.1f}x); rerun with more --rounds, on a quieter machine"
+    )
+
+
 def comparison_sentence(row: dict[str, Any]) -> str:
     """``http+memc://…: 72% of memcached://… throughput (95% CI 69-75%)``, and the status
     of a side that is not ok."""
@@ -293,9 +309,10 @@ def comparison_sentence(row: dict[str, Any]) -> str:
         if status != OK
     ]
     status_text = f"; {', '.join(sides)}" if sides else ""
+    caution = instability(ci)
     return (
         f"{row['target']}: {ratio:.0%} of {row['baseline']} throughput{ci_text}{p99_text}"
-        f"{status_text}"
+        f"{status_text}{f' - {caution}' if caution else ''}"
     )
 
 
@@ -363,7 +380,9 @@ def share_sentence(axis: str, level: float, row: dict[str, Any]) -> str:
     head = f"{axis} {level:g}: {first['url']}"
     if row["first_pct_of_second"] is None:
         return f"{head}: no complete round on both sides to compare"
+    caution = instability(row.get("paired_ratio_ci95"))
     return (
         f"{head} = {row['first_pct_of_second']:.1f}% of {second['url']} "
         f"({first['mean_per_s']:,} / {second['mean_per_s']:,} ops/s)"
+        f"{f' - {caution}' if caution else ''}"
     )

@@ -154,3 +154,23 @@ def test_below_three_pairs_there_is_no_ratio_interval() -> None:
 def test_a_target_without_successes_has_a_ratio_of_zero() -> None:
     ratio = paired_ratio([100, 90, 110], [0, 0, 0], OK3, OK3)
     assert ratio is not None and ratio.mean == 0 and ratio.ci95 is None
+
+
+def test_a_comparison_whose_rounds_disagree_says_it_is_unstable() -> None:
+    """gateway 144.8% of native with a 95% CI of 44.7-418.7% printed no word of caution."""
+    from kvbench.report.levels import comparison_sentence, instability, share_sentence
+
+    wide = [0.447, 4.187]
+    row = {"target": "B", "baseline": "A", "throughput_ratio": 1.448, "rounds_paired": 5,
+           "throughput_ratio_ci95": wide, "p99_ratio": None, "status": "ok",
+           "baseline_status": "ok"}  # fmt: skip
+    assert comparison_sentence(row).endswith(
+        " - unstable: the rounds disagree, the 95% CI runs from 44.7% to 418.7% (9.4x); "
+        "rerun with more --rounds, on a quieter machine"
+    )
+    assert "unstable" not in comparison_sentence({**row, "throughput_ratio_ci95": [0.7, 0.75]})
+    assert instability(None) is None and instability([0.9, 1.3]) is None
+    side = {"url": "A", "mean_per_s": 14_480}
+    share = {"first": side, "second": {**side, "url": "B", "mean_per_s": 10_000},
+             "first_pct_of_second": 144.8, "paired_ratio_ci95": wide}  # fmt: skip
+    assert "unstable: the rounds disagree" in share_sentence("connections", 320, share)
