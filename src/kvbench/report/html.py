@@ -21,6 +21,7 @@ import jinja2
 from markupsafe import Markup
 
 from kvbench import __version__
+from kvbench.report.diff import differences
 from kvbench.report.json_report import document
 from kvbench.report.latency import PERCENTILES
 from kvbench.report.levels import (
@@ -255,12 +256,39 @@ def render(runs: Sequence[RunResult]) -> str:
         title = f"kvbench {docs[0]['run_id']} {' '.join(t['url'] for t in docs[0]['targets'])}"
         return _page(title, views)
     rows = comparison([target_column(r) for r in runs])
+    caveats = [settings_caveat(runs[0], run, i + 2) for i, run in enumerate(runs[1:])]
     return _page(
         f"kvbench: {len(docs)} runs compared",
         views,
         comparison=rows,
-        sentences=[comparison_sentence(r) for r in rows],
+        sentences=[comparison_sentence(r) for r in rows] + [c for c in caveats if c],
         data={"comparison": rows},
+    )
+
+
+# What decides a run's load and so whether two throughputs measure the same thing; the
+# seed (new each run) is not a difference in kind.
+_WORKLOAD_PREFIXES = ("config.workload.", "config.load.", "mode")
+_NOT_A_DIFFERENCE = {"config.workload.seed"}
+_MAX_NAMED = 6
+
+
+def settings_caveat(first: RunResult, other: RunResult, number: int) -> str | None:
+    """``#2 ran another workload than #1: workload.commands (...), ...`` when the settings
+    that decide the load differ (as ``kvbench diff`` lists them), else None: a ratio of two
+    throughputs of different workloads compares the workloads as much as the servers."""
+    found = [
+        (what.removeprefix("config."), a, b)
+        for what, a, b in differences(first, other)
+        if what.startswith(_WORKLOAD_PREFIXES) and what not in _NOT_A_DIFFERENCE
+    ]
+    if not found:
+        return None
+    named = ", ".join(f"{what} ({a} vs {b})" for what, a, b in found[:_MAX_NAMED])
+    more = f" and {len(found) - _MAX_NAMED} more" if len(found) > _MAX_NAMED else ""
+    return (
+        f"#{number} ran another workload than #1, so its ratio compares the workloads too: "
+        f"{named}{more} (kvbench diff lists every difference)"
     )
 
 

@@ -177,3 +177,25 @@ def test_single_round_runs_compare_as_one_round_each() -> None:
     assert row["throughput_ratio_ci95"] is None
     page = parse(render(runs))
     assert [json.loads(v) for v in page.ratios] == [row["throughput_ratio"], row["p99_ratio"]]
+
+
+def test_a_report_of_runs_with_different_workloads_says_which_settings_differ() -> None:
+    """kvbench report of memcached GETs beside Redis HSETs said '203% of ... throughput'
+    without a word that the workloads differed."""
+    from kvbench.report.html import render, settings_caveat
+    from tests.support.runs import make_run
+
+    ops = {"get": (1000, 100_000)}
+    gets = make_run("20261201-120000-aaaaaa", [ops] * 3,
+                    config={"load": {"connections": 50}, "workload": {"seed": 1, "ratio": {"set": 1, "get": 10}}})  # fmt: skip
+    hsets = make_run("20261201-120100-bbbbbb", [ops] * 3,
+                     config={"load": {"connections": 4}, "workload": {"seed": 2, "ratio": {"get": 1}}})  # fmt: skip
+    caveat = settings_caveat(gets, hsets, 2)
+    assert caveat is not None
+    assert caveat.startswith("#2 ran another workload than #1, so its ratio compares the workloads")
+    assert "load.connections (50 vs 4)" in caveat and "workload.ratio.set (1 vs -)" in caveat
+    assert "seed" not in caveat
+    assert caveat in render([gets, hsets])
+    again = make_run("20261201-120200-cccccc", [ops] * 3,
+                     config={"load": {"connections": 50}, "workload": {"seed": 7, "ratio": {"set": 1, "get": 10}}})  # fmt: skip
+    assert settings_caveat(gets, again, 2) is None  # another seed is no other workload
