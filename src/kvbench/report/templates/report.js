@@ -16,7 +16,7 @@
     hit: "#59a14f", miss: "#c4c9d1", stored: "#4e79a7", not_stored: "#edc948",
     exists: "#b07aa1", not_found: "#9c755f", deleted: "#76b7b2", touched: "#86bcb6",
     ok: "#4e79a7", value: "#a0cbe8", error_reply: "#e15759", timeout: "#b3261e",
-    conn_error: "#7f1d1d", dropped: "#ff9da7"
+    conn_error: "#7f1d1d", protocol_error: "#4a0d0d", dropped: "#ff9da7"
   };
   var LIGHT = { miss: true, not_stored: true, value: true, dropped: true, touched: true };
   var HEIGHT = 250;
@@ -320,23 +320,24 @@
       el("text", { x: box.l - 8, y: top + 16, "text-anchor": "end", "class": "label" }, axis, row.label);
       row.parts.forEach(function (part) {
         if (!part.value) return;
-        seen[part.name] = true;
+        var key = part.color || part.name;  // the outcome whose colour it takes
+        seen[part.name] = key;
         var share = part.value / row.total;
-        var color = OUTCOME_COLORS[part.name] || "#bab0ac";
+        var color = OUTCOME_COLORS[key] || "#bab0ac";
         var rect = el("rect", { x: x(at), y: top, width: Math.max(0.5, x(at + share) - x(at)),
                                 height: rowH - 10, fill: color }, g);
         el("title", {}, rect, row.label + " " + part.name + ": " + part.value.toLocaleString("en-US") +
            " (" + (share * 100).toFixed(1) + "%)");
         var text = part.name + " " + (share * 100).toFixed(1) + "%";
         if (x(at + share) - x(at) > text.length * 6.3 + 12) {
-          el("text", { x: x(at) + 6, y: top + 16, style: "fill:" + (LIGHT[part.name] ? INK : "#fff") },
+          el("text", { x: x(at) + 6, y: top + 16, style: "fill:" + (LIGHT[key] ? INK : "#fff") },
              g, text);
         }
         at += share;
       });
     });
     legend(plot, Object.keys(seen).map(function (name) {
-      return { name: name, color: OUTCOME_COLORS[name] || "#bab0ac", box: true };
+      return { name: name, color: OUTCOME_COLORS[seen[name]] || "#bab0ac", box: true };
     }));
   }
 
@@ -520,10 +521,15 @@
       });
     },
     outcomes: function (plot, run) {
-      var ops = run.document.ops;
+      var ops = run.document.ops, queue = !!run.document.queue;
+      // notes are counted beside an outcome: a bar of outcomes adds up to the op
+      var noted = { late: true, mismatch: true, moved: true, ask: true };
+      var words = { hit: "message", miss: "empty" };  // a queue's get, in the terminal's words
       stackChart(plot, { rows: Object.keys(ops).map(function (op) {
-        var parts = Object.keys(ops[op].outcomes).filter(function (n) { return n !== "late"; })
-          .map(function (n) { return { name: n, value: ops[op].outcomes[n] }; });
+        var parts = Object.keys(ops[op].outcomes).filter(function (n) { return !noted[n]; })
+          .map(function (n) {
+            return { name: queue && op === "get" && words[n] ? words[n] : n, color: n, value: ops[op].outcomes[n] };
+          });
         var total = parts.reduce(function (a, p) { return a + p.value; }, 0);
         return { label: op, parts: parts, total: total };
       }) });
