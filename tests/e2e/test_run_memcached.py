@@ -82,6 +82,12 @@ def test_client_counts_equal_server_counter_deltas(
     assert rows["get hits"]["server"] == delta["get_hits"] and rows["get hits"]["matches"]
     assert rows["get hits"]["client"] >= all_phase_counts(doc, "get", "hit")
     assert rows["get misses"]["server"] == delta["get_misses"] and rows["get misses"]["matches"]
+    # the bytes on the wire: the window's, within what the server counted over the whole
+    # run (the drain's few ops and kvbench's stats probes are the rest)
+    net = doc["totals"]["network"]
+    assert 0.9 * delta["bytes_read"] <= net["bytes_out"] <= delta["bytes_read"]
+    assert 0.9 * delta["bytes_written"] <= net["bytes_in"] <= delta["bytes_written"]
+    assert net["out_per_s"] == pytest.approx(net["bytes_out"] / doc["window_s"], rel=1e-3)
     assert all(row["matches"] for row in rows.values()), rows
     assert sum(w["ops"] for w in doc["workers"]) == doc["totals"]["ops"]
     assert doc["targets"][0]["server_version"].startswith("1.")

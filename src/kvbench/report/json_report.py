@@ -100,6 +100,9 @@ def _document(model: ReportModel) -> dict[str, Any]:
             "error_rate": round(model.tally.error_rate, 6),
             "error_kinds": model.tally.kinds,
             "latency_us": _rounded(model.latency_us),
+            "network": {k: round(v, 1) for k, v in model.network.items()}
+            if model.network
+            else None,
         },
         "ops": ops,
         "rounds": [

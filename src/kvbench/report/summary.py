@@ -103,6 +103,7 @@ class ReportModel:
     queue: dict[str, Any] | None = None  # a queue run's figures (report/queue_figures.py)
     cluster: dict[str, Any] | None = None  # a Redis Cluster run's (report/cluster.py)
     trace: dict[str, Any] | None = None  # a replay's figures (report/trace_figures.py)
+    network: dict[str, float] | None = None  # bytes on the wire in the window (network_figures)
 
     @property
     def errors_per_s(self) -> float:
@@ -407,4 +408,20 @@ def summarize(run: RunResult) -> ReportModel:
         queue=figures,
         cluster=cluster,
         trace=trace_figures(run, total),
+        network=network_figures(total, window_s),
     )
+
+
+def network_figures(total: IntervalSnapshot | None, window_s: float) -> dict[str, float] | None:
+    """The bytes the workers read from and wrote to their sockets in the window (protocol
+    framing and all: what crossed the network, mutilate's RX and TX, memtier's KB/sec), and
+    per second of the window; None when no worker counted them."""
+    if total is None or "bytes_in" not in total.stats:
+        return None
+    received, sent = int(total.stats["bytes_in"]), int(total.stats.get("bytes_out", 0))
+    return {
+        "bytes_in": received,
+        "bytes_out": sent,
+        "in_per_s": received / window_s if window_s else 0.0,
+        "out_per_s": sent / window_s if window_s else 0.0,
+    }

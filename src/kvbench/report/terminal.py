@@ -182,6 +182,19 @@ def outcome_lines(model: ReportModel) -> Text:
     return text
 
 
+def network_line(model: ReportModel) -> Text:
+    """``network: received 12.3 MB/s (123,456,789 B), sent ... over the 10.00s window``:
+    the bytes on the wire, each rate recomputable from the bytes and the window."""
+    net = model.network
+    if not net:
+        return Text()
+    return Text(
+        f"network: received {net['in_per_s'] / 1e6:,.2f} MB/s ({int(net['bytes_in']):,} B), "
+        f"sent {net['out_per_s'] / 1e6:,.2f} MB/s ({int(net['bytes_out']):,} B) over the "
+        f"{model.run.window_s:.2f}s window\n"
+    )
+
+
 def round_lines(model: ReportModel) -> Text:
     """Per-round throughput and its spread, when there was more than one round."""
     text = Text()
@@ -380,6 +393,7 @@ def summary(model: ReportModel) -> RenderableType:
         first = [summary_table(model), outcome_lines(model), trace_lines(model)]
     parts: list[RenderableType] = [
         *first,
+        network_line(model),
         round_lines(model),
         server_lines(model),
         reconciliation_lines(model),
