@@ -55,6 +55,7 @@ from kvbench.results.store import Store
 from kvbench.runner.coordinator import Coordinator
 from kvbench.runner.embedded import throwaway_memcached
 from kvbench.runner.levels import run_comparison, run_sweep
+from kvbench.runner.limits import check_limits
 from kvbench.runner.queue import QueueCarry, QueueCoordinator
 from kvbench.workload.trace import check_trace
 
@@ -76,6 +77,7 @@ OPTION_PATHS = {
     "key_template": "workload.key_template",
     "value_size": "workload.value_size",
     "value_kind": "workload.value_kind",
+    "allow_oversize": "workload.allow_oversize",
     "verify": "workload.verify",
     "placement": "workload.placement",
     "multiget": "workload.multiget_keys",
@@ -136,6 +138,7 @@ def run_once(
         if url is not None:
             settings["target.urls"] = ([url], "TARGET")
             config = load_config(config_path, settings, default_processes())
+        check_limits(config)
         result = measure(console, config)
     return publish(console, result, config.report, outputs).exit_code
 
@@ -287,6 +290,7 @@ def replay_once(
     outputs = replace(outputs, json_path=config.report.json_path)
     outputs.check()
     check_history(config.report)
+    check_limits(config, server=False)  # values come at the trace's sizes
     result = measure(console, config)
     return publish(console, result, config.report, outputs).exit_code
 
