@@ -188,6 +188,7 @@ def test_refused_values_are_no_throughput_in_the_running_totals(tmp_path: Path) 
         before = counters(server)
         result = run_kvbench(
             "run", f"memcached://{server.address}", "--ratio", "1:0", "--value-size", "2000",
+            "--allow-oversize",
             "-c", "2", "--duration", "2s", "--interval", "0.5s",
             "--csv", str(tmp_path / "refused.csv"), "--no-save",
         )  # fmt: skip

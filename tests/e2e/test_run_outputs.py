@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from kvbench.cli import main
+from kvbench.results import Store
 from tests.support import servers
 from tests.support.cli import run_kvbench
 from tests.support.servers import Server
@@ -90,3 +93,61 @@ def test_a_full_disk_after_a_queue_run_keeps_it_in_the_history(tmp_path: Path) -
         "kvbench: error: --json: cannot write /dev/full: No space left on device "
         f"(run {document['run_id']} is saved: kvbench show {document['run_id']} --json > FILE)\n"
     )
+
+
+def history_disk_full_after_check(monkeypatch: pytest.MonkeyPatch, db: str) -> None:
+    """The history at ``db`` is created, then holds no page more: the check before the run
+    passes, and saving the run fails in SQLite itself with SQLITE_FULL ("database or disk
+    is full"), as when the disk fills during the run."""
+    Store(db).close()
+    with sqlite3.connect(db) as made:
+        pages = made.execute("PRAGMA page_count").fetchone()[0]
+    connect = sqlite3.connect
+
+    def connect_full(*args: object, **kwargs: object) -> sqlite3.Connection:
+        handle = connect(*args, **kwargs)  # type: ignore[arg-type]
+        handle.execute(f"PRAGMA max_page_count = {pages}")
+        return handle
+
+    monkeypatch.setattr(sqlite3, "connect", connect_full)
+
+
+def test_a_full_history_disk_keeps_the_run_in_the_files_asked_for(
+    memcached_server: Server,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    db, json_path, html_path = (str(tmp_path / name) for name in ("h.db", "x.json", "x.html"))
+    history_disk_full_after_check(monkeypatch, db)
+    url = f"memcached://{memcached_server.address}"
+    with pytest.raises(SystemExit) as exited:
+        main(["run", url, *SHORT, "--db", db, "--json", json_path, "--report", html_path])
+    out, err = capsys.readouterr()
+    document = json.loads(Path(json_path).read_text())
+    assert exited.value.code == 0, err  # the run's status (ok): the files hold it
+    assert document["status"] == "ok" and document["run_id"] in Path(html_path).read_text()
+    warning = [line for line in out.splitlines() if line.startswith("warning: run")]
+    assert warning == [
+        f"warning: run {document['run_id']} is not stored in the history (cannot save run to "
+        f"{db}: database or disk is full); it is in {json_path}, {html_path}"
+    ]
+    assert "saved as run" not in out and err == ""
+
+
+def test_a_full_history_disk_with_no_file_asked_for_says_the_run_is_lost(
+    memcached_server: Server,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    db = str(tmp_path / "h.db")
+    history_disk_full_after_check(monkeypatch, db)
+    with pytest.raises(SystemExit) as exited:
+        main(["run", f"memcached://{memcached_server.address}", *SHORT, "--db", db])
+    err = capsys.readouterr().err
+    assert exited.value.code == 5
+    assert err.startswith(
+        f"kvbench: error: cannot save run to {db}: database or disk is full; run "
+    )
+    assert err.endswith(" is not stored (no --json or --report file)\n") and err.count("\n") == 1

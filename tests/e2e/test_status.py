@@ -28,7 +28,8 @@ def too_large_run(server: Server, tmp_path: Path, *extra: str) -> tuple[Result, 
     out, db = tmp_path / "run.json", str(tmp_path / "h.db")
     result = run_kvbench(
         "run", f"memcached://{server.address}", "--duration", "1s", "-c", "2",
-        "--processes", "1", "--value-size", "2000", "--ratio", "1:1", "--json", str(out),
+        "--processes", "1", "--value-size", "2000", "--allow-oversize", "--ratio", "1:1",
+        "--json", str(out),
         "--db", db, "-q", *extra,
     )  # fmt: skip
     return result, read_json(out), db

@@ -174,6 +174,7 @@ def test_compare_with_a_failing_target_exits_1(fresh_memcached: Server, tmp_path
         b = f"memcached://{small.address}"  # refuses every 2,000-byte set
         result = run_kvbench(
             "compare", a, b, "--rounds", "1", "-c", "2", "--value-size", "2000",
+            "--allow-oversize",
             "--ratio", "1:1", "--json", str(out), "--no-save", *SHORT,
         )  # fmt: skip
     assert result.code == 1, result.stderr

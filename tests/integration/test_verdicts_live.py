@@ -186,6 +186,7 @@ def test_values_too_large_for_the_server_give_an_error_rate_verdict(tmp_path: Pa
             "1",
             "--value-size",
             "2000",
+            "--allow-oversize",  # every set refused: the experiment
             "--ratio",
             "1:1",
             codes=(1,),  # half the ops failed: the run is failed
@@ -204,11 +205,11 @@ def test_an_unreachable_rate_gives_open_loop_verdicts(tmp_path: Path) -> None:
             "-c",
             "1",
             "-P",
-            "1",
+            "64",  # a rate the dispatcher can schedule (640k/s: config/limits.py) ...
             "--processes",
             "1",
             "--rate",
-            "500k",
+            "600k",  # ... but one worker cannot send
             "--max-lag",
             "50ms",
             codes=(1,),  # most requests dropped: errors far above the 1% allowed

@@ -22,7 +22,8 @@ from kvbench.cli.session import (
 )
 from kvbench.config import load_config
 from kvbench.errors import ConfigError
-from kvbench.runner.levels import AXES, parse_levels
+from kvbench.runner.levels import AXES, at_level, parse_levels
+from kvbench.runner.limits import check_limits
 
 
 def _split_axis(options: dict[str, Any]) -> tuple[str, list[float]]:
@@ -69,6 +70,8 @@ def sweep(
     config = load_config(config_path, settings, default_processes())
     outputs.check()
     check_history(config.report)
+    for number, level in enumerate(levels):  # the server's limits do not change by level
+        check_limits(at_level(config, axis, level), server=number == 0)
     return sweep_and_report(make_console(), config, axis, levels, slo, outputs)
 
 
@@ -101,4 +104,6 @@ def compare(targets: tuple[str, ...], config_path: str | None = None, **options:
         configs.append(load_config(config_path, settings, default_processes()))
     outputs.check()
     check_history(seed_config.report)
+    for config in configs:
+        check_limits(config)
     return compare_and_report(make_console(), configs, outputs)

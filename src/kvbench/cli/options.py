@@ -125,6 +125,13 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option(
         "--value-kind", help="random, compressible (~3:1 zlib) or timestamp (8-byte ms). [random]"
     ),
+    click.option(
+        "--allow-oversize",
+        is_flag=True,
+        default=None,
+        help="Send values larger than the server stores (memcached -I, Redis "
+        "proto-max-bulk-len): each such store is an error reply. Refused without it.",
+    ),
     click.option("--multiget", help="Keys per mget op. [10]"),
     click.option(
         "--placement",

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from kvbench.config.model import ReportConfig
-from kvbench.errors import ConfigError
+from kvbench.errors import ConfigError, StoreError
 from kvbench.report import dumps
 from kvbench.report.exports import hdr_log, interval_csv, runs_csv, runs_hdr_log
 from kvbench.report.summary import ReportModel
@@ -122,6 +122,24 @@ def saved_run_hint(run_id: str | None) -> Iterator[None]:
         raise ConfigError(exc.path, f"{exc.message} (run {run_id} is saved: {hint})") from None
 
 
+def unsaved_warning(console: Console, what: str, error: StoreError, outputs: Outputs) -> None:
+    """The history could not store ``what`` (``run ID``, ``the sweep's 5 runs``) because
+    of ``error`` (e.g. a full disk), and its files are written: one warning line saying
+    so and which files hold it.
+
+    Raises:
+        StoreError: no file was asked for, so nothing holds the run: ``error``, saying so.
+    """
+    files = outputs.paths()
+    if not files:
+        raise StoreError(f"{error}; {what} not stored (no --json or --report file)")
+    console.print(
+        f"warning: {what} not stored in the history ({error}); it is in {', '.join(files)}",
+        markup=False,
+        highlight=False,
+    )
+
+
 # The flag that names each of Outputs' files.
 OUTPUT_FLAGS = {
     "json_path": "--json",
@@ -143,6 +161,10 @@ class Outputs:
     @classmethod
     def pop_from(cls, options: dict[str, Any]) -> Outputs:
         return cls(*(options.pop(name, None) for name in (f.name for f in fields(cls))))
+
+    def paths(self) -> list[str]:
+        """The files asked for, in flag order."""
+        return [path for name in OUTPUT_FLAGS if (path := getattr(self, name))]
 
     def check(self) -> None:
         """Refuse, before a run, a file that could not be written (``check_writable``)."""

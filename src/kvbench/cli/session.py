@@ -24,6 +24,7 @@ from kvbench.cli.outputs import (
     check_history,
     save_report,
     saved_run_hint,
+    unsaved_warning,
     write_exports,
     write_json_document,
     write_many,
@@ -31,7 +32,7 @@ from kvbench.cli.outputs import (
 from kvbench.config import ReportConfig, RunConfig, Settings, load_config
 from kvbench.config.queue import QueueConfig
 from kvbench.config.replay import ReplayConfig
-from kvbench.errors import ConfigError
+from kvbench.errors import ConfigError, StoreError
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report import document, summarize
 from kvbench.report.html import render, render_sweep
@@ -54,6 +55,7 @@ from kvbench.results.store import Store
 from kvbench.runner.coordinator import Coordinator
 from kvbench.runner.embedded import throwaway_memcached
 from kvbench.runner.levels import run_comparison, run_sweep
+from kvbench.runner.limits import check_limits
 from kvbench.runner.queue import QueueCarry, QueueCoordinator
 from kvbench.workload.trace import check_trace
 
@@ -75,6 +77,7 @@ OPTION_PATHS = {
     "key_template": "workload.key_template",
     "value_size": "workload.value_size",
     "value_kind": "workload.value_kind",
+    "allow_oversize": "workload.allow_oversize",
     "verify": "workload.verify",
     "placement": "workload.placement",
     "multiget": "workload.multiget_keys",
@@ -135,6 +138,7 @@ def run_once(
         if url is not None:
             settings["target.urls"] = ([url], "TARGET")
             config = load_config(config_path, settings, default_processes())
+        check_limits(config)
         result = measure(console, config)
     return publish(console, result, config.report, outputs).exit_code
 
@@ -191,22 +195,24 @@ def measure(console: Console, config: RunConfig) -> RunResult:
 def publish(console: Console, run: RunResult, report: ReportConfig, outputs: Outputs) -> Status:
     """Print the summary, save to the history, write --json, --csv, --hdr-log, --report.
 
-    Any kind of run (a load run, a queue run): one summary, which every file reads. The
-    history comes first, so a file that cannot be written (a full disk) loses nothing.
+    Any kind of run (a load run, a queue run): one summary, which every file reads. Each
+    of the two places that keep the run is written even when the other fails: a file that
+    cannot be written (a full disk) loses nothing if the history holds the run, and a
+    history that cannot be written (a full disk, ``StoreError``) loses nothing if the
+    files asked for hold it, which one warning line says; the exit code then still
+    follows the run's status.
 
     Returns:
         The run's status (``results.status``): the exit code follows it.
 
     Raises:
         ConfigError: a file could not be written; the message says how to write it again.
+        StoreError: the history could not be written and no file asked for holds the run.
     """
     model = summarize(run)
     print_summary(console, model)
-    if report.save:
-        with Store(report.db_path) as store:
-            store.save_run(run, document(model))
-        console.print(f"saved as run {run.run_id} in {report.db_path}")
-    with saved_run_hint(run.run_id if report.save else None):
+    unsaved = _save(console, run, report, document(model))
+    with saved_run_hint(run.run_id if report.save and unsaved is None else None):
         write_exports(
             console,
             run,
@@ -217,15 +223,44 @@ def publish(console: Console, run: RunResult, report: ReportConfig, outputs: Out
         )
         if outputs.report_path:
             save_report(console, outputs.report_path, render([run]))
+    if unsaved is not None:
+        unsaved_warning(console, f"run {run.run_id} is", unsaved, outputs)
     return model.status
 
 
-def save_runs(report: ReportConfig, results: list[RunResult]) -> None:
-    """Store several runs (a sweep's levels, a comparison's targets), each with its document."""
-    if report.save:
+def _save(
+    console: Console, run: RunResult, report: ReportConfig, doc: dict[str, Any]
+) -> StoreError | None:
+    """Store the run in the history (when it is kept); the error if it could not be."""
+    if not report.save:
+        return None
+    try:
+        with Store(report.db_path) as store:
+            store.save_run(run, doc)
+    except StoreError as exc:
+        return exc
+    console.print(f"saved as run {run.run_id} in {report.db_path}")
+    return None
+
+
+def save_runs(report: ReportConfig, results: list[RunResult]) -> StoreError | None:
+    """Store several runs (a sweep's levels, a comparison's targets), each with its
+    document; the error if the history could not store them (``publish`` says why the
+    files are written all the same)."""
+    if not report.save:
+        return None
+    try:
         with Store(report.db_path) as store:
             for result in results:
                 store.save_run(result, document(summarize(result)))
+    except StoreError as exc:
+        return exc
+    return None
+
+
+def _runs_unsaved(console: Console, error: StoreError | None, runs: int, outputs: Outputs) -> None:
+    if error is not None:
+        unsaved_warning(console, f"the {runs} runs are", error, outputs)
 
 
 # -- a replay --------------------------------------------------------------------------
@@ -255,6 +290,7 @@ def replay_once(
     outputs = replace(outputs, json_path=config.report.json_path)
     outputs.check()
     check_history(config.report)
+    check_limits(config, server=False)  # values come at the trace's sizes
     result = measure(console, config)
     return publish(console, result, config.report, outputs).exit_code
 
@@ -349,7 +385,7 @@ def sweep_and_report(
         for o in outcomes
     ]
     runs = [o.result for o in outcomes if o.result is not None]
-    save_runs(config.report, runs)
+    unsaved = save_runs(config.report, runs)
     console.print(level_table(rows, axis))
     if unit_rates:  # the original's figure per level, in its units
         for row in rows:
@@ -375,6 +411,7 @@ def sweep_and_report(
     if outputs.report_path:
         html = render_sweep(axis, config.targets[0].url, rows, runs, slo)
         save_report(console, outputs.report_path, html)
+    _runs_unsaved(console, unsaved, len(runs), outputs)
     return EXIT_CODES[doc["status"]]
 
 
@@ -389,7 +426,7 @@ def compare_and_report(console: Console, configs: list[RunConfig], outputs: Outp
     with LiveView(console, first, runs=len(configs)) as view:
         ran = run_comparison(configs, first.load.rounds, view.interval, view.note, view.start)
     results = ran.results
-    save_runs(first.report, results)
+    unsaved = save_runs(first.report, results)
     columns = [target_column(r) for r in results]
     for column in columns:
         print_summary(console, column.model)
@@ -407,4 +444,5 @@ def compare_and_report(console: Console, configs: list[RunConfig], outputs: Outp
     )
     if outputs.report_path and results:
         save_report(console, outputs.report_path, render(results))
+    _runs_unsaved(console, unsaved, len(results), outputs)
     return EXIT_CODES[doc["status"]]

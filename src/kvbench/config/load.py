@@ -16,6 +16,7 @@ from typing import Any
 
 from kvbench.config.cluster import parse_listen_address, parse_scheduler_url
 from kvbench.config.commands import check_commands, parse_commands
+from kvbench.config.limits import check_rate, check_value_protocol
 from kvbench.config.model import (
     MIN_INTERVAL_NS,
     WORKLOAD_OPS,
@@ -164,6 +165,7 @@ _field("workload.key_size")(lambda v, w: parse_size_bytes(v, w, minimum=1))
 _field("workload.value_size")(parse_value_size)
 _field("workload.value_kind")(parse_value_kind)
 _field("workload.verify")(_boolean)
+_field("workload.allow_oversize")(_boolean)
 _field("workload.ratio")(parse_ratio)
 _field("workload.commands")(parse_commands)
 _field("workload.multiget_keys")(_positive(1))
@@ -259,6 +261,7 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
         )
     check_key_limits(targets, workload, lambda key: _origin(settings, _key_setting(key, values)))
     check_commands(targets, workload, lambda key: _origin(settings, key))
+    check_value_protocol(targets, workload.value_size_max_bytes, lambda key: _origin(settings, key))
     report = ReportConfig(
         json_path=values.get("report.json"),
         db_path=values.get("report.db") or default_db_path(),
@@ -266,7 +269,9 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
         live=values.get("report.live", True),
         prometheus=values.get("report.prometheus"),
     )
-    return RunConfig(targets=targets, workload=workload, load=load, report=report)
+    config = RunConfig(targets=targets, workload=workload, load=load, report=report)
+    check_rate(config, lambda key: _origin(settings, key))
+    return config
 
 
 def _targets(urls: list[str]) -> tuple[TargetConfig, ...]:
@@ -358,6 +363,7 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
         ttl_max_s=ttl_max_s,
         preload=values.get("workload.preload", defaults.preload),
         verify=values.get("workload.verify", defaults.verify),
+        allow_oversize=values.get("workload.allow_oversize", defaults.allow_oversize),
         set_then_get=is_set_then_get(settings.get("workload.ratio", (None, ""))[0]),
         seed=values.get("workload.seed", int.from_bytes(os.urandom(4), "big")),
         placement=values.get("workload.placement", defaults.placement),

@@ -119,6 +119,9 @@ class WorkloadConfig:
         verify_window_ms: ``--verify`` of timestamp values: a value must be a time in
             [low, high] ms since the epoch (when the set step ran); None: any time up to
             the check.
+        allow_oversize: send values larger than the server stores (``--allow-oversize``):
+            each such store is an error reply; without it such a run is refused
+            (runner/limits.py).
     """
 
     keys: int = 100_000
@@ -145,6 +148,7 @@ class WorkloadConfig:
     placement: str = "ketama"
     key_span: int | None = None
     verify_window_ms: tuple[int, int] | None = None
+    allow_oversize: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kvbench.config.limits import DISPATCH_PERIOD_NS
 from kvbench.engine.pacing import Schedule, TraceSchedule
 from kvbench.engine.timer import Timer
 from kvbench.metrics.outcome import Outcome
@@ -44,8 +45,15 @@ _now = time.monotonic_ns
 TICK_NS = 1_000_000
 # Ticks come at least this far apart (engine/timer.py wakes the loop to the microsecond):
 # at 100k requests/s, 50 us ticks cost 10-15% more of the client's core than 100 us ones.
-PERIOD_NS = 100_000
+# It bounds the rate a run may ask for (config/limits.py ``check_rate``), so every tick's
+# work is bounded by the connections' pipeline slots.
+PERIOD_NS = DISPATCH_PERIOD_NS
 _DROPPED = int(Outcome.DROPPED)
+# The most requests one tick drops (each is taken from its source and counted by op, in
+# Python: about 0.3 us): a worker far behind its schedule drops in steps of this many, a
+# tick at a time, so every tick stays short (about 20 ms) and the worker's intervals go
+# out on time however far behind it fell. It sends nothing while it is that far behind.
+MAX_DROPS_PER_TICK = 1 << 16
 
 
 @dataclass(slots=True)
@@ -178,7 +186,10 @@ class OpenLoopDispatcher:
             return
         oldest_ok_ns = now - self._max_lag_ns
         if schedule.intended_ns(route.next_index) < oldest_ok_ns:
-            self._drop(route, min(due, schedule.due_by(oldest_ok_ns - 1)) - route.next_index)
+            behind = min(due, schedule.due_by(oldest_ok_ns - 1)) - route.next_index
+            self._drop(route, min(behind, MAX_DROPS_PER_TICK))
+            if behind > MAX_DROPS_PER_TICK:  # the next tick drops on: nothing is due yet
+                return
         # Round robin from this tick's turn, asking only until everything due has a place:
         # at 10k/s the dispatcher wakes about every 100 us with one request due, and asking
         # each of 50 connections for its room every time cost about 40% of a core.

@@ -274,6 +274,7 @@ def server_version(stats: dict[str, str]) -> str:
 # pattern per command, as Redis before 7.0 takes only one).
 REDIS_CONFIG_PATTERNS = (
     "maxmemory*", "io-threads*", "appendonly", "appendfsync", "save", "maxclients", "hz",
+    "proto-max-bulk-len",  # the largest value it stores (runner/limits.py)
 )  # fmt: skip
 # INFO server fields that change while the server runs: not settings.
 _REDIS_VOLATILE = {"server_time_usec", "uptime_in_seconds", "uptime_in_days", "lru_clock"}

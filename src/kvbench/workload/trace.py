@@ -391,14 +391,19 @@ def _show(text: bytes) -> str:
 
 
 def check_trace(path: str) -> None:
-    """Read the trace's first block: a missing file, one that is not a trace (its first
-    rows) or not zstd it claims to be fails here, before any connection is opened.
+    """Read the trace up to its first row: a missing file, one that is not a trace (its
+    first rows), not zstd it claims to be, or with no row at all (empty, or kvbench's
+    header alone) fails here, before any connection is opened.
 
     Raises:
-        ConfigError: as ``TraceReader`` does.
+        ConfigError: as ``TraceReader`` does; or the trace holds no row.
     """
-    for _ in TraceReader(Path(path)):
-        break
+    reader = TraceReader(Path(path))
+    for rows in reader:
+        if len(rows):
+            return
+    what = "kvbench's header line and no row" if reader.lines_read else "nothing"
+    raise ConfigError(path, f"no rows to replay: the trace holds {what}")
 
 
 def client_hashes(clients: list[bytes]) -> list[int]:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kvbench.config import load_config
-from kvbench.engine.open_loop import OpenLoopDispatcher
+from kvbench.engine.open_loop import MAX_DROPS_PER_TICK, OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
 from kvbench.engine.worker import Worker, WorkerSpec
 from kvbench.metrics.outcome import Outcome
@@ -277,3 +277,24 @@ def test_a_dispatcher_that_raises_ends_the_run_and_says_why(
     assert summary.status == "failed"  # a bug, not a Ctrl-C (the run is partial, exit 4)
     assert summary.last_error == "RuntimeError: a scheduled request was not in its source"
     assert summary.errors == {"bug": 1}
+
+
+def test_a_worker_far_behind_drops_a_bounded_number_per_tick() -> None:
+    """A schedule the worker cannot keep up with (10^8/s, no connection taking anything):
+    each tick drops at most MAX_DROPS_PER_TICK and sends nothing while that far behind,
+    so no tick runs long enough to hold up the worker's intervals; the count stays exact
+    (every request the schedule put is sent, dropped or still due)."""
+    rate = 100_000_000
+    worker = _open_loop_worker(1000)
+    sink = _Sink()
+    sink.connected = False
+    worker.connections = [sink]  # type: ignore[list-item]
+    dispatcher = OpenLoopDispatcher(*_parts(worker), Schedule(rate, 0, "uniform"), MS)
+    route = dispatcher.routes[0]
+    for tick, now in enumerate(range(10 * MS, 13 * MS, MS // 10), 1):
+        dispatcher.dispatch(now)
+        assert route.dropped == min(tick * MAX_DROPS_PER_TICK, route.dropped)
+        assert route.dropped <= tick * MAX_DROPS_PER_TICK
+    assert sink.sent == 0
+    assert sum(row[DROPPED] for row in worker.recorder.counts) == route.dropped
+    assert route.next_index == route.dropped

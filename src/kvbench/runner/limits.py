@@ -1,0 +1,250 @@
+"""Limits of the host and the server a run must fit, checked before its load starts.
+
+Open files (``RLIMIT_NOFILE``: the soft limit is raised to the hard one when the
+connections need it, in this process, which every local worker inherits), local ports
+to one server, memory for what every worker builds (the value blob, the key table), and
+the largest value the server stores (memcached ``item_size_max``, Redis
+``proto-max-bulk-len``, asked on a side connection). Each limit a run cannot fit is one
+``ConfigError`` naming the flag and the limit, before any worker starts. The limits the
+config alone tells are config/limits.py's.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from kvbench.config.limits import check_rate, max_connection_slots
+from kvbench.config.model import RunConfig, TargetConfig
+from kvbench.config.workload_fields import longest_key
+from kvbench.errors import ConfigError, TargetUnreachable
+from kvbench.runner import probe
+
+# Files a worker holds beside its connections: its pipes to the coordinator, the event
+# loop's epoll and self-pipe, the timerfd, the stats side connection, the interpreter's
+# own (a few dozen in all; measured: 23 in a worker with no connection).
+WORKER_SPARE_FILES = 64
+# Files the coordinator holds per worker (its two pipe ends, the process sentinel).
+COORDINATOR_FILES_PER_WORKER = 4
+# The value blob every worker builds is twice the largest value plus one slice table
+# (workload/values.py ``build_value_table``: ``max_bytes * 2 + VALUE_TABLE_SIZE``), and
+# numpy's array of it is copied into bytes while it is built: two blobs at the peak.
+VALUE_TABLE_SIZE = 1024
+BLOB_COPIES = 2
+# A key in the table: its bytes, CPython's bytes object header (33 bytes) and the list's
+# pointer to it (8).
+KEY_OVERHEAD_BYTES = 41
+# The least each server may be configured to store (memcached.c
+# ITEM_SIZE_MAX_LOWER_LIMIT; Redis config.c proto-max-bulk-len's minimum): values up to
+# this need no question to the server, and most runs ask none.
+SMALLEST_VALUE_LIMIT = {"memcache": 1024, "redis": 1024 * 1024}
+# Redis's bulk string limit when CONFIG GET is refused: its default (redis.conf,
+# proto-max-bulk-len 512mb).
+REDIS_DEFAULT_MAX_BULK_BYTES = 512 * 1024 * 1024
+# The local port range Linux hands out to connect() (net.ipv4.ip_local_port_range).
+PORT_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+FLAGS = {
+    "load.rate": "--rate",
+    "load.connections": "--connections",
+    "workload.value_size": "--value-size",
+    "workload.keys": "--keys",
+}
+
+
+def _flag(key: str) -> str:
+    return FLAGS.get(key, key)
+
+
+def check_limits(config: RunConfig, *, server: bool = True) -> None:
+    """Everything a run must fit before it starts: the rate (again: a sweep's levels
+    change it), open files, local ports, memory, and (``server``) the servers' value
+    limits.
+
+    Raises:
+        ConfigError: one line naming the flag, the limit and how to move it.
+    """
+    check_rate(config, _flag)
+    if config.load.cluster is None:  # Dask workers run on other hosts, with their limits
+        raise_open_files(open_files_needed(config), config.load.processes)
+        check_memory(config, psutil.virtual_memory().available)
+    check_local_ports(config, local_port_range())
+    if server:
+        check_server_values(config)
+
+
+# -- open files ------------------------------------------------------------------------
+
+
+def open_files_needed(config: RunConfig) -> int:
+    """Open files the busiest local process of the run needs: a worker's share of the
+    connections and its own files, or the coordinator's, whichever is more."""
+    load = config.load
+    connections = max_connection_slots(config) // load.pipeline  # every server's
+    per_worker = math.ceil(connections / load.processes)
+    coordinator = WORKER_SPARE_FILES + COORDINATOR_FILES_PER_WORKER * load.processes
+    return max(per_worker + WORKER_SPARE_FILES, coordinator)
+
+
+def raise_open_files(needed: int, processes: int) -> None:
+    """Raise this process's soft ``RLIMIT_NOFILE`` to its hard limit when ``needed`` is
+    above it (workers started after this inherit it).
+
+    Raises:
+        ConfigError: ``needed`` is above the hard limit too.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if needed <= soft or soft == resource.RLIM_INFINITY:
+        return
+    if hard == resource.RLIM_INFINITY or needed <= hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return
+    raise ConfigError(
+        "--connections",
+        f"each of the {processes} worker process(es) would hold {needed - WORKER_SPARE_FILES:,} "
+        f"connections ({needed:,} open files with its own), above this shell's limit of "
+        f"{hard:,} open files (ulimit -Hn): raise it (ulimit -n {needed}, as root or in "
+        "/etc/security/limits.conf or systemd's LimitNOFILE=), or give more --processes or "
+        "fewer --connections",
+    )
+
+
+# -- local ports -----------------------------------------------------------------------
+
+
+def local_port_range() -> tuple[int, int] | None:
+    """The local ports connect() picks from (Linux), or None where it cannot be read."""
+    try:
+        low, high = PORT_RANGE_FILE.read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return None
+
+
+def check_local_ports(config: RunConfig, ports: tuple[int, int] | None) -> None:
+    """Each connection to one server takes a local port of its own (a TCP connection is
+    its four addresses): more connections to one server than the range holds cannot open.
+
+    Raises:
+        ConfigError: naming --connections, the range and how to widen it.
+    """
+    if ports is None or not any(t.socket_path is None for t in config.targets):
+        return
+    count = ports[1] - ports[0] + 1
+    if config.load.connections > count:
+        raise ConfigError(
+            "--connections",
+            f"{config.load.connections:,} connections to one server need as many local "
+            f"ports; this host gives {count:,} (net.ipv4.ip_local_port_range {ports[0]} "
+            f"{ports[1]}): widen it (sysctl -w net.ipv4.ip_local_port_range='1024 65535'), "
+            "or give fewer --connections",
+        )
+
+
+# -- memory ----------------------------------------------------------------------------
+
+
+def worker_memory_bytes(config: RunConfig) -> tuple[int, int]:
+    """What one worker allocates before its first request: (value blob at its peak, key
+    table)."""
+    workload = config.workload
+    blob = BLOB_COPIES * (2 * workload.value_size_max_bytes + VALUE_TABLE_SIZE)
+    keys = workload.keys * (longest_key(workload)[0] + KEY_OVERHEAD_BYTES)
+    return blob, keys
+
+
+def check_memory(config: RunConfig, available_bytes: int) -> None:
+    """Refuse a run whose workers would allocate more than the host has available.
+
+    Raises:
+        ConfigError: naming --value-size or --keys (the larger part).
+    """
+    blob, keys = worker_memory_bytes(config)
+    processes = config.load.processes
+    needed = (blob + keys) * processes
+    if needed <= available_bytes:
+        return
+    if blob >= keys:
+        largest = config.workload.value_size_max_bytes
+        raise ConfigError(
+            _flag("workload.value_size"),
+            f"values of up to {_size(largest)} need a {_size(blob // BLOB_COPIES)} value blob "
+            f"in each of {processes} worker process(es) ({_size(needed)} in all while built); "
+            f"{_size(available_bytes)} of memory is available",
+        )
+    raise ConfigError(
+        _flag("workload.keys"),
+        f"{config.workload.keys:,} keys make a {_size(keys)} key table in each of {processes} "
+        f"worker process(es) ({_size(needed)} in all); {_size(available_bytes)} of memory is "
+        "available",
+    )
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n:,} bytes"
+
+
+# -- the server's own limits -----------------------------------------------------------
+
+
+def check_server_values(config: RunConfig) -> None:
+    """Refuse values larger than a server stores: memcached's ``item_size_max`` (``-I``;
+    a larger item is ``SERVER_ERROR object too large for cache``), Redis's
+    ``proto-max-bulk-len`` (its default when CONFIG GET is refused). Only values above
+    the least a server may be set to store (``SMALLEST_VALUE_LIMIT``) are asked about. A
+    server that gives no settings (a proxy) is not checked; an unreachable one is the
+    preflight's to report. ``--allow-oversize`` lets them through: the server's
+    refusals are then what is measured.
+
+    Raises:
+        ConfigError: naming --value-size, the server and its limit.
+    """
+    largest = config.workload.value_size_max_bytes
+    if config.workload.allow_oversize:  # the refusals are the experiment
+        return
+    timeout_s = config.load.timeout_ns / 1e9
+    for target in config.targets:
+        if largest <= SMALLEST_VALUE_LIMIT.get(target.family, 0):
+            continue
+        limit = _value_limit(target, timeout_s)
+        if limit is not None and largest > limit[0]:
+            raise ConfigError(
+                _flag("workload.value_size"),
+                f"values of up to {largest:,} bytes are larger than {target.url} stores: "
+                f"{limit[1]} is {limit[0]:,} bytes (--allow-oversize sends them anyway, "
+                "each an error reply)",
+            )
+
+
+def _value_limit(target: TargetConfig, timeout_s: float) -> tuple[int, str] | None:
+    """(the largest value ``target`` stores, what says so), or None when unknown."""
+    if target.family not in SMALLEST_VALUE_LIMIT or target.cluster:
+        return None
+    try:
+        settings = probe.fetch_settings(target, timeout_s)
+    except TargetUnreachable:
+        return None
+    read: Callable[[str], int | None] = lambda name: _number(settings.get(name))  # noqa: E731
+    if target.family == "memcache":
+        size = read("item_size_max")
+        return (size, "its item_size_max (memcached -I)") if size else None
+    size = read("proto-max-bulk-len")
+    if size:
+        return size, "its proto-max-bulk-len"
+    if "config_error" in settings:
+        return REDIS_DEFAULT_MAX_BULK_BYTES, "Redis's default proto-max-bulk-len (CONFIG refused)"
+    return None
+
+
+def _number(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None

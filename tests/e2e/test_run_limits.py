@@ -1,0 +1,97 @@
+"""Limits only a server or the host tells, against real servers: a value larger than the
+server stores is refused before any worker starts (memcached's item_size_max, Redis's
+proto-max-bulk-len); connections above the soft open-files limit raise it to the hard
+one and run."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.support import servers
+from tests.support.cli import kvbench_argv, run_kvbench
+
+pytestmark = pytest.mark.integration
+
+SHORT = ("--duration", "1s", "--processes", "1", "--no-save", "-q")
+
+
+def test_a_value_larger_than_memcacheds_item_size_max_is_refused_before_the_load() -> None:
+    with servers.memcached("-I", "2m") as server:
+        url = f"memcached://{server.address}"
+        before = servers.counters(url)["total_connections"]
+        result = run_kvbench("run", url, "--value-size", "3MB", *SHORT)
+        opened = servers.counters(url)["total_connections"] - before
+    assert result.code == 2, result.stderr
+    assert result.stderr == (
+        "kvbench: error: --value-size: values of up to 3,000,000 bytes are larger than "
+        f"{url} stores: its item_size_max (memcached -I) is 2,097,152 bytes (--allow-oversize "
+        "sends them anyway, each an error reply)\n"
+    )
+    assert result.stdout == ""
+    assert opened == 2  # the limit's question, and the counting one here: no load
+
+
+def test_oversize_values_asked_for_are_sent_and_refused_by_the_server() -> None:
+    """--allow-oversize: the server's refusals are the experiment (SERVER_ERROR object
+    too large for cache, counted error_reply)."""
+    with servers.memcached("-I", "1k", "-o", "slab_chunk_max=512") as server:
+        result = run_kvbench(
+            "run", f"memcached://{server.address}", "--value-size", "2000", "--allow-oversize",
+            "-c", "2", "--ratio", "1:1", "--requests", "40", "--processes", "1", "--no-save",
+            "-q", "--max-error-rate", "100%",  # gets (misses) succeed, sets are refused
+        )  # fmt: skip
+    assert result.code == 0, result.stderr
+    assert "error_reply" in result.stdout
+
+
+def test_a_value_within_memcacheds_item_size_max_runs() -> None:
+    with servers.memcached("-I", "4m") as server:
+        result = run_kvbench(
+            "run", f"memcached://{server.address}", "--value-size", "3MB", "-c", "2",
+            "--ratio", "1:0", "--requests", "20", "--processes", "1", "--no-save", "-q",
+        )  # fmt: skip
+    assert result.code == 0, result.stderr
+
+
+def test_a_value_larger_than_redis_proto_max_bulk_len_is_refused() -> None:
+    with servers.redis("--proto-max-bulk-len", "2mb") as server:
+        url = f"redis://{server.address}"
+        result = run_kvbench("run", url, "--value-size", "3MB", *SHORT)
+    assert result.code == 2, result.stderr
+    assert result.stderr == (
+        "kvbench: error: --value-size: values of up to 3,000,000 bytes are larger than "
+        f"{url} stores: its proto-max-bulk-len is 2,097,152 bytes (--allow-oversize sends "
+        "them anyway, each an error reply)\n"
+    )
+
+
+def lowered_open_files(soft: int, hard: int) -> Callable[[], None]:
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    return lower
+
+
+def test_connections_above_the_soft_open_files_limit_raise_it_and_all_open(
+    tmp_path: Path,
+) -> None:
+    """Started with a soft limit of 128 open files (hard 4,096), 300 connections in one
+    worker: the limit is raised, every connection opens, the run is ok."""
+    out = tmp_path / "run.json"
+    with servers.memcached() as server:
+        proc = subprocess.run(
+            kvbench_argv(
+                "run", f"memcached://{server.address}", "-c", "300", *SHORT, "--json", str(out),
+            ),
+            capture_output=True, text=True, timeout=120, preexec_fn=lowered_open_files(128, 4096),
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "ok"
+    assert doc["connections"]["live_min"] == doc["connections"]["asked"] == 300

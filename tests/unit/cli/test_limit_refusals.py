@@ -1,0 +1,239 @@
+"""Limits checked before the first byte (issue 19, C): a run that cannot be carried out
+as asked is refused with one line and exit 2 before any connection is offered.
+
+Each case points the command at a listening socket that counts the connections it was
+offered (tests/unit/cli/test_refusals.py): a refusal must leave it untouched.
+"""
+
+from __future__ import annotations
+
+import resource
+import socket
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kvbench.cli import main
+from kvbench.config import RunConfig, load_config
+from kvbench.errors import ConfigError
+from kvbench.runner import limits
+from kvbench.workload import values
+from kvbench.workload.trace import KVBENCH_HEADER
+from tests.support.cli import kvbench_argv
+from tests.unit.cli.test_refusals import offered_connections
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A loopback socket that listens but never accepts: connections queue up in it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        sock.setblocking(False)
+        yield sock
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+@pytest.mark.parametrize(
+    ("content", "what"),
+    [
+        (b"", "nothing"),
+        (KVBENCH_HEADER + b"\n", "kvbench's header line and no row"),
+        (KVBENCH_HEADER, "kvbench's header line and no row"),
+    ],
+)
+def test_a_trace_with_no_row_is_refused_before_any_connection(
+    listener: socket.socket,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    content: bytes,
+    what: str,
+) -> None:
+    trace = tmp_path / "empty.csv"
+    trace.write_bytes(content)
+    port = listener.getsockname()[1]
+    code, out, err = cli(
+        capsys, "replay", str(trace), f"memcached://127.0.0.1:{port}", "--db",
+        str(tmp_path / "h.db"),
+    )  # fmt: skip
+    assert code == 2
+    assert err == f"kvbench: error: {trace}: no rows to replay: the trace holds {what}\n"
+    assert out == ""  # no header line, no live line
+    assert offered_connections(listener) == 0
+
+
+def run_refused(
+    capsys: pytest.CaptureFixture[str], listener: socket.socket, tmp_path: Path, *flags: str
+) -> str:
+    """``kvbench run`` at the listener with ``flags``: refused (exit 2, one line, nothing
+    printed on stdout, no connection offered, no history made); its line."""
+    port = listener.getsockname()[1]
+    db = str(tmp_path / "h.db")
+    code, out, err = cli(capsys, "run", f"memcached://127.0.0.1:{port}", "--db", db, *flags)
+    assert code == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err and out == ""
+    assert offered_connections(listener) == 0
+    return err
+
+
+def test_a_rate_the_dispatcher_cannot_send_is_refused(
+    listener: socket.socket, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    err = run_refused(capsys, listener, tmp_path, "--rate", "1e12")
+    assert err == (
+        "kvbench: error: --rate: 1,000,000,000,000/s is more than the client can send with 50 "
+        "connection(s) x pipeline 1 (at most 500,000/s: each connection takes up to --pipeline "
+        "requests per 100 us tick); raise --connections or --pipeline, or lower --rate\n"
+    )
+    # the bound grows with the slots: 4 x 8 x 10k/s
+    err = run_refused(capsys, listener, tmp_path, "--rate", "320001", "-c", "4", "-P", "8")
+    assert "at most 320,000/s" in err
+
+
+def test_a_sweep_refuses_a_level_the_dispatcher_cannot_send_before_the_first(
+    listener: socket.socket, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    port = listener.getsockname()[1]
+    code, out, err = cli(
+        capsys, "sweep", f"memcached://127.0.0.1:{port}", "--rate", "1000,1e9", "--db",
+        str(tmp_path / "h.db"),
+    )  # fmt: skip
+    assert code == 2 and err.startswith("kvbench: error: --rate: 1,000,000,000/s is more than")
+    assert offered_connections(listener) == 0 and "level 1" not in out
+
+
+@pytest.mark.parametrize(
+    ("scheme", "size", "protocol", "limit"),
+    [
+        ("memcached", "3GB", "memcache-text", "2,147,483,645"),
+        ("memcached+meta", "3GB", "memcache-meta", "2,147,483,645"),
+        ("memcached+binary", "5GB", "memcache-binary", "4,294,967,037"),
+    ],
+)
+def test_a_value_its_protocol_cannot_frame_is_refused(
+    listener: socket.socket,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    scheme: str,
+    size: str,
+    protocol: str,
+    limit: str,
+) -> None:
+    port = listener.getsockname()[1]
+    code, out, err = cli(
+        capsys, "run", f"{scheme}://127.0.0.1:{port}", "--value-size", size, "--db",
+        str(tmp_path / "h.db"),
+    )  # fmt: skip
+    assert code == 2 and out == ""
+    assert err == (
+        f"kvbench: error: --value-size: values of up to {int(size[0]) * 10**9:,} bytes do not "
+        f"fit {protocol}, whose length field takes at most {limit} bytes\n"
+    )
+    assert offered_connections(listener) == 0
+
+
+def test_values_the_workers_have_no_memory_for_are_refused(
+    listener: socket.socket,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each worker builds a value blob twice the largest value (and a copy while it is
+    built): 2 workers at 1 GB values need 8 GiB; a host with 4 GiB available refuses."""
+    monkeypatch.setattr(limits.psutil, "virtual_memory", lambda: FakeMemory(4 << 30))
+    err = run_refused(capsys, listener, tmp_path, "--value-size", "1GB", "--processes", "2")
+    assert err == (
+        "kvbench: error: --value-size: values of up to 953.7 MiB need a 1.9 GiB value blob in "
+        "each of 2 worker process(es) (7.5 GiB in all while built); 4.0 GiB of memory is "
+        "available\n"
+    )
+
+
+def test_a_key_table_the_workers_have_no_memory_for_is_refused(
+    listener: socket.socket,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(limits.psutil, "virtual_memory", lambda: FakeMemory(1 << 30))
+    err = run_refused(capsys, listener, tmp_path, "--keys", "100M", "--processes", "1")
+    assert err.startswith("kvbench: error: --keys: 100,000,000 keys make a ")
+    assert err.endswith("1.0 GiB of memory is available\n")
+
+
+class FakeMemory:
+    def __init__(self, available: int) -> None:
+        self.available = available
+
+
+def test_the_value_blob_estimate_is_what_a_worker_builds() -> None:
+    """runner/limits.py cannot import the workload: its figure is checked against it."""
+    assert limits.VALUE_TABLE_SIZE == values.VALUE_TABLE_SIZE
+    table = values.build_value_table(1000, 5000, np.random.default_rng(0))
+    assert len(table[0].obj) == (limits.worker_memory_bytes(config_with(5000))[0] // 2)
+
+
+def config_with(value_size: int) -> RunConfig:
+    return load_config(
+        None,
+        {
+            "target.urls": (["memcached://127.0.0.1:1"], "T"),
+            "workload.value_size": (f"1000-{value_size}", "--value-size"),
+        },
+        1,
+    )
+
+
+def lowered_open_files(soft: int, hard: int) -> Callable[[], None]:
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    return lower
+
+
+def test_connections_above_the_hard_open_files_limit_are_refused_with_how_to_raise_it(
+    listener: socket.socket, tmp_path: Path
+) -> None:
+    """Started under a hard limit of 1,000 open files, 3,000 connections in one worker
+    cannot fit: one line naming the limit and ``ulimit -n``, exit 2, no connection."""
+    port = listener.getsockname()[1]
+    proc = subprocess.run(
+        kvbench_argv(
+            "run", f"memcached://127.0.0.1:{port}", "-c", "3000", "--processes", "1",
+            "--db", str(tmp_path / "h.db"),
+        ),
+        capture_output=True, text=True, timeout=120, preexec_fn=lowered_open_files(1000, 1000),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        "kvbench: error: --connections: each of the 1 worker process(es) would hold 3,000 "
+        "connections (3,064 open files with its own), above this shell's limit of 1,000 open "
+        "files (ulimit -Hn): raise it (ulimit -n 3064, as root or in "
+        "/etc/security/limits.conf or systemd's LimitNOFILE=), or give more --processes or "
+        "fewer --connections\n"
+    )
+    assert offered_connections(listener) == 0
+
+
+def test_more_connections_than_local_ports_are_refused() -> None:
+    config = load_config(
+        None,
+        {"target.urls": (["memcached://127.0.0.1:1"], "T"), "load.connections": ("5000", "-c")},
+        1,
+    )
+    limits.check_local_ports(config, (10000, 20000))  # 10,001 ports: room enough
+    with pytest.raises(ConfigError) as caught:
+        limits.check_local_ports(config, (60000, 64000))
+    assert str(caught.value).startswith(
+        "--connections: 5,000 connections to one server need as many local ports; this host "
+        "gives 4,001 (net.ipv4.ip_local_port_range 60000 64000)"
+    )
