@@ -14,7 +14,7 @@ from kvbench.runner.probe import fetch_stats
 from tests.support import servers
 from tests.support.agreement import assert_outputs_agree
 from tests.support.cli import Result, all_phase_counts, kvbench_argv, read_json, run_kvbench
-from tests.support.servers import Server
+from tests.support.servers import Server, counters
 
 pytestmark = pytest.mark.integration
 
@@ -82,14 +82,18 @@ def test_stopping_memcached_mid_run_fails_the_run_with_its_502s(
     out, db = tmp_path / "run.json", str(tmp_path / "h.db")
     proc = subprocess.Popen(
         kvbench_argv(
-            "run", f"http+memc://{gateway.address}/memc", "--duration", "3s", "-c", "4",
+            "run", f"http+memc://{gateway.address}/memc", "--duration", "4s", "-c", "4",
             "-P", "1", "--processes", "1", "--json", str(out), "--db", db, "-q",
         ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    time.sleep(2.0)
+    # stop memcached once the load reaches it (the window is open), not after a sleep
+    url, deadline = f"memcached://{memcached.address}", time.monotonic() + 60
+    while counters(url).get("cmd_get", 0) < 200 and proc.poll() is None:
+        assert time.monotonic() < deadline, "the run's gets never reached memcached"
+        time.sleep(0.02)
     memcached.stop()
     stdout, stderr = proc.communicate(timeout=60)
     doc = read_json(out)
