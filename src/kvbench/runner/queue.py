@@ -43,6 +43,7 @@ from kvbench.results.queue import QueueSection
 from kvbench.runner import messages as m
 from kvbench.runner import probe
 from kvbench.runner.coordinator import fresh_result
+from kvbench.runner.held_signals import held_signals
 from kvbench.runner.local import LocalLauncher
 from kvbench.runner.pool import WorkerPool
 from kvbench.runner.queue_probe import server_backlog
@@ -333,10 +334,16 @@ class QueueCoordinator:
     # -- messages ----------------------------------------------------------------------
 
     def _receive(self) -> list[tuple[int, m.Message]]:
-        """Wait up to POLL_S for messages and handle them (a dead worker is a Failed one)."""
-        received = self._pool.receive(POLL_S)
-        for number, message in received:
-            self._handle(self._workers[number], message)
+        """Wait up to POLL_S for messages and handle them (a dead worker is a Failed one).
+
+        Ctrl-C (and SIGTERM, SIGHUP) is held until every message read is handled
+        (runner/held_signals.py): a report is folded in whole, never half, and none read
+        from a pipe is dropped; the signal comes out of here right after.
+        """
+        with held_signals():
+            received = self._pool.receive(POLL_S)
+            for number, message in received:
+                self._handle(self._workers[number], message)
         return received
 
     def _handle(self, worker: _Worker, message: m.Message) -> None:
