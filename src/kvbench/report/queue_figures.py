@@ -158,6 +158,10 @@ def queue_figures(run: RunResult) -> dict[str, Any]:
     # A write-only run reads nothing: what it stored is left for a drain to judge.
     write_only = config.get("consumers") == 0
     left = totals["produced"] - totals["unique"] if write_only else 0
+    lost, unknown, in_flight = (0, 0, 0) if write_only else queue.fates()
+    # A producer's own count of lost ones only when no message's fate is in doubt; else
+    # its acknowledged messages not received (``not_received``) say how many were missing.
+    rows_lost = not write_only and queue.drained and not unknown
     return {
         "name": config.get("queue"),
         "backend": config.get("backend"),
@@ -171,7 +175,11 @@ def queue_figures(run: RunResult) -> dict[str, Any]:
         "failed_puts": totals["sent"] - totals["produced"],
         "received": totals["received"],
         "unique": totals["unique"],
-        "lost": 0 if write_only else totals["lost"],
+        "lost": lost,
+        "unknown_fate": unknown,
+        "unanswered_gets": queue.unknown_fate,
+        "late_received": queue.late_received,
+        "in_flight": in_flight,
         "left_in_queue": left,
         "duplicated": totals["duplicated"],
         "out_of_order": totals["out_of_order"],
@@ -191,7 +199,8 @@ def queue_figures(run: RunResult) -> dict[str, Any]:
                 "produced": row.produced,
                 "received": row.received,
                 "unique": row.unique,
-                "lost": 0 if write_only else row.lost,
+                "lost": row.lost if rows_lost else 0,
+                "not_received": 0 if write_only else row.lost,
                 "duplicated": row.duplicated,
                 "out_of_order": row.out_of_order,
                 "lost_examples": list(row.lost_examples),

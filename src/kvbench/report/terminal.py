@@ -451,16 +451,14 @@ def queue_table(model: ReportModel) -> Table:
 def delivery_table(queue: dict[str, Any]) -> Table:
     """The delivery ledger: per producer, sent, stored, received, lost, duplicated, late."""
     table = Table(title="delivery per producer", title_justify="left")
-    for name in ("producer", "sent", "stored", "received", "lost", "duplicated", "out of order"):
+    # Not received: acknowledged and not received, whatever became of them (lost in a run
+    # that drained, unless a get never answered may have taken them; the line below says).
+    names = ("producer", "sent", "stored", "received", "not received", "duplicated", "out of order")
+    for name in names:
         table.add_column(name, justify="right")
+    keys = ("sent", "produced", "received", "not_received", "duplicated", "out_of_order")
     for p in queue["producers"]:
-        table.add_row(
-            str(p["producer"]),
-            *(
-                f"{p[k]:,}"
-                for k in ("sent", "produced", "received", "lost", "duplicated", "out_of_order")
-            ),
-        )
+        table.add_row(str(p["producer"]), *(f"{p.get(k, p.get('lost', 0)):,}" for k in keys))
     return table
 
 
@@ -497,10 +495,26 @@ def queue_lines(model: ReportModel) -> Text:
         f"out of order {queue['out_of_order']:,}"
         + (f", foreign {queue['foreign']:,}" if queue["foreign"] else "")
         + (f", unexpected {queue['unexpected']:,}" if queue["unexpected"] else "")
+        + _fate_words(queue, model.status.name)
         + f"  ({queue['stop_reason']})\n",
         style="" if not (queue["lost"] or queue["duplicated"]) else "bold red",
     )
     return _outcome_lines(model, text)
+
+
+def _fate_words(queue: dict[str, Any], status: str) -> str:
+    """The acknowledged messages neither received nor lost, in words: of unknown fate (a
+    get never answered may have taken them), in flight when the run ended."""
+    words = ""
+    if queue.get("unknown_fate"):
+        words += (
+            f", unknown fate {queue['unknown_fate']:,} ({queue['unanswered_gets']:,} gets "
+            "timed out after the server may have dequeued)"
+        )
+    if queue.get("in_flight"):
+        when = "interrupted" if status == "interrupted" else "the run ended"
+        words += f", in flight when {when} {queue['in_flight']:,}"
+    return words
 
 
 def _outcome_lines(model: ReportModel, text: Text) -> Text:

@@ -317,8 +317,9 @@ def queue_verdicts(ev: Evidence) -> list[Verdict]:
                 "queue.not_drained",
                 "warning",
                 f"the run ended before the queue was drained "
-                f"({queue['stop_reason'] or ev.run.status}): 'lost' includes messages that "
-                "may still be in the queue",
+                f"({queue['stop_reason'] or ev.run.status}): "
+                f"{queue.get('in_flight', 0):,} acknowledged messages were in flight when "
+                "it ended (not yet received: still queued or on their way), none counted lost",
                 {"server_backlog_after": queue["backlog"]["server_after"]},
             ),
         )
@@ -358,14 +359,23 @@ def _delivery_verdicts(queue: dict[str, Any]) -> list[Verdict]:
     out: list[Verdict] = []
     if queue["lost"]:
         by_producer = {p["producer"]: p["lost"] for p in queue["producers"] if p["lost"]}
-        drained = queue["drained"]
         out.append(
             Verdict(
                 "delivery.lost",
-                "error" if drained else "warning",
-                f"{queue['lost']:,} acknowledged messages were "
-                + ("never received" if drained else "not received before the end"),
+                "error",
+                f"{queue['lost']:,} acknowledged messages were never received",
                 {"by_producer": by_producer},
+            )
+        )
+    if queue.get("unknown_fate"):
+        out.append(
+            Verdict(
+                "delivery.unknown_fate",
+                "warning",
+                f"unknown fate: {queue['unknown_fate']:,} acknowledged messages not received, "
+                f"as {queue['unanswered_gets']:,} gets timed out (or broke) after the server "
+                "may have dequeued; not counted lost",
+                {"unanswered_gets": queue["unanswered_gets"]},
             )
         )
     if queue["duplicated"]:

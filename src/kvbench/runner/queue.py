@@ -257,7 +257,9 @@ class QueueCoordinator:
                 self._on_event("duration limit reached: stopping producers and consumers")
             self._decide(now)
             if self._stopped_all and report_deadline is None:
-                report_deadline = now + config.timeout_ns + REPORT_GRACE_NS
+                # A request may time out a timeout after Stop, and its late answer is
+                # waited for one more (engine/queue_link.py, Consumer).
+                report_deadline = now + 2 * config.timeout_ns + REPORT_GRACE_NS
             if report_deadline is not None and now > report_deadline:
                 for worker in self._workers:
                     if not worker.over:
@@ -460,6 +462,8 @@ class QueueCoordinator:
             delivery=delivery,
             foreign=sum(s.foreign for s in summaries),
             empties=sum(s.empties for s in summaries),
+            unknown_fate=sum(s.unknown_fate for s in summaries),
+            late_received=sum(s.late_received for s in summaries),
             consumers=[
                 {
                     "consumer": w.spec.index,
