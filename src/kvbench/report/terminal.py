@@ -400,10 +400,16 @@ def queue_live_line(row: dict[str, Any]) -> str:
         f"put {format_rate(row['puts_per_s'])}/s",
         f"get {format_rate(row['gets_per_s'])}/s",
         f"e2e p50 {fmt_us(row['e2e_p50_us'])} p99 {fmt_us(row['e2e_p99_us'])}",
-        f"backlog {row['backlog'] or 0:,}",
     ]
-    if row.get("server_backlog") is not None:
-        parts.append(f"(server {row['server_backlog']:,})")
+    # The client's backlog where it knows it (never a 0 it does not know), the server's
+    # count where it says.
+    backlog, server = row.get("backlog"), row.get("server_backlog")
+    if backlog is not None:
+        parts.append(f"backlog {backlog:,}")
+        if server is not None:
+            parts.append(f"(server {server:,})")
+    elif server is not None:
+        parts.append(f"backlog (server {server:,})")
     parts.append(f"empty {row['empties']:,}")
     parts.append(f"err {row['errors']}")
     if row["length_s"]:
@@ -482,7 +488,10 @@ def queue_lines(model: ReportModel) -> Text:
             f"{backlog['server_after']:,} after"
         )
     peak_at = f" at {backlog['peak_t_s']:.2f}s" if backlog["peak_t_s"] is not None else ""
-    text.append(f"backlog peak {backlog['peak']:,}{peak_at}{server}\n")
+    if backlog["peak"] is not None:
+        text.append(f"backlog peak {backlog['peak']:,}{peak_at}{server}\n")
+    elif server:  # a drain of messages no run of it stored: only the server can count them
+        text.append(f"backlog: not known to the client (it stored none of them){server}\n")
     if queue["consumers_count"] == 0:
         text.append(
             f"delivery: {queue['produced']:,} stored, {queue['left_in_queue']:,} left in the "

@@ -27,6 +27,9 @@ class QueueInterval:
         stored_total, received_total: messages acknowledged / received by the interval's
             end, cumulative.
         server_backlog: the queue's length by the server's own count, when it could say.
+        backlog_base: the messages of earlier phases acknowledged and not yet received
+            when this run started (a preset's drain reads what its write stored); None:
+            the client cannot know the backlog (a drain of messages no run of it stored).
     """
 
     index: int
@@ -34,11 +37,15 @@ class QueueInterval:
     stored_total: int
     received_total: int
     server_backlog: int | None = None
+    backlog_base: int | None = 0
 
     @property
-    def backlog(self) -> int:
-        """Acknowledged but not yet received, at the interval's end (the client's view)."""
-        return max(0, self.stored_total - self.received_total)
+    def backlog(self) -> int | None:
+        """Acknowledged but not yet received, at the interval's end (the client's view);
+        None when the client cannot know it (then only the server's count says)."""
+        if self.backlog_base is None:
+            return None
+        return max(0, self.backlog_base + self.stored_total - self.received_total)
 
 
 @dataclass(slots=True)
@@ -61,7 +68,8 @@ class QueueSection:
         consumers: per consumer: ``consumer``, ``received``, ``foreign``, ``empties``,
             ``out_of_order``.
         backlog_peak, backlog_peak_ns: the largest backlog at any instant a worker
-            reported (metrics/backlog.py), and that instant.
+            reported (metrics/backlog.py), and that instant; None when the client cannot
+            know the backlog (``QueueInterval.backlog_base``).
         backlog_series: (seconds from the start, backlog) every 100 ms.
         drained: the run went on until every message was received or the queue stayed
             empty for the grace period; False when a limit or Ctrl-C ended it first.
@@ -82,7 +90,7 @@ class QueueSection:
     unknown_fate: int = 0
     late_received: int = 0
     consumers: list[dict[str, Any]] = field(default_factory=list)
-    backlog_peak: int = 0
+    backlog_peak: int | None = 0
     backlog_peak_ns: int | None = None
     backlog_series: list[tuple[float, int]] = field(default_factory=list)
     drained: bool = True
@@ -127,6 +135,7 @@ class QueueSection:
                     "stored_total": i.stored_total,
                     "received_total": i.received_total,
                     "server_backlog": i.server_backlog,
+                    "backlog_base": i.backlog_base,
                 }
                 for i in self.intervals
             ],
@@ -166,6 +175,7 @@ class QueueSection:
                     stored_total=int(i["stored_total"]),
                     received_total=int(i["received_total"]),
                     server_backlog=i["server_backlog"],
+                    backlog_base=i.get("backlog_base", 0),
                 )
                 for i in data["intervals"]
             ],
@@ -182,7 +192,7 @@ class QueueSection:
             unknown_fate=int(data.get("unknown_fate", 0)),
             late_received=int(data.get("late_received", 0)),
             consumers=list(data["consumers"]),
-            backlog_peak=int(data["backlog_peak"]),
+            backlog_peak=None if data["backlog_peak"] is None else int(data["backlog_peak"]),
             backlog_peak_ns=data["backlog_peak_ns"],
             backlog_series=[(float(t), int(n)) for t, n in data["backlog_series"]],
             drained=bool(data["drained"]),

@@ -152,6 +152,7 @@ class QueueCoordinator:
                 carry.acknowledged,
             )
         self._carried_received = self._ledger.received_total
+        self._backlog_base = _backlog_base(config, carry)
         self._own = self._ledger.extend(self._quotas)  # this run's producer ids
         self._acknowledged: list[Acknowledged] = []
         self._workers: list[_Worker] = []
@@ -403,6 +404,7 @@ class QueueCoordinator:
             stored_total=stored,
             received_total=received,
             server_backlog=sample["backlog"] if sample is not None else None,
+            backlog_base=self._backlog_base,
         )
 
     # -- result ------------------------------------------------------------------------
@@ -450,10 +452,16 @@ class QueueCoordinator:
         consume_starts = [s.consume_start_ns for s in summaries if s.consume_start_ns is not None]
         stored_series = [w.counts for w in producers]
         received_series = [w.counts for w in consumers]
-        peak, peak_ns = backlog_peak(stored_series, received_series)
-        end_ns = max([self._start_ns, *(t for w in self._workers for t, _ in w.counts[-1:])])
-        grid = list(range(self._start_ns, end_ns + BACKLOG_STEP_NS, BACKLOG_STEP_NS))
-        series = backlog_at(stored_series, received_series, grid)
+        base = self._backlog_base
+        peak: int | None = None
+        peak_ns: int | None = None
+        points: list[tuple[float, int]] = []
+        if base is not None:  # else the client cannot know it: the server's count says
+            peak, peak_ns = backlog_peak(stored_series, received_series, base)
+            end_ns = max([self._start_ns, *(t for w in self._workers for t, _ in w.counts[-1:])])
+            grid = list(range(self._start_ns, end_ns + BACKLOG_STEP_NS, BACKLOG_STEP_NS))
+            series = backlog_at(stored_series, received_series, grid, base)
+            points = [((t - self._start_ns) / 1e9, b) for t, b in zip(grid, series, strict=True)]
         return QueueSection(
             produce_end_ns=max((w.summary.last_ack_ns for w in producers if w.summary), default=0),
             consume_start_ns=min(consume_starts) if consume_starts else self._consume_start_ns,
@@ -476,14 +484,23 @@ class QueueCoordinator:
             ],
             backlog_peak=peak,
             backlog_peak_ns=peak_ns,
-            backlog_series=[
-                ((t - self._start_ns) / 1e9, b) for t, b in zip(grid, series, strict=True)
-            ],
+            backlog_series=points,
             drained=drained,
             stop_reason=self._stop_reason,
             carried_producers=len(self._carried),
             carried_received=self._carried_received,
         )
+
+
+def _backlog_base(config: QueueConfig, carry: QueueCarry | None) -> int | None:
+    """The backlog this run starts from, as the client knows it: what earlier phases
+    acknowledged and were not yet received (0 for a run of its own); None for a drain of
+    its own (``--producers 0``): it reads messages no producer of it stored, so only the
+    server can count them."""
+    if carry is None:
+        return None if config.producers == 0 else 0
+    produced = sum(ack.sent - len(set(ack.unacknowledged)) for ack in carry.acknowledged)
+    return max(0, produced - carry.ledger.unique_total)
 
 
 def _latest(worker: _Worker, index: int) -> QueueInterval | None:

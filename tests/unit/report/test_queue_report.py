@@ -356,3 +356,33 @@ def test_every_put_refused_fails_the_run_in_the_servers_words() -> None:
     ledger.add(0, [0], [99])  # one stored, and received
     run.queue.delivery = ledger.finish([Acknowledged(100, tuple(range(99)))])
     assert run_status(run).name == "ok"
+
+
+def test_a_drain_the_client_cannot_count_shows_the_servers_backlog_never_0() -> None:
+    # A drain of messages no run of it stored: the client's stored count is 0, received
+    # grows; its backlog is unknown, not 0 (seen: "backlog 0 (server 824,406)").
+    snapshot, _ = interval(0, 0, 500, 0, [2] * 500)
+    record = QueueInterval(0, None, 0, 500, server_backlog=824_406, backlog_base=None)
+    row = queue_interval_row(snapshot, record, 0)
+    assert row["backlog"] is None
+    line = queue_live_line(row)
+    assert "backlog (server 824,406)" in line and "backlog 0" not in line
+    unknown = QueueInterval(0, None, 0, 500, server_backlog=None, backlog_base=None)
+    assert "backlog" not in queue_live_line(queue_interval_row(snapshot, unknown, 0))
+    run = result()
+    assert run.queue is not None
+    run.queue.backlog_peak, run.queue.backlog_peak_ns, run.queue.backlog_series = None, None, []
+    run.server = {"before": {"backlog": 824_906}, "after": {"backlog": 0}}
+    doc = doc_of(run)
+    assert doc["queue"]["backlog"]["peak"] is None
+    text = rendered(run)
+    assert "backlog peak 0" not in text
+    assert "backlog: not known to the client (it stored none of them); the server's count: " \
+        "824,906 before, 0 after" in text  # fmt: skip
+    again = QueueSection.from_json(run.queue.to_json())
+    assert again.backlog_peak is None
+
+
+def test_a_later_phase_counts_the_backlog_from_what_earlier_phases_left() -> None:
+    record = QueueInterval(0, None, 0, 300, backlog_base=1000)
+    assert record.backlog == 700

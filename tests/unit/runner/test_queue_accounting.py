@@ -123,3 +123,19 @@ def _once_then_done(coord: QueueCoordinator, receive: Any) -> Any:
         return receive()
 
     return wrapped
+
+
+def test_the_backlog_base_is_unknown_to_a_drain_of_its_own_and_known_after_a_write() -> None:
+    from kvbench.metrics.delivery import Acknowledged
+    from kvbench.runner.queue import QueueCarry, _backlog_base
+
+    def config(producers: str) -> Any:
+        options = {"producers": producers, "consumers": "1", "messages": "100"}
+        return build_queue_config("memcacheq://127.0.0.1/q", options, ReportConfig())
+
+    assert _backlog_base(config("0"), None) is None  # the server's count or nothing
+    assert _backlog_base(config("1"), None) == 0
+    ledger = DeliveryLedger([60, 40])
+    ledger.add(0, [0] * 10, list(range(10)))
+    carry = QueueCarry(1, ledger, (Acknowledged(60, (5, 6)), Acknowledged(40)))
+    assert _backlog_base(config("0"), carry) == 98 - 10  # a preset's drain after its write
