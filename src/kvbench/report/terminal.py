@@ -14,6 +14,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvbench.metrics.histogram import HIGHEST_TRACKABLE_NS
 from kvbench.report.latency import PERCENTILES
 from kvbench.report.stats import MIN_CI_SAMPLES, Spread
 from kvbench.report.summary import ReportModel
@@ -399,8 +400,12 @@ def queue_live_line(row: dict[str, Any]) -> str:
         f"[{row['t_s']:>6.1f}s]",
         f"put {format_rate(row['puts_per_s'])}/s",
         f"get {format_rate(row['gets_per_s'])}/s",
-        f"e2e p50 {fmt_us(row['e2e_p50_us'])} p99 {fmt_us(row['e2e_p99_us'])}",
     ]
+    top = HIGHEST_TRACKABLE_NS / 1000 if row.get("e2e_clipped") else None
+    parts.append(
+        f"e2e p50 {_percentile_text(row['e2e_p50_us'], top)} "
+        f"p99 {_percentile_text(row['e2e_p99_us'], top)}"
+    )
     # The client's backlog where it knows it (never a 0 it does not know), the server's
     # count where it says.
     backlog, server = row.get("backlog"), row.get("server_backlog")
@@ -442,16 +447,27 @@ def queue_table(model: ReportModel) -> Table:
         if op in ops
     ]  # fmt: skip
     rows.append(("end to end", queue["received"], queue["gets_per_s"], queue["e2e_latency_us"]))
+    # End-to-end ages beyond the histogram's range sit in its top bucket: a percentile
+    # there is a lower bound, printed as such (the line under the table counts them).
+    clipped_at = queue["e2e_range_us"] if queue.get("e2e_clipped") else None
     for label, count, rate, lat in rows:
+        top = clipped_at if label == "end to end" else None
         table.add_row(
             label,
             f"{count:,}",
             "" if rate is None else format_rate(rate),
-            *(fmt_us(lat[name]) for name, _ in PERCENTILES),
+            *(_percentile_text(lat[name], top) for name, _ in PERCENTILES),
             fmt_us(lat["max"]),
             fmt_us(lat["mean"]),
         )
     return table
+
+
+def _percentile_text(value_us: float | None, clipped_at_us: float | None) -> str:
+    """``fmt_us``, or ``>60s`` for a percentile at or beyond where values were clipped."""
+    if value_us is not None and clipped_at_us is not None and value_us >= clipped_at_us:
+        return ">" + fmt_us(clipped_at_us)
+    return fmt_us(value_us)
 
 
 def delivery_table(queue: dict[str, Any]) -> Table:
@@ -478,6 +494,13 @@ def queue_lines(model: ReportModel) -> Text:
         f"gets {format_rate(queue['gets_per_s'])}/s over {queue['consume_window_s']:.2f}s "
         f"({queue['pop_command']}; {queue['empty_polls']:,} found the queue empty)\n"
     )
+    if queue.get("e2e_clipped"):
+        text.append(
+            f"end to end: {queue['e2e_clipped']:,} of {queue['received']:,} ages were beyond "
+            f"{fmt_us(queue['e2e_range_us'])}, the histogram's range: percentiles there read "
+            f">{fmt_us(queue['e2e_range_us'])}; max is the largest seen\n",
+            style="yellow",
+        )
     text.append(phase_line(queue["phase"]) + "\n")
     text.append(_phase_server_line(queue["name"], queue["phase"]))
     backlog = queue["backlog"]

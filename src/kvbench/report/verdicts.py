@@ -199,7 +199,7 @@ def measurement_verdicts(ev: Evidence) -> list[Verdict]:
                 "latency.out_of_range",
                 "warning",
                 f"{ev.out_of_range:,} latencies were beyond 60 s and were recorded as 60 s: the "
-                "maximum and the top percentiles are lower bounds",
+                "top percentiles are lower bounds (the maximum is the largest one seen)",
                 {"out_of_range": ev.out_of_range},
             )
         )
@@ -365,6 +365,17 @@ def _delivery_verdicts(queue: dict[str, Any]) -> list[Verdict]:
                 "error",
                 f"{queue['lost']:,} acknowledged messages were never received",
                 {"by_producer": by_producer},
+            )
+        )
+    if queue.get("e2e_clipped"):
+        out.append(
+            Verdict(
+                "queue.e2e_clipped",
+                "warning",
+                f"{queue['e2e_clipped']:,} of {queue['received']:,} end-to-end latencies were "
+                "beyond 60 s, the histogram's range: percentiles there read >60s (lower "
+                "bounds); the maximum is the largest one seen",
+                {"e2e_clipped": queue["e2e_clipped"]},
             )
         )
     if queue.get("unknown_fate"):
