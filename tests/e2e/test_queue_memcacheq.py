@@ -311,4 +311,5 @@ def test_an_interrupted_run_reconciles_every_message_with_the_server(
     assert queue["received"] == queue["unique"] == state.dequeued
     assert sum(c["received"] for c in queue["consumers"]) == queue["received"]
     assert queue["in_flight"] == queue["produced"] - queue["unique"] == len(state.messages)
-    assert f"in flight when interrupted {queue['in_flight']:,}" in stdout
+    if queue["in_flight"]:  # the consumers may have caught up at the very instant
+        assert f"in flight when interrupted {queue['in_flight']:,}" in stdout
