@@ -381,6 +381,9 @@ def test_a_drain_the_client_cannot_count_shows_the_servers_backlog_never_0() -> 
         "824,906 before, 0 after" in text  # fmt: skip
     again = QueueSection.from_json(run.queue.to_json())
     assert again.backlog_peak is None
+    from kvbench.report.html import render
+
+    assert "backlog not known to the client" in render([run])
 
 
 def test_a_later_phase_counts_the_backlog_from_what_earlier_phases_left() -> None:
