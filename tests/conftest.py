@@ -23,7 +23,6 @@ import pytest
 from tests.support import servers
 from tests.support.servers import Server
 
-
 # tests/<folder>/... -> its tier; a file at the top (test_docs.py) is a unit test.
 TIERS = {"unit": "unit", "property": "unit", "integration": "integration", "e2e": "e2e"}
 

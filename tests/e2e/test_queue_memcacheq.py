@@ -9,6 +9,7 @@ accounting, including a variant that loses every 1000th message on purpose.
 
 from __future__ import annotations
 
+import signal
 import socket
 from collections import Counter
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ import pytest
 from kvbench.results.store import Store
 from kvbench.workload.queue import read_header
 from tests.support.cli import read_json, read_until, run_kvbench, start_kvbench
-from tests.support.memcacheq_standin import MemcacheqStandin
+from tests.support.memcacheq_standin import MemcacheqStandin, running_standin
 
 pytestmark = pytest.mark.integration
 
@@ -238,3 +239,77 @@ def test_a_restarted_queue_server_is_said_and_its_counts_not_compared(tmp_path: 
     # Without the restart check the new process's counts went negative: it dequeued the
     # messages its predecessor had stored.
     assert second.queues[b"q"].dequeued > second.queues[b"q"].enqueued
+
+
+# Every message is stored before the consumer asks (so each of the gets held by the stall
+# dequeues one); the stall starts at the 300th get, with 16 gets in flight.
+STALLED = (
+    "--producers", "1", "--consumers", "1", "--messages", "2000", "-P", "16",
+    "--consumers-start-after", "2000", "--timeout", "2s", "--grace", "500ms",
+)  # fmt: skip
+
+
+def test_messages_taken_by_gets_that_timed_out_are_of_unknown_fate_not_lost(
+    tmp_path: Path,
+) -> None:
+    # A stall longer than the timeout and the wait for late answers after it: the client
+    # drops the connection, and the messages the held gets dequeued never reach it.
+    with running_standin(stall_at_get=300, stall_s=60.0) as server:
+        code, doc, stdout = run_queue(server, tmp_path, *STALLED)
+        held = server.held_hits
+    queue = doc["queue"]
+    assert held > 0, stdout
+    assert code == 0, stdout  # unknown fate is no failure by itself
+    assert (queue["lost"], queue["unknown_fate"], queue["duplicated"]) == (0, held, 0)
+    assert queue["unanswered_gets"] >= held
+    assert queue["unique"] == 2000 - held and queue["drained"] is True
+    assert doc["status"] == "ok" and doc["status_reasons"] == []
+    (verdict,) = [v for v in doc["verdicts"] if v["id"] == "delivery.unknown_fate"]
+    assert verdict["level"] == "warning"
+    assert f"unknown fate {held:,} (" in stdout and "never received" not in stdout
+
+
+def test_late_answers_to_timed_out_gets_are_read_before_the_connection_is_dropped(
+    tmp_path: Path,
+) -> None:
+    # A stall longer than the timeout, shorter than the timeout and the wait after it:
+    # the held answers come on the same connection and their messages are received.
+    with running_standin(stall_at_get=300, stall_s=3.0) as server:
+        code, doc, stdout = run_queue(server, tmp_path, *STALLED)
+        held, stalls = server.held_hits, server.stalls_ended
+    queue = doc["queue"]
+    assert held > 0 and stalls == 1, stdout
+    assert code == 0, stdout
+    assert doc["ops"]["get"]["outcomes"].get("timeout", 0) > 0  # they did time out
+    assert (queue["lost"], queue["unknown_fate"], queue["late_received"]) == (0, 0, held)
+    assert (queue["received"], queue["unique"], queue["duplicated"]) == (2000, 2000, 0)
+
+
+def test_an_interrupted_run_reconciles_every_message_with_the_server(
+    standin: MemcacheqStandin, tmp_path: Path
+) -> None:
+    out = tmp_path / "queue.json"
+    proc = start_kvbench(
+        "queue", f"memcacheq://127.0.0.1:{standin.port}/q", "--producers", "2",
+        "--consumers", "2", "--messages", "2000000", "-P", "8", "--json", str(out),
+        "--db", str(tmp_path / "history.db"),
+    )  # fmt: skip
+    try:
+        read_until(proc, "[   1.0s]")
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stdout
+    doc = read_json(out)
+    queue, state = doc["queue"], standin.queues[b"q"]
+    assert doc["status"] == "interrupted"
+    # Every message is told once: received (all of the server's dequeues: each get was
+    # answered before the consumers stopped), or in flight when interrupted (still queued).
+    assert (queue["lost"], queue["duplicated"], queue["unknown_fate"]) == (0, 0, 0)
+    assert queue["produced"] == state.enqueued
+    assert queue["received"] == queue["unique"] == state.dequeued
+    assert sum(c["received"] for c in queue["consumers"]) == queue["received"]
+    assert queue["in_flight"] == queue["produced"] - queue["unique"] == len(state.messages)
+    if queue["in_flight"]:  # the consumers may have caught up at the very instant
+        assert f"in flight when interrupted {queue['in_flight']:,}" in stdout

@@ -115,6 +115,9 @@ def test_the_preset_writes_drains_and_mixes_with_one_ledger(
     assert drain["queue"]["lost"] == 20 and drain["status"] == "failed"
     assert drain["queue"]["drained"] is True
     assert drain["queue"]["stop_reason"].startswith("drained: the queue was empty")
+    # The drain's backlog starts from what the write left (the client knows it: 20,000
+    # acknowledged, none received), never 0 while the queue is full.
+    assert drain["queue"]["backlog"]["peak"] == 20_000
     assert phases[1]["stats_queue_after"] == {
         "enqueued": 20_000,
         "dequeued": 19_980,
@@ -196,6 +199,10 @@ def test_a_drain_alone_reads_until_the_queue_is_confirmed_empty(tmp_path: Path) 
     assert queue["stop_reason"] == "drained: the queue was empty, and again 0.3s later"
     assert queue["phase"]["stats_queue_after"] == {"enqueued": 300, "dequeued": 300, "backlog": 0}
     assert server.get_hits == 300 and server.gets - server.get_hits == queue["empty_polls"]
+    # No producer of this run stored them: the backlog is the server's count or nothing.
+    assert queue["backlog"]["peak"] is None and queue["backlog"]["series"] == []
+    assert "backlog 0" not in result.stdout and "backlog peak 0" not in result.stdout
+    assert "backlog: not known to the client" in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,12 @@ old one's ``persisted()`` queues over, as memcacheq's BerkeleyDB would: the mess
 the ``stats queue`` counts start again). ``extra_reply_every=k`` makes it answer every k-th enqueue with two ``STORED`` lines: a
 reply to no request, a fault no real server commits (the client must call it a protocol
 error, not crash).
+
+``stall_at_get=k, stall_s=x`` makes it stall as memcacheq did under a Berkeley DB
+checkpoint: the connection whose request holds the k-th ``get`` answers nothing for ``x``
+seconds from then, while the gets it reads meanwhile still dequeue; then it writes every
+answer held (``held_hits`` counts the messages they carry). A client that closes the
+connection first never gets them: those messages are dequeued and gone.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ class MemcacheqStandin:
         drop_every: lose every n-th message enqueued (0: lose none).
         extra_reply_every: answer every n-th enqueue twice (0: never).
         max_message_bytes: memcacheq's ``-B``: refuse longer messages (None: no limit).
+        stall_at_get, stall_s: stall the connection of the k-th get this long (0: never).
     """
 
     def __init__(
@@ -71,8 +78,14 @@ class MemcacheqStandin:
         pid: int | None = None,
         queues: dict[bytes, QueueState] | None = None,
         max_message_bytes: int | None = None,
+        stall_at_get: int = 0,
+        stall_s: float = 0.0,
     ) -> None:
         self.drop_every = drop_every
+        self.stall_at_get = stall_at_get
+        self.stall_s = stall_s
+        self.held_hits = 0  # messages in answers held by a stall
+        self.stalls_ended = 0
         self.max_message_bytes = max_message_bytes
         self.refused = 0
         self.extra_reply_every = extra_reply_every
@@ -178,6 +191,7 @@ class _Session(asyncio.Protocol):
         self._server = server
         self._buffer = bytearray()
         self._transport: asyncio.Transport | None = None
+        self._held: bytearray | None = None  # answers held while stalled
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
@@ -199,8 +213,25 @@ class _Session(asyncio.Protocol):
         if len(self._buffer) > MAX_LINE_BYTES and b"\r\n" not in self._buffer:
             out += b"CLIENT_ERROR line too long\r\n"
             self._buffer.clear()
+        if self._held is not None:
+            self._held += out
+        elif out and self._transport is not None:
+            self._transport.write(bytes(out))
+
+    def _stall(self, out: bytearray) -> None:
+        """Hold every answer from now on for ``stall_s``, then write them at once (the
+        answers before it, in ``out``, go now)."""
         if out and self._transport is not None:
             self._transport.write(bytes(out))
+        out.clear()
+        self._held = bytearray()
+        asyncio.get_running_loop().call_later(self._server.stall_s, self._unstall)
+
+    def _unstall(self) -> None:
+        held, self._held = self._held, None
+        self._server.stalls_ended += 1
+        if held and self._transport is not None and not self._transport.is_closing():
+            self._transport.write(bytes(held))
 
     def _command(self, out: bytearray) -> int:
         """Answer the command at the buffer's start; return the bytes it took (0: need more)."""
@@ -231,9 +262,13 @@ class _Session(asyncio.Protocol):
                 out += b"STORED\r\n"
             return taken + size + 2
         if verb == b"get" and len(tokens) >= 2:
+            if server.stall_at_get and server.gets + 1 == server.stall_at_get:
+                self._stall(out)
             for queue in tokens[1:]:
                 message = server.dequeue(queue)
                 if message is not None:
+                    if self._held is not None:
+                        server.held_hits += 1
                     flags, data = message
                     out += b"VALUE %s %s %d\r\n%s\r\n" % (queue, flags, len(data), data)
             out += b"END\r\n"

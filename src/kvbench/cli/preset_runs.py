@@ -49,6 +49,17 @@ from kvbench.runner.queue import QueueCarry
 Labelled = list[tuple[str, RunResult]]
 # The flag a queue preset reads besides -n: the server's data directory (--data-dir).
 DATA_DIR = "queue.data_dir"
+# Run flags the queue preset applies to every phase, as the kvbench queue option they are.
+QUEUE_FLAGS = {
+    "load.requests": "messages",
+    "load.pipeline": "pipeline",
+    "load.timeout": "timeout",
+    "load.interval": "interval",
+    "load.duration": "duration",
+    DATA_DIR: "data_dir",
+}
+# Run flags it takes for the preset itself: where the results go, the live line.
+QUEUE_OWN_FLAGS = ("report.db", "report.save", "report.live", "report.json")
 # The exit code of a target that cannot be reached (cli/__init__.py's for TargetUnreachable).
 # Settings put-get-batches has no use for (a client sends one request at a time, each key
 # once per batch, as fast as it can, once): given on the command line, refused by name.
@@ -161,30 +172,57 @@ def _reading(written: RunResult, start_ms: int, end_ms: int) -> dict[str, Any]:
     return settings
 
 
+def check_queue_flags(preset: Preset, flags: Settings, config_path: str | None) -> None:
+    """Refuse a run flag the queue preset does not take, by name, before any phase.
+
+    Raises:
+        ConfigError: naming the first such flag (``--config`` too: a queue run has no
+            load config file).
+    """
+    if config_path is not None:
+        raise ConfigError("--config", f"preset {preset.name} runs queues: it reads no config file")
+    for path, (_, source) in flags.items():
+        if path not in QUEUE_FLAGS and path not in QUEUE_OWN_FLAGS:
+            raise ConfigError(
+                source,
+                f"preset {preset.name} does not take this flag (it takes -n, -P, --timeout, "
+                "--interval, --duration, --data-dir and the output flags; for the rest use "
+                "kvbench queue)",
+            )
+
+
+def queue_step_options(preset: Preset, step: Step, flags: Settings) -> dict[str, Any]:
+    """A queue phase's ``kvbench queue`` options: the preset's, the step's, and the
+    command line's flags over them (the same in every phase). -n N sends N messages and
+    scales the start-after points with it."""
+    options = {**preset.settings, **step.settings}
+    for path, name in QUEUE_FLAGS.items():
+        value = flags.get(path, (None, ""))[0]
+        if value is not None:
+            options[name] = str(value)
+    messages = flags.get("load.requests", (None, ""))[0]
+    after = options.get("consumers_start_after")
+    if messages is not None and after is not None:
+        scale = int(messages) / int(preset.settings["messages"])
+        options["consumers_start_after"] = str(max(1, round(int(after) * scale)))
+    return options
+
+
 def _queue_steps(run: _Run) -> int:
     """Queue runs in order (``measure_queue_phase``), each with its step's settings, each
     continuing the one before (one run tag, one delivery ledger: a message stored in the
     write and never read in the drain is lost); then the phases in the original's units.
 
-    Of the run flags, -n (messages; the start-after points scale with it), --data-dir,
-    --db, --no-save and -q apply; for anything else use ``kvbench queue`` directly.
+    The run flags a queue takes (``QUEUE_FLAGS``) apply to every phase; --db, --no-save,
+    -q and the output files too; any other is refused (``check_queue_flags``).
     """
     preset = run.preset
-    data_dir = run.flags.get(DATA_DIR, (None, ""))[0]
+    check_queue_flags(preset, run.flags, run.config_path)
     carried: list[QueueCarry] = []
     phases: Labelled = []
 
     def measure_step(step: Step) -> tuple[RunResult, ReportConfig]:
-        options = {**preset.settings, **step.settings}
-        messages = run.flags.get("load.requests", (None, ""))[0]
-        if messages is not None:  # -n N: N messages, the start-after points scaled with it
-            scale = int(messages) / int(preset.settings["messages"])
-            options["messages"] = str(messages)
-            after = options.get("consumers_start_after")
-            if after is not None:
-                options["consumers_start_after"] = str(max(1, round(int(after) * scale)))
-        if data_dir is not None:
-            options["data_dir"] = data_dir
+        options = queue_step_options(preset, step, run.flags)
         config = build_queue_config(run.urls[0], options, run.report)
         result, carry = measure_queue_phase(run.console, config, carried[-1] if carried else None)
         carried.append(carry)

@@ -108,6 +108,10 @@ class QueueLink(Link):
         self._sent_ns: list[int] = []
         self._head = 0
         self.issuing = False
+        # Timed-out requests whose late replies are still read (a consumer's), and until
+        # when: a reply to them comes before any other on this connection.
+        self._late = 0
+        self._linger_until_ns: int | None = None
 
     @property
     def inflight(self) -> int:
@@ -139,21 +143,37 @@ class QueueLink(Link):
     # -- failures --------------------------------------------------------------------
 
     def check_timeout(self, now: int, timeout_ns: int) -> None:
-        """Count requests unanswered for ``timeout_ns`` as timeouts and drop the connection.
+        """Count requests unanswered for ``timeout_ns`` as timeouts (``_timed_out`` decides
+        what becomes of the connection); end a wait for late replies that ran out.
 
-        Replies come back in order, so the ones behind a stuck request are stuck too:
-        they count as ``conn_error`` when the connection is closed.
+        Replies come back in order, so the ones behind a stuck request are stuck too.
         """
+        if self._linger_until_ns is not None and now >= self._linger_until_ns:
+            self._linger_until_ns = None
+            self.close()  # the late replies did not come: their fate stays unknown
+            return
         if self._head >= len(self._sent_ns) or now - self._sent_ns[self._head] < timeout_ns:
             return
         counts = self._recorder.counts[self.op]
         latencies = self._recorder.latency_ns[self.op]
+        first = self._head
         while self._head < len(self._sent_ns) and now - self._sent_ns[self._head] >= timeout_ns:
             counts[_TIMEOUT] += 1
             latencies.append(timeout_ns)
-            self._forget(self._head)
             self._head += 1
+        self._timed_out(now, timeout_ns, first, self._head)
+
+    def _timed_out(self, now: int, timeout_ns: int, first: int, stop: int) -> None:
+        """The requests ``first .. stop - 1`` timed out: by default they get no reply, and
+        the connection is dropped (the ones behind them count as ``conn_error``)."""
+        for index in range(first, stop):
+            self._forget(index)
         self.close()
+
+    @property
+    def awaiting(self) -> int:
+        """Requests whose reply may still come: in flight, and timed out but waited for."""
+        return self.inflight + self._late
 
     def _fail_inflight(self, outcome: int) -> None:
         self._recorder.counts[self.op][outcome] += self.inflight
@@ -325,6 +345,15 @@ class Consumer(QueueLink):
             empty read this long after the first, nothing in between, confirms the queue
             empty).
         last_receive_ns: when the last message arrived.
+        unknown_fate: gets that may have dequeued a message and whose answer never came
+            (timed out and not answered while waited for, or in flight on a connection
+            that broke): their messages are neither received nor lost.
+        late_received: messages brought by answers to gets that had timed out.
+
+    A get that times out may have taken a message the server will still send: the
+    consumer stops asking on that connection and reads the late answers (replies come in
+    order) for up to another timeout; then it asks again on the same connection, or, when
+    they did not all come, drops it and counts the rest as of unknown fate.
     """
 
     op = GET
@@ -351,9 +380,13 @@ class Consumer(QueueLink):
         self.empty_since_ns: int | None = None
         self.last_empty_ns: int | None = None
         self.last_receive_ns = 0
+        self.unknown_fate = 0
+        self.late_received = 0
 
     def fill(self) -> None:
         if not self.issuing or self._transport is None or self._timer is not None:
+            return
+        if self._linger_until_ns is not None:  # reading late answers first
             return
         n = self.pipeline - self.inflight
         if n <= 0:
@@ -373,6 +406,43 @@ class Consumer(QueueLink):
         self._timer = None
         self.fill()
 
+    def _timed_out(self, now: int, timeout_ns: int, first: int, stop: int) -> None:
+        """Keep the connection and wait (up to ``timeout_ns`` more) for the late answers."""
+        self._late += stop - first
+        if self._linger_until_ns is None:
+            self._linger_until_ns = now + timeout_ns
+
+    def _fail_inflight(self, outcome: int) -> None:
+        self.unknown_fate += self._late + self.inflight
+        super()._fail_inflight(outcome)
+
+    def _clear(self) -> None:
+        super()._clear()
+        self._late = 0
+        self._linger_until_ns = None
+
+    def _take_late(self, now: int) -> None:
+        """Read the answers to timed-out gets (counted as timeouts already): a message
+        they bring is received (its receipt and age kept), an empty answer took nothing."""
+        next_reply = self._codec.next_reply
+        unpack = HEADER.unpack_from
+        while self._late and (reply := next_reply()) is not NEED_DATA:
+            self._late -= 1
+            if reply.kind is not _HIT:
+                continue
+            payload = reply.payload
+            if payload is not None and len(payload) >= HEADER_BYTES:
+                magic, run_tag, producer, seq, sent = unpack(payload)
+                if magic == MAGIC and run_tag == self._run_tag:
+                    self.producers.append(producer)
+                    self.seqs.append(seq)
+                    self.e2e_ns.append(now - sent)
+                    self.received += 1
+                    self.late_received += 1
+                    self.last_receive_ns = now
+                    continue
+            self.foreign += 1
+
     def _on_replies(self, now: int) -> None:
         """Record every reply parsed: messages (with their receipts), empties, errors.
 
@@ -380,6 +450,10 @@ class Consumer(QueueLink):
             ProtocolError: garbage, or a reply to no get in flight; the replies before
                 it are recorded first. The caller closes the connection.
         """
+        if self._late:
+            self._take_late(now)
+            if self._late:
+                return
         next_reply = self._codec.next_reply
         recorder = self._recorder
         ops, codes, latencies = recorder.reply_ops, recorder.reply_codes, recorder.reply_latency_ns
@@ -427,6 +501,9 @@ class Consumer(QueueLink):
             self.empty_since_ns = None
         if error is not None:
             raise error
+        if self._linger_until_ns is not None and not self.inflight:
+            self._linger_until_ns = None  # every late answer came: ask again here
+            messages = max(messages, 1)
         self._ask_again(now, messages, empties)
 
     def _ask_again(self, now: int, messages: int, empties: int) -> None:

@@ -114,6 +114,9 @@ class QueueSummary:
         first_send_ns, last_ack_ns: a producer's first write and last acknowledgement.
         consume_start_ns, last_receive_ns: a consumer's start and its last message.
         received, foreign, empties: a consumer's messages and empty answers.
+        unknown_fate: a consumer's gets that may have dequeued a message and were never
+            answered (engine/queue_link.py, ``Consumer``); late_received: messages that
+            came in answers to gets that had timed out.
         cpu_s, active_s: CPU time used and wall-clock time from start to finish.
         cpu_wait_s: how long its loop's thread waited, runnable, for a CPU meanwhile
             (engine/clock.py; None where the kernel does not say).
@@ -131,6 +134,8 @@ class QueueSummary:
     received: int = 0
     foreign: int = 0
     empties: int = 0
+    unknown_fate: int = 0
+    late_received: int = 0
     cpu_s: float = 0.0
     active_s: float = 0.0
     cpu_wait_s: float | None = None
@@ -265,7 +270,7 @@ class QueueWorker(LinkKeeper):
         if self._finished is None or self._finished.is_set():
             return
         link = self.link
-        if link.inflight:
+        if link.awaiting:  # late answers to timed-out gets are waited for too (bounded)
             return
         if self._stop_requested or (isinstance(link, Producer) and link.next_seq >= link.quota):
             link.issuing = False
@@ -353,6 +358,8 @@ class QueueWorker(LinkKeeper):
             received=link.received,
             foreign=link.foreign,
             empties=link.empties,
+            unknown_fate=link.unknown_fate,
+            late_received=link.late_received,
             **common,
         )
 

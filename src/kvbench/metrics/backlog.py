@@ -28,23 +28,27 @@ def _count_at(series: Series, times_ns: npt.NDArray[np.int64]) -> npt.NDArray[np
 
 
 def backlog_at(
-    producers: Sequence[Series], consumers: Sequence[Series], times_ns: Sequence[int]
+    producers: Sequence[Series],
+    consumers: Sequence[Series],
+    times_ns: Sequence[int],
+    base: int = 0,
 ) -> list[int]:
-    """Acknowledged minus received at each of ``times_ns`` (never below 0)."""
+    """``base`` (acknowledged before, not yet received) plus acknowledged minus received
+    at each of ``times_ns`` (never below 0)."""
     times = np.asarray(times_ns, dtype=np.int64)
     stored = sum((_count_at(s, times) for s in producers), np.zeros(times.size))
     received = sum((_count_at(s, times) for s in consumers), np.zeros(times.size))
-    backlog = np.maximum(np.rint(stored - received), 0)
+    backlog = np.maximum(np.rint(base + stored - received), 0)
     return [int(v) for v in backlog]
 
 
 def backlog_peak(
-    producers: Sequence[Series], consumers: Sequence[Series]
+    producers: Sequence[Series], consumers: Sequence[Series], base: int = 0
 ) -> tuple[int, int | None]:
     """The largest backlog at any report instant, and that instant (None: no reports)."""
     times = sorted({t for series in (*producers, *consumers) for t, _ in series})
     if not times:
-        return 0, None
-    values = backlog_at(producers, consumers, times)
+        return base, None
+    values = backlog_at(producers, consumers, times, base)
     index = int(np.argmax(values))
     return values[index], times[index]

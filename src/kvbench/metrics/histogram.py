@@ -186,9 +186,12 @@ class Histogram:
     """HdrHistogram-layout histogram of integer nanoseconds, 1 ns .. 60 s, 3 figures.
 
     Values below 0 are recorded as 0 and values above ``HIGHEST_TRACKABLE_NS`` as
-    ``HIGHEST_TRACKABLE_NS``; both are also counted in ``out_of_range``, never dropped.
-    ``min_ns``, ``max_ns`` and ``sum_ns`` are exact over the values as recorded (after
-    clamping) and are 0 while ``total_count`` is 0. Not thread-safe; one per recorder.
+    ``HIGHEST_TRACKABLE_NS`` (clipped); both are also counted in ``out_of_range``, never
+    dropped. ``min_ns`` and ``sum_ns`` are exact over the values as recorded (after
+    clamping); ``max_ns`` is the largest value given, beyond the range too (a clipped
+    value's size is kept nowhere else, and a max below the percentiles of the clipped
+    bucket would contradict them: a 105 s age read "max 60.00s", p50 60.03s). All are 0
+    while ``total_count`` is 0. Not thread-safe; one per recorder.
     """
 
     __slots__ = ("counts", "max_ns", "min_ns", "out_of_range", "sum_ns", "total_count")
@@ -220,12 +223,12 @@ class Histogram:
             if count < 0:
                 raise ValueError(f"count must be >= 0, got {count}")
             return
-        value = operator.index(value_ns)
+        value = given = operator.index(value_ns)
         if value < 0 or value > HIGHEST_TRACKABLE_NS:
             self.out_of_range += count
             value = 0 if value < 0 else HIGHEST_TRACKABLE_NS
         self.counts[counts_index_for(value)] += count
-        self._add_scalars(count, value, value, value * count)
+        self._add_scalars(count, value, max(value, given), value * count)
 
     def record_many(self, values: Any) -> None:
         """Record every value of a batch.
@@ -247,7 +250,7 @@ class Histogram:
             self.out_of_range += int(np.count_nonzero(batch < 0))
             self.out_of_range += int(np.count_nonzero(batch > HIGHEST_TRACKABLE_NS))
             low = min(max(low, 0), HIGHEST_TRACKABLE_NS)
-            high = min(max(high, 0), HIGHEST_TRACKABLE_NS)
+            high = max(high, 0)  # the largest value given, clipped or not
         total_ns = 0
         for start in range(0, batch.size, _BLOCK_VALUES):
             block = batch[start : start + _BLOCK_VALUES]
@@ -312,7 +315,8 @@ class Histogram:
             return
         nonzero = np.flatnonzero(counts)
         self.min_ns = max(self.min_ns, int(_LOWEST[nonzero[0]]))
-        self.max_ns = min(self.max_ns, int(_HIGHEST[nonzero[-1]]))
+        if nonzero[-1] < _MAX_INDEX:  # the top bucket may hold clipped values: keep max
+            self.max_ns = min(self.max_ns, int(_HIGHEST[nonzero[-1]]))
 
     def __eq__(self, other: object) -> bool:
         """Equal when the recorded distributions are (counts and total count).

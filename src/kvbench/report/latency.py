@@ -36,7 +36,10 @@ def latency_summary(hist: Histogram | None) -> dict[str, float | None]:
     values = hist.percentiles([p for _, p in PERCENTILES])
     out: dict[str, float | None] = {}
     for name, p in PERCENTILES:
-        out[name] = values[p] / 1000 if hist.total_count >= min_samples(p) else None
+        # A bucket's top may lie above every value recorded in it: never print a
+        # percentile above the max (seen: p50 60.03s, max 60.00s).
+        value = min(values[p], hist.max_ns)
+        out[name] = value / 1000 if hist.total_count >= min_samples(p) else None
     out["max"] = hist.max_ns / 1000
     out["mean"] = hist.mean_ns() / 1000
     out["stddev"] = hist.stddev_ns() / 1000

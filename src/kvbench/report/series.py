@@ -181,6 +181,7 @@ def coarsen_queue(records: list[QueueInterval], every: int) -> list[QueueInterva
                 last.stored_total,
                 last.received_total,
                 last.server_backlog,
+                last.backlog_base,
             )
         )
     return out

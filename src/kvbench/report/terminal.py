@@ -14,6 +14,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvbench.metrics.histogram import HIGHEST_TRACKABLE_NS
 from kvbench.metrics.outcome import NOTE_OUTCOMES, OUTCOME_NAMES, REDIRECT_OUTCOMES
 from kvbench.report.latency import PERCENTILES
 from kvbench.report.stats import MIN_CI_SAMPLES, Spread
@@ -428,11 +429,21 @@ def queue_live_line(row: dict[str, Any]) -> str:
         f"[{row['t_s']:>6.1f}s]",
         f"put {format_rate(row['puts_per_s'])}/s",
         f"get {format_rate(row['gets_per_s'])}/s",
-        f"e2e p50 {fmt_us(row['e2e_p50_us'])} p99 {fmt_us(row['e2e_p99_us'])}",
-        f"backlog {row['backlog'] or 0:,}",
     ]
-    if row.get("server_backlog") is not None:
-        parts.append(f"(server {row['server_backlog']:,})")
+    top = HIGHEST_TRACKABLE_NS / 1000 if row.get("e2e_clipped") else None
+    parts.append(
+        f"e2e p50 {_percentile_text(row['e2e_p50_us'], top)} "
+        f"p99 {_percentile_text(row['e2e_p99_us'], top)}"
+    )
+    # The client's backlog where it knows it (never a 0 it does not know), the server's
+    # count where it says.
+    backlog, server = row.get("backlog"), row.get("server_backlog")
+    if backlog is not None:
+        parts.append(f"backlog {backlog:,}")
+        if server is not None:
+            parts.append(f"(server {server:,})")
+    elif server is not None:
+        parts.append(f"backlog (server {server:,})")
     parts.append(f"empty {row['empties']:,}")
     parts.append(f"err {row['errors']}")
     if row["length_s"]:
@@ -465,31 +476,40 @@ def queue_table(model: ReportModel) -> Table:
         if op in ops
     ]  # fmt: skip
     rows.append(("end to end", queue["received"], queue["gets_per_s"], queue["e2e_latency_us"]))
+    # End-to-end ages beyond the histogram's range sit in its top bucket: a percentile
+    # there is a lower bound, printed as such (the line under the table counts them).
+    clipped_at = queue["e2e_range_us"] if queue.get("e2e_clipped") else None
     for label, count, rate, lat in rows:
+        top = clipped_at if label == "end to end" else None
         table.add_row(
             label,
             f"{count:,}",
             "" if rate is None else format_rate(rate),
-            *(fmt_us(lat[name]) for name, _ in PERCENTILES),
+            *(_percentile_text(lat[name], top) for name, _ in PERCENTILES),
             fmt_us(lat["max"]),
             fmt_us(lat["mean"]),
         )
     return table
 
 
+def _percentile_text(value_us: float | None, clipped_at_us: float | None) -> str:
+    """``fmt_us``, or ``>60s`` for a percentile at or beyond where values were clipped."""
+    if value_us is not None and clipped_at_us is not None and value_us >= clipped_at_us:
+        return ">" + fmt_us(clipped_at_us)
+    return fmt_us(value_us)
+
+
 def delivery_table(queue: dict[str, Any]) -> Table:
     """The delivery ledger: per producer, sent, stored, received, lost, duplicated, late."""
     table = Table(title="delivery per producer", title_justify="left")
-    for name in ("producer", "sent", "stored", "received", "lost", "duplicated", "out of order"):
+    # Not received: acknowledged and not received, whatever became of them (lost in a run
+    # that drained, unless a get never answered may have taken them; the line below says).
+    names = ("producer", "sent", "stored", "received", "not received", "duplicated", "out of order")
+    for name in names:
         table.add_column(name, justify="right")
+    keys = ("sent", "produced", "received", "not_received", "duplicated", "out_of_order")
     for p in queue["producers"]:
-        table.add_row(
-            str(p["producer"]),
-            *(
-                f"{p[k]:,}"
-                for k in ("sent", "produced", "received", "lost", "duplicated", "out_of_order")
-            ),
-        )
+        table.add_row(str(p["producer"]), *(f"{p.get(k, p.get('lost', 0)):,}" for k in keys))
     return table
 
 
@@ -503,6 +523,13 @@ def queue_lines(model: ReportModel) -> Text:
         f"gets {format_rate(queue['gets_per_s'])}/s over {queue['consume_window_s']:.2f}s "
         f"({queue['pop_command']}; {queue['empty_polls']:,} found the queue empty)\n"
     )
+    if queue.get("e2e_clipped"):
+        text.append(
+            f"end to end: {queue['e2e_clipped']:,} of {queue['received']:,} ages were beyond "
+            f"{fmt_us(queue['e2e_range_us'])}, the histogram's range: percentiles there read "
+            f">{fmt_us(queue['e2e_range_us'])}; max is the largest seen\n",
+            style="yellow",
+        )
     text.append(phase_line(queue["phase"]) + "\n")
     text.append(_phase_server_line(queue["name"], queue["phase"]))
     backlog = queue["backlog"]
@@ -513,7 +540,10 @@ def queue_lines(model: ReportModel) -> Text:
             f"{backlog['server_after']:,} after"
         )
     peak_at = f" at {backlog['peak_t_s']:.2f}s" if backlog["peak_t_s"] is not None else ""
-    text.append(f"backlog peak {backlog['peak']:,}{peak_at}{server}\n")
+    if backlog["peak"] is not None:
+        text.append(f"backlog peak {backlog['peak']:,}{peak_at}{server}\n")
+    elif server:  # a drain of messages no run of it stored: only the server can count them
+        text.append(f"backlog: not known to the client (it stored none of them){server}\n")
     if queue["consumers_count"] == 0:
         text.append(
             f"delivery: {queue['produced']:,} stored, {queue['left_in_queue']:,} left in the "
@@ -526,10 +556,26 @@ def queue_lines(model: ReportModel) -> Text:
         f"out of order {queue['out_of_order']:,}"
         + (f", foreign {queue['foreign']:,}" if queue["foreign"] else "")
         + (f", unexpected {queue['unexpected']:,}" if queue["unexpected"] else "")
+        + _fate_words(queue, model.status.name)
         + f"  ({queue['stop_reason']})\n",
         style="" if not (queue["lost"] or queue["duplicated"]) else "bold red",
     )
     return _outcome_lines(model, text)
+
+
+def _fate_words(queue: dict[str, Any], status: str) -> str:
+    """The acknowledged messages neither received nor lost, in words: of unknown fate (a
+    get never answered may have taken them), in flight when the run ended."""
+    words = ""
+    if queue.get("unknown_fate"):
+        words += (
+            f", unknown fate {queue['unknown_fate']:,} ({queue['unanswered_gets']:,} gets "
+            "timed out after the server may have dequeued)"
+        )
+    if queue.get("in_flight"):
+        when = "interrupted" if status == "interrupted" else "the run ended"
+        words += f", in flight when {when} {queue['in_flight']:,}"
+    return words
 
 
 def _outcome_lines(model: ReportModel, text: Text) -> Text:

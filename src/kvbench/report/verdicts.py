@@ -248,7 +248,7 @@ def measurement_verdicts(ev: Evidence) -> list[Verdict]:
                 "latency.out_of_range",
                 "warning",
                 f"{ev.out_of_range:,} latencies were beyond 60 s and were recorded as 60 s: the "
-                "maximum and the top percentiles are lower bounds",
+                "top percentiles are lower bounds (the maximum is the largest one seen)",
                 {"out_of_range": ev.out_of_range},
             )
         )
@@ -366,8 +366,9 @@ def queue_verdicts(ev: Evidence) -> list[Verdict]:
                 "queue.not_drained",
                 "warning",
                 f"the run ended before the queue was drained "
-                f"({queue['stop_reason'] or ev.run.status}): 'lost' includes messages that "
-                "may still be in the queue",
+                f"({queue['stop_reason'] or ev.run.status}): "
+                f"{queue.get('in_flight', 0):,} acknowledged messages were in flight when "
+                "it ended (not yet received: still queued or on their way), none counted lost",
                 {"server_backlog_after": queue["backlog"]["server_after"]},
             ),
         )
@@ -407,14 +408,34 @@ def _delivery_verdicts(queue: dict[str, Any]) -> list[Verdict]:
     out: list[Verdict] = []
     if queue["lost"]:
         by_producer = {p["producer"]: p["lost"] for p in queue["producers"] if p["lost"]}
-        drained = queue["drained"]
         out.append(
             Verdict(
                 "delivery.lost",
-                "error" if drained else "warning",
-                f"{queue['lost']:,} acknowledged messages were "
-                + ("never received" if drained else "not received before the end"),
+                "error",
+                f"{queue['lost']:,} acknowledged messages were never received",
                 {"by_producer": by_producer},
+            )
+        )
+    if queue.get("e2e_clipped"):
+        out.append(
+            Verdict(
+                "queue.e2e_clipped",
+                "warning",
+                f"{queue['e2e_clipped']:,} of {queue['received']:,} end-to-end latencies were "
+                "beyond 60 s, the histogram's range: percentiles there read >60s (lower "
+                "bounds); the maximum is the largest one seen",
+                {"e2e_clipped": queue["e2e_clipped"]},
+            )
+        )
+    if queue.get("unknown_fate"):
+        out.append(
+            Verdict(
+                "delivery.unknown_fate",
+                "warning",
+                f"unknown fate: {queue['unknown_fate']:,} acknowledged messages not received, "
+                f"as {queue['unanswered_gets']:,} gets timed out (or broke) after the server "
+                "may have dequeued; not counted lost",
+                {"unanswered_gets": queue["unanswered_gets"]},
             )
         )
     if queue["duplicated"]:

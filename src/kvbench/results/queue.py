@@ -27,6 +27,9 @@ class QueueInterval:
         stored_total, received_total: messages acknowledged / received by the interval's
             end, cumulative.
         server_backlog: the queue's length by the server's own count, when it could say.
+        backlog_base: the messages of earlier phases acknowledged and not yet received
+            when this run started (a preset's drain reads what its write stored); None:
+            the client cannot know the backlog (a drain of messages no run of it stored).
     """
 
     index: int
@@ -34,11 +37,15 @@ class QueueInterval:
     stored_total: int
     received_total: int
     server_backlog: int | None = None
+    backlog_base: int | None = 0
 
     @property
-    def backlog(self) -> int:
-        """Acknowledged but not yet received, at the interval's end (the client's view)."""
-        return max(0, self.stored_total - self.received_total)
+    def backlog(self) -> int | None:
+        """Acknowledged but not yet received, at the interval's end (the client's view);
+        None when the client cannot know it (then only the server's count says)."""
+        if self.backlog_base is None:
+            return None
+        return max(0, self.backlog_base + self.stored_total - self.received_total)
 
 
 @dataclass(slots=True)
@@ -54,10 +61,15 @@ class QueueSection:
         delivery: lost / duplicated / out-of-order accounting, per producer.
         foreign: messages dequeued that were not this run's.
         empties: dequeues that found the queue empty.
+        unknown_fate: gets that may have dequeued a message and were never answered (timed
+            out, or in flight on a connection that broke): as many acknowledged messages
+            not received are of unknown fate, not lost.
+        late_received: messages that came in answers to gets that had timed out.
         consumers: per consumer: ``consumer``, ``received``, ``foreign``, ``empties``,
             ``out_of_order``.
         backlog_peak, backlog_peak_ns: the largest backlog at any instant a worker
-            reported (metrics/backlog.py), and that instant.
+            reported (metrics/backlog.py), and that instant; None when the client cannot
+            know the backlog (``QueueInterval.backlog_base``).
         backlog_series: (seconds from the start, backlog) every 100 ms.
         drained: the run went on until every message was received or the queue stayed
             empty for the grace period; False when a limit or Ctrl-C ended it first.
@@ -75,14 +87,26 @@ class QueueSection:
     delivery: DeliveryReport
     foreign: int = 0
     empties: int = 0
+    unknown_fate: int = 0
+    late_received: int = 0
     consumers: list[dict[str, Any]] = field(default_factory=list)
-    backlog_peak: int = 0
+    backlog_peak: int | None = 0
     backlog_peak_ns: int | None = None
     backlog_series: list[tuple[float, int]] = field(default_factory=list)
     drained: bool = True
     stop_reason: str = ""
     carried_producers: int = 0
     carried_received: int = 0
+
+    def fates(self) -> tuple[int, int, int]:
+        """The acknowledged messages not received, told apart: (lost, unknown fate, in
+        flight). Gets never answered may have taken as many of them (unknown fate); of the
+        rest, in a run that drained the queue, each is lost; in one a limit or Ctrl-C ended
+        first, each was in flight (still queued, or on its way) when it ended."""
+        missing = self.delivery.totals()["lost"]
+        unknown = min(missing, self.unknown_fate)
+        rest = missing - unknown
+        return (rest, unknown, 0) if self.drained else (0, unknown, rest)
 
     def own_produced(self) -> int:
         """Puts this run's producers had stored (the ledger's rows after the carried)."""
@@ -111,6 +135,7 @@ class QueueSection:
                     "stored_total": i.stored_total,
                     "received_total": i.received_total,
                     "server_backlog": i.server_backlog,
+                    "backlog_base": i.backlog_base,
                 }
                 for i in self.intervals
             ],
@@ -123,6 +148,8 @@ class QueueSection:
             },
             "foreign": self.foreign,
             "empties": self.empties,
+            "unknown_fate": self.unknown_fate,
+            "late_received": self.late_received,
             "consumers": self.consumers,
             "backlog_peak": self.backlog_peak,
             "backlog_peak_ns": self.backlog_peak_ns,
@@ -148,6 +175,7 @@ class QueueSection:
                     stored_total=int(i["stored_total"]),
                     received_total=int(i["received_total"]),
                     server_backlog=i["server_backlog"],
+                    backlog_base=i.get("backlog_base", 0),
                 )
                 for i in data["intervals"]
             ],
@@ -161,8 +189,10 @@ class QueueSection:
             ),
             foreign=int(data["foreign"]),
             empties=int(data["empties"]),
+            unknown_fate=int(data.get("unknown_fate", 0)),
+            late_received=int(data.get("late_received", 0)),
             consumers=list(data["consumers"]),
-            backlog_peak=int(data["backlog_peak"]),
+            backlog_peak=None if data["backlog_peak"] is None else int(data["backlog_peak"]),
             backlog_peak_ns=data["backlog_peak_ns"],
             backlog_series=[(float(t), int(n)) for t, n in data["backlog_series"]],
             drained=bool(data["drained"]),
@@ -192,8 +222,17 @@ def section_from_document(document: dict[str, Any], start_ns: int) -> QueueSecti
         for k, row in enumerate(rows)
     ]
     consume_s, produce_s = queue.get("consume_window_s", 0.0), queue.get("produce_window_s", 0.0)
+    known = set(ProducerDelivery.__dataclass_fields__)
     rows_of = [
-        ProducerDelivery(**{**row, "lost_examples": tuple(row.get("lost_examples", ()))})
+        ProducerDelivery(
+            **{
+                **{k: v for k, v in row.items() if k in known},
+                # the ledger's count: acknowledged and not received (``lost`` says what of
+                # it was lost; documents before ``not_received`` had only that)
+                "lost": row.get("not_received", row["lost"]),
+                "lost_examples": tuple(row.get("lost_examples", ())),
+            }
+        )
         for row in queue["producers"]
     ]
     return QueueSection(

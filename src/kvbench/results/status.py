@@ -186,8 +186,9 @@ def delivery_problem(queue: QueueSection, errors: Sequence[str] = ()) -> str | N
         problems.append(
             f"every put was refused ({sent:,} sent, none stored)" + (f": {said}" if said else "")
         )
-    if totals["lost"] and queue.drained:
-        problems.append(f"{totals['lost']:,} acknowledged messages were never received")
+    lost = queue.fates()[0]  # unknown fate (gets never answered) is no loss
+    if lost:
+        problems.append(f"{lost:,} acknowledged messages were never received")
     if totals["duplicated"]:
         problems.append(f"{totals['duplicated']:,} messages were received twice or more")
     return "; ".join(problems) or None

@@ -43,6 +43,7 @@ from kvbench.results.queue import QueueSection
 from kvbench.runner import messages as m
 from kvbench.runner import probe
 from kvbench.runner.coordinator import fresh_result
+from kvbench.runner.held_signals import held_signals
 from kvbench.runner.local import LocalLauncher
 from kvbench.runner.pool import WorkerPool
 from kvbench.runner.queue_probe import server_backlog
@@ -151,6 +152,7 @@ class QueueCoordinator:
                 carry.acknowledged,
             )
         self._carried_received = self._ledger.received_total
+        self._backlog_base = _backlog_base(config, carry)
         self._own = self._ledger.extend(self._quotas)  # this run's producer ids
         self._acknowledged: list[Acknowledged] = []
         self._workers: list[_Worker] = []
@@ -256,7 +258,9 @@ class QueueCoordinator:
                 self._on_event("duration limit reached: stopping producers and consumers")
             self._decide(now)
             if self._stopped_all and report_deadline is None:
-                report_deadline = now + config.timeout_ns + REPORT_GRACE_NS
+                # A request may time out a timeout after Stop, and its late answer is
+                # waited for one more (engine/queue_link.py, Consumer).
+                report_deadline = now + 2 * config.timeout_ns + REPORT_GRACE_NS
             if report_deadline is not None and now > report_deadline:
                 for worker in self._workers:
                     if not worker.over:
@@ -333,10 +337,16 @@ class QueueCoordinator:
     # -- messages ----------------------------------------------------------------------
 
     def _receive(self) -> list[tuple[int, m.Message]]:
-        """Wait up to POLL_S for messages and handle them (a dead worker is a Failed one)."""
-        received = self._pool.receive(POLL_S)
-        for number, message in received:
-            self._handle(self._workers[number], message)
+        """Wait up to POLL_S for messages and handle them (a dead worker is a Failed one).
+
+        Ctrl-C (and SIGTERM, SIGHUP) is held until every message read is handled
+        (runner/held_signals.py): a report is folded in whole, never half, and none read
+        from a pipe is dropped; the signal comes out of here right after.
+        """
+        with held_signals():
+            received = self._pool.receive(POLL_S)
+            for number, message in received:
+                self._handle(self._workers[number], message)
         return received
 
     def _handle(self, worker: _Worker, message: m.Message) -> None:
@@ -394,6 +404,7 @@ class QueueCoordinator:
             stored_total=stored,
             received_total=received,
             server_backlog=sample["backlog"] if sample is not None else None,
+            backlog_base=self._backlog_base,
         )
 
     # -- result ------------------------------------------------------------------------
@@ -441,10 +452,16 @@ class QueueCoordinator:
         consume_starts = [s.consume_start_ns for s in summaries if s.consume_start_ns is not None]
         stored_series = [w.counts for w in producers]
         received_series = [w.counts for w in consumers]
-        peak, peak_ns = backlog_peak(stored_series, received_series)
-        end_ns = max([self._start_ns, *(t for w in self._workers for t, _ in w.counts[-1:])])
-        grid = list(range(self._start_ns, end_ns + BACKLOG_STEP_NS, BACKLOG_STEP_NS))
-        series = backlog_at(stored_series, received_series, grid)
+        base = self._backlog_base
+        peak: int | None = None
+        peak_ns: int | None = None
+        points: list[tuple[float, int]] = []
+        if base is not None:  # else the client cannot know it: the server's count says
+            peak, peak_ns = backlog_peak(stored_series, received_series, base)
+            end_ns = max([self._start_ns, *(t for w in self._workers for t, _ in w.counts[-1:])])
+            grid = list(range(self._start_ns, end_ns + BACKLOG_STEP_NS, BACKLOG_STEP_NS))
+            series = backlog_at(stored_series, received_series, grid, base)
+            points = [((t - self._start_ns) / 1e9, b) for t, b in zip(grid, series, strict=True)]
         return QueueSection(
             produce_end_ns=max((w.summary.last_ack_ns for w in producers if w.summary), default=0),
             consume_start_ns=min(consume_starts) if consume_starts else self._consume_start_ns,
@@ -453,6 +470,8 @@ class QueueCoordinator:
             delivery=delivery,
             foreign=sum(s.foreign for s in summaries),
             empties=sum(s.empties for s in summaries),
+            unknown_fate=sum(s.unknown_fate for s in summaries),
+            late_received=sum(s.late_received for s in summaries),
             consumers=[
                 {
                     "consumer": w.spec.index,
@@ -465,14 +484,23 @@ class QueueCoordinator:
             ],
             backlog_peak=peak,
             backlog_peak_ns=peak_ns,
-            backlog_series=[
-                ((t - self._start_ns) / 1e9, b) for t, b in zip(grid, series, strict=True)
-            ],
+            backlog_series=points,
             drained=drained,
             stop_reason=self._stop_reason,
             carried_producers=len(self._carried),
             carried_received=self._carried_received,
         )
+
+
+def _backlog_base(config: QueueConfig, carry: QueueCarry | None) -> int | None:
+    """The backlog this run starts from, as the client knows it: what earlier phases
+    acknowledged and were not yet received (0 for a run of its own); None for a drain of
+    its own (``--producers 0``): it reads messages no producer of it stored, so only the
+    server can count them."""
+    if carry is None:
+        return None if config.producers == 0 else 0
+    produced = sum(ack.sent - len(set(ack.unacknowledged)) for ack in carry.acknowledged)
+    return max(0, produced - carry.ledger.unique_total)
 
 
 def _latest(worker: _Worker, index: int) -> QueueInterval | None:

@@ -158,12 +158,39 @@ def test_error_replies_to_gets_are_counted_not_raised() -> None:
     assert recorder.cut("measure", 0, 0, 1).counts["get"] == {"error_reply": 1}
 
 
-def test_a_timed_out_dequeue_drops_the_connection() -> None:
+def test_a_timed_out_dequeue_is_waited_for_then_the_connection_dropped() -> None:
     link, transport, _, recorder = consumer(pipeline=2)
-    link.check_timeout(link._sent_ns[0] + 10, timeout_ns=5)
-    assert transport.aborted
+    sent = link._sent_ns[0]
+    link.check_timeout(sent + 10, timeout_ns=5)
     assert recorder.counts[GET][21] == 2  # timeout
     assert list(recorder.latency_ns[GET]) == [5, 5]
+    assert not transport.aborted and link.awaiting == 2  # late answers may still come
+    link.check_timeout(sent + 15, timeout_ns=5)  # they did not: dropped, fate unknown
+    assert transport.aborted
+    link.connection_lost(None)
+    assert (link.unknown_fate, link.awaiting, link.received) == (2, 0, 0)
+
+
+def test_late_answers_to_timed_out_gets_bring_their_messages() -> None:
+    link, transport, _, recorder = consumer(pipeline=2)
+    written = len(transport.written)
+    link.check_timeout(link._sent_ns[0] + 10, timeout_ns=5)
+    link.fill()
+    assert len(transport.written) == written  # no new get while answers are late
+    message = MessageFormat(TAG, 1, 30).build(seq=9, sent_ns=0)
+    link.data_received(b"VALUE q 0 30\r\n" + message + b"\r\nEND\r\n")
+    assert (link.received, link.late_received, link.awaiting) == (1, 1, 1)
+    link.data_received(b"END\r\n")  # the other took nothing
+    assert (link.late_received, link.awaiting, link.unknown_fate) == (1, 2, 0)  # asks again
+    assert list(link.seqs) == [9] and not transport.aborted
+    assert len(transport.written) > written
+    assert recorder.counts[GET][21] == 2  # still two timeouts, no hit counted twice
+
+
+def test_gets_in_flight_on_a_broken_connection_are_of_unknown_fate() -> None:
+    link, _, _, _ = consumer(pipeline=3)
+    link.connection_lost(ConnectionResetError())
+    assert link.unknown_fate == 3
 
 
 def test_redis_consumers_brpop_with_the_block_time() -> None:

@@ -183,7 +183,8 @@ def test_out_of_range_values_are_clamped_recorded_and_counted() -> None:
     hist.record_many(np.array([2**64 - 1], dtype=np.uint64))
     assert hist.out_of_range == 5
     assert hist.total_count == 7
-    assert (hist.min_ns, hist.max_ns) == (0, HIGHEST_TRACKABLE_NS)
+    # max is the largest value given (70 s), clipped or not: never below a percentile
+    assert (hist.min_ns, hist.max_ns) == (0, 70_000_000_000)
     assert hist.counts[0] == 2
     assert hist.counts[5] == 1
     assert hist.counts[MAX_INDEX] == 4
@@ -259,7 +260,7 @@ def test_merge_adds_counts_and_combines_scalars() -> None:
     first.merge(second)
     first.merge(Histogram())
     assert first.total_count == 5
-    assert (first.min_ns, first.max_ns) == (0, HIGHEST_TRACKABLE_NS)
+    assert (first.min_ns, first.max_ns) == (0, 70_000_000_000)
     assert first.out_of_range == 2
     assert first.sum_ns == 35 + HIGHEST_TRACKABLE_NS
     everything = Histogram()
@@ -499,3 +500,24 @@ def test_decode_rejects_streams_that_do_not_fit_the_layout() -> None:
         Histogram.decode(_payload(bytes([0x02, 0x80])))
     with pytest.raises(ValueError, match="payload length"):
         Histogram.decode(_payload(b"\x02", declared=5))
+
+
+def test_clipped_values_keep_their_size_in_max_above_every_percentile() -> None:
+    # A drain whose messages were 94-105 s old: every value beyond the 60 s range.
+    ages = np.arange(94_000_000_000, 105_000_000_001, 1_000_000_000, dtype=np.int64)
+    bulk, single = Histogram(), Histogram()
+    bulk.record_many(ages)
+    for age in ages.tolist():
+        single.record(age)
+    for hist in (bulk, single):
+        assert hist.out_of_range == hist.total_count == len(ages)
+        assert hist.max_ns == 105_000_000_000
+        assert hist.max_ns >= max(hist.percentiles(PERCENTILES).values())
+    later = bulk.copy()
+    later.record(1_000)
+    later.subtract(bulk)  # a delta whose top bucket held clipped values keeps the max bound
+    assert later.max_ns == 1_000 and later.out_of_range == 0
+    both = bulk.copy()
+    both.record(2_000)
+    both.subtract(Histogram())
+    assert both.max_ns == 105_000_000_000

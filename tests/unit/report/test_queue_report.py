@@ -356,3 +356,90 @@ def test_every_put_refused_fails_the_run_in_the_servers_words() -> None:
     ledger.add(0, [0], [99])  # one stored, and received
     run.queue.delivery = ledger.finish([Acknowledged(100, tuple(range(99)))])
     assert run_status(run).name == "ok"
+
+
+def test_a_drain_the_client_cannot_count_shows_the_servers_backlog_never_0() -> None:
+    # A drain of messages no run of it stored: the client's stored count is 0, received
+    # grows; its backlog is unknown, not 0 (seen: "backlog 0 (server 824,406)").
+    snapshot, _ = interval(0, 0, 500, 0, [2] * 500)
+    record = QueueInterval(0, None, 0, 500, server_backlog=824_406, backlog_base=None)
+    row = queue_interval_row(snapshot, record, 0)
+    assert row["backlog"] is None
+    line = queue_live_line(row)
+    assert "backlog (server 824,406)" in line and "backlog 0" not in line
+    unknown = QueueInterval(0, None, 0, 500, server_backlog=None, backlog_base=None)
+    assert "backlog" not in queue_live_line(queue_interval_row(snapshot, unknown, 0))
+    run = result()
+    assert run.queue is not None
+    run.queue.backlog_peak, run.queue.backlog_peak_ns, run.queue.backlog_series = None, None, []
+    run.server = {"before": {"backlog": 824_906}, "after": {"backlog": 0}}
+    doc = doc_of(run)
+    assert doc["queue"]["backlog"]["peak"] is None
+    text = rendered(run)
+    assert "backlog peak 0" not in text
+    assert "backlog: not known to the client (it stored none of them); the server's count: " \
+        "824,906 before, 0 after" in text  # fmt: skip
+    again = QueueSection.from_json(run.queue.to_json())
+    assert again.backlog_peak is None
+    from kvbench.report.html import render
+
+    assert "backlog not known to the client" in render([run])
+
+
+def test_a_later_phase_counts_the_backlog_from_what_earlier_phases_left() -> None:
+    record = QueueInterval(0, None, 0, 300, backlog_base=1000)
+    assert record.backlog == 700
+
+
+def test_e2e_ages_beyond_the_range_are_counted_and_max_never_below_a_percentile() -> None:
+    # A 1M drain's messages were 94-105 s old: all beyond the histogram's 60 s.
+    ages = Histogram()
+    ages.record_many([(94 + k % 12) * S for k in range(2000)])
+    run = result()
+    assert run.queue is not None
+    run.queue.intervals = [QueueInterval(i.index, None, i.stored_total, i.received_total)
+                           for i in run.queue.intervals]  # fmt: skip
+    run.queue.intervals[-1] = QueueInterval(1, ages, 2000, 2000)
+    queue = doc_of(run)["queue"]
+    latency = queue["e2e_latency_us"]
+    assert queue["e2e_clipped"] == 2000
+    assert latency["max"] == 105 * 1_000_000  # the largest age, not the range's top
+    assert all(latency[p] <= latency["max"] for p in ("p50", "p90", "p99"))
+    assert any(v["id"] == "queue.e2e_clipped" for v in doc_of(run)["verdicts"])
+    text = rendered(run)
+    assert ">60.00s" in text and "60.03s" not in text
+    assert "2,000 of 2,000 ages were beyond 60.00s" in text
+    snapshot, _ = interval(1, 0, 2000, 0, [])
+    line = queue_live_line(queue_interval_row(snapshot, QueueInterval(1, ages, 0, 2000), 0))
+    assert "e2e p50 >60.00s p99 >60.00s" in line
+
+
+def test_a_consumer_keeps_the_age_of_a_message_older_than_the_range() -> None:
+    import time
+
+    from kvbench.config.model import ReportConfig
+    from kvbench.config.queue import build_queue_config
+    from kvbench.engine.queue_link import QUEUE_OPS, Consumer, QueueCommands
+    from kvbench.metrics.recorder import Recorder
+    from kvbench.workload.queue import MessageFormat
+
+    class Host:
+        def __getattr__(self, name: str) -> Any:
+            return lambda *a: None
+
+    class Transport:
+        def write(self, data: Any) -> None:
+            pass
+
+    commands = QueueCommands(build_queue_config("memcacheq://127.0.0.1/q", {}, ReportConfig()))
+    link = Consumer(Host(), commands, Recorder(QUEUE_OPS), 1, 7, 0)  # type: ignore[arg-type]
+    link._transport = Transport()  # type: ignore[assignment]
+    link.issuing = True
+    link.fill()
+    sent_ns = time.monotonic_ns() - 100 * S  # sent 100 s ago, on the same clock
+    message = MessageFormat(7, 0, 40).build(seq=0, sent_ns=sent_ns)
+    link.data_received(b"VALUE q 0 40\r\n" + message + b"\r\nEND\r\n")
+    e2e = Histogram()
+    e2e.record_many(link.e2e_ns)
+    assert e2e.out_of_range == 1 and e2e.max_ns >= 100 * S
+    assert e2e.max_ns >= e2e.value_at_percentile(50)

@@ -208,9 +208,12 @@ def test_a_queue_run_stored_before_sections_reads_from_its_document(tmp_path: Pa
     again = document(summarize(loaded))
     for key in ("puts_per_s", "gets_per_s", "lost", "duplicated", "backlog", "producers"):
         assert again["queue"][key] == doc["queue"][key], key
-    # The percentiles are the histogram's; max and mean were kept exact only since 0007.
+    # The percentiles are the histogram's; max and mean were kept exact only since 0007,
+    # and a percentile is never printed above the max: to the bucket's width, then.
     for name in ("p50", "p90", "p99", "p99_9", "p99_99"):
-        assert again["queue"]["e2e_latency_us"][name] == doc["queue"]["e2e_latency_us"][name]
+        expected = doc["queue"]["e2e_latency_us"][name]
+        got = again["queue"]["e2e_latency_us"][name]
+        assert got == (None if expected is None else pytest.approx(expected, rel=1e-3))
     assert again["status"] == "failed"
 
 

@@ -1,0 +1,141 @@
+"""The queue coordinator's accounting when Ctrl-C lands while it folds reports in.
+
+A scripted pool stands in for the worker processes; the interrupt is raised from inside
+the ledger's fold, the interleaving that once left an interrupted run with receipts
+counted and not marked (duplicates the server cannot make) and reports never folded.
+"""
+
+from __future__ import annotations
+
+import signal
+from array import array
+from typing import Any
+
+import pytest
+
+from kvbench.config.model import ReportConfig
+from kvbench.config.queue import build_queue_config
+from kvbench.engine.queue_worker import QueueProgress
+from kvbench.metrics.delivery import DeliveryLedger
+from kvbench.runner import messages as m
+from kvbench.runner.queue import QueueCoordinator, _Worker
+from kvbench.runner.queue import QueueWorkerSpec as Spec
+
+
+class ScriptedPool:
+    """Hands out one batch of messages per ``receive``."""
+
+    def __init__(self, batches: list[list[tuple[int, m.Message]]]) -> None:
+        self.batches = batches
+        self.sent: list[tuple[int, m.Message]] = []
+
+    def receive(self, timeout_s: float) -> list[tuple[int, m.Message]]:
+        return self.batches.pop(0) if self.batches else []
+
+    def send(self, index: int, message: m.Message) -> None:
+        self.sent.append((index, message))
+
+    def broadcast(self, message: m.Message) -> None:
+        self.sent.append((-1, message))
+
+
+def coordinator(batches: list[list[tuple[int, m.Message]]]) -> QueueCoordinator:
+    config = build_queue_config(
+        "memcacheq://127.0.0.1/q",
+        {"producers": "2", "consumers": "1", "messages": "100"},
+        ReportConfig(save=False, live=False),
+    )
+    coord = QueueCoordinator(config)
+    specs = [
+        Spec(config, "producer", 0, 50, coord.run_tag, 0),
+        Spec(config, "producer", 1, 50, coord.run_tag, 1),
+        Spec(config, "consumer", 0, 0, coord.run_tag, 2),
+    ]
+    coord._workers = [_Worker(spec) for spec in specs]
+    coord._pool = ScriptedPool(batches)  # type: ignore[assignment]
+    return coord
+
+
+def receipts(taken_ns: int, received: int, pairs: list[tuple[int, int]]) -> m.Report:
+    progress = QueueProgress(
+        taken_ns,
+        received=received,
+        producers=array("I", [p for p, _ in pairs]),
+        seqs=array("Q", [s for _, s in pairs]),
+    )
+    return m.Report(2, progress)
+
+
+@pytest.fixture
+def ctrl_c_inside_the_fold(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Ctrl-C arrives right after the first producer's receipts are folded in."""
+    original = DeliveryLedger._add_stream
+    calls: list[int] = []
+
+    def add_stream(self: DeliveryLedger, *args: Any) -> None:
+        original(self, *args)
+        calls.append(1)
+        if len(calls) == 1:
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(DeliveryLedger, "_add_stream", add_stream)
+    return calls
+
+
+def test_ctrl_c_inside_a_fold_leaves_every_report_read_folded_whole(
+    ctrl_c_inside_the_fold: list[int],
+) -> None:
+    first = receipts(1, 4, [(0, 0), (1, 0), (0, 1), (1, 1)])
+    second = receipts(2, 6, [(0, 2), (1, 2)])
+    coord = coordinator([[(2, first), (2, second)]])
+    with pytest.raises(KeyboardInterrupt):  # still delivered, once the batch is folded
+        coord._receive()
+    ledger = coord._ledger
+    assert (ledger.received_total, ledger.unique_total) == (6, 6)
+    totals = ledger.finish([]).totals()
+    assert totals["duplicated"] == 0
+    assert coord._workers[2].progress is not None and coord._workers[2].progress.received == 6
+
+
+def test_an_interrupted_collect_stops_everyone_and_keeps_the_counts(
+    ctrl_c_inside_the_fold: list[int],
+) -> None:
+    batch = [(2, receipts(1, 3, [(0, 0), (1, 0), (0, 1)]))]
+    coord = coordinator([batch])
+    coord._start_ns = 0
+    coord._receive = _once_then_done(coord, coord._receive)  # type: ignore[method-assign]
+    coord._collect()
+    assert coord._interrupted and coord._stop_reason == "interrupted"
+    assert any(isinstance(message, m.Stop) for _, message in coord._pool.sent)  # type: ignore[attr-defined]
+    assert (coord._ledger.received_total, coord._ledger.unique_total) == (3, 3)
+
+
+def _once_then_done(coord: QueueCoordinator, receive: Any) -> Any:
+    """``_receive``, then every worker over (as if each had said Done)."""
+    rounds: list[int] = []
+
+    def wrapped() -> Any:
+        rounds.append(1)
+        if len(rounds) > 1:
+            for worker in coord._workers:
+                worker.failure = worker.failure or "done"
+            return []
+        return receive()
+
+    return wrapped
+
+
+def test_the_backlog_base_is_unknown_to_a_drain_of_its_own_and_known_after_a_write() -> None:
+    from kvbench.metrics.delivery import Acknowledged
+    from kvbench.runner.queue import QueueCarry, _backlog_base
+
+    def config(producers: str) -> Any:
+        options = {"producers": producers, "consumers": "1", "messages": "100"}
+        return build_queue_config("memcacheq://127.0.0.1/q", options, ReportConfig())
+
+    assert _backlog_base(config("0"), None) is None  # the server's count or nothing
+    assert _backlog_base(config("1"), None) == 0
+    ledger = DeliveryLedger([60, 40])
+    ledger.add(0, [0] * 10, list(range(10)))
+    carry = QueueCarry(1, ledger, (Acknowledged(60, (5, 6)), Acknowledged(40)))
+    assert _backlog_base(config("0"), carry) == 98 - 10  # a preset's drain after its write
