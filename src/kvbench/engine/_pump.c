@@ -1405,7 +1405,8 @@ PyDoc_STRVAR(Pump_received_doc,
 "Account every complete reply in ``data`` (and bytes kept from earlier reads), then send\n"
 "as many new requests in one write. Returns 0; 1 when none could be sent (not issuing,\n"
 "or the budget is spent: ask the worker whether it is finished); 2 on a grammar error\n"
-"(``error`` says which; the replies before it are accounted; the pump is unusable).");
+"(``error`` says which; none of this read's replies is accounted: their requests are in\n"
+"flight again, for drop(); the pump is unusable).");
 
 static PyObject *
 Pump_received(Pump *self, PyObject *data)
