@@ -56,8 +56,15 @@ def test_connections_over_the_servers_limit_are_counted_and_a_verdict(
             str(out),
             "--no-save",
         )
-    assert result.code == 0, result.stderr
+    # A run that could not open the connections it was asked for did not measure what
+    # was asked: failed, with the count and the server's own limit.
+    assert result.code == 1, result.stderr
     doc = read_json(out)
+    assert doc["status"] == "failed"
+    [status] = [line for line in result.stdout.splitlines() if line.startswith("status:")]
+    name = "maxconns" if scheme == "memcached" else "maxclients"
+    assert "of the 200 connections asked for were live" in status
+    assert f"(its limit: {name} {limit})" in status
     connections = doc["connections"]
     refused = connections["connect_resets"] + connections["connect_resets_before"]
     assert connections["asked"] == 200 and connections["connects"] >= 200

@@ -4,7 +4,8 @@ Each runs an asyncio server on a thread of its own for the length of a ``with`` 
 ``silent`` takes connections and never answers; ``stats_error`` answers ``ERROR`` to
 ``stats`` (as some memcached proxies do) and passes every other connection through to a
 real memcached; ``closing`` closes every connection on its first request; ``redirecting``
-is a Redis Cluster node that sends every key elsewhere.
+is a Redis Cluster node that sends every key elsewhere; ``doubling`` answers every request
+twice.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 
 import hiredis
+
+from tests.support.reply_grammar import packet
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -134,3 +137,120 @@ def redirecting(to_port: int | None = None) -> contextlib.AbstractContextManager
             yield bound
 
     return started()
+
+
+# doubling: memcached binary opcodes answered (get, set, delete, incr, decr, noop, version,
+# stat, getk/getkq), and the statuses of a server that stores nothing.
+_BINARY_MISS = 0x0001  # key not found
+_BINARY_STORED = {0x01, 0x02, 0x03}  # set, add, replace
+
+
+def _binary_answer(header: bytes) -> tuple[bytes, bool]:
+    """The reply to one binary request (its 24-byte header), and whether to send it twice."""
+    opcode, opaque = header[1], int.from_bytes(header[12:16], "big")
+    if opcode == 0x10:  # stat: one statistic, then the empty key that ends them
+        return packet(0x10, opaque, key=b"pid", value=b"1") + packet(0x10, opaque), False
+    if opcode == 0x0B:  # version
+        return packet(0x0B, opaque, value=b"1.6.0"), False
+    if opcode in _BINARY_STORED or opcode == 0x0A:  # a store, a noop
+        return packet(opcode, opaque), True
+    if opcode in (0x0D, 0x09):  # quiet gets: a miss is silent (not even a doubled one)
+        return b"", False
+    return packet(opcode, opaque, _BINARY_MISS, value=b"Not found"), True
+
+
+def _text_answer(words: list[bytes]) -> tuple[bytes, bool]:
+    """The reply to one memcached text or meta request line, and whether to send it twice."""
+    verb = words[0]
+    token = next((w for w in words[1:] if w.startswith(b"O")), None)
+    echo = b" " + token if token else b""
+    if verb == b"stats":
+        extra = b"STAT maxconns 1024\r\n" if words[1:2] == [b"settings"] else b""
+        return b"STAT pid 1\r\n" + extra + b"END\r\n", False
+    if verb == b"version":
+        return b"VERSION 1.6.0\r\n", False
+    text = {
+        b"get": b"END",
+        b"gets": b"END",
+        b"set": b"STORED",
+        b"add": b"STORED",
+        b"replace": b"STORED",
+        b"delete": b"NOT_FOUND",
+        b"incr": b"NOT_FOUND",
+        b"decr": b"NOT_FOUND",
+        b"touch": b"NOT_FOUND",
+        b"mg": b"EN" + echo,
+        b"ms": b"HD" + echo,
+        b"md": b"NF" + echo,
+        b"ma": b"NF" + echo,
+        b"mn": b"MN",
+    }.get(verb, b"ERROR")
+    return text + b"\r\n", True
+
+
+def _resp_answer(command: list[bytes]) -> tuple[bytes, bool]:
+    """The reply to one RESP command, and whether to send it twice."""
+    verb = command[0].upper() if command else b""
+    if verb == b"INFO":
+        info = b"# Server\r\nredis_version:7.0.0\r\nuptime_in_seconds:1\r\n"
+        return b"$%d\r\n%b\r\n" % (len(info), info), False
+    if verb == b"CONFIG":
+        return b"*0\r\n", False
+    if verb in (b"HELLO", b"AUTH", b"SELECT", b"CLUSTER", b"COMMAND"):
+        return b"-ERR unknown command\r\n", False
+    reply = {b"GET": b"$-1", b"SET": b"+OK", b"PING": b"+PONG", b"INCR": b":1"}.get(verb, b":0")
+    return reply + b"\r\n", True
+
+
+def _split_text(buffer: bytearray) -> list[bytes] | None:
+    """The words of the first whole text/meta request in ``buffer`` (removed), or None."""
+    eol = buffer.find(b"\r\n")
+    if eol < 0:
+        return None
+    words = bytes(buffer[:eol]).split(b" ")
+    end = eol + 2
+    if words[0] in (b"set", b"add", b"replace", b"append", b"prepend", b"cas"):
+        end += int(words[4]) + 2
+    elif words[0] == b"ms":
+        end += int(words[2]) + 2
+    if len(buffer) < end:
+        return None
+    del buffer[:end]
+    return words
+
+
+def doubling(resp: bool = False) -> contextlib.AbstractContextManager[int]:
+    """A server that stores nothing and sends every data request's reply twice (stats,
+    version and connection setup once, so that the probe passes): memcached text, meta
+    (tokens echoed) and binary (opaques echoed; the first byte of a connection decides),
+    or RESP with ``resp``. Both copies go out in one write."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):  # the client discards the connection
+            await answer(reader, writer)
+        writer.close()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        parser = hiredis.Reader()
+        buffer = bytearray()
+        while data := await reader.read(65536):
+            out = bytearray()
+            buffer += data
+            answers: list[tuple[bytes, bool]] = []
+            if resp:
+                parser.feed(data)
+                while (command := parser.gets()) is not False:
+                    answers.append(_resp_answer(command))
+            elif buffer[:1] == b"\x80":
+                while len(buffer) >= 24 and len(buffer) >= 24 + int.from_bytes(buffer[8:12], "big"):
+                    answers.append(_binary_answer(bytes(buffer[:24])))
+                    del buffer[: 24 + int.from_bytes(buffer[8:12], "big")]
+            else:
+                while (words := _split_text(buffer)) is not None:
+                    answers.append(_text_answer(words))
+            for reply, twice in answers:
+                out += reply * (2 if twice else 1)
+            writer.write(bytes(out))
+            await writer.drain()
+
+    return serving(handle)

@@ -1370,6 +1370,26 @@ account(Pump *self, Tally *tally, const Pending *request, long long code, long l
     self->fifo_len--;
 }
 
+/* Take back the last ``n`` replies accounted (those of the read that broke the protocol):
+ * once a reply cannot belong to its request, which request the others before it in the
+ * same read belonged to is not known, so none is attributed. Their requests go back to
+ * the FIFO's head, untouched since (a ring keeps an entry until it is overwritten by a
+ * send, and none was sent since), and end with the rest of the FIFO as protocol errors
+ * (the driver's drop()). */
+static void
+unaccount(Pump *self, Tally *tally, Py_ssize_t n)
+{
+    if (n == 0)
+        return;
+    tally->ops.len -= n;
+    tally->codes.len -= n;
+    tally->latency.len -= n;
+    if (self->open_loop)
+        tally->service.len -= n;
+    self->fifo_head = (self->fifo_head + self->fifo_cap - n % self->fifo_cap) % self->fifo_cap;
+    self->fifo_len += n;
+}
+
 static int
 set_error(Pump *self, const Scan *scan)
 {
@@ -1385,7 +1405,8 @@ PyDoc_STRVAR(Pump_received_doc,
 "Account every complete reply in ``data`` (and bytes kept from earlier reads), then send\n"
 "as many new requests in one write. Returns 0; 1 when none could be sent (not issuing,\n"
 "or the budget is spent: ask the worker whether it is finished); 2 on a grammar error\n"
-"(``error`` says which; the replies before it are accounted; the pump is unusable).");
+"(``error`` says which; none of this read's replies is accounted: their requests are in\n"
+"flight again, for drop(); the pump is unusable).");
 
 static PyObject *
 Pump_received(Pump *self, PyObject *data)
@@ -1446,15 +1467,16 @@ Pump_received(Pump *self, PyObject *data)
         done++;
     }
     self->answered = scan.answered;
-    self->stream->completed += done;
     if (scan.error != NULL) {
         /* The error quotes bytes of buf: build it before they may go. */
         int failed = set_error(self, &scan);
         self->in_len = 0;
+        unaccount(self, tally, done);
         if (failed < 0)
             return NULL;
         return PyLong_FromLong(PUMP_ERROR);
     }
+    self->stream->completed += done;
     /* Keep the incomplete rest for the next read. */
     Py_ssize_t rest = n - pos;
     if (rest) {

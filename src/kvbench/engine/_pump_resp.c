@@ -123,7 +123,8 @@ scan_resp2(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s
         }
         break;
     case F_STORE:
-        if (null) {
+        /* A null refuses a SET NX|XX (add, replace) only: a plain SET cannot get one. */
+        if (null && head->op != OP_SET) {
             s->code = K_NOT_STORED;
             return r;
         }

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 _now = time.monotonic_ns
 _TIMEOUT = int(Outcome.TIMEOUT)
+_PROTOCOL_ERROR = int(Outcome.PROTOCOL_ERROR)
 _LATE = int(Outcome.LATE)
 _PUMP_IDLE = 1  # Pump.received / issue: nothing could be sent
 # Compact the FIFO lists once this many answered entries sit at their front.
@@ -185,10 +186,7 @@ class Connection(Link):
             codec.read_kinds(codes)
             done = self._account(now)
         except ProtocolError as exc:
-            self._account(now)
-            if not self._refused:  # a refusal is counted as one when the server closes
-                worker.note_error("protocol_error", str(exc))
-            self._abort()
+            self._protocol_broken(str(exc))
             return
         if codec.closing:  # the server said it closes after this reply
             self._close_announced()
@@ -217,9 +215,21 @@ class Connection(Link):
         if status == _PUMP_IDLE:
             self._host.maybe_finished()
         else:
-            if not self._refused:
-                self._host.note_error("protocol_error", str(self._pump.error))
+            self._protocol_broken(str(self._pump.error))
+
+    def _protocol_broken(self, text: str) -> None:
+        """The server's replies broke the protocol: discard the connection (reopened as a
+        broken one is). Every request in flight, the ones the replies of the same read
+        would have answered included (both drivers leave them unaccounted), ends as
+        ``protocol_error``: once a reply cannot belong to its request, which request the
+        others belonged to is not known, so none is attributed."""
+        self._codes.clear()
+        if self._refused:  # one error line, then the close: a refusal, counted as one
             self._abort()
+            return
+        self._host.note_error("protocol_error", text)
+        self._fail_inflight(_PROTOCOL_ERROR)
+        self._abort()
 
     def _account(self, now: int) -> int:
         """Hand the replies just parsed (``self._codes``) to the recorder, in bulk.
@@ -228,8 +238,8 @@ class Connection(Link):
             How many there were.
 
         Raises:
-            ProtocolError: more replies than requests in flight; the surplus is dropped
-                from the record (it answers nothing this connection sent).
+            ProtocolError: more replies than requests in flight; none of them is accounted
+                (which of them answers nothing this connection sent is not known).
         """
         codes = self._codes
         done = len(codes)
@@ -239,9 +249,7 @@ class Connection(Link):
         stop = head + done
         surplus = stop - len(self._sent_ops)
         if surplus > 0:
-            del codes[done - surplus :]
-            done -= surplus
-            stop -= surplus
+            raise ProtocolError(f"{surplus} more replies than requests in flight")
         recorder = self._recorder
         self.shard.completed += done
         recorder.reply_ops.extend(self._sent_ops[head:stop])
@@ -259,8 +267,6 @@ class Connection(Link):
                 del fifo[:stop]
             stop = 0
         self._head = stop
-        if surplus > 0:
-            raise ProtocolError(f"{surplus} more replies than requests in flight")
         return done
 
     def issue(self, n: int) -> None:

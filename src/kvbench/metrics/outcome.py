@@ -25,7 +25,7 @@ class Outcome(enum.IntEnum):
     VALUE = 10
     ERROR_REPLY = 20
     TIMEOUT = 21  # no reply within --timeout; enters the latency histogram at the timeout
-    CONN_ERROR = 22  # in flight when the connection broke (reset, EOF, protocol error)
+    CONN_ERROR = 22  # in flight when the connection broke (reset, EOF, closed by us)
     DROPPED = 23  # open loop: not sent, too far behind schedule
     LATE = 24  # open loop: sent behind its slot (also counted in its reply's outcome)
     MISMATCH = 25  # --verify: a get hit whose value is not ours (also counted as its hit)
@@ -34,6 +34,12 @@ class Outcome(enum.IntEnum):
     # there. Never counted as an outcome.
     MOVED = 26
     ASK = 27
+    # In flight when the server's replies broke the protocol (a reply no request in flight
+    # can get, bad framing): the connection is discarded, and the replies read with the
+    # one that broke it are attributed to no request. 28, after the others: a stored run
+    # names its outcomes, and runs from before it (their protocol errors were conn_error)
+    # read as they were.
+    PROTOCOL_ERROR = 28
 
 
 N_OUTCOMES = max(Outcome) + 1
@@ -42,7 +48,13 @@ OUTCOME_NAMES: dict[int, str] = {int(o): o.name.lower() for o in Outcome}
 # Outcomes that count as errors in totals and error rates. LATE is a pacing note on a
 # request that still completed, so it is not one.
 ERROR_OUTCOMES = frozenset(
-    {Outcome.ERROR_REPLY, Outcome.TIMEOUT, Outcome.CONN_ERROR, Outcome.DROPPED}
+    {
+        Outcome.ERROR_REPLY,
+        Outcome.TIMEOUT,
+        Outcome.CONN_ERROR,
+        Outcome.PROTOCOL_ERROR,
+        Outcome.DROPPED,
+    }
 )
 # Replies that answer the op: they count in throughput. An error reply is a reply but not
 # a success (docs/measurement.md, "The window and throughput").

@@ -53,6 +53,8 @@ _SETUP = len(Op)
 _ASKING = _SETUP + 1
 _GET = int(Op.GET)
 _SET = int(Op.SET)
+# SET NX / SET XX (add, replace): answered by a null when refused, which a plain SET is not.
+_CONDITIONAL_SET = int(Op.ADD)
 _DELETE = int(Op.DELETE)
 _INCR = int(Op.INCR)
 _DECR = int(Op.DECR)
@@ -262,8 +264,8 @@ class RespCodec(CodecBase):
         handlers: dict[Op, _Handler] = {
             Op.GET: self._on_get,
             Op.SET: self._on_set,
-            Op.ADD: self._on_set,
-            Op.REPLACE: self._on_set,
+            Op.ADD: self._on_conditional_set,
+            Op.REPLACE: self._on_conditional_set,
             Op.DELETE: self._on_delete,
             Op.INCR: self._on_counter,
             Op.DECR: self._on_counter,
@@ -472,7 +474,7 @@ class RespCodec(CodecBase):
         out += self._add_head % (len(key), key, len(value))
         out += value
         out += tail
-        self._pending.append(_SET)
+        self._pending.append(_CONDITIONAL_SET)
         return 1
 
     def _encode_delete(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
@@ -705,9 +707,14 @@ class RespCodec(CodecBase):
     def _on_set(self, value: Any) -> Reply:
         if value == b"OK":
             return self._stored
+        return self._other(value, "SET")  # a null too: only SET NX / XX may be refused
+
+    def _on_conditional_set(self, value: Any) -> Reply:
+        if value == b"OK":
+            return self._stored
         if value is None:  # SET NX / SET XX whose condition failed
             return self._not_stored
-        return self._other(value, "SET")
+        return self._other(value, "SET NX/XX")
 
     def _on_delete(self, value: Any) -> Reply:
         if value.__class__ is int:

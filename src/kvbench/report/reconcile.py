@@ -27,7 +27,7 @@ from kvbench.results.server_stats import stat_number
 
 # "late" and "mismatch" are notes counted besides an op's outcome, "dropped" was never sent.
 _NOT_SENT = {"late", "mismatch", "dropped"}
-_AMBIGUOUS = {"timeout", "conn_error", "error_reply"}
+_AMBIGUOUS = {"timeout", "conn_error", "protocol_error", "error_reply"}
 
 
 @dataclass(frozen=True, slots=True)

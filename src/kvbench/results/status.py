@@ -37,6 +37,12 @@ _PAIR_ERRORS = ("miss", "mismatch")
 # out, connections the server refused right after accepting them (the engine counts them
 # per interval; report/connections.py on the branch that adds them).
 CONNECTION_FAILURE_STATS = ("connect_failures", "connect_resets")
+# Connections the server refused right after accepting them (over its connection limit),
+# before the run's start and during it.
+REFUSAL_STATS = ("connect_resets", "connect_resets_before")
+# The server settings that say its connection limit (runner/probe.py's fetch_settings):
+# memcached's ``stats settings``, Redis's CONFIG GET.
+LIMIT_SETTINGS = ("maxconns", "maxclients")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +131,7 @@ def judge(
     counts: Tally,
     max_error_rate: float | None,
     delivery_problem: str | None = None,
+    connection_problem: str | None = None,
 ) -> Status:
     """The status from what happened to the processes, to the ops and to the messages.
 
@@ -135,6 +142,8 @@ def judge(
         max_error_rate: the largest error share still ``ok``; None: not judged (queue runs,
             whose failures are lost or duplicated messages).
         delivery_problem: a queue run's lost or duplicated messages, in words, or None.
+        connection_problem: the connections the run asked for and could not keep open
+            (``connection_shortfall``), in words, or None.
     """
     found: dict[str, list[str]] = {}
     if process_status == INTERRUPTED:
@@ -156,6 +165,8 @@ def judge(
         )
     if delivery_problem:
         found.setdefault(FAILED, []).append(delivery_problem)
+    if connection_problem:
+        found.setdefault(FAILED, []).append(connection_problem)
     name = next((s for s in PRECEDENCE if s in found), OK)
     reasons = tuple(reason for status in PRECEDENCE for reason in found.get(status, []))
     return Status(name, reasons)
@@ -194,6 +205,31 @@ def delivery_problem(queue: QueueSection, errors: Sequence[str] = ()) -> str | N
     return "; ".join(problems) or None
 
 
+def connection_shortfall(run: RunResult) -> str | None:
+    """A load run whose server refused connections right after accepting them, so that
+    fewer were live than asked (at the fewest moment of its window), in words with the
+    server's limit when its settings say it; None otherwise. Such a run measured a lighter
+    load than it was asked for: a failure, not a warning (a connection lost and reopened
+    is not one: only the server's refusals count)."""
+    asked = int((run.config.get("load") or {}).get("connections") or 0)
+    snaps = [*run.intervals, *run.phases.values()]
+    refused = int(sum(s.stats.get(name, 0) for s in snaps for name in REFUSAL_STATS))
+    lows = [
+        s.stats["connections_live_min"] for s in run.intervals if "connections_live_min" in s.stats
+    ]
+    if run.queue is not None or not asked or not refused or not lows or min(lows) >= asked:
+        return None
+    settings = run.server.get("settings") or {}
+    limit = next(
+        (f"{name} {settings[name]}" for name in LIMIT_SETTINGS if settings.get(name)), None
+    )
+    return (
+        f"only {int(min(lows)):,} of the {asked:,} connections asked for were live: the server "
+        f"refused {refused:,} right after accepting them"
+        + (f" (its limit: {limit})" if limit else " (over its connection limit?)")
+    )
+
+
 def run_status(run: RunResult, counts: Tally | None = None) -> Status:
     """The status of any run: a load run, a sweep's level, a compared target, a queue run
     (judged by its delivery, not by an error rate).
@@ -204,7 +240,9 @@ def run_status(run: RunResult, counts: Tally | None = None) -> Status:
     counts = counts if counts is not None else tally(run.total(), set_then_get(run.config))
     if run.queue is not None:
         return judge(run.status, counts, None, delivery_problem(run.queue, run.errors))
-    return judge(run.status, counts, max_error_rate(run.config))
+    return judge(
+        run.status, counts, max_error_rate(run.config), connection_problem=connection_shortfall(run)
+    )
 
 
 def worst(statuses: Iterable[str]) -> str:

@@ -88,12 +88,17 @@ def test_the_budget_is_never_exceeded_and_then_the_pump_reports_idle() -> None:
     assert sum(w.count(b"get ") for w in pieces.writes) == 3
 
 
-def test_a_grammar_error_stops_the_pump_after_counting_what_came_before() -> None:
+def test_a_grammar_error_stops_the_pump_and_attributes_none_of_its_read() -> None:
     tally, p, _ = pump()
     p.issue(3)
+    tally.issuing = False  # nothing more is sent: the FIFO shows what was taken back
+    assert p.received(b"END\r\n") == 1
+    assert tally.pending == 1 and p.inflight == 2
     assert p.received(b"END\r\nNONSENSE\r\nEND\r\n") == 2
     assert p.error == "unexpected reply to get: b'NONSENSE'"
-    assert tally.pending == 1
+    # The earlier read's reply stays counted; the END read with the garbage is taken back:
+    # its request is in flight again, with the rest, for the driver to fail.
+    assert tally.pending == 1 and p.inflight == 2
     assert p.received(b"END\r\n") == 2  # unusable from now on
     assert p.drop() == bytes([int(Op.GET)] * 2)
 
@@ -357,7 +362,7 @@ def test_error_text_quotes_reply_bytes_escaped_as_the_codec_does(line: bytes) ->
     tally, p, _ = pump()
     p.issue(2)
     assert p.received(b"END\r\n" + wire) == 2  # a grammar error, not an exception
-    assert p.error == expected and tally.pending == 1
+    assert p.error == expected and tally.pending == 0  # none of the read is attributed
 
 
 UNINITIALIZED = """

@@ -129,3 +129,38 @@ def test_set_then_get_counts_a_get_miss_and_a_mismatch_as_errors() -> None:
     run.config["workload"] = {"set_then_get": True}
     status = run_status(run)
     assert status.name == "failed" and "miss 6, mismatch 4" in status.reasons[0]
+
+
+def refused_run(refused: int, live_min: int, settings: dict[str, str] | None) -> RunResult:
+    snap = IntervalSnapshot(
+        "measure", 0, 0, S, {"get": {"hit": 900}}, {}, stats={"connections_live_min": live_min}
+    )
+    before = IntervalSnapshot("warmup", 0, 0, S, {}, {}, stats={"connect_resets_before": refused})
+    return RunResult(
+        "r", "t", "ok", "closed", "0", {"load": {"connections": 500}}, [], 0, S, [snap],
+        phases={"warmup": before}, server={"settings": settings},
+    )  # fmt: skip
+
+
+def test_connections_the_server_refused_fail_the_run_with_its_limit() -> None:
+    status = run_status(refused_run(461, 39, {"maxconns": "64"}))
+    assert (status.name, status.exit_code) == ("failed", 1)
+    assert status.reasons == (
+        "only 39 of the 500 connections asked for were live: the server refused 461 right "
+        "after accepting them (its limit: maxconns 64)",
+    )
+    unknown = run_status(refused_run(461, 39, None))
+    assert unknown.name == "failed" and unknown.reasons[0].endswith("(over its connection limit?)")
+
+
+def test_connections_lost_and_reopened_or_all_live_are_no_shortfall() -> None:
+    assert run_status(refused_run(0, 39, None)).name == "ok"  # lost, not refused
+    assert run_status(refused_run(3, 500, None)).name == "ok"  # refused, then reopened
+
+
+def test_protocol_errors_are_their_own_error_kind() -> None:
+    counts = {"get": {"hit": 10, "protocol_error": 5, "conn_error": 1}}
+    found = tally(run_of(counts).total())
+    assert found.kinds == {"protocol_error": 5, "conn_error": 1}
+    status = run_status(run_of(counts))
+    assert status.name == "failed" and "protocol_error 5, conn_error 1" in status.reasons[0]
