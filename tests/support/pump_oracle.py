@@ -330,7 +330,9 @@ def pump_outcome(ex: Exchange) -> Outcome:
 #   header answering a request no array answers, a non-bulk MGET element, bytes with no
 #   request pending, a declared length past the reply bound. Equal codes, the codec
 #   without an error yet (it refuses the same reply once it is complete or the bound is
-#   crossed; or it stays incomplete and the request times out).
+#   crossed; or it stays incomplete and the request times out). The scanner takes back
+#   the replies of the read that held that head; the codec, refusing the reply in a later
+#   read or never, keeps them: its codes may run on past the scanner's, by that read's.
 # - hiredis reads past what RESP2 allows, so the codec may count replies the scanner
 #   refused: hiredis does not check the CRLF after a bulk string's data; it parses the
 #   RESP3-only types ("(" "=" "~" "|" "#" "," "%" ">") on a RESP2 connection, some as
@@ -379,7 +381,7 @@ def excused(ex: Exchange, py: Outcome, c: Outcome) -> bool:
         return len(py.codes) >= len(c.codes)
     # (the pump's codes stop before the read it refused; the codec's run on through it)
     waits = any(reason in c.error for reason in RESP_WAITS)
-    return waits and py.error is None
+    return waits and len(py.codes) >= len(c.codes)
 
 
 def check(ex: Exchange) -> None:
