@@ -40,8 +40,8 @@ from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.model import RunResult
 from kvbench.results.queue import QueueInterval as QueueRecord
 from kvbench.results.queue import QueueSection
+from kvbench.runner import interrupts, probe
 from kvbench.runner import messages as m
-from kvbench.runner import probe
 from kvbench.runner.coordinator import fresh_result
 from kvbench.runner.local import LocalLauncher
 from kvbench.runner.pool import WorkerPool
@@ -176,16 +176,12 @@ class QueueCoordinator:
         """
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         target = self.config.target
-        stats = probe.fetch_stats(target, self.config.timeout_ns / 1e9)
-        targets = [
-            {
-                "url": target.url,
-                "protocol": target.protocol,
-                "server_version": probe.server_version(stats),
-            }
-        ]
-        self._server["before"] = server_backlog(self.config)
+        targets = [{"url": target.url, "protocol": target.protocol, "server_version": None}]
+        interrupts.arm()  # a signal before this run (a preset's earlier phase) stops it here
         try:
+            stats = probe.fetch_stats(target, self.config.timeout_ns / 1e9)
+            targets[0]["server_version"] = probe.server_version(stats)
+            self._server["before"] = server_backlog(self.config)
             self._spawn()
             self._await_ready()
             self._start_ns = time.monotonic_ns() + START_DELAY_NS
@@ -193,8 +189,15 @@ class QueueCoordinator:
                 self._consume_start_ns = self._start_ns
             self._pool.broadcast(m.Start(self._start_ns))
             self._collect()
+        except KeyboardInterrupt:  # probing, starting: what ran is kept, as in _collect
+            self._interrupted = True
+            self._stop_all("interrupted")
+            self._on_event("interrupted: stopping producers and consumers, keeping the counts")
+            if self._start_ns:  # they were started: their last reports
+                self._collect()
         finally:
             self._pool.stop()
+        interrupts.disarm()  # the result is built and kept whole from here
         self._server["after"] = server_backlog(self.config)
         if self.config.data_dir is not None:
             path = self.config.data_dir
