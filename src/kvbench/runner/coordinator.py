@@ -117,8 +117,8 @@ class Coordinator:
         tallies: list[_Tally] = []
         targets: list[dict[str, Any]] = []
         try:
-            interrupts.arm()  # a signal that came before this run (a sweep's) stops it here
             try:
+                interrupts.arm()  # a signal that came before (since ``disarm``) stops it here
                 self._discover_cluster()
                 self._open_workers()
                 targets = self._preflight()
@@ -255,9 +255,9 @@ class Coordinator:
             self._raise_on_failure(tally, "preflight")
 
     def _preload(self, tally: _Tally) -> None:
-        self._on_event(f"preloading {self.config.workload.keys:,} keys")
         tally.preloading = True
         self._pool.broadcast(m.Preload())
+        self._on_event(f"preloading {self.config.workload.keys:,} keys")
         while len(tally.other.get("preload", [])) < tally.n_workers:
             self._receive(tally)
             self._raise_on_failure(tally, "preload")
@@ -441,8 +441,9 @@ class Coordinator:
             else "closed",
             config=self.config.to_dict(),
             targets=targets,
-            window_start_ns=rounds[0]["window_start_ns"],
-            window_end_ns=rounds[-1]["window_end_ns"],
+            # no round: interrupted while resolving or probing, before any worker started
+            window_start_ns=rounds[0]["window_start_ns"] if rounds else 0,
+            window_end_ns=rounds[-1]["window_end_ns"] if rounds else 0,
             intervals=intervals,
             phases={name: merge_snapshots(snaps) for name, snaps in others.items() if snaps},
             workers=list(workers.values()),

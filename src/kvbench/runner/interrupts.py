@@ -70,6 +70,13 @@ def catching() -> Iterator[None]:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
+def record(signum: int) -> None:
+    """Note ``signum`` as received without raising (a handler of an event loop's own
+    that stops its run another way: runner/batches.py)."""
+    if _state.received is None:
+        _state.received = signum
+
+
 def received() -> int | None:
     """The first interrupting signal received (its number), or None."""
     return _state.received

@@ -177,8 +177,8 @@ class QueueCoordinator:
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         target = self.config.target
         targets = [{"url": target.url, "protocol": target.protocol, "server_version": None}]
-        interrupts.arm()  # a signal before this run (a preset's earlier phase) stops it here
         try:
+            interrupts.arm()  # a signal that came before (since ``disarm``) stops it here
             stats = probe.fetch_stats(target, self.config.timeout_ns / 1e9)
             targets[0]["server_version"] = probe.server_version(stats)
             self._server["before"] = server_backlog(self.config)
@@ -198,7 +198,8 @@ class QueueCoordinator:
         finally:
             self._pool.stop()
         interrupts.disarm()  # the result is built and kept whole from here
-        self._server["after"] = server_backlog(self.config)
+        if "before" in self._server:  # (not when interrupted while probing: no span)
+            self._server["after"] = server_backlog(self.config)
         if self.config.data_dir is not None:
             path = self.config.data_dir
             self._server["data_dir"] = {"path": path, "bytes": data_dir_bytes(path)}
