@@ -181,8 +181,9 @@ async def serve(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
     watch_pipe(pipe, on_readable)
     command = await inbox.get()
     if isinstance(command, m.Preload) and isinstance(worker, Worker):
-        preloaded, command = await _preload(inbox, worker)
+        preloaded, stop = await _preload(inbox, worker)
         pipe.send(m.Snapshot(index, _on_coordinator_clock(preloaded, offset_ns)))
+        command = stop or await inbox.get()
     if not isinstance(command, m.Start):
         return
     follower = asyncio.create_task(_follow(inbox, worker))
@@ -196,14 +197,17 @@ async def serve(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
 
 async def _preload(
     inbox: asyncio.Queue[m.Message], worker: Worker
-) -> tuple[IntervalSnapshot, m.Message]:
-    """Preload, stopped early by a Stop; its record and the command that follows it."""
+) -> tuple[IntervalSnapshot, m.Message | None]:
+    """Preload, stopped early by a command (Stop); its record, and that command (None: it
+    ran to its end, the next command is still to come)."""
     preload = asyncio.create_task(worker.preload())
     command = asyncio.create_task(inbox.get())
     await asyncio.wait({preload, command}, return_when=asyncio.FIRST_COMPLETED)
-    if command.done() and isinstance(command.result(), m.Stop):
-        worker.stop()  # what is in flight drains; preload returns what was stored
-    return await preload, await command
+    if not command.done():
+        command.cancel()  # a queue's get cancelled takes nothing
+        return await preload, None
+    worker.stop()  # what is in flight drains; preload returns what was stored
+    return await preload, command.result()
 
 
 def watch_pipe(pipe: Pipe, on_readable: Any) -> None:
