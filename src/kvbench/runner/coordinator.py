@@ -3,8 +3,9 @@
 A launcher starts the workers (local processes, or Dask workers: runner/launcher.py) and a
 pool talks to them (runner/pool.py, as the queue coordinator's does); the coordinator
 starts them at one common instant, merges their interval snapshots as they
-arrive (a live line per interval), and builds the RunResult. Ctrl-C
-sends Stop to every worker and the partial result is still built; a worker that dies is
+arrive (a live line per interval), and builds the RunResult. An interrupt (Ctrl-C,
+SIGTERM, SIGHUP: runner/interrupts.py) in any phase sends Stop to every worker and the
+partial result is still built, empty when it came before the start; a worker that dies is
 recorded and the others' results are kept.
 """
 
@@ -115,7 +116,10 @@ class Coordinator:
         """
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         tallies: list[_Tally] = []
-        targets: list[dict[str, Any]] = []
+        targets: list[dict[str, Any]] = [  # the preflight's, with versions, once it ran
+            {"url": t.url, "protocol": t.protocol, "server_version": None}
+            for t in self.config.targets
+        ]
         try:
             try:
                 interrupts.arm()  # a signal that came before (since ``disarm``) stops it here
