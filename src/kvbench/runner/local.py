@@ -33,7 +33,7 @@ class LocalLauncher:
     start_delay_ns = 50_000_000
     # How long ``stop`` waits for the round's workers to exit before killing the rest:
     # they have reported (or were abandoned before their start) by then.
-    STOP_GRACE_S = 2.0
+    STOP_GRACE_S = 1.0
 
     def __init__(self) -> None:
         self._procs: list[Any] = []
