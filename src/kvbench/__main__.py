@@ -7,8 +7,13 @@ does, for a script), so it must not import the CLI at module level; ``main`` imp
 
 def main() -> None:
     """Entry point of the ``kvbench`` console script."""
-    from kvbench.cli import main as cli_main
+    try:
+        from kvbench.cli import main as cli_main
+    except KeyboardInterrupt:  # Ctrl-C while the CLI imports (a second or two when busy)
+        import sys
 
+        sys.stderr.write("kvbench: interrupted before the measurement started; nothing to save\n")
+        sys.exit(130)
     cli_main()
 
 

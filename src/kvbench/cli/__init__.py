@@ -2,8 +2,9 @@
 
 Exit codes: 0 ok, 1 failed (no op succeeded, errors above --max-error-rate, lost or
 duplicated messages, a regression), 2 usage or config error, 3 target unreachable, 4 run
-aborted or partial, 5 history database error, 130 interrupted (partial result kept). A
-run's code follows its status (results/status.py: EXIT_CODES).
+aborted or partial, 5 history database error, 130 interrupted (partial result kept; 143
+after SIGTERM, 129 after SIGHUP). A run's code follows its status (results/status.py:
+EXIT_CODES).
 Library errors become one line on stderr here, and only here; anything else is a bug and
 keeps its traceback.
 """
@@ -26,6 +27,7 @@ from kvbench.cli.report import report
 from kvbench.cli.run import run
 from kvbench.cli.suggestions import SuggestingGroup
 from kvbench.errors import KvbenchError, exit_code
+from kvbench.runner import interrupts
 
 
 @click.group(
@@ -63,19 +65,30 @@ cli.add_command(replay)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``kvbench`` console script."""
+    """Entry point of the ``kvbench`` console script.
+
+    SIGINT, SIGTERM and SIGHUP end a run alike (runner/interrupts.py): what was measured
+    is kept, and the exit code is 128 + the signal's number (130, 143, 129).
+    """
+    with interrupts.catching():
+        code = _run(argv)
+    sys.exit(interrupts.exit_code(code))
+
+
+def _run(argv: list[str] | None) -> int:
+    """Run the command; its exit code, library errors printed as one line."""
     try:
         code = cli.main(args=argv, prog_name="kvbench", standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort:  # click's own Ctrl-C (an interrupt outside a run)
         click.echo("kvbench: interrupted", err=True)
-        sys.exit(130)
+        return 130
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except KvbenchError as exc:
         click.echo(f"kvbench: error: {exc}", err=True)
-        sys.exit(exit_code(exc))
+        return exit_code(exc)
     except KeyboardInterrupt:
         click.echo("kvbench: interrupted before the measurement started; nothing to save", err=True)
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        return 130
+    return code if isinstance(code, int) else 0

@@ -52,6 +52,7 @@ from kvbench.results.model import RunResult
 from kvbench.results.queue import QueueInterval
 from kvbench.results.status import EXIT_CODES, FAILED, INTERRUPTED, Status
 from kvbench.results.store import Store
+from kvbench.runner import interrupts
 from kvbench.runner.coordinator import Coordinator
 from kvbench.runner.embedded import throwaway_memcached
 from kvbench.runner.levels import run_comparison, run_sweep
@@ -158,6 +159,7 @@ def _targets(config_targets: int, console: Console) -> Iterator[str | None]:
 
 def measure(console: Console, config: RunConfig) -> RunResult:
     """Run one measurement with the live view; return its result."""
+    interrupts.disarm()  # from here a signal is the run's: kept as an interrupted result
     load = config.load
     span = (
         f"{load.duration_ns / 1e9:g}s"
@@ -325,6 +327,7 @@ def measure_queue_phase(
 ) -> tuple[RunResult, QueueCarry]:
     """A queue run that continues ``carry`` (an earlier phase's tag and ledger; None: a
     run of its own): its result, and what the next phase continues."""
+    interrupts.disarm()  # from here a signal is the run's: kept as an interrupted result
     start = (
         f", consumers start after {config.consumers_start_after:,} stored"
         if config.consumers_start_after and config.consumers

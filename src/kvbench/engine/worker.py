@@ -163,6 +163,7 @@ class Worker(LinkKeeper):
         self._cpu_mark_ns = time.process_time_ns()
         self._wait_mark_ns = cpu_wait_ns()
         self._finished: asyncio.Event | None = None
+        self._preload_stopped = False  # an interrupt ended the preload: no more shards
         self.dispatcher: OpenLoopDispatcher | None = None
         # A Redis Cluster run: where each slot is served now, and redirects followed.
         self.router = (
@@ -258,6 +259,8 @@ class Worker(LinkKeeper):
         """Store this worker's share of the keyspace once (each server its keys)."""
         start = _now()
         for shard in self.shards:
+            if self._preload_stopped:
+                break
             await self._preload_shard(shard)
         self._shard_stats()
         return self.recorder.cut("preload", 0, start, _now())
@@ -411,7 +414,17 @@ class Worker(LinkKeeper):
         self._cut_short()
 
     def stop(self) -> None:
-        """End the measured window now (Ctrl-C); in-flight requests still drain."""
+        """End the measured window now (Ctrl-C); in-flight requests still drain.
+
+        During a preload: no more sets are sent, the ones in flight drain, and ``preload``
+        returns what was stored (a preload of millions of keys ends in a round trip).
+        """
+        if self.phase == "preload":
+            self._preload_stopped = True
+            if self._finished is not None and not self._finished.is_set():
+                self.budget = 0
+                self.maybe_finished()
+            return
         if self._finished is None or self._finished.is_set():
             return
         self._interrupted = True

@@ -343,9 +343,11 @@ def trace_lines(model: ReportModel) -> Text:
         + ("replayed as fast as the server answered\n" if speed == "max" else f"speed {speed:g}x")
     )
     if speed != "max":
+        offered = sent["offered_per_s"]
         text.append(
-            f" (offered {format_rate(sent['offered_per_s'])}/s over "
-            f"{sent['replay_span_s']:,.1f}s)\n"
+            " (nothing offered: the run ended before its clock started)\n"
+            if offered is None  # interrupted while the trace was read
+            else f" (offered {format_rate(offered)}/s over {sent['replay_span_s']:,.1f}s)\n"
         )
     mix = ", ".join(
         f"{name} {n / profile['rows']:.1%}" for name, n in profile["ops"].items() if profile["rows"]

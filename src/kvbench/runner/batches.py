@@ -6,7 +6,7 @@ intervals are the batches, each spanning its first request sent to its last repl
 received across every client (they overlap where one client got while another still
 set), so an interval's rate is its batch's throughput over its wall-clock; the window
 runs from the first set sent to the last get answered. Ctrl-C stops every client after
-its current request: the result is kept, status ``interrupted``.
+its current request (SIGTERM and SIGHUP too): the result is kept, status ``interrupted``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kvbench.config.model import RunConfig
 from kvbench.engine.batches import BATCHES, BatchRun, run_batches
 from kvbench.errors import TargetUnreachable
 from kvbench.results.model import RunResult
-from kvbench.runner import probe
+from kvbench.runner import interrupts, probe
 from kvbench.runner.coordinator import fresh_result
 
 
@@ -60,11 +60,22 @@ def run_batch_level(config: RunConfig, clients: int) -> RunResult:
 async def _run(config: RunConfig, clients: int) -> BatchRun:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, stop.set)
+
+    def on_signal(signum: int) -> None:
+        interrupts.record(signum)
+        stop.set()
+
+    # SIGTERM and SIGHUP stop it as Ctrl-C does; the CLI's handlers are put back after
+    # (the loop's removal would leave SIGTERM and SIGHUP to their default: death)
+    previous = {signum: signal.getsignal(signum) for signum in interrupts.SIGNALS}
+    for signum in interrupts.SIGNALS:
+        loop.add_signal_handler(signum, on_signal, signum)
     try:
         return await run_batches(config, clients, stop.is_set)
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
+        for signum, handler in previous.items():
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def _sample(config: RunConfig, timeout_s: float) -> dict[str, Any] | None:

@@ -3,8 +3,9 @@
 A launcher starts the workers (local processes, or Dask workers: runner/launcher.py) and a
 pool talks to them (runner/pool.py, as the queue coordinator's does); the coordinator
 starts them at one common instant, merges their interval snapshots as they
-arrive (a live line per interval), and builds the RunResult. Ctrl-C
-sends Stop to every worker and the partial result is still built; a worker that dies is
+arrive (a live line per interval), and builds the RunResult. An interrupt (Ctrl-C,
+SIGTERM, SIGHUP: runner/interrupts.py) in any phase sends Stop to every worker and the
+partial result is still built, empty when it came before the start; a worker that dies is
 recorded and the others' results are kept.
 """
 
@@ -26,10 +27,10 @@ from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.environment import describe_environment
 from kvbench.results.model import RunResult
 from kvbench.results.trace import TraceSection
+from kvbench.runner import interrupts, probe, redis_cluster
 from kvbench.runner import messages as m
-from kvbench.runner import probe, redis_cluster
 from kvbench.runner.launcher import WorkerLauncher, launcher_for
-from kvbench.runner.pool import WorkerPool
+from kvbench.runner.pool import EXITED, WorkerPool
 from kvbench.runner.process import event_loop_name
 from kvbench.runner.redis_cluster import SlotMap
 from kvbench.units import share_out
@@ -66,6 +67,10 @@ class _Tally:
     unreachable: set[int] = field(default_factory=set)  # failed because a target refused
     bad_config: dict[int, str] = field(default_factory=dict)  # where: a trace's file:line
     emitted: int = 0
+    ready: set[int] = field(default_factory=set)  # said Ready
+    preloading: bool = False  # Preload was sent
+    preloaded: set[int] = field(default_factory=set)  # sent their preload's counts
+    started: bool = False  # Start was sent: each worker ends with Done or Failed
 
 
 class Coordinator:
@@ -110,12 +115,33 @@ class Coordinator:
             RunAborted: workers failed before the measurement started.
         """
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        tallies: list[_Tally] = []
+        targets: list[dict[str, Any]] = [  # the preflight's, with versions, once it ran
+            {"url": t.url, "protocol": t.protocol, "server_version": None}
+            for t in self.config.targets
+        ]
         try:
-            self._discover_cluster()
-            self._open_workers()
-            return self._run_rounds(started_at)
+            try:
+                interrupts.arm()  # a signal that came before (since ``disarm``) stops it here
+                self._discover_cluster()
+                self._open_workers()
+                targets = self._preflight()
+                self._run_rounds(tallies)
+            except KeyboardInterrupt as exc:  # resolving, probing, between rounds: kept
+                self._interrupted(exc)
+            interrupts.disarm()  # what was measured is built and kept whole from here
+            if not self._stopping:
+                self._server["after"] = self._sample()
+            return self._result(tallies, started_at, targets)
         finally:
             self._launcher.close()
+
+    def _interrupted(self, exc: KeyboardInterrupt) -> None:
+        """Note the interrupt once: the run ends here, what was measured is kept."""
+        if not self._stopping:
+            name = exc.args[0] if isinstance(exc, interrupts.Interrupted) else "SIGINT"
+            self._on_event(f"interrupted ({name}): stopping workers, keeping what was measured")
+        self._stopping = True
 
     def _discover_cluster(self) -> None:
         """A Redis Cluster run: its masters become the targets (runner/redis_cluster.py)."""
@@ -139,12 +165,11 @@ class Coordinator:
         if load.cluster is not None:
             self._on_event(f"{count} load worker(s) on the Dask cluster at {load.cluster}")
 
-    def _run_rounds(self, started_at: str) -> RunResult:
-        """Preflight, the rounds, the result (``run`` keeps the launcher open meanwhile)."""
-        targets = self._preflight()
+    def _run_rounds(self, tallies: list[_Tally]) -> None:
+        """The rounds, each appended to ``tallies`` as it ends (``run`` keeps the launcher
+        open meanwhile)."""
         self._server = {"before": self._sample(), "settings": self._settings(), "intervals": []}
         self._server["side_requests"] = self._ledger
-        tallies: list[_Tally] = []
         for round_index in range(self.config.load.rounds):
             if round_index:
                 self._on_event(f"round {round_index + 1} of {self.config.load.rounds}")
@@ -159,8 +184,6 @@ class Coordinator:
             tallies.append(tally)
             if self._stopping or tally.failures:
                 break
-        self._server["after"] = self._sample()
-        return self._result(tallies, started_at, targets)
 
     def _sample(self, keys: tuple[str, ...] | None = None) -> dict[str, Any] | None:
         """Server stats on a side connection; None (and a note) when they cannot be had.
@@ -200,9 +223,11 @@ class Coordinator:
             if self.config.workload.preload and round_index == 0:
                 self._preload(tally)
             start_ns = time.monotonic_ns() + self._launcher.start_delay_ns
+            tally.started = True
             self._pool.broadcast(m.Start(start_ns))
             self._collect(tally, start_ns)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            self._interrupted(exc)
             self._stop_all(tally)
         finally:
             self._pool.stop()
@@ -225,7 +250,7 @@ class Coordinator:
     def _await_ready(self, tally: _Tally) -> None:
         if self.config.replay is not None:
             self._on_event("reading the trace into each connection's queue (before the clock)")
-        ready: set[int] = set()
+        ready = tally.ready
         while len(ready) < tally.n_workers:
             for message in self._receive(tally):
                 if isinstance(message, m.Ready):
@@ -234,8 +259,9 @@ class Coordinator:
             self._raise_on_failure(tally, "preflight")
 
     def _preload(self, tally: _Tally) -> None:
-        self._on_event(f"preloading {self.config.workload.keys:,} keys")
+        tally.preloading = True
         self._pool.broadcast(m.Preload())
+        self._on_event(f"preloading {self.config.workload.keys:,} keys")
         while len(tally.other.get("preload", [])) < tally.n_workers:
             self._receive(tally)
             self._raise_on_failure(tally, "preload")
@@ -256,18 +282,28 @@ class Coordinator:
             self._receive(tally)
 
     def _stop_all(self, tally: _Tally) -> None:
-        """Ctrl-C: end every worker's window now and collect what they measured."""
-        self._stopping = True
-        self._on_event("interrupted: stopping workers, keeping what was measured")
+        """An interrupt: end every worker's window now and collect what they measured.
+
+        Before the common start nothing was measured: the workers are not waited for
+        (one still reading its trace is killed by the pool's stop), except a preload's
+        counts, which end within a round trip of its last requests.
+        """
         self._pool.broadcast(m.Stop())
         deadline = time.monotonic_ns() + self.config.load.timeout_ns + REPORT_GRACE_NS
         try:
-            while len(tally.summaries) + len(tally.failures) < tally.n_workers:
+            while not self._all_reported(tally):
                 if time.monotonic_ns() > deadline:
                     break
                 self._receive(tally)
         except KeyboardInterrupt:
             pass  # a second Ctrl-C: stop waiting, keep what arrived
+
+    def _all_reported(self, tally: _Tally) -> bool:
+        if tally.started:
+            return len(tally.summaries) + len(tally.failures) >= tally.n_workers
+        if tally.preloading:
+            return not (tally.ready - tally.preloaded - set(tally.failures))
+        return True
 
     # -- messaging ---------------------------------------------------------------------
 
@@ -300,11 +336,15 @@ class Coordinator:
                 self._emit_complete(tally)
             else:
                 tally.other.setdefault(snap.phase, []).append(snap)
+                if snap.phase == "preload":
+                    tally.preloaded.add(message.worker)
         elif isinstance(message, m.Done):
             assert isinstance(message.summary, WorkerSummary)
             tally.summaries[message.worker] = message.summary
             self._emit_complete(tally)
         elif isinstance(message, m.Failed):
+            if self._stopping and not tally.started and message.kind == EXITED:
+                return  # stopped before the start, as told: not a failure
             tally.failures.setdefault(message.worker, message.message)
             if message.kind == "unreachable":
                 tally.unreachable.add(message.worker)
@@ -405,8 +445,9 @@ class Coordinator:
             else "closed",
             config=self.config.to_dict(),
             targets=targets,
-            window_start_ns=rounds[0]["window_start_ns"],
-            window_end_ns=rounds[-1]["window_end_ns"],
+            # no round: interrupted while resolving or probing, before any worker started
+            window_start_ns=rounds[0]["window_start_ns"] if rounds else 0,
+            window_end_ns=rounds[-1]["window_end_ns"] if rounds else 0,
             intervals=intervals,
             phases={name: merge_snapshots(snaps) for name, snaps in others.items() if snaps},
             workers=list(workers.values()),

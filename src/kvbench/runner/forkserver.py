@@ -4,7 +4,7 @@ The server is exec'd clean, like a spawned process, and imports only ``PRELOAD``
 every worker forked from it starts with those modules loaded and nothing of the
 coordinator's. It is started when the first workers are, not earlier: started beside the
 CLI's own imports it only slowed them on a busy 2-core machine (the preflight came later).
-Standard library only.
+Standard library (and runner/interrupts) only.
 """
 
 from __future__ import annotations
@@ -12,14 +12,16 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import signal
-import threading
 from collections.abc import Iterator
 from multiprocessing import forkserver
 from typing import Any
 
+from kvbench.runner.interrupts import SIGNALS
+
 # What the server imports once, for every worker it forks (the worker's entry pulls in
 # the engine, the codecs, numpy and uvloop: 1-1.5 s that a spawned worker paid each time).
-PRELOAD = ["kvbench.runner.process"]
+# ``_server_signals`` comes first: it makes the server ignore the signals that end a run.
+PRELOAD = ["kvbench.runner._server_signals", "kvbench.runner.process"]
 
 
 def context() -> Any:
@@ -29,29 +31,27 @@ def context() -> Any:
 
 
 def start() -> None:
-    """Start the server unless it runs: ignoring SIGINT, so that it and the workers it
-    forks (they keep its handlers) never die of a Ctrl-C meant for the coordinator."""
+    """Start the server unless it runs, so that it and the workers it forks (they keep
+    its dispositions) never die of a signal meant for the coordinator (_server_signals)."""
     multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
-    with children_ignore_sigint():
+    with signals_held():
         forkserver.ensure_running()
 
 
 @contextlib.contextmanager
-def children_ignore_sigint() -> Iterator[None]:
-    """Processes started inside ignore SIGINT from their first instruction.
+def signals_held() -> Iterator[None]:
+    """Processes started inside begin with the signals that end a run blocked.
 
-    An ignored signal stays ignored across fork and exec (POSIX), and Python leaves an
-    ignored SIGINT alone at startup, so the child needs no handler of its own in time.
-    The coordinator ignores it for as long as the fork and exec take (about a
-    millisecond); a Ctrl-C in that moment is lost and the next one works. Signal
-    dispositions can only be changed from the main thread: elsewhere nothing changes.
+    A blocked signal stays blocked across fork and exec (POSIX), so the server is born
+    with them blocked, and the first module it imports (_server_signals) ignores them, then
+    unblocks them. The coordinator only blocks them while the server is started: one that
+    arrives meanwhile waits, and is delivered (to the coordinator's handler) on leaving,
+    never lost. (Was: the coordinator ignored SIGINT around each worker's start, which
+    waited for the server to import the worker's modules, 1-1.5 s: a Ctrl-C then was
+    lost, and the run went on to the end.)
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     try:
         yield
     finally:
-        # None: the handler was not installed from Python; the default is the best guess
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

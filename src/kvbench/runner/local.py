@@ -7,13 +7,15 @@ imports again: a spawned worker re-imported the ``kvbench`` script, and with it 
 CLI, numpy, asyncio and the codecs, before its first request (1-4 s on a busy 2-core
 machine), in every round and level of a sweep; a forked one starts in milliseconds, and
 the script it re-imports (kvbench/__main__.py) imports nothing. Workers share the host's
-monotonic clock with the coordinator, so a start time needs no conversion. They are born
-ignoring SIGINT (the fork server is started ignoring it, and its children keep its
-handlers), so a Ctrl-C while one starts never kills it with a KeyboardInterrupt traceback.
+monotonic clock with the coordinator, so a start time needs no conversion. They ignore
+the signals that end a run from their first instruction (the fork server does, and its
+children keep its dispositions): the coordinator stops them. And they end with it: each
+watches a lifeline (runner/process.py), so none outlives a coordinator that was killed.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
@@ -29,27 +31,33 @@ class LocalLauncher:
     # Time for the Start message to reach every worker through its pipe (microseconds on
     # one host; the margin covers a worker not scheduled at once on a busy machine).
     start_delay_ns = 50_000_000
+    # How long ``stop`` waits for the round's workers to exit before killing the rest:
+    # they have reported (or were abandoned before their start) by then.
+    STOP_GRACE_S = 1.0
 
     def __init__(self) -> None:
         self._procs: list[Any] = []
+        self._lifeline: Pipe | None = None  # its write end: workers exit when it closes
+        self._lifeline_reader: Pipe | None = None
 
     def open(self, wanted: int) -> int:
         return wanted
 
     def start(self, specs: Sequence[ProcessSpec]) -> list[Pipe]:
         context = forkserver.context()
+        if self._lifeline is None:
+            self._lifeline_reader, self._lifeline = context.Pipe(duplex=False)
         pipes: list[Pipe] = []
         self._procs = []
         for spec in specs:
             parent, child = context.Pipe(duplex=True)
             proc = context.Process(
                 target=worker_main,
-                args=(spec, child),
+                args=(spec, child, self._lifeline_reader),
                 name=spec.process_name,
                 daemon=True,
             )
-            with forkserver.children_ignore_sigint():
-                proc.start()
+            proc.start()
             child.close()
             pipes.append(parent)
             self._procs.append(proc)
@@ -63,11 +71,19 @@ class LocalLauncher:
         }
 
     def stop(self) -> None:
+        """Wait up to ``STOP_GRACE_S`` in all for the workers to exit; kill the rest
+        (they ignore SIGTERM, as every signal that ends a run)."""
+        deadline = time.monotonic() + self.STOP_GRACE_S
         for proc in self._procs:
-            proc.join(timeout=2)
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+        for proc in self._procs:
             if proc.is_alive():
-                proc.terminate()
+                proc.kill()
                 proc.join(timeout=2)
 
     def close(self) -> None:
         self._procs = []
+        for end in (self._lifeline, self._lifeline_reader):
+            if end is not None:
+                end.close()
+        self._lifeline = self._lifeline_reader = None

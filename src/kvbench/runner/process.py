@@ -5,18 +5,21 @@ One entry for both kinds of run: ``serve`` runs a load ``Worker`` or a queue's
 from a start instant, stop), and answers the coordinator's commands; Preload only means
 something to a load worker, Consume only to a queue's consumer.
 
-A local worker process ignores SIGINT: Ctrl-C reaches the coordinator, which sends Stop,
-so every worker ends its window at the same moment and still reports what it measured.
+A local worker process ignores SIGINT, SIGTERM and SIGHUP: they reach the coordinator,
+which sends Stop, so every worker ends its window at the same moment and still reports
+what it measured. It ends at once when the coordinator is gone, however it went (its
+lifeline: ``watch_lifeline``).
 Cluster workers run the same ``run_worker`` in a Dask worker's thread (runner/cluster.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
-import signal
 import socket
+import threading
 import traceback
 from dataclasses import replace
 from multiprocessing.connection import Connection as Pipe
@@ -27,6 +30,7 @@ from kvbench.engine.queue_worker import QueueReport, QueueWorker, QueueWorkerSpe
 from kvbench.engine.worker import Worker, WorkerSpec, WorkerSummary
 from kvbench.errors import ConfigError, TargetUnreachable
 from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.runner import interrupts
 from kvbench.runner import messages as m
 
 # What a worker process is given: a load run's share, or a queue's producer or consumer.
@@ -55,10 +59,36 @@ def event_loop_name() -> str:
     return "uvloop"
 
 
-def worker_main(spec: ProcessSpec, pipe: Pipe) -> None:
-    """Process target: run ``spec`` and talk to the coordinator over ``pipe``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def worker_main(spec: ProcessSpec, pipe: Pipe, lifeline: Pipe | None = None) -> None:
+    """Process target: run ``spec`` and talk to the coordinator over ``pipe``; exit when
+    ``lifeline`` (the read end of a pipe only the coordinator writes to) ends."""
+    interrupts.ignore_run_signals()
+    if lifeline is not None:
+        watch_lifeline(lifeline)
     run_worker(spec, pipe)
+
+
+# A worker's exit status when its coordinator is gone (nobody is left to read it).
+ORPHANED_EXIT = 3
+
+
+def watch_lifeline(lifeline: Pipe) -> None:
+    """Exit this process as soon as ``lifeline`` reads end-of-file: the coordinator is gone.
+
+    Nothing is ever written to it, and only the coordinator holds its write end, so EOF
+    means the coordinator exited or was killed (SIGKILL included: the kernel closes its
+    descriptors). Watched from a thread of its own, it works whatever the event loop is
+    doing (reading a trace, a preload). Not ``PR_SET_PDEATHSIG``: a forked worker's
+    parent is the fork server, which outlives the coordinator as long as a worker holds
+    its "alive" pipe; nor the command pipe: the event loop reads that one.
+    """
+
+    def wait() -> None:
+        with contextlib.suppress(OSError):
+            lifeline.poll(None)
+        os._exit(ORPHANED_EXIT)
+
+    threading.Thread(target=wait, name="kvbench-lifeline", daemon=True).start()
 
 
 def run_worker(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
@@ -151,8 +181,9 @@ async def serve(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
     watch_pipe(pipe, on_readable)
     command = await inbox.get()
     if isinstance(command, m.Preload) and isinstance(worker, Worker):
-        pipe.send(m.Snapshot(index, _on_coordinator_clock(await worker.preload(), offset_ns)))
-        command = await inbox.get()
+        preloaded, stop = await _preload(inbox, worker)
+        pipe.send(m.Snapshot(index, _on_coordinator_clock(preloaded, offset_ns)))
+        command = stop or await inbox.get()
     if not isinstance(command, m.Start):
         return
     follower = asyncio.create_task(_follow(inbox, worker))
@@ -162,6 +193,21 @@ async def serve(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
     if offset_ns and isinstance(summary, WorkerSummary):
         summary = _shift_summary(summary, offset_ns)
     pipe.send(m.Done(index, summary))
+
+
+async def _preload(
+    inbox: asyncio.Queue[m.Message], worker: Worker
+) -> tuple[IntervalSnapshot, m.Message | None]:
+    """Preload, stopped early by a command (Stop); its record, and that command (None: it
+    ran to its end, the next command is still to come)."""
+    preload = asyncio.create_task(worker.preload())
+    command = asyncio.create_task(inbox.get())
+    await asyncio.wait({preload, command}, return_when=asyncio.FIRST_COMPLETED)
+    if not command.done():
+        command.cancel()  # a queue's get cancelled takes nothing
+        return await preload, None
+    worker.stop()  # what is in flight drains; preload returns what was stored
+    return await preload, command.result()
 
 
 def watch_pipe(pipe: Pipe, on_readable: Any) -> None:

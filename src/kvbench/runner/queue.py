@@ -40,8 +40,8 @@ from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.model import RunResult
 from kvbench.results.queue import QueueInterval as QueueRecord
 from kvbench.results.queue import QueueSection
+from kvbench.runner import interrupts, probe
 from kvbench.runner import messages as m
-from kvbench.runner import probe
 from kvbench.runner.coordinator import fresh_result
 from kvbench.runner.held_signals import held_signals
 from kvbench.runner.local import LocalLauncher
@@ -178,16 +178,12 @@ class QueueCoordinator:
         """
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         target = self.config.target
-        stats = probe.fetch_stats(target, self.config.timeout_ns / 1e9)
-        targets = [
-            {
-                "url": target.url,
-                "protocol": target.protocol,
-                "server_version": probe.server_version(stats),
-            }
-        ]
-        self._server["before"] = server_backlog(self.config)
+        targets = [{"url": target.url, "protocol": target.protocol, "server_version": None}]
         try:
+            interrupts.arm()  # a signal that came before (since ``disarm``) stops it here
+            stats = probe.fetch_stats(target, self.config.timeout_ns / 1e9)
+            targets[0]["server_version"] = probe.server_version(stats)
+            self._server["before"] = server_backlog(self.config)
             self._spawn()
             self._await_ready()
             self._start_ns = time.monotonic_ns() + START_DELAY_NS
@@ -195,9 +191,17 @@ class QueueCoordinator:
                 self._consume_start_ns = self._start_ns
             self._pool.broadcast(m.Start(self._start_ns))
             self._collect()
+        except KeyboardInterrupt:  # probing, starting: what ran is kept, as in _collect
+            self._interrupted = True
+            self._stop_all("interrupted")
+            self._on_event("interrupted: stopping producers and consumers, keeping the counts")
+            if self._start_ns:  # they were started: their last reports
+                self._collect()
         finally:
             self._pool.stop()
-        self._server["after"] = server_backlog(self.config)
+        interrupts.disarm()  # the result is built and kept whole from here
+        if "before" in self._server:  # (not when interrupted while probing: no span)
+            self._server["after"] = server_backlog(self.config)
         if self.config.data_dir is not None:
             path = self.config.data_dir
             self._server["data_dir"] = {"path": path, "bytes": data_dir_bytes(path)}

@@ -7,28 +7,28 @@ import signal
 import sys
 from multiprocessing.connection import Connection
 
-from kvbench.runner import forkserver
+from kvbench.runner import forkserver, interrupts
 
 
 def report(pipe: Connection) -> None:
     pipe.send(
         (
             os.getppid(),
-            signal.getsignal(signal.SIGINT) == signal.SIG_IGN,
+            all(signal.getsignal(s) == signal.SIG_IGN for s in interrupts.SIGNALS),
             "kvbench.engine.worker" in sys.modules,
         )
     )
     pipe.close()
 
 
-def test_a_worker_starts_with_its_modules_loaded_ignoring_sigint() -> None:
+def test_a_worker_starts_with_its_modules_loaded_ignoring_the_run_signals() -> None:
     """Was: spawned, each worker imported numpy, asyncio and the codecs again (1-1.5 s
-    before its first request, in every round of a sweep)."""
+    before its first request, in every round of a sweep). It ignores SIGINT, SIGTERM and
+    SIGHUP from its first instruction, without the coordinator ignoring them meanwhile."""
     context = forkserver.context()
     parent, child = context.Pipe()
-    with forkserver.children_ignore_sigint():
-        proc = context.Process(target=report, args=(child,), daemon=True)
-        proc.start()
+    proc = context.Process(target=report, args=(child,), daemon=True)
+    proc.start()
     child.close()
     assert parent.poll(60)
     parent_pid, ignores_sigint, preloaded = parent.recv()

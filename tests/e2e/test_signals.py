@@ -1,0 +1,184 @@
+"""SIGINT, SIGTERM and SIGHUP end a run in every phase, as the user asked (issue 19, A).
+
+Each case starts ``kvbench`` in a session of its own against a real server, waits for the
+line that says the phase began, and signals the coordinator alone (as ``kill``,
+``timeout`` or a container runtime do). The run must end soon, with exit 128 + the
+signal, status ``interrupted``, stored and written, no traceback, and no process of its
+session left behind. Was: a SIGINT before the window was lost (the run went on, status
+ok, exit 0); SIGTERM left the fork server and the workers running; a preload of millions
+of keys ran on to its end; a queue run interrupted while starting stored nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from kvbench.results.store import Store
+from tests.support.cli import kvbench_argv, read_json
+from tests.support.servers import Server, counters
+
+pytestmark = pytest.mark.integration
+
+# How long a signalled run may take to end on a loaded machine (it takes well under 2 s
+# on a quiet one); what decides is what it kept, and that it ended before its planned end.
+END_WITHIN_S = 15
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        kvbench_argv(*args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
+    )
+
+
+def wait_for_line(proc: subprocess.Popen[str], marker: str, timeout_s: float = 90) -> str:
+    """Stdout up to the first line holding ``marker``."""
+    assert proc.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert time.monotonic() < deadline, "".join(seen)
+        line = proc.stdout.readline()
+        assert line, "".join(seen)  # ended before the phase began
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+
+
+def session_processes(sid: int) -> list[psutil.Process]:
+    """The live processes of session ``sid`` (the coordinator's, and all it started)."""
+    found = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getsid(proc.pid) == sid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (ProcessLookupError, PermissionError):
+            continue
+    return found
+
+
+def wait_session_empty(sid: int, timeout_s: float = END_WITHIN_S) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout_s
+    while (left := session_processes(sid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def signal_and_finish(proc: subprocess.Popen[str], signum: int) -> tuple[str, str, float]:
+    os.kill(proc.pid, signum)
+    sent = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=120)
+    return stdout, stderr, time.monotonic() - sent
+
+
+def assert_kept_as_interrupted(
+    proc: subprocess.Popen[str], signum: int, out: Path, db: str, stderr: str, took_s: float
+) -> dict:
+    assert proc.returncode == 128 + signum, stderr
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
+    assert took_s < END_WITHIN_S, took_s
+    doc = read_json(out)
+    assert doc["status"] == "interrupted"
+    with Store(db) as store:
+        assert {r["run_id"]: r["status"] for r in store.list_runs()} == {
+            doc["run_id"]: "interrupted"
+        }
+    assert wait_session_empty(proc.pid) == []
+    return doc
+
+
+# (signal, phase, the line that says the phase began, extra flags)
+RUN_PHASES = [
+    # resolving, probing, starting the workers: the lost Ctrl-C of the issue
+    (signal.SIGINT, "start-up", "kvbench: memcached://", ()),
+    (signal.SIGHUP, "start-up", "kvbench: memcached://", ()),
+    (signal.SIGINT, "preload", "preloading", ("--preload", "--keys", "3000000")),
+    (signal.SIGTERM, "window", "[", ()),
+]
+
+
+@pytest.mark.parametrize(
+    ("signum", "phase", "marker", "extra"),
+    RUN_PHASES,
+    ids=[f"{signal.Signals(s).name}-{p}" for s, p, _, _ in RUN_PHASES],
+)
+def test_a_signal_in_any_phase_ends_the_run_keeping_it(
+    fresh_memcached: Server,
+    tmp_path: Path,
+    signum: int,
+    phase: str,
+    marker: str,
+    extra: tuple[str, ...],
+) -> None:
+    out, db = tmp_path / "run.json", str(tmp_path / "h.db")
+    proc = start(
+        "run", f"memcached://{fresh_memcached.address}", "--duration", "30s", "-c", "4",
+        "--processes", "2", "--json", str(out), "--db", db, *extra,
+    )  # fmt: skip
+    wait_for_line(proc, marker)
+    stdout, stderr, took_s = signal_and_finish(proc, signum)
+    doc = assert_kept_as_interrupted(proc, signum, out, db, stderr, took_s)
+    assert "status: interrupted" in stdout
+    assert f"interrupted ({signal.Signals(signum).name})" in stdout
+    if phase == "preload":  # stopped within a round trip, not after 3,000,000 sets
+        assert doc["phases"]["preload"]["ops"] < 3_000_000
+    if phase == "window":
+        assert doc["totals"]["ops"] > 0  # what was measured is kept
+
+
+def test_ctrl_c_while_a_replay_reads_its_trace(fresh_memcached: Server, tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    with trace.open("w") as f:
+        for i in range(300_000):
+            f.write(f"{i // 1000},key{i % 5000},8,100,{i % 20},{'get' if i % 3 else 'set'},0\n")
+    out, db = tmp_path / "run.json", str(tmp_path / "h.db")
+    proc = start(
+        "replay", str(trace), f"memcached://{fresh_memcached.address}", "--json", str(out),
+        "--db", db,
+    )  # fmt: skip
+    wait_for_line(proc, "reading the trace")
+    stdout, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
+    assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
+    assert "status: interrupted" in stdout
+
+
+def test_ctrl_c_while_a_queue_run_starts(redis_server: Server, tmp_path: Path) -> None:
+    out, db = tmp_path / "q.json", str(tmp_path / "h.db")
+    proc = start(
+        "queue", f"redis-queue://{redis_server.address}/sig", "-n", "2000000", "--json",
+        str(out), "--db", db,
+    )  # fmt: skip
+    wait_for_line(proc, "kvbench queue:")
+    stdout, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
+    assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
+    assert "status: interrupted" in stdout
+
+
+def test_no_process_outlives_a_killed_coordinator(fresh_memcached: Server) -> None:
+    """SIGKILL: the coordinator can do nothing; its workers notice and exit at once, the
+    fork server after them. Killed during a long preload, which a worker does not stop
+    for a message (was: the workers preloaded all 3,000,000 keys for nobody, then died of
+    a broken pipe)."""
+    url = f"memcached://{fresh_memcached.address}"
+    proc = start(
+        "run", url, "--duration", "30s", "-c", "4", "--processes", "2", "--preload",
+        "--keys", "3000000", "--no-save",
+    )  # fmt: skip
+    wait_for_line(proc, "preloading")
+    before = session_processes(proc.pid)
+    assert len(before) >= 4  # the coordinator, the fork server and two workers
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert wait_session_empty(proc.pid, timeout_s=120) == []
+    assert counters(url)["cmd_set"] < 3_000_000  # they stopped, not finished the preload

@@ -1,0 +1,45 @@
+"""SIGINT, SIGTERM and SIGHUP are one interrupt: raised while a run measures, recorded
+while its result is written, and the exit code says which signal came."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from kvbench.runner import interrupts
+
+
+def test_a_signal_while_armed_raises_and_sets_the_exit_code() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with interrupts.catching():
+        with pytest.raises(KeyboardInterrupt) as caught:  # every Ctrl-C path serves it
+            signal.raise_signal(signal.SIGTERM)
+        assert isinstance(caught.value, interrupts.Interrupted)
+        assert caught.value.signum == signal.SIGTERM
+        assert interrupts.exit_code(130) == 143
+    assert signal.getsignal(signal.SIGTERM) == before  # put back
+
+
+def test_disarmed_a_first_signal_is_recorded_a_second_raises() -> None:
+    with interrupts.catching():
+        interrupts.disarm()  # the result is being written
+        signal.raise_signal(signal.SIGHUP)
+        assert interrupts.received() == signal.SIGHUP
+        with pytest.raises(interrupts.Interrupted):  # the user insists
+            signal.raise_signal(signal.SIGINT)
+        assert interrupts.exit_code(0) == 129  # the first one's
+
+
+def test_arming_after_a_recorded_signal_stops_the_next_run_at_once() -> None:
+    with interrupts.catching():
+        interrupts.disarm()
+        signal.raise_signal(signal.SIGINT)  # between two levels of a sweep
+        with pytest.raises(interrupts.Interrupted):
+            interrupts.arm()
+
+
+def test_without_a_signal_the_exit_code_is_the_runs() -> None:
+    with interrupts.catching():
+        assert interrupts.received() is None
+        assert interrupts.exit_code(4) == 4
