@@ -182,3 +182,17 @@ def test_no_process_outlives_a_killed_coordinator(fresh_memcached: Server) -> No
     proc.communicate(timeout=60)
     assert wait_session_empty(proc.pid, timeout_s=120) == []
     assert counters(url)["cmd_set"] < 3_000_000  # they stopped, not finished the preload
+
+
+def test_no_throwaway_server_outlives_a_killed_coordinator(tmp_path: Path) -> None:
+    """A run with no target starts memcached in a session of its own; the kernel ends it
+    with the coordinator (was: SIGKILL left it running, listening, for good)."""
+    proc = start("run", "--duration", "30s", "-c", "2", "--no-save")
+    seen = wait_for_line(proc, "started a throwaway memcached at memcached://")
+    port = int(seen.split("memcached://127.0.0.1:")[1].split()[0])
+    [server] = [p for p in psutil.Process(proc.pid).children() if p.name().startswith("memcached")]
+    assert any(c.laddr.port == port for c in server.net_connections(kind="tcp"))
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    server.wait(timeout=END_WITHIN_S)  # psutil.TimeoutExpired if it lived on
+    assert not server.is_running()

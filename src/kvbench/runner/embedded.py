@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kvbench.errors import ConfigError, RunAborted
+
+# prctl(2): the signal a child gets when its parent ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
 
 INSTALL_HINT = (
     "no target given and memcached is not installed: install it (apt-get install memcached, "
@@ -28,6 +34,15 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """In the server's child, before exec: the kernel kills it when this process ends,
+    however it ends (SIGKILL included), so no throwaway server outlives its run. Linux's
+    PR_SET_PDEATHSIG; elsewhere nothing (the ``finally`` below still stops it)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def split_cpus(cpus: set[int]) -> tuple[set[int], set[int]]:
@@ -79,7 +94,11 @@ def throwaway_memcached(memory_mb: int = 256) -> Iterator[str]:
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         argv += ["-u", "root"]  # memcached refuses to run as root without -u
     proc = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
     if server_cpus != client_cpus:
         with contextlib.suppress(OSError):  # gone already: the wait below says why
