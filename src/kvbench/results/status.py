@@ -137,7 +137,7 @@ def judge(
 
     Args:
         process_status: the coordinator's ``ok``, ``partial`` (a worker failed) or
-            ``interrupted`` (Ctrl-C).
+            ``interrupted`` (Ctrl-C, SIGTERM, SIGHUP).
         counts: the window's ops (``tally``).
         max_error_rate: the largest error share still ``ok``; None: not judged (queue runs,
             whose failures are lost or duplicated messages).
@@ -147,7 +147,9 @@ def judge(
     """
     found: dict[str, list[str]] = {}
     if process_status == INTERRUPTED:
-        found.setdefault(INTERRUPTED, []).append("interrupted (Ctrl-C): the window was cut short")
+        found.setdefault(INTERRUPTED, []).append(
+            "interrupted (Ctrl-C, SIGTERM or SIGHUP): the window was cut short"
+        )
     elif process_status != OK:
         found.setdefault(PARTIAL, []).append("a worker failed: its share of the load is missing")
     if counts.succeeded == 0 and max_error_rate is not None:
