@@ -56,7 +56,7 @@ def codec_requests(
     return bytes(out)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=pump_oracle.examples(300), deadline=None)
 @given(
     st.sampled_from(PROTOCOLS),
     st.lists(st.tuples(ALL_OPS, keys, data, st.integers(1, 6)), min_size=1, max_size=20),
@@ -165,7 +165,7 @@ SINGLE_KEY = {
 OFFSET_KINDS = pump_oracle.OFFSET_KINDS
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=pump_oracle.examples(300), deadline=None)
 @given(
     st.sampled_from(PROTOCOLS),
     st.lists(st.tuples(ALL_OPS, keys, data), min_size=1, max_size=20),
@@ -239,7 +239,7 @@ lane_chunks = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=pump_oracle.examples(200), deadline=None)
 @given(
     st.sampled_from(PROTOCOLS),
     lane_chunks,
