@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # Options for bench/peers.py, e.g. make bench BENCH_ARGS="--rounds 7 --only 'redis-*'"
 BENCH_ARGS ?=
 
-.PHONY: run test lint typecheck bench deps venv pump clean
+.PHONY: run test lint typecheck bench deps venv pump sanitize clean
 
 run: deps venv
 	$(BIN)/kvbench run --duration 10s
@@ -44,6 +44,44 @@ pump: venv
 	@$(BIN)/python -c "import kvbench.engine._pump" 2>/dev/null || { \
 		echo "engine/_pump.c is not built: install gcc and python3-dev (make deps), then make clean test" >&2; \
 		[ -z "$$CI" ]; }
+
+# The compiled driver under AddressSanitizer and UBSan (.ci/run, after make test): built
+# apart, in build/sanitize/ (the editable install keeps its normal build, which make test
+# loads), and loaded in its place by tests/support/sanitize/sitecustomize.py; the Python
+# (not instrumented) gets the sanitizers' runtimes preloaded and allocates with malloc, so
+# that a freed object's memory is poisoned too. It runs the tests of everything that drives
+# the pump, then fuzz/fuzz_pump.py over SANITIZE_SEEDS seeded exchanges of each mode. Any
+# report (a read past a buffer, a use after free, undefined behaviour) fails the run; the
+# tests capture only Python's output (--capture=sys), so that a report, written to the
+# process's stderr as it dies, is seen.
+SANITIZE_CC ?= gcc
+SANITIZE_DIR := build/sanitize
+SANITIZE_SO := $(SANITIZE_DIR)/_pump.so
+SANITIZE_CFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
+	-fno-omit-frame-pointer -O1 -g -Wall -Wextra -Wno-unused-parameter \
+	-Wno-missing-field-initializers -fvisibility=hidden -fPIC -shared
+SANITIZE_TESTS := $(wildcard tests/unit/engine/test_pump*.py) tests/unit/engine/test_fastpath.py \
+	tests/unit/engine/test_connection.py tests/unit/engine/test_replay_connection.py \
+	tests/unit/workload/test_trace_source.py
+SANITIZE_SEEDS ?= 2000
+SANITIZE_ENV = LD_PRELOAD="$$($(SANITIZE_CC) -print-file-name=libasan.so) $$($(SANITIZE_CC) -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	PYTHONMALLOC=malloc PYTHONPATH=$(CURDIR)/tests/support/sanitize \
+	KVBENCH_SANITIZED_PUMP=$(CURDIR)/$(SANITIZE_SO)
+
+sanitize: deps venv pump $(SANITIZE_SO)
+	@$(SANITIZE_ENV) $(BIN)/python -c "from kvbench.engine import _pump; \
+		assert _pump.__file__ == '$(CURDIR)/$(SANITIZE_SO)', _pump.__file__; \
+		print('make sanitize: the pump is', _pump.__file__)"
+	$(SANITIZE_ENV) $(BIN)/python -m pytest -q --capture=sys -p no:cacheprovider $(SANITIZE_TESTS)
+	$(SANITIZE_ENV) $(BIN)/python fuzz/fuzz_pump.py --seeds $(SANITIZE_SEEDS)
+	$(SANITIZE_ENV) $(BIN)/python fuzz/fuzz_pump.py --inputs $(SANITIZE_SEEDS)
+
+$(SANITIZE_SO): $(wildcard src/kvbench/engine/_pump*.[ch]) | venv
+	mkdir -p $(SANITIZE_DIR)
+	$(SANITIZE_CC) $(SANITIZE_CFLAGS) \
+		-I"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+		$(filter %.c,$^) -o $@
 
 deps:
 	@missing=""; \

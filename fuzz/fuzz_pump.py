@@ -14,14 +14,18 @@ or raw (odd: the next bytes choose the protocol, up to 8 of the ops the pump sen
 bound, closed or open loop and lists or a packed chunk (a replay's lane's form, when no
 multi-get is among the ops); the rest is the server's byte stream as it is).
 
-Run by hand (not in CI), from the repository root:
+With atheris, by hand, from the repository root:
 ``pip install atheris && python fuzz/fuzz_pump.py corpus/`` (libFuzzer flags such as
 ``-max_total_time=60`` pass through). Without atheris, ``python fuzz/fuzz_pump.py
---seeds 100000`` runs the oracle over that many seeded exchanges instead.
+--seeds 100000`` runs the oracle over that many seeded exchanges instead, and ``--inputs
+100000`` feeds that many seeded random inputs to ``test_one_input`` (both modes, as a
+fuzzer's first inputs would). ``make sanitize`` runs both, bounded, with the pump built
+under AddressSanitizer and UBSan.
 """
 
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 
@@ -87,6 +91,12 @@ def main() -> None:
         for seed in range(int(sys.argv[2])):
             pump_oracle.check(pump_oracle.exchange(pump_oracle.seeded(seed)))
         print(f"{sys.argv[2]} seeded exchanges: the pump and the codecs agree")
+        return
+    if len(sys.argv) == 3 and sys.argv[1] == "--inputs":
+        for seed in range(int(sys.argv[2])):
+            rng = random.Random(seed)
+            test_one_input(rng.randbytes(rng.randrange(5, 400)))
+        print(f"{sys.argv[2]} seeded inputs: the pump and the codecs agree")
         return
     # Not a project dependency: only the harnesses need it, and it ships no types.
     import atheris  # type: ignore[import-untyped, import-not-found, unused-ignore]

@@ -14,7 +14,8 @@ past): the same bytes and codes, each reply's latency from its intended time. Ha
 those without a multi-get reach the pump as a packed chunk (``pack``: a replay's lane's
 form) instead of lists: the same bytes again.
 
-``require_compiled`` is how a test of the compiled pump says it cannot run here.
+``require_compiled`` is how a test of the compiled pump says it cannot run here;
+``examples`` how many examples its property tests draw.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ __all__ = [
     "Exchange",
     "check",
     "codec_outcome",
+    "examples",
     "exchange",
     "ops_of",
     "pack",
@@ -77,6 +79,18 @@ def require_compiled(module: bool = False) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"CI builds and tests the compiled driver, but {reason}", pytrace=False)
     pytest.skip(reason, allow_module_level=module)
+
+
+# ``make sanitize`` (the pump built with AddressSanitizer and UBSan, Python allocating
+# with malloc) runs the property tests at a quarter of their examples: each costs 2 to 3
+# times more there, and fuzz/fuzz_pump.py's seeded runs that follow draw many more.
+SANITIZED = bool(os.environ.get("KVBENCH_SANITIZED_PUMP"))
+
+
+def examples(n: int) -> int:
+    """How many examples a property test of the pump draws: ``n``, or a quarter of it
+    under ``make sanitize``."""
+    return max(10, n // 4) if SANITIZED else n
 
 
 # The ops a compiled run of a workload mix sends (every protocol's pump encodes them).

@@ -167,6 +167,31 @@ not_initialized(const char *type)
     return -1;
 }
 
+/* And its __init__ refuses to run again: a live stream's protocol and settings are its
+ * pumps' too, a live pump's FIFO is what its requests in flight are checked against. */
+static int
+initialized_already(const char *type)
+{
+    PyErr_Format(PyExc_RuntimeError,
+                 "%s.__init__ was called already: its settings are fixed (make a new %s)",
+                 type, type);
+    return -1;
+}
+
+/* A Pump or a Stream refuses a call that would change it from inside a call of its own
+ * out to Python (a stream's refill, the transport's write): that call holds some of its
+ * state in locals until it returns (CPython's buffered I/O refuses reentrant calls
+ * alike). */
+static int
+reentrant(const char *call)
+{
+    PyErr_Format(PyExc_RuntimeError,
+                 "reentrant call to %s (from inside a refill or write of the same pump or "
+                 "stream)",
+                 call);
+    return -1;
+}
+
 /* -- scanning one reply ---------------------------------------------------------------- */
 
 static Py_ssize_t
@@ -198,6 +223,10 @@ out_reserve(Out *o, Py_ssize_t more)
     return 0;
 }
 
+/* A memoryview's buffer is read in place, without a view of its own: its caller uses the
+ * bytes before any Python code can run (which could release it), and the memoryview,
+ * held by the chunk, holds its exporter's buffer until it is released. One already
+ * released holds nothing (its exporter's bytes may be freed): refused. */
 int
 view_of(PyObject *obj, const char **p, Py_ssize_t *n)
 {
@@ -207,6 +236,10 @@ view_of(PyObject *obj, const char **p, Py_ssize_t *n)
         return 0;
     }
     if (PyMemoryView_Check(obj)) {
+        if (((PyMemoryViewObject *)obj)->flags & _Py_MEMORYVIEW_RELEASED) {
+            PyErr_SetString(PyExc_ValueError, "a key or value is a released memoryview");
+            return -1;
+        }
         Py_buffer *view = PyMemoryView_GET_BUFFER(obj);
         if (PyBuffer_IsContiguous(view, 'C') && view->itemsize == 1) {
             *p = view->buf;
@@ -338,7 +371,7 @@ is_u32_column(const Py_buffer *view)
     const char *f = view->format != NULL ? view->format : "B";
     if (f[0] == '@' || f[0] == '=')
         f++;
-    if (f[1] != '\0')
+    if (f[0] == '\0' || f[1] != '\0') /* one letter ("", "@" and "=" have none) */
         return 0;
     return (f[0] == 'B' && view->itemsize == 1) ||
            ((f[0] == 'I' || f[0] == 'L') && view->itemsize == 4);
@@ -471,16 +504,34 @@ packed_request(const Packed *k, const Wire *wire, Py_ssize_t i, int op, Out *o, 
     return out_reserve(o, r->key_len + r->value_len + FRAME_BYTES);
 }
 
+/* Whether ``wire`` can write requests with ``e``'s settings: a ttl of 0 or more seconds
+ * and flags of 32 bits in every protocol, and what the wire's own check asks; -1 with a
+ * ValueError. */
+static int
+encoding_check(const Wire *wire, const Encoding *e)
+{
+    if (e->ttl < 0) {
+        PyErr_Format(PyExc_ValueError, "ttl %lld: a ttl is 0 (no expiry) or more seconds",
+                     e->ttl);
+        return -1;
+    }
+    if (e->flags < 0 || e->flags > 0xFFFFFFFFLL) {
+        PyErr_Format(PyExc_ValueError, "flags %lld: flags are 0 to 4294967295", e->flags);
+        return -1;
+    }
+    return wire->check != NULL ? wire->check(e) : 0;
+}
+
+/* ``e`` set to the settings given, all checked; -1 with an exception (``e`` as it was). */
 static int
 encoding_from(int protocol, long long ttl, long long flags, Encoding *e)
 {
     const Wire *wire = wire_of(protocol);
-    if (wire == NULL)
+    Encoding checked = {protocol, ttl, flags};
+    if (wire == NULL || encoding_check(wire, &checked) < 0)
         return -1;
-    e->protocol = protocol;
-    e->ttl = ttl;
-    e->flags = flags;
-    return wire->check != NULL ? wire->check(e) : 0;
+    *e = checked;
+    return 0;
 }
 
 PyDoc_STRVAR(encode_doc,
@@ -776,8 +827,10 @@ typedef struct {
     Py_ssize_t size, pos;
     Encoding encoding;
     long long completed; /* replies since the last take_completed() */
+    int refilling;       /* in refill() or loading what it returned (reentrant()) */
 } Stream;
 
+/* (Checked again once the arguments are read: reading an int may run Python code.) */
 static int
 Stream_init(Stream *self, PyObject *args, PyObject *kwds)
 {
@@ -785,12 +838,18 @@ Stream_init(Stream *self, PyObject *args, PyObject *kwds)
     PyObject *refill;
     int protocol;
     long long ttl = 0, flags = 0;
+    Encoding encoding;
+    if (self->refill != NULL)
+        return initialized_already("Stream");
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oi|LL", kwlist, &refill, &protocol, &ttl,
                                      &flags) ||
-        encoding_from(protocol, ttl, flags, &self->encoding) < 0)
+        encoding_from(protocol, ttl, flags, &encoding) < 0)
         return -1;
+    if (self->refill != NULL)
+        return initialized_already("Stream");
+    self->encoding = encoding;
     Py_INCREF(refill);
-    Py_XSETREF(self->refill, refill);
+    self->refill = refill;
     return 0;
 }
 
@@ -839,14 +898,15 @@ Stream_set_ttl(Stream *self, long long ttl)
         return 0;
     Encoding e = self->encoding;
     e.ttl = ttl;
-    const Wire *wire = WIRES[e.protocol];
-    if (wire->check != NULL && wire->check(&e) < 0)
+    if (encoding_check(WIRES[e.protocol], &e) < 0)
         return -1;
     self->encoding.ttl = ttl;
     return 0;
 }
 
-/* Load a list-form chunk: 0, or -1 with an exception (the stream as it was). */
+/* Load a list-form chunk: 0, or -1 with an exception and the stream empty. Only an
+ * exhausted chunk is replaced; it is let go before the new one is checked (letting go of
+ * objects may run Python code, a finalizer, that could change the new lists). */
 static int
 Stream_load_lists(Stream *self, PyObject *chunk)
 {
@@ -859,6 +919,13 @@ Stream_load_lists(Stream *self, PyObject *chunk)
                           &PyList_Type, &ops, &PyList_Type, &keys, &PyList_Type, &values,
                           &start, &ttl))
         return -1;
+    Py_INCREF(ops);
+    Py_INCREF(keys);
+    Py_INCREF(values);
+    Stream_drop_chunk(self);
+    self->ops = ops;
+    self->keys = keys;
+    self->values = values;
     Py_ssize_t size = PyList_GET_SIZE(ops);
     if (start < 0 || start >= size || PyList_GET_SIZE(keys) < size ||
         PyList_GET_SIZE(values) < size) {
@@ -867,13 +934,6 @@ Stream_load_lists(Stream *self, PyObject *chunk)
     }
     if (Stream_set_ttl(self, ttl) < 0) /* a replay's chunk's own ttl */
         return -1;
-    Py_INCREF(ops);
-    Py_INCREF(keys);
-    Py_INCREF(values);
-    Stream_drop_chunk(self);
-    self->ops = ops;
-    self->keys = keys;
-    self->values = values;
     self->size = size;
     self->pos = start;
     return 0;
@@ -929,12 +989,14 @@ Stream_load_packed(Stream *self, PyObject *chunk)
 static int
 Stream_next_chunk(Stream *self)
 {
+    if (self->refilling)
+        return reentrant("the refill of a Stream");
+    self->refilling = 1;
     PyObject *chunk = PyObject_CallNoArgs(self->refill);
-    if (chunk == NULL)
-        return -1;
-    if (chunk == Py_None) {
-        Py_DECREF(chunk);
-        return 0;
+    if (chunk == NULL || chunk == Py_None) {
+        self->refilling = 0;
+        Py_XDECREF(chunk);
+        return chunk == NULL ? -1 : 0;
     }
     int loaded;
     if (!PyTuple_Check(chunk)) {
@@ -945,6 +1007,7 @@ Stream_next_chunk(Stream *self)
         loaded = Stream_load_packed(self, chunk);
     else
         loaded = Stream_load_lists(self, chunk);
+    self->refilling = 0;
     Py_DECREF(chunk);
     return loaded < 0 ? -1 : 1;
 }
@@ -958,7 +1021,13 @@ Stream_op(Stream *self, Py_ssize_t at)
         int op = self->packed.ops[at];
         return op < MAX_OPS ? op : packed_changed(at);
     }
-    long op = PyLong_AsLong(PyList_GET_ITEM(self->ops, at));
+    PyObject *item = PyList_GET_ITEM(self->ops, at);
+    if (!PyLong_Check(item)) { /* (not an __index__: Python code) */
+        PyErr_Format(PyExc_TypeError, "an op must be an int, not %.50s",
+                     Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    long op = PyLong_AsLong(item);
     if ((op == -1 && PyErr_Occurred()) || op < 0 || op >= MAX_OPS) {
         if (!PyErr_Occurred())
             PyErr_Format(PyExc_ValueError, "op %ld out of range", op);
@@ -976,6 +1045,25 @@ Stream_request(Stream *self, const Wire *wire, Py_ssize_t at, long op, Out *o, R
         return packed_request(&self->packed, wire, at, (int)op, o, r);
     return listed_request(wire, op, PyList_GET_ITEM(self->keys, at),
                           PyList_GET_ITEM(self->values, at), o, r);
+}
+
+/* A list-form chunk's lists are still its owner's, who may cut them short after the
+ * load: checked when a send or skip begins (between a load and the requests read from
+ * it, no Python code runs but the next refill, which loads another chunk). 0, or -1 with
+ * a ValueError. */
+static int
+Stream_check_lists(Stream *self)
+{
+    if (self->ops == NULL || self->pos >= self->size)
+        return 0;
+    if (PyList_GET_SIZE(self->ops) < self->size || PyList_GET_SIZE(self->keys) < self->size ||
+        PyList_GET_SIZE(self->values) < self->size) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the chunk's lists were cut short after it was loaded (a stream "
+                        "holds them until it has sent them)");
+        return -1;
+    }
+    return 0;
 }
 
 static PyObject *
@@ -1009,6 +1097,8 @@ Stream_skip(Stream *self, PyObject *arg)
         PyErr_SetString(PyExc_ValueError, "skip() takes a count >= 0");
         return NULL;
     }
+    if (Stream_check_lists(self) < 0)
+        return NULL;
     PyObject *ops = PyBytes_FromStringAndSize(NULL, n);
     if (ops == NULL)
         return NULL;
@@ -1098,6 +1188,7 @@ typedef struct {
     /* One write's bytes. */
     char *out;
     Py_ssize_t out_cap;
+    int busy; /* in pump_send: it refuses every call that changes it (reentrant()) */
 } Pump;
 
 static int
@@ -1109,10 +1200,16 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
     Py_buffer families;
     int protocol, open_loop = 0;
     long long max_reply, late_ns = 0;
+    if (self->tally != NULL)
+        return initialized_already("Pump");
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Oiy*L|pL", kwlist, &TallyType, &tally,
                                      &StreamType, &stream, &write, &protocol, &families,
                                      &max_reply, &open_loop, &late_ns))
         return -1;
+    if (self->tally != NULL) { /* (reading an int may run Python code) */
+        PyBuffer_Release(&families);
+        return initialized_already("Pump");
+    }
     if (((Tally *)tally)->on_cut == NULL || ((Stream *)stream)->refill == NULL) {
         PyBuffer_Release(&families);
         return not_initialized(((Tally *)tally)->on_cut == NULL ? "Tally" : "Stream");
@@ -1137,13 +1234,13 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
     }
     PyBuffer_Release(&families);
     Py_INCREF(tally);
-    Py_XSETREF(self->tally, (Tally *)tally);
+    self->tally = (Tally *)tally;
     Py_INCREF(stream);
-    Py_XSETREF(self->stream, (Stream *)stream);
+    self->stream = (Stream *)stream;
     Py_INCREF(write);
-    Py_XSETREF(self->write, write);
+    self->write = write;
     Py_INCREF(Py_None);
-    Py_XSETREF(self->error, Py_None);
+    self->error = Py_None;
     self->wire = wire;
     self->max_reply = max_reply;
     self->open_loop = open_loop;
@@ -1243,12 +1340,29 @@ fifo_reserve(Pump *self, Py_ssize_t more)
  * a stream with nothing more to send (a replay's lane at its end) sends what it has: none
  * is PUMP_IDLE (the worker may be finished), as the Python driver's Connection.issue
  * does. Returns PUMP_OK, PUMP_IDLE or -1 with an exception. */
+static int pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended);
+
+/* Its callers refused a call into a busy pump (pump_ready, Pump_received): the send holds
+ * the output buffer and the FIFO's next slots in locals across the refill it may call,
+ * then calls the transport's write; a call back into the pump from either is refused.
+ * (The shared tally is reserved for after the refills: another pump may fill it there.) */
 static int
 pump_send(Pump *self, Py_ssize_t n, PyObject *intended)
 {
+    if (Stream_check_lists(self->stream) < 0)
+        return -1;
+    self->busy = 1;
+    int status = pump_send_busy(self, n, intended);
+    self->busy = 0;
+    return status;
+}
+
+static int
+pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended)
+{
     Tally *tally = self->tally;
     Stream *stream = self->stream;
-    if (fifo_reserve(self, n) < 0 || (intended != NULL && i64s_reserve(&tally->lag, n) < 0))
+    if (fifo_reserve(self, n) < 0)
         return -1;
     long long sent = monotonic_ns();
     Out o = {self->out, 0, self->out_cap};
@@ -1264,7 +1378,13 @@ pump_send(Pump *self, Py_ssize_t n, PyObject *intended)
                 PyErr_SetString(PyExc_ValueError, "fewer intended times than requests");
                 break;
             }
-            due = PyLong_AsLongLong(PyList_GET_ITEM(intended, i));
+            PyObject *item = PyList_GET_ITEM(intended, i);
+            if (!PyLong_Check(item)) { /* (not an __index__: Python code) */
+                PyErr_Format(PyExc_TypeError, "intended times must be ints, not %.50s",
+                             Py_TYPE(item)->tp_name);
+                break;
+            }
+            due = PyLong_AsLongLong(item);
             if (due == -1 && PyErr_Occurred())
                 break;
         }
@@ -1303,7 +1423,9 @@ pump_send(Pump *self, Py_ssize_t n, PyObject *intended)
         PyErr_SetRaisedException(failure);
         return -1;
     }
-    PyObject *bytes = PyBytes_FromStringAndSize(o.p, o.len);
+    PyObject *bytes = intended == NULL || i64s_reserve(&tally->lag, i) == 0
+                          ? PyBytes_FromStringAndSize(o.p, o.len)
+                          : NULL;
     PyObject *result = NULL;
     if (bytes != NULL) {
         if (intended != NULL) {
@@ -1390,6 +1512,15 @@ unaccount(Pump *self, Tally *tally, Py_ssize_t n)
     self->fifo_len += n;
 }
 
+/* A pump's method that changes it may run: initialized, and not inside its own send. */
+static int
+pump_ready(Pump *self, const char *call)
+{
+    if (self->tally == NULL)
+        return not_initialized("Pump");
+    return self->busy ? reentrant(call) : 0;
+}
+
 static int
 set_error(Pump *self, const Scan *scan)
 {
@@ -1413,6 +1544,10 @@ Pump_received(Pump *self, PyObject *data)
 {
     if (!PyBytes_Check(data)) {
         PyErr_SetString(PyExc_TypeError, "received() takes bytes");
+        return NULL;
+    }
+    if (self->busy) {
+        reentrant("Pump.received()");
         return NULL;
     }
     if (self->error != Py_None) { /* NULL until __init__: checked off the common path */
@@ -1532,10 +1667,8 @@ PyDoc_STRVAR(Pump_issue_doc,
 static PyObject *
 Pump_issue(Pump *self, PyObject *arg)
 {
-    if (self->tally == NULL) {
-        not_initialized("Pump");
+    if (pump_ready(self, "Pump.issue()") < 0)
         return NULL;
-    }
     Py_ssize_t n = PyLong_AsSsize_t(arg);
     if (n == -1 && PyErr_Occurred())
         return NULL;
@@ -1557,10 +1690,8 @@ PyDoc_STRVAR(Pump_issue_scheduled_doc,
 static PyObject *
 Pump_issue_scheduled(Pump *self, PyObject *intended)
 {
-    if (self->tally == NULL) {
-        not_initialized("Pump");
+    if (pump_ready(self, "Pump.issue_scheduled()") < 0)
         return NULL;
-    }
     if (!self->open_loop) {
         PyErr_SetString(PyExc_RuntimeError, "issue_scheduled() on a closed-loop pump");
         return NULL;
@@ -1600,10 +1731,8 @@ static PyObject *
 Pump_expire(Pump *self, PyObject *args)
 {
     long long now, timeout_ns;
-    if (self->tally == NULL) {
-        not_initialized("Pump");
+    if (pump_ready(self, "Pump.expire()") < 0)
         return NULL;
-    }
     if (!PyArg_ParseTuple(args, "LL", &now, &timeout_ns))
         return NULL;
     Py_ssize_t k = 0;
@@ -1638,10 +1767,8 @@ PyDoc_STRVAR(Pump_drop_doc,
 static PyObject *
 Pump_drop(Pump *self, PyObject *unused)
 {
-    if (self->tally == NULL) {
-        not_initialized("Pump");
+    if (pump_ready(self, "Pump.drop()") < 0)
         return NULL;
-    }
     PyObject *ops = PyBytes_FromStringAndSize(NULL, self->fifo_len);
     if (ops == NULL)
         return NULL;

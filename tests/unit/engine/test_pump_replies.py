@@ -232,7 +232,7 @@ CASES = {  # protocol name -> a generator of well-formed replies
 
 
 @pytest.mark.parametrize("name", CASES)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=pump_oracle.examples(300), deadline=None)
 @given(st.data())
 def test_replies_classify_as_the_python_codec_does(name: str, data: Any) -> None:
     """Well-formed replies: the same requests and codes, no error, however they are cut."""
@@ -254,7 +254,7 @@ def test_replies_classify_as_the_python_codec_does(name: str, data: Any) -> None
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=pump_oracle.examples(400), deadline=None)
 @given(st.randoms(use_true_random=False))
 def test_hostile_replies_give_the_same_codes_or_a_protocol_error_on_both(
     protocol: str, rng: Any
@@ -272,7 +272,7 @@ def test_hostile_replies_from_a_fixed_sweep_agree() -> None:
         pump_oracle.check(pump_oracle.exchange(pump_oracle.seeded(seed)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=pump_oracle.examples(300), deadline=None)
 @given(st.sampled_from(PROTOCOLS), st.binary(max_size=200), st.binary(min_size=1, max_size=8))
 def test_any_bytes_give_codes_or_an_error_never_a_crash(name: str, wire: bytes, ops: bytes) -> None:
     protocol, families = fastpath.PROTOCOLS[name]
