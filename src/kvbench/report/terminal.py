@@ -396,6 +396,19 @@ def trace_lines(model: ReportModel) -> Text:
                 f"  {label}: p50 {sizes['p50']:g}  p90 {sizes['p90']:g}  p99 {sizes['p99']:g}  "
                 f"max {sizes['max']:g} bytes\n"
             )
+    ttls = profile.get("ttls_s") or []
+    if ttls:  # as the page says it
+        stores = int((profile["value_size_bytes"] or {}).get("count", 0))
+        text.append(
+            "  TTL of the stores, the most common first: "
+            + ", ".join(
+                ("none" if ttl == 0 else f"{ttl:,} s")
+                + f" \N{MULTIPLICATION SIGN} {n:,}"
+                + (f" ({n / stores:.1%} of {stores:,})" if stores else "")
+                for ttl, n in ttls
+            )
+            + "\n"
+        )
     as_ = ", ".join(f"{t}->{o}" for t, o in sent["sent_as"].items() if t in profile["ops"])
     skipped = ", ".join(f"{why}: {n:,}" for why, n in sent["skipped"].items())
     text.append(
