@@ -66,6 +66,11 @@ _STORE: list[Callable[[Any], Any]] = [
         "warnings and the status.",
     ),
     click.option(
+        "--no-live",
+        is_flag=True,
+        help="No live line per interval; the whole summary at the end.",
+    ),
+    click.option(
         "--wide",
         is_flag=True,
         help="Print every column of the tables whatever the terminal's width, and let it "

@@ -84,7 +84,7 @@ def queue(target: str, db: str | None, no_save: bool, quiet: bool, **options: An
         json_path=outputs.json_path,
         db_path=db or default_db_path(),
         save=not no_save,
-        live=not quiet,
+        live=not (quiet or options.pop("no_live", False)),
         wide=bool(options.pop("wide", False)),
         quiet=quiet,
     )

@@ -118,6 +118,8 @@ def settings_from_options(targets: tuple[str, ...], options: dict[str, Any]) -> 
     if options.get("quiet"):
         settings["report.live"] = (False, "--quiet")
         settings["report.quiet"] = (True, "--quiet")
+    if options.get("no_live"):
+        settings["report.live"] = (False, "--no-live")
     if options.get("wide"):
         settings["report.wide"] = (True, "--wide")
     if targets:
