@@ -128,10 +128,12 @@ class FittedTable(Table):
         keep, self.left_out = self.fit(console, options.max_width)
         yield self.only(keep)
         if self.left_out:
-            yield Text(
+            yield Text(  # wrapped between words even on a soft-wrapping console
                 f"left out at {options.max_width} columns: {', '.join(self.left_out)}; "
                 f"every column: {self.see}",
                 style="dim",
+                no_wrap=False,
+                overflow="fold",
             )
 
 

@@ -184,9 +184,9 @@ def live_table(
     up to the ``total``; no figure is cut: the columns that do not fit are left out
     (``FittedTable``), the per-op ones all together, unless ``wide``."""
     levels = any("level" in row for row in rows)
-    names = ("level",) * levels + (
-        "round", "t", "ops/s", "total", "avg/s", "offered/s", "errors", "cpu",
-    )  # fmt: skip
+    offered = any(row.get("offered_per_s") is not None for row in rows)  # open loop
+    names = ("level",) * levels + ("round", "t", "ops/s", "total", "avg/s") + (
+        "offered/s",) * offered + ("errors", "cpu")  # fmt: skip
     if unit_rates:
         names = ("level",) * levels + ("round", "t", "ops", "total", "per s", "per min",
                  "per hour", "errors")  # fmt: skip
@@ -197,7 +197,7 @@ def live_table(
         pad_edge=False,
         priority=(*_LIVE_PRIORITY, (PER_OP_COLUMNS, per_op)),
         wide=wide,
-        see="--wide, or the summary and its JSON at the end",
+        see="--wide",
     )
     for name in (*names, *per_op):
         table.add_column(name, justify="right")
@@ -220,7 +220,11 @@ def live_table(
             whole_rate(row["per_s"]),
             f"{row['total']:,}" if "total" in row else "",
             whole_rate(row["avg_per_s"]) if "avg_per_s" in row else "",
-            "" if row.get("offered_per_s") is None else whole_rate(row["offered_per_s"]),
+            *(
+                ["" if row.get("offered_per_s") is None else whole_rate(row["offered_per_s"])]
+                if offered
+                else []
+            ),
             f"{row['errors']:,}",
             f"{row['cpu_s'] / row['length_s']:.0%}" if row["length_s"] else "",
         ]
