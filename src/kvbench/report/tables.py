@@ -243,7 +243,7 @@ def queue_phases_table(title: str, phases: Sequence[tuple[str, dict[str, Any]]])
     original's figures in its units (puts, puts/s, gets, gets/s over the phase's
     duration) beside kvbench's own (the one ledger's lost and duplicated so far, the
     end-to-end p99, the status)."""
-    table = Table(title=title, title_justify="left")
+    table = FittedTable(title=title, title_justify="left", see="the JSON (--json)")
     for name in ("phase", "puts", "puts/s", "gets", "gets/s", "duration"):
         table.add_column(name, justify="left" if name == "phase" else "right")
     for name in ("lost so far", "duplicated so far", "e2e p99", "status"):

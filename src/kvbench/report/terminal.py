@@ -438,7 +438,7 @@ def summary(model: ReportModel, wide: bool = False) -> RenderableType:
     table, whatever the width)."""
     if model.queue is not None:
         first: list[RenderableType] = [
-            queue_table(model),
+            queue_table(model, wide),
             delivery_table(model.queue),
             queue_lines(model),
         ]
@@ -517,21 +517,25 @@ def queue_live_line(row: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
-def queue_table(model: ReportModel) -> Table:
-    """Put and get requests and end to end: count, rate, latency percentiles."""
+def queue_table(model: ReportModel, wide: bool = False) -> Table:
+    """Put and get requests and end to end: count, rate, latency percentiles (the
+    columns that fit, as ``summary_table``)."""
     run, queue = model.run, model.queue
     assert queue is not None
-    table = Table(
+    table = FittedTable(
         title=f"kvbench queue {run.run_id}  {', '.join(t['url'] for t in run.targets)}  "
         f"({run.window_s:.2f}s, {model.status.name})",
         title_justify="left",
+        priority=("per s", "p50", "p99", "count", "p90", "p99.9", "p99.99", "max", "mean"),
+        wide=wide,
+        see=f"--wide, the JSON (--json), or kvbench show {run.run_id} --wide",
     )
     for name in ("", "count", "per s"):
-        table.add_column(name, justify="left" if not name else "right", overflow="fold")
+        table.add_column(name, justify="left" if not name else "right")
     for name, _ in PERCENTILES:
-        table.add_column(name.replace("_", "."), justify="right", overflow="fold")
-    table.add_column("max", justify="right", overflow="fold")
-    table.add_column("mean", justify="right", overflow="fold")
+        table.add_column(name.replace("_", "."), justify="right")
+    table.add_column("max", justify="right")
+    table.add_column("mean", justify="right")
     ops = {row.op: row for row in model.ops}
     rows: list[tuple[str, int, float | None, dict[str, float | None]]] = [
         (f"{op} (request)", ops[op].count, queue["puts_per_s"] if op == "put" else None,
@@ -554,7 +558,9 @@ def queue_table(model: ReportModel) -> Table:
 
 def delivery_table(queue: dict[str, Any]) -> Table:
     """The delivery ledger: per producer, sent, stored, received, lost, duplicated, late."""
-    table = Table(title="delivery per producer", title_justify="left")
+    table = FittedTable(
+        title="delivery per producer", title_justify="left", see="the JSON (--json)"
+    )
     for name in ("producer", "sent", "stored", "received", "lost", "duplicated", "out of order"):
         table.add_column(name, justify="right")
     for p in queue["producers"]:
