@@ -93,6 +93,11 @@ def test_a_real_terminal_of_each_width(
     assert "…" not in text  # nothing cut, the live view's table included
     block = summary_block(text)
     shown = check_summary(block, doc, columns)
+    lines = text.splitlines()
+    top = max(i for i, line in enumerate(lines) if line.startswith("┏"))
+    end = next(i for i in range(top, len(lines)) if lines[i].startswith("status: "))
+    for line in lines[top - 2 : end + 1]:  # the summary wraps between words itself
+        assert len(line) <= columns, line
     if "left out" in text:
         note = " ".join(text[text.index("left out at") :].split())
         assert note.startswith(f"left out at {columns} columns:")

@@ -433,9 +433,10 @@ def verdict_lines(model: ReportModel) -> Text:
     return text
 
 
-def summary(model: ReportModel, wide: bool = False) -> RenderableType:
+def summary(model: ReportModel, wide: bool = False, wrap: bool = False) -> RenderableType:
     """The end-of-run summary: table, outcomes, verdicts (``wide``: every column of the
-    table, whatever the width)."""
+    table, whatever the width; ``wrap``: lines wrap between words at the width, even on
+    a soft-wrapping console, so a terminal never breaks one inside a figure)."""
     if model.queue is not None:
         first: list[RenderableType] = [
             queue_table(model, wide),
@@ -462,6 +463,10 @@ def summary(model: ReportModel, wide: bool = False) -> RenderableType:
     for part in shown:
         if isinstance(part, Text):
             part.rstrip()
+            if wrap:
+                part.no_wrap, part.overflow = False, "fold"
+        elif wrap and isinstance(part, Table) and isinstance(part.title, str):
+            part.title = Text(part.title, no_wrap=False, overflow="fold")
     return Group(*[p for p in shown if not (isinstance(p, Text) and not p.plain)])
 
 
@@ -469,7 +474,8 @@ def print_summary(
     console: Console, model: ReportModel, wide: bool = False, quiet: bool = False
 ) -> None:
     """The summary (``quiet``: one line per op, as ``redis-benchmark -q`` prints)."""
-    console.print(quiet_summary(model) if quiet else summary(model, wide))
+    wrap = console.is_terminal  # a pipe or file keeps each line whole, for grep
+    console.print(quiet_summary(model) if quiet else summary(model, wide, wrap))
 
 
 def quiet_summary(model: ReportModel) -> Text:

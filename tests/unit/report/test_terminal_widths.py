@@ -60,6 +60,16 @@ def test_the_narrowest_keeps_the_first_columns_and_leaves_the_last() -> None:
     assert shown == check_summary(render(80)[0], doc, 80)
 
 
+def test_on_a_terminal_every_line_wraps_between_words() -> None:
+    model = summarize(big_run())
+    out = io.StringIO()
+    console = Console(file=out, width=40, color_system=None, soft_wrap=True, force_terminal=True)
+    print_summary(console, model)
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 40 for line in lines), lines
+    assert "19,222,345" in out.getvalue()  # the outcome line's count, whole
+
+
 def test_wide_shows_every_column_whatever_the_width() -> None:
     text, doc = render(80, wide=True)
     assert check_summary(text, doc, None) == EVERY
