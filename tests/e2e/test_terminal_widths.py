@@ -160,3 +160,6 @@ def test_compare_names_each_round_and_labels_its_runs(
     assert {"round 1", "round 2"} <= rounds, result.stdout
     listed = run_kvbench("history", "--db", db).stdout
     assert listed.count(f"compare: {url}") == 2, listed
+    exported = run_kvbench("export", "last", "--db", db, "--json", "-")  # - is stdout here too
+    assert json.loads(exported.stdout)["status"] == "ok"
+    assert "written to stdout" in exported.stderr
