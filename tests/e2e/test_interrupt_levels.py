@@ -61,7 +61,7 @@ def test_ctrl_c_while_a_level_starts_keeps_the_finished_ones(
     out, db = tmp_path / "sweep.json", str(tmp_path / "h.db")
     proc = start(
         "sweep", f"memcached://{fresh_memcached.address}", "--pipeline", "1,2,4",
-        "--duration", "1s", "--processes", "2", "-c", "2", "--json", str(out), "--db", db, "-q",
+        "--duration", "1s", "--processes", "2", "-c", "2", "--json", str(out), "--db", db, "--no-live",
     )  # fmt: skip
     read_until(proc, "level 2/3")
     time.sleep(0.2)  # its workers are being spawned, or importing

@@ -74,7 +74,7 @@ def run_open_loop(
             "--json",
             str(out),
             "--no-save",
-            "-q",
+            "--no-live",
             env={fastpath.PURE_PYTHON_ENV: "1"} if pure else {},
         )
         assert result.code == 0, result.stderr

@@ -138,7 +138,7 @@ def test_one_client_with_two_servers_works(two_memcached: list[Server], tmp_path
         "--keys",
         "100",
         "--no-save",
-        "-q",
+        "--no-live",
     )
     assert result.code == 0, result.stderr + result.stdout
     after = [counters(s) for s in two_memcached]
@@ -155,7 +155,7 @@ def test_batches_connect_over_a_unix_socket_like_a_load_run() -> None:
         before = stats()
         result = run_kvbench(
             "run", "--preset", "put-get-batches", url, "--connections", "2", "--keys", "50",
-            "--no-save", "-q",
+            "--no-save", "--no-live",
         )  # fmt: skip
         after = stats()
     assert result.code == 0, result.stderr + result.stdout
@@ -193,7 +193,7 @@ def test_batches_refuse_flags_they_would_ignore(
     before = counters(fresh_memcached)
     result = run_kvbench(
         "run", "--preset", "put-get-batches", f"memcached://{fresh_memcached.address}",
-        *flag, "--keys", "10", "--no-save", "-q",
+        *flag, "--keys", "10", "--no-save", "--no-live",
     )  # fmt: skip
     assert result.code == 2, result.stderr + result.stdout
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
@@ -225,7 +225,7 @@ def two_clients_started(server: Server, keys: int, out: Path) -> subprocess.Pope
         "--json",
         str(out),
         "--no-save",
-        "-q",
+        "--no-live",
     )
     deadline = time.monotonic() + 60
     while counters(server)["cmd_set"] < 1000 and time.monotonic() < deadline:
@@ -342,7 +342,7 @@ def test_a_later_level_that_cannot_connect_keeps_the_levels_before(
     keys = 20_000
     proc = start_kvbench(
         "run", "--preset", "put-get-batches", f"memcached://{fresh_memcached.address}",
-        "--connections", "1,2", "--keys", str(keys), "--json", str(out), "--no-save", "-q",
+        "--connections", "1,2", "--keys", str(keys), "--json", str(out), "--no-save", "--no-live",
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while counters(fresh_memcached)["get_hits"] < keys and time.monotonic() < deadline:

@@ -131,7 +131,7 @@ def test_storm_lines_add_up_and_gets_read_what_the_sets_wrote(
 def test_get_phase_hits_whatever_the_phase_lengths(fresh_memcached: Server, tmp_path: Path) -> None:
     """Gets outrun sets (the compiled driver's gets are faster) in a 1 s variant: still
     every get reads a key the set phase wrote."""
-    _, doc, _ = storm(fresh_memcached, tmp_path, "--duration", "1s", "-q")
+    _, doc, _ = storm(fresh_memcached, tmp_path, "--duration", "1s", "--no-live")
     gets_doc = doc["runs"][1]["document"]
     gets = all_phase_counts(gets_doc, "get")
     assert all_phase_counts(gets_doc, "get", "hit") >= 0.99 * gets > 0
@@ -172,7 +172,7 @@ def test_verify_counts_bad_timestamps(fresh_memcached: Server, tmp_path: Path) -
         "--json",
         str(out),
         "--no-save",
-        "-q",
+        "--no-live",
     )
     doc = read_json(out)
     assert doc["verify"]["checked"] == 80
@@ -220,7 +220,7 @@ def test_get_phase_spans_only_the_sets_that_were_stored(tmp_path: Path) -> None:
         result = run_kvbench(
             "run", "--preset", "memcached-storm", f"memcached://{server.address}",
             "-c", "8", "--processes", "2", "--duration", "1s",
-            "--json", str(out), "--no-save", "-q",
+            "--json", str(out), "--no-save", "--no-live",
             timeout_s=180,
         )  # fmt: skip
         after = counters(server)

@@ -33,7 +33,7 @@ def test_memcached_storm_sets_then_gets_the_same_keys(
         "--csv",
         str(tmp_path / "storm.csv"),
         "--no-save",
-        "-q",
+        "--no-live",
     )
     assert result.code == 0, result.stderr
     doc = read_json(tmp_path / "storm.json")  # both steps' runs, each under its label
@@ -147,7 +147,7 @@ def test_queue_preset_runs_its_three_phases_without_loss(tmp_path: Path) -> None
             str(tmp_path / "steps.html"),
             "--db",
             db,
-            "-q",
+            "--no-live",
         )
     finally:
         server.stop()
@@ -200,7 +200,7 @@ def test_gateway_vs_native_prints_the_gateway_as_a_share_of_native(
             "run", "--preset", "gateway-vs-native", url, native,
             "--connections", "2", "--rounds", str(rounds),
             "--requests-per-round", str(per_round), "--processes", "1",
-            "--json", str(tmp_path / "gw.json"), "--no-save", "-q",
+            "--json", str(tmp_path / "gw.json"), "--no-save", "--no-live",
         )  # fmt: skip
         nginx_requests = len(Path(gateway.extra["access_log"]).read_text().splitlines())
     assert result.code == 0, result.stderr + result.stdout

@@ -80,7 +80,7 @@ def test_scraped_during_the_run_and_equal_to_the_document_at_its_end(
                     "--interval", "500ms", "-c", "4", "--processes", "2", "-P", "4",
                     "--ratio", "get=2", "--command", "HSET h:__key__ f __data__",
                     "--keys", "100", "--prometheus", f"127.0.0.1:{port}",
-                    "--json", str(out), "--no-save", "--quiet",
+                    "--json", str(out), "--no-save", "--no-live",
                 ]
             )  # fmt: skip
     finally:

@@ -67,7 +67,7 @@ def queue_run(server: MemcacheqStandin, tmp_path: Path, name: str) -> tuple[int,
         str(tmp_path / f"{name}.html"),
         "--db",
         str(tmp_path / "history.db"),
-        "-q",
+        "--no-live",
         timeout_s=180,
     )
     assert "Traceback" not in result.stderr, result.stderr

@@ -41,7 +41,7 @@ def lossy() -> Iterator[MemcacheqStandin]:
 def queue_run(server: MemcacheqStandin, *args: str) -> Result:
     """``kvbench queue`` on the stand-in's queue ``q``, not stored, no live lines."""
     url = f"memcacheq://127.0.0.1:{server.port}/q"
-    return run_kvbench("queue", url, *args, "--no-save", "-q")
+    return run_kvbench("queue", url, *args, "--no-save", "--no-live")
 
 
 def printed_rate(text: str) -> tuple[float, float]:
@@ -91,7 +91,7 @@ def test_the_preset_writes_drains_and_mixes_with_one_ledger(
         str(out),
         "--db",
         str(tmp_path / "h.db"),
-        "-q",
+        "--no-live",
         timeout_s=300,
     )
     assert result.code == 1, result.stdout + result.stderr  # the lost messages fail it

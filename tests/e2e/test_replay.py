@@ -82,7 +82,7 @@ def replay_max(
     checked to record the driver it ran on."""
     out = tmp_path / "run.json"
     result = run_kvbench(
-        "replay", str(trace), url, "--speed", "max", *flags, "--no-save", "-q", "--json", str(out),
+        "replay", str(trace), url, "--speed", "max", *flags, "--no-save", "--no-live", "--json", str(out),
         env=driver_env(driver),
     )  # fmt: skip
     assert result.code in (0, 1), result.stderr
@@ -237,7 +237,7 @@ def test_a_bad_row_is_one_line_naming_the_file_and_line(
         "2",
         "--db",
         str(db),
-        "-q",
+        "--no-live",
     )
     assert result.code == 2, result.stderr
     errors = [ln for ln in result.stderr.splitlines() if ln.strip()]
@@ -272,7 +272,7 @@ def test_speed_2_takes_half_the_traces_span(
         "--interval",
         "500ms",
         "--no-save",
-        "-q",
+        "--no-live",
         "--json",
         str(out),
         env=driver_env(driver),
@@ -320,7 +320,7 @@ def test_a_replay_is_a_stored_run_with_its_trace_section(
         str(out),
         "--report",
         str(page),
-        "-q",
+        "--no-live",
     )
     assert result.code in (0, 1), result.stderr
     assert "trace " in result.stdout and "op mix:" in result.stdout
@@ -427,7 +427,7 @@ def test_the_replays_html_report_draws_the_trace_in_a_browser(
     out, page = tmp_path / "run.json", tmp_path / "run.html"
     result = run_kvbench(
         "replay", str(trace), f"memcached://{memcached_server.address}", "--speed", speed,
-        "-c", "3", "--no-save", "-q", "--json", str(out), "--report", str(page),
+        "-c", "3", "--no-save", "--no-live", "--json", str(out), "--report", str(page),
         "--max-error-rate", "100%",
     )  # fmt: skip
     assert result.code == 0, result.stderr
@@ -451,7 +451,12 @@ def test_nothing_to_replay_is_a_config_error(
     else:
         path.write_bytes(b"")
     result = run_kvbench(
-        "replay", str(path), f"memcached://{memcached_server.address}", *flags, "--no-save", "-q"
+        "replay",
+        str(path),
+        f"memcached://{memcached_server.address}",
+        *flags,
+        "--no-save",
+        "--no-live",
     )
     assert result.code == 2, result.stdout + result.stderr
     assert result.stderr.strip().splitlines() == [

@@ -83,7 +83,7 @@ def test_stopping_memcached_mid_run_fails_the_run_with_its_502s(
     proc = subprocess.Popen(
         kvbench_argv(
             "run", f"http+memc://{gateway.address}/memc", "--duration", "4s", "-c", "4",
-            "-P", "1", "--processes", "1", "--json", str(out), "--db", db, "-q",
+            "-P", "1", "--processes", "1", "--json", str(out), "--db", db, "--no-live",
         ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -145,7 +145,7 @@ def test_a_gateway_closing_keepalive_connections_costs_no_errors(
             "--json",
             str(out),
             "--no-save",
-            "-q",
+            "--no-live",
         )
     assert result.code == 0, result.stderr
     doc = read_json(out)

@@ -18,7 +18,7 @@ from tests.support.cli import kvbench_argv, run_kvbench
 
 pytestmark = pytest.mark.integration
 
-SHORT = ("--duration", "1s", "--processes", "1", "--no-save", "-q")
+SHORT = ("--duration", "1s", "--processes", "1", "--no-save", "--no-live")
 
 
 def test_a_value_larger_than_memcacheds_item_size_max_is_refused_before_the_load() -> None:
@@ -44,7 +44,7 @@ def test_oversize_values_asked_for_are_sent_and_refused_by_the_server() -> None:
         result = run_kvbench(
             "run", f"memcached://{server.address}", "--value-size", "2000", "--allow-oversize",
             "-c", "2", "--ratio", "1:1", "--requests", "40", "--processes", "1", "--no-save",
-            "-q", "--max-error-rate", "100%",  # gets (misses) succeed, sets are refused
+            "--no-live", "--max-error-rate", "100%",  # gets (misses) succeed, sets are refused
         )  # fmt: skip
     assert result.code == 0, result.stderr
     assert "error_reply" in result.stdout
@@ -54,7 +54,7 @@ def test_a_value_within_memcacheds_item_size_max_runs() -> None:
     with servers.memcached("-I", "4m") as server:
         result = run_kvbench(
             "run", f"memcached://{server.address}", "--value-size", "3MB", "-c", "2",
-            "--ratio", "1:0", "--requests", "20", "--processes", "1", "--no-save", "-q",
+            "--ratio", "1:0", "--requests", "20", "--processes", "1", "--no-save", "--no-live",
         )  # fmt: skip
     assert result.code == 0, result.stderr
 

@@ -21,7 +21,7 @@ from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
 
-SHORT = ("--duration", "1s", "-c", "2", "--processes", "1", "-q")
+SHORT = ("--duration", "1s", "-c", "2", "--processes", "1", "--no-live")
 
 
 @pytest.mark.parametrize("flag", ["--json", "--csv", "--hdr-log", "--report", "--db"])
@@ -83,7 +83,7 @@ def test_a_full_disk_after_a_queue_run_keeps_it_in_the_history(tmp_path: Path) -
     with servers.redis() as server:
         result = run_kvbench(
             "queue", f"redis-queue://{server.address}/jobs", "--messages", "200",
-            "--db", db, "--json", "/dev/full", "-q",
+            "--db", db, "--json", "/dev/full", "--no-live",
         )  # fmt: skip
     assert result.code == 2
     shown = run_kvbench("show", "last", "--json", "--db", db)

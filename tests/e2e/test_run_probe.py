@@ -23,7 +23,7 @@ def test_a_proxy_answering_error_to_stats_runs_with_a_note(
         url = f"memcached://127.0.0.1:{port}"
         result = run_kvbench(
             "run", url, "--duration", "1s", "-c", "2", "--processes", "1",
-            "--timeout", "300ms", "--json", str(out), "--no-save", "-q",
+            "--timeout", "300ms", "--json", str(out), "--no-save", "--no-live",
         )  # fmt: skip
     assert result.code == 0, result.stderr
     note = f"{url} answered 'stats' with ERROR (a proxy?): no server-side stats for this run"
@@ -40,7 +40,7 @@ def test_a_server_that_never_answers_is_one_line_within_the_timeout(
         url = f"memcached://127.0.0.1:{port}"
         started = time.monotonic()
         with pytest.raises(SystemExit) as exited:
-            main(["run", url, "--timeout", "300ms", "--processes", "1", "--no-save", "-q"])
+            main(["run", url, "--timeout", "300ms", "--processes", "1", "--no-save", "--no-live"])
         waited = time.monotonic() - started
     assert exited.value.code == 3
     err = capsys.readouterr().err

@@ -156,7 +156,7 @@ def test_redis_keys_are_not_held_to_memcached_limits(fresh_redis: Server) -> Non
         "--processes",
         "1",
         "--no-save",
-        "-q",
+        "--no-live",
     )
     assert result.code == 0, result.stderr
     with socket.create_connection((fresh_redis.host, fresh_redis.port), timeout=5) as sock:
@@ -177,7 +177,7 @@ def test_open_loop_after_a_preload_counts_every_reply(fresh_redis: Server, tmp_p
     out = tmp_path / "run.json"
     result = run_kvbench(
         "run", url, "--preload", "--keys", "100", "--rate", "2000", "--duration", "1s",
-        "-c", "4", "--processes", "2", "--json", str(out), "--no-save", "-q",
+        "-c", "4", "--processes", "2", "--json", str(out), "--no-save", "--no-live",
     )  # fmt: skip
     assert result.code == 0, result.stderr
     doc = read_json(out)

@@ -82,7 +82,7 @@ def test_tls_without_trusting_the_certificate_is_refused(certificate: tuple[Path
             "--processes",
             "1",
             "--no-save",
-            "-q",
+            "--no-live",
         )
     assert result.code == 3
     assert "TLS handshake failed" in result.stderr and "CERTIFICATE_VERIFY_FAILED" in result.stderr

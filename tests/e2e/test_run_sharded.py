@@ -45,7 +45,7 @@ def test_keys_land_where_ketama_places_them_and_counts_reconcile(tmp_path: Path)
             "--json",
             str(out),
             "--no-save",
-            "-q",
+            "--no-live",
         )
         assert result.code == 0, result.stderr
         after = [stats(a), stats(b)]
@@ -84,7 +84,7 @@ def test_nutcracker_is_a_target_of_its_own(tmp_path: Path) -> None:
             "--json",
             str(out),
             "--no-save",
-            "-q",
+            "--no-live",
         )
         assert result.code == 0, result.stderr
         items = [stats(a)["curr_items"], stats(b)["curr_items"]]

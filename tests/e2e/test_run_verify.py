@@ -29,7 +29,7 @@ def _run(url: str, tmp_path: Path, *extra: str) -> dict:  # type: ignore[type-ar
         "--json",
         str(out),
         "--no-save",
-        "-q",
+        "--no-live",
         *extra,
     )
     assert result.code == 0, result.stderr + result.stdout

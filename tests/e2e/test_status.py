@@ -30,7 +30,7 @@ def too_large_run(server: Server, tmp_path: Path, *extra: str) -> tuple[Result, 
         "run", f"memcached://{server.address}", "--duration", "1s", "-c", "2",
         "--processes", "1", "--value-size", "2000", "--allow-oversize", "--ratio", "1:1",
         "--json", str(out),
-        "--db", db, "-q", *extra,
+        "--db", db, "--no-live", *extra,
     )  # fmt: skip
     return result, read_json(out), db
 
@@ -72,7 +72,7 @@ def test_a_server_gone_before_the_window_is_no_success(tmp_path: Path) -> None:
             kvbench_argv(
                 "run", f"memcached://{server.address}", "--warmup", "3s", "--duration", "1s",
                 "-c", "2", "--processes", "1", "--timeout", "200ms", "--json", str(out),
-                "--db", db, "-q",
+                "--db", db, "--no-live",
             ),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -97,7 +97,7 @@ def test_a_clean_run_is_ok_everywhere(memcached_server: Server, tmp_path: Path) 
     out, db = tmp_path / "run.json", str(tmp_path / "h.db")
     result = run_kvbench(
         "run", f"memcached://{memcached_server.address}", "--duration", "1s", "-c", "2",
-        "--processes", "1", "--json", str(out), "--db", db, "-q",
+        "--processes", "1", "--json", str(out), "--db", db, "--no-live",
     )  # fmt: skip
     doc = read_json(out)
     assert doc["totals"]["errors"] == 0 and doc["status_reasons"] == []

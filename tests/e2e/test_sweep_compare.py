@@ -15,7 +15,7 @@ from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
 
-SHORT = ("--duration", "1s", "--processes", "1", "-q")
+SHORT = ("--duration", "1s", "--processes", "1", "--no-live")
 
 
 def test_sweep_reports_every_level_with_a_ci_and_an_slo(

@@ -62,7 +62,7 @@ def kvbench(server: Server, tmp_path: Path, *args: str) -> dict[str, Any]:
         "--json",
         str(out),
         "--no-save",
-        "-q",
+        "--no-live",
         *args,
     )
     assert result.code == 0, result.stderr + result.stdout

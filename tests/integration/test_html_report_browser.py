@@ -89,7 +89,7 @@ def test_reports_of_real_runs_render_in_chromium(tmp_path: Path) -> None:
     single, compared = tmp_path / "run.html", tmp_path / "compare.html"
     with servers.memcached() as server:
         url = f"memcached://{server.address}"
-        common = ("--processes", "1", "-c", "4", "--db", db, "-q")
+        common = ("--processes", "1", "-c", "4", "--db", db, "--no-live")
         closed = run_kvbench(
             "run", url, "--duration", "2s", *common,
             "--json", str(tmp_path / "closed.json"), "--report", str(single),

@@ -21,7 +21,18 @@ from tests.unit.report.test_html_levels import TARGET, sweep_fixture
 
 pytestmark = pytest.mark.integration
 
-SHORT = ("--duration", "1s", "--processes", "1", "-c", "2", "--rounds", "2", "--no-save", "-q")
+SHORT = (
+    "--duration",
+    "1s",
+    "--processes",
+    "1",
+    "-c",
+    "2",
+    "--rounds",
+    "2",
+    "--no-save",
+    "--no-live",
+)
 
 
 def marks(page: Figures, kind: str) -> list[float]:

@@ -66,7 +66,7 @@ def run_with_stall(
                 "--json",
                 str(out),
                 "--no-save",
-                "-q",
+                "--no-live",
                 *flags,
             ),
             stdout=subprocess.PIPE,

@@ -28,7 +28,7 @@ def run_json(
     tmp_path: Path, *args: str, env: dict[str, str] | None = None, codes: tuple[int, ...] = (0, 4)
 ) -> dict[str, Any]:
     out = tmp_path / "run.json"
-    result = run_kvbench("run", *args, "--json", str(out), "--no-save", "-q", env=env)
+    result = run_kvbench("run", *args, "--json", str(out), "--no-save", "--no-live", env=env)
     assert result.code in codes, result.stderr
     return read_json(out)
 
@@ -87,7 +87,7 @@ def test_a_worker_whose_core_another_process_takes_is_flagged_with_its_wait(
         with servers.redis() as server:
             argv = kvbench_argv(
                 "run", f"redis://{server.address}", "--duration", "2s", "-c", "50", "-P", "32",
-                "--processes", "1", "--json", str(out), "--no-save", "-q",
+                "--processes", "1", "--json", str(out), "--no-save", "--no-live",
             )  # fmt: skip
             env = {**os.environ, fastpath.PURE_PYTHON_ENV: "1"}
             done = subprocess.run(

@@ -6,12 +6,14 @@ import sys
 
 from rich.console import Console
 
-# Width used when stdout is a pipe or file: wide enough for the summary table, which rich
-# would otherwise squeeze into 80 columns.
+# Width used when the output is a pipe or file: wide enough for the summary table, which
+# rich would otherwise squeeze into 80 columns.
 PIPE_WIDTH = 160
 
 
-def make_console() -> Console:
-    """A rich Console on stdout: the terminal's width, or PIPE_WIDTH when not a terminal."""
-    width = None if sys.stdout.isatty() else PIPE_WIDTH
-    return Console(highlight=False, soft_wrap=True, width=width)
+def make_console(stderr: bool = False) -> Console:
+    """A rich Console on stdout (``stderr``: on stderr, when stdout holds a document,
+    ``--json -``): the terminal's width, or PIPE_WIDTH when not a terminal."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else PIPE_WIDTH
+    return Console(highlight=False, soft_wrap=True, width=width, stderr=stderr)

@@ -44,7 +44,7 @@ def export(
     with Store(db or default_db_path()) as store:
         run = store.load_run(run_ref)
     write_exports(
-        make_console(),
+        make_console("-" in (json_path, csv_path, hdr_log_path)),  # a file on stdout: -
         run,
         summarize(run),
         json_path=json_path,

@@ -34,13 +34,19 @@ def history(target: str | None, last: int, db: str | None) -> None:
 @click.argument("run_ref", metavar="RUN")
 @click.option("--json", "as_json", is_flag=True, help="Print the result document instead.")
 @click.option("--db", type=click.Path(dir_okay=False), help="History database.")
-def show(run_ref: str, as_json: bool, db: str | None) -> None:
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Every column of the table whatever the terminal's width (it wraps).",
+)
+def show(run_ref: str, as_json: bool, db: str | None, wide: bool) -> None:
     """Show a stored run (an id, a unique prefix of one, or 'last').
 
     \b
     Example:
         kvbench show last
         kvbench show 20261129-2030 --json
+        kvbench show last --wide
     """
     with Store(db or default_db_path()) as store:
         run = store.load_run(run_ref)
@@ -48,4 +54,4 @@ def show(run_ref: str, as_json: bool, db: str | None) -> None:
     if as_json:
         click.echo(dumps(model), nl=False)
     else:
-        print_summary(make_console(), model)
+        print_summary(make_console(), model, wide)

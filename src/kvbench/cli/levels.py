@@ -72,7 +72,7 @@ def sweep(
     check_history(config.report)
     for number, level in enumerate(levels):  # the server's limits do not change by level
         check_limits(at_level(config, axis, level), server=number == 0)
-    return sweep_and_report(make_console(), config, axis, levels, slo, outputs)
+    return sweep_and_report(make_console(outputs.to_stdout()), config, axis, levels, slo, outputs)
 
 
 @click.command()
@@ -106,4 +106,4 @@ def compare(targets: tuple[str, ...], config_path: str | None = None, **options:
     check_history(seed_config.report)
     for config in configs:
         check_limits(config)
-    return compare_and_report(make_console(), configs, outputs)
+    return compare_and_report(make_console(outputs.to_stdout()), configs, outputs)

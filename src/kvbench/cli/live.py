@@ -76,6 +76,7 @@ class LiveView:
         self._served = contextlib.ExitStack()
         self._figures: LiveFigures | None = None
         self._running: RunConfig | None = None  # the run in progress, once it started
+        self._round: int | None = None  # a comparison's round in progress (its runs have one)
 
     def __enter__(self) -> LiveView:
         config = self._config
@@ -110,9 +111,11 @@ class LiveView:
         else:
             self._console.print(text)
 
-    def start(self, config: RunConfig) -> None:
-        """A run starts (a sweep's level, a compared target's round): its own settings."""
+    def start(self, config: RunConfig, round_index: int | None = None) -> None:
+        """A run starts (a sweep's level, a compared target's round): its own settings;
+        ``round_index``: the comparison's round it is (its lines name that round)."""
         self._running = config
+        self._round = round_index
         if self._sweep_axis is not None:
             load = config.load
             value = {"connections": load.connections, "pipeline": load.pipeline}
@@ -133,6 +136,8 @@ class LiveView:
             self._totals.restart()  # and so does its count
         origin = self._origins.setdefault(snap.round, snap.start_ns)
         row = self._totals.add(interval_row(snap, origin))
+        if self._round is not None:  # a compared target's round: a run of one round
+            row["round"] = self._round
         row["connections_asked"] = running.load.connections
         if self._level is not None:
             row["level"] = f"{self._level:g}"
@@ -140,16 +145,18 @@ class LiveView:
         self._progress.update(
             self._task,
             advance=row["length_s"] if self._by_time else snap.ops(),
-            description=f"round {snap.round + 1}/{rounds}" if rounds > 1 else "measuring",
+            description=f"round {row['round'] + 1}/{rounds}" if rounds > 1 else "measuring",
         )
         if self._live is not None:
             self._rows.append(row)
             self._live.update(self._render())
         elif self._config.report.live:
             prefix = f"level {row['level']} " if "level" in row else ""
-            prefix += f"round {snap.round + 1} " if rounds > 1 else ""
-            line = unit_rates_line(row) if self._unit_rates else live_line(row)
+            prefix += f"round {row['round'] + 1} " if rounds > 1 else ""
+            width = None if self._config.report.wide else self._console.width - len(prefix)
+            line = unit_rates_line(row) if self._unit_rates else live_line(row, width)
             self._console.print(prefix + line)
 
     def _render(self) -> Group:
-        return Group(self._progress, live_table(list(self._rows), self._unit_rates))
+        rows = list(self._rows)
+        return Group(self._progress, live_table(rows, self._unit_rates, self._config.report.wide))

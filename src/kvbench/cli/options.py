@@ -58,7 +58,24 @@ _STORE: list[Callable[[Any], Any]] = [
         help="History database. [~/.local/share/kvbench/history.db]",
     ),
     click.option("--no-save", is_flag=True, help="Do not store the run in the history."),
-    click.option("-q", "--quiet", is_flag=True, help="No live line per interval."),
+    click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        help="No live line; the summary is one line per op (ops/s, p50, p99), the "
+        "warnings and the status.",
+    ),
+    click.option(
+        "--no-live",
+        is_flag=True,
+        help="No live line per interval; the whole summary at the end.",
+    ),
+    click.option(
+        "--wide",
+        is_flag=True,
+        help="Print every column of the tables whatever the terminal's width, and let it "
+        "wrap. [the columns that fit]",
+    ),
 ]
 
 # Options ``kvbench replay`` shares with ``run``.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import Any
@@ -27,9 +28,17 @@ from kvbench.report.summary import ReportModel
 from kvbench.results.model import RunResult
 from kvbench.results.store import Store
 
+# The path that names stdout (``--json -``), as in curl, jq and memtier.
+STDOUT = "-"
+
 
 def write_text(flag: str, path: str, text: str) -> None:
-    """Write a file asked for by ``flag``; one line naming the flag if it cannot be."""
+    """Write a file asked for by ``flag`` (``-``: stdout); one line naming the flag if it
+    cannot be."""
+    if path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     try:
         with open(path, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
@@ -43,11 +52,14 @@ def check_writable(flag: str, path: str) -> None:
     An existing file is opened for appending, which neither writes nor truncates it. A
     new one is created and removed again: the only honest test of its directory (that it
     exists, is a directory, may be written, and is not on a read-only filesystem). A full
-    disk shows only when writing, after the run: ``write_text`` says so then.
+    disk shows only when writing, after the run: ``write_text`` says so then. ``-`` is
+    stdout, always writable.
 
     Raises:
         ConfigError: naming the flag and the reason.
     """
+    if path == STDOUT:
+        return
     try:
         if os.path.exists(path):
             with open(path, "ab"):
@@ -90,13 +102,13 @@ def write_exports(
     """
     if json_path:
         write_text("--json", json_path, dumps(model))
-        console.print(f"result document written to {json_path}")
+        console.print(f"result document written to {where(json_path)}")
     if csv_path:
         write_text("--csv", csv_path, interval_csv(run, model))
-        console.print(f"per-interval CSV written to {csv_path}")
+        console.print(f"per-interval CSV written to {where(csv_path)}")
     if hdr_log_path:
         write_text("--hdr-log", hdr_log_path, hdr_log(run))
-        console.print(f"HdrHistogram interval log written to {hdr_log_path}")
+        console.print(f"HdrHistogram interval log written to {where(hdr_log_path)}")
 
 
 # How to write each file again from the history.
@@ -166,8 +178,18 @@ class Outputs:
         """The files asked for, in flag order."""
         return [path for name in OUTPUT_FLAGS if (path := getattr(self, name))]
 
+    def to_stdout(self) -> bool:
+        """A file goes to stdout (``-``): the summary then goes to stderr."""
+        return STDOUT in self.paths()
+
     def check(self) -> None:
-        """Refuse, before a run, a file that could not be written (``check_writable``)."""
+        """Refuse, before a run, a file that could not be written (``check_writable``),
+        and more than one file to stdout (``-``), which would mix them."""
+        dashes = [flag for name, flag in OUTPUT_FLAGS.items() if getattr(self, name) == STDOUT]
+        if len(dashes) > 1:
+            raise ConfigError(
+                dashes[1], f"only one file can go to stdout (-): {' and '.join(dashes)} both ask"
+            )
         for name, flag in OUTPUT_FLAGS.items():
             path = getattr(self, name)
             if path:
@@ -194,7 +216,7 @@ def write_many(
         return
     if csv_path:
         write_text("--csv", csv_path, runs_csv(labelled, label_column))
-        console.print(f"per-interval CSV of {len(labelled)} runs written to {csv_path}")
+        console.print(f"per-interval CSV of {len(labelled)} runs written to {where(csv_path)}")
     if hdr_log_path:
         write_text("--hdr-log", hdr_log_path, runs_hdr_log(labelled))
         console.print(
@@ -209,11 +231,16 @@ def save_report(console: Console, path: str, html: str, flag: str = "--report") 
         ConfigError: the file cannot be written (one line naming ``flag``, exit 2).
     """
     write_text(flag, path, html)
-    console.print(f"HTML report written to {path} ({len(html.encode()) / 1024:,.0f} KiB)")
+    console.print(f"HTML report written to {where(path)} ({len(html.encode()) / 1024:,.0f} KiB)")
 
 
 def write_json_document(path: str | None, doc: dict[str, Any], console: Console) -> None:
     """Write --json (a file that cannot be written is one line naming the flag)."""
     if path:
         write_text("--json", path, json.dumps(doc, indent=2) + "\n")
-        console.print(f"result document written to {path}")
+        console.print(f"result document written to {where(path)}")
+
+
+def where(path: str) -> str:
+    """A written file's name in the line that says so (``-``: stdout)."""
+    return "stdout" if path == STDOUT else path

@@ -127,7 +127,16 @@ def run_preset(
     if preset.shape != "queue" and "workload.seed" not in flags:  # the same keys everywhere
         flags["workload.seed"] = (int.from_bytes(os.urandom(4), "big"), "seed")
     urls = [with_scheme(url, preset) for url in targets]
-    run = _Run(make_console(), preset, urls, flags, config_path, processes, outputs, report)
+    run = _Run(
+        make_console(outputs.to_stdout()),
+        preset,
+        urls,
+        flags,
+        config_path,
+        processes,
+        outputs,
+        report,
+    )
     shapes = {"queue": _queue_steps, "steps": _steps, "batches": _batches}
     return shapes.get(preset.shape, _levels)(run)
 
@@ -138,6 +147,8 @@ def _report(flags: Settings) -> ReportConfig:
         db_path=flags.get("report.db", (None, ""))[0] or default_db_path(),
         save=flags.get("report.save", (True, ""))[0] is not False,
         live=flags.get("report.live", (True, ""))[0] is not False,
+        wide=flags.get("report.wide", (False, ""))[0] is True,
+        quiet=flags.get("report.quiet", (False, ""))[0] is True,
     )
 
 

@@ -84,7 +84,9 @@ def queue(target: str, db: str | None, no_save: bool, quiet: bool, **options: An
         json_path=outputs.json_path,
         db_path=db or default_db_path(),
         save=not no_save,
-        live=not quiet,
+        live=not (quiet or options.pop("no_live", False)),
+        wide=bool(options.pop("wide", False)),
+        quiet=quiet,
     )
     config = build_queue_config(target, {k: options.get(k) for k in QUEUE_OPTIONS}, report)
-    return queue_once(make_console(), config, outputs)
+    return queue_once(make_console(outputs.to_stdout()), config, outputs)

@@ -48,4 +48,4 @@ def replay(
     options["json_path"] = outputs.json_path
     section = replay_config(trace, speed, from_, to, limit)
     settings = settings_from_options(targets, options)
-    return replay_once(make_console(), settings, section, outputs)
+    return replay_once(make_console(outputs.to_stdout()), settings, section, outputs)

@@ -35,4 +35,4 @@ def report(run_refs: tuple[str, ...], output: str, db: str | None) -> None:
     """
     with Store(db or default_db_path()) as store:
         runs = [store.load_run(ref) for ref in run_refs]
-    save_report(make_console(), output, render(runs), "--output")
+    save_report(make_console(output == "-"), output, render(runs), "--output")

@@ -62,4 +62,4 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
             "--data-dir", "only for queue runs (kvbench queue, or --preset queue-producer-consumer)"
         )
     settings = settings_from_options(targets, options)
-    return run_once(make_console(), settings, config_path, outputs)
+    return run_once(make_console(outputs.to_stdout()), settings, config_path, outputs)

@@ -118,6 +118,11 @@ def settings_from_options(targets: tuple[str, ...], options: dict[str, Any]) -> 
         settings["report.save"] = (False, "--no-save")
     if options.get("quiet"):
         settings["report.live"] = (False, "--quiet")
+        settings["report.quiet"] = (True, "--quiet")
+    if options.get("no_live"):
+        settings["report.live"] = (False, "--no-live")
+    if options.get("wide"):
+        settings["report.wide"] = (True, "--wide")
     if targets:
         settings["target.urls"] = (list(targets), "TARGET")
     return settings
@@ -212,7 +217,7 @@ def publish(console: Console, run: RunResult, report: ReportConfig, outputs: Out
         StoreError: the history could not be written and no file asked for holds the run.
     """
     model = summarize(run)
-    print_summary(console, model)
+    print_summary(console, model, report.wide, report.quiet)
     unsaved = _save(console, run, report, document(model))
     with saved_run_hint(run.run_id if report.save and unsaved is None else None):
         write_exports(
@@ -389,7 +394,7 @@ def sweep_and_report(
     ]
     runs = [o.result for o in outcomes if o.result is not None]
     unsaved = save_runs(config.report, runs)
-    console.print(level_table(rows, axis))
+    console.print(level_table(rows, axis, config.report.wide))
     if unit_rates:  # the original's figure per level, in its units
         for row in rows:
             if row.throughput is not None:
@@ -432,7 +437,7 @@ def compare_and_report(console: Console, configs: list[RunConfig], outputs: Outp
     unsaved = save_runs(first.report, results)
     columns = [target_column(r) for r in results]
     for column in columns:
-        print_summary(console, column.model)
+        print_summary(console, column.model, first.report.wide, first.report.quiet)
     doc = compare_document(columns, ran.interrupted)
     for row in doc["comparison"]:
         console.print(comparison_sentence(row))

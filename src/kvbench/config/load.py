@@ -195,6 +195,8 @@ _field("report.json")(_text)
 _field("report.db")(_text)
 _field("report.save")(_boolean)
 _field("report.live")(_boolean)
+_field("report.wide")(_boolean)
+_field("report.quiet")(_boolean)
 _field("report.prometheus")(parse_prometheus_address)
 _field("target.urls")(_urls)
 
@@ -267,6 +269,8 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
         db_path=values.get("report.db") or default_db_path(),
         save=values.get("report.save", True),
         live=values.get("report.live", True),
+        wide=values.get("report.wide", False),
+        quiet=values.get("report.quiet", False),
         prometheus=values.get("report.prometheus"),
     )
     config = RunConfig(targets=targets, workload=workload, load=load, report=report)

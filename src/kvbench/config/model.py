@@ -206,6 +206,9 @@ class ReportConfig:
         db_path: the SQLite history database.
         save: store the run in the history.
         live: print a line per interval.
+        wide: print every column of a table whatever the terminal's width, and let the
+            terminal wrap (``--wide``); else the columns that fit, by priority.
+        quiet: the summary is one line per op, the verdicts and the status (``-q``).
         prometheus: ``HOST:PORT`` to serve the running figures on for Prometheus to scrape
             (``--prometheus``), or None.
     """
@@ -214,6 +217,8 @@ class ReportConfig:
     db_path: str = ""
     save: bool = True
     live: bool = True
+    wide: bool = False
+    quiet: bool = False
     prometheus: str | None = None
 
 

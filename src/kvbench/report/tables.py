@@ -13,9 +13,10 @@ from typing import Any
 
 from rich.table import Table
 
+from kvbench.report.fit import FittedTable
 from kvbench.report.levels import LevelRow
 from kvbench.report.stats import MIN_CI_SAMPLES
-from kvbench.report.terminal import fmt_us, interval_ops
+from kvbench.report.terminal import fmt_us, interval_ops, whole_rate
 from kvbench.report.terminal import unit_rates as unit_rates_of
 from kvbench.results.status import OK
 from kvbench.units import format_rate
@@ -47,12 +48,17 @@ def presets_table(rows: Iterable[tuple[str, str, str, str]]) -> Table:
     return table
 
 
-def level_table(rows: Sequence[LevelRow], axis: str) -> Table:
+def level_table(rows: Sequence[LevelRow], axis: str, wide: bool = False) -> Table:
     """A sweep: per level its status, throughput with its CI, p50, p99, errors, SLO, and
     under --verify its bad values (get hits that were not the value stored)."""
     verified = any(row.bad_values is not None for row in rows)
     names = (axis, "status", "ops/s", "95% CI", "p50", "p99", "errors", "SLO")
-    table = figures_table(f"sweep over {axis}", names + ("bad values",) * verified)
+    table = figures_table(
+        f"sweep over {axis}",
+        names + ("bad values",) * verified,
+        wide=wide,
+        priority=(axis, "status", "ops/s", "p50", "p99", "errors", "bad values", "SLO"),
+    )
     for row in rows:
         t = row.throughput
         ci = ""
@@ -75,12 +81,27 @@ def level_table(rows: Sequence[LevelRow], axis: str) -> Table:
     return table
 
 
-def figures_table(title: str, names: Sequence[str], caption: str | None = None) -> Table:
-    """A table of figures that folds a figure onto a second line rather than cut it
-    ("309…") when the terminal is narrow: every figure must stay readable to be checked."""
-    table = Table(title=title, title_justify="left", caption=caption)
+def figures_table(
+    title: str,
+    names: Sequence[str],
+    caption: str | None = None,
+    wide: bool = False,
+    priority: Sequence[str] = (),
+) -> Table:
+    """A table of figures that never folds or cuts one ("309…") when the terminal is
+    narrow: it shows the columns that fit, by ``priority`` (else the first named first),
+    and says which it left out (``FittedTable``; ``wide``: every column, the terminal
+    wraps)."""
+    table = FittedTable(
+        priority=priority,
+        title=title,
+        title_justify="left",
+        caption=caption,
+        wide=wide,
+        see="--wide, or the JSON (--json)",
+    )
     for name in names:
-        table.add_column(name, justify="right", overflow="fold")
+        table.add_column(name, justify="right")
     return table
 
 
@@ -146,19 +167,39 @@ def _side_statuses(row: dict[str, Any]) -> str:
     return "; ".join(bad) or OK
 
 
-def live_table(rows: Sequence[dict[str, Any]], unit_rates: bool = False) -> Table:
+# The live table's columns, the most wanted first; every op's rate, p50 and p99 go
+# together, or all collapse into the total columns when they do not fit.
+_LIVE_PRIORITY = ("level", "t", "round", "ops/s", "total", "errors")
+PER_OP_COLUMNS = "per-op /s, p50, p99"
+
+
+def live_table(
+    rows: Sequence[dict[str, Any]], unit_rates: bool = False, wide: bool = False
+) -> Table:
     """The live view's latest intervals (the summary's interval rows): a sweep's level,
     rates, errors, CPU, and per op its rate, p50 and p99; ``unit_rates``: the interval's
-    and the run's ops and the rate per second, minute and hour instead of per op."""
-    table = Table(box=None, pad_edge=False)
+    and the run's ops and the rate per second, minute and hour instead of per op.
+
+    Rates are whole ops per second, exact (``10,843``, not ``10.8k``), so the seconds add
+    up to the ``total``; no figure is cut: the columns that do not fit are left out
+    (``FittedTable``), the per-op ones all together, unless ``wide``."""
     levels = any("level" in row for row in rows)
-    names = ("level",) * levels + (
-        "round", "t", "ops/s", "total", "avg/s", "offered/s", "errors", "cpu",
-    )  # fmt: skip
+    offered = any(row.get("offered_per_s") is not None for row in rows)  # open loop
+    names = ("level",) * levels + ("round", "t", "ops/s", "total", "avg/s") + (
+        "offered/s",) * offered + ("errors", "cpu")  # fmt: skip
     if unit_rates:
         names = ("level",) * levels + ("round", "t", "ops", "total", "per s", "per min",
                  "per hour", "errors")  # fmt: skip
-    for name in names:
+    ops = [] if unit_rates else sorted({op for row in rows for op in row["ops"]})
+    per_op = [f"{op} {kind}" for op in ops for kind in ("/s", "p50", "p99")]
+    table = FittedTable(
+        box=None,
+        pad_edge=False,
+        priority=(*_LIVE_PRIORITY, (PER_OP_COLUMNS, per_op)),
+        wide=wide,
+        see="--wide",
+    )
+    for name in (*names, *per_op):
         table.add_column(name, justify="right")
     if unit_rates:
         for row in rows:
@@ -171,20 +212,19 @@ def live_table(rows: Sequence[dict[str, Any]], unit_rates: bool = False) -> Tabl
                 f"{row['errors']:,}",
             )
         return table
-    ops = sorted({op for row in rows for op in row["ops"]})
-    for op in ops:
-        table.add_column(f"{op} /s", justify="right")
-        table.add_column(f"{op} p50", justify="right")
-        table.add_column(f"{op} p99", justify="right")
     for row in rows:
         cells = [
             *([row.get("level", "")] if levels else []),
             str(row["round"] + 1),
             f"{row['t_s']:.1f}s",
-            format_rate(row["per_s"]),
+            whole_rate(row["per_s"]),
             f"{row['total']:,}" if "total" in row else "",
-            format_rate(row["avg_per_s"]) if "avg_per_s" in row else "",
-            "" if row.get("offered_per_s") is None else format_rate(row["offered_per_s"]),
+            whole_rate(row["avg_per_s"]) if "avg_per_s" in row else "",
+            *(
+                ["" if row.get("offered_per_s") is None else whole_rate(row["offered_per_s"])]
+                if offered
+                else []
+            ),
             f"{row['errors']:,}",
             f"{row['cpu_s'] / row['length_s']:.0%}" if row["length_s"] else "",
         ]
@@ -193,11 +233,7 @@ def live_table(rows: Sequence[dict[str, Any]], unit_rates: bool = False) -> Tabl
             if vals is None:
                 cells += ["", "", ""]
             else:
-                cells += [
-                    format_rate(vals["per_s"]),
-                    fmt_us(vals["p50_us"]),
-                    fmt_us(vals["p99_us"]),
-                ]
+                cells += [whole_rate(vals["per_s"]), fmt_us(vals["p50_us"]), fmt_us(vals["p99_us"])]
         table.add_row(*cells)
     return table
 
@@ -207,7 +243,7 @@ def queue_phases_table(title: str, phases: Sequence[tuple[str, dict[str, Any]]])
     original's figures in its units (puts, puts/s, gets, gets/s over the phase's
     duration) beside kvbench's own (the one ledger's lost and duplicated so far, the
     end-to-end p99, the status)."""
-    table = Table(title=title, title_justify="left")
+    table = FittedTable(title=title, title_justify="left", see="the JSON (--json)")
     for name in ("phase", "puts", "puts/s", "gets", "gets/s", "duration"):
         table.add_column(name, justify="left" if name == "phase" else "right")
     for name in ("lost so far", "duplicated so far", "e2e p99", "status"):

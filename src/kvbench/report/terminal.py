@@ -16,6 +16,7 @@ from rich.text import Text
 
 from kvbench.metrics.histogram import HIGHEST_TRACKABLE_NS
 from kvbench.metrics.outcome import NOTE_OUTCOMES, OUTCOME_NAMES, REDIRECT_OUTCOMES
+from kvbench.report.fit import FittedTable
 from kvbench.report.latency import PERCENTILES
 from kvbench.report.stats import MIN_CI_SAMPLES, Spread
 from kvbench.report.summary import ReportModel
@@ -30,30 +31,56 @@ def fmt_us(value_us: float | None) -> str:
     return "n/a" if value_us is None else format_duration_ns(value_us * 1000)
 
 
-def live_line(row: dict[str, Any]) -> str:
-    """One interval as one line: total rate, then rate / p50 / p99 per op, errors, CPU."""
-    parts = [f"[{row['t_s']:>6.1f}s] {format_rate(row['per_s']):>7} ops/s"]
+def whole_rate(per_s: float) -> str:
+    """A live rate as whole ops per second, exact: ``10,843`` (not ``10.8k``), so the
+    seconds of a run add up to its ``total``."""
+    return f"{round(per_s):,}"
+
+
+def live_line(row: dict[str, Any], width: int | None = None) -> str:
+    """One interval as one line: total rate, then rate / p50 / p99 per op, errors, CPU.
+
+    Rates are exact whole ops per second. At ``width`` (a terminal's columns) the per-op
+    parts collapse into the total when the line would not fit, and a line still too long
+    breaks between its parts, never inside a figure."""
+    head = [f"[{row['t_s']:>6.1f}s] {whole_rate(row['per_s']):>7} ops/s"]
     if row.get("offered_per_s") is not None:
-        parts.append(f"(offered {format_rate(row['offered_per_s'])}/s)")
-    for op, vals in sorted(row["ops"].items()):
-        parts.append(
-            f"{op} {format_rate(vals['per_s'])}/s p50 {fmt_us(vals['p50_us'])} "
-            f"p99 {fmt_us(vals['p99_us'])}"
-        )
+        head.append(f"(offered {whole_rate(row['offered_per_s'])}/s)")
+    per_op = [
+        f"{op} {whole_rate(vals['per_s'])}/s p50 {fmt_us(vals['p50_us'])} "
+        f"p99 {fmt_us(vals['p99_us'])}"
+        for op, vals in sorted(row["ops"].items())
+    ]
+    tail = []
     if "total" in row:  # so far in this round, and ops so far / time so far
-        parts.append(f"total {row['total']:,} avg {format_rate(row['avg_per_s'])}/s")
-    parts.append(f"err {row['errors']}")
+        tail.append(f"total {row['total']:,} avg {whole_rate(row['avg_per_s'])}/s")
+    tail.append(f"err {row['errors']}")
     if row.get("length_s"):
-        parts.append(f"cpu {row['cpu_s'] / row['length_s']:.0%}")
+        tail.append(f"cpu {row['cpu_s'] / row['length_s']:.0%}")
     if row.get("reconnects"):
-        parts.append(f"reconnects {row['reconnects']}")
+        tail.append(f"reconnects {row['reconnects']}")
     redirects = row.get("redirects") or {}
     if any(redirects.values()):  # a Redis Cluster's slots moved in this interval
-        parts.append(f"moved {redirects['moved']} ask {redirects['ask']}")
+        tail.append(f"moved {redirects['moved']} ask {redirects['ask']}")
     live, asked = row.get("connections_live"), row.get("connections_asked")
     if live is not None and asked and live < asked:
-        parts.append(f"live conns {live}/{asked}")
-    return "  ".join(parts)
+        tail.append(f"live conns {live}/{asked}")
+    line = "  ".join(head + per_op + tail)
+    if width is None or len(line) <= width:
+        return line
+    return _break_between(head + tail, width)
+
+
+def _break_between(parts: list[str], width: int) -> str:
+    """``parts`` joined by two spaces, on as few lines of ``width`` as they fit (the
+    next ones indented by two), broken between parts."""
+    lines: list[list[str]] = [[]]
+    for part in parts:
+        indent = 2 if len(lines) > 1 else 0
+        if lines[-1] and indent + len("  ".join([*lines[-1], part])) > width:
+            lines.append([])
+        lines[-1].append(part)
+    return "\n  ".join("  ".join(line) for line in lines)
 
 
 def interval_ops(row: dict[str, Any]) -> int:
@@ -96,25 +123,37 @@ def unit_rates_sentence(axis: str, level: float, per_s: float) -> str:
     )
 
 
-def summary_table(model: ReportModel) -> Table:
-    """Per-op throughput, outcomes and latency percentiles, and a total row."""
+# The summary's columns, the most wanted first: a narrow terminal shows those that fit.
+SUMMARY_PRIORITY = (
+    "op", "ops/s", "errors", "p50", "p99", "p90", "p99.9", "p99.99", "max", "mean", "hit %",
+    "ops",
+)  # fmt: skip
+
+
+def summary_table(model: ReportModel, wide: bool = False) -> Table:
+    """Per-op throughput, outcomes and latency percentiles, and a total row.
+
+    No figure is folded or cut: at a narrow width the columns that fit are shown, by
+    ``SUMMARY_PRIORITY``, and a line names the rest (``wide``: every column).
+    """
     run = model.run
-    # Every figure folds onto a second line rather than being cut ("309…") on a narrow
-    # terminal: a figure that is printed must be readable whole.
-    table = Table(
+    table = FittedTable(
         title=f"kvbench {run.run_id}  {', '.join(t['url'] for t in run.targets)}  "
         f"({run.window_s:.2f}s window, {model.status.name})",
         title_justify="left",
+        priority=SUMMARY_PRIORITY,
+        wide=wide,
+        see=f"--wide, the JSON (--json), or kvbench show {run.run_id} --wide",
     )
-    table.add_column("op", overflow="fold")
-    table.add_column("ops", justify="right", overflow="fold")
-    table.add_column("ops/s", justify="right", overflow="fold")  # successes only
-    table.add_column("hit %", justify="right", overflow="fold")
-    table.add_column("errors", justify="right", overflow="fold")
+    table.add_column("op")
+    table.add_column("ops", justify="right")
+    table.add_column("ops/s", justify="right")  # successes only
+    table.add_column("hit %", justify="right")
+    table.add_column("errors", justify="right")
     for name, _ in PERCENTILES:
-        table.add_column(name.replace("_", "."), justify="right", overflow="fold")
-    table.add_column("max", justify="right", overflow="fold")
-    table.add_column("mean", justify="right", overflow="fold")
+        table.add_column(name.replace("_", "."), justify="right")
+    table.add_column("max", justify="right")
+    table.add_column("mean", justify="right")
     for row in model.ops:
         table.add_row(
             row.op,
@@ -360,6 +399,19 @@ def trace_lines(model: ReportModel) -> Text:
                 f"  {label}: p50 {sizes['p50']:g}  p90 {sizes['p90']:g}  p99 {sizes['p99']:g}  "
                 f"max {sizes['max']:g} bytes\n"
             )
+    ttls = profile.get("ttls_s") or []
+    if ttls:  # as the page says it
+        stores = int((profile["value_size_bytes"] or {}).get("count", 0))
+        text.append(
+            "  TTL of the stores, the most common first: "
+            + ", ".join(
+                ("none" if ttl == 0 else f"{ttl:,} s")
+                + f" \N{MULTIPLICATION SIGN} {n:,}"
+                + (f" ({n / stores:.1%} of {stores:,})" if stores else "")
+                for ttl, n in ttls
+            )
+            + "\n"
+        )
     as_ = ", ".join(f"{t}->{o}" for t, o in sent["sent_as"].items() if t in profile["ops"])
     skipped = ", ".join(f"{why}: {n:,}" for why, n in sent["skipped"].items())
     text.append(
@@ -384,16 +436,18 @@ def verdict_lines(model: ReportModel) -> Text:
     return text
 
 
-def summary(model: ReportModel) -> RenderableType:
-    """The end-of-run summary: table, outcomes, verdicts."""
+def summary(model: ReportModel, wide: bool = False, wrap: bool = False) -> RenderableType:
+    """The end-of-run summary: table, outcomes, verdicts (``wide``: every column of the
+    table, whatever the width; ``wrap``: lines wrap between words at the width, even on
+    a soft-wrapping console, so a terminal never breaks one inside a figure)."""
     if model.queue is not None:
         first: list[RenderableType] = [
-            queue_table(model),
+            queue_table(model, wide),
             delivery_table(model.queue),
             queue_lines(model),
         ]
     else:
-        first = [summary_table(model), outcome_lines(model), trace_lines(model)]
+        first = [summary_table(model, wide), outcome_lines(model), trace_lines(model)]
     parts: list[RenderableType] = [
         *first,
         network_line(model),
@@ -412,11 +466,38 @@ def summary(model: ReportModel) -> RenderableType:
     for part in shown:
         if isinstance(part, Text):
             part.rstrip()
+            if wrap:
+                part.no_wrap, part.overflow = False, "fold"
+        elif wrap and isinstance(part, Table) and isinstance(part.title, str):
+            part.title = Text(part.title, no_wrap=False, overflow="fold")
     return Group(*[p for p in shown if not (isinstance(p, Text) and not p.plain)])
 
 
-def print_summary(console: Console, model: ReportModel) -> None:
-    console.print(summary(model))
+def print_summary(
+    console: Console, model: ReportModel, wide: bool = False, quiet: bool = False
+) -> None:
+    """The summary (``quiet``: one line per op, as ``redis-benchmark -q`` prints)."""
+    wrap = console.is_terminal  # a pipe or file keeps each line whole, for grep
+    console.print(quiet_summary(model) if quiet else summary(model, wide, wrap))
+
+
+def quiet_summary(model: ReportModel) -> Text:
+    """``-q``: one line per op, ``get: 123,456 ops/s, p50 0.31 ms, p99 1.02 ms`` (a total
+    line with several ops), then the verdicts (one line each) and the status line: the
+    figures and whether they can be trusted, nothing else."""
+    text = Text()
+    rows = [(row.op, row.throughput_per_s, row.latency_us, row.errors) for row in model.ops]
+    if len(rows) > 1:
+        rows.append(("total", model.throughput_per_s, model.latency_us, model.total_errors))
+    for op, rate, latency, errors in rows:
+        text.append(
+            f"{op}: {rate:,.0f} ops/s, p50 {fmt_us(latency['p50'])}, "
+            f"p99 {fmt_us(latency['p99'])}" + (f", errors {errors:,}" if errors else "") + "\n"
+        )
+    text.append_text(verdict_lines(model))
+    text.append_text(status_lines(model))
+    text.rstrip()
+    return text
 
 
 # -- queue runs --------------------------------------------------------------------------
@@ -455,21 +536,25 @@ def queue_live_line(row: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
-def queue_table(model: ReportModel) -> Table:
-    """Put and get requests and end to end: count, rate, latency percentiles."""
+def queue_table(model: ReportModel, wide: bool = False) -> Table:
+    """Put and get requests and end to end: count, rate, latency percentiles (the
+    columns that fit, as ``summary_table``)."""
     run, queue = model.run, model.queue
     assert queue is not None
-    table = Table(
+    table = FittedTable(
         title=f"kvbench queue {run.run_id}  {', '.join(t['url'] for t in run.targets)}  "
         f"({run.window_s:.2f}s, {model.status.name})",
         title_justify="left",
+        priority=("per s", "p50", "p99", "count", "p90", "p99.9", "p99.99", "max", "mean"),
+        wide=wide,
+        see=f"--wide, the JSON (--json), or kvbench show {run.run_id} --wide",
     )
     for name in ("", "count", "per s"):
-        table.add_column(name, justify="left" if not name else "right", overflow="fold")
+        table.add_column(name, justify="left" if not name else "right")
     for name, _ in PERCENTILES:
-        table.add_column(name.replace("_", "."), justify="right", overflow="fold")
-    table.add_column("max", justify="right", overflow="fold")
-    table.add_column("mean", justify="right", overflow="fold")
+        table.add_column(name.replace("_", "."), justify="right")
+    table.add_column("max", justify="right")
+    table.add_column("mean", justify="right")
     ops = {row.op: row for row in model.ops}
     rows: list[tuple[str, int, float | None, dict[str, float | None]]] = [
         (f"{op} (request)", ops[op].count, queue["puts_per_s"] if op == "put" else None,
@@ -503,7 +588,9 @@ def _percentile_text(value_us: float | None, clipped_at_us: float | None) -> str
 
 def delivery_table(queue: dict[str, Any]) -> Table:
     """The delivery ledger: per producer, sent, stored, received, lost, duplicated, late."""
-    table = Table(title="delivery per producer", title_justify="left")
+    table = FittedTable(
+        title="delivery per producer", title_justify="left", see="the JSON (--json)"
+    )
     # Not received: acknowledged and not received, whatever became of them (lost in a run
     # that drained, unless a get never answered may have taken them; the line below says).
     names = ("producer", "sent", "stored", "received", "not received", "duplicated", "out of order")

@@ -93,7 +93,8 @@ class TraceSection:
 
 
 def merge_profiles(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Several processes' profiles as one (the same shape, counters added)."""
+    """Several processes' profiles as one (the same shape, counters added; the first
+    time the earliest, the last the latest; runs stored before these had none)."""
     ops: Counter[str] = Counter()
     pairs: dict[str, Counter[int]] = {name: Counter() for name in _PAIR_COUNTERS}
     rows = 0
@@ -102,10 +103,22 @@ def merge_profiles(parts: list[dict[str, Any]]) -> dict[str, Any]:
         ops.update({str(k): int(v) for k, v in part["ops"].items()})
         for name in _PAIR_COUNTERS:
             pairs[name].update({int(k): int(v) for k, v in part[name]})
+    firsts = [p["first_time_s"] for p in parts if p.get("first_time_s") is not None]
+    lasts = [p["last_time_s"] for p in parts if p.get("last_time_s") is not None]
+    times = (
+        {
+            "first_time_s": min(firsts),
+            "last_time_s": max(lasts),
+            "whole_seconds": all(p.get("whole_seconds", True) for p in parts),
+        }
+        if firsts and lasts
+        else {}
+    )
     return {
         "rows": rows,
         "ops": dict(ops),
         **{name: [[k, v] for k, v in sorted(c.items())] for name, c in pairs.items()},
+        **times,
     }
 
 

@@ -138,10 +138,11 @@ def run_comparison(
     rounds: int,
     on_interval: Callable[[IntervalSnapshot], None],
     on_event: Callable[[str], None],
-    on_start: Callable[[RunConfig], None] = lambda config: None,
+    on_start: Callable[[RunConfig, int], None] = lambda config, round_index: None,
 ) -> ComparisonRuns:
-    """Rounds interleaved across targets (A B A B ...); one combined result per target.
-    ``on_start`` hears each round's config as it starts."""
+    """Rounds interleaved across targets (A B A B ...); one combined result per target,
+    labelled ``compare: URL`` for the history. ``on_start`` hears each round's config
+    and index (from 0) as it starts: each is a run of one round."""
     per_target: list[list[RunResult]] = [[] for _ in configs]
     interrupted = False
     for round_index in range(rounds):
@@ -149,7 +150,7 @@ def run_comparison(
             single = replace(config, load=replace(config.load, rounds=1))
             try:
                 on_event(f"round {round_index + 1}/{rounds}: {config.targets[0].url}")
-                on_start(single)
+                on_start(single, round_index)
                 result = Coordinator(single, on_interval, on_event).run()
             except KeyboardInterrupt:
                 on_event(f"round {round_index + 1} of {config.targets[0].url} {NOT_STARTED}")
@@ -161,4 +162,7 @@ def run_comparison(
                 break
         if interrupted:
             break
-    return ComparisonRuns([combine_rounds(r) for r in per_target if r], interrupted)
+    combined = [combine_rounds(r) for r in per_target if r]
+    for result in combined:  # what tells the compared runs apart in the history
+        result.label = f"compare: {result.targets[0]['url']}"
+    return ComparisonRuns(combined, interrupted)

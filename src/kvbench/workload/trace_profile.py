@@ -28,6 +28,10 @@ class TraceProfile:
         key_sizes: rows per key size (the trace's ``key_size``).
         value_sizes: writes per value size (reads record no value: their sizes are 0).
         ttls_s: writes per TTL.
+        first_s, last_s: the first and the last row's time (None: no rows yet).
+        whole_seconds: every time was a whole number of seconds (the Twitter format): a
+            row's second is its span; else (kvbench's fractional times) the trace spans
+            from the first row's time to the last's.
     """
 
     rows: int = 0
@@ -36,6 +40,9 @@ class TraceProfile:
     key_sizes: Counter[int] = field(default_factory=Counter)
     value_sizes: Counter[int] = field(default_factory=Counter)
     ttls_s: Counter[int] = field(default_factory=Counter)
+    first_s: float | None = None
+    last_s: float | None = None
+    whole_seconds: bool = True
 
     def add(self, rows: TraceRows) -> None:
         """Count one block of rows."""
@@ -45,6 +52,10 @@ class TraceProfile:
         for index, n in Counter(rows.ops).items():
             self.ops[TRACE_OPS[index]] += n
         times = rows.times_s
+        if self.first_s is None:
+            self.first_s = times[0]
+        self.last_s = times[-1]
+        self.whole_seconds = self.whole_seconds and isinstance(times[0], int)
         seconds: list[int] = times if isinstance(times[0], int) else list(map(int, times))  # type: ignore[assignment]
         self.per_second.update(seconds)
         self.key_sizes.update(rows.key_sizes)
@@ -63,6 +74,15 @@ class TraceProfile:
             "key_sizes": _pairs(self.key_sizes),
             "value_sizes": _pairs(self.value_sizes),
             "ttls_s": _pairs(self.ttls_s),
+            **(
+                {}
+                if self.first_s is None
+                else {
+                    "first_time_s": self.first_s,
+                    "last_time_s": self.last_s,
+                    "whole_seconds": self.whole_seconds,
+                }
+            ),
         }
 
 

@@ -103,11 +103,16 @@ def test_the_batches_table_keeps_every_figure_whole_at_80_columns() -> None:
 
     row = {"clients": 4, "status": "ok", "set": batch(), "get": batch(),
            "whole": {"per_s": 27_000.0, "seconds": 0.15, "ok": 4_000}}  # fmt: skip
-    text = render(batches_table([row], ["memcached://127.0.0.1:1", "memcached://127.0.0.1:2"]))
+    urls = ["memcached://127.0.0.1:1", "memcached://127.0.0.1:2"]
+    text = render(batches_table([row], urls))
     assert "…" not in text
     assert max(len(line) for line in text.splitlines()) <= 80
+    shown = columns(text)[2:]  # the columns that fit, whole; the rest named under it
+    assert shown == ["27.3k", "0.07326", "27.3k", "0.07326", "27.0k", "0.1500"][: len(shown)]
+    assert "left out at 80 columns:" in text
+    text = render(batches_table([row], urls), width=200)
     assert columns(text)[2:] == ["27.3k", "0.07326", "27.3k", "0.07326", "27.0k", "0.1500",
-                                 "13.0k", "13.0k", "0", "0", "0", "2,024/1,976"]  # fmt: skip
+                                 "13.0k", "13.0k", "0", "0", "0", "2,024 / 1,976"]  # fmt: skip
 
 
 def test_a_target_without_counters_is_said_once_under_the_table_not_on_every_line() -> None:
