@@ -59,7 +59,14 @@ QUEUE_FLAGS = {
     DATA_DIR: "data_dir",
 }
 # Run flags it takes for the preset itself: where the results go, the live line.
-QUEUE_OWN_FLAGS = ("report.db", "report.save", "report.live", "report.json")
+QUEUE_OWN_FLAGS = (
+    "report.db",
+    "report.save",
+    "report.live",
+    "report.quiet",
+    "report.wide",
+    "report.json",
+)
 # The exit code of a target that cannot be reached (cli/__init__.py's for TargetUnreachable).
 # Settings put-get-batches has no use for (a client sends one request at a time, each key
 # once per batch, as fast as it can, once): given on the command line, refused by name.
