@@ -34,7 +34,7 @@ typecheck: venv
 	$(BIN)/mypy
 
 # kvbench beside memtier_benchmark (when on PATH), redis-benchmark and memaslap, then the
-# peak RSS of a 2-process run: README.md, "Benchmarks".
+# peak RSS of a 2-process run: docs/benchmarks.md.
 bench: deps venv
 	$(BIN)/python bench/peers.py $(BENCH_ARGS)
 

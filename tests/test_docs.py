@@ -1,5 +1,6 @@
 """The docs stay true: examples load, every command has help with an example, README
-starts with the two set-up commands and lists every run option."""
+starts with the two set-up commands and links every page of docs/, docs/options.md lists
+every run option."""
 
 from __future__ import annotations
 
@@ -32,12 +33,21 @@ def test_readme_starts_with_make_run_and_make_test() -> None:
     assert "make run" in first_block and "make test" in first_block
 
 
-def test_readme_documents_every_run_option() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_options_page_documents_every_run_option() -> None:
+    page = (ROOT / "docs" / "options.md").read_text()
     run = cli.commands["run"]
     for param in run.params:
         if isinstance(param, click.Option):
-            assert any(opt in readme for opt in param.opts), param.opts
+            assert any(opt in page for opt in param.opts), param.opts
+
+
+def test_the_readme_is_a_front_page_that_links_every_doc() -> None:
+    """The what and why, make run / make test, examples and the table of docs: under
+    12 KB, the reference on pages of their own, each linked."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) < 12 * 1024
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert f"docs/{page.name}" in readme, page.name
 
 
 def test_presets_doc_covers_every_preset() -> None:
