@@ -2,7 +2,8 @@
 
 ``CodecBase`` holds the pending FIFO's head, the EOF mark and the failure that kills a
 codec, with ``feed``, ``feed_eof`` and ``pending`` on top of them, and ``encode_many`` and
-``read_kinds`` built on ``encode`` and ``next_reply`` for codecs without a faster loop.
+``read_kinds`` built on ``encode`` and ``next_reply``: the Python parser is the reference
+the compiled pump's scanners are fuzzed against, one per protocol, with no second copy.
 ``op_table`` builds the per-op tables the codecs dispatch on. Sans-IO, like the codecs.
 """
 

@@ -7,7 +7,6 @@ a FIFO of pending requests. Sans-IO, like the codecs.
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -232,24 +231,6 @@ class MemcacheCore(CodecBase):
 
     def _compact(self, head: int) -> None:
         del self._pending[:head], self._args[:head]
-
-    def read_kinds(self, kinds: list[int]) -> int:
-        """See ``ClientCodec.read_kinds``: the same replies, in the same order, as
-        ``next_reply`` gives; the common ones are recognized inline and never copied (the
-        codec's ``_read_inline``), the rest go to the op's parser."""
-        if self._failure is not None:
-            self._refuse()
-        data = self._rb.data
-        pos = self._rb.pos
-        if len(data) - pos > self._max:
-            # Then a complete reply may be too large: the parsers check the bound.
-            return super().read_kinds(kinds)
-        return self._read_inline(kinds, data, pos)
-
-    @abc.abstractmethod
-    def _read_inline(self, kinds: list[int], data: bytearray, pos: int) -> int:
-        """``read_kinds`` of the receive buffer's ``data`` from ``pos``, once no more than
-        ``max_reply_bytes`` are buffered."""
 
     def _push(self, op: Op, arg: Any) -> None:
         """Announce the reply of a request: its op, and what its parser needs."""
