@@ -7,7 +7,7 @@ a FIFO of pending requests. Sans-IO, like the codecs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
@@ -119,6 +119,10 @@ def multiget_keys(key: bytes | Sequence[bytes]) -> tuple[bytes, ...]:
     return keys
 
 
+# An encoder: ``encode``'s arguments, with the op; returns the replies it announced.
+Encoder = Callable[[Op, Any, Value | None, bytearray, int], int]
+
+
 # -- meta protocol lines ("Meta Commands") --------------------------------------------
 
 # Opaque tokens are a counter mod 2**32 (protocol.txt: O(token), up to 32 bytes, echoed).
@@ -201,7 +205,16 @@ class MemcacheCore(CodecBase):
     COMPACT_AT = COMPACT_AT
     _pending: bytearray
     # Built by each codec: its encoder per op (``op_table``), called as encode is.
-    _encoders: list[Callable[[Op, Any, Value | None, bytearray, int], int]]
+    _encoders: list[Encoder]
+    # The encoders both codecs have, for the same ops (``_common_encoders``).
+    _encode_get: Encoder
+    _encode_mget: Encoder
+    _encode_store: Encoder
+    _encode_cas: Encoder
+    _encode_delete: Encoder
+    _encode_arith: Encoder
+    _encode_touch: Encoder
+    _encode_stats: Encoder
 
     def __init__(self, options: CodecOptions) -> None:
         super().__init__(options, bytearray())
@@ -231,6 +244,23 @@ class MemcacheCore(CodecBase):
 
     def _compact(self, head: int) -> None:
         del self._pending[:head], self._args[:head]
+
+    def _common_encoders(self, store_ops: Iterable[Op]) -> dict[Op, Encoder]:
+        """The encoder of each op both protocols have a command for (``store_ops``: the
+        storage ops, each written by ``_encode_store``); a codec adds its own."""
+        encoders: dict[Op, Encoder] = {
+            Op.GET: self._encode_get,
+            Op.GETS: self._encode_get,
+            Op.MGET: self._encode_mget,
+            Op.CAS: self._encode_cas,
+            Op.DELETE: self._encode_delete,
+            Op.INCR: self._encode_arith,
+            Op.DECR: self._encode_arith,
+            Op.TOUCH: self._encode_touch,
+            Op.STATS: self._encode_stats,
+        }
+        encoders.update(dict.fromkeys(store_ops, self._encode_store))
+        return encoders
 
     def _push(self, op: Op, arg: Any) -> None:
         """Announce the reply of a request: its op, and what its parser needs."""
