@@ -281,6 +281,37 @@ class MemcacheCore(CodecBase):
             raise ReplyTooLarge(f"reply line longer than {self._max} bytes")
         return NEED_DATA
 
+    def _mget_line_end(self, pos: int) -> int:
+        """Where the CRLF of a multi-get's block header at ``pos`` is; -1 while it has not
+        come (the reply so far kept within the bound)."""
+        data = self._rb.data
+        eol = data.find(b"\r\n", pos)
+        if eol < 0 and self._mget_nbytes + len(data) - pos > self._max:
+            raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
+        return eol
+
+    def _mget_block(self, pos: int, start: int, end: int, last_line: int, what: str) -> bool:
+        """Take a multi-get's value (header at ``pos``, data ``start:end``, then CRLF) into
+        the reply being assembled; False, nothing taken, while it is not all buffered.
+
+        Args:
+            last_line: the bytes of the line that ends the reply, counted in the bound.
+            what: the error text's prefix.
+        """
+        data = self._rb.data
+        if self._mget_nbytes + end + 2 - pos + last_line > self._max:
+            raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
+        if len(data) < end + 2:
+            return False
+        if not data.startswith(b"\r\n", end):
+            raise ProtocolError(f"{what}data block not followed by CRLF")
+        if self._keep:
+            self._mget_values.append(bytes(data[start:end]))
+        self._mget_count += 1
+        self._mget_nbytes += end + 2 - pos
+        self._rb.pos = end + 2
+        return True
+
     def _finish_mget(self, end_nbytes: int, error: bytes | None) -> Reply:
         """The multi-get's reply, once its last line (``end_nbytes`` long) is consumed: an
         ``ERROR_REPLY`` carrying ``error`` if one came, else a hit counting the values, or

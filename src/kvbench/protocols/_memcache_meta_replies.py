@@ -290,10 +290,8 @@ class MetaReplies(MemcacheCore):
         while True:
             pos = rb.pos
             if data.startswith(b"VA ", pos):
-                eol = data.find(b"\r\n", pos)
+                eol = self._mget_line_end(pos)
                 if eol < 0:
-                    if self._mget_nbytes + len(data) - pos > self._max:
-                        raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
                     return NEED_DATA
                 fields = data[pos + 3 : eol].split(b" ")
                 if (
@@ -312,18 +310,9 @@ class MetaReplies(MemcacheCore):
                     raise ProtocolError(f"VA with a token not in this multi-get: {fields[1]!r}")
                 start = eol + 2
                 end = start + int(fields[0])
-                if self._mget_nbytes + end + 2 - pos + 4 > self._max:  # + MN CRLF
-                    raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
-                if len(data) < end + 2:
+                if not self._mget_block(pos, start, end, 4, ""):  # 4: MN CRLF
                     return NEED_DATA
-                if not data.startswith(b"\r\n", end):
-                    raise ProtocolError("data block not followed by CRLF")
-                if self._keep:
-                    self._mget_values.append(bytes(data[start:end]))
                 self._mget_next = (token + 1) & TOKEN_MASK
-                self._mget_count += 1
-                self._mget_nbytes += end + 2 - pos
-                rb.pos = end + 2
                 continue
             if data.startswith(b"MN\r\n", pos):
                 rb.pos = pos + 4

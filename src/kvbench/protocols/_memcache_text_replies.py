@@ -223,10 +223,8 @@ class TextReplies(MemcacheCore):
         while True:
             pos = rb.pos
             if data.startswith(b"VALUE ", pos):
-                eol = data.find(b"\r\n", pos)
+                eol = self._mget_line_end(pos)
                 if eol < 0:
-                    if self._mget_nbytes + len(data) - pos > self._max:
-                        raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
                     return NEED_DATA
                 fields = data[pos + 6 : eol].split(b" ")
                 size = _value_size(fields)
@@ -237,18 +235,9 @@ class TextReplies(MemcacheCore):
                     raise ProtocolError(f"VALUE for unrequested key {bytes(fields[0])[:64]!r}")
                 start = eol + 2
                 end = start + size
-                if self._mget_nbytes + end + 2 - pos + 5 > self._max:  # + END CRLF
-                    raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
-                if len(data) < end + 2:
+                if not self._mget_block(pos, start, end, 5, "get: "):  # 5: END CRLF
                     return NEED_DATA
-                if not data.startswith(b"\r\n", end):
-                    raise ProtocolError("get: data block not followed by CRLF")
-                if self._keep:
-                    self._mget_values.append(bytes(data[start:end]))
                 self._mget_index = index + 1
-                self._mget_count += 1
-                self._mget_nbytes += end + 2 - pos
-                rb.pos = end + 2
                 continue
             if data.startswith(b"END\r\n", pos):
                 rb.pos = pos + 5
