@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from kvbench.config.model import TargetConfig
-from kvbench.engine.connection import Connection, DriverHost
+from kvbench.engine.connection import Connection, ConnectionArgs, DriverHost
 from kvbench.engine.shards import Shard, placed_plan
 from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome
@@ -86,7 +86,7 @@ class ClusterConnection(Connection):
     # A cluster run's connections send the workload (a replay sends to one server).
     source: RequestSource
 
-    def __init__(self, router: ClusterRouter, *connection: Any) -> None:
+    def __init__(self, router: ClusterRouter, *connection: *ConnectionArgs) -> None:
         super().__init__(*connection)
         self._router = router
         self._sent_keys: list[Any] = []
