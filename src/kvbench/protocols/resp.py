@@ -14,6 +14,7 @@ import hiredis
 
 from kvbench.protocols._codec_base import CodecBase, op_table
 from kvbench.protocols.base import (
+    KEYS_SHIFT,
     NEED_DATA,
     CodecOptions,
     Keys,
@@ -58,6 +59,13 @@ _DELETE = int(Op.DELETE)
 _INCR = int(Op.INCR)
 _DECR = int(Op.DECR)
 _COMMAND = int(Op.COMMAND)
+# read_kinds values (``int(kind) | keys << KEYS_SHIFT``) of the common replies.
+_HIT_1 = int(_HIT) | 1 << KEYS_SHIFT
+_MISS_0 = int(_MISS)
+_STORED_0 = int(ReplyKind.STORED)
+_DELETED_0 = int(ReplyKind.DELETED)
+_NOT_FOUND_0 = int(ReplyKind.NOT_FOUND)
+_VALUE_0 = int(_VALUE)
 # encode_many's request heads (each begins with the CRLF that ends the request before),
 # cached per key or value length: at most this many per table.
 _GET_HEAD = b"\r\n*2\r\n$3\r\nGET\r\n$%d\r\n"
@@ -139,9 +147,9 @@ class RespCodec(CodecBase):
     """Client half of RESP2 or RESP3 for one connection.
 
     Redis answers in request order; each ``encode`` pushes a code (the op) naming the
-    handler that turns the matching reply into a ``Reply``. ``encode_many`` is
-    the batch form, with the common ops (GET, SET, DEL, INCR) inline; it shares the FIFO
-    with ``encode`` and ``next_reply``, so the styles mix freely. RESP3
+    handler that turns the matching reply into a ``Reply``. ``encode_many`` and
+    ``read_kinds`` are the batch forms, with the common ops (GET, SET, DEL, INCR) inline;
+    they share the FIFO with ``encode`` and ``next_reply``, so the styles mix freely. RESP3
     push messages (``>``), which the server may send at any time, are skipped and counted
     in ``push_messages``.
 
@@ -584,6 +592,76 @@ class RespCodec(CodecBase):
                 self._asked(value)
                 continue
             return self._handlers[code](value)
+
+    def read_kinds(self, kinds: list[int]) -> int:
+        """See ``ClientCodec.read_kinds``: the common replies (GET hit or miss, SET ``+OK``,
+        DEL and INCR integers) are classified inline, the others by ``next_reply``'s
+        handlers."""
+        if self._failure is not None:
+            self._refuse()
+        gets = self._reader.gets
+        pending = self._pending
+        handlers = self._handlers
+        append = kinds.append
+        incomplete = _INCOMPLETE
+        before = len(kinds)
+        head = self._head
+        pushes = self.push_messages
+        try:
+            while True:
+                try:
+                    value = gets()
+                except Exception as exc:
+                    self._fail(f"RESP protocol error: {exc!r}")
+                if value is incomplete:
+                    break
+                try:
+                    code = pending[head]
+                    head += 1
+                except IndexError:
+                    code = -1
+                if code == _GET:
+                    if value.__class__ is bytes:
+                        append(_HIT_1)
+                        continue
+                    if value is None:
+                        append(_MISS_0)
+                        continue
+                elif code == _SET:
+                    if value == b"OK":
+                        append(_STORED_0)
+                        continue
+                elif code == _DELETE:
+                    if value.__class__ is int:
+                        append(_DELETED_0 if value else _NOT_FOUND_0)
+                        continue
+                elif code == _INCR and value.__class__ is int:
+                    append(_VALUE_0)
+                    continue
+                # Anything else: a push message, a reply to a rarer op, an error reply, or
+                # a reply that cannot answer its request.
+                if self._skip_pushes and value.__class__ is _PushNotification:
+                    if code >= 0:
+                        head -= 1  # a push answers no request
+                    self.push_messages += 1
+                    continue
+                if code < 0:
+                    self._fail(f"reply {value!r:.60} with no request pending")
+                if code == _ASKING:
+                    self._asked(value)
+                    continue
+                reply = handlers[code](value)
+                append(reply.kind | reply.keys << KEYS_SHIFT)
+                if reply.kind is ReplyKind.ERROR_REPLY:
+                    self.last_error = reply.payload
+        finally:
+            self._head = head
+        if head >= _COMPACT_AT:
+            self._advance(head)
+        if len(kinds) != before or self.push_messages != pushes:
+            self._unparsed = 0
+        self._need_data()
+        return len(kinds) - before
 
     def _need_data(self) -> NeedData:
         if self._unparsed > self._max:
