@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from itertools import repeat
 from operator import sub
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast
 
 from kvbench.engine.link import Link, LinkHost, SetupWriter
 from kvbench.engine.pacing import LATE_NS
@@ -47,6 +47,12 @@ class DriverHost(LinkHost, Protocol):
 
     def cut(self, now: int) -> None:
         """Cut every interval whose boundary ``now`` has passed."""
+
+
+# ``Connection``'s arguments, in its order: what a subclass passes on (engine/redirect.py).
+ConnectionArgs: TypeAlias = (
+    "tuple[DriverHost, Any, Recorder, Callable[[], ClientCodec], SetupWriter | None, int, Shard]"
+)
 
 
 class Connection(Link):

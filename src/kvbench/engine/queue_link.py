@@ -17,6 +17,7 @@ from array import array
 from collections.abc import Callable
 from itertools import repeat
 from operator import sub
+from typing import TypeAlias
 
 from kvbench.config.queue import QueueConfig
 from kvbench.engine.link import Link, LinkHost
@@ -195,6 +196,10 @@ class QueueLink(Link):
             self._head = 0
 
 
+# ``QueueLink``'s arguments, in its order: what ``Producer`` and ``Consumer`` pass on.
+QueueLinkArgs: TypeAlias = "tuple[LinkHost, QueueCommands, Recorder, int]"
+
+
 class Producer(QueueLink):
     """Sends its ``quota`` messages, seq 0 .. quota-1, keeping ``pipeline`` puts in flight.
 
@@ -208,16 +213,8 @@ class Producer(QueueLink):
 
     op = PUT
 
-    def __init__(
-        self,
-        host: LinkHost,
-        commands: QueueCommands,
-        recorder: Recorder,
-        pipeline: int,
-        message_format: MessageFormat,
-        quota: int,
-    ) -> None:
-        super().__init__(host, commands, recorder, pipeline)
+    def __init__(self, *link: *QueueLinkArgs, message_format: MessageFormat, quota: int) -> None:
+        super().__init__(*link)
         self._format = message_format
         self.quota = quota
         self.next_seq = 0
@@ -358,16 +355,8 @@ class Consumer(QueueLink):
 
     op = GET
 
-    def __init__(
-        self,
-        host: LinkHost,
-        commands: QueueCommands,
-        recorder: Recorder,
-        pipeline: int,
-        run_tag: int,
-        poll_interval_ns: int,
-    ) -> None:
-        super().__init__(host, commands, recorder, pipeline)
+    def __init__(self, *link: *QueueLinkArgs, run_tag: int, poll_interval_ns: int) -> None:
+        super().__init__(*link)
         self._run_tag = run_tag
         self._poll_s = poll_interval_ns / 1e9
         self._timer: asyncio.TimerHandle | None = None

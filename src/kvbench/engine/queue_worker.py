@@ -165,12 +165,22 @@ class QueueWorker(LinkKeeper):
         if spec.role == "producer":
             message_format = MessageFormat(spec.run_tag, spec.index, config.message_size_bytes)
             self.link = Producer(
-                self, commands, self.recorder, config.pipeline, message_format, spec.quota
+                self,
+                commands,
+                self.recorder,
+                config.pipeline,
+                message_format=message_format,
+                quota=spec.quota,
             )
         else:
             poll_ns = 0 if config.block_ns is not None else config.poll_interval_ns
             self.link = Consumer(
-                self, commands, self.recorder, config.pipeline, spec.run_tag, poll_ns
+                self,
+                commands,
+                self.recorder,
+                config.pipeline,
+                run_tag=spec.run_tag,
+                poll_interval_ns=poll_ns,
             )
         self._stop_requested = False
         self._finished: asyncio.Event | None = None

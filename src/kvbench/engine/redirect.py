@@ -26,18 +26,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from kvbench.config.model import TargetConfig
-from kvbench.engine.connection import Connection, DriverHost
+from kvbench.engine.connection import Connection, ConnectionArgs, DriverHost
 from kvbench.engine.shards import Shard, placed_plan
 from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
-from kvbench.protocols.base import KIND_MASK, ClientCodec, Op, ReplyKind
+from kvbench.protocols.base import KIND_MASK, Op, ReplyKind
 from kvbench.protocols.resp_cluster import Master, Redirect, SlotsQuery
 from kvbench.workload.plan import WorkloadPlan
 from kvbench.workload.slots import NO_NODE, SlotMap, SlotPlacement
 
 if TYPE_CHECKING:
-    from kvbench.engine.link import SetupWriter
     from kvbench.workload.plan import RequestSource
 
 _now = time.monotonic_ns
@@ -80,24 +79,15 @@ class ClusterConnection(Connection):
     are accounted in bulk as on any connection; otherwise one at a time.
 
     Args:
-        router: the worker's cluster state; the rest as ``Connection``.
+        router: the worker's cluster state.
+        connection: ``Connection``'s arguments, in its order.
     """
 
     # A cluster run's connections send the workload (a replay sends to one server).
     source: RequestSource
 
-    def __init__(
-        self,
-        host: DriverHost,
-        tally: Any,
-        recorder: Recorder,
-        codec_factory: Callable[[], ClientCodec],
-        setup: SetupWriter | None,
-        pipeline: int,
-        shard: Shard,
-        router: ClusterRouter,
-    ) -> None:
-        super().__init__(host, tally, recorder, codec_factory, setup, pipeline, shard)
+    def __init__(self, router: ClusterRouter, *connection: *ConnectionArgs) -> None:
+        super().__init__(*connection)
         self._router = router
         self._sent_keys: list[Any] = []
         self._sent_values: list[Any] = []

@@ -249,7 +249,7 @@ class Worker(LinkKeeper):
         """A connection of this worker (not opened), sending to ``shard``."""
         if self.router is not None:
             return ClusterConnection(
-                self, self.tally, self.recorder, codec_factory, setup, pipeline, shard, self.router
+                self.router, self, self.tally, self.recorder, codec_factory, setup, pipeline, shard
             )
         return Connection(self, self.tally, self.recorder, codec_factory, setup, pipeline, shard)
 

@@ -2,7 +2,9 @@
 
 ``CodecBase`` holds the pending FIFO's head, the EOF mark and the failure that kills a
 codec, with ``feed``, ``feed_eof`` and ``pending`` on top of them, and ``encode_many`` and
-``read_kinds`` built on ``encode`` and ``next_reply`` for codecs without a faster loop.
+``read_kinds`` built on ``encode`` and ``next_reply``: the Python parser is the reference
+the compiled pump's scanners are fuzzed against, kept once where a pump covers the protocol
+(RESP and HTTP keep an inline ``read_kinds``: RESP3, a cluster and HTTP have no pump).
 ``op_table`` builds the per-op tables the codecs dispatch on. Sans-IO, like the codecs.
 """
 

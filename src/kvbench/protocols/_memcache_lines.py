@@ -7,8 +7,7 @@ a FIFO of pending requests. Sans-IO, like the codecs.
 
 from __future__ import annotations
 
-import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
@@ -120,6 +119,10 @@ def multiget_keys(key: bytes | Sequence[bytes]) -> tuple[bytes, ...]:
     return keys
 
 
+# An encoder: ``encode``'s arguments, with the op; returns the replies it announced.
+Encoder = Callable[[Op, Any, Value | None, bytearray, int], int]
+
+
 # -- meta protocol lines ("Meta Commands") --------------------------------------------
 
 # Opaque tokens are a counter mod 2**32 (protocol.txt: O(token), up to 32 bytes, echoed).
@@ -202,7 +205,16 @@ class MemcacheCore(CodecBase):
     COMPACT_AT = COMPACT_AT
     _pending: bytearray
     # Built by each codec: its encoder per op (``op_table``), called as encode is.
-    _encoders: list[Callable[[Op, Any, Value | None, bytearray, int], int]]
+    _encoders: list[Encoder]
+    # The encoders both codecs have, for the same ops (``_common_encoders``).
+    _encode_get: Encoder
+    _encode_mget: Encoder
+    _encode_store: Encoder
+    _encode_cas: Encoder
+    _encode_delete: Encoder
+    _encode_arith: Encoder
+    _encode_touch: Encoder
+    _encode_stats: Encoder
 
     def __init__(self, options: CodecOptions) -> None:
         super().__init__(options, bytearray())
@@ -233,23 +245,22 @@ class MemcacheCore(CodecBase):
     def _compact(self, head: int) -> None:
         del self._pending[:head], self._args[:head]
 
-    def read_kinds(self, kinds: list[int]) -> int:
-        """See ``ClientCodec.read_kinds``: the same replies, in the same order, as
-        ``next_reply`` gives; the common ones are recognized inline and never copied (the
-        codec's ``_read_inline``), the rest go to the op's parser."""
-        if self._failure is not None:
-            self._refuse()
-        data = self._rb.data
-        pos = self._rb.pos
-        if len(data) - pos > self._max:
-            # Then a complete reply may be too large: the parsers check the bound.
-            return super().read_kinds(kinds)
-        return self._read_inline(kinds, data, pos)
-
-    @abc.abstractmethod
-    def _read_inline(self, kinds: list[int], data: bytearray, pos: int) -> int:
-        """``read_kinds`` of the receive buffer's ``data`` from ``pos``, once no more than
-        ``max_reply_bytes`` are buffered."""
+    def _common_encoders(self, store_ops: Iterable[Op]) -> dict[Op, Encoder]:
+        """The encoder of each op both protocols have a command for (``store_ops``: the
+        storage ops, each written by ``_encode_store``); a codec adds its own."""
+        encoders: dict[Op, Encoder] = {
+            Op.GET: self._encode_get,
+            Op.GETS: self._encode_get,
+            Op.MGET: self._encode_mget,
+            Op.CAS: self._encode_cas,
+            Op.DELETE: self._encode_delete,
+            Op.INCR: self._encode_arith,
+            Op.DECR: self._encode_arith,
+            Op.TOUCH: self._encode_touch,
+            Op.STATS: self._encode_stats,
+        }
+        encoders.update(dict.fromkeys(store_ops, self._encode_store))
+        return encoders
 
     def _push(self, op: Op, arg: Any) -> None:
         """Announce the reply of a request: its op, and what its parser needs."""
@@ -269,6 +280,37 @@ class MemcacheCore(CodecBase):
         if len(self._rb.data) - pos > self._max:
             raise ReplyTooLarge(f"reply line longer than {self._max} bytes")
         return NEED_DATA
+
+    def _mget_line_end(self, pos: int) -> int:
+        """Where the CRLF of a multi-get's block header at ``pos`` is; -1 while it has not
+        come (the reply so far kept within the bound)."""
+        data = self._rb.data
+        eol = data.find(b"\r\n", pos)
+        if eol < 0 and self._mget_nbytes + len(data) - pos > self._max:
+            raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
+        return eol
+
+    def _mget_block(self, pos: int, start: int, end: int, last_line: int, what: str) -> bool:
+        """Take a multi-get's value (header at ``pos``, data ``start:end``, then CRLF) into
+        the reply being assembled; False, nothing taken, while it is not all buffered.
+
+        Args:
+            last_line: the bytes of the line that ends the reply, counted in the bound.
+            what: the error text's prefix.
+        """
+        data = self._rb.data
+        if self._mget_nbytes + end + 2 - pos + last_line > self._max:
+            raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
+        if len(data) < end + 2:
+            return False
+        if not data.startswith(b"\r\n", end):
+            raise ProtocolError(f"{what}data block not followed by CRLF")
+        if self._keep:
+            self._mget_values.append(bytes(data[start:end]))
+        self._mget_count += 1
+        self._mget_nbytes += end + 2 - pos
+        self._rb.pos = end + 2
+        return True
 
     def _finish_mget(self, end_nbytes: int, error: bytes | None) -> Reply:
         """The multi-get's reply, once its last line (``end_nbytes`` long) is consumed: an

@@ -1,6 +1,6 @@
 """The reply half of the memcached meta codec (``doc/protocol.txt``, "Meta Commands").
 
-``MetaReplies`` parses replies one by one (``next_reply``) and per read (``read_kinds``),
+``MetaReplies`` parses replies one by one (``next_reply``; ``read_kinds`` loops over it),
 matching each to its request by the opaque token it echoes; ``MemcacheMetaCodec`` in
 memcache_meta.py adds the request half and hands out the tokens. Sans-IO.
 """
@@ -23,7 +23,6 @@ from kvbench.protocols._memcache_lines import (
     split_meta_status,
 )
 from kvbench.protocols.base import (
-    KEYS_SHIFT,
     NEED_DATA,
     CodecOptions,
     NeedData,
@@ -54,25 +53,13 @@ _MN = Reply(ReplyKind.OK, 4)
 # What the q flag lets through for ms/md/ma (success HD is suppressed, failures are not).
 _QUIET_FAILURE_CODES = frozenset({b"NS", b"EX", b"NF"})
 
-# The batch paths compare plain ints: ops as the engine passes them, and the
-# ``kind | keys << KEYS_SHIFT`` codes read_kinds appends.
-_GET, _SET, _DELETE, _INCR = int(Op.GET), int(Op.SET), int(Op.DELETE), int(Op.INCR)
+# Ops whose requests carry a token range other than one token (see ``_end_of``).
 _MGET, _UNTOKENED = int(Op.MGET), (int(Op.NOOP), int(Op.STATS))
 _STORE_OPS = (Op.SET, Op.ADD, Op.REPLACE, Op.APPEND, Op.PREPEND, Op.CAS)
-_HIT_CODE = int(ReplyKind.HIT) | 1 << KEYS_SHIFT
-_MISS_CODE = int(ReplyKind.MISS)
-_HD_CODES = {_SET: int(ReplyKind.STORED), _DELETE: int(ReplyKind.DELETED)}
-_VALUE_CODE = int(ReplyKind.VALUE)
-# The status line answering each of a run of the same op, most of the time.
-_RUNS = {
-    _GET: (b"EN O%d\r\n", _MISS_CODE),
-    _SET: (b"HD O%d\r\n", _HD_CODES[_SET]),
-    _DELETE: (b"HD O%d\r\n", _HD_CODES[_DELETE]),
-}
 
 
 class MetaReplies(MemcacheCore):
-    """Reply parsing for ``MemcacheMetaCodec``: per reply, and per read for the engine.
+    """Reply parsing for ``MemcacheMetaCodec``, one reply at a time.
 
     The FIFO's ``_args`` holds each pending request's first token; a multi-get's end token
     is in ``_mget_ends``.
@@ -91,9 +78,6 @@ class MetaReplies(MemcacheCore):
         # the first error line that came (the reply is then an error; MN still follows).
         self._mget_next = -1
         self._mget_error: bytes | None = None
-        # read_kinds: a get hit's header is first guessed to declare the previous size.
-        self._guess_format = b"VA 0 O%d\r\n"
-        self._guess_size = 0
         hd_store = self._hd_parser(ReplyKind.STORED, _STORE_CODES)
         parsers: dict[Op, _Parser] = {
             Op.GET: self._parse_get,
@@ -149,127 +133,6 @@ class MetaReplies(MemcacheCore):
             raise
         self._check_eof()
         return NEED_DATA
-
-    def _read_inline(self, kinds: list[int], data: bytearray, pos: int) -> int:
-        """``read_kinds``: ``VA`` get and incr values without flags, ``EN`` misses and
-        ``HD`` for sets and deletes, each with our token, are recognized inline. A hit's
-        header is first guessed to declare the previous hit's size; a run of one op
-        answered by its usual status line (``EN``, ``HD``) is one compare.
-        """
-        rb = self._rb
-        size = len(data)
-        ops = self._pending
-        firsts = self._args
-        append = kinds.append
-        # A hit's header is first guessed to declare the same size as the previous hit.
-        guess = self._guess_format
-        block = self._guess_size
-        first = head = self._head
-        parsed = -1  # the last entry answered by its parser (not inline)
-        n = len(ops)
-        if n - head > 1 and (run := _RUNS.get(ops[head])):
-            # A run of the same op: try its usual status line for all the buffer can hold.
-            line_format, code = run
-            length = len(line_format % firsts[head])
-            count = min(n - head, (size - pos) // length)
-            if (
-                count > 1  # the last one first (all have the same length, most of the time)
-                and data.startswith(
-                    line_format % firsts[head + count - 1], pos + (count - 1) * length
-                )
-                and ops.count(ops[head], head, head + count) == count
-                and data.startswith(
-                    lines := b"".join(map(line_format.__mod__, firsts[head : head + count])), pos
-                )
-            ):
-                kinds += [code] * count
-                pos += len(lines)
-                head += count
-        start = head
-        try:
-            for head in range(start, n):  # head is read after the loop
-                if pos == size:
-                    break
-                op = ops[head]
-                if op == _GET:
-                    byte = data[pos]
-                    if byte == 86:  # V: VA <bytes> O<token>\r\n<data>\r\n
-                        if data.startswith(header := guess % firsts[head], pos):
-                            end = pos + len(header) + block
-                        else:
-                            end = self._va_block(pos, firsts[head])
-                            if end > 0:
-                                block = end - data.find(b"\r\n", pos) - 2
-                                guess = b"VA %d O%%d\r\n" % block
-                        if end > 0 and data.startswith(b"\r\n", end):
-                            append(_HIT_CODE)
-                            pos = end + 2
-                            continue
-                    elif byte == 69 and data.startswith(
-                        header := b"EN O%d\r\n" % firsts[head], pos
-                    ):
-                        append(_MISS_CODE)
-                        pos += len(header)
-                        continue
-                elif op in _HD_CODES:
-                    if data.startswith(header := b"HD O%d\r\n" % firsts[head], pos):
-                        append(_HD_CODES[op])
-                        pos += len(header)
-                        continue
-                elif op == _INCR:
-                    end = self._va_block(pos, firsts[head])
-                    if end > 0 and data.startswith(b"\r\n", end):
-                        append(_VALUE_CODE)
-                        pos = end + 2
-                        continue
-                # Anything else (and anything incomplete or wrong): the op's own parser.
-                rb.pos = pos
-                if head > first and head - 1 != parsed:  # answered inline: one token
-                    self._done_below = (firsts[head - 1] + 1) & TOKEN_MASK
-                parse = self._parsers[op]
-                end = self._end_of(op, firsts[head])
-                while (reply := parse(firsts[head])) is None:
-                    pass
-                pos = rb.pos
-                if reply is NEED_DATA:
-                    break
-                append(reply.kind | reply.keys << KEYS_SHIFT)
-                self._done_below = end
-                parsed = head
-            else:
-                head = n
-            rb.pos = pos
-            if head > first and head - 1 != parsed:
-                self._done_below = (firsts[head - 1] + 1) & TOKEN_MASK
-            if head == n and pos < size:
-                self._drain_unsolicited()
-        except ProtocolError as exc:
-            self._failure = str(exc)
-            self._head = head
-            raise
-        self._guess_format = guess
-        self._guess_size = block
-        self._advance(head)
-        self._check_eof()
-        return head - first
-
-    def _va_block(self, pos: int, token: int) -> int:
-        """Where the data block of ``VA <bytes> O<token>\\r\\n`` at ``pos`` ends, or -1
-        when the line is not exactly that (or not complete): the parser decides then."""
-        data = self._rb.data
-        if not data.startswith(b"VA ", pos):
-            return -1
-        otok = b" O%d\r\n" % token
-        eol = data.find(b"\r\n", pos + 3, pos + 5 + MAX_SIZE_DIGITS + len(otok))
-        at = eol + 2 - len(otok)
-        if eol < 0 or at <= pos + 3 or not data.startswith(otok, at):
-            return -1
-        digits = data[pos + 3 : at]
-        # The parser's bound (MAX_SIZE_DIGITS), not the search window's: a zero-padded
-        # 19-20 digit size is the parser's to refuse, inline or not.
-        if len(digits) > MAX_SIZE_DIGITS or not digits.isdigit():
-            return -1
-        return eol + 2 + int(digits)
 
     def _check_eof(self) -> None:
         if self._eof and (len(self._pending) > self._head or len(self._rb)):
@@ -427,10 +290,8 @@ class MetaReplies(MemcacheCore):
         while True:
             pos = rb.pos
             if data.startswith(b"VA ", pos):
-                eol = data.find(b"\r\n", pos)
+                eol = self._mget_line_end(pos)
                 if eol < 0:
-                    if self._mget_nbytes + len(data) - pos > self._max:
-                        raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
                     return NEED_DATA
                 fields = data[pos + 3 : eol].split(b" ")
                 if (
@@ -449,18 +310,9 @@ class MetaReplies(MemcacheCore):
                     raise ProtocolError(f"VA with a token not in this multi-get: {fields[1]!r}")
                 start = eol + 2
                 end = start + int(fields[0])
-                if self._mget_nbytes + end + 2 - pos + 4 > self._max:  # + MN CRLF
-                    raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
-                if len(data) < end + 2:
+                if not self._mget_block(pos, start, end, 4, ""):  # 4: MN CRLF
                     return NEED_DATA
-                if not data.startswith(b"\r\n", end):
-                    raise ProtocolError("data block not followed by CRLF")
-                if self._keep:
-                    self._mget_values.append(bytes(data[start:end]))
                 self._mget_next = (token + 1) & TOKEN_MASK
-                self._mget_count += 1
-                self._mget_nbytes += end + 2 - pos
-                rb.pos = end + 2
                 continue
             if data.startswith(b"MN\r\n", pos):
                 rb.pos = pos + 4

@@ -1,6 +1,6 @@
 """The reply half of the memcached text codec (``doc/protocol.txt``, "Commands").
 
-``TextReplies`` parses replies one by one (``next_reply``) and per read (``read_kinds``);
+``TextReplies`` parses replies one by one (``next_reply``; ``read_kinds`` is a loop over it);
 ``MemcacheTextCodec`` in memcache_text.py adds the request half. Sans-IO.
 """
 
@@ -18,7 +18,6 @@ from kvbench.protocols._memcache_lines import (
     parse_stats_block,
 )
 from kvbench.protocols.base import (
-    KEYS_SHIFT,
     NEED_DATA,
     CodecOptions,
     NeedData,
@@ -52,22 +51,6 @@ _NO_STATUS: dict[bytes, Reply] = {}
 _LISTING_LINES = (b"STAT ", b"ITEM ")
 _STORE_OPS = (Op.SET, Op.ADD, Op.REPLACE, Op.APPEND, Op.PREPEND, Op.CAS)
 
-# The batch paths compare plain ints: ops as the engine passes them, and the
-# ``kind | keys << KEYS_SHIFT`` codes read_kinds appends.
-_GET, _SET, _DELETE, _INCR = int(Op.GET), int(Op.SET), int(Op.DELETE), int(Op.INCR)
-_HIT_CODE = int(ReplyKind.HIT) | 1 << KEYS_SHIFT
-_MISS_CODE = int(ReplyKind.MISS)
-_STORED_CODE = int(ReplyKind.STORED)
-_DELETED_CODE = int(ReplyKind.DELETED)
-_NOT_FOUND_CODE = int(ReplyKind.NOT_FOUND)
-_VALUE_CODE = int(ReplyKind.VALUE)
-# The status line answering each of a run of the same op, most of the time.
-_RUNS = {
-    _GET: (b"END\r\n", _MISS_CODE),
-    _SET: (b"STORED\r\n", _STORED_CODE),
-    _DELETE: (b"DELETED\r\n", _DELETED_CODE),
-}
-
 
 def _value_size(fields: list[bytearray]) -> int:
     """Check the fields after ``VALUE `` (key, flags, bytes[, cas]) and return the byte count."""
@@ -84,7 +67,7 @@ def _value_size(fields: list[bytearray]) -> int:
 
 
 class TextReplies(MemcacheCore):
-    """Reply parsing for ``MemcacheTextCodec``: per reply, and per read for the engine.
+    """Reply parsing for ``MemcacheTextCodec``, one reply at a time.
 
     Args:
         options: per-connection settings (payload keeping, reply bound, flags).
@@ -94,11 +77,6 @@ class TextReplies(MemcacheCore):
         super().__init__(options)
         # A multi-get's values come in key order: the index of the next key that may answer.
         self._mget_index = 0
-        # read_kinds: the header of a get hit on an item stored with our flags, up to the
-        # byte count, and what follows the key when the size is the previous hit's.
-        self._hit_format = b"VALUE %%s %d " % options.flags
-        self._guess_tail = b" %d 0\r\n" % options.flags
-        self._guess_size = 0
         parsers: dict[Op, _Parser] = {
             Op.GET: self._parse_get,
             Op.GETS: self._parse_get,
@@ -133,130 +111,6 @@ class TextReplies(MemcacheCore):
                 return reply
         self._check_idle(head)
         return NEED_DATA
-
-    def _read_inline(self, kinds: list[int], data: bytearray, pos: int) -> int:
-        """``read_kinds``: a get hit on an item with our flags, a get miss, STORED,
-        DELETED, NOT_FOUND and an incr number are recognized inline. A hit's header is
-        first guessed to declare the previous hit's size, and then the trailer and the next
-        hit's header are one compare; a run of one op answered by its usual status line
-        (END, STORED, DELETED) is one compare.
-        """
-        rb = self._rb
-        size = len(data)
-        ops = self._pending
-        args = self._args
-        parsers = self._parsers
-        hit_format = self._hit_format
-        # A hit's header is first guessed to declare the same size as the previous hit:
-        # b"VALUE " + key + tail, tail being b" <flags> <bytes>\r\n".
-        tail = self._guess_tail
-        block = self._guess_size
-        append = kinds.append
-        first = head = self._head
-        n = len(ops)
-        if n - head > 1 and (run := _RUNS.get(ops[head])):
-            # A run of the same op: try its usual status line for all the buffer can hold.
-            line, code = run
-            count = min(n - head, (size - pos) // len(line))
-            if (
-                count > 1
-                and data.startswith(line, pos + (count - 1) * len(line))  # the last one first
-                and ops.count(ops[head], head, head + count) == count
-                and data.startswith(line * count, pos)
-            ):
-                kinds += [code] * count
-                pos += len(line) * count
-                head += count
-        try:
-            while head < n and pos < size:
-                op = ops[head]
-                if op == _GET:
-                    byte = data[pos]
-                    if byte == 86:  # V: VALUE <key> <flags> <bytes>\r\n<data>\r\nEND\r\n
-                        key = args[head]
-                        header = b"VALUE " + key + tail
-                        if data.startswith(header, pos):
-                            end = pos + len(header) + block
-                            # Hits of the same size that follow: the trailer before each one
-                            # and its header are checked in one compare.
-                            head += 1
-                            while (
-                                head < n
-                                and ops[head] == _GET
-                                and data.startswith(
-                                    joint := b"\r\nEND\r\nVALUE " + args[head] + tail, end
-                                )
-                            ):
-                                append(_HIT_CODE)
-                                pos = end + 7
-                                end += len(joint) + block
-                                head += 1
-                            head -= 1  # the last hit: its trailer is still to be checked
-                        elif data.startswith(header := hit_format % key, pos):
-                            at = pos + len(header)
-                            eol = data.find(b"\r\n", at, at + MAX_SIZE_DIGITS + 2)
-                            end = size
-                            if eol > at and (digits := data[at:eol]).isdigit():
-                                tail = header[6 + len(key) :] + digits + b"\r\n"
-                                block = int(digits)
-                                end = eol + 2 + block
-                        else:
-                            end = size
-                        if data.startswith(b"\r\nEND\r\n", end):
-                            append(_HIT_CODE)
-                            pos = end + 7
-                            head += 1
-                            continue
-                    elif byte == 69 and data.startswith(b"END\r\n", pos):
-                        append(_MISS_CODE)
-                        pos += 5
-                        head += 1
-                        continue
-                elif op == _SET:
-                    if data.startswith(b"STORED\r\n", pos):
-                        append(_STORED_CODE)
-                        pos += 8
-                        head += 1
-                        continue
-                elif op == _DELETE:
-                    if data.startswith(b"DELETED\r\n", pos):
-                        append(_DELETED_CODE)
-                        pos += 9
-                        head += 1
-                        continue
-                    if data.startswith(b"NOT_FOUND\r\n", pos):
-                        append(_NOT_FOUND_CODE)
-                        pos += 11
-                        head += 1
-                        continue
-                elif op == _INCR:
-                    eol = data.find(b"\r\n", pos, pos + 22)
-                    if eol > pos and data[pos:eol].isdigit():
-                        append(_VALUE_CODE)
-                        pos = eol + 2
-                        head += 1
-                        continue
-                # Anything else (and anything incomplete or wrong): the op's own parser.
-                rb.pos = pos
-                reply = parsers[op](args[head])
-                pos = rb.pos
-                if reply is NEED_DATA:
-                    break
-                append(reply.kind | reply.keys << KEYS_SHIFT)
-                if reply.kind is ReplyKind.ERROR_REPLY:
-                    self.last_error = reply.payload
-                head += 1
-        except ProtocolError as exc:
-            self._failure = str(exc)
-            self._head = head
-            raise
-        rb.pos = pos
-        self._guess_tail = tail
-        self._guess_size = block
-        self._advance(head)
-        if self._eof or (head == n and pos < size):
-            self._check_idle(self._head)
-        return head - first
 
     def _check_idle(self, head: int) -> None:
         """Nothing more parses: fail on bytes nobody asked for, or on EOF mid-reply."""
@@ -369,10 +223,8 @@ class TextReplies(MemcacheCore):
         while True:
             pos = rb.pos
             if data.startswith(b"VALUE ", pos):
-                eol = data.find(b"\r\n", pos)
+                eol = self._mget_line_end(pos)
                 if eol < 0:
-                    if self._mget_nbytes + len(data) - pos > self._max:
-                        raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
                     return NEED_DATA
                 fields = data[pos + 6 : eol].split(b" ")
                 size = _value_size(fields)
@@ -383,18 +235,9 @@ class TextReplies(MemcacheCore):
                     raise ProtocolError(f"VALUE for unrequested key {bytes(fields[0])[:64]!r}")
                 start = eol + 2
                 end = start + size
-                if self._mget_nbytes + end + 2 - pos + 5 > self._max:  # + END CRLF
-                    raise ReplyTooLarge(f"multi-get reply larger than {self._max} bytes")
-                if len(data) < end + 2:
+                if not self._mget_block(pos, start, end, 5, "get: "):  # 5: END CRLF
                     return NEED_DATA
-                if not data.startswith(b"\r\n", end):
-                    raise ProtocolError("get: data block not followed by CRLF")
-                if self._keep:
-                    self._mget_values.append(bytes(data[start:end]))
                 self._mget_index = index + 1
-                self._mget_count += 1
-                self._mget_nbytes += end + 2 - pos
-                rb.pos = end + 2
                 continue
             if data.startswith(b"END\r\n", pos):
                 rb.pos = pos + 5

@@ -14,7 +14,6 @@ from typing import Any
 from kvbench.protocols._buffer import ReceiveBuffer
 from kvbench.protocols._codec_base import CodecBase, op_table
 from kvbench.protocols.base import (
-    KEYS_SHIFT,
     NEED_DATA,
     CodecOptions,
     Keys,
@@ -133,7 +132,7 @@ _VALUE = ReplyKind.VALUE
 _MGET = Op.MGET
 _STATS = Op.STATS
 
-# encode_many and read_kinds: the common ops inline.
+# encode_many: the common ops inline.
 _GET = int(Op.GET)
 _SET = int(Op.SET)
 _DELETE = int(Op.DELETE)
@@ -141,38 +140,8 @@ _INCR = int(Op.INCR)
 _DECR = int(Op.DECR)
 # encode_many: one step (delta 1), as the workload's incr means.
 _COUNTER_STEP_EXTRAS = _COUNTER_EXTRAS.pack(1, 0, _COUNTER_NO_CREATE)
-# read_kinds values (``int(kind) | keys << KEYS_SHIFT``) that need a body check.
-_HIT_1 = int(_HIT) | 1 << KEYS_SHIFT
-_VALUE_0 = int(_VALUE)
-# A response header's first 16 bytes as (magic, opcode, key length, extras length, data
-# type and status in one word; total body; opaque).
-_unpack_response = struct.Struct(">QII").unpack_from
-_FLAGS_BYTES = 4  # a get hit's extras
 
 
-def _response_word(opcode: int, extlen: int, status: int) -> int:
-    """The first 8 bytes of a response header without key, as a big-endian int."""
-    return MAGIC_RESPONSE << 56 | opcode << 48 | extlen << 24 | status
-
-
-def _fast_kinds() -> list[dict[int, int]]:
-    """Per op: response word -> read_kinds value, for each reply that needs no more parsing.
-
-    Multi-get and stats replies span packets and error replies carry text: not here.
-    """
-    table: list[dict[int, int]] = []
-    for op in Op:
-        words: dict[int, int] = {}
-        if op not in (Op.MGET, Op.STATS) and op in _OPCODES:
-            for status, kind in _STATUS_KINDS[op].items():
-                hit = kind == ReplyKind.HIT
-                word = _response_word(_OPCODES[op], _FLAGS_BYTES if hit else 0, status)
-                words[word] = _HIT_1 if hit else int(kind)
-        table.append(words)
-    return table
-
-
-_FAST_KINDS = _fast_kinds()
 # Request packers cached per key length: at most this many per op.
 _PACKER_CACHE_LIMIT = 256
 _Packer = tuple[Callable[..., bytes], bytes]
@@ -580,76 +549,6 @@ class MemcacheBinaryCodec(CodecBase):
                 return self._counter_reply(nbytes, pos + HEADER_BYTES + extlen + keylen, end)
             reply = self._cache[kind].get(nbytes)
             return reply if reply is not None else self._cached(kind, nbytes, 0)
-
-    def read_kinds(self, kinds: list[int]) -> int:
-        """See ``ClientCodec.read_kinds``: a response that is the next pending request's,
-        with the expected opcode and a common status of GET, SET, DELETE or INCR, is
-        classified inline; any other packet (multi-get, stats, errors, quiet-op failures,
-        malformed input) goes through ``next_reply``."""
-        if self._failure is not None:
-            self._refuse()
-        rb = self._rb
-        buf = rb.data
-        size = len(buf)
-        pos = rb.pos
-        head = self._head
-        pending_ops = self._pending
-        pending_opaques = self._pending_opaques
-        fast_kinds = _FAST_KINDS
-        unpack = _unpack_response
-        hit = _HIT_1
-        header = HEADER_BYTES
-        max_body = self._max
-        append = kinds.append
-        before = len(kinds)
-        answered = -1  # opaque of the last response consumed here, if any
-        while size - pos >= header:
-            word, bodylen, opaque = unpack(buf, pos)
-            try:
-                kind = fast_kinds[pending_ops[head]].get(word, 0)
-                expected = pending_opaques[head]
-            except IndexError:
-                kind = expected = 0
-            # The table's words carry no key: a hit's body holds 4 bytes of flags, and a
-            # counter's value is 8 bytes.
-            if (
-                kind
-                and opaque == expected
-                and (
-                    _FLAGS_BYTES <= bodylen <= max_body
-                    if kind == hit
-                    else (bodylen == _COUNTER.size if kind == _VALUE_0 else bodylen <= max_body)
-                )
-            ):
-                end = pos + header + bodylen
-                if end > size:
-                    break
-                append(kind)
-                head += 1
-                pos = end
-                answered = opaque
-                continue
-            # Anything else, from the same state: next_reply consumes what completes no
-            # reply, raises on bad input, and returns a reply or NEED_DATA.
-            rb.pos = pos
-            self._head = head
-            if answered >= 0:
-                self._answered = answered
-                answered = -1
-            reply = self.next_reply()
-            pos = rb.pos
-            head = self._head
-            if reply is NEED_DATA:
-                break
-            append(reply.kind | reply.keys << KEYS_SHIFT)
-        rb.pos = pos
-        if answered >= 0:
-            self._answered = answered
-        self._head = head
-        if head >= _COMPACT_AT:
-            self._advance(head)
-        self._need_data()
-        return len(kinds) - before
 
     def _need_data(self) -> NeedData:
         if self._eof:

@@ -8,15 +8,13 @@ module writes requests; the replies are parsed by ``MetaReplies`` (_memcache_met
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from kvbench.protocols._codec_base import op_table
 from kvbench.protocols._memcache_lines import TOKEN_MASK, multiget_keys, value_length
 from kvbench.protocols._memcache_meta_replies import MetaReplies
 from kvbench.protocols.base import CodecOptions, Keys, Op, Ops, Value, Values
-
-_Encoder = Callable[[Op, Any, Value | None, bytearray, int], int]
 
 _DEFAULT_OPTIONS = CodecOptions()
 
@@ -74,19 +72,8 @@ class MemcacheMetaCodec(MetaReplies):
             Op.DECR: b"ma %%s MD D%%d%s%%s" % value_flag,
         }
         self._get_formats = {Op.GET: b"mg %s v%s", Op.GETS: b"mg %s v c%s"}
-        encoders: dict[Op, _Encoder] = {
-            Op.GET: self._encode_get,
-            Op.GETS: self._encode_get,
-            Op.MGET: self._encode_mget,
-            Op.CAS: self._encode_cas,
-            Op.DELETE: self._encode_delete,
-            Op.INCR: self._encode_arith,
-            Op.DECR: self._encode_arith,
-            Op.TOUCH: self._encode_touch,
-            Op.NOOP: self._encode_noop,
-            Op.STATS: self._encode_stats,
-        }
-        encoders.update(dict.fromkeys(_STORE_MODES, self._encode_store))
+        encoders = self._common_encoders(_STORE_MODES)
+        encoders[Op.NOOP] = self._encode_noop
         self._encoders = op_table(encoders, "the memcached meta protocol has no {op} command")
 
     def set_ttl(self, ttl_s: int) -> None:

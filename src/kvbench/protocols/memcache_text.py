@@ -8,7 +8,7 @@ the replies are parsed by ``TextReplies`` (_memcache_text_replies.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -17,8 +17,6 @@ from kvbench.protocols._memcache_lines import multiget_keys, value_length
 from kvbench.protocols._memcache_text_replies import TextReplies
 from kvbench.protocols.base import CodecOptions, Keys, Op, Ops, Value, Values
 from kvbench.protocols.commands import Request, text_template
-
-_Encoder = Callable[[Op, Any, Value | None, bytearray, int], int]
 
 _DEFAULT_OPTIONS = CodecOptions()
 
@@ -100,19 +98,8 @@ class MemcacheTextCodec(TextReplies):
         self._incr_format = self._arith_formats[Op.INCR] % (b"%s", 1)  # one step
         self._touch_format = b"touch %%s %%d%s\r\n" % suffix
         self._get_formats = {Op.GET: b"get %s\r\n", Op.GETS: b"gets %s\r\n"}
-        encoders: dict[Op, _Encoder] = {
-            Op.GET: self._encode_get,
-            Op.GETS: self._encode_get,
-            Op.MGET: self._encode_mget,
-            Op.CAS: self._encode_cas,
-            Op.DELETE: self._encode_delete,
-            Op.INCR: self._encode_arith,
-            Op.DECR: self._encode_arith,
-            Op.TOUCH: self._encode_touch,
-            Op.STATS: self._encode_stats,
-            Op.COMMAND: self._encode_command,
-        }
-        encoders.update(dict.fromkeys(_STORE_VERBS, self._encode_store))
+        encoders = self._common_encoders(_STORE_VERBS)
+        encoders[Op.COMMAND] = self._encode_command
         self._encoders = op_table(encoders, "the memcached text protocol has no {op} command")
 
     def set_ttl(self, ttl_s: int) -> None:

@@ -13,6 +13,22 @@ from datetime import UTC, datetime
 
 from kvbench.errors import SchemaVersionError, StoreError
 
+# An interval row's figures, after its run and before its lag: 0001 creates the table with
+# them, 0003 again with a round (it replaces the table: SQLite adds no column mid-key).
+_INTERVAL_COLUMNS = """
+            phase TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            start_ns INTEGER NOT NULL,
+            end_ns INTEGER NOT NULL,
+            workers INTEGER NOT NULL,
+            counts TEXT NOT NULL,
+            keys TEXT NOT NULL,
+            keys_hit TEXT NOT NULL,
+            stats TEXT NOT NULL,
+            latency TEXT NOT NULL,
+            service TEXT NOT NULL,
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_runs_and_intervals",
@@ -39,17 +55,9 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE INDEX runs_target ON runs (target);
         CREATE TABLE intervals (
             run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
-            phase TEXT NOT NULL,
-            idx INTEGER NOT NULL,
-            start_ns INTEGER NOT NULL,
-            end_ns INTEGER NOT NULL,
-            workers INTEGER NOT NULL,
-            counts TEXT NOT NULL,
-            keys TEXT NOT NULL,
-            keys_hit TEXT NOT NULL,
-            stats TEXT NOT NULL,
-            latency TEXT NOT NULL,
-            service TEXT NOT NULL,
+        """
+        + _INTERVAL_COLUMNS
+        + """
             PRIMARY KEY (run_id, phase, idx)
         );
         """,
@@ -67,17 +75,9 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE TABLE intervals_by_round (
             run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
             round INTEGER NOT NULL,
-            phase TEXT NOT NULL,
-            idx INTEGER NOT NULL,
-            start_ns INTEGER NOT NULL,
-            end_ns INTEGER NOT NULL,
-            workers INTEGER NOT NULL,
-            counts TEXT NOT NULL,
-            keys TEXT NOT NULL,
-            keys_hit TEXT NOT NULL,
-            stats TEXT NOT NULL,
-            latency TEXT NOT NULL,
-            service TEXT NOT NULL,
+        """
+        + _INTERVAL_COLUMNS
+        + """
             lag TEXT NOT NULL,
             PRIMARY KEY (run_id, round, phase, idx)
         );

@@ -60,7 +60,14 @@ def producer(
     quota: int, pipeline: int, url: str = "memcacheq://127.0.0.1/q"
 ) -> tuple[Producer, ScriptedTransport, Owner, Recorder]:
     owner, recorder, transport = Owner(), Recorder(QUEUE_OPS), ScriptedTransport()
-    link = Producer(owner, commands(url), recorder, pipeline, MessageFormat(TAG, 3, 40), quota)
+    link = Producer(
+        owner,
+        commands(url),
+        recorder,
+        pipeline,
+        message_format=MessageFormat(TAG, 3, 40),
+        quota=quota,
+    )
     link.connection_made(transport)
     link.issuing = True
     link.fill()
@@ -109,7 +116,7 @@ def consumer(
     pipeline: int, poll_ns: int = 0, url: str = "memcacheq://127.0.0.1/q"
 ) -> tuple[Consumer, ScriptedTransport, Owner, Recorder]:
     owner, recorder, transport = Owner(), Recorder(QUEUE_OPS), ScriptedTransport()
-    link = Consumer(owner, commands(url), recorder, pipeline, TAG, poll_ns)
+    link = Consumer(owner, commands(url), recorder, pipeline, run_tag=TAG, poll_interval_ns=poll_ns)
     link.connection_made(transport)
     link.issuing = True
     link.fill()

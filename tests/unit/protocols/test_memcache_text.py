@@ -391,31 +391,8 @@ def test_read_kinds_checks_the_key_of_a_hit_of_the_guessed_size() -> None:
     assert kinds == [K.HIT | 1 << 8]
 
 
-def test_read_kinds_guesses_the_next_hit_declares_the_last_size() -> None:
-    codec = MemcacheTextCodec(CodecOptions(flags=3))
-    codec.encode_many([0, 0], [b"k", b"a"], [None, None], 0, 2, bytearray())
-    codec.feed(b"VALUE k 3 12\r\n0123456789ab\r\nEND\r\nEND\r\n")
-    assert codec.read_kinds([]) == 2
-    assert codec._guess_tail == b" 3 12\r\n"  # white-box: the guess is the fast path
-
-
-def test_common_replies_never_reach_the_parsers() -> None:
-    """The inline paths of read_kinds, not the per-reply parsers, take the common replies."""
-    codec = MemcacheTextCodec()
-    ops = [int(op) for op in (Op.GET, Op.GET, Op.GET, Op.SET, Op.DELETE, Op.DELETE, Op.INCR)]
-    codec.encode_many(ops, [b"k"] * 7, [VALUE_100] * 7, 0, 7, bytearray())
-    codec._parsers = [None] * len(codec._parsers)  # type: ignore[list-item]  # white-box
-    codec.feed(
-        b"VALUE k 0 3\r\nabc\r\nEND\r\nVALUE k 0 3\r\nabc\r\nEND\r\nEND\r\n"
-        b"STORED\r\nDELETED\r\nNOT_FOUND\r\n12\r\n"
-    )
-    kinds: list[int] = []
-    assert codec.read_kinds(kinds) == 7
-    assert kinds == [K.HIT | 1 << 8] * 2 + [K.MISS, K.STORED, K.DELETED, K.NOT_FOUND, K.VALUE]
-
-
 def guessing_codec() -> MemcacheTextCodec:
-    """A codec that has read one hit of 1 byte: its next hits are guessed to be 1 byte."""
+    """A codec that has read one hit of 1 byte (the size the next hits declare, or not)."""
     codec = MemcacheTextCodec()
     codec.encode_many([0], [b"k"], [None], 0, 1, bytearray())
     codec.feed(b"VALUE k 0 1\r\nx\r\nEND\r\n")

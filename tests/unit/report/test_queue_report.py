@@ -432,7 +432,7 @@ def test_a_consumer_keeps_the_age_of_a_message_older_than_the_range() -> None:
             pass
 
     commands = QueueCommands(build_queue_config("memcacheq://127.0.0.1/q", {}, ReportConfig()))
-    link = Consumer(Host(), commands, Recorder(QUEUE_OPS), 1, 7, 0)  # type: ignore[arg-type]
+    link = Consumer(Host(), commands, Recorder(QUEUE_OPS), 1, run_tag=7, poll_interval_ns=0)  # type: ignore[arg-type]
     link._transport = Transport()  # type: ignore[assignment]
     link.issuing = True
     link.fill()
