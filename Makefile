@@ -16,7 +16,7 @@ BENCH_ARGS ?=
 .PHONY: run test lint typecheck bench deps venv pump sanitize clean
 
 run: deps venv
-	$(BIN)/kvbench run --duration 10s
+	$(BIN)/kvbench run --duration 10s --pipeline 16
 
 test: deps venv pump lint typecheck
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
