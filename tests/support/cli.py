@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -73,3 +74,15 @@ def all_phase_counts(doc: dict[str, Any], op: str, outcome: str | None = None) -
     for phase in doc["phases"].values():
         total += count(phase["counts"].get(op, {}))
     return total
+
+
+def offered_connections(sock: socket.socket) -> int:
+    """How many connections were made to a listening socket (each accepted and closed)."""
+    count = 0
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except BlockingIOError:
+            return count
+        conn.close()
+        count += 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import resource
 import socket
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,18 +22,7 @@ from kvbench.errors import ConfigError
 from kvbench.runner import limits
 from kvbench.workload import values
 from kvbench.workload.trace import KVBENCH_HEADER
-from tests.support.cli import kvbench_argv
-from tests.unit.cli.test_refusals import offered_connections
-
-
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    """A loopback socket that listens but never accepts: connections queue up in it."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        sock.setblocking(False)
-        yield sock
+from tests.support.cli import kvbench_argv, offered_connections
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

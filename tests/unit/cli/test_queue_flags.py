@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,33 +17,13 @@ import pytest
 
 from kvbench.cli import main, preset_runs
 from kvbench.config.queue import QueueConfig
+from tests.support.cli import offered_connections
 
 PRESET = "queue-producer-consumer"
 
 
 class Captured(Exception):
     """Raised by the stand-in phase once it has kept its config."""
-
-
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    """A loopback socket that listens but never accepts: nothing may connect to it."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        sock.setblocking(False)
-        yield sock
-
-
-def offered(sock: socket.socket) -> int:
-    count = 0
-    while True:
-        try:
-            conn, _ = sock.accept()
-        except BlockingIOError:
-            return count
-        conn.close()
-        count += 1
 
 
 @pytest.fixture
@@ -164,7 +143,7 @@ def test_a_flag_the_queue_preset_does_not_take_is_refused_by_name(
     assert code == 2, err
     assert err.startswith(f"kvbench: error: {flags[0]}: preset {PRESET} does not take"), err
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert phases == [] and offered(listener) == 0
+    assert phases == [] and offered_connections(listener) == 0
 
 
 def test_a_config_file_is_refused_by_the_queue_preset(

@@ -8,33 +8,12 @@ memcached).
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kvbench.cli import main
-
-
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    """A loopback socket that listens but never accepts: connections queue up in it."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        sock.setblocking(False)
-        yield sock
-
-
-def offered_connections(sock: socket.socket) -> int:
-    count = 0
-    while True:
-        try:
-            conn, _ = sock.accept()
-        except BlockingIOError:
-            return count
-        conn.close()
-        count += 1
+from tests.support.cli import offered_connections
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
