@@ -17,21 +17,10 @@ from pathlib import Path
 import pytest
 
 from kvbench.results.store import Store
-from tests.support.cli import kvbench_argv, read_json
+from tests.support.cli import read_json, start_in_session
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
-
-
-def start(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        kvbench_argv(*args),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
-    )
 
 
 def read_until(proc: subprocess.Popen[str], *markers: str, timeout_s: float = 90) -> str:
@@ -59,7 +48,7 @@ def test_ctrl_c_while_a_level_starts_keeps_the_finished_ones(
     fresh_memcached: Server, tmp_path: Path
 ) -> None:
     out, db = tmp_path / "sweep.json", str(tmp_path / "h.db")
-    proc = start(
+    proc = start_in_session(
         "sweep", f"memcached://{fresh_memcached.address}", "--pipeline", "1,2,4",
         "--duration", "1s", "--processes", "2", "-c", "2", "--json", str(out), "--db", db, "--no-live",
     )  # fmt: skip
@@ -89,7 +78,7 @@ def test_ctrl_c_during_a_round_keeps_the_complete_rounds(
     out = tmp_path / "compare.json"
     a = f"memcached://{fresh_memcached.address}"
     b = f"memcached+meta://{fresh_memcached.address}"
-    proc = start(
+    proc = start_in_session(
         "compare", a, b, "--rounds", "3", "--duration", "3s", "--processes", "1", "-c", "2",
         "--json", str(out), "--no-save",
     )  # fmt: skip

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from kvbench.results.store import Store
-from tests.support.cli import kvbench_argv, read_json
+from tests.support.cli import read_json, start_in_session
 from tests.support.servers import Server, counters
 
 pytestmark = pytest.mark.integration
@@ -29,17 +29,6 @@ pytestmark = pytest.mark.integration
 # How long a signalled run may take to end on a loaded machine (it takes well under 2 s
 # on a quiet one); what decides is what it kept, and that it ended before its planned end.
 END_WITHIN_S = 15
-
-
-def start(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        kvbench_argv(*args),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
-    )
 
 
 def wait_for_line(proc: subprocess.Popen[str], marker: str, timeout_s: float = 90) -> str:
@@ -122,7 +111,7 @@ def test_a_signal_in_any_phase_ends_the_run_keeping_it(
     extra: tuple[str, ...],
 ) -> None:
     out, db = tmp_path / "run.json", str(tmp_path / "h.db")
-    proc = start(
+    proc = start_in_session(
         "run", f"memcached://{fresh_memcached.address}", "--duration", "30s", "-c", "4",
         "--processes", "2", "--json", str(out), "--db", db, *extra,
     )  # fmt: skip
@@ -143,7 +132,7 @@ def test_ctrl_c_while_a_replay_reads_its_trace(fresh_memcached: Server, tmp_path
         for i in range(300_000):
             f.write(f"{i // 1000},key{i % 5000},8,100,{i % 20},{'get' if i % 3 else 'set'},0\n")
     out, db = tmp_path / "run.json", str(tmp_path / "h.db")
-    proc = start(
+    proc = start_in_session(
         "replay", str(trace), f"memcached://{fresh_memcached.address}", "--json", str(out),
         "--db", db,
     )  # fmt: skip
@@ -155,7 +144,7 @@ def test_ctrl_c_while_a_replay_reads_its_trace(fresh_memcached: Server, tmp_path
 
 def test_ctrl_c_while_a_queue_run_starts(redis_server: Server, tmp_path: Path) -> None:
     out, db = tmp_path / "q.json", str(tmp_path / "h.db")
-    proc = start(
+    proc = start_in_session(
         "queue", f"redis-queue://{redis_server.address}/sig", "-n", "2000000", "--json",
         str(out), "--db", db,
     )  # fmt: skip
@@ -171,7 +160,7 @@ def test_no_process_outlives_a_killed_coordinator(fresh_memcached: Server) -> No
     for a message (was: the workers preloaded all 3,000,000 keys for nobody, then died of
     a broken pipe)."""
     url = f"memcached://{fresh_memcached.address}"
-    proc = start(
+    proc = start_in_session(
         "run", url, "--duration", "30s", "-c", "4", "--processes", "2", "--preload",
         "--keys", "3000000", "--no-save",
     )  # fmt: skip
@@ -187,7 +176,7 @@ def test_no_process_outlives_a_killed_coordinator(fresh_memcached: Server) -> No
 def test_no_throwaway_server_outlives_a_killed_coordinator(tmp_path: Path) -> None:
     """A run with no target starts memcached in a session of its own; the kernel ends it
     with the coordinator (was: SIGKILL left it running, listening, for good)."""
-    proc = start("run", "--duration", "30s", "-c", "2", "--no-save")
+    proc = start_in_session("run", "--duration", "30s", "-c", "2", "--no-save")
     seen = wait_for_line(proc, "started a throwaway memcached at memcached://")
     port = int(seen.split("memcached://127.0.0.1:")[1].split()[0])
     [server] = [p for p in psutil.Process(proc.pid).children() if p.name().startswith("memcached")]

@@ -86,3 +86,16 @@ def offered_connections(sock: socket.socket) -> int:
             return count
         conn.close()
         count += 1
+
+
+def start_in_session(*args: str) -> subprocess.Popen[str]:
+    """``kvbench ARGS`` running in a session of its own (signal it alone, list what it
+    started), output unbuffered and 200 columns wide, read as text."""
+    return subprocess.Popen(
+        kvbench_argv(*args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
+    )
