@@ -24,9 +24,9 @@ SHORT = ("--duration", "1s", "--processes", "1", "--no-save", "--no-live")
 def test_a_value_larger_than_memcacheds_item_size_max_is_refused_before_the_load() -> None:
     with servers.memcached("-I", "2m") as server:
         url = f"memcached://{server.address}"
-        before = servers.counters(url)["total_connections"]
+        before = servers.counters(url)
         result = run_kvbench("run", url, "--value-size", "3MB", *SHORT)
-        opened = servers.counters(url)["total_connections"] - before
+        after = servers.counters(url)
     assert result.code == 2, result.stderr
     assert result.stderr == (
         "kvbench: error: --value-size: values of up to 3,000,000 bytes are larger than "
@@ -34,7 +34,11 @@ def test_a_value_larger_than_memcacheds_item_size_max_is_refused_before_the_load
         "sends them anyway, each an error reply)\n"
     )
     assert result.stdout == ""
-    assert opened == 2  # the limit's question, and the counting one here: no load
+    # no load: nothing stored or read, and none of the run's 50 connections opened (the
+    # limit's question and the counting here are a few; not an exact count, which a
+    # busy machine's retried connect could move)
+    assert after["cmd_set"] == before["cmd_set"] and after["cmd_get"] == before["cmd_get"]
+    assert after["total_connections"] - before["total_connections"] < 10
 
 
 def test_oversize_values_asked_for_are_sent_and_refused_by_the_server() -> None:
