@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from kvbench.cli.console import make_console
 from kvbench.config.load import default_db_path
 from kvbench.report import dumps, summarize
+from kvbench.report.over_time import over_time_table, rows, to_json
 from kvbench.report.tables import history_table
 from kvbench.report.terminal import print_summary
 from kvbench.results.store import Store
@@ -39,7 +42,13 @@ def history(target: str | None, last: int, db: str | None) -> None:
     is_flag=True,
     help="Every column of the table whatever the terminal's width (it wraps).",
 )
-def show(run_ref: str, as_json: bool, db: str | None, wide: bool) -> None:
+@click.option(
+    "--over-time",
+    is_flag=True,
+    help="One row per interval instead: per op its requests, p50, p99 and max, and a note "
+    "of restarts, lost connections and verdicts' causes (with --json: the rows as JSON).",
+)
+def show(run_ref: str, as_json: bool, db: str | None, wide: bool, over_time: bool) -> None:
     """Show a stored run (an id, a unique prefix of one, or 'last').
 
     \b
@@ -47,11 +56,18 @@ def show(run_ref: str, as_json: bool, db: str | None, wide: bool) -> None:
         kvbench show last
         kvbench show 20261129-2030 --json
         kvbench show last --wide
+        kvbench show last --over-time
     """
     with Store(db or default_db_path()) as store:
         run = store.load_run(run_ref)
     model = summarize(run)
-    if as_json:
+    if over_time:
+        intervals = rows(run, {v.id for v in model.verdicts})
+        if as_json:
+            click.echo(json.dumps([to_json(row) for row in intervals], indent=2))
+        else:
+            make_console().print(over_time_table(intervals, wide))
+    elif as_json:
         click.echo(dumps(model), nl=False)
     else:
         print_summary(make_console(), model, wide)

@@ -22,6 +22,8 @@ from markupsafe import Markup
 
 from kvbench import __version__
 from kvbench.report.diff import differences
+from kvbench.report.heatmap import MAX_COLUMNS as HEATMAP_COLUMNS
+from kvbench.report.heatmap import run_heatmap
 from kvbench.report.json_report import document
 from kvbench.report.latency import PERCENTILES
 from kvbench.report.levels import (
@@ -195,6 +197,9 @@ def _views(runs: Sequence[RunResult], labels: Sequence[str]) -> list[dict[str, A
             "server": server_series(run, every),
             "interval_merge": every,
             "e2e_spectrum": spectrum(run.queue.e2e_total()) if run.queue is not None else [],
+            "heatmap": run_heatmap(
+                run, {v["id"] for v in doc["verdicts"]}, every, HEATMAP_COLUMNS // len(runs)
+            ),
         }
         views.append(
             {
@@ -230,8 +235,8 @@ def _page(title: str, views: list[dict[str, Any]], **context: Any) -> str:
             min_ci_rounds=MIN_CI_SAMPLES,
             all_ops=ALL_OPS,
             data=script_json(page_data),
-            style=Markup(_asset("report.css")),
-            script=Markup(_asset("report.js")),
+            style=Markup(_asset("report.css") + _asset("heatmap.css")),
+            script=Markup(_asset("heatmap.js") + _asset("report.js")),
             **context,
         )
     )

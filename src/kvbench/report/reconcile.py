@@ -358,12 +358,16 @@ class Restart:
             "interval 3", "round 2 interval 1", "the end").
         evidence: what changed, e.g. ``pid 4120 -> 4388``.
         url: the server, when the run had several (sharded); else None.
+        after_ns, before_ns: when those samples were taken (monotonic clock), so a report
+            can place the restart in time (report/over_time.py); None when not known.
     """
 
     after: str
     before: str
     evidence: str
     url: str | None = None
+    after_ns: int | None = None
+    before_ns: int | None = None
 
     def describe(self) -> str:
         where = f"{self.url} " if self.url else ""
@@ -420,16 +424,20 @@ def _names_process(stats: dict[str, Any]) -> bool:
 def server_restarts(server: dict[str, Any]) -> list[Restart]:
     """Every restart of a server seen between consecutive samples of a run."""
     restarts: list[Restart] = []
-    last: dict[str | None, tuple[str, dict[str, Any]]] = {}
+    last: dict[str | None, tuple[str, dict[str, Any], int]] = {}
     for label, sample in _labelled_samples(server):
+        taken_ns = int(sample["taken_ns"])
         for url, stats in _by_server(sample).items():
             if not _names_process(stats):
                 continue
             if url in last:
-                evidence = restart_evidence(last[url][1], stats)
+                previous_label, previous_stats, previous_ns = last[url]
+                evidence = restart_evidence(previous_stats, stats)
                 if evidence is not None:
-                    restarts.append(Restart(last[url][0], label, evidence, url))
-            last[url] = (label, stats)
+                    restarts.append(
+                        Restart(previous_label, label, evidence, url, previous_ns, taken_ns)
+                    )
+            last[url] = (label, stats, taken_ns)
     return restarts
 
 

@@ -647,12 +647,19 @@
     }
   };
 
+  // Charts kept in files of their own (heatmap.js) register a maker, given these helpers.
+  var HELPERS = { el: el, svgFor: svgFor, empty: empty, scale: scale, linearTicks: linearTicks,
+                  fmtUs: fmtUs, TIME: TIME };
+  Object.keys(window.kvbenchCharts || {}).forEach(function (name) {
+    CHARTS[name] = window.kvbenchCharts[name](HELPERS);
+  });
+
   Array.prototype.forEach.call(document.querySelectorAll("figure[data-chart]"), function (figure) {
     var plot = figure.querySelector(".plot");
     var name = figure.getAttribute("data-chart");
     var index = figure.getAttribute("data-run");
     try {
-      CHARTS[name](plot, index === null ? null : DATA.runs[Number(index)]);
+      CHARTS[name](plot, index === null ? null : DATA.runs[Number(index)], figure);
       figure.setAttribute("data-drawn", "yes");
     } catch (err) {
       console.error("kvbench: chart " + name + " failed: " + err);
