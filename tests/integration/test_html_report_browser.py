@@ -12,7 +12,9 @@ import json
 import struct
 import subprocess
 import zlib
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,6 +125,8 @@ def test_reports_of_real_runs_render_in_chromium(tmp_path: Path) -> None:
     assert both.series_paths > page.series_paths
     for pointer, value, _ in both.cells:
         assert json.loads(value) == resolve(stored, pointer), pointer
+
+    check_heatmaps(dom_of(tmp_path, single), docs[0])
 
     shot = tmp_path / "run.png"
     _, stderr = chromium(tmp_path, single, f"--screenshot={shot}", "--window-size=1280,2400")
@@ -239,3 +243,140 @@ def test_eleven_ops_are_eleven_distinct_lines_listed_as_they_end_and_a_short_las
     legend = re.findall(r"<span><svg[^>]*>.*?</svg>([^<]+)</span>", throughput)
     ends = {op: (i + 1) * 1000 + 10 for i, op in enumerate(eleven)}
     assert legend == ["all ops", *sorted(eleven, key=lambda op: -ends[op])]
+
+
+class HeatmapCells(HTMLParser):
+    """Per heatmap (its op): per column its ``data-n`` and its cells' counts and shares."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maps: dict[str, list[tuple[int, int, list[int], list[float]]]] = {}
+        self.marks: list[str] = []
+        self._op = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        classes = (a.get("class") or "").split()
+        if tag == "figure" and a.get("data-chart") == "heatmap":
+            self._op = a["data-op"] or ""
+            self.maps[self._op] = []
+        elif "heat-col" in classes:
+            self.maps[self._op].append((int(a["data-n"] or 0), int(a["data-ops"] or 0), [], []))
+        elif "heat-cell" in classes:
+            _, _, counts, shares = self.maps[self._op][-1]
+            counts.append(int(a["data-count"] or 0))
+            shares.append(float(a["data-share"] or 0))
+        elif "heat-mark" in classes:
+            self.marks.append(classes[-1])
+
+
+def dom_of(tmp_path: Path, page: Path) -> str:
+    dom, stderr = chromium(tmp_path, page, "--dump-dom")
+    assert console_lines(stderr) == []
+    return dom
+
+
+def check_heatmaps(dom: str, doc: dict[str, Any]) -> HeatmapCells:
+    """Every op has its heatmap, drawn from its intervals' histograms: per column the
+    cells' counts add up to the column's requests, their shares to 1, and (no interval
+    merged) the column's requests are the interval's in the result document."""
+    cells = HeatmapCells()
+    cells.feed(dom)
+    assert sorted(cells.maps) == sorted(doc["ops"])
+    for op, columns in cells.maps.items():
+        assert len(columns) == len(doc["intervals"])
+        for (n, ops, counts, shares), interval in zip(columns, doc["intervals"], strict=True):
+            assert sum(counts) == n and (not n or abs(sum(shares) - 1) < 1e-9)
+            assert ops == interval["ops"][op]["count"]
+            if not doc["totals"]["errors"]:
+                assert n == ops
+        assert sum(c[1] for c in columns) == doc["ops"][op]["count"]
+    return cells
+
+
+def marked_run() -> Any:
+    """A 20-interval run whose server restarted and which lost a connection (a fake)."""
+    import dataclasses
+
+    from kvbench.metrics import Histogram, IntervalSnapshot
+    from tests.support.runs import S, make_run
+
+    run = make_run("20261202-041500-abcdef", [{}])
+    snaps = []
+    for k in range(20):
+        get, put = Histogram(), Histogram()
+        get.record(90_000 + 500 * k, 5000)
+        get.record(1_500_000, 40 if k < 12 else 400)  # a tail that grows at 12 s
+        put.record(120_000, 800)
+        counts = {"get": {"hit": 5040 if k < 12 else 5400}, "set": {"stored": 800}}
+        stats = {}
+        if k == 7:
+            counts["get"]["conn_error"] = 2
+            stats = {"reconnects": 1.0}
+        snaps.append(
+            IntervalSnapshot("measure", k, k * S, (k + 1) * S, counts, {"get": get, "set": put},
+                             stats=stats)
+        )  # fmt: skip
+    samples = [
+        {"taken_ns": (k + 1) * S + 1000, "round": 0, "index": k,
+         "stats": {"pid": "10" if k < 14 else "11"}}
+        for k in range(20)
+    ]  # fmt: skip
+    return dataclasses.replace(
+        run,
+        intervals=snaps,
+        window_end_ns=20 * S,
+        rounds=[{"round": 0, "window_start_ns": 0, "window_end_ns": 20 * S, "status": "ok"}],
+        server={"intervals": samples},
+    )
+
+
+@pytest.mark.parametrize("width", [800, 1280])
+def test_the_latency_heatmap_renders_and_fits_at_800_and_1280_px(
+    tmp_path: Path, width: int
+) -> None:
+    """One heatmap per op, inside the page at both widths, every cell inside its chart,
+    the restart and the lost connection marked in their intervals; the screenshot is kept
+    beside the test's files (KVBENCH_SHOTS=dir keeps a copy)."""
+    import os
+    import re
+    import shutil
+
+    from kvbench.report.html import render
+    from kvbench.report.json_report import document
+    from kvbench.report.summary import summarize
+
+    run = marked_run()
+    html = render([run])
+    measure = (
+        "<script>window.addEventListener('load', () => { const r = Array.from(document."
+        "querySelectorAll('figure.heatmap svg'), e => e.getBoundingClientRect()); const c = "
+        "Array.from(document.querySelectorAll('figure.heatmap svg'), s => { const w = s.viewBox"
+        ".baseVal.width; return Array.from(s.querySelectorAll('rect.heat-cell')).filter(e => "
+        "+e.getAttribute('x') < 0 || +e.getAttribute('x') + +e.getAttribute('width') > w + 1)"
+        ".length; }); document.body.setAttribute('data-heat', `${document.documentElement."
+        "scrollWidth} ${Math.max(...r.map(b => b.right))} ${Math.min(...r.map(b => b.width))} "
+        "${c.reduce((a, b) => a + b, 0)} ${r.length}`); });</script></body>"
+    )
+    page = tmp_path / f"heat-{width}.html"
+    page.write_text(html.replace("</body>", measure))
+    dom, stderr = chromium(tmp_path, page, f"--window-size={width},2400", "--dump-dom")
+    assert console_lines(stderr) == []
+    found = re.search(r'data-heat="(\d+) ([\d.]+) ([\d.]+) (\d+) (\d+)"', dom)
+    assert found, "the measuring script did not run"
+    scroll, right, narrowest, outside, maps = found.groups()
+    assert int(maps) == 2 and int(scroll) <= width and float(right) <= width
+    assert float(narrowest) >= width - 120  # full width, not squeezed into a grid cell
+    assert int(outside) == 0
+    cells = check_heatmaps(dom, document(summarize(run)))
+    assert (
+        sorted(cells.marks) == ["connection", "connection", "restart", "restart"] + ["verdict"] * 2
+    )  # two maps: the restart, the lost connection and its errors in each
+
+    shot = tmp_path / f"heat-{width}.png"
+    _, stderr = chromium(tmp_path, page, f"--screenshot={shot}", f"--window-size={width},2400")
+    assert console_lines(stderr) == []
+    shot_width, _, rows = png_rows(shot)
+    assert shot_width == width and len(set(rows)) > 200
+    if os.environ.get("KVBENCH_SHOTS"):
+        shutil.copy(shot, Path(os.environ["KVBENCH_SHOTS"]) / shot.name)
