@@ -120,6 +120,14 @@ def test_reports_of_real_runs_render_in_chromium(tmp_path: Path) -> None:
     stored = [
         json.loads(run_kvbench("show", doc["run_id"], "--json", "--db", db).stdout) for doc in docs
     ]
+    # show --over-time of the stored run: its rows add up to the run, their max is its max
+    shown = run_kvbench("show", docs[0]["run_id"], "--over-time", "--json", "--db", db)
+    assert shown.code == 0, shown.stderr
+    rows = json.loads(shown.stdout)
+    assert len(rows) == len(stored[0]["intervals"])
+    for op, figures in stored[0]["ops"].items():
+        assert sum(r["ops"][op]["ops"] for r in rows) == figures["count"]
+        assert max(r["ops"][op]["max_us"] or 0 for r in rows) == figures["latency_us"]["max"]
     both = load(tmp_path, compared)
     assert {f.get("data-chart") for f in both.figures} >= {"compare-throughput", "compare-spectrum"}
     assert both.series_paths > page.series_paths
