@@ -75,7 +75,8 @@ def run_heatmap(
             shares ``MAX_COLUMNS``; at least 60 each).
 
     Returns:
-        ``{merged, first_band, edges_us, span_s, ops: [{op, columns: [{t0, t1, n, ops,
+        ``{merged, first_band, edges_us, span_s, rounds_s (where rounds 2, 3, ... begin),
+        ops: [{op, columns: [{t0, t1, n, ops,
         p50_us, p99_us, max_us, bands: [[band, count], ...]}]}], markers: [{t0, t1, kind,
         text}]}``; ``n`` is the column's requests with a latency (its bands' counts add
         up to it), ``ops`` its requests (every outcome, as the summary counts them).
@@ -113,6 +114,7 @@ def run_heatmap(
         "first_band": first,
         "edges_us": band_edges_us(first, last),
         "span_s": max((c["t1"] for o in ops for c in o["columns"]), default=0.0),
+        "rounds_s": line.round_starts_s(),
         "ops": ops,
         "markers": _column_markers(run, fired, [line.seconds(s) for s in snaps]),
     }

@@ -116,6 +116,10 @@ class Timeline:
         for index in range(len(run.rounds)):
             self._offsets.append(self._offsets[-1] + run.round_window_s(index))
 
+    def round_starts_s(self) -> list[float]:
+        """Where rounds 2, 3, ... begin on the time line."""
+        return [round(t, 6) for t in self._offsets[1:-1]]
+
     def round_start_ns(self, round_index: int) -> int:
         return self._starts[min(round_index, len(self._starts) - 1)]
 

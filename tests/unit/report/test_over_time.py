@@ -210,3 +210,12 @@ def test_show_over_time_prints_the_rows_and_their_json(
     assert len(data) == len(run.intervals)
     assert sum(r["ops"]["get"]["ops"] for r in data) == run.total().ops("get")  # type: ignore[union-attr]
     assert data[2]["markers"] == [{"kind": "restart", "text": "server restarted (pid 10 -> 11)"}]
+
+
+def test_rounds_follow_each_other_on_the_heatmaps_time_line() -> None:
+    run = make_run("20261202-043000-abcdef", [{"get": (1000, 200_000)}] * 3)
+    heat = run_heatmap(run, set())
+    columns = heat["ops"][0]["columns"]
+    assert [(c["t0"], c["t1"]) for c in columns] == [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)]
+    assert heat["rounds_s"] == [1.0, 2.0]
+    assert [r.round for r in rows(run, set())] == [0, 1, 2]

@@ -71,6 +71,10 @@
         });
       });
       axes(h, g, box, x, span, c.w, edges, heat.first_band, bandH);
+      (heat.rounds_s || []).forEach(function (t, k) {  // as the other charts mark rounds
+        h.el("line", { x1: x(t), x2: x(t), y1: box.t, y2: box.b, "class": "heat-round" }, g);
+        h.el("text", { x: x(t) + 3, y: box.t + 10, "class": "mark-label" }, g, "round " + (k + 2));
+      });
       marks(h, g, box, x, heat.markers);
       legend(plot);
       return true;
