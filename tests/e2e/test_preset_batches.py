@@ -340,7 +340,7 @@ def test_a_later_level_that_cannot_connect_keeps_the_levels_before(
     written (was: the TargetUnreachable lost every finished level). The door shuts after
     as many connections as a run of the first level alone opens (memcached's count), not
     after a moment the scheduler picked."""
-    keys = 20_000
+    keys = 2_000
     args = ("run", "--preset", "put-get-batches", "--keys", str(keys), "--no-save", "--no-live")
     before = fetch_stats(parse_target(f"memcached://{fresh_memcached.address}", "test"))
     run_kvbench(*args, f"memcached://{fresh_memcached.address}", "--connections", "1")
