@@ -18,13 +18,20 @@ BENCH_ARGS ?=
 run: deps venv
 	$(BIN)/kvbench run --duration 10s --pipeline 16
 
+# The tests run in TEST_WORKERS processes (pytest-xdist), each with servers of its own:
+# most of an end-to-end test is waiting (a run's window, a server's restart), so more
+# workers than the 2 cores of a small CI machine still shortens the suite; idle workers
+# steal queued tests from busy ones. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 4
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist worksteal)
+
 test: deps venv pump lint typecheck
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # Lint, types and the unit tier (tests/unit, tests/property): the quick loop while editing.
 .PHONY: check
 check: deps venv pump lint typecheck
-	$(BIN)/python -m pytest -m unit -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist worksteal -m "unit and not slow" -q $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check src tests bench

@@ -13,6 +13,7 @@ unit tier; ``make test`` all three.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -34,6 +35,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         parts = item.path.relative_to(root).parts
         tier = TIERS.get(parts[0], "unit") if len(parts) > 1 else "unit"
         item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Runs that save to the default history write under a directory of this session's
+    (of each xdist worker's), never the user's ~/.local/share, nor one another's."""
+    previous = os.environ.get("XDG_DATA_HOME")
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data"))
+    yield
+    if previous is None:
+        del os.environ["XDG_DATA_HOME"]
+    else:
+        os.environ["XDG_DATA_HOME"] = previous
 
 
 @pytest.fixture(scope="session")

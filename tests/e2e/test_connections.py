@@ -190,6 +190,10 @@ def test_an_open_loop_rides_out_a_restart_on_schedule(tmp_path: Path, pure: bool
     requests = sum(
         n for op in doc["ops"].values() for name, n in op["outcomes"].items() if name != "late"
     )
-    assert 0.95 * offered <= requests <= offered
+    assert requests <= offered
+    # A client that caught up after the outage sent (nearly) all of it; one whose core was
+    # taken by other work could not, and the run says so (it never drops in silence).
+    caught_up = requests >= 0.95 * offered
+    assert caught_up or "open.achieved" in {v["id"] for v in doc["verdicts"]}
     outcomes = doc["ops"]["get"]["outcomes"]
     assert outcomes.get("late", 0) > 0 and outcomes.get("dropped", 0) == 0

@@ -17,7 +17,7 @@ import pytest
 from kvbench.config.targets import parse_target
 from kvbench.runner.probe import fetch_stats
 from kvbench.workload.ketama import KetamaRing
-from tests.support import servers
+from tests.support import fake_servers, servers
 from tests.support.cli import read_json, run_kvbench, start_kvbench
 from tests.support.servers import Server
 
@@ -335,20 +335,24 @@ def test_each_printed_rate_recomputes_from_the_printed_count_and_seconds(
 def test_a_later_level_that_cannot_connect_keeps_the_levels_before(
     fresh_memcached: Server, tmp_path: Path
 ) -> None:
-    """The server stops once the first level's gets are done: the second level cannot
-    connect, the run stops there (exit 3, one line naming it), and the first level is
-    still printed and written (was: the TargetUnreachable lost every finished level)."""
+    """The server goes once the first level is done: the second level cannot connect, the
+    run stops there (exit 3, one line naming it), and the first level is still printed and
+    written (was: the TargetUnreachable lost every finished level). The door shuts after
+    as many connections as a run of the first level alone opens (memcached's count), not
+    after a moment the scheduler picked."""
+    keys = 2_000
+    args = ("run", "--preset", "put-get-batches", "--keys", str(keys), "--no-save", "--no-live")
+    before = fetch_stats(parse_target(f"memcached://{fresh_memcached.address}", "test"))
+    run_kvbench(*args, f"memcached://{fresh_memcached.address}", "--connections", "1")
+    after = fetch_stats(parse_target(f"memcached://{fresh_memcached.address}", "test"))
+    # the stats connection that read ``before`` is counted in ``after``
+    level_one = int(after["total_connections"]) - int(before["total_connections"]) - 1
     out = tmp_path / "stopped.json"
-    keys = 20_000
-    proc = start_kvbench(
-        "run", "--preset", "put-get-batches", f"memcached://{fresh_memcached.address}",
-        "--connections", "1,2", "--keys", str(keys), "--json", str(out), "--no-save", "--no-live",
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while counters(fresh_memcached)["get_hits"] < keys and time.monotonic() < deadline:
-        time.sleep(0.005)
-    fresh_memcached.stop()
-    stdout, stderr = proc.communicate(timeout=120)
+    with fake_servers.admitting(fresh_memcached.port, level_one) as port:
+        proc = start_kvbench(
+            *args, f"memcached://127.0.0.1:{port}", "--connections", "1,2", "--json", str(out)
+        )
+        stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 3, stderr + stdout
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines() == [stderr.strip()] and "2 client(s)" in stderr

@@ -5,7 +5,8 @@ Each runs an asyncio server on a thread of its own for the length of a ``with`` 
 ``stats`` (as some memcached proxies do) and passes every other connection through to a
 real memcached; ``closing`` closes every connection on its first request; ``redirecting``
 is a Redis Cluster node that sends every key elsewhere; ``doubling`` answers every request
-twice.
+twice; ``admitting`` passes connections through to a real server and, after a given
+number of them, stops listening (the server gone at a point the test chooses).
 """
 
 from __future__ import annotations
@@ -24,20 +25,31 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 
 
 @contextlib.contextmanager
-def serving(handler: Handler) -> Iterator[int]:
-    """Run ``handler`` for each connection to 127.0.0.1:PORT; yields PORT."""
+def serving(handler: Handler, admit: int | None = None) -> Iterator[int]:
+    """Run ``handler`` for each connection to 127.0.0.1:PORT; yields PORT. With ``admit``,
+    the listener closes once that many connections came: later connects are refused."""
     loop = asyncio.new_event_loop()
     ready: list[int] = []
     started = threading.Event()
     stop = asyncio.Event()
+    admitted = 0
+
+    async def admitting(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal admitted
+        admitted += 1
+        if admitted == admit:
+            server.close()  # stops listening; the connections taken go on
+        await handler(reader, writer)
 
     async def main() -> None:
-        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        nonlocal server
+        server = await asyncio.start_server(admitting, "127.0.0.1", 0)
         ready.append(server.sockets[0].getsockname()[1])
         started.set()
         async with server:
             await stop.wait()
 
+    server: asyncio.Server
     thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
     thread.start()
     started.wait(5)
@@ -82,19 +94,39 @@ def stats_error(backend_port: int) -> contextlib.AbstractContextManager[int]:
                 data = await reader.read(65536)
             writer.close()
             return
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", backend_port)
-        up_writer.write(first)
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            while data := await src.read(65536):
-                dst.write(data)
-                await dst.drain()
-            dst.close()
-
-        with contextlib.suppress(ConnectionError):
-            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        await _relay(reader, writer, backend_port, first)
 
     return serving(handle)
+
+
+def admitting(backend_port: int, admit: int) -> contextlib.AbstractContextManager[int]:
+    """The first ``admit`` connections pass through to the backend; then it stops listening,
+    so the next connect is refused while the connections taken go on to their end."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _relay(reader, writer, backend_port)
+
+    return serving(handle, admit)
+
+
+async def _relay(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    backend_port: int,
+    first: bytes = b"",
+) -> None:
+    """Pass one connection through to 127.0.0.1:``backend_port`` (``first`` already read)."""
+    up_reader, up_writer = await asyncio.open_connection("127.0.0.1", backend_port)
+    up_writer.write(first)
+
+    async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        while data := await src.read(65536):
+            dst.write(data)
+            await dst.drain()
+        dst.close()
+
+    with contextlib.suppress(ConnectionError):
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
 
 def redirecting(to_port: int | None = None) -> contextlib.AbstractContextManager[int]:

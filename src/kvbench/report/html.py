@@ -110,14 +110,14 @@ def _page_document(run: RunResult, every: int) -> dict[str, Any]:
     series; with ``every`` > 1, the intervals are those of the run with ``every``
     adjacent intervals merged.
     """
-    doc = document(summarize(run))
-    doc["server"] = {k: v for k, v in doc["server"].items() if k != "intervals"}
+    coarse = run
     if every > 1:
         queue = run.queue
         if queue is not None:
             queue = dataclasses.replace(queue, intervals=coarsen_queue(queue.intervals, every))
         coarse = dataclasses.replace(run, intervals=coarsen(run.intervals, every), queue=queue)
-        doc["intervals"] = document(summarize(coarse))["intervals"]
+    doc = document(summarize(run, intervals_of=coarse))
+    doc["server"] = {k: v for k, v in doc["server"].items() if k != "intervals"}
     return doc
 
 

@@ -319,8 +319,9 @@ def _intervals(run: RunResult) -> list[dict[str, Any]]:
     ]
 
 
-def summarize(run: RunResult) -> ReportModel:
-    """Compute the report model of a run."""
+def summarize(run: RunResult, intervals_of: RunResult | None = None) -> ReportModel:
+    """Compute the report model of a run; its interval rows are those of ``intervals_of``
+    where given (the run with adjacent intervals merged, for a page's charts)."""
     total = run.total()
     window_s = run.window_s
     bases = op_bases(run) if run.queue is not None else {}
@@ -389,7 +390,7 @@ def summarize(run: RunResult) -> ReportModel:
         latency_us=latency_summary(merged),
         status=run_status(run, counts),
         tally=counts,
-        intervals=_intervals(run),
+        intervals=_intervals(intervals_of or run),
         rounds=_rounds(run) if figures is None else [],
         phases=phases,
         verdicts=all_verdicts(evidence)

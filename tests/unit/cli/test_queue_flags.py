@@ -177,7 +177,9 @@ QUEUE_APPLIED = [
 ]
 
 
-@pytest.mark.parametrize(("flags", "applied"), QUEUE_APPLIED, ids=lambda f: str(f))
+@pytest.mark.parametrize(
+    ("flags", "applied"), QUEUE_APPLIED, ids=[" ".join(flags) for flags, _ in QUEUE_APPLIED]
+)
 def test_every_flag_of_kvbench_queue_is_applied(
     single: list[QueueConfig],
     capsys: pytest.CaptureFixture[str],

@@ -185,6 +185,7 @@ def test_a_typical_report_is_small() -> None:
     assert len(render([make_run(intervals=10)]).encode()) < 200_000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_runs", [1, 3])
 def test_long_runs_stay_under_the_size_bound(n_runs: int) -> None:
     """An hour of 1 s intervals per run: adjacent intervals are merged for the charts."""
