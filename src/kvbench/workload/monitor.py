@@ -35,9 +35,15 @@ from kvbench.protocols.commands import RESP_REFUSED
 
 # A command line: time, [db client], then the quoted arguments. The client is matched
 # lazily up to the "] \"" that begins the arguments, so an IPv6 peer's brackets stay in it.
-_LINE = re.compile(rb'(\d+(?:\.\d+)?) \[(\d+) (.+?)\] (".*)')
+_HEAD = rb"(\d+(?:\.\d+)?) \[(\d+) (.+?)\] "
+_QUOTED = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_LINE = re.compile(_HEAD + rb'(".*)')
+# A whole well-formed line in one match (the usual case: then the arguments are found
+# with one ``findall``; a line that fails it is diagnosed argument by argument).
+_WELL_FORMED = re.compile(_HEAD + rb"((?:" + _QUOTED + rb" )*" + _QUOTED + rb")")
 # One quoted argument (escapes kept for ``_unescape``) and what follows it.
 _ARG = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"(?: |$)')
+_ARGS = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"')
 _ESCAPE = re.compile(rb"\\(x[0-9a-fA-F]{2}|.)")
 _ESCAPES = {b"n": b"\n", b"r": b"\r", b"t": b"\t", b"a": b"\a", b"b": b"\b"}
 # Lines at most this long are parsed (a capture of 512 MB values has longer ones: raise
@@ -97,6 +103,12 @@ def parse_line(line: bytes) -> tuple[float, int, bytes, tuple[bytes, ...]]:
     Raises:
         ValueError: the line is not a MONITOR line (saying what is wrong).
     """
+    match = _WELL_FORMED.fullmatch(line)
+    if match is not None:
+        time_text, db_text, client, args = match.groups()
+        words = [_ESCAPE.sub(_unescape, a) if b"\\" in a else a for a in _ARGS.findall(args)]
+        if words[0]:
+            return float(time_text), int(db_text), client, tuple(words)
     match = _LINE.fullmatch(line)
     if match is None:
         raise ValueError(f'not a MONITOR line (time [db client] "arg" ...): {_show(line)}')

@@ -142,6 +142,8 @@ class MonitorPlanner:
         self._keep = keep
         self.clients: dict[bytes, _Client] = {}
         self.counts = MonitorCounts()
+        self._names_of: dict[bytes, str] = {}  # a command word as captured -> its name
+        self._codes: dict[bytes, int] = {}  # ... -> the code it is recorded under
         size = config.value_size_bytes
         self._value = random.Random(seed).randbytes(size) if size is not None else None
 
@@ -170,21 +172,22 @@ class MonitorPlanner:
     def _add(self, command: MonitorCommand) -> None:
         counts = self.counts
         counts.rows += 1
-        counts.ops[command.name] += 1
+        word = command.argv[0]
+        counts.ops[self._names_of.get(word) or self._name(word)] += 1
         counts.per_second[int(command.time_s)] += 1
         if counts.first_time_s is None:
             counts.first_time_s = command.time_s
         counts.last_time_s = command.time_s
         reason = skip_reason(command)
         client = self.clients.get(command.client)
-        name = command.argv[0].lower()
+        name = word.lower()
         unopened = client is None or client.multi_at is None
         if reason is None and name in (b"exec", b"discard") and unopened:
             reason = f"{name.decode()} without its MULTI in the capture"
         if reason is not None:
             counts.skipped[reason] += 1
             if command.client == b"lua":  # the server runs it again, for the EVAL replayed
-                counts.by_script[command.name] += 1
+                counts.by_script[self._names_of[word]] += 1
             return
         if client is None:
             index = len(self.clients)
@@ -205,18 +208,35 @@ class MonitorPlanner:
 
     def _send(self, client: _Client, argv: tuple[bytes, ...], time_s: float) -> None:
         """Queue ``argv`` on ``client``'s connection (rendered only when kept)."""
-        name = argv[0].decode("ascii", "backslashreplace").lower()
-        if name not in self.names:
-            if not self._learn:
-                raise RuntimeError(f"{name}: a command the scan before the run did not see")
-            self.names.append(name)
+        code = self._codes.get(argv[0])
+        if code is None:
+            code = self._code(argv[0])
         client.sent += 1
         if not client.kept:
             return
         self.counts.requests += 1
         client.requests.append(resp_template(argv).render((), None))
-        client.codes.append(COMMAND_BASE + self.names.index(name))
+        client.codes.append(code)
         client.times_s.append(time_s)
+
+    def _name(self, word: bytes) -> str:
+        """The name results keep a command word under (lowercased), remembered."""
+        name = self._names_of[word] = word.decode("ascii", "backslashreplace").lower()
+        return name
+
+    def _code(self, word: bytes) -> int:
+        """The code a command word's requests are recorded under, remembered.
+
+        Raises:
+            RuntimeError: the names were given and this one is not among them.
+        """
+        name = self._names_of.get(word) or self._name(word)
+        if name not in self.names:
+            if not self._learn:
+                raise RuntimeError(f"{name}: a command the scan before the run did not see")
+            self.names.append(name)
+        code = self._codes[word] = COMMAND_BASE + self.names.index(name)
+        return code
 
     def _resized(self, argv: tuple[bytes, ...]) -> tuple[bytes, ...]:
         """``argv`` with its value arguments at ``--value-size`` (as captured without)."""
@@ -224,7 +244,9 @@ class MonitorPlanner:
         if where is None:
             return argv
         indexes = where(len(argv))
-        self.counts.value_sizes.update(len(argv[i]) for i in indexes)
+        sizes = self.counts.value_sizes
+        for i in indexes:
+            sizes[len(argv[i])] += 1
         if self._value is None or not indexes:
             return argv
         resized = list(argv)
