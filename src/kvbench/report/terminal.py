@@ -412,7 +412,11 @@ def trace_lines(model: ReportModel) -> Text:
             )
             + "\n"
         )
-    as_ = ", ".join(f"{t}->{o}" for t, o in sent["sent_as"].items() if t in profile["ops"])
+    as_ = ", ".join(
+        f"{t}->{o}"
+        for t, o in sent["sent_as"].items()
+        if t in profile["ops"] and "clients" not in sent  # a capture's: each as itself
+    )
     skipped = ", ".join(f"{why}: {n:,}" for why, n in sent["skipped"].items())
     capture = (
         f"; {sent['clients']:,} client(s), a connection each"

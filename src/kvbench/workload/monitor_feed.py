@@ -426,5 +426,6 @@ class MonitorFeed:
                 "truncated_lines": counts.truncated if whole else 0,
                 "by_script": dict(counts.by_script) if whole else {},
             },
-            "mapping": {},
+            # Each command is sent as itself (the page lists a name sent as "skipped").
+            "mapping": {name: name for name in self.config.commands},
         }

@@ -220,3 +220,22 @@ def test_the_scan_fails_on_a_bad_line_with_its_number(tmp_path: Path, line: str)
     config = capture(tmp_path, '1 [0 a:1] "GET" "k"', line)
     with pytest.raises(ConfigError, match=r"monitor\.log:3"):
         scan_capture(config)
+
+
+def test_the_report_has_a_traces_shape_and_the_capture_is_counted_once(tmp_path: Path) -> None:
+    config = capture(
+        tmp_path, '1 [0 a:1] "SET" "k" "v"', '2 [0 b:2] "GET" "k"', '2 [0 lua] "get" "k"'
+    )
+    scan = scan_capture(config)
+    config = replace(config, commands=tuple(scan.names), clients=2)
+    reports = []
+    for worker in (0, 1):
+        feed = MonitorFeed(config, worker, 2, 1, seed=1)
+        feed.prepare()
+        reports.append(feed.report())
+    first, second = reports
+    assert first["mapping"] == second["mapping"] == {"set": "set", "get": "get"}
+    assert first["profile"]["ops"] == {"set": 1, "get": 2} and second["profile"]["ops"] == {}
+    assert (first["counts"]["requests"], second["counts"]["requests"]) == (1, 1)
+    assert first["counts"]["by_script"] == {"get": 1} and second["counts"]["by_script"] == {}
+    assert (first["counts"]["clients"], second["counts"]["clients"]) == (2, 0)
