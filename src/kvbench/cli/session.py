@@ -286,8 +286,12 @@ def replay_once(
     """``kvbench replay``: check the trace and the files, measure, publish, as ``kvbench
     run`` does. Returns the exit code of the run's status.
 
+    A MONITOR capture is read whole here first (``_monitor_section``), for its command
+    names and its clients (one connection each).
+
     Raises:
-        ConfigError: several targets, or the trace cannot be read (its first block).
+        ConfigError: several targets, or the trace cannot be read (its first block); a
+            capture's bad line, or a target or flag it cannot be replayed with.
     """
     if section.format == "auto":
         section = replace(section, format=detect_format(section.path))
