@@ -221,6 +221,20 @@ _REPLAY: list[Callable[[Any], Any]] = [
         help="max: as fast as the server answers (closed loop); or N: at the trace's "
         "times, N times as fast (open loop).",
     ),
+    click.option(
+        "--format",
+        "format_",
+        default="auto",
+        show_default=True,
+        help="What TRACE is: cache-trace (Twitter's or kvbench's CSV), redis-monitor "
+        "(redis-cli monitor output), or auto (told by its first line).",
+    ),
+    click.option(
+        "--value-size",
+        "replay_value_size",
+        help="A redis-monitor capture: resend the writes' values at this size (1KiB). "
+        "[as captured]",
+    ),
     click.option("--limit", help="Replay at most N rows (of the slice). [all]"),
     click.option("--from", "from_", help="Replay rows from this trace time on (3600, 1h). [start]"),
     click.option("--to", help="Replay rows before this trace time (7200, 2h). [end]"),

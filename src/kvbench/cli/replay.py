@@ -24,6 +24,8 @@ def replay(
     limit: str | None,
     from_: str | None,
     to: str | None,
+    format_: str,
+    replay_value_size: str | None,
     **options: Any,
 ) -> int:
     """Replay the cache trace TRACE against TARGET (docs/replay.md).
@@ -38,14 +40,21 @@ def replay(
     it. A bad row stops the replay before anything is sent, with its file and line (exit
     2).
 
+    TRACE may also be a Redis MONITOR capture (``redis-cli monitor > capture.log``; told
+    by its first line, or --format redis-monitor): each captured client gets a connection
+    of its own and its commands in captured order; SELECT, MULTI/EXEC as captured; AUTH,
+    blocking commands and a script's own commands skipped and counted; keys and values as
+    captured (--value-size resizes the writes' values).
+
     \b
     Example:
         kvbench replay cluster52.0.zst memcached://127.0.0.1:11211 --speed max -c 50 -P 8
         kvbench replay trace.csv memcached://127.0.0.1:11211 --speed 2 --from 1h --to 2h
         kvbench replay trace.csv redis://127.0.0.1:6379 --limit 1000000 --json out.json
+        kvbench replay monitor.log redis://127.0.0.1:6379 --speed max
     """
     outputs = Outputs.pop_from(options)
     options["json_path"] = outputs.json_path
-    section = replay_config(trace, speed, from_, to, limit)
+    section = replay_config(trace, speed, from_, to, limit, format_, replay_value_size)
     settings = settings_from_options(targets, options)
     return replay_once(make_console(outputs.to_stdout()), settings, section, outputs)

@@ -30,8 +30,9 @@ from kvbench.cli.outputs import (
     write_many,
 )
 from kvbench.config import ReportConfig, RunConfig, Settings, load_config
+from kvbench.config.model import TargetConfig
 from kvbench.config.queue import QueueConfig
-from kvbench.config.replay import ReplayConfig
+from kvbench.config.replay import MONITOR_FORMAT, ReplayConfig
 from kvbench.errors import ConfigError, StoreError
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report import document, summarize
@@ -58,6 +59,8 @@ from kvbench.runner.embedded import throwaway_memcached
 from kvbench.runner.levels import run_comparison, run_sweep
 from kvbench.runner.limits import check_limits
 from kvbench.runner.queue import QueueCarry, QueueCoordinator
+from kvbench.workload.monitor import detect_format
+from kvbench.workload.monitor_feed import scan_capture
 from kvbench.workload.trace import check_trace
 
 # option name -> config path; CLI values override the scenario file.
@@ -283,15 +286,28 @@ def replay_once(
     """``kvbench replay``: check the trace and the files, measure, publish, as ``kvbench
     run`` does. Returns the exit code of the run's status.
 
+    A MONITOR capture is read whole here first (``_monitor_section``), for its command
+    names and its clients (one connection each).
+
     Raises:
-        ConfigError: several targets, or the trace cannot be read (its first block).
+        ConfigError: several targets, or the trace cannot be read (its first block); a
+            capture's bad line, or a target or flag it cannot be replayed with.
     """
+    if section.format == "auto":
+        section = replace(section, format=detect_format(section.path))
+    if section.format == MONITOR_FORMAT:
+        section = _monitor_section(section, settings)
     if section.timed and "load.pipeline" not in settings:
         settings["load.pipeline"] = (TIMED_REPLAY_PIPELINE, "--pipeline")
     config = load_config(None, settings, 1)
     if len(config.targets) != 1 or config.targets[0].cluster:
         raise ConfigError("TARGET", "a replay sends to one server (one client, one connection)")
-    check_trace(section.path)
+    if section.format == MONITOR_FORMAT:
+        _check_monitor_target(config.targets[0])
+    elif section.value_size_bytes is not None:
+        raise ConfigError("--value-size", "resizes a redis-monitor capture's values only")
+    else:
+        check_trace(section.path)
     load = replace(config.load, duration_ns=None, requests=None, rate_per_s=None, warmup_ns=0)
     config = replace(config, load=load, replay=section)
     outputs = replace(outputs, json_path=config.report.json_path)
@@ -300,6 +316,44 @@ def replay_once(
     check_limits(config, server=False)  # values come at the trace's sizes
     result = measure(console, config)
     return publish(console, result, config.report, outputs).exit_code
+
+
+def _monitor_section(section: ReplayConfig, settings: Settings) -> ReplayConfig:
+    """A MONITOR capture's section: read once here (a bad line fails before any socket),
+    for its command names and its clients, one connection each.
+
+    Raises:
+        ConfigError: a bad line, ``-c`` given, or nothing to send.
+    """
+    if "load.connections" in settings:
+        raise ConfigError(
+            "--connections", "a MONITOR capture opens one connection per captured client"
+        )
+    scan = scan_capture(section)
+    if not scan.counts.clients:
+        skipped = sum(scan.counts.skipped.values())
+        raise ConfigError(
+            section.path,
+            f"no command to replay ({scan.counts.lines_read:,} lines read, {skipped:,} "
+            "commands skipped): an empty capture, or --from/--to outside its times",
+        )
+    settings["load.connections"] = (scan.counts.clients, "TRACE")
+    return replace(section, commands=tuple(scan.names), clients=scan.counts.clients)
+
+
+def _check_monitor_target(target: TargetConfig) -> None:
+    """A capture goes to one Redis server whose URL selects no database: the capture
+    says which database each command ran in."""
+    if target.family != "redis":
+        raise ConfigError(
+            "TARGET", f"a Redis MONITOR capture replays to redis://, not {target.url}"
+        )
+    if target.db:
+        raise ConfigError(
+            "TARGET",
+            f"{target.url}: a MONITOR capture names each command's database: give the URL "
+            "without one",
+        )
 
 
 def _replay_span(config: RunConfig) -> str:

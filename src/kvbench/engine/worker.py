@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from kvbench.config.model import RunConfig, TargetConfig
+from kvbench.config.replay import MONITOR_FORMAT
 from kvbench.engine.clock import NEVER, cpu_wait_ns
 from kvbench.engine.codec_choice import connection_codec_factories
 from kvbench.engine.connection import Connection
@@ -37,6 +38,7 @@ from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.protocols.base import Op
 from kvbench.units import share_out
+from kvbench.workload.monitor_feed import MonitorFeed
 from kvbench.workload.plan import RequestSource, WorkloadPlan, own_key_plans
 from kvbench.workload.slots import SlotMap
 from kvbench.workload.trace_source import ReplayFeed
@@ -141,8 +143,13 @@ class Worker(LinkKeeper):
         self.target: TargetConfig = self.shards[0].target
         self.plan: WorkloadPlan = self.shards[0].plan
         self.source = self.shards[0].source
-        # Op numbers index the fixed ops' names, then the commands' (workload/commands.py).
-        recorder = Recorder(self.plan.op_names(), self.plan.keys_per_op())
+        # Op numbers index the fixed ops' names, then the commands' (workload/commands.py):
+        # a MONITOR capture's replay records its commands by the names its scan found.
+        names, keys = self.plan.op_names(), self.plan.keys_per_op()
+        if config.replay is not None and config.replay.format == MONITOR_FORMAT:
+            names += config.replay.commands
+            keys += (1,) * len(config.replay.commands)
+        recorder = Recorder(names, keys)
         super().__init__(recorder, config.load.connect_timeout_ns)
         self.verifier = (
             Verifier(self.recorder, value_check(config.workload))
@@ -151,7 +158,11 @@ class Worker(LinkKeeper):
         )
         self.connections: list[Connection] = []
         # Why connections run the Python driver (None: they run the compiled pumps).
-        self.python_reason = python_reason(config)
+        self.python_reason = (
+            "a MONITOR capture's arbitrary commands"
+            if config.replay is not None and config.replay.format == MONITOR_FORMAT
+            else python_reason(config)
+        )
         # Send state shared with the pumps: see the properties below.
         self.tally: Any = new_tally(self.cut, self.python_reason is None)
         self.pumps: PumpFactory | None = None
@@ -180,7 +191,7 @@ class Worker(LinkKeeper):
             else None
         )
         # A replay's trace reader and lanes (one per connection), made when connecting.
-        self.feed: ReplayFeed | None = None
+        self.feed: ReplayFeed | MonitorFeed | None = None
 
     # -- send state, shared with the compiled pumps -------------------------------------
 
@@ -225,7 +236,15 @@ class Worker(LinkKeeper):
                     connection.source = RequestSource(plan)
             self.connections += made
         replay = spec.config.replay
-        if replay is not None:
+        if replay is not None and replay.format == MONITOR_FORMAT:
+            self.feed = MonitorFeed(
+                replay,
+                spec.worker_index,
+                spec.n_workers,
+                len(self.connections),
+                spec.config.workload.seed,
+            )
+        elif replay is not None:
             self.feed = ReplayFeed(
                 replay,
                 self.target.protocol,
@@ -234,8 +253,9 @@ class Worker(LinkKeeper):
                 len(self.connections),
                 spec.config.workload.seed,
             )
+        if self.feed is not None:
             for conn, lane in zip(self.connections, self.feed.lanes, strict=True):
-                conn.source = lane
+                conn.source = lane  # type: ignore[assignment]
             self.feed.prepare()  # before any connection: a bad row sends nothing
         await open_links(self.connections, load.connect_timeout_ns)
 

@@ -230,7 +230,11 @@ def _merged(rows: list[_Row]) -> list[_Row]:
 
 
 def reconcile(
-    family: str, total: IntervalSnapshot, server: dict[str, Any], mget_width: int = 1
+    family: str,
+    total: IntervalSnapshot,
+    server: dict[str, Any],
+    mget_width: int = 1,
+    by_script: dict[str, int] | None = None,
 ) -> list[Reconciled]:
     """Compare per-op client counts with the server's counter deltas (before -> after).
 
@@ -244,16 +248,22 @@ def reconcile(
         total: every snapshot of the run (all phases and rounds) merged.
         server: the run's server samples (``before``, ``after``; or per round, ``rounds``).
         mget_width: keys per multi-get (memcached counts each key as a get).
+        by_script: a replayed MONITOR capture's commands that its scripts ran, by name:
+            the server runs them again for the EVAL replayed, and counts them (in the
+            client's column, named so).
     """
     pairs = _stat_pairs(server)
     if not pairs or family not in ("memcache", "redis", "http"):
         return []
     result: list[Reconciled] = []
+    scripted = by_script or {}
     for row in _merged(_rows(family, total, pairs, mget_width)):
         server_count = round(_delta(pairs, *sorted(row.counters)))
+        extra = sum(scripted.get(name, 0) for name in row.names)
         if row.sure or row.unsure or server_count:
             sent = [n for n in row.names if total.ops(n.removesuffix(" (keys)"))] or row.names
-            result.append(Reconciled(" + ".join(sent), row.sure, server_count, row.unsure))
+            name = " + ".join(sent) + (f" (+{extra:,} run by scripts)" if extra else "")
+            result.append(Reconciled(name, row.sure + extra, server_count, row.unsure))
         if row.names == ["get (keys)"] and family != "redis":
             result += _hits(total, pairs, mget_width)
     return result

@@ -275,6 +275,14 @@ def _rounds(run: RunResult) -> list[dict[str, Any]]:
     return rows
 
 
+def _by_script(run: RunResult) -> dict[str, int] | None:
+    """A replayed MONITOR capture's commands run by its scripts, by name (None: none)."""
+    if run.trace is None:
+        return None
+    counts = run.trace.counts.get("by_script")
+    return {str(k): int(v) for k, v in counts.items()} if counts else None
+
+
 def _family(run: RunResult) -> str:
     protocol = str(run.targets[0]["protocol"]) if run.targets else ""
     if protocol.startswith("http"):
@@ -345,7 +353,9 @@ def summarize(run: RunResult, intervals_of: RunResult | None = None) -> ReportMo
     mget_width = int(run.config.get("workload", {}).get("multiget_keys", 1))
     all_phases = merge_snapshots(everything) if everything else None
     reconciliation = (
-        reconcile(_family(run), all_phases, run.server, mget_width) if all_phases else []
+        reconcile(_family(run), all_phases, run.server, mget_width, _by_script(run))
+        if all_phases
+        else []
     )
     if all_phases is not None and is_cluster(run):  # and each master's own counters
         urls = [str(t["url"]) for t in run.targets]

@@ -412,10 +412,23 @@ def trace_lines(model: ReportModel) -> Text:
             )
             + "\n"
         )
-    as_ = ", ".join(f"{t}->{o}" for t, o in sent["sent_as"].items() if t in profile["ops"])
+    as_ = ", ".join(
+        f"{t}->{o}"
+        for t, o in sent["sent_as"].items()
+        if t in profile["ops"] and "clients" not in sent  # a capture's: each as itself
+    )
     skipped = ", ".join(f"{why}: {n:,}" for why, n in sent["skipped"].items())
+    capture = (
+        f"; {sent['clients']:,} client(s), a connection each"
+        + (f", {sent['selects_inserted']:,} SELECTs put in" if sent.get("selects_inserted") else "")
+        + (", the cut-off last line left out" if sent.get("truncated_lines") else "")
+        if "clients" in sent  # a MONITOR capture (docs/replay.md)
+        else ""
+    )
     text.append(
-        f"  sent {sent['total']:,} of {sent['requests']:,} queued ({as_})"
+        f"  sent {sent['total']:,} of {sent['requests']:,} queued"
+        + (f" ({as_})" if as_ else "")
+        + capture
         + (f"; skipped {skipped}" if skipped else "")
         + (f"; {sent['keys_clamped']:,} keys clamped to 250 bytes" if sent["keys_clamped"] else "")
         + (

@@ -18,6 +18,10 @@ from typing import Any
 
 # The profile's counters kept as [[value, count], ...] pairs (sizes, seconds, TTLs).
 _PAIR_COUNTERS = ("per_second", "key_sizes", "value_sizes", "ttls_s")
+# A MONITOR capture's feed counts, beside a trace's: SELECTs put before a command whose
+# database differs from its connection's, the clients (one connection each), a last line
+# cut off mid-line.
+_CAPTURE_COUNTS = ("selects_inserted", "clients", "truncated_lines")
 
 
 @dataclass(slots=True)
@@ -125,9 +129,24 @@ def merge_profiles(parts: list[dict[str, Any]]) -> dict[str, Any]:
 def merge_counts(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Several processes' feed counts as one (skipped reasons added up by reason)."""
     skipped: Counter[str] = Counter()
+    by_script: Counter[str] = Counter()  # a capture's commands run by scripts, by name
     totals = dict.fromkeys(("lines_read", "rows", "requests", "keys_clamped", "ttls_clamped"), 0)
+    # A MONITOR capture's (workload/monitor_feed.py): kept where any part has them.
+    extra = dict.fromkeys(_CAPTURE_COUNTS, 0)
     for part in parts:
         for name in totals:
             totals[name] += int(part.get(name, 0))  # ttls_clamped: not in older runs
+        for name in _CAPTURE_COUNTS:
+            if name in part:
+                extra[name] += int(part[name])
         skipped.update({str(k): int(v) for k, v in part["skipped"].items()})
-    return {**totals, "skipped": dict(skipped)}
+        by_script.update({str(k): int(v) for k, v in part.get("by_script", {}).items()})
+    present = {name for part in parts for name in _CAPTURE_COUNTS if name in part}
+    merged = {
+        **totals,
+        "skipped": dict(skipped),
+        **{k: v for k, v in extra.items() if k in present},
+    }
+    if any("by_script" in part for part in parts):
+        merged["by_script"] = dict(by_script)
+    return merged

@@ -84,3 +84,19 @@ def test_counter_deltas_are_none_for_a_counter_or_a_sample_the_server_did_not_gi
     assert counter_deltas({"before": None, "after": sample(cmd_set=1)}, names) == dict.fromkeys(
         names
     )
+
+
+def test_a_replayed_captures_script_commands_count_beside_the_sent_ones() -> None:
+    # The capture's EVAL ran one SET of its own: replayed, the server counts it again.
+    snap = total({"set": {"ok": 3}, "eval": {"ok": 1}})
+    server = {
+        "before": sample(cmdstat_set="calls=0", cmdstat_eval="calls=0"),
+        "after": sample(cmdstat_set="calls=4", cmdstat_eval="calls=1"),
+    }
+    rows = {r.name: r for r in reconcile("redis", snap, server, by_script={"set": 1})}
+    assert (rows["set (+1 run by scripts)"].client, rows["set (+1 run by scripts)"].server) == (
+        4,
+        4,
+    )
+    assert rows["set (+1 run by scripts)"].matches and rows["eval"].matches
+    assert not {r.name: r for r in reconcile("redis", snap, server)}["set"].matches
