@@ -42,6 +42,14 @@ def test_a_fractional_trace_spans_its_first_to_its_last_time(tmp_path: Path) -> 
     assert merged["span_s"] == rate["span_s"] and merged["mean_per_s"] == rate["mean_per_s"]
 
 
+def test_a_trace_shorter_than_a_second_peaks_no_lower_than_its_mean(tmp_path: Path) -> None:
+    """12 rows in 0.03 s: 400/s over the span; the one whole-second bucket said 12/s."""
+    rows = [(1000.5 + i * 0.03 / 11, f"k{i}", 4, 100, 1, "get", 0) for i in range(12)]
+    rate = profile_summary(profile_of(write_trace(tmp_path / "t.csv", rows, header=True)))["rate"]
+    assert rate["mean_per_s"] == pytest.approx(400, rel=0.01)
+    assert rate["peak_per_s"] == rate["mean_per_s"]
+
+
 def test_a_whole_second_trace_and_a_stored_run_keep_whole_seconds(tmp_path: Path) -> None:
     rows = [(100 + i // 2000, f"k{i}", 4, 0, 1, "get", 0) for i in range(ROWS)]
     data = profile_of(write_trace(tmp_path / "t.csv", rows))
