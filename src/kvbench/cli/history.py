@@ -4,13 +4,6 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli.console import make_console
-from kvbench.config.load import default_db_path
-from kvbench.report import dumps, summarize
-from kvbench.report.tables import history_table
-from kvbench.report.terminal import print_summary
-from kvbench.results.store import Store
-
 
 @click.command()
 @click.option("--target", help="Only runs whose target URL contains this text.")
@@ -24,6 +17,11 @@ def history(target: str | None, last: int, db: str | None) -> None:
         kvbench history --last 5
         kvbench history --target redis://
     """
+    from kvbench.cli.console import make_console
+    from kvbench.config.load import default_db_path
+    from kvbench.report.tables import history_table
+    from kvbench.results.store import Store
+
     console = make_console()
     with Store(db or default_db_path()) as store:
         rows = store.list_runs(target, last)
@@ -48,6 +46,12 @@ def show(run_ref: str, as_json: bool, db: str | None, wide: bool) -> None:
         kvbench show 20261129-2030 --json
         kvbench show last --wide
     """
+    from kvbench.cli.console import make_console
+    from kvbench.config.load import default_db_path
+    from kvbench.report import dumps, summarize
+    from kvbench.report.terminal import print_summary
+    from kvbench.results.store import Store
+
     with Store(db or default_db_path()) as store:
         run = store.load_run(run_ref)
     model = summarize(run)
