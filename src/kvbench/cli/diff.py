@@ -6,11 +6,6 @@ import json
 
 import click
 
-from kvbench.cli.console import make_console
-from kvbench.config.load import default_db_path
-from kvbench.report.diff import diff_runs, render, to_dict
-from kvbench.results.store import Store
-
 
 @click.command()
 @click.argument("run_a", metavar="RUN_A")
@@ -36,6 +31,11 @@ def diff(run_a: str, run_b: str, as_json: bool, fail_on_regression: bool, db: st
         kvbench diff 20261129-2030 20261130-0915 --json
         kvbench diff BASELINE last --fail-on-regression     # exit 1 on a regression
     """
+    from kvbench.cli.console import make_console
+    from kvbench.config.load import default_db_path
+    from kvbench.report.diff import diff_runs, render, to_dict
+    from kvbench.results.store import Store
+
     with Store(db or default_db_path()) as store:
         a, b = store.load_run(run_a), store.load_run(run_b)
     result = diff_runs(a, b)

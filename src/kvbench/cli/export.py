@@ -7,12 +7,6 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli.console import make_console
-from kvbench.cli.outputs import write_exports
-from kvbench.config.load import default_db_path
-from kvbench.report import summarize
-from kvbench.results.store import Store
-
 
 @click.command()
 @click.argument("run_ref", metavar="RUN")
@@ -41,6 +35,12 @@ def export(
     """
     if not (json_path or csv_path or hdr_log_path):
         raise click.UsageError("give at least one of --json FILE, --csv FILE, --hdr-log FILE")
+    from kvbench.cli.console import make_console
+    from kvbench.cli.outputs import write_exports
+    from kvbench.config.load import default_db_path
+    from kvbench.report import summarize
+    from kvbench.results.store import Store
+
     with Store(db or default_db_path()) as store:
         run = store.load_run(run_ref)
     write_exports(

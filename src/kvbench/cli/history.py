@@ -6,14 +6,6 @@ import json
 
 import click
 
-from kvbench.cli.console import make_console
-from kvbench.config.load import default_db_path
-from kvbench.report import dumps, summarize
-from kvbench.report.over_time import over_time_table, rows, to_json
-from kvbench.report.tables import history_table
-from kvbench.report.terminal import print_summary
-from kvbench.results.store import Store
-
 
 @click.command()
 @click.option("--target", help="Only runs whose target URL contains this text.")
@@ -27,6 +19,11 @@ def history(target: str | None, last: int, db: str | None) -> None:
         kvbench history --last 5
         kvbench history --target redis://
     """
+    from kvbench.cli.console import make_console
+    from kvbench.config.load import default_db_path
+    from kvbench.report.tables import history_table
+    from kvbench.results.store import Store
+
     console = make_console()
     with Store(db or default_db_path()) as store:
         rows = store.list_runs(target, last)
@@ -58,6 +55,13 @@ def show(run_ref: str, as_json: bool, db: str | None, wide: bool, over_time: boo
         kvbench show last --wide
         kvbench show last --over-time
     """
+    from kvbench.cli.console import make_console
+    from kvbench.config.load import default_db_path
+    from kvbench.report import dumps, summarize
+    from kvbench.report.over_time import over_time_table, rows, to_json
+    from kvbench.report.terminal import print_summary
+    from kvbench.results.store import Store
+
     with Store(db or default_db_path()) as store:
         run = store.load_run(run_ref)
     model = summarize(run)

@@ -11,22 +11,13 @@ from typing import Any
 
 import click
 
-from kvbench.cli.console import make_console
 from kvbench.cli.options import run_options
-from kvbench.cli.outputs import Outputs, check_history
-from kvbench.cli.session import (
-    compare_and_report,
-    default_processes,
-    settings_from_options,
-    sweep_and_report,
-)
-from kvbench.config import load_config
 from kvbench.errors import ConfigError
-from kvbench.runner.levels import AXES, at_level, parse_levels
-from kvbench.runner.limits import check_limits
 
 
 def _split_axis(options: dict[str, Any]) -> tuple[str, list[float]]:
+    from kvbench.runner.levels import AXES, parse_levels
+
     ranged = [
         a
         for a in AXES
@@ -64,15 +55,23 @@ def sweep(
         kvbench sweep memcached://127.0.0.1:11211 --connections 64:2048:64 --rounds 5
         kvbench sweep redis://127.0.0.1:6379 --pipeline 1,2,4,8,16,32 --slo 'p99<1ms'
     """
+    from kvbench.cli import session
+    from kvbench.cli.console import make_console
+    from kvbench.cli.outputs import Outputs, check_history
+    from kvbench.config import load_config
+    from kvbench.runner.levels import at_level
+    from kvbench.runner.limits import check_limits
+
     outputs = Outputs.pop_from(options)
     axis, levels = _split_axis(options)
-    settings = settings_from_options((target,), options)
-    config = load_config(config_path, settings, default_processes())
+    settings = session.settings_from_options((target,), options)
+    config = load_config(config_path, settings, session.default_processes())
     outputs.check()
     check_history(config.report)
     for number, level in enumerate(levels):  # the server's limits do not change by level
         check_limits(at_level(config, axis, level), server=number == 0)
-    return sweep_and_report(make_console(outputs.to_stdout()), config, axis, levels, slo, outputs)
+    console = make_console(outputs.to_stdout())
+    return session.sweep_and_report(console, config, axis, levels, slo, outputs)
 
 
 @click.command()
@@ -89,11 +88,17 @@ def compare(targets: tuple[str, ...], config_path: str | None = None, **options:
     Example:
         kvbench compare memcached://127.0.0.1:11211 memcached+binary://127.0.0.1:11211 --rounds 5
     """
+    from kvbench.cli import session
+    from kvbench.cli.console import make_console
+    from kvbench.cli.outputs import Outputs, check_history
+    from kvbench.config import load_config
+    from kvbench.runner.limits import check_limits
+
     if len(targets) < 2:
         raise ConfigError("compare", "give at least two targets")
     outputs = Outputs.pop_from(options)
-    base_settings = settings_from_options((targets[0],), options)
-    seed_config = load_config(config_path, base_settings, default_processes())
+    base_settings = session.settings_from_options((targets[0],), options)
+    seed_config = load_config(config_path, base_settings, session.default_processes())
     configs = []
     for url in targets:  # one seed for all: the same requests against each target
         settings = {
@@ -101,9 +106,9 @@ def compare(targets: tuple[str, ...], config_path: str | None = None, **options:
             "target.urls": ([url], "TARGET"),
             "workload.seed": (seed_config.workload.seed, "--seed"),
         }
-        configs.append(load_config(config_path, settings, default_processes()))
+        configs.append(load_config(config_path, settings, session.default_processes()))
     outputs.check()
     check_history(seed_config.report)
     for config in configs:
         check_limits(config)
-    return compare_and_report(make_console(outputs.to_stdout()), configs, outputs)
+    return session.compare_and_report(make_console(outputs.to_stdout()), configs, outputs)

@@ -12,8 +12,6 @@ from typing import Any, TypeVar
 
 import click
 
-from kvbench.config.commands import pair_weights
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Where ``--command`` and ``--command-weight`` note each of their values, in command-line
@@ -40,6 +38,8 @@ class _InOrder(click.Option):
 
 def _commands(ctx: click.Context, param: click.Parameter, value: Any) -> list[tuple[str, str]]:
     """The (command, weight) pairs of ``--command``/``--command-weight`` (none: [])."""
+    from kvbench.config.commands import pair_weights  # on use: --help needs no config code
+
     return pair_weights(ctx.meta.get(_COMMAND_ITEMS, []), "--command-weight")
 
 

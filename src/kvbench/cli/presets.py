@@ -7,10 +7,6 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli.console import make_console
-from kvbench.config.presets import PRESETS, get_preset
-from kvbench.report.tables import presets_table
-
 
 @click.command()
 @click.argument("name", required=False)
@@ -23,6 +19,10 @@ def presets(name: str | None) -> None:
         kvbench presets gateway-vs-native
         kvbench run --preset memcached-storm memcached://127.0.0.1:11211
     """
+    from kvbench.cli.console import make_console
+    from kvbench.config.presets import PRESETS, get_preset
+    from kvbench.report.tables import presets_table
+
     console = make_console()
     if name is None:
         rows = [

@@ -6,13 +6,7 @@ from typing import Any
 
 import click
 
-from kvbench.cli.console import make_console
 from kvbench.cli.options import output_options
-from kvbench.cli.outputs import Outputs
-from kvbench.cli.session import queue_once
-from kvbench.config.load import default_db_path
-from kvbench.config.model import ReportConfig
-from kvbench.config.queue import build_queue_config
 
 # Flags passed to build_queue_config as they were typed (None: not given).
 QUEUE_OPTIONS = (
@@ -79,6 +73,13 @@ def queue(target: str, db: str | None, no_save: bool, quiet: bool, **options: An
         kvbench queue memcacheq://127.0.0.1:22201/q --producers 0 --consumers 2 \\
             --data-dir /var/lib/memcacheq
     """
+    from kvbench.cli import session
+    from kvbench.cli.console import make_console
+    from kvbench.cli.outputs import Outputs
+    from kvbench.config.load import default_db_path
+    from kvbench.config.model import ReportConfig
+    from kvbench.config.queue import build_queue_config
+
     outputs = Outputs.pop_from(options)
     report = ReportConfig(
         json_path=outputs.json_path,
@@ -89,4 +90,4 @@ def queue(target: str, db: str | None, no_save: bool, quiet: bool, **options: An
         quiet=quiet,
     )
     config = build_queue_config(target, {k: options.get(k) for k in QUEUE_OPTIONS}, report)
-    return queue_once(make_console(outputs.to_stdout()), config, outputs)
+    return session.queue_once(make_console(outputs.to_stdout()), config, outputs)

@@ -6,11 +6,7 @@ from typing import Any
 
 import click
 
-from kvbench.cli.console import make_console
 from kvbench.cli.options import replay_options
-from kvbench.cli.outputs import Outputs
-from kvbench.cli.session import replay_once, settings_from_options
-from kvbench.config.replay import replay_config
 
 
 @click.command()
@@ -53,8 +49,13 @@ def replay(
         kvbench replay trace.csv redis://127.0.0.1:6379 --limit 1000000 --json out.json
         kvbench replay monitor.log redis://127.0.0.1:6379 --speed max
     """
+    from kvbench.cli import session
+    from kvbench.cli.console import make_console
+    from kvbench.cli.outputs import Outputs
+    from kvbench.config.replay import replay_config
+
     outputs = Outputs.pop_from(options)
     options["json_path"] = outputs.json_path
     section = replay_config(trace, speed, from_, to, limit, format_, replay_value_size)
-    settings = settings_from_options(targets, options)
-    return replay_once(make_console(outputs.to_stdout()), settings, section, outputs)
+    settings = session.settings_from_options(targets, options)
+    return session.replay_once(make_console(outputs.to_stdout()), settings, section, outputs)

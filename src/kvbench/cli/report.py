@@ -4,12 +4,6 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli.console import make_console
-from kvbench.cli.outputs import save_report
-from kvbench.config.load import default_db_path
-from kvbench.report.html import render
-from kvbench.results.store import Store
-
 
 @click.command()
 @click.argument("run_refs", nargs=-1, required=True, metavar="RUN...")
@@ -33,6 +27,12 @@ def report(run_refs: tuple[str, ...], output: str, db: str | None) -> None:
         kvbench report last -o report.html
         kvbench report 20261129-2030 20261129-2045 -o compare.html
     """
+    from kvbench.cli.console import make_console
+    from kvbench.cli.outputs import save_report
+    from kvbench.config.load import default_db_path
+    from kvbench.report.html import render
+    from kvbench.results.store import Store
+
     with Store(db or default_db_path()) as store:
         runs = [store.load_run(ref) for ref in run_refs]
     save_report(make_console(output == "-"), output, render(runs), "--output")

@@ -6,11 +6,7 @@ from typing import Any
 
 import click
 
-from kvbench.cli.console import make_console
 from kvbench.cli.options import run_options
-from kvbench.cli.outputs import Outputs
-from kvbench.cli.preset_runs import DATA_DIR, run_preset
-from kvbench.cli.session import default_processes, run_once, settings_from_options
 from kvbench.errors import ConfigError
 
 
@@ -47,19 +43,25 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
         kvbench run memcached+unix:///run/memcached.sock --prometheus 127.0.0.1:9464
         kvbench run --preset memcached-storm memcached://127.0.0.1:11211
     """
+    from kvbench.cli import preset_runs, session
+    from kvbench.cli.console import make_console
+    from kvbench.cli.outputs import Outputs
+
     preset = options.pop("preset", None)
     data_dir = options.pop("data_dir", None)
     # --json arrives as the report.json setting; the other files are written after the run
     outputs = Outputs.pop_from(options)
     options["json_path"] = outputs.json_path  # a setting (report.json): the file may set it
     if preset:
-        flags = settings_from_options((), options)
+        flags = session.settings_from_options((), options)
         if data_dir is not None:
-            flags[DATA_DIR] = (data_dir, "--data-dir")
-        return run_preset(preset, targets, flags, config_path, default_processes(), outputs)
+            flags[preset_runs.DATA_DIR] = (data_dir, "--data-dir")
+        return preset_runs.run_preset(
+            preset, targets, flags, config_path, session.default_processes(), outputs
+        )
     if data_dir is not None:
         raise ConfigError(
             "--data-dir", "only for queue runs (kvbench queue, or --preset queue-producer-consumer)"
         )
-    settings = settings_from_options(targets, options)
-    return run_once(make_console(outputs.to_stdout()), settings, config_path, outputs)
+    settings = session.settings_from_options(targets, options)
+    return session.run_once(make_console(outputs.to_stdout()), settings, config_path, outputs)

@@ -197,6 +197,129 @@ put_ll(Out *o, long long v)
     put(o, start, digits + sizeof digits - start);
 }
 
+/* A literal, then a number: a field of a command line (" <flags>", " T<ttl>"). */
+#define PUT_FIELD(o, s, v) (PUT_LITERAL(o, s), put_ll((o), (v)))
+
+/* -- one request ------------------------------------------------------------------------- */
+
+/* Literal bytes, for the encoders' per-op tables. */
+typedef struct {
+    const char *p;
+    Py_ssize_t n;
+} Words;
+
+#define WORDS(s) {(s), (Py_ssize_t)sizeof(s) - 1}
+
+static inline void
+put_words(Out *o, Words w)
+{
+    put(o, w.p, w.n);
+}
+
+/* A RESP bulk string: "$<n>\r\n" p "\r\n". */
+static inline void
+put_bulk(Out *o, const char *p, Py_ssize_t n)
+{
+    PUT_LITERAL(o, "$");
+    put_ll(o, n);
+    PUT_LITERAL(o, "\r\n");
+    put(o, p, n);
+    PUT_LITERAL(o, "\r\n");
+}
+
+/* A multi-get's keys, resolved and with room reserved (multi_get_of), read in order:
+ * the current one in ``key``, ``key_len``. */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t count, next;
+    const char *key;
+    Py_ssize_t key_len;
+} MultiGet;
+
+/* Resolve ``r``'s keys into ``m``, ``per_key`` bytes reserved around each; -1 with an
+ * exception. */
+static inline int
+mget_start(const Request *r, Py_ssize_t per_key, Out *o, MultiGet *m)
+{
+    m->next = 0;
+    return multi_get_of(r->keys, per_key, o, &m->items, &m->count);
+}
+
+/* Move ``m`` to its next key; 0 after the last. */
+static inline int
+mget_next(MultiGet *m)
+{
+    if (m->next == m->count)
+        return 0;
+    view_of(m->items[m->next++], &m->key, &m->key_len);
+    return 1;
+}
+
+/* How a text protocol (text, meta, RESP) writes one request, for encode_one. */
+typedef struct {
+    /* Per op: the words before the key and after it; a store's first word is its verb
+     * (text) or mode flag (meta), which ``store`` places. */
+    Words words[OP_GETS + 1][2];
+    int bulk_key; /* the key as a RESP bulk string */
+    /* A multi-get of the keys in ``m`` (read with mget_next); -1 with an exception. */
+    int (*mget)(MultiGet *m, Tags *t, Out *o);
+    Py_ssize_t mget_per_key; /* the bytes it writes around each key, at most */
+    /* A storage command, data block (and meta's token) included. */
+    void (*store)(const Encoding *e, int op, const Request *r, Tags *t, Out *o);
+    /* After the key and its words (meta: the token); NULL: nothing. */
+    void (*close)(int op, Tags *t, Out *o);
+} Encoder;
+
+/* Append request ``r`` of ``op`` as ``x`` writes it; -1 with an exception.
+ *
+ * Each encoder calls it with its own constant table: inlined there, the table's functions
+ * are known and called directly, so a request costs no indirect call more than the
+ * wire's ``encode``. */
+static inline int
+encode_one(const Encoder *x, const Encoding *e, int op, const Request *r, Tags *t, Out *o)
+{
+    if (op == OP_MGET) {
+        MultiGet m;
+        if (mget_start(r, x->mget_per_key, o, &m) < 0)
+            return -1;
+        return x->mget(&m, t, o);
+    }
+    if (op_stores(op)) {
+        x->store(e, op, r, t, o);
+        return 0;
+    }
+    put_words(o, x->words[op][0]);
+    if (x->bulk_key)
+        put_bulk(o, r->key, r->key_len);
+    else
+        put(o, r->key, r->key_len);
+    put_words(o, x->words[op][1]);
+    if (x->close != NULL)
+        x->close(op, t, o);
+    return 0;
+}
+
+/* Defines ``name``, a Wire's encode: encode_one over the constant table ``x``. */
+#define DEFINE_ENCODE(name, x)                                                                \
+    static int name(const Encoding *e, int op, const Request *r, Tags *t, Out *o)             \
+    {                                                                                         \
+        return encode_one(&(x), e, op, r, t, o);                                              \
+    }
+
+/* A memcached store's data block, after its command line: the value and CRLF. */
+static inline void
+put_data_block(Out *o, const Request *r)
+{
+    put(o, r->value, r->value_len);
+    PUT_LITERAL(o, "\r\n");
+}
+
+/* The ops the memcached text and meta wires encode: a workload mix's and a replay's. */
+#define MEMCACHED_OPS                                                                         \
+    (OP_BIT(OP_GET) | OP_BIT(OP_SET) | OP_BIT(OP_DELETE) | OP_BIT(OP_INCR) | OP_BIT(OP_DECR) | \
+     OP_BIT(OP_MGET) | OP_BIT(OP_ADD) | OP_BIT(OP_REPLACE) | OP_BIT(OP_APPEND) |             \
+     OP_BIT(OP_PREPEND) | OP_BIT(OP_CAS) | OP_BIT(OP_GETS))
+
 /* -- bytes ------------------------------------------------------------------------------- */
 
 /* Index of the first CRLF in p[0:n], or -1. */

@@ -258,97 +258,72 @@ put_token(Out *o, uint32_t value)
     PUT_LITERAL(o, "\r\n");
 }
 
-/* A store's mode flag (protocol.txt "Meta Set": E add, R replace, A append, P prepend),
- * or a replay's tokenless cas: "C0" (workload/trace_ops.py); none for a set. */
-static void
-put_store_mode(Out *o, int op)
-{
-    switch (op) {
-    case OP_ADD: PUT_LITERAL(o, " ME"); break;
-    case OP_REPLACE: PUT_LITERAL(o, " MR"); break;
-    case OP_APPEND: PUT_LITERAL(o, " MA"); break;
-    case OP_PREPEND: PUT_LITERAL(o, " MP"); break;
-    case OP_CAS: PUT_LITERAL(o, " C0"); break;
-    default: break;
-    }
-}
-
+/* A multi-get: "mg k v q O<t>\r\n" per key (a token each), then "mn\r\n". */
 static int
-encode_meta(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
+put_meta_mget(MultiGet *m, Tags *t, Out *o)
 {
     uint32_t token = t->next;
-    if (op == OP_MGET) {
-        PyObject **items;
-        Py_ssize_t count;
-        if (multi_get_of(r->keys, 32, o, &items, &count) < 0)
-            return -1;
-        if (count == 0) {
-            PyErr_SetString(PyExc_ValueError, "MGET needs at least one key");
-            return -1;
-        }
-        for (Py_ssize_t i = 0; i < count; i++) {
-            const char *k;
-            Py_ssize_t kn;
-            view_of(items[i], &k, &kn);
-            PUT_LITERAL(o, "mg ");
-            put(o, k, kn);
-            PUT_LITERAL(o, " v q");
-            put_token(o, token++);
-        }
-        PUT_LITERAL(o, "mn\r\n");
-        tag_meta(op, (uint32_t)count, t);
-        return 0;
+    if (m->count == 0) {
+        PyErr_SetString(PyExc_ValueError, "MGET needs at least one key");
+        return -1;
     }
-    switch (op) {
-    case OP_GET:
-    case OP_GETS: /* with its cas value: "c" */
+    while (mget_next(m)) {
         PUT_LITERAL(o, "mg ");
-        put(o, r->key, r->key_len);
-        if (op == OP_GETS)
-            PUT_LITERAL(o, " v c");
-        else
-            PUT_LITERAL(o, " v");
-        break;
-    case OP_SET:
-    case OP_ADD:
-    case OP_REPLACE:
-    case OP_APPEND:
-    case OP_PREPEND:
-    case OP_CAS:
-        PUT_LITERAL(o, "ms ");
-        put(o, r->key, r->key_len);
-        PUT_LITERAL(o, " ");
-        put_ll(o, r->value_len);
-        PUT_LITERAL(o, " T");
-        put_ll(o, e->ttl);
-        PUT_LITERAL(o, " F");
-        put_ll(o, e->flags);
-        put_store_mode(o, op);
-        put_token(o, token);
-        put(o, r->value, r->value_len);
-        PUT_LITERAL(o, "\r\n");
-        tag_meta(op, 0, t);
-        return 0;
-    case OP_DELETE:
-        PUT_LITERAL(o, "md ");
-        put(o, r->key, r->key_len);
-        break;
-    default: /* incr, decr: one step, the new value returned */
-        PUT_LITERAL(o, "ma ");
-        put(o, r->key, r->key_len);
-        if (op == OP_DECR)
-            PUT_LITERAL(o, " MD");
-        PUT_LITERAL(o, " D1 v");
-        break;
+        put(o, m->key, m->key_len);
+        PUT_LITERAL(o, " v q");
+        put_token(o, token++);
     }
-    put_token(o, token);
-    tag_meta(op, 0, t);
+    PUT_LITERAL(o, "mn\r\n");
+    tag_meta(OP_MGET, (uint32_t)m->count, t);
     return 0;
 }
+
+/* "ms k <bytes> T<ttl> F<flags>[ <mode>] O<t>\r\n" + data block. */
+static void
+put_meta_store(const Encoding *e, int op, const Request *r, Tags *t, Out *o);
+
+/* A single-key request's token, then its tags. */
+static void
+close_meta(int op, Tags *t, Out *o)
+{
+    put_token(o, t->next);
+    tag_meta(op, 0, t);
+}
+
+/* A store's first word is its mode flag (protocol.txt "Meta Set": E add, R replace, A
+ * append, P prepend), or a replay's tokenless cas: "C0" (workload/trace_ops.py). */
+static const Encoder meta_encoder = {
+    .words = {
+        [OP_GET] = {WORDS("mg "), WORDS(" v")},
+        [OP_GETS] = {WORDS("mg "), WORDS(" v c")}, /* with its cas value */
+        [OP_DELETE] = {WORDS("md "), WORDS("")},
+        [OP_INCR] = {WORDS("ma "), WORDS(" D1 v")}, /* one step, the new value returned */
+        [OP_DECR] = {WORDS("ma "), WORDS(" MD D1 v")},
+        [OP_SET] = {WORDS("")}, [OP_ADD] = {WORDS(" ME")}, [OP_REPLACE] = {WORDS(" MR")},
+        [OP_APPEND] = {WORDS(" MA")}, [OP_PREPEND] = {WORDS(" MP")}, [OP_CAS] = {WORDS(" C0")},
+    },
+    .mget = put_meta_mget,
+    .mget_per_key = 32,
+    .store = put_meta_store,
+    .close = close_meta,
+};
+
+static void
+put_meta_store(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
+{
+    PUT_LITERAL(o, "ms ");
+    put(o, r->key, r->key_len);
+    PUT_FIELD(o, " ", r->value_len);
+    PUT_FIELD(o, " T", e->ttl);
+    PUT_FIELD(o, " F", e->flags);
+    put_words(o, meta_encoder.words[op][0]);
+    close_meta(op, t, o);
+    put_data_block(o, r);
+}
+
+DEFINE_ENCODE(encode_meta, meta_encoder)
 
 /* Any ttl and flags are written as the codec writes them ("%d"). */
 const Wire meta_wire = {
     scan_meta, encode_meta, tag_meta, NULL,
-    OP_BIT(OP_GET) | OP_BIT(OP_SET) | OP_BIT(OP_DELETE) | OP_BIT(OP_INCR) | OP_BIT(OP_DECR) |
-        OP_BIT(OP_MGET) | OP_BIT(OP_ADD) | OP_BIT(OP_REPLACE) | OP_BIT(OP_APPEND) |
-        OP_BIT(OP_PREPEND) | OP_BIT(OP_CAS) | OP_BIT(OP_GETS)};
+    MEMCACHED_OPS};

@@ -180,92 +180,62 @@ scan_resp2(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s
 
 /* -- requests ------------------------------------------------------------------------ */
 
-static void
-put_bulk(Out *o, const char *p, Py_ssize_t n)
-{
-    PUT_LITERAL(o, "$");
-    put_ll(o, n);
-    PUT_LITERAL(o, "\r\n");
-    put(o, p, n);
-    PUT_LITERAL(o, "\r\n");
-}
-
+/* A multi-get: "*<n+1>" "MGET" then each key as a bulk string. */
 static int
-encode_resp2(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
+put_resp_mget(MultiGet *m, Tags *t, Out *o)
 {
-    if (op == OP_MGET) {
-        PyObject **items;
-        Py_ssize_t count;
-        if (multi_get_of(r->keys, 32, o, &items, &count) < 0)
-            return -1;
-        PUT_LITERAL(o, "*");
-        put_ll(o, count + 1);
-        PUT_LITERAL(o, "\r\n$4\r\nMGET\r\n");
-        for (Py_ssize_t i = 0; i < count; i++) {
-            const char *k;
-            Py_ssize_t kn;
-            view_of(items[i], &k, &kn);
-            put_bulk(o, k, kn);
-        }
-        return 0;
-    }
-    switch (op) {
-    case OP_GET:
-        PUT_LITERAL(o, "*2\r\n$3\r\nGET\r\n");
-        break;
-    case OP_ADD: /* SET k v NX|XX [EX ttl] */
-    case OP_REPLACE: {
-        if (e->ttl)
-            PUT_LITERAL(o, "*6\r\n$3\r\nSET\r\n");
-        else
-            PUT_LITERAL(o, "*4\r\n$3\r\nSET\r\n");
-        put_bulk(o, r->key, r->key_len);
-        put_bulk(o, r->value, r->value_len);
-        if (op == OP_ADD)
-            PUT_LITERAL(o, "$2\r\nNX\r\n");
-        else
-            PUT_LITERAL(o, "$2\r\nXX\r\n");
-        if (e->ttl) {
-            char digits[24];
-            char *ttl = format_ll(e->ttl, digits + sizeof digits);
-            PUT_LITERAL(o, "$2\r\nEX\r\n");
-            put_bulk(o, ttl, digits + sizeof digits - ttl);
-        }
-        return 0;
-    }
-    case OP_APPEND:
-        PUT_LITERAL(o, "*3\r\n$6\r\nAPPEND\r\n");
-        put_bulk(o, r->key, r->key_len);
-        put_bulk(o, r->value, r->value_len);
-        return 0;
-    case OP_SET:
-        if (e->ttl) {
-            char digits[24];
-            char *ttl = format_ll(e->ttl, digits + sizeof digits);
-            PUT_LITERAL(o, "*5\r\n$3\r\nSET\r\n");
-            put_bulk(o, r->key, r->key_len);
-            put_bulk(o, r->value, r->value_len);
-            PUT_LITERAL(o, "$2\r\nEX\r\n");
-            put_bulk(o, ttl, digits + sizeof digits - ttl);
-            return 0;
-        }
-        PUT_LITERAL(o, "*3\r\n$3\r\nSET\r\n");
-        put_bulk(o, r->key, r->key_len);
-        put_bulk(o, r->value, r->value_len);
-        return 0;
-    case OP_DELETE:
-        PUT_LITERAL(o, "*2\r\n$3\r\nDEL\r\n");
-        break;
-    case OP_INCR:
-        PUT_LITERAL(o, "*2\r\n$4\r\nINCR\r\n");
-        break;
-    default:
-        PUT_LITERAL(o, "*2\r\n$4\r\nDECR\r\n");
-        break;
-    }
-    put_bulk(o, r->key, r->key_len);
+    PUT_LITERAL(o, "*");
+    put_ll(o, m->count + 1);
+    PUT_LITERAL(o, "\r\n$4\r\nMGET\r\n");
+    while (mget_next(m))
+        put_bulk(o, m->key, m->key_len);
     return 0;
 }
+
+/* A SET's array header and name, by its count of bulk strings less 3. */
+static const Words set_heads[] = {
+    WORDS("*3\r\n$3\r\nSET\r\n"), WORDS("*4\r\n$3\r\nSET\r\n"),
+    WORDS("*5\r\n$3\r\nSET\r\n"), WORDS("*6\r\n$3\r\nSET\r\n")};
+
+/* SET k v [NX|XX] [EX ttl] (add: NX, replace: XX), or APPEND k v. */
+static void
+put_resp_store(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
+{
+    if (op == OP_APPEND) {
+        PUT_LITERAL(o, "*3\r\n$6\r\nAPPEND\r\n");
+    }
+    else {
+        put_words(o, set_heads[(op != OP_SET) + 2 * (e->ttl != 0)]);
+    }
+    put_bulk(o, r->key, r->key_len);
+    put_bulk(o, r->value, r->value_len);
+    if (op == OP_ADD)
+        PUT_LITERAL(o, "$2\r\nNX\r\n");
+    else if (op == OP_REPLACE)
+        PUT_LITERAL(o, "$2\r\nXX\r\n");
+    if (e->ttl && op != OP_APPEND) {
+        char digits[24];
+        char *ttl = format_ll(e->ttl, digits + sizeof digits);
+        PUT_LITERAL(o, "$2\r\nEX\r\n");
+        put_bulk(o, ttl, digits + sizeof digits - ttl);
+    }
+}
+
+/* The single-key commands: the array's header and command name, then the key. */
+static const Encoder resp2_encoder = {
+    .words = {
+        [OP_GET] = {WORDS("*2\r\n$3\r\nGET\r\n"), WORDS("")},
+        [OP_DELETE] = {WORDS("*2\r\n$3\r\nDEL\r\n"), WORDS("")},
+        [OP_INCR] = {WORDS("*2\r\n$4\r\nINCR\r\n"), WORDS("")},
+        [OP_DECR] = {WORDS("*2\r\n$4\r\nDECR\r\n"), WORDS("")},
+    },
+    .bulk_key = 1,
+    .mget = put_resp_mget,
+    .mget_per_key = 32,
+    .store = put_resp_store,
+};
+
+DEFINE_ENCODE(encode_resp2, resp2_encoder)
 
 /* No opaques, no settings to check; no Redis form for gets, prepend and cas. */
 const Wire resp2_wire = {

@@ -201,86 +201,56 @@ scan_text(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
 
 /* -- requests ------------------------------------------------------------------------ */
 
-/* The storage command's word and a space. */
+/* "<verb> k <flags> <ttl> <bytes>[ <cas unique>]\r\n" + data block. */
 static void
-put_store_verb(Out *o, int op)
-{
-    switch (op) {
-    case OP_SET: PUT_LITERAL(o, "set "); break;
-    case OP_ADD: PUT_LITERAL(o, "add "); break;
-    case OP_REPLACE: PUT_LITERAL(o, "replace "); break;
-    case OP_APPEND: PUT_LITERAL(o, "append "); break;
-    case OP_PREPEND: PUT_LITERAL(o, "prepend "); break;
-    default: PUT_LITERAL(o, "cas "); break;
-    }
-}
+put_text_store(const Encoding *e, int op, const Request *r, Tags *t, Out *o);
 
+/* A multi-get: "get k1 k2 ...\r\n". */
 static int
-encode_text(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
+put_text_mget(MultiGet *m, Tags *t, Out *o)
 {
-    if (op == OP_MGET) {
-        PyObject **items;
-        Py_ssize_t count;
-        if (multi_get_of(r->keys, 1, o, &items, &count) < 0)
-            return -1;
-        PUT_LITERAL(o, "get");
-        for (Py_ssize_t i = 0; i < count; i++) {
-            const char *k;
-            Py_ssize_t kn;
-            view_of(items[i], &k, &kn);
-            PUT_LITERAL(o, " ");
-            put(o, k, kn);
-        }
-        PUT_LITERAL(o, "\r\n");
-        return 0;
+    PUT_LITERAL(o, "get");
+    while (mget_next(m)) {
+        PUT_LITERAL(o, " ");
+        put(o, m->key, m->key_len);
     }
-    switch (op) {
-    case OP_GET:
-        PUT_LITERAL(o, "get ");
-        break;
-    case OP_GETS:
-        PUT_LITERAL(o, "gets ");
-        break;
-    case OP_SET:
-    case OP_ADD:
-    case OP_REPLACE:
-    case OP_APPEND:
-    case OP_PREPEND:
-    case OP_CAS: /* "<verb> k <flags> <ttl> <bytes>[ <cas unique>]" + data block */
-        put_store_verb(o, op);
-        put(o, r->key, r->key_len);
-        PUT_LITERAL(o, " ");
-        put_ll(o, e->flags);
-        PUT_LITERAL(o, " ");
-        put_ll(o, e->ttl);
-        PUT_LITERAL(o, " ");
-        put_ll(o, r->value_len);
-        if (op == OP_CAS) /* a replay's cas carries no token: unique 0 (workload/trace_ops.py) */
-            PUT_LITERAL(o, " 0");
-        PUT_LITERAL(o, "\r\n");
-        put(o, r->value, r->value_len);
-        PUT_LITERAL(o, "\r\n");
-        return 0;
-    case OP_DELETE:
-        PUT_LITERAL(o, "delete ");
-        break;
-    default: /* incr, decr: one step */
-        if (op == OP_INCR)
-            PUT_LITERAL(o, "incr ");
-        else
-            PUT_LITERAL(o, "decr ");
-        put(o, r->key, r->key_len);
-        PUT_LITERAL(o, " 1\r\n");
-        return 0;
-    }
-    put(o, r->key, r->key_len);
     PUT_LITERAL(o, "\r\n");
     return 0;
 }
 
+static const Encoder text_encoder = {
+    .words = {
+        [OP_GET] = {WORDS("get "), WORDS("\r\n")},
+        [OP_GETS] = {WORDS("gets "), WORDS("\r\n")},
+        [OP_DELETE] = {WORDS("delete "), WORDS("\r\n")},
+        [OP_INCR] = {WORDS("incr "), WORDS(" 1\r\n")}, /* one step */
+        [OP_DECR] = {WORDS("decr "), WORDS(" 1\r\n")},
+        [OP_SET] = {WORDS("set ")}, [OP_ADD] = {WORDS("add ")},
+        [OP_REPLACE] = {WORDS("replace ")}, [OP_APPEND] = {WORDS("append ")},
+        [OP_PREPEND] = {WORDS("prepend ")}, [OP_CAS] = {WORDS("cas ")},
+    },
+    .mget = put_text_mget,
+    .mget_per_key = 1,
+    .store = put_text_store,
+};
+
+static void
+put_text_store(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
+{
+    put_words(o, text_encoder.words[op][0]);
+    put(o, r->key, r->key_len);
+    PUT_FIELD(o, " ", e->flags);
+    PUT_FIELD(o, " ", e->ttl);
+    PUT_FIELD(o, " ", r->value_len);
+    if (op == OP_CAS) /* a replay's cas carries no token: unique 0 (workload/trace_ops.py) */
+        PUT_LITERAL(o, " 0");
+    PUT_LITERAL(o, "\r\n");
+    put_data_block(o, r);
+}
+
+DEFINE_ENCODE(encode_text, text_encoder)
+
 /* No opaques, no settings to check. */
 const Wire text_wire = {
     scan_text, encode_text, NULL, NULL,
-    OP_BIT(OP_GET) | OP_BIT(OP_SET) | OP_BIT(OP_DELETE) | OP_BIT(OP_INCR) | OP_BIT(OP_DECR) |
-        OP_BIT(OP_MGET) | OP_BIT(OP_ADD) | OP_BIT(OP_REPLACE) | OP_BIT(OP_APPEND) |
-        OP_BIT(OP_PREPEND) | OP_BIT(OP_CAS) | OP_BIT(OP_GETS)};
+    MEMCACHED_OPS};

@@ -12,7 +12,7 @@ from typing import Any
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
 from kvbench.protocols._buffer import ReceiveBuffer
-from kvbench.protocols._codec_base import CodecBase
+from kvbench.protocols._codec_base import CodecBase, op_table
 from kvbench.protocols.base import (
     NEED_DATA,
     CodecOptions,
@@ -204,9 +204,9 @@ class MemcacheCore(CodecBase):
 
     COMPACT_AT = COMPACT_AT
     _pending: bytearray
-    # Built by each codec: its encoder per op (``op_table``), called as encode is.
+    # The encoder per op (``_set_encoders``), called as encode is.
     _encoders: list[Encoder]
-    # The encoders both codecs have, for the same ops (``_common_encoders``).
+    # The encoders both codecs have, for the same ops (``_set_encoders``).
     _encode_get: Encoder
     _encode_mget: Encoder
     _encode_store: Encoder
@@ -245,9 +245,10 @@ class MemcacheCore(CodecBase):
     def _compact(self, head: int) -> None:
         del self._pending[:head], self._args[:head]
 
-    def _common_encoders(self, store_ops: Iterable[Op]) -> dict[Op, Encoder]:
-        """The encoder of each op both protocols have a command for (``store_ops``: the
-        storage ops, each written by ``_encode_store``); a codec adds its own."""
+    def _set_encoders(self, store_ops: Iterable[Op], own: dict[Op, Encoder], name: str) -> None:
+        """Build ``_encoders``: each op both protocols have a command for (``store_ops``:
+        the storage ops, each written by ``_encode_store``), then the codec's ``own``; any
+        other op is refused as one the memcached ``name`` protocol has no command for."""
         encoders: dict[Op, Encoder] = {
             Op.GET: self._encode_get,
             Op.GETS: self._encode_get,
@@ -260,7 +261,8 @@ class MemcacheCore(CodecBase):
             Op.STATS: self._encode_stats,
         }
         encoders.update(dict.fromkeys(store_ops, self._encode_store))
-        return encoders
+        encoders.update(own)
+        self._encoders = op_table(encoders, f"the memcached {name} protocol has no {{op}} command")
 
     def _push(self, op: Op, arg: Any) -> None:
         """Announce the reply of a request: its op, and what its parser needs."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kvbench.protocols._codec_base import op_table
 from kvbench.protocols._memcache_lines import TOKEN_MASK, multiget_keys, value_length
 from kvbench.protocols._memcache_meta_replies import MetaReplies
 from kvbench.protocols.base import CodecOptions, Keys, Op, Ops, Value, Values
@@ -72,9 +71,7 @@ class MemcacheMetaCodec(MetaReplies):
             Op.DECR: b"ma %%s MD D%%d%s%%s" % value_flag,
         }
         self._get_formats = {Op.GET: b"mg %s v%s", Op.GETS: b"mg %s v c%s"}
-        encoders = self._common_encoders(_STORE_MODES)
-        encoders[Op.NOOP] = self._encode_noop
-        self._encoders = op_table(encoders, "the memcached meta protocol has no {op} command")
+        self._set_encoders(_STORE_MODES, {Op.NOOP: self._encode_noop}, "meta")
 
     def set_ttl(self, ttl_s: int) -> None:
         """Send ``ttl_s`` (``T``) with the stores encoded from now on."""

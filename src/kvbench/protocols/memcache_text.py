@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
-from kvbench.protocols._codec_base import op_table
 from kvbench.protocols._memcache_lines import multiget_keys, value_length
 from kvbench.protocols._memcache_text_replies import TextReplies
 from kvbench.protocols.base import CodecOptions, Keys, Op, Ops, Value, Values
@@ -98,9 +97,7 @@ class MemcacheTextCodec(TextReplies):
         self._incr_format = self._arith_formats[Op.INCR] % (b"%s", 1)  # one step
         self._touch_format = b"touch %%s %%d%s\r\n" % suffix
         self._get_formats = {Op.GET: b"get %s\r\n", Op.GETS: b"gets %s\r\n"}
-        encoders = self._common_encoders(_STORE_VERBS)
-        encoders[Op.COMMAND] = self._encode_command
-        self._encoders = op_table(encoders, "the memcached text protocol has no {op} command")
+        self._set_encoders(_STORE_VERBS, {Op.COMMAND: self._encode_command}, "text")
 
     def set_ttl(self, ttl_s: int) -> None:
         """Send ``ttl_s`` as the exptime of the stores encoded from now on."""

@@ -9,7 +9,7 @@ never merges what it does not understand.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvbench.engine.queue_worker import QueueInterval, QueueProgress, QueueSummary
 from kvbench.engine.worker import WorkerSummary
@@ -20,26 +20,32 @@ VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
-class Hello:
+class _Versioned:
+    """What every message carries: the version of this set (by keyword only, so each
+    message's own fields come first)."""
+
+    version: int = field(default=VERSION, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Hello(_Versioned):
     """Cluster worker -> coordinator, first on a connection opened back to it: who I am."""
 
     worker: int
     kvbench_version: str
-    version: int = VERSION
 
 
 @dataclass(frozen=True, slots=True)
-class Ready:
+class Ready(_Versioned):
     """Worker -> coordinator: every connection is open and set up."""
 
     worker: int
     host: str
     pid: int
-    version: int = VERSION
 
 
 @dataclass(frozen=True, slots=True)
-class Failed:
+class Failed(_Versioned):
     """Worker -> coordinator: the worker cannot go on. ``kind`` is ``unreachable``,
     ``config`` (a replay's trace has a bad row, or its spool cannot be written: ``path``
     names the file and line, or ``TMPDIR``) or ``bug``;
@@ -50,63 +56,52 @@ class Failed:
     kind: str
     message: str
     path: str = ""
-    version: int = VERSION
 
 
 @dataclass(frozen=True, slots=True)
-class Preload:
+class Preload(_Versioned):
     """Coordinator -> worker: store your share of the keyspace."""
 
-    version: int = VERSION
-
 
 @dataclass(frozen=True, slots=True)
-class Start:
+class Start(_Versioned):
     """Coordinator -> worker: begin at ``start_ns`` on the monotonic clock."""
 
     start_ns: int
-    version: int = VERSION
 
 
 @dataclass(frozen=True, slots=True)
-class Stop:
+class Stop(_Versioned):
     """Coordinator -> worker: end the measured window now and drain."""
 
-    version: int = VERSION
-
 
 @dataclass(frozen=True, slots=True)
-class Consume:
+class Consume(_Versioned):
     """Coordinator -> a queue's consumer: start dequeuing now (--consumers-start-after)."""
 
-    version: int = VERSION
-
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(_Versioned):
     """Worker -> coordinator: one interval (or the preload's whole record)."""
 
     worker: int
     snapshot: IntervalSnapshot
-    version: int = VERSION
 
 
 @dataclass(frozen=True, slots=True)
-class Report:
+class Report(_Versioned):
     """A queue's producer or consumer -> coordinator: a progress report or an interval."""
 
     worker: int
     report: QueueProgress | QueueInterval
-    version: int = VERSION
 
 
 @dataclass(frozen=True, slots=True)
-class Done:
+class Done(_Versioned):
     """Worker -> coordinator: the run is over for this worker."""
 
     worker: int
     summary: WorkerSummary | QueueSummary
-    version: int = VERSION
 
 
 Message = Hello | Ready | Failed | Preload | Start | Stop | Consume | Snapshot | Report | Done

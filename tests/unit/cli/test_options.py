@@ -12,7 +12,7 @@ from kvbench.cli import main
 from kvbench.cli.outputs import Outputs
 from kvbench.config import Settings
 
-run = importlib.import_module("kvbench.cli.run")  # the module, not the click command
+session = importlib.import_module("kvbench.cli.session")  # what ``kvbench run`` calls
 
 
 def test_a_weight_weighs_the_command_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -22,7 +22,7 @@ def test_a_weight_weighs_the_command_before_it(monkeypatch: pytest.MonkeyPatch) 
         seen.append(settings)
         return 0
 
-    monkeypatch.setattr(run, "run_once", fake_run_once)
+    monkeypatch.setattr(session, "run_once", fake_run_once)
     with pytest.raises(SystemExit) as exited:
         main(
             [
@@ -41,7 +41,7 @@ def test_a_weight_weighs_the_command_before_it(monkeypatch: pytest.MonkeyPatch) 
 
 def test_without_commands_there_is_no_command_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Settings] = []
-    monkeypatch.setattr(run, "run_once", lambda console, s, c, o: seen.append(s) or 0)
+    monkeypatch.setattr(session, "run_once", lambda console, s, c, o: seen.append(s) or 0)
     with pytest.raises(SystemExit):
         main(["run", "redis://127.0.0.1:1"])
     assert "workload.commands" not in seen[0] and "report.prometheus" not in seen[0]

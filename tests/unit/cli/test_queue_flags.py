@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kvbench.cli import main, preset_runs
+from kvbench.cli import main, preset_runs, session
 from kvbench.config.queue import QueueConfig
 from tests.support.cli import offered_connections
 
@@ -56,7 +55,7 @@ def single(monkeypatch: pytest.MonkeyPatch) -> list[QueueConfig]:
         configs.append(config)
         return 0
 
-    monkeypatch.setattr(sys.modules["kvbench.cli.queue"], "queue_once", once)
+    monkeypatch.setattr(session, "queue_once", once)
     return configs
 
 
