@@ -18,7 +18,7 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.engine.clock import NEVER, cpu_wait_ns
@@ -28,6 +28,7 @@ from kvbench.engine.fastpath import PumpFactory, drain, driver_name, new_tally, 
 from kvbench.engine.link import Link, SetupWriter
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule, TraceSchedule
+from kvbench.engine.py_pump import PumpMaker, PyPumps, PyTally
 from kvbench.engine.reconnect import LinkKeeper, open_links
 from kvbench.engine.redirect import ClusterConnection, ClusterRouter
 from kvbench.engine.setup import setup_for
@@ -41,6 +42,9 @@ from kvbench.workload.plan import RequestSource, WorkloadPlan, own_key_plans
 from kvbench.workload.slots import SlotMap
 from kvbench.workload.trace_source import ReplayFeed
 from kvbench.workload.verify import value_check
+
+if TYPE_CHECKING:
+    from kvbench.engine._pump import Tally
 
 _now = time.monotonic_ns
 T = TypeVar("T")
@@ -153,8 +157,10 @@ class Worker(LinkKeeper):
         # Why connections run the Python driver (None: they run the compiled pumps).
         self.python_reason = python_reason(config)
         # Send state shared with the pumps: see the properties below.
-        self.tally: Any = new_tally(self.cut, self.python_reason is None)
-        self.pumps: PumpFactory | None = None
+        self.tally: Tally | PyTally = new_tally(self.cut, self.python_reason is None)
+        # Each connection's pump: Python ones until the run starts (the preload's), then
+        # compiled ones where the run can use them.
+        self.pumps: PumpMaker = PyPumps()
         self.phase = "idle"
         self._index = 0
         self._interval_start_ns = 0
@@ -319,6 +325,7 @@ class Worker(LinkKeeper):
         self._running = True
         self.issuing = True
         if self.python_reason is None:
+            assert not isinstance(self.tally, PyTally), "a compiled run has the C tally"
             timed = self.feed is not None and self.feed.config.timed  # a replay at its times
             self.pumps = PumpFactory(
                 self.tally,
@@ -326,7 +333,7 @@ class Worker(LinkKeeper):
                 open_loop=load.rate_per_s is not None or timed,
             )
             for conn in self.connections:
-                conn.attach_pump()
+                conn.attach()
         gc.collect()
         gc.freeze()
         gc.disable()
@@ -468,9 +475,8 @@ class Worker(LinkKeeper):
 
     def _emit_interval(self, end_ns: int) -> None:
         drain(self.tally, self.recorder)
-        if self.pumps is not None:
-            for shard in self.shards:
-                shard.completed += self.pumps.completed(shard)
+        for shard in self.shards:
+            shard.completed += self.pumps.completed(shard)
         cpu, wait = time.process_time_ns(), cpu_wait_ns()
         self.recorder.add_stat("cpu_ns", cpu - self._cpu_mark_ns)
         if wait is not None and self._wait_mark_ns is not None:  # the loop's thread's
