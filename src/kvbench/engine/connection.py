@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from kvbench.engine.link import Link, LinkHost, SetupWriter
-from kvbench.engine.py_pump import CLOSING, IDLE, PumpMaker, PyPump, PyTally, Write
+from kvbench.engine.py_pump import CLOSING, IDLE, PumpMaker, PyPump, PyTally, Source, Write
 from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
@@ -26,8 +26,6 @@ from kvbench.protocols.base import ClientCodec
 if TYPE_CHECKING:
     from kvbench.engine._pump import Pump, Tally
     from kvbench.engine.shards import Shard
-    from kvbench.workload.plan import RequestSource
-    from kvbench.workload.trace_source import Lane
 
 _now = time.monotonic_ns
 _TIMEOUT = int(Outcome.TIMEOUT)
@@ -115,7 +113,7 @@ class Connection(Link):
         self._recorder = recorder
         self.shard = shard
         # Where requests come from: the shared workload, or a replay's lane of the trace.
-        self.source: RequestSource | Lane = shard.source
+        self.source: Source = shard.source
         self.pipeline = pipeline
         self.closed_loop = True
         # The transport's reader once the reads are the pump's (None: they are ours).
@@ -183,6 +181,12 @@ class Connection(Link):
             self._reader = None
             transport.set_protocol(self)
         self.pump = self._host.pumps.pump(self, transport.write)
+
+    def take_source(self, source: Source) -> None:
+        """Send from ``source`` from now on (the preload's sets, then the run's source
+        again): the pump is made afresh for it, with nothing in flight."""
+        self.source = source
+        self.attach()
 
     def to_open_loop(self) -> None:
         """Send on the schedule from now on (``issue_scheduled``; the worker's dispatcher):

@@ -57,12 +57,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kvbench.engine.pacing import LATE_NS
-from kvbench.engine.py_pump import Pumped, PyTally, Write
+from kvbench.engine.py_pump import Pumped, PyTally, Source, Write
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
 from kvbench.workload.mix import WORKLOAD_TO_OP
-from kvbench.workload.plan import RequestSource
 from kvbench.workload.trace_ops import SKIPPED, OpMapping
 from kvbench.workload.trace_source import Lane
 
@@ -260,7 +259,7 @@ class PumpFactory:
             late_ns=LATE_NS,
         )
 
-    def skip(self, source: RequestSource | Lane, n: int) -> bytes | None:
+    def skip(self, source: Source, n: int) -> bytes | None:
         """Take the next ``n`` requests of ``source`` unsent (the open loop's dropped ones):
         their ops; None when no pump has drawn from ``source`` yet."""
         stream = self._by_source.get(id(source))
@@ -278,7 +277,7 @@ _Chunk = (
 )
 
 
-def _chunks(source: RequestSource | Lane) -> Callable[[], _Chunk | None]:
+def _chunks(source: Source) -> Callable[[], _Chunk | None]:
     """A stream's refill: the rest of the source's current chunk, then its next ones, with
     the TTL of the chunk's stores where the source sets it (a replay's lane, whose
     segments go as packed chunks); None when the source has nothing more (a lane at the

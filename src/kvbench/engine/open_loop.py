@@ -39,9 +39,8 @@ from kvbench.workload.plan import RequestSource
 if TYPE_CHECKING:
     from kvbench.engine._pump import Tally
     from kvbench.engine.connection import Connection, DriverHost
-    from kvbench.engine.py_pump import PyTally
+    from kvbench.engine.py_pump import PyTally, Source
     from kvbench.engine.shards import Shard
-    from kvbench.workload.trace_source import Lane
 
 _now = time.monotonic_ns
 # The dispatcher wakes at least this often (to see the worker stop issuing).
@@ -257,7 +256,7 @@ class OpenLoopDispatcher:
         route.dropped += n
         route.next_index += n
 
-    def _skip(self, source: RequestSource | Lane, k: int) -> Iterable[int]:
+    def _skip(self, source: Source, k: int) -> Iterable[int]:
         """The ops of the next ``k`` requests of ``source``, taken unsent: from the stream
         its compiled pumps draw on while they send (it holds the rest of the source's
         chunk), else from the source itself."""

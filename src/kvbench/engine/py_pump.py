@@ -34,7 +34,7 @@ from array import array
 from collections.abc import Callable
 from itertools import repeat
 from operator import sub
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from kvbench.engine.clock import NEVER
 from kvbench.engine.pacing import LATE_NS
@@ -46,8 +46,11 @@ from kvbench.protocols.base import ClientCodec
 if TYPE_CHECKING:
     from kvbench.engine._pump import Pump, Tally
     from kvbench.engine.shards import Shard
-    from kvbench.workload.plan import RequestSource
+    from kvbench.workload.plan import FixedSource, RequestSource
     from kvbench.workload.trace_source import Lane
+
+# Where a pump's requests come from: the workload, a replay's lane, the preload's sets.
+Source: TypeAlias = "RequestSource | Lane | FixedSource"
 
 _now = time.monotonic_ns
 _LATE = int(Outcome.LATE)
@@ -88,7 +91,7 @@ class Pumped(Protocol):
     """What a pump factory needs of the connection it makes a pump for."""
 
     shard: Shard
-    source: RequestSource | Lane
+    source: Source
 
     def python_driver(self, write: Write | None) -> PyPump:
         """A Python pump for this connection's current transport."""
@@ -102,7 +105,7 @@ class PumpMaker(Protocol):
     def pump(self, conn: Pumped, write: Write) -> Pump | PyPump:
         """A pump for ``conn`` writing with ``write`` (its transport's)."""
 
-    def skip(self, source: RequestSource | Lane, n: int) -> bytes | None:
+    def skip(self, source: Source, n: int) -> bytes | None:
         """The ops of ``source``'s next ``n`` requests, taken unsent; None when the
         source itself holds them."""
 
@@ -119,7 +122,7 @@ class PyPumps:
     def pump(self, conn: Pumped, write: Write) -> PyPump:
         return conn.python_driver(write)
 
-    def skip(self, source: RequestSource | Lane, n: int) -> bytes | None:
+    def skip(self, source: Source, n: int) -> bytes | None:
         return None
 
     def completed(self, shard: Shard) -> int:
@@ -146,7 +149,7 @@ class PyPump:
         tally: Tally | PyTally,
         recorder: Recorder,
         codec: ClientCodec,
-        source: RequestSource | Lane,
+        source: Source,
         shard: Shard,
         write: Write | None,
         on_cut: Callable[[int], None],

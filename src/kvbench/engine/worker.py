@@ -36,7 +36,6 @@ from kvbench.engine.shards import Shard, build_shards, cluster_shards
 from kvbench.engine.verify import Verifier
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.protocols.base import Op
 from kvbench.units import share_out
 from kvbench.workload.plan import RequestSource, WorkloadPlan, own_key_plans
 from kvbench.workload.slots import SlotMap
@@ -116,10 +115,6 @@ class _OnTally(Generic[T]):
 
     def __set__(self, worker: Any, value: T) -> None:
         setattr(worker.tally, self._name, value)
-
-
-# What a source's current chunk is (the preload borrows the source and gives it back).
-_CHUNK_STATE = ("ops", "record_ops", "keys", "values", "packed", "pos", "size")
 
 
 class Worker(LinkKeeper):
@@ -272,15 +267,14 @@ class Worker(LinkKeeper):
         return self.recorder.cut("preload", 0, start, _now())
 
     async def _preload_shard(self, shard: Shard) -> None:
+        """Send ``shard``'s connections the preload's sets, a source of their own (the
+        run's sources are untouched), then give them their own sources back."""
         keys = shard.plan.preload_range()
-        source = shard.source
-        saved = [getattr(source, name) for name in _CHUNK_STATE]
-        table = shard.plan.key_table
-        source.packed = None  # the preload's sets go as lists
-        source.ops = source.record_ops = [int(Op.SET)] * len(keys)
-        source.keys = [table[i] for i in keys]
-        source.values = source.preload_values(keys)
-        source.pos, source.size = 0, len(keys)
+        preload = shard.source.preload(keys)
+        connections = [conn for conn in self.connections if conn.shard is shard]
+        sources = [conn.source for conn in connections]
+        for conn in connections:
+            conn.take_source(preload)
         self.phase = "preload"
         self.budget = len(keys)
         self._finished = asyncio.Event()
@@ -289,17 +283,16 @@ class Worker(LinkKeeper):
         # HTTP/1.1 gateways take one request at a time unless the URL says ?pipeline=1.
         http = shard.target.family == "http" and not shard.target.pipelining
         depth = 1 if http else PRELOAD_PIPELINE
-        for conn in self.connections:
-            if conn.shard is shard:
-                conn.fill(depth)
+        for conn in connections:
+            conn.fill(depth)
         watchdog = asyncio.create_task(self._watch_timeouts())
         self.maybe_finished()
         await self._finished.wait()
         watchdog.cancel()
         self.issuing = False
         self._running = False
-        for name, value in zip(_CHUNK_STATE, saved, strict=True):
-            setattr(source, name, value)
+        for conn, source in zip(connections, sources, strict=True):
+            conn.take_source(source)
         self.budget = None
 
     # -- the run -----------------------------------------------------------------------
