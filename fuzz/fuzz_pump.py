@@ -1,11 +1,12 @@
-"""atheris harness for the compiled pump (engine/_pump*.c) against the Python codecs.
+"""atheris harness for the compiled pump (engine/_pump*.c) against the Python one.
 
 Oracle (tests/support/pump_oracle.py, the one the differential test in
 tests/unit/engine/test_pump_replies.py uses): for the same requests and the same reply
-bytes read in the same pieces, the pump and the codec's ``read_kinds`` write the same
-requests (binary opaques and meta tokens included) and account the same reply codes, and
-both stop on a protocol error or neither (save the documented exceptions); the pump never
-raises and never crashes. Protocols: memcached text, binary and meta, RESP2.
+bytes read in the same pieces, called for call, the compiled ``Pump`` and the Python
+driver's ``PyPump`` (engine/py_pump.py) write the same requests (binary opaques and meta
+tokens included), account the same reply codes, return the same statuses, and both stop
+on a protocol error or neither (save the documented exceptions); the pump never raises
+and never crashes. Protocols: memcached text, binary and meta, RESP2.
 
 The first input byte chooses the mode: grammar-aware (even: replies drawn from each op
 family's grammar, tests/support/reply_grammar.py, by the rest of the input, then mutated)
@@ -90,13 +91,13 @@ def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--seeds":
         for seed in range(int(sys.argv[2])):
             pump_oracle.check(pump_oracle.exchange(pump_oracle.seeded(seed)))
-        print(f"{sys.argv[2]} seeded exchanges: the pump and the codecs agree")
+        print(f"{sys.argv[2]} seeded exchanges: the two pumps agree")
         return
     if len(sys.argv) == 3 and sys.argv[1] == "--inputs":
         for seed in range(int(sys.argv[2])):
             rng = random.Random(seed)
             test_one_input(rng.randbytes(rng.randrange(5, 400)))
-        print(f"{sys.argv[2]} seeded inputs: the pump and the codecs agree")
+        print(f"{sys.argv[2]} seeded inputs: the two pumps agree")
         return
     # Not a project dependency: only the harnesses need it, and it ships no types.
     import atheris  # type: ignore[import-untyped, import-not-found, unused-ignore]

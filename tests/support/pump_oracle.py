@@ -1,18 +1,19 @@
-"""The compiled pump against the Python codecs on the same hostile replies (STYLE §6a).
+"""The compiled pump against the Python one on the same hostile replies (STYLE §6a).
 
 The oracle of the differential test (tests/unit/engine/test_pump_replies.py) and of the
 atheris harness (fuzz/fuzz_pump.py): requests of every op the pump sends on the protocol
 (a replay's gets, add, replace, append, prepend and cas besides a mix's) on a fresh
-connection, the
-replies a hostile server may send them (tests/support/reply_grammar.py: memcached text,
-binary and meta, RESP2), and a comparison of what the compiled pump and the codec make of
-them, read in the same random pieces. Both must write the same requests (opaques
-included), account the same reply codes, and stop on a protocol error or neither (the
-exceptions are listed in ``disagreement``, each with its reason). Half the exchanges send
-the pump's requests as an open loop does (``issue_scheduled``, intended times in the
-past): the same bytes and codes, each reply's latency from its intended time. Half of
-those without a multi-get reach the pump as a packed chunk (``pack``: a replay's lane's
-form) instead of lists: the same bytes again.
+connection, the replies a hostile server may send them (tests/support/reply_grammar.py:
+memcached text, binary and meta, RESP2), and a comparison of what the compiled ``Pump``
+and the Python driver's ``PyPump`` (engine/py_pump.py, over the codec) make of them, call
+for call: the same send, then the same reads in the same random pieces. Both must write
+the same requests (opaques included), account the same reply codes, return the same
+status from every call, and stop on a protocol error or neither (the exceptions are
+listed in ``disagreement``, each with its reason). Half the exchanges send the requests
+as an open loop does (``issue_scheduled``, intended times in the past): the same bytes
+and codes, each reply's latency from its intended time. Half of those without a
+multi-get reach the compiled pump as a packed chunk (``pack``: a replay's lane's form)
+instead of lists: the same bytes again.
 
 ``require_compiled`` is how a test of the compiled pump says it cannot run here;
 ``examples`` how many examples its property tests draw.
@@ -25,13 +26,16 @@ import random
 import time
 from array import array
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from kvbench.engine import fastpath
+from kvbench.engine.py_pump import PyPump, PyTally
 from kvbench.errors import ProtocolError
+from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
 from kvbench.protocols.registry import CODECS
 from tests.support.reply_grammar import (
@@ -236,11 +240,13 @@ def pieces(ex: Exchange) -> list[bytes]:
 @dataclass
 class Outcome:
     """What a driver made of an exchange: the requests it wrote, the codes it accounted
-    (``kind | keys << KEYS_SHIFT``, in reply order) and the protocol error, if any."""
+    (``kind | keys << KEYS_SHIFT``, in reply order), the protocol error, if any, and what
+    each call returned (the send's, then each read's; None: the codec alone, no pump)."""
 
     requests: bytes
     codes: list[int]
     error: str | None
+    statuses: list[int] | None = None
 
 
 def python_outcome(ex: Exchange, as_driver: bool = False) -> Outcome:
@@ -279,6 +285,70 @@ def codec_outcome(
     return outcome.codes, outcome.error
 
 
+class ListSource:
+    """An exchange's requests as a pump's source: one chunk of lists, then nothing."""
+
+    ttl_s = None
+
+    def __init__(self, ex: Exchange) -> None:
+        self.ops = self.record_ops = ex.ops
+        self.keys = ex.keys
+        self.values = ex.values
+        self.pos = 0
+        self.size = len(ex.ops)
+
+    def refill(self) -> bool:
+        return False
+
+
+# How long before its send each scheduled request was due (open-loop exchanges).
+BEHIND_NS = 1_000_000
+
+
+def py_pump_outcome(ex: Exchange) -> Outcome:
+    """A ``PyPump``'s (the Python driver), called as ``pump_outcome`` calls the compiled
+    one: the same send, then the same reads, each call's status kept.
+
+    Also checks what holds for it alone, as ``pump_outcome`` does: one write, the ops
+    accounted are those sent, in order; in an open loop one lag per send and each reply's
+    latency at least its service time plus how long before its send it was due.
+    """
+    codec: Any = CODECS[ex.protocol].factory(CodecOptions(max_reply_bytes=ex.max_reply))
+    tally = PyTally()
+    tally.issuing, tally.budget = True, len(ex.ops)  # exactly these requests, no more
+    recorder = Recorder([op.name.lower() for op in Op])
+    written: list[bytes] = []
+    source: Any = ListSource(ex)
+    shard: Any = SimpleNamespace(completed=0)
+    pump = PyPump(
+        tally, recorder, codec, source, shard, written.append, lambda now: None, ex.open_loop
+    )
+    if ex.open_loop:
+        statuses = [pump.issue_scheduled([time.monotonic_ns() - BEHIND_NS] * len(ex.ops))]
+    else:
+        statuses = [pump.issue(len(ex.ops))]
+    assert len(written) == 1, written
+    for piece in pieces(ex):
+        statuses.append(pump.received(piece))
+        if statuses[-1] == 2:  # the pump is done: the connection closes and reopens
+            break
+    ops, codes, latency = (
+        list(recorder.reply_ops),
+        list(recorder.reply_codes),
+        recorder.reply_latency_ns,
+    )
+    assert ops == ex.ops[: len(ops)], (ops, ex.ops)
+    assert shard.completed == len(ops)
+    service_ns = list(recorder.reply_service_ns)
+    if ex.open_loop:
+        assert recorder.stats.get("sent") == len(ex.ops) and len(recorder.lag_ns) == len(ex.ops)
+        assert len(service_ns) == len(latency)
+        assert all(t >= s + BEHIND_NS for t, s in zip(latency, service_ns, strict=True))
+    else:
+        assert "sent" not in recorder.stats and not service_ns
+    return Outcome(written[0], codes, pump.error, statuses)
+
+
 def pump_outcome(ex: Exchange) -> Outcome:
     """A compiled pump's, sending the requests and then fed the pieces (the compiled driver).
 
@@ -306,15 +376,16 @@ def pump_outcome(ex: Exchange) -> Outcome:
         ex.max_reply,
         open_loop=ex.open_loop,
     )
-    behind = 1_000_000  # how long before its send each scheduled request was due
+    behind = BEHIND_NS
     if ex.open_loop:
-        pump.issue_scheduled([time.monotonic_ns() - behind] * len(ex.ops))
+        statuses = [pump.issue_scheduled([time.monotonic_ns() - behind] * len(ex.ops))]
     else:
-        pump.issue(len(ex.ops))
+        statuses = [pump.issue(len(ex.ops))]
     assert len(written) == 1, written
     for piece in pieces(ex):
         status = pump.received(piece)
         assert status in (0, 1, 2), status
+        statuses.append(status)
         if status == 2:  # the pump is done: the connection closes and reopens
             break
     ops, codes, latency = (memoryview(b).cast("q").tolist() for b in tally.take())
@@ -329,12 +400,11 @@ def pump_outcome(ex: Exchange) -> Outcome:
         assert sent == 0 and not service_ns
     error = pump.error
     assert error is None or (isinstance(error, str) and error.isprintable()), repr(error)
-    return Outcome(written[0], codes, error)
+    return Outcome(written[0], codes, error, statuses)
 
 
-# A pump that stops on a protocol error takes back the replies of the read that held it
-# (none of them is attributed), as the Python driver does: ``check`` compares the pump with
-# the codec seen as that driver (``python_outcome(as_driver=True)``).
+# Either pump, stopping on a protocol error, takes back the replies of the read that held
+# it (none of them is attributed): ``check`` compares them call for call.
 #
 # Where the two drivers may part, each for a reason (the oracle's exceptions). The codes
 # both accounted always agree; these are the ways one may stop while the other goes on.
@@ -374,7 +444,8 @@ def disagreement(ex: Exchange, py: Outcome, c: Outcome) -> str | None:
     """None when the two outcomes agree, else how they differ."""
     if py.requests != c.requests:
         return f"requests differ: python {py.requests!r}, compiled {c.requests!r}"
-    if py.codes == c.codes and (py.error is None) == (c.error is None):
+    statuses = py.statuses is None or py.statuses == c.statuses
+    if py.codes == c.codes and (py.error is None) == (c.error is None) and statuses:
         return None
     if excused(ex, py, c):
         return None
@@ -399,7 +470,7 @@ def excused(ex: Exchange, py: Outcome, c: Outcome) -> bool:
 
 
 def check(ex: Exchange) -> None:
-    """Assert that the pump and the codec agree on ``ex`` (the oracle)."""
-    py, c = python_outcome(ex, as_driver=True), pump_outcome(ex)
+    """Assert that the two pumps agree on ``ex``, call for call (the oracle)."""
+    py, c = py_pump_outcome(ex), pump_outcome(ex)
     problem = disagreement(ex, py, c)
     assert problem is None, f"{problem}\n{ex}"

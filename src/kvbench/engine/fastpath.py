@@ -56,24 +56,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kvbench.engine.clock import NEVER
 from kvbench.engine.pacing import LATE_NS
+from kvbench.engine.py_pump import Pumped, PyTally, Source, Write
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
 from kvbench.workload.mix import WORKLOAD_TO_OP
-from kvbench.workload.plan import RequestSource
 from kvbench.workload.trace_ops import SKIPPED, OpMapping
 from kvbench.workload.trace_source import Lane
 
 if TYPE_CHECKING:
     from kvbench.config.model import RunConfig
+    from kvbench.engine._pump import Pump, Stream, Tally
     from kvbench.engine.shards import Shard
 
 try:
-    from kvbench.engine import _pump  # type: ignore[attr-defined]
+    from kvbench.engine import _pump
 except ImportError:  # built without a C compiler: the Python driver does everything
-    _pump = None
+    _pump = None  # type: ignore[assignment]  # (typed by engine/_pump.pyi all the same)
 
 PURE_PYTHON_ENV = "KVBENCH_PURE_PYTHON"
 
@@ -199,25 +199,8 @@ def replay_ops(protocol: str) -> list[Op]:
     return sorted({Op(code) for code in OpMapping(protocol).codes if code != SKIPPED})
 
 
-class PyTally:
-    """The worker's send state when no pump runs (same fields as ``_pump.Tally``)."""
-
-    def __init__(self) -> None:
-        self.issuing = False
-        self.budget = -1
-        self.next_cut_ns = NEVER
-        self.bytes_in = 0
-        self.bytes_out = 0
-
-    def take(self) -> tuple[bytes, bytes, bytes]:
-        return b"", b"", b""
-
-    def take_open(self) -> tuple[bytes, bytes, bytes, int]:
-        return b"", b"", b"", 0
-
-
-def new_tally(on_cut: Callable[[int], None] | None, compiled_run: bool) -> Any:
-    """A ``_pump.Tally`` for a compiled run, else a ``PyTally``."""
+def new_tally(on_cut: Callable[[int], None] | None, compiled_run: bool) -> Tally | PyTally:
+    """A ``_pump.Tally`` for a compiled run, else a ``PyTally`` (engine/py_pump.py)."""
     if compiled_run and _pump is not None:
         return _pump.Tally(on_cut)
     return PyTally()
@@ -236,7 +219,7 @@ class PumpFactory:
         open_loop: the pumps send only what the open-loop dispatcher hands them.
     """
 
-    def __init__(self, tally: Any, ttl_s: int, open_loop: bool = False) -> None:
+    def __init__(self, tally: Tally, ttl_s: int, open_loop: bool = False) -> None:
         assert _pump is not None
         self.tally = tally
         self._open_loop = open_loop
@@ -246,16 +229,15 @@ class PumpFactory:
         self._max_reply = options.max_reply_bytes
         # The streams by the source they draw on (id: sources are not hashable), and each
         # shard's (one shared, or one per connection).
-        self._by_source: dict[int, Any] = {}
-        self._of_shard: dict[int, list[Any]] = {}
+        self._by_source: dict[int, Stream] = {}
+        self._of_shard: dict[int, list[Stream]] = {}
 
-    def pump(self, shard: Shard, write: Any, source: RequestSource | Lane | None = None) -> Any:
-        """A pump writing with ``write`` (the transport's), fed from ``source``'s stream
-        (None: the shard's, shared)."""
+    def pump(self, conn: Pumped, write: Write) -> Pump:
+        """A pump for ``conn`` writing with ``write`` (its transport's), fed from its
+        source's stream: the shard's, shared, or one of its own (a replay's lane)."""
         assert _pump is not None
+        shard, source = conn.shard, conn.source
         protocol, families = PROTOCOLS[shard.target.protocol]
-        if source is None:
-            source = shard.source
         stream = self._by_source.get(id(source))
         if stream is None:
             stream = self._by_source[id(source)] = _pump.Stream(
@@ -277,7 +259,7 @@ class PumpFactory:
             late_ns=LATE_NS,
         )
 
-    def skip(self, source: RequestSource | Lane, n: int) -> bytes | None:
+    def skip(self, source: Source, n: int) -> bytes | None:
         """Take the next ``n`` requests of ``source`` unsent (the open loop's dropped ones):
         their ops; None when no pump has drawn from ``source`` yet."""
         stream = self._by_source.get(id(source))
@@ -295,7 +277,7 @@ _Chunk = (
 )
 
 
-def _chunks(source: RequestSource | Lane) -> Callable[[], _Chunk | None]:
+def _chunks(source: Source) -> Callable[[], _Chunk | None]:
     """A stream's refill: the rest of the source's current chunk, then its next ones, with
     the TTL of the chunk's stores where the source sets it (a replay's lane, whose
     segments go as packed chunks); None when the source has nothing more (a lane at the
@@ -318,7 +300,7 @@ def _chunks(source: RequestSource | Lane) -> Callable[[], _Chunk | None]:
 _LATE = int(Outcome.LATE)
 
 
-def drain(tally: Any, recorder: Recorder) -> None:
+def drain(tally: Tally | PyTally, recorder: Recorder) -> None:
     """Move the replies the pumps accounted into the recorder's reply buffers, and an open
     loop's service times, lags, late sends and send count where the Python driver puts
     them (``Connection._account`` and ``issue_scheduled``)."""

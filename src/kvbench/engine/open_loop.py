@@ -27,7 +27,7 @@ import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvbench.config.limits import DISPATCH_PERIOD_NS
 from kvbench.engine.pacing import Schedule, TraceSchedule
@@ -37,7 +37,9 @@ from kvbench.metrics.recorder import Recorder
 from kvbench.workload.plan import RequestSource
 
 if TYPE_CHECKING:
+    from kvbench.engine._pump import Tally
     from kvbench.engine.connection import Connection, DriverHost
+    from kvbench.engine.py_pump import PyTally, Source
     from kvbench.engine.shards import Shard
 
 _now = time.monotonic_ns
@@ -99,7 +101,7 @@ class OpenLoopDispatcher:
     def __init__(
         self,
         host: DriverHost,
-        tally: Any,
+        tally: Tally | PyTally,
         recorder: Recorder,
         connections: Sequence[Connection],
         shards: Sequence[Shard],
@@ -254,12 +256,11 @@ class OpenLoopDispatcher:
         route.dropped += n
         route.next_index += n
 
-    def _skip(self, source: Any, k: int) -> Iterable[int]:
+    def _skip(self, source: Source, k: int) -> Iterable[int]:
         """The ops of the next ``k`` requests of ``source``, taken unsent: from the stream
         its compiled pumps draw on while they send (it holds the rest of the source's
         chunk), else from the source itself."""
-        pumps = self._host.pumps
-        skipped = pumps.skip(source, k) if pumps is not None and k else None
+        skipped = self._host.pumps.skip(source, k) if k else None
         if skipped is not None:
             return skipped
         ops = []

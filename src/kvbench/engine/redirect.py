@@ -27,6 +27,7 @@ import numpy as np
 
 from kvbench.config.model import TargetConfig
 from kvbench.engine.connection import Connection, ConnectionArgs, DriverHost
+from kvbench.engine.py_pump import IDLE, PyPump, Write
 from kvbench.engine.shards import Shard, placed_plan
 from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome
@@ -71,12 +72,8 @@ class InFlight(NamedTuple):
 
 
 class ClusterConnection(Connection):
-    """A load connection to one master of a Redis Cluster (the Python driver only).
-
-    Beside the in-flight ops and send times it keeps each request's key, value and
-    redirect count (``hops``; guests, sent on from another connection, have hops > 0),
-    aligned with them. While neither a guest is in flight nor a redirect was read, replies
-    are accounted in bulk as on any connection; otherwise one at a time.
+    """A load connection to one master of a Redis Cluster (the Python driver only: its
+    pump is a ``ClusterPyPump``).
 
     Args:
         router: the worker's cluster state.
@@ -87,14 +84,8 @@ class ClusterConnection(Connection):
     source: RequestSource
 
     def __init__(self, router: ClusterRouter, *connection: *ConnectionArgs) -> None:
-        super().__init__(*connection)
         self._router = router
-        self._sent_keys: list[Any] = []
-        self._sent_values: list[Any] = []
-        self._sent_hops: list[int] = []
-        self._fifo = (*self._fifo, self._sent_keys, self._sent_values, self._sent_hops)
-        self._kept = self._keep
-        self._guests = 0
+        super().__init__(*connection)
         router.add(self)
 
     @property
@@ -107,11 +98,20 @@ class ClusterConnection(Connection):
     def pipeline(self, depth: int) -> None:
         self._depth = depth
 
-    def _keep(self, source: RequestSource, start: int, stop: int) -> None:
-        """Note the keys and values of requests ``start:stop`` of ``source``'s chunk."""
-        self._sent_keys.extend(source.keys[start:stop])
-        self._sent_values.extend(source.values[start:stop])
-        self._sent_hops.extend(repeat(0, stop - start))
+    def python_driver(self, write: Write | None) -> ClusterPyPump:
+        return ClusterPyPump(
+            self,
+            self._host,
+            self._router,
+            self._tally,
+            self._recorder,
+            self._codec,
+            self.source,
+            self.shard,
+            write,
+            self._host.cut,
+            open_loop=not self.closed_loop,
+        )
 
     def issue(self, n: int) -> None:
         if self.source.empty:  # its master serves none of the keys: nothing to send
@@ -119,9 +119,64 @@ class ClusterConnection(Connection):
             return
         super().issue(n)
 
-    def _clear(self) -> None:
-        super()._clear()
+    def send_guest(self, entry: InFlight, asking: bool) -> None:
+        """Send a request redirected here (after ASKING for an ASK), as a guest."""
+        pump = self.pump
+        assert isinstance(pump, ClusterPyPump), "a cluster connection runs the Python driver"
+        pump.send_guest(entry, asking)
+
+
+class ClusterPyPump(PyPump):
+    """A cluster connection's pump: it keeps each request's key and value while it is in
+    flight, and sends on the ones a node redirects.
+
+    Beside the in-flight ops and send times it keeps each request's key, value and
+    redirect count (``hops``; guests, sent on from another connection, have hops > 0),
+    aligned with them. While neither a guest is in flight nor a redirect was read, replies
+    are accounted in bulk as on any connection; otherwise one at a time.
+
+    Args:
+        conn: the connection it pumps for (the origin of its redirects).
+        host: the worker (told when a phase may be over).
+        router: the worker's cluster state.
+        pump: ``PyPump``'s arguments.
+    """
+
+    source: RequestSource
+
+    def __init__(
+        self,
+        conn: ClusterConnection,
+        host: DriverHost,
+        router: ClusterRouter,
+        *pump: Any,
+        **options: Any,
+    ) -> None:
+        super().__init__(*pump, **options)
+        self._conn = conn
+        self._host = host
+        self._router = router
+        self._sent_keys: list[Any] = []
+        self._sent_values: list[Any] = []
+        self._sent_hops: list[int] = []
+        self._fifo = (*self._fifo, self._sent_keys, self._sent_values, self._sent_hops)
+        self._kept = self._keep
         self._guests = 0
+
+    def _keep(self, source: RequestSource, start: int, stop: int) -> None:
+        """Note the keys and values of requests ``start:stop`` of ``source``'s chunk."""
+        self._sent_keys.extend(source.keys[start:stop])
+        self._sent_values.extend(source.values[start:stop])
+        self._sent_hops.extend(repeat(0, stop - start))
+
+    def issue(self, n: int) -> int:
+        if self.source.empty:  # its master serves none of the keys: nothing to send
+            return IDLE
+        return super().issue(n)
+
+    def drop(self) -> list[int]:
+        self._guests = 0
+        return super().drop()
 
     def _account(self, now: int) -> int:
         """Account the replies just read; redirects are sent on.
@@ -147,7 +202,7 @@ class ClusterConnection(Connection):
             if code & KIND_MASK in (_MOVED, _ASK):
                 entry = self._take_entry()
                 freed += 0 if hops else 1
-                self._router.redirect(self, entry, codec.redirects.pop(0), now)
+                self._router.redirect(self._conn, entry, codec.redirects.pop(0), now)
                 continue
             self._codes.append(code)
             done = super()._account(now)
@@ -160,7 +215,7 @@ class ClusterConnection(Connection):
     def _take_entry(self) -> InFlight:
         """The request at the FIFO's head, taken out of it (it is sent on elsewhere)."""
         head = self._head
-        intended = None if self.closed_loop else self._intended_ns[head]
+        intended = self._intended_ns[head] if self.open_loop else None
         entry = InFlight(
             self._sent_ops[head],
             self._sent_keys[head],
@@ -174,7 +229,8 @@ class ClusterConnection(Connection):
 
     def send_guest(self, entry: InFlight, asking: bool) -> None:
         """Send a request redirected here (after ASKING for an ASK), as a guest."""
-        assert self._transport is not None
+        write = self._write
+        assert write is not None
         out = bytearray()
         codec: Any = self._codec
         if asking:
@@ -182,7 +238,7 @@ class ClusterConnection(Connection):
         codec.encode(Op(entry.op), entry.key, entry.value, out, 1 if entry.op in _COUNTERS else 0)
         self._sent_ops.append(entry.op)
         self._sent_ns.append(entry.sent_ns)
-        if not self.closed_loop:  # open loop: due when first due (sent, if it was not paced)
+        if self.open_loop:  # open loop: due when first due (sent, if it was not paced)
             due = entry.intended_ns
             self._intended_ns.append(entry.sent_ns if due is None else due)
         self._sent_keys.append(entry.key)
@@ -190,7 +246,7 @@ class ClusterConnection(Connection):
         self._sent_hops.append(entry.hops + 1)
         self._guests += 1
         self._tally.bytes_out += len(out)
-        self._transport.write(out)
+        write(out)
 
 
 class ClusterRouter:

@@ -18,7 +18,7 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.config.replay import MONITOR_FORMAT
@@ -29,6 +29,7 @@ from kvbench.engine.fastpath import PumpFactory, drain, driver_name, new_tally, 
 from kvbench.engine.link import Link, SetupWriter
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule, TraceSchedule
+from kvbench.engine.py_pump import PumpMaker, PyPumps, PyTally
 from kvbench.engine.reconnect import LinkKeeper, open_links
 from kvbench.engine.redirect import ClusterConnection, ClusterRouter
 from kvbench.engine.setup import setup_for
@@ -36,13 +37,15 @@ from kvbench.engine.shards import Shard, build_shards, cluster_shards
 from kvbench.engine.verify import Verifier
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.protocols.base import Op
 from kvbench.units import share_out
 from kvbench.workload.monitor_feed import MonitorFeed
 from kvbench.workload.plan import RequestSource, WorkloadPlan, own_key_plans
 from kvbench.workload.slots import SlotMap
 from kvbench.workload.trace_source import ReplayFeed
 from kvbench.workload.verify import value_check
+
+if TYPE_CHECKING:
+    from kvbench.engine._pump import Tally
 
 _now = time.monotonic_ns
 T = TypeVar("T")
@@ -116,10 +119,6 @@ class _OnTally(Generic[T]):
         setattr(worker.tally, self._name, value)
 
 
-# What a source's current chunk is (the preload borrows the source and gives it back).
-_CHUNK_STATE = ("ops", "record_ops", "keys", "values", "packed", "pos", "size")
-
-
 class Worker(LinkKeeper):
     """Runs one worker's share of the load on the current event loop; its connections'
     host (``DriverHost``: engine/connection.py), keeping them as every worker does
@@ -164,8 +163,10 @@ class Worker(LinkKeeper):
             else python_reason(config)
         )
         # Send state shared with the pumps: see the properties below.
-        self.tally: Any = new_tally(self.cut, self.python_reason is None)
-        self.pumps: PumpFactory | None = None
+        self.tally: Tally | PyTally = new_tally(self.cut, self.python_reason is None)
+        # Each connection's pump: Python ones until the run starts (the preload's), then
+        # compiled ones where the run can use them.
+        self.pumps: PumpMaker = PyPumps()
         self.phase = "idle"
         self._index = 0
         self._interval_start_ns = 0
@@ -286,15 +287,14 @@ class Worker(LinkKeeper):
         return self.recorder.cut("preload", 0, start, _now())
 
     async def _preload_shard(self, shard: Shard) -> None:
+        """Send ``shard``'s connections the preload's sets, a source of their own (the
+        run's sources are untouched), then give them their own sources back."""
         keys = shard.plan.preload_range()
-        source = shard.source
-        saved = [getattr(source, name) for name in _CHUNK_STATE]
-        table = shard.plan.key_table
-        source.packed = None  # the preload's sets go as lists
-        source.ops = source.record_ops = [int(Op.SET)] * len(keys)
-        source.keys = [table[i] for i in keys]
-        source.values = source.preload_values(keys)
-        source.pos, source.size = 0, len(keys)
+        preload = shard.source.preload(keys)
+        connections = [conn for conn in self.connections if conn.shard is shard]
+        sources = [conn.source for conn in connections]
+        for conn in connections:
+            conn.take_source(preload)
         self.phase = "preload"
         self.budget = len(keys)
         self._finished = asyncio.Event()
@@ -303,17 +303,16 @@ class Worker(LinkKeeper):
         # HTTP/1.1 gateways take one request at a time unless the URL says ?pipeline=1.
         http = shard.target.family == "http" and not shard.target.pipelining
         depth = 1 if http else PRELOAD_PIPELINE
-        for conn in self.connections:
-            if conn.shard is shard:
-                conn.fill(depth)
+        for conn in connections:
+            conn.fill(depth)
         watchdog = asyncio.create_task(self._watch_timeouts())
         self.maybe_finished()
         await self._finished.wait()
         watchdog.cancel()
         self.issuing = False
         self._running = False
-        for name, value in zip(_CHUNK_STATE, saved, strict=True):
-            setattr(source, name, value)
+        for conn, source in zip(connections, sources, strict=True):
+            conn.take_source(source)
         self.budget = None
 
     # -- the run -----------------------------------------------------------------------
@@ -339,6 +338,7 @@ class Worker(LinkKeeper):
         self._running = True
         self.issuing = True
         if self.python_reason is None:
+            assert not isinstance(self.tally, PyTally), "a compiled run has the C tally"
             timed = self.feed is not None and self.feed.config.timed  # a replay at its times
             self.pumps = PumpFactory(
                 self.tally,
@@ -346,7 +346,7 @@ class Worker(LinkKeeper):
                 open_loop=load.rate_per_s is not None or timed,
             )
             for conn in self.connections:
-                conn.attach_pump()
+                conn.attach()
         gc.collect()
         gc.freeze()
         gc.disable()
@@ -488,9 +488,8 @@ class Worker(LinkKeeper):
 
     def _emit_interval(self, end_ns: int) -> None:
         drain(self.tally, self.recorder)
-        if self.pumps is not None:
-            for shard in self.shards:
-                shard.completed += self.pumps.completed(shard)
+        for shard in self.shards:
+            shard.completed += self.pumps.completed(shard)
         cpu, wait = time.process_time_ns(), cpu_wait_ns()
         self.recorder.add_stat("cpu_ns", cpu - self._cpu_mark_ns)
         if wait is not None and self._wait_mark_ns is not None:  # the loop's thread's

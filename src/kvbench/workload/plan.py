@@ -367,6 +367,12 @@ class RequestSource:
                 self._version += 1
                 values[i] = derive_value(keys[i], self._version, len(values[i]))  # type: ignore[arg-type]
 
+    def preload(self, indexes: range) -> FixedSource:
+        """The preload's requests: a set of each key ``indexes`` names, with its value."""
+        table = self._plan.key_table
+        keys: list[bytes | tuple[bytes, ...]] = [table[i] for i in indexes]
+        return FixedSource([int(Op.SET)] * len(keys), keys, self.preload_values(indexes))
+
     def preload_values(self, indexes: range) -> list[bytes | memoryview]:
         """Values to store under the keys ``indexes`` during preload."""
         table = self._plan.key_table
@@ -377,6 +383,43 @@ class RequestSource:
             return [timestamp_value(self._wall_clock_ns())] * len(indexes)
         values = self._plan.value_table
         return [values[i % len(values)] for i in indexes]
+
+
+class FixedSource:
+    """A fixed list of requests, sent once, in the ``RequestSource`` shape: the preload's
+    sets (engine/worker.py), a source of their own, so the run's sources are not touched.
+
+    Attributes:
+        ops, record_ops, keys, values: the requests; ``pos`` is the next one.
+    """
+
+    ttl_s: int | None = None
+    packed: tuple[Any, ...] | None = None
+
+    def __init__(
+        self,
+        ops: list[int],
+        keys: list[bytes | tuple[bytes, ...]],
+        values: list[bytes | memoryview],
+    ) -> None:
+        self.ops = self.record_ops = ops
+        self.keys = keys
+        self.values = values
+        self.pos = 0
+        self.size = len(ops)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to send (a Redis Cluster master that serves none of the keys)."""
+        return self.size == 0
+
+    def refill(self) -> bool:
+        """Nothing more: the requests are sent once."""
+        return False
+
+    def pack(self) -> bool:
+        """Lists stay lists (``RequestSource.pack``)."""
+        return False
 
 
 @dataclass(frozen=True, slots=True)

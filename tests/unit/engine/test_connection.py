@@ -13,9 +13,10 @@ import pytest
 
 from kvbench.config import load_config
 from kvbench.engine import fastpath
-from kvbench.engine.connection import Connection
+from kvbench.engine.connection import Connection, PumpReader
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
+from kvbench.engine.py_pump import PyPump
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.worker import Worker, WorkerSpec
 from kvbench.metrics.outcome import Outcome
@@ -97,7 +98,7 @@ def make(
     worker.connections = [conn]
     transport = ScriptedTransport()
     conn.connection_made(transport)
-    assert (conn._pump is not None) == (driver == "compiled")
+    assert isinstance(conn.pump, PyPump) == (driver == "python")
     return worker, conn, transport
 
 
@@ -147,31 +148,34 @@ def test_garbage_is_a_protocol_error_that_fails_inflight_and_aborts(driver: str)
     assert worker.errors == {"protocol_error": 1}
 
 
-def test_past_the_first_reads_the_transport_hands_reads_to_the_pump_until_it_goes() -> None:
-    """The compiled driver: once the first read has shown the server did not refuse the
-    connection, the transport calls the pump itself; a stop still reaches the connection
-    (garbage: a protocol error, aborted), and a new transport reads through it again."""
-    if not fastpath.compiled():
-        pytest.skip("the compiled pump is not built")
-    worker, conn, transport = make("compiled", pipeline=2, ratio="0:1")
-    pump = conn._pump
-    assert "data_received" not in vars(conn)
+def test_past_the_first_reads_the_transport_hands_reads_to_the_pump_until_it_goes(
+    driver: str,
+) -> None:
+    """Once the first read has shown the server did not refuse the connection, the
+    transport reads into a ``PumpReader`` whose ``data_received`` is the pump's own; a stop
+    still reaches the connection (garbage: a protocol error, aborted), and a new transport
+    reads through the connection again."""
+    worker, conn, transport = make(driver, pipeline=2, ratio="0:1")
+    pump = conn.pump
+    assert not hasattr(transport, "protocol")
     conn.data_received(b"END\r\n")
-    assert transport.protocol is conn and conn.data_received == pump.data_received
-    assert pump.on_stopped == conn._pump_stopped
+    reader = transport.protocol
+    assert isinstance(reader, PumpReader) and reader.data_received == pump.data_received
+    assert pump.on_stopped == conn._stopped
     transport.take_requests()
-    conn.data_received(b"END\r\nWHAT IS THIS\r\n")  # the pump's own, as the loop calls it
+    reader.data_received(b"END\r\nWHAT IS THIS\r\n")  # the pump's own, as the loop calls it
     assert transport.aborted and worker.errors == {"protocol_error": 1}
     counts = cut(worker).counts  # the first read's reply counts; none of the second's
     assert counts["get"] == {"miss": 1, "protocol_error": 2}
-    conn.connection_lost(None)
-    assert "data_received" not in vars(conn) and pump.on_stopped is None
+    reader.connection_lost(None)  # the reader's events are the connection's
+    assert pump.on_stopped is None and not conn.connected
     fresh = ScriptedTransport()
     conn.connection_made(fresh)
-    assert conn._pump is not pump and conn.inflight == 2
-    assert "data_received" not in vars(conn)  # its first read goes through the connection
+    assert conn.pump is not pump and conn.inflight == 2
+    assert not hasattr(fresh, "protocol")  # its first read goes through the connection
     conn.data_received(b"END\r\n")
-    assert fresh.protocol is conn and conn.data_received == conn._pump.data_received
+    assert isinstance(fresh.protocol, PumpReader)
+    assert fresh.protocol.data_received == conn.pump.data_received
     assert conn.inflight == 2
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -108,7 +109,8 @@ def test_a_pump_sends_what_the_connections_codec_would(url: str, ttl_bytes: byte
     written: list[bytes] = []
     tally = _pump.Tally()
     tally.issuing = True
-    pump = fastpath.PumpFactory(tally, run.workload.ttl_s).pump(ours, written.append)
+    conn: Any = SimpleNamespace(shard=ours, source=ours.source)
+    pump = fastpath.PumpFactory(tally, run.workload.ttl_s).pump(conn, written.append)
     pump.issue(3000)  # across a chunk boundary
     source = reference.source
     codec = codec_factory_for(reference.target, CodecOptions(ttl_s=30))()

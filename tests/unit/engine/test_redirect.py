@@ -144,8 +144,9 @@ def test_a_guests_latency_runs_from_its_first_send(cluster: Any) -> None:
     sent_ns = a.oldest_sent_ns()
     assert sent_ns is not None
     a.data_received(b"-ASK %d 127.0.0.1:2\r\n" % key_slot(first[1]))
-    guest = b._sent_ns[-1]
-    assert guest == sent_ns and b._sent_hops[-1] == 1
+    pump: Any = b.pump
+    guest = pump._sent_ns[-1]
+    assert guest == sent_ns and pump._sent_hops[-1] == 1
 
 
 def test_redirects_beyond_the_bound_end_as_an_error_reply(cluster: Any) -> None:

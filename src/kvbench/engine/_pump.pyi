@@ -1,0 +1,131 @@
+# The compiled hot path's interface (engine/_pump.c), for mypy: every class, method,
+# attribute and constant the extension exports. tests/unit/engine/test_pump_stub.py
+# checks this names exactly what the built module has.
+
+from collections.abc import Callable
+from typing import Any, final
+
+from typing_extensions import Buffer
+
+# Protocols (a Stream's and a Pump's ``protocol``).
+TEXT: int
+RESP2: int
+BINARY: int
+META: int
+# Reply families (a Pump's ``families``: one per op; 0 keeps the op in Python).
+F_GET: int
+F_MGET: int
+F_STORE: int
+F_DELETE: int
+F_ARITH: int
+F_APPEND: int
+# Reply kinds (the codes' low bits: protocols.base.ReplyKind's values).
+K_HIT: int
+K_MISS: int
+K_STORED: int
+K_NOT_STORED: int
+K_EXISTS: int
+K_NOT_FOUND: int
+K_DELETED: int
+K_VALUE: int
+K_ERROR_REPLY: int
+KEYS_SHIFT: int
+MAX_OPS: int
+
+# What a Stream's refill returns: None (nothing now), lists ``(ops, keys, values, start[,
+# ttl])`` or a packed chunk ``(ops, keys, key_starts, key_ends, values, value_starts,
+# value_ends, start, ttl)`` (engine/fastpath.py).
+_Refill = Callable[[], tuple[Any, ...] | None]
+
+@final
+class Tally:
+    """A worker's send state and reply buffers, shared by its pumps."""
+
+    issuing: bool
+    budget: int
+    next_cut_ns: int
+    bytes_in: int
+    bytes_out: int
+    @property
+    def pending(self) -> int: ...
+    def __init__(self, on_cut: Callable[[int], object] | None = None) -> None: ...
+    def take(self) -> tuple[bytes, bytes, bytes]: ...
+    def take_open(self) -> tuple[bytes, bytes, bytes, int]: ...
+
+@final
+class Stream:
+    """The requests of a server's pumps, or of one pump (a replay's lane)."""
+
+    @property
+    def pos(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    def __init__(self, refill: _Refill, protocol: int, ttl: int = 0, flags: int = 0) -> None: ...
+    def take_completed(self) -> int: ...
+    def skip(self, n: int, /) -> bytes: ...
+
+@final
+class Pump:
+    """One connection's closed or open loop."""
+
+    on_stopped: Callable[[int], object] | None
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def inflight(self) -> int: ...
+    def __init__(
+        self,
+        tally: Tally,
+        stream: Stream,
+        write: Callable[[bytes], object],
+        protocol: int,
+        families: Buffer,
+        max_reply: int,
+        open_loop: bool = False,
+        late_ns: int = 0,
+    ) -> None: ...
+    def received(self, data: bytes, /) -> int: ...
+    def data_received(self, data: bytes, /) -> None: ...
+    def issue(self, n: int, /) -> int: ...
+    def issue_scheduled(self, intended_ns: list[int], /) -> int: ...
+    def oldest_sent_ns(self) -> int | None: ...
+    def expire(self, now: int, timeout_ns: int, /) -> tuple[bytes, bytes]: ...
+    def drop(self) -> bytes: ...
+
+def encode(
+    protocol: int,
+    ttl: int,
+    flags: int,
+    ops: list[int],
+    keys: list[Any],
+    values: list[Any],
+    start: int,
+    stop: int,
+    opaque: int = 0,
+    /,
+) -> bytes: ...
+def encode_packed(
+    protocol: int,
+    ttl: int,
+    flags: int,
+    ops: Buffer,
+    keys: Buffer,
+    key_starts: Buffer,
+    key_ends: Buffer,
+    values: Buffer,
+    value_starts: Buffer,
+    value_ends: Buffer,
+    start: int,
+    stop: int,
+    opaque: int = 0,
+    /,
+) -> bytes: ...
+def scan_replies(
+    protocol: int,
+    families: Buffer,
+    ops: Buffer,
+    data: Buffer,
+    max_reply: int,
+    keys: Buffer = b"",
+    /,
+) -> tuple[list[int], int, str | None]: ...
