@@ -236,29 +236,32 @@ def network_line(model: ReportModel) -> Text:
 
 
 def round_lines(model: ReportModel) -> Text:
-    """Per-round throughput and its spread, when there was more than one round."""
+    """Per-round throughput and its spread, when there was more than one round.
+
+    Whole ops per second, as the live lines (``10,843``, not ``10.8k``): the rounds a
+    user adds up give the mean printed beside them (to within rounding)."""
     text = Text()
     if len(model.rounds) < 2:
         return text
-    rates = "  ".join(f"{format_rate(r['throughput_per_s'])}" for r in model.rounds)
+    rates = "  ".join(whole_rate(r["throughput_per_s"]) for r in model.rounds)
     text.append(f"rounds: {rates} ops/s\n")
     s = model.throughput_spread()
     if s is not None:
         ci = ", " + ci_text(s)
         text.append(
-            f"throughput over {s.n} rounds: mean {format_rate(s.mean)} ops/s, "
-            f"stddev {format_rate(s.stddev)}, min {format_rate(s.minimum)}, "
-            f"max {format_rate(s.maximum)}{ci}\n"
+            f"throughput over {s.n} rounds: mean {whole_rate(s.mean)} ops/s, "
+            f"stddev {whole_rate(s.stddev)}, min {whole_rate(s.minimum)}, "
+            f"max {whole_rate(s.maximum)}{ci}\n"
         )
     return text
 
 
 def ci_text(s: Spread) -> str:
-    """``95% CI 180.2k .. 196.1k`` (a bound clamped at 0 says so), or why there is none."""
+    """``95% CI 180,212 .. 196,104`` (a bound clamped at 0 says so), or why there is none."""
     if s.ci95 is None:
         return f"95% CI needs {MIN_CI_SAMPLES} rounds"
-    low = "0 (clamped)" if s.clamped else format_rate(s.ci95[0])
-    return f"95% CI {low} .. {format_rate(s.ci95[1])}"
+    low = "0 (clamped)" if s.clamped else whole_rate(s.ci95[0])
+    return f"95% CI {low} .. {whole_rate(s.ci95[1])}"
 
 
 def status_lines(model: ReportModel) -> Text:
