@@ -158,8 +158,8 @@ def summary_table(model: ReportModel, wide: bool = False) -> Table:
     # says it in total; the compiled driver splits them by op, the Python one does not).
     network = model.network is not None
     if network:
-        table.add_column("TX", justify="right")
-        table.add_column("RX", justify="right")
+        table.add_column("TX", justify="right", no_wrap=True)  # a figure and its unit
+        table.add_column("RX", justify="right", no_wrap=True)
     for row in model.ops:
         table.add_row(
             row.op,
