@@ -160,6 +160,15 @@ def format_rate(per_s: float) -> str:
     return f"{per_s / 1_000_000:.2f}M"
 
 
+def format_byte_rate(per_s: float) -> str:
+    """Bytes per second, one rule everywhere (the summary's network line and TX / RX
+    columns, the page): ``12.35 MB/s`` from 1 MB/s up, ``812.3 KB/s`` below (decimal units,
+    as mutilate's RX/TX)."""
+    if per_s >= 1_000_000:
+        return f"{per_s / 1_000_000:,.2f} MB/s"
+    return f"{per_s / 1_000:,.1f} KB/s"
+
+
 def share_out(total: int, parts: int) -> list[int]:
     """``total`` shared out as evenly as possible: share_out(10, 3) == [4, 3, 3].
 

@@ -103,6 +103,10 @@ def test_scraped_during_the_run_and_equal_to_the_document_at_its_end(
     assert gauges == {"asked": 4, "live": doc["intervals"][-1]["connections_live"]}
     get = histogram_of(final, "get")
     assert get["count"] == sum(doc["ops"]["get"]["outcomes"].values())
+    # and by outcome: each one's series counts its ops (a get's hits apart from its misses)
+    for op, row in doc["ops"].items():
+        for outcome, n in row["outcomes"].items():
+            assert histogram_of(final, op, outcome=outcome)["count"] == n, (op, outcome)
     for q, name in ((0.5, "p50"), (0.99, "p99")):
         exact = doc["ops"]["get"]["latency_us"][name] / 1e6
         assert bucket_of(histogram_quantile(q, get["buckets"])) == bucket_of(exact), name

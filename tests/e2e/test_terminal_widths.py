@@ -27,6 +27,9 @@ from tests.support.widths import check_summary
 
 pytestmark = pytest.mark.integration
 
+# The summary's columns (TX, RX: bytes per second, the last by priority).
+EVERY_COLUMN = {"op", "ops", "ops/s", "hit %", "errors", "p50", "p90", "p99", "p99.9", "p99.99",
+                "max", "mean", "TX", "RX"}  # fmt: skip
 SHORT = ("--duration", "2s", "-c", "4", "--processes", "1", "--ratio", "1:4", "--no-save")
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
 
@@ -102,14 +105,17 @@ def test_a_real_terminal_of_each_width(
         note = " ".join(text[text.index("left out at") :].split())
         assert note.startswith(f"left out at {columns} columns:")
         assert f"kvbench show {doc['run_id']} --wide" in note
-        assert "ops" not in shown  # the last by priority
+        # each column not shown is named (a narrower one after it by priority may fit)
+        summary_note = " ".join(block[block.index("left out at") :].split())
+        left_out = summary_note.split(":", 1)[1].split(";")[0]
+        assert {name.strip() for name in left_out.split(",")} == EVERY_COLUMN - shown, block
     else:
-        assert {"p99.99", "max", "mean", "hit %", "ops"} <= shown
+        assert {"p99.99", "max", "mean", "hit %", "ops", "TX", "RX"} <= shown
     if columns == 80:  # --wide: every column, the terminal wraps
         code, text = in_terminal(columns, "run", url, *SHORT, "--wide", "--json", str(out))
         assert code == 0, text
         shown = check_summary(summary_block(text), read_json(out), None)
-        assert {"p99.99", "max", "mean", "hit %", "ops"} <= shown
+        assert {"p99.99", "max", "mean", "hit %", "ops", "TX", "RX"} <= shown
         assert "left out" not in text
 
 

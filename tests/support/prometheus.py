@@ -9,22 +9,29 @@ from kvbench.report.prometheus import BUCKETS_S
 
 
 def histogram_of(
-    families: dict[str, list[Any]], op: str, target: str | None = None
+    families: dict[str, list[Any]],
+    op: str,
+    target: str | None = None,
+    outcome: str | None = None,
 ) -> dict[str, Any]:
     """``{"buckets": [(le, cumulative count)...], "sum": s, "count": n}`` of one op's
-    ``kvbench_latency_seconds`` in a parsed scrape (le as a float, +Inf last)."""
-    buckets: list[tuple[float, float]] = []
+    ``kvbench_latency_seconds`` in a parsed scrape (le as a float, +Inf last): of one
+    ``outcome``, or summed over them (PromQL's ``sum by (le, op)``)."""
+    buckets: dict[float, float] = {}
     found: dict[str, Any] = {}
     for sample in families["kvbench_latency_seconds"]:
         if sample.labels["op"] != op or (target and sample.labels["target"] != target):
             continue
+        if outcome is not None and sample.labels["outcome"] != outcome:
+            continue
         if sample.name.endswith("_bucket"):
-            buckets.append((float(sample.labels["le"]), sample.value))
+            le = float(sample.labels["le"])
+            buckets[le] = buckets.get(le, 0.0) + sample.value
         elif sample.name.endswith("_sum"):
-            found["sum"] = sample.value
+            found["sum"] = found.get("sum", 0.0) + sample.value
         elif sample.name.endswith("_count"):
-            found["count"] = sample.value
-    return {"buckets": sorted(buckets), **found}
+            found["count"] = found.get("count", 0.0) + sample.value
+    return {"buckets": sorted(buckets.items()), **found}
 
 
 def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float:

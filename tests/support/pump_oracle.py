@@ -400,7 +400,18 @@ def pump_outcome(ex: Exchange) -> Outcome:
         assert sent == 0 and not service_ns
     error = pump.error
     assert error is None or (isinstance(error, str) and error.isprintable()), repr(error)
+    _check_bytes(ex, tally, written[0], ops)
     return Outcome(written[0], codes, error, statuses)
+
+
+def _check_bytes(ex: Exchange, tally: Any, written: bytes, ops: list[int]) -> None:
+    """The bytes by op (take_bytes): the requests' add up to the write, the replies' are
+    counted to the ops accounted only (none after a broken read: taken back), never more
+    than arrived, and each reply at least a byte."""
+    tx, rx = (memoryview(b).cast("q").tolist() for b in tally.take_bytes())
+    assert sum(tx) == len(written) and all(n > 0 for n in (tx[op] for op in ex.ops)), tx
+    assert all(n >= 0 for n in rx) and len(ops) <= sum(rx) <= len(ex.wire), (rx, ops)
+    assert {op for op, n in enumerate(rx) if n} == set(ops), (rx, ops)
 
 
 # Either pump, stopping on a protocol error, takes back the replies of the read that held

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kvbench.units import format_byte_rate
+
 # A summary cell's figure: ``309,512``, ``19.2%``, ``1.25ms``, ``35.2us``, ``812ns``, ``n/a``.
 _UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 _LATENCY = re.compile(r"^(\d+(?:\.\d+)?)(ns|us|ms|s)$")
@@ -63,6 +65,10 @@ def check_summary(text: str, doc: dict[str, Any], width: int | None) -> set[str]
             elif name == "hit %":
                 if cell:
                     assert cell == f"{entry['hit_ratio']:.1%}"
+            elif name in ("TX", "RX"):  # bytes per second, by op where the driver split them
+                net = entry.get("network")
+                key = "out_per_s" if name == "TX" else "in_per_s"
+                assert cell == (format_byte_rate(net[key]) if net else ""), (name, cell, net)
             else:  # p50 ... p99.99, max, mean
                 key = name.replace(".", "_")
                 want = entry["latency_us"][key]

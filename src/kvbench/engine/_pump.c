@@ -675,6 +675,8 @@ typedef struct {
     I64s service, lag;
     long long late[MAX_OPS];
     long long sent;
+    /* Bytes by op: of the requests written, of the replies accounted (take_bytes()). */
+    long long tx[MAX_OPS], rx[MAX_OPS];
 } Tally;
 
 static int
@@ -770,6 +772,32 @@ Tally_take_open(Tally *self, PyObject *unused)
     return Py_BuildValue("(NNNL)", service, lag, late, sent);
 }
 
+PyDoc_STRVAR(Tally_take_bytes_doc,
+"take_bytes() -> (tx, rx)\n\n"
+"The bytes by op since the last take (int64 bytes, MAX_OPS of them each): of the requests\n"
+"written (tx: their share of bytes_out) and of the replies accounted (rx: of bytes_in, less\n"
+"what belongs to no reply accounted yet: a reply cut by the read, a broken read). Emptied.");
+
+static PyObject *
+Tally_take_bytes(Tally *self, PyObject *unused)
+{
+    if (self->on_cut == NULL) {
+        not_initialized("Tally");
+        return NULL;
+    }
+    PyObject *tx = PyBytes_FromStringAndSize((const char *)self->tx, (Py_ssize_t)sizeof self->tx);
+    PyObject *rx = tx ? PyBytes_FromStringAndSize((const char *)self->rx,
+                                                  (Py_ssize_t)sizeof self->rx)
+                      : NULL;
+    if (rx == NULL) {
+        Py_XDECREF(tx);
+        return NULL;
+    }
+    memset(self->tx, 0, sizeof self->tx);
+    memset(self->rx, 0, sizeof self->rx);
+    return Py_BuildValue("(NN)", tx, rx);
+}
+
 static PyObject *
 Tally_pending(Tally *self, void *closure)
 {
@@ -793,6 +821,7 @@ static PyGetSetDef Tally_getset[] = {
 static PyMethodDef Tally_methods[] = {
     {"take", (PyCFunction)Tally_take, METH_NOARGS, Tally_take_doc},
     {"take_open", (PyCFunction)Tally_take_open, METH_NOARGS, Tally_take_open_doc},
+    {"take_bytes", (PyCFunction)Tally_take_bytes, METH_NOARGS, Tally_take_bytes_doc},
     {NULL},
 };
 
@@ -1156,9 +1185,11 @@ static PyTypeObject StreamType = {
 enum { PUMP_OK = 0, PUMP_IDLE = 1, PUMP_ERROR = 2 };
 
 /* A request in flight: its op, when it was sent and when it was due (open loop; the
- * send time in a closed loop), and the tags its reply is checked with. */
+ * send time in a closed loop), and the tags its reply is checked with; once answered,
+ * its reply's length (kept for unaccount()). */
 typedef struct {
     long long sent_ns, intended_ns;
+    Py_ssize_t reply_len;
     uint32_t tag, keys;
     unsigned char op;
 } Pending;
@@ -1403,11 +1434,13 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended)
         }
         Py_ssize_t at = stream->pos;
         long op = Stream_op(stream, at);
+        Py_ssize_t before = o.len;
         Request r;
         if (op < 0 || Stream_request(stream, wire, at, op, &o, &r) < 0 ||
             wire->encode(&stream->encoding, (int)op, &r, &tags, &o) < 0)
             break;
-        *fifo_at(self, self->fifo_len + i) = (Pending){sent, due, tags.tag, tags.keys,
+        tally->tx[op] += o.len - before;
+        *fifo_at(self, self->fifo_len + i) = (Pending){sent, due, 0, tags.tag, tags.keys,
                                                        (unsigned char)op};
         stream->pos++;
     }
@@ -1480,8 +1513,11 @@ pump_issue(Pump *self, Py_ssize_t n)
 }
 
 static void
-account(Pump *self, Tally *tally, const Pending *request, long long code, long long now)
+account(Pump *self, Tally *tally, Pending *request, long long code, Py_ssize_t len,
+        long long now)
 {
+    request->reply_len = len;
+    tally->rx[request->op] += len;
     tally->ops.v[tally->ops.len++] = request->op;
     tally->codes.v[tally->codes.len++] = code;
     /* From the intended time (the send time in a closed loop): coordinated omission. */
@@ -1510,6 +1546,10 @@ unaccount(Pump *self, Tally *tally, Py_ssize_t n)
         tally->service.len -= n;
     self->fifo_head = (self->fifo_head + self->fifo_cap - n % self->fifo_cap) % self->fifo_cap;
     self->fifo_len += n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Pending *request = fifo_at(self, i);
+        tally->rx[request->op] -= request->reply_len;
+    }
 }
 
 /* A pump's method that changes it may run: initialized, and not inside its own send. */
@@ -1589,7 +1629,7 @@ Pump_received(Pump *self, PyObject *data)
     Py_ssize_t pos = 0, done = 0;
     Scan scan = {.answered = self->answered};
     while (pos < n) {
-        const Pending *request = self->fifo_len ? fifo_at(self, 0) : NULL;
+        Pending *request = self->fifo_len ? fifo_at(self, 0) : NULL;
         Head head;
         if (request != NULL)
             head = (Head){request->op, self->family[request->op], request->tag, request->keys};
@@ -1597,7 +1637,7 @@ Pump_received(Pump *self, PyObject *data)
                                   self->max_reply, &scan);
         if (k <= 0)
             break;
-        account(self, tally, request, scan.code, now);
+        account(self, tally, request, scan.code, k, now);
         pos += k;
         done++;
     }

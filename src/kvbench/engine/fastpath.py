@@ -303,9 +303,16 @@ _LATE = int(Outcome.LATE)
 def drain(tally: Tally | PyTally, recorder: Recorder) -> None:
     """Move the replies the pumps accounted into the recorder's reply buffers, and an open
     loop's service times, lags, late sends and send count where the Python driver puts
-    them (``Connection._account`` and ``issue_scheduled``)."""
+    them (``Connection._account`` and ``issue_scheduled``); the bytes by op into stats."""
     ops, codes, latency = tally.take()
     service, lag, late, sent = tally.take_open()
+    by_op = tally.take_bytes()
+    if by_op is not None:  # bytes_out.get, bytes_in.get ...: the totals' share by op
+        names = recorder.op_names
+        for direction, data in zip(("bytes_out", "bytes_in"), by_op, strict=True):
+            counts = np.frombuffer(data, dtype=np.int64)
+            for op in np.flatnonzero(counts).tolist():
+                recorder.add_stat(f"{direction}.{names[op]}", int(counts[op]))
     if ops:
         recorder.reply_ops.frombytes(ops)
         recorder.reply_codes.frombytes(codes)

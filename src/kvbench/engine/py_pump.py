@@ -86,6 +86,12 @@ class PyTally:
     def take_open(self) -> tuple[bytes, bytes, bytes, int]:
         return b"", b"", b"", 0
 
+    def take_bytes(self) -> None:
+        """No bytes by op: the Python codecs encode a batch of several ops in one call
+        and classify a read's replies without their lengths, so only the totals
+        (``bytes_in``, ``bytes_out``) are counted on this path."""
+        return None
+
 
 class Pumped(Protocol):
     """What a pump factory needs of the connection it makes a pump for."""

@@ -4,9 +4,10 @@ Two ways in, both cheap on the hot path:
 
 - replies, in bulk: per socket read the engine extends ``reply_ops``, ``reply_codes``
   (``kind | keys << 8``) and ``reply_latency_ns`` with C-level calls; no Python work per
-  reply. ``fold`` turns them with numpy into the interval's per-op histograms and
-  counters; the engine calls it every few tens of milliseconds, so that no single fold
-  (about 23 ns per reply) stalls the event loop for long, and ``cut`` folds the rest.
+  reply. ``fold`` turns them with numpy into the interval's histograms (one per op and
+  outcome: a get's hits and misses apart; ``cut`` merges each op's) and counters; the
+  engine calls it every few tens of milliseconds, so that no single fold (about 23 ns per
+  reply) stalls the event loop for long, and ``cut`` folds the rest.
 - engine-observed outcomes (timeout, conn_error), one by one: ``counts[op][outcome]``
   and ``latency_ns[op]`` (a timed-out request enters the histogram at the timeout).
 
@@ -22,13 +23,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from kvbench.metrics.histogram import Histogram
-from kvbench.metrics.outcome import N_OUTCOMES, OUTCOME_NAMES
+from kvbench.metrics.outcome import N_OUTCOMES, OUTCOME_NAMES, Outcome
 from kvbench.metrics.snapshot import IntervalSnapshot
 
 # Reply codes carry the reply kind in the low byte and the number of values it returned
 # above it (protocols.base KIND_MASK / KEYS_SHIFT).
 KIND_MASK = 0xFF
 KEYS_SHIFT = 8
+_TIMEOUT = OUTCOME_NAMES[int(Outcome.TIMEOUT)]
 
 
 def _fold(values: array[int]) -> Histogram | None:
@@ -67,7 +69,8 @@ class Recorder:
 
     def _new_interval(self) -> None:
         """Empty folds for the next interval (the snapshot keeps the previous ones)."""
-        self._latency: dict[str, Histogram] = {}
+        # op -> outcome -> latency; each op's histogram is their merge (cut)
+        self._by_outcome: dict[str, dict[str, Histogram]] = {}
         self._service: dict[str, Histogram] = {}
         self._keys: dict[str, int] = {}
         self._keys_hit: dict[str, int] = {}
@@ -80,7 +83,7 @@ class Recorder:
     def cut(self, phase: str, index: int, start_ns: int, end_ns: int) -> IntervalSnapshot:
         """Fold the buffers into histograms, return the interval's snapshot, reset in place."""
         self.fold()
-        latency, service = self._latency, self._service
+        by_outcome, service = self._by_outcome, self._service
         keys, keys_hit = self._keys, self._keys_hit
         counts = self._reply_counts.tolist()
         self._new_interval()
@@ -92,10 +95,16 @@ class Recorder:
                 if n:
                     counts[op][i] += n
                     row[i] = 0
-            for source, into in ((self.latency_ns[op], latency), (self.service_ns[op], service)):
-                if source:
-                    into.setdefault(name, Histogram()).record_many(source)
-                    del source[:]
+            timed_out = self.latency_ns[op]  # the requests the engine timed out
+            if timed_out:
+                by_outcome.setdefault(name, {}).setdefault(_TIMEOUT, Histogram()).record_many(
+                    timed_out
+                )
+                del timed_out[:]
+            if self.service_ns[op]:
+                service.setdefault(name, Histogram()).record_many(self.service_ns[op])
+                del self.service_ns[op][:]
+        latency = {name: Histogram.merged(hists.values()) for name, hists in by_outcome.items()}
         stats, self.stats = self.stats, {}
         named = {
             self.op_names[op]: {OUTCOME_NAMES[i]: int(n) for i, n in enumerate(row) if n}
@@ -109,6 +118,7 @@ class Recorder:
             end_ns=end_ns,
             counts=named,
             latency=latency,
+            latency_by_outcome=by_outcome,
             service=service,
             keys=keys,
             keys_hit=keys_hit,
@@ -133,19 +143,31 @@ class Recorder:
             np.frombuffer(self.reply_service_ns, dtype=np.int64) if self.reply_service_ns else None
         )
         kinds = codes & KIND_MASK
-        by_pair = np.bincount(ops * N_OUTCOMES + kinds, minlength=n_ops * N_OUTCOMES)
-        self._reply_counts += by_pair[: n_ops * N_OUTCOMES].reshape(n_ops, N_OUTCOMES)
+        pair_ids = ops * N_OUTCOMES + kinds
+        by_pair = np.bincount(pair_ids, minlength=n_ops * N_OUTCOMES)[: n_ops * N_OUTCOMES]
+        self._reply_counts += by_pair.reshape(n_ops, N_OUTCOMES)
         hits_by_op = np.bincount(ops, weights=codes >> KEYS_SHIFT, minlength=n_ops).tolist()
         replies_by_op = np.bincount(ops, minlength=n_ops).tolist()
+        # Latency by op and outcome: an op with one outcome in this fold (a set's stored)
+        # costs what a histogram per op did; a get's hits and misses one mask each.
+        by_op: dict[int, list[int]] = {}
+        for pair in np.flatnonzero(by_pair).tolist():
+            by_op.setdefault(pair // N_OUTCOMES, []).append(pair)
+        for op, op_pairs in by_op.items():
+            into = self._by_outcome.setdefault(self.op_names[op], {})
+            for pair in op_pairs:
+                hist = into.setdefault(OUTCOME_NAMES[pair % N_OUTCOMES], Histogram())
+                if len(op_pairs) > 1:
+                    hist.record_many(values[pair_ids == pair])
+                else:  # (all of them: no mask at all)
+                    hist.record_many(values if len(by_op) == 1 else values[ops == op])
         for op in np.flatnonzero(replies_by_op).tolist():
             name = self.op_names[op]
-            mask = ops == op
-            self._latency.setdefault(name, Histogram()).record_many(values[mask])
             if service_values is not None:
-                self._service.setdefault(name, Histogram()).record_many(service_values[mask])
+                self._service.setdefault(name, Histogram()).record_many(service_values[ops == op])
             self._keys[name] = self._keys.get(name, 0) + replies_by_op[op] * self.keys_per_op[op]
             self._keys_hit[name] = self._keys_hit.get(name, 0) + int(hits_by_op[op])
         # The numpy views export the arrays' buffers; drop them before resizing.
-        del ops, codes, values, kinds, service_values
+        del ops, codes, values, kinds, pair_ids, service_values
         del self.reply_ops[:], self.reply_codes[:], self.reply_latency_ns[:]
         del self.reply_service_ns[:]

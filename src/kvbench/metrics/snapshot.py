@@ -32,6 +32,9 @@ class IntervalSnapshot:
         latency: op name -> latency histogram (ns): reply time - send time (closed loop) or
             - intended send time (open loop).
         service: op name -> service-time histogram (open loop only).
+        latency_by_outcome: op name -> outcome name -> its latency histogram (the op's
+            is their merge; what ``--prometheus`` serves per op and outcome). Not stored:
+            a run loaded from the history has none.
         keys: op name -> keys requested (multi-get counts each key).
         keys_hit: op name -> values returned.
         stats: worker figures: ``cpu_ns``, ``reconnects``, ``bytes_in``, ``bytes_out`` ...
@@ -55,6 +58,7 @@ class IntervalSnapshot:
     lag: Histogram | None = None
     round: int = 0
     hiccup: Histogram | None = None
+    latency_by_outcome: dict[str, dict[str, Histogram]] = field(default_factory=dict)
 
     def ops(self, op: str | None = None) -> int:
         """Completed-or-failed ops (every final outcome), for one op or all."""
@@ -111,6 +115,7 @@ def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
         raise ValueError("merge_snapshots needs at least one snapshot")
     counts: dict[str, dict[str, int]] = {}
     latency: dict[str, Histogram] = {}
+    by_outcome: dict[str, dict[str, Histogram]] = {}
     service: dict[str, Histogram] = {}
     keys: dict[str, int] = {}
     keys_hit: dict[str, int] = {}
@@ -121,6 +126,8 @@ def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
         for op, outcomes in snap.counts.items():
             _add_counts(counts.setdefault(op, {}), outcomes)
         _merge_hists(latency, snap.latency)
+        for op, hists in snap.latency_by_outcome.items():
+            _merge_hists(by_outcome.setdefault(op, {}), hists)
         _merge_hists(service, snap.service)
         _add_counts(keys, snap.keys)
         _add_counts(keys_hit, snap.keys_hit)
@@ -141,4 +148,5 @@ def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
         lag=Histogram.merged(lags) if lags else None,
         round=items[0].round,
         hiccup=Histogram.merged(hiccups) if hiccups else None,
+        latency_by_outcome=by_outcome,
     )

@@ -138,8 +138,9 @@ class FittedTable(Table):
 
 
 def _spaced(column: Column) -> bool:
-    """Some cell holds several figures (it may wrap between them)."""
-    return any(" " in str(cell) for cell in column._cells)
+    """Some cell holds several figures (it may wrap between them); a column added with
+    ``no_wrap=True`` holds one figure a cell, spaces and all (``27.2 KB/s``)."""
+    return not column.no_wrap and any(" " in str(cell) for cell in column._cells)
 
 
 def _narrowest(column: Column) -> int:

@@ -46,7 +46,7 @@ from kvbench.report.series import (
 from kvbench.report.stats import MIN_CI_SAMPLES
 from kvbench.report.summary import summarize
 from kvbench.results.model import RunResult
-from kvbench.units import format_duration_ns
+from kvbench.units import format_byte_rate, format_duration_ns
 
 # Intervals drawn per page, shared by its runs; a longer run has adjacent intervals
 # merged (histograms merged, never averaged) to keep the file small (1 h of 1 s
@@ -70,6 +70,7 @@ def _environment() -> jinja2.Environment:
         count=lambda n: f"{n:,}",
         rate=lambda v: DASH if v is None else f"{v:,.0f}",
         pct=lambda v: "" if v is None else f"{v:.1%}",
+        byte_rate=format_byte_rate,
         ratio=lambda v: DASH if v is None else f"{v:.3f}{TIMES}",
         value=json.dumps,
         pretty=lambda v: json.dumps(v, indent=2),

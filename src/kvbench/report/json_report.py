@@ -38,6 +38,11 @@ def _spread(model: ReportModel) -> dict[str, float] | None:
     }
 
 
+def _network(figures: dict[str, float] | None) -> dict[str, float] | None:
+    """Bytes (whole) and bytes per second (to 0.1)."""
+    return {k: round(v, 1) for k, v in figures.items()} if figures else None
+
+
 def _ci95(model: ReportModel) -> list[float] | None:
     s = model.throughput_spread()
     if s is None or s.ci95 is None:
@@ -74,6 +79,7 @@ def _document(model: ReportModel) -> dict[str, Any]:
             "keys_per_s": _round(row.keys_per_s, 1),
             "hit_ratio": _round(row.hit_ratio, 4),
             "out_of_range": row.out_of_range,
+            "network": _network(row.network),
         }
         if row.service_time_us is not None:
             entry["service_time_us"] = _rounded(row.service_time_us)
@@ -100,9 +106,7 @@ def _document(model: ReportModel) -> dict[str, Any]:
             "error_rate": round(model.tally.error_rate, 6),
             "error_kinds": model.tally.kinds,
             "latency_us": _rounded(model.latency_us),
-            "network": {k: round(v, 1) for k, v in model.network.items()}
-            if model.network
-            else None,
+            "network": _network(model.network),
         },
         "ops": ops,
         "rounds": [

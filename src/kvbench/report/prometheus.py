@@ -5,8 +5,9 @@ and is a ``prometheus_client`` collector: every scrape reads the run so far (cou
 the latency histogram) and the latest interval (gauges). Each figure is one
 ``report.summary`` computes for the interval (``interval_row``) or a sum of the intervals'
 counters and histograms, so a scrape says what the live line and the final document say.
-Latency is a Prometheus histogram (cumulative ``_bucket``, ``_sum``, ``_count``), not the
-quantiles of the latest interval: a scrape every 15 s sees every request, and
+Latency is a Prometheus histogram (cumulative ``_bucket``, ``_sum``, ``_count``) per op
+and outcome (a get's hits apart from its misses: the recorder keeps a histogram per op and
+outcome, merged into the op's), not the quantiles of the latest interval: a scrape every 15 s sees every request, and
 ``histogram_quantile`` combines instances and ranges as a quantile gauge cannot. Every
 series carries the run's ``target``. No I/O here: cli/prometheus.py serves it over HTTP.
 Needs the optional ``prometheus-client`` (``kvbench[prometheus]``).
@@ -68,7 +69,7 @@ class _State:
     intervals: dict[str, int] = field(default_factory=dict)
     outcomes: dict[tuple[str, str, str], int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
-    latency: dict[tuple[str, str], Histogram] = field(default_factory=dict)
+    latency: dict[tuple[str, str, str], Histogram] = field(default_factory=dict)
     row: dict[str, Any] | None = None
     info: dict[str, str] = field(default_factory=dict)
     connections_asked: int | None = None
@@ -117,7 +118,9 @@ class LiveFigures(Collector):
                     key = (target, op, outcome)
                     state.outcomes[key] = state.outcomes.get(key, 0) + n
             for op, hist in snap.latency.items():
-                state.latency.setdefault((target, op), Histogram()).merge(hist)
+                # by outcome where the workers kept it (every run's do); else as one
+                for outcome, part in snap.latency_by_outcome.get(op, {"": hist}).items():
+                    state.latency.setdefault((target, op, outcome), Histogram()).merge(part)
             state.errors[target] = state.errors.get(target, 0) + row["errors"]
             state.intervals[target] = state.intervals.get(target, 0) + 1
             state.row = row
@@ -190,16 +193,18 @@ def _counters(
         yield family
 
 
-def _histogram(latency: dict[tuple[str, str], tuple[list[tuple[str, float]], float]]) -> Any:
-    """Latency by target and op, cumulative over the measured windows so far."""
+def _histogram(
+    latency: dict[tuple[str, str, str], tuple[list[tuple[str, float]], float]],
+) -> Any:
+    """Latency by target, op and outcome, cumulative over the measured windows so far."""
     family = HistogramMetricFamily(
         f"{PREFIX}_latency_seconds",
-        "Latency of the ops that ended in the measured windows so far, by op (from the "
-        "intended send time in open loop).",
-        labels=["target", "op"],
+        "Latency of the ops that ended in the measured windows so far, by op and outcome "
+        "(from the intended send time in open loop; a timeout at the timeout).",
+        labels=["target", "op", "outcome"],
     )
-    for (target, op), (buckets, sum_s) in sorted(latency.items()):
-        family.add_metric([target, op], buckets, sum_value=sum_s)
+    for (target, op, outcome), (buckets, sum_s) in sorted(latency.items()):
+        family.add_metric([target, op, outcome], buckets, sum_value=sum_s)
     return family
 
 

@@ -73,6 +73,9 @@ class OpRow:
     keys_per_s: float
     hit_ratio: float | None
     out_of_range: int = 0  # latencies beyond the histogram's 60 s, recorded at 60 s
+    # Its requests' and replies' bytes and per second (network_figures); None: the
+    # driver counted bytes in total only (the Python driver).
+    network: dict[str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,7 @@ def _op_row(
         out_of_range=sum(
             h.out_of_range for h in (total.latency.get(name), service) if h is not None
         ),
+        network=network_figures(total, window_s, name),
     )
 
 
@@ -423,16 +427,35 @@ def summarize(run: RunResult, intervals_of: RunResult | None = None) -> ReportMo
     )
 
 
-def network_figures(total: IntervalSnapshot | None, window_s: float) -> dict[str, float] | None:
+def network_figures(
+    total: IntervalSnapshot | None, window_s: float, op: str | None = None
+) -> dict[str, float] | None:
     """The bytes the workers read from and wrote to their sockets in the window (protocol
     framing and all: what crossed the network, mutilate's RX and TX, memtier's KB/sec), and
-    per second of the window; None when no worker counted them."""
+    per second of the window; None when no worker counted them.
+
+    ``op``: that op's share, its requests' bytes (``bytes_out.<op>``) and its replies'
+    (``bytes_in.<op>``), as the compiled driver counts them; None when the workers counted
+    totals only (the Python driver). The ops' shares add up to the totals but for the
+    bytes of replies not accounted in the window (one cut by its start or end, the read
+    that broke the protocol): ``bytes_in_other``, ``bytes_out_other`` in the totals."""
     if total is None or "bytes_in" not in total.stats:
         return None
-    received, sent = int(total.stats["bytes_in"]), int(total.stats.get("bytes_out", 0))
-    return {
+    stats = total.stats
+    if op is not None:
+        if not any(name.startswith("bytes_out.") for name in stats):
+            return None
+        received, sent = int(stats.get(f"bytes_in.{op}", 0)), int(stats.get(f"bytes_out.{op}", 0))
+    else:
+        received, sent = int(stats["bytes_in"]), int(stats.get("bytes_out", 0))
+    figures: dict[str, float] = {
         "bytes_in": received,
         "bytes_out": sent,
         "in_per_s": received / window_s if window_s else 0.0,
         "out_per_s": sent / window_s if window_s else 0.0,
     }
+    if op is None and any(name.startswith("bytes_out.") for name in stats):
+        for direction in ("bytes_in", "bytes_out"):
+            shares = sum(int(v) for k, v in stats.items() if k.startswith(f"{direction}."))
+            figures[f"{direction}_other"] = int(figures[direction]) - shares
+    return figures

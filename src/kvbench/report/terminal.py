@@ -20,7 +20,7 @@ from kvbench.report.fit import FittedTable
 from kvbench.report.latency import PERCENTILES
 from kvbench.report.stats import MIN_CI_SAMPLES, Spread
 from kvbench.report.summary import ReportModel
-from kvbench.units import format_duration_ns, format_rate
+from kvbench.units import format_byte_rate, format_duration_ns, format_rate
 
 _LEVEL_STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
 _STATUS_STYLE = {"ok": "green", "failed": "bold red", "partial": "yellow", "interrupted": "yellow"}
@@ -126,7 +126,7 @@ def unit_rates_sentence(axis: str, level: float, per_s: float) -> str:
 # The summary's columns, the most wanted first: a narrow terminal shows those that fit.
 SUMMARY_PRIORITY = (
     "op", "ops/s", "errors", "p50", "p99", "p90", "p99.9", "p99.99", "max", "mean", "hit %",
-    "ops",
+    "ops", "TX", "RX",
 )  # fmt: skip
 
 
@@ -154,6 +154,12 @@ def summary_table(model: ReportModel, wide: bool = False) -> Table:
         table.add_column(name.replace("_", "."), justify="right")
     table.add_column("max", justify="right")
     table.add_column("mean", justify="right")
+    # Bytes sent and received per second, when the workers counted them (the network line
+    # says it in total; the compiled driver splits them by op, the Python one does not).
+    network = model.network is not None
+    if network:
+        table.add_column("TX", justify="right", no_wrap=True)  # a figure and its unit
+        table.add_column("RX", justify="right", no_wrap=True)
     for row in model.ops:
         table.add_row(
             row.op,
@@ -164,6 +170,7 @@ def summary_table(model: ReportModel, wide: bool = False) -> Table:
             *(fmt_us(row.latency_us[name]) for name, _ in PERCENTILES),
             fmt_us(row.latency_us["max"]),
             fmt_us(row.latency_us["mean"]),
+            *(byte_rates(row.network) if network else ()),
         )
         if row.service_time_us is not None:
             table.add_row(
@@ -175,6 +182,7 @@ def summary_table(model: ReportModel, wide: bool = False) -> Table:
                 *(fmt_us(row.service_time_us[name]) for name, _ in PERCENTILES),
                 fmt_us(row.service_time_us["max"]),
                 fmt_us(row.service_time_us["mean"]),
+                *(("", "") if network else ()),
                 style="dim",
             )
     if len(model.ops) > 1:
@@ -187,9 +195,17 @@ def summary_table(model: ReportModel, wide: bool = False) -> Table:
             *(fmt_us(model.latency_us[name]) for name, _ in PERCENTILES),
             fmt_us(model.latency_us["max"]),
             fmt_us(model.latency_us["mean"]),
+            *(byte_rates(model.network) if network else ()),
             style="bold",
         )
     return table
+
+
+def byte_rates(network: dict[str, float] | None) -> tuple[str, str]:
+    """The TX and RX cells: bytes sent and received per second (blank: not counted)."""
+    if network is None:
+        return "", ""
+    return format_byte_rate(network["out_per_s"]), format_byte_rate(network["in_per_s"])
 
 
 # Counted beside an op's outcome, never as one: a late request also ended hit or miss, a
@@ -229,36 +245,39 @@ def network_line(model: ReportModel) -> Text:
     if not net:
         return Text()
     return Text(
-        f"network: received {net['in_per_s'] / 1e6:,.2f} MB/s ({int(net['bytes_in']):,} B), "
-        f"sent {net['out_per_s'] / 1e6:,.2f} MB/s ({int(net['bytes_out']):,} B) over the "
+        f"network: received {format_byte_rate(net['in_per_s'])} ({int(net['bytes_in']):,} B), "
+        f"sent {format_byte_rate(net['out_per_s'])} ({int(net['bytes_out']):,} B) over the "
         f"{model.run.window_s:.2f}s window\n"
     )
 
 
 def round_lines(model: ReportModel) -> Text:
-    """Per-round throughput and its spread, when there was more than one round."""
+    """Per-round throughput and its spread, when there was more than one round.
+
+    Whole ops per second, as the live lines (``10,843``, not ``10.8k``): the rounds a
+    user adds up give the mean printed beside them (to within rounding)."""
     text = Text()
     if len(model.rounds) < 2:
         return text
-    rates = "  ".join(f"{format_rate(r['throughput_per_s'])}" for r in model.rounds)
+    rates = "  ".join(whole_rate(r["throughput_per_s"]) for r in model.rounds)
     text.append(f"rounds: {rates} ops/s\n")
     s = model.throughput_spread()
     if s is not None:
         ci = ", " + ci_text(s)
         text.append(
-            f"throughput over {s.n} rounds: mean {format_rate(s.mean)} ops/s, "
-            f"stddev {format_rate(s.stddev)}, min {format_rate(s.minimum)}, "
-            f"max {format_rate(s.maximum)}{ci}\n"
+            f"throughput over {s.n} rounds: mean {whole_rate(s.mean)} ops/s, "
+            f"stddev {whole_rate(s.stddev)}, min {whole_rate(s.minimum)}, "
+            f"max {whole_rate(s.maximum)}{ci}\n"
         )
     return text
 
 
 def ci_text(s: Spread) -> str:
-    """``95% CI 180.2k .. 196.1k`` (a bound clamped at 0 says so), or why there is none."""
+    """``95% CI 180,212 .. 196,104`` (a bound clamped at 0 says so), or why there is none."""
     if s.ci95 is None:
         return f"95% CI needs {MIN_CI_SAMPLES} rounds"
-    low = "0 (clamped)" if s.clamped else format_rate(s.ci95[0])
-    return f"95% CI {low} .. {format_rate(s.ci95[1])}"
+    low = "0 (clamped)" if s.clamped else whole_rate(s.ci95[0])
+    return f"95% CI {low} .. {whole_rate(s.ci95[1])}"
 
 
 def status_lines(model: ReportModel) -> Text:

@@ -99,10 +99,15 @@ def _share_range(values: list[float]) -> str:
     return low if low == high else f"{low[:-1]}-{high}"
 
 
-def client_verdicts(ev: Evidence) -> list[Verdict]:
-    out: list[Verdict] = []
+def _server_saturated(ev: Evidence) -> bool:
+    cpu = ev.server_cpu
+    return cpu is not None and cpu.cores >= SERVER_CPU_SHARE * cpu.threads
+
+
+def _busy_workers(ev: Evidence) -> tuple[list[_Busy], dict[str, int]]:
+    """The workers (queue roles) the client.cpu rule flags, and how many each role has."""
     window_s = ev.run.window_s
-    flagged: dict[str, list[_Busy]] = {}
+    flagged: list[_Busy] = []
     counts: dict[str, int] = {}
     for worker in ev.run.workers:
         role = worker.get("role", "worker")
@@ -114,11 +119,29 @@ def client_verdicts(ev: Evidence) -> list[Verdict]:
         starved = waited >= CLIENT_CPU_WAIT_SHARE and busy + waited > CLIENT_CPU_LIMIT
         if busy > CLIENT_CPU_LIMIT or starved:
             known = waited if "cpu_wait_s" in worker else None
-            flagged.setdefault(role, []).append(
+            flagged.append(
                 _Busy(role, worker["index"], busy, known, starved, worker.get("driver", ""))
             )
+    return flagged, counts
+
+
+def client_verdicts(ev: Evidence) -> list[Verdict]:
+    """client.cpu (one per role) and client.loop_lag.
+
+    A worker busy on its own core beside a saturated server is not a client limit: the
+    server could take no more, so the server.cpu verdict says both were busy (``make
+    run`` on 2 cores: the server 0.99 of its core, the one worker 92% of the other). A
+    worker that waited for its core is flagged whatever the server did: other processes
+    delayed the client, and its latencies."""
+    out: list[Verdict] = []
+    flagged, counts = _busy_workers(ev)
+    if _server_saturated(ev):
+        flagged = [b for b in flagged if b.starved]
+    by_role: dict[str, list[_Busy]] = {}
+    for b in flagged:
+        by_role.setdefault(b.role, []).append(b)
     # One verdict per role, not per worker: two starved workers are one finding.
-    out += [_client_cpu(group, counts[role]) for role, group in flagged.items()]
+    out += [_client_cpu(group, counts[role]) for role, group in by_role.items()]
     if ev.hiccup is not None and ev.hiccup.total_count >= MIN_LOOP_LAG_SAMPLES:
         p99 = ev.hiccup.value_at_percentile(99)
         latency_p99 = ev.latency_p99_ns
@@ -183,14 +206,28 @@ def _client_cpu(group: list[_Busy], of: int) -> Verdict:
 def server_verdicts(ev: Evidence) -> list[Verdict]:
     out: list[Verdict] = []
     cpu = ev.server_cpu
-    if cpu is not None and cpu.cores >= SERVER_CPU_SHARE * cpu.threads:
+    if cpu is not None and _server_saturated(ev):
+        evidence: dict[str, Any] = {
+            "server_cores": round(cpu.cores, 3),
+            "server_threads": cpu.threads,
+        }
+        busy = [b for b in _busy_workers(ev)[0] if not b.starved]
+        beside = ""
+        if busy:
+            first = busy[0]
+            name = f"{first.role} {first.index}" if len(busy) == 1 else f"{len(busy)} {first.role}s"
+            beside = (
+                f"; {name} used {_share_range([b.busy for b in busy])} of a core beside it: "
+                "both sides were near their limit, and the server's is the one reached"
+            )
+            evidence["client_cpu_share"] = [round(b.busy, 3) for b in busy]
         out.append(
             Verdict(
                 "server.cpu",
                 "info",
                 f"the server used {cpu.cores:.2f} cores of its {cpu.threads} thread(s): it is "
-                "saturated, so this throughput is its limit at these settings",
-                {"server_cores": round(cpu.cores, 3), "server_threads": cpu.threads},
+                f"saturated, so this throughput is its limit at these settings{beside}",
+                evidence,
             )
         )
     bad = [r for r in ev.reconciliation if not r.matches]

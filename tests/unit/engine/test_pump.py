@@ -568,3 +568,42 @@ def test_a_scheduled_or_skipped_request_must_be_in_the_lane() -> None:
         p.issue_scheduled([time.monotonic_ns()])
     with pytest.raises(RuntimeError, match="not in its source"):
         stream.skip(1)
+
+
+def _bytes_by_op(tally: Any) -> tuple[list[int], list[int]]:
+    tx, rx = tally.take_bytes()
+    return memoryview(tx).cast("q").tolist(), memoryview(rx).cast("q").tolist()
+
+
+def test_bytes_are_counted_by_op_each_request_and_reply_its_own() -> None:
+    """take_bytes: a write's bytes by the op of each request in it (adding up to
+    bytes_out), a read's by the op each complete reply answers; a reply cut by the read
+    counts when it completes, and a read that broke the protocol has its replies' bytes
+    taken back with them."""
+    get, set_ = int(Op.GET), int(Op.SET)
+    chunk = ([get, set_, get, set_], [b"k1", b"k22", b"k1", b"k22"], [None, b"vvv", None, b"v"], 0)
+    tally = _pump.Tally()
+    tally.issuing = True
+    written: list[bytes] = []
+    stream = _pump.Stream(lambda: chunk, TEXT)
+    p = _pump.Pump(tally, stream, written.append, TEXT, TEXT_FAMILIES, MAX)
+    assert p.issue(4) == 0
+    tx, rx = _bytes_by_op(tally)
+    assert tx[get] == 2 * len(b"get k1\r\n")
+    assert tx[set_] == len(b"set k22 0 0 3\r\nvvv\r\n") + len(b"set k22 0 0 1\r\nv\r\n")
+    assert sum(tx) == tally.bytes_out == len(written[0]) and sum(rx) == 0
+    tally.issuing = False
+    hit = b"VALUE k1 0 2\r\nxy\r\nEND\r\n"
+    assert p.received(hit + b"STO") == 1  # (nothing sent) the stored reply is cut: not yet
+    assert _bytes_by_op(tally)[1][get] == len(hit)
+    assert p.received(b"RED\r\nEND\r\n") == 1
+    tx, rx = _bytes_by_op(tally)
+    assert rx[set_] == len(b"STORED\r\n") and rx[get] == len(b"END\r\n") and sum(tx) == 0
+    # one more request, then a read whose second reply breaks the protocol: the first
+    # reply's bytes are taken back with it
+    tally.issuing = True
+    assert p.issue(2) == 0
+    _bytes_by_op(tally)
+    assert p.received(b"STORED\r\nNONSENSE\r\n") == 2  # (the 4th request, a set, first)
+    assert p.error == "unexpected reply to get: b'NONSENSE'"
+    assert _bytes_by_op(tally)[1] == [0] * len(rx)

@@ -93,3 +93,33 @@ def test_snapshots_pickle_small() -> None:
     data = pickle.dumps(snap)
     assert len(data) < 30_000
     assert pickle.loads(data).latency["get"] == snap.latency["get"]
+
+
+def test_latency_is_kept_by_op_and_outcome_and_the_ops_histogram_is_their_merge() -> None:
+    """What --prometheus serves per op and outcome: a get's hits and misses apart, a
+    timed-out set under timeout; each op's histogram is exactly the merge of its outcomes'."""
+    recorder = Recorder(["get", "set"])
+    hit, miss, stored = int(Outcome.HIT), int(Outcome.MISS), int(Outcome.STORED)
+    recorder.reply_ops.extend([0, 0, 1, 0])
+    recorder.reply_codes.extend([hit | 1 << 8, miss, stored, hit | 1 << 8])
+    recorder.reply_latency_ns.extend([1000, 2000, 3000, 4000])
+    recorder.fold()
+    recorder.reply_ops.append(0)  # a second fold adds to the same histograms
+    recorder.reply_codes.append(miss)
+    recorder.reply_latency_ns.append(5000)
+    recorder.latency_ns[1].append(9_000_000)
+    recorder.counts[1][Outcome.TIMEOUT] += 1
+    snap = recorder.cut("measure", 0, 0, 10)
+    by = snap.latency_by_outcome
+    assert {op: {o: h.total_count for o, h in hists.items()} for op, hists in by.items()} == {
+        "get": {"hit": 2, "miss": 2},
+        "set": {"stored": 1, "timeout": 1},
+    }
+    assert (by["get"]["hit"].min_ns, by["get"]["hit"].max_ns) == (1000, 4000)
+    assert (by["get"]["miss"].min_ns, by["get"]["miss"].max_ns) == (2000, 5000)
+    assert by["set"]["timeout"].max_ns == 9_000_000
+    for op in ("get", "set"):
+        assert snap.latency[op] == Histogram.merged(by[op].values())
+    merged = merge_snapshots([snap, snap])
+    assert merged.latency_by_outcome["get"]["miss"].total_count == 4
+    assert snap.latency_by_outcome["get"]["miss"].total_count == 2  # merging copied

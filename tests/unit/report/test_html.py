@@ -303,3 +303,23 @@ def test_the_page_names_the_commands_of_the_mix() -> None:
     }
     doc = {"mode": "closed", "status": "ok", "window_s": 1.0, "config": {"workload": workload}}
     assert dict(_facts(doc))["ops"] == "get:1 'HSET __key__ f __data__':2"
+
+
+def test_bytes_by_op_are_cells_of_the_summary_equal_to_the_documents() -> None:
+    """TX and RX per op and in total (the compiled driver's bytes by op), each cell the
+    document's figure, in the one unit rule (MB/s, KB/s below 1 MB/s)."""
+    run = make_run(intervals=1)
+    run.intervals[0].stats.update(
+        {"bytes_in": 2_000_100, "bytes_out": 300_000, "bytes_in.get": 1_950_000,
+         "bytes_in.set": 50_000, "bytes_out.get": 100_000, "bytes_out.set": 200_000}
+    )  # fmt: skip
+    doc = document(summarize(run))
+    page = parse(render([run]))
+    cells = {p: (json.loads(v), text) for p, v, text in page.cells}
+    assert cells["/0/ops/get/network/in_per_s"] == (1_950_000.0, "1.95 MB/s")
+    assert cells["/0/ops/set/network/out_per_s"] == (200_000.0, "200.0 KB/s")
+    assert cells["/0/totals/network/in_per_s"] == (
+        doc["totals"]["network"]["in_per_s"],
+        "2.00 MB/s",
+    )
+    assert '<th class="num">TX</th>' in render([run])

@@ -24,17 +24,25 @@ S = 10**9
 TARGET = "redis://127.0.0.1:6379"
 
 
-def snapshot(index: int, gets: int, latency_us: int) -> IntervalSnapshot:
-    hist = Histogram()
-    hist.record_many([latency_us * 1000 + i for i in range(gets)])
+def snapshot(index: int, gets: int, latency_us: int, misses: int = 0) -> IntervalSnapshot:
+    """``gets`` hits at ``latency_us`` (+ 1 ns each), ``misses`` at 10x that, as a
+    worker's recorder cuts them: by op and outcome, and by op."""
+    hits, missed = Histogram(), Histogram()
+    hits.record_many([latency_us * 1000 + i for i in range(gets)])
+    missed.record_many([latency_us * 10_000 + i for i in range(misses)])
+    outcomes = {"hit": hits, **({"miss": missed} if misses else {})}
     return IntervalSnapshot(
         "measure",
         index,
         index * S,
         (index + 1) * S,
-        {"get": {"hit": gets, "timeout": 1, "late": 5}, "hset": {"ok": 3, "error_reply": 2}},
-        {"get": hist},
+        {
+            "get": {"hit": gets, "timeout": 1, "late": 5, **({"miss": misses} if misses else {})},
+            "hset": {"ok": 3, "error_reply": 2},
+        },
+        {"get": Histogram.merged(outcomes.values())},
         stats={"connections_live_min": 4, "offered": 2 * gets},
+        latency_by_outcome={"get": outcomes},
     )
 
 
@@ -202,3 +210,31 @@ def test_without_the_package_the_flag_is_one_line_naming_the_extra(
 def test_a_bad_address_names_the_flag(address: str) -> None:
     with pytest.raises(ConfigError, match=r"--prometheus: .*HOST:PORT"):
         load_config(None, {"report.prometheus": (address, "--prometheus")}, 1)
+
+
+def test_latency_is_a_histogram_per_op_and_outcome_whose_sum_is_the_ops() -> None:
+    """A get's hits and misses are series apart (labels target, op, outcome), read back
+    through prometheus_client's text parser: each outcome's count is its ops, and summed
+    by (le, op) they are the op's histogram, which histogram_quantile reads as before."""
+    figures = LiveFigures()
+    figures.start_run(TARGET, "closed", 1)
+    snaps = [snapshot(0, 3000, 100, misses=1000), snapshot(1, 5000, 100, misses=1000)]
+    for snap in snaps:
+        figures.interval(snap)
+    families = {f.name: f for f in text_string_to_metric_families(exposition(figures))}
+    family = families["kvbench_latency_seconds"]
+    assert family.type == "histogram"
+    assert {tuple(sorted(s.labels)) for s in family.samples} == {
+        ("le", "op", "outcome", "target"),
+        ("op", "outcome", "target"),
+    }
+    got = {f.name: f.samples for f in families.values()}
+    hit, miss = histogram_of(got, "get", outcome="hit"), histogram_of(got, "get", outcome="miss")
+    assert (hit["count"], miss["count"]) == (8000, 2000)
+    # hits at 100 us, misses at 1 ms: each outcome's p50 in its own bucket
+    assert bucket_of(histogram_quantile(0.5, hit["buckets"])) == bucket_of(0.000101)
+    assert bucket_of(histogram_quantile(0.5, miss["buckets"])) == bucket_of(0.001001)
+    whole = histogram_of(got, "get")
+    merged = Histogram.merged(s.latency["get"] for s in snaps)
+    assert whole["count"] == merged.total_count == 10000
+    assert whole["sum"] == pytest.approx(merged.sum_ns / 1e9)

@@ -6,7 +6,7 @@ from typing import Any
 
 from kvbench.metrics import Histogram, IntervalSnapshot
 from kvbench.report.latency import latency_summary, min_samples
-from kvbench.report.reconcile import reconcile, server_cpu
+from kvbench.report.reconcile import ServerCpu, reconcile, server_cpu
 from kvbench.report.verdicts import Evidence, all_verdicts, littles_law
 from kvbench.results.model import RunResult
 from kvbench.results.status import Tally
@@ -308,3 +308,25 @@ def test_workers_flagged_alike_are_one_verdict_with_their_range() -> None:
     assert verdict.evidence == {
         "workers": [0, 1], "cpu_share": [0.49, 0.5], "driver": "", "cpu_wait_share": [0.5, 0.5],
     }  # fmt: skip
+
+
+def test_a_busy_worker_beside_a_saturated_server_is_not_called_the_limit() -> None:
+    """make run on 2 cores: memcached used 0.99 of its one core and the one worker 92% of
+    the other. It warned 'the client may be the bottleneck' beside 'the server is
+    saturated'; the server's limit is the one reached, and one verdict says both."""
+    busy = run([], workers=[{"index": 0, "cpu_s": 0.92, "cpu_wait_s": 0.01}])
+    verdicts = {v.id: v for v in all_verdicts(evidence(busy, server_cpu=ServerCpu(0.99, 1)))}
+    assert "client.cpu" not in verdicts
+    server = verdicts["server.cpu"]
+    assert server.level == "info"
+    assert "worker 0 used 92% of a core beside it: both sides were near their limit" in (
+        server.message
+    )
+    assert server.evidence["client_cpu_share"] == [0.92]
+    # a server with headroom: the busy client is the limit, and is called so
+    idle_server = {v.id for v in all_verdicts(evidence(busy, server_cpu=ServerCpu(0.5, 1)))}
+    assert "client.cpu" in idle_server and "server.cpu" not in idle_server
+    # a worker that waited for its core is flagged whatever the server did
+    starved = run([], workers=[{"index": 0, "cpu_s": 0.5, "cpu_wait_s": 0.45}])
+    flagged = {v.id: v for v in all_verdicts(evidence(starved, server_cpu=ServerCpu(0.99, 1)))}
+    assert "client.cpu" in flagged and "beside it" not in flagged["server.cpu"].message
