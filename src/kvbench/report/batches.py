@@ -39,7 +39,9 @@ def batch_figures(run: RunResult) -> dict[str, Any]:
         counts = snap.counts.get(name, {})
         ok = int(counts.get(success, 0))
         seconds = max(0, snap.end_ns - snap.start_ns) / 1e9
-        summed = sum(float(w.get(f"{name}_s", 0.0)) for w in run.workers)
+        summed = sum(
+            w.get("set_s", 0.0) if name == "set" else w.get("get_s", 0.0) for w in run.workers
+        )
         figures[name] = {
             "ok": ok,
             "misses": int(counts.get("miss", 0)),
