@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
+from kvbench.report.rows import Redirects
 from kvbench.report.verdicts import Verdict
 from kvbench.results.model import RunResult
 
@@ -20,7 +21,7 @@ def is_cluster(run: RunResult) -> bool:
     return any(t.get("cluster") for t in run.config.get("targets", []))
 
 
-def interval_redirects(snap: IntervalSnapshot) -> dict[str, int]:
+def interval_redirects(snap: IntervalSnapshot) -> Redirects:
     """One interval's redirects by kind."""
     return {
         "moved": int(snap.stats.get("redirect_moved", 0)),

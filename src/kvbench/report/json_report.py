@@ -7,14 +7,16 @@ section (the summary's queue figures) besides.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from kvbench.report.summary import ReportModel
 from kvbench.results.model import SCHEMA_VERSION
 
 # Per-interval figures rounded as the document gives them (the queue's among them).
-_RATES = ("per_s", "errors_per_s", "puts_per_s", "gets_per_s")
-_LATENCIES = ("e2e_p50_us", "e2e_p99_us")
+_RATES: tuple[Literal["per_s", "errors_per_s", "puts_per_s", "gets_per_s"], ...] = (
+    "per_s", "errors_per_s", "puts_per_s", "gets_per_s",
+)  # fmt: skip
+_LATENCIES: tuple[Literal["e2e_p50_us", "e2e_p99_us"], ...] = ("e2e_p50_us", "e2e_p99_us")
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -118,8 +120,8 @@ def _document(model: ReportModel) -> dict[str, Any]:
         "intervals": [
             {
                 **row,
-                **{k: round(row[k], 1) for k in _RATES if row.get(k) is not None},
-                **{k: round(row[k], 3) for k in _LATENCIES if row.get(k) is not None},
+                **{k: round(v, 1) for k in _RATES if (v := row.get(k)) is not None},
+                **{k: round(v, 3) for k in _LATENCIES if (v := row.get(k)) is not None},
                 "cpu_s": round(row["cpu_s"], 4),
                 "ops": {
                     op: {k: _round(v, 3) if isinstance(v, float) else v for k, v in vals.items()}

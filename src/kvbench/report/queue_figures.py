@@ -18,6 +18,7 @@ from kvbench.metrics.histogram import HIGHEST_TRACKABLE_NS, Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.latency import latency_summary, min_samples
 from kvbench.report.reconcile import restart_evidence
+from kvbench.report.rows import IntervalRow
 from kvbench.results.model import RunResult
 from kvbench.results.queue import QueueInterval, QueueSection
 
@@ -88,9 +89,13 @@ def _e2e_point(hist: Histogram | None) -> tuple[float | None, float | None]:
 
 
 def interval_fields(
-    snap: IntervalSnapshot, record: QueueInterval | None, restart: dict[str, Any] | None
-) -> dict[str, Any]:
-    """What a queue run's interval row adds (and changes: an empty answer is no get)."""
+    row: IntervalRow,
+    snap: IntervalSnapshot,
+    record: QueueInterval | None,
+    restart: dict[str, Any] | None,
+) -> None:
+    """Add to ``row`` what a queue run's interval adds (and change its ``per_s``: an
+    empty answer is no get)."""
     length_s = max(1e-9, (snap.end_ns - snap.start_ns) / 1e9)
     puts = snap.counts.get("put", {}).get("stored", 0)
     messages = snap.counts.get("get", {}).get("hit", 0)
@@ -99,19 +104,17 @@ def interval_fields(
     if restarted_from is not None and snap.index >= restarted_from:
         server_backlog = None  # a new process's counts: its enqueued - dequeued is no backlog
     p50, p99 = _e2e_point(record.e2e if record is not None else None)
-    return {
-        "puts": puts,
-        "messages": messages,
-        "empties": snap.counts.get("get", {}).get("miss", 0),
-        "puts_per_s": puts / length_s,
-        "gets_per_s": messages / length_s,
-        "per_s": (puts + messages) / length_s,
-        "backlog": record.backlog if record is not None else None,
-        "server_backlog": server_backlog,
-        "e2e_p50_us": p50,
-        "e2e_p99_us": p99,
-        "e2e_clipped": record.e2e.out_of_range if record is not None and record.e2e else 0,
-    }
+    row["puts"] = puts
+    row["messages"] = messages
+    row["empties"] = snap.counts.get("get", {}).get("miss", 0)
+    row["puts_per_s"] = puts / length_s
+    row["gets_per_s"] = messages / length_s
+    row["per_s"] = (puts + messages) / length_s
+    row["backlog"] = record.backlog if record is not None else None
+    row["server_backlog"] = server_backlog
+    row["e2e_p50_us"] = p50
+    row["e2e_p99_us"] = p99
+    row["e2e_clipped"] = record.e2e.out_of_range if record is not None and record.e2e else 0
 
 
 def phase_figures(run: RunResult) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from kvbench.report.reconcile import (
     server_cpu,
     server_restarts,
 )
+from kvbench.report.rows import IntervalRow, OpInterval
 from kvbench.report.stats import Spread, spread
 from kvbench.report.trace_figures import trace_figures
 from kvbench.report.verdicts import Evidence, Verdict, all_verdicts, restart_verdicts
@@ -87,7 +88,7 @@ class ReportModel:
     latency_us: dict[str, float | None]
     status: Status
     tally: Tally  # the window's ops by fate (attempted, succeeded, errors by kind)
-    intervals: list[dict[str, Any]]
+    intervals: list[IntervalRow]
     phases: dict[str, dict[str, Any]]
     verdicts: list[Verdict]
     rounds: list[dict[str, Any]] = field(default_factory=list)
@@ -159,9 +160,9 @@ def _throughput(succeeded: int, window_s: float, queue: bool) -> float:
     return round(rate, 1) if queue else rate
 
 
-def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]:
+def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> IntervalRow:
     length_s = max(1e-9, (snap.end_ns - snap.start_ns) / 1e9)
-    ops: dict[str, Any] = {}
+    ops: dict[str, OpInterval] = {}
     for name in snap.counts:
         hist = snap.latency.get(name)
         pct = hist.percentiles([50.0, 99.0]) if hist is not None and hist.total_count else {}
@@ -175,7 +176,7 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
             if pct and hist is not None and hist.total_count >= min_samples(99)
             else None,
         }
-    return {
+    row: IntervalRow = {
         "round": snap.round,
         "t_s": round((snap.end_ns - window_start_ns) / 1e9, 3),
         "length_s": round(length_s, 3),
@@ -190,8 +191,10 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         "connections_live": int(snap.stats["connections_live_min"])
         if "connections_live_min" in snap.stats
         else None,
-        **({"redirects": interval_redirects(snap)} if "redirect_moved" in snap.stats else {}),
     }
+    if "redirect_moved" in snap.stats:
+        row["redirects"] = interval_redirects(snap)
+    return row
 
 
 class Running:
@@ -209,7 +212,7 @@ class Running:
         self._total = 0
         self._by_op: dict[str, int] = {}
 
-    def add(self, row: dict[str, Any]) -> dict[str, Any]:
+    def add(self, row: IntervalRow) -> IntervalRow:
         """``row`` with ``total`` and ``avg_per_s``, and the same per op."""
         if row["round"] != self._round:
             self._round, self._total, self._by_op = row["round"], 0, {}
@@ -227,22 +230,21 @@ class Running:
 
 def queue_interval_row(
     snap: IntervalSnapshot, record: QueueInterval | None, window_start_ns: int
-) -> dict[str, Any]:
+) -> IntervalRow:
     """A queue run's interval as its row (the live line's, before the run is stored)."""
     return _with_queue(interval_row(snap, window_start_ns), snap, record, None)
 
 
 def _with_queue(
-    row: dict[str, Any],
+    row: IntervalRow,
     snap: IntervalSnapshot,
     record: QueueInterval | None,
     restart: dict[str, Any] | None,
-) -> dict[str, Any]:
+) -> IntervalRow:
     """A queue run's interval row: its queue figures added, no empty answer a get."""
-    extra = interval_fields(snap, record, restart)
-    row.update(extra)
+    interval_fields(row, snap, record, restart)
     if "get" in row["ops"]:
-        row["ops"]["get"]["per_s"] = extra["gets_per_s"]
+        row["ops"]["get"]["per_s"] = row["gets_per_s"]
     return row
 
 
@@ -306,7 +308,7 @@ def _servers(run: RunResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _intervals(run: RunResult) -> list[dict[str, Any]]:
+def _intervals(run: RunResult) -> list[IntervalRow]:
     """Per interval: its row; a queue run's with its queue figures."""
     if run.queue is None:
         running = Running()

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from kvbench.report.fit import FittedTable
 from kvbench.report.levels import LevelRow
+from kvbench.report.rows import IntervalRow
 from kvbench.report.stats import MIN_CI_SAMPLES
 from kvbench.report.terminal import fmt_us, interval_ops, whole_rate
 from kvbench.report.terminal import unit_rates as unit_rates_of
@@ -173,9 +174,7 @@ _LIVE_PRIORITY = ("level", "t", "round", "ops/s", "total", "errors")
 PER_OP_COLUMNS = "per-op /s, p50, p99"
 
 
-def live_table(
-    rows: Sequence[dict[str, Any]], unit_rates: bool = False, wide: bool = False
-) -> Table:
+def live_table(rows: Sequence[IntervalRow], unit_rates: bool = False, wide: bool = False) -> Table:
     """The live view's latest intervals (the summary's interval rows): a sweep's level,
     rates, errors, CPU, and per op its rate, p50 and p99; ``unit_rates``: the interval's
     and the run's ops and the rate per second, minute and hour instead of per op.
@@ -221,7 +220,7 @@ def live_table(
             f"{row['total']:,}" if "total" in row else "",
             whole_rate(row["avg_per_s"]) if "avg_per_s" in row else "",
             *(
-                ["" if row.get("offered_per_s") is None else whole_rate(row["offered_per_s"])]
+                ["" if (rate := row.get("offered_per_s")) is None else whole_rate(rate)]
                 if offered
                 else []
             ),

@@ -18,6 +18,7 @@ from kvbench.metrics.histogram import HIGHEST_TRACKABLE_NS
 from kvbench.metrics.outcome import NOTE_OUTCOMES, OUTCOME_NAMES, REDIRECT_OUTCOMES
 from kvbench.report.fit import FittedTable
 from kvbench.report.latency import PERCENTILES
+from kvbench.report.rows import IntervalRow
 from kvbench.report.stats import MIN_CI_SAMPLES, Spread
 from kvbench.report.summary import ReportModel
 from kvbench.units import format_duration_ns, format_rate
@@ -37,15 +38,15 @@ def whole_rate(per_s: float) -> str:
     return f"{round(per_s):,}"
 
 
-def live_line(row: dict[str, Any], width: int | None = None) -> str:
+def live_line(row: IntervalRow, width: int | None = None) -> str:
     """One interval as one line: total rate, then rate / p50 / p99 per op, errors, CPU.
 
     Rates are exact whole ops per second. At ``width`` (a terminal's columns) the per-op
     parts collapse into the total when the line would not fit, and a line still too long
     breaks between its parts, never inside a figure."""
     head = [f"[{row['t_s']:>6.1f}s] {whole_rate(row['per_s']):>7} ops/s"]
-    if row.get("offered_per_s") is not None:
-        head.append(f"(offered {whole_rate(row['offered_per_s'])}/s)")
+    if (offered := row.get("offered_per_s")) is not None:
+        head.append(f"(offered {whole_rate(offered)}/s)")
     per_op = [
         f"{op} {whole_rate(vals['per_s'])}/s p50 {fmt_us(vals['p50_us'])} "
         f"p99 {fmt_us(vals['p99_us'])}"
@@ -59,8 +60,8 @@ def live_line(row: dict[str, Any], width: int | None = None) -> str:
         tail.append(f"cpu {row['cpu_s'] / row['length_s']:.0%}")
     if row.get("reconnects"):
         tail.append(f"reconnects {row['reconnects']}")
-    redirects = row.get("redirects") or {}
-    if any(redirects.values()):  # a Redis Cluster's slots moved in this interval
+    redirects = row.get("redirects")
+    if redirects and any(redirects.values()):  # a Redis Cluster's slots moved in this interval
         tail.append(f"moved {redirects['moved']} ask {redirects['ask']}")
     live, asked = row.get("connections_live"), row.get("connections_asked")
     if live is not None and asked and live < asked:
@@ -83,20 +84,20 @@ def _break_between(parts: list[str], width: int) -> str:
     return "\n  ".join("  ".join(line) for line in lines)
 
 
-def interval_ops(row: dict[str, Any]) -> int:
+def interval_ops(row: IntervalRow) -> int:
     """The ops that succeeded in the interval (what the row's ``total`` adds up; errors
     are the line's ``err``, not throughput)."""
     return sum(int(vals["succeeded"]) for vals in row["ops"].values())
 
 
-def unit_rates(row: dict[str, Any]) -> tuple[int, int, int]:
+def unit_rates(row: IntervalRow) -> tuple[int, int, int]:
     """The interval's rate per second (whole ops), per minute and per hour: 60 and 3600
     times the per-second figure as printed, so each is recomputable from the line."""
     per_s = round(interval_ops(row) / row["length_s"]) if row["length_s"] else 0
     return per_s, 60 * per_s, 3600 * per_s
 
 
-def unit_rates_line(row: dict[str, Any]) -> str:
+def unit_rates_line(row: IntervalRow) -> str:
     """One interval as the single-key-readers original reported it: time since the
     warm-up ended, the interval's ops and the run's so far, the rate per s, min and hour."""
     per_s, per_min, per_h = unit_rates(row)
@@ -506,7 +507,7 @@ def quiet_summary(model: ReportModel) -> Text:
 _GET_LABELS = {"hit": "message", "miss": "empty"}
 
 
-def queue_live_line(row: dict[str, Any]) -> str:
+def queue_live_line(row: IntervalRow) -> str:
     """``[  1.0s] put 52.1k/s  get 50.3k/s  e2e p50 1.20ms p99 4.10ms  backlog 1,234 ...``."""
     parts = [
         f"[{row['t_s']:>6.1f}s]",
