@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from kvbench.report.rows import NetworkFigures
 from kvbench.report.summary import ReportModel
 from kvbench.results.model import SCHEMA_VERSION
 
@@ -45,6 +46,15 @@ def _ci95(model: ReportModel) -> list[float] | None:
     if s is None or s.ci95 is None:
         return None
     return [round(s.ci95[0], 1), round(s.ci95[1], 1)]
+
+
+def _network(net: NetworkFigures) -> dict[str, float]:
+    return {
+        "bytes_in": net["bytes_in"],
+        "bytes_out": net["bytes_out"],
+        "in_per_s": round(net["in_per_s"], 1),
+        "out_per_s": round(net["out_per_s"], 1),
+    }
 
 
 def document(model: ReportModel) -> dict[str, Any]:
@@ -102,9 +112,7 @@ def _document(model: ReportModel) -> dict[str, Any]:
             "error_rate": round(model.tally.error_rate, 6),
             "error_kinds": model.tally.kinds,
             "latency_us": _rounded(model.latency_us),
-            "network": {k: round(v, 1) for k, v in model.network.items()}
-            if model.network
-            else None,
+            "network": _network(model.network) if model.network else None,
         },
         "ops": ops,
         "rounds": [

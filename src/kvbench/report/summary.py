@@ -38,7 +38,14 @@ from kvbench.report.reconcile import (
     server_cpu,
     server_restarts,
 )
-from kvbench.report.rows import IntervalRow, OpInterval
+from kvbench.report.rows import (
+    IntervalRow,
+    NetworkFigures,
+    OpInterval,
+    PhaseCounts,
+    RoundRow,
+    ServerShare,
+)
 from kvbench.report.stats import Spread, spread
 from kvbench.report.trace_figures import trace_figures
 from kvbench.report.verdicts import Evidence, Verdict, all_verdicts, restart_verdicts
@@ -89,13 +96,13 @@ class ReportModel:
     status: Status
     tally: Tally  # the window's ops by fate (attempted, succeeded, errors by kind)
     intervals: list[IntervalRow]
-    phases: dict[str, dict[str, Any]]
+    phases: dict[str, PhaseCounts]
     verdicts: list[Verdict]
-    rounds: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[RoundRow] = field(default_factory=list)
     reconciliation: list[Reconciled] = field(default_factory=list)
     server_cpu: ServerCpu | None = None
     loop_lag_us: dict[str, float | None] = field(default_factory=dict)
-    servers: list[dict[str, Any]] = field(default_factory=list)
+    servers: list[ServerShare] = field(default_factory=list)
     verification: Verification | None = None  # --verify only
     connections: dict[str, Any] = field(default_factory=dict)  # report/connections.py
     # The server restarted during the run: these reconciliation rows were not comparable.
@@ -104,7 +111,7 @@ class ReportModel:
     queue: dict[str, Any] | None = None  # a queue run's figures (report/queue_figures.py)
     cluster: dict[str, Any] | None = None  # a Redis Cluster run's (report/cluster.py)
     trace: dict[str, Any] | None = None  # a replay's figures (report/trace_figures.py)
-    network: dict[str, float] | None = None  # bytes on the wire in the window (network_figures)
+    network: NetworkFigures | None = None  # bytes on the wire in the window (network_figures)
 
     @property
     def errors_per_s(self) -> float:
@@ -254,12 +261,12 @@ def _round_start(run: RunResult, index: int) -> int:
     return run.window_start_ns
 
 
-def _rounds(run: RunResult) -> list[dict[str, Any]]:
+def _rounds(run: RunResult) -> list[RoundRow]:
     """Per round: its throughput (successes in its intervals / its window).
 
     ``status`` is the round's process status: ``ok`` for a complete round.
     """
-    rows = []
+    rows: list[RoundRow] = []
     for index, record in enumerate(run.rounds):
         window_s = run.round_window_s(index)
         snaps = [s for s in run.intervals if s.round == record["round"]]
@@ -284,7 +291,7 @@ def _family(run: RunResult) -> str:
     return "redis" if protocol.startswith("resp") else "memcache"
 
 
-def _servers(run: RunResult) -> list[dict[str, Any]]:
+def _servers(run: RunResult) -> list[ServerShare]:
     """Sharded runs: each server's completions in the window and its share of them."""
     if len(run.targets) < 2:
         return []
@@ -296,7 +303,7 @@ def _servers(run: RunResult) -> list[dict[str, Any]]:
     # A Redis Cluster places keys by hash slot, whatever --placement (kept in the config) says.
     cluster = is_cluster(run)
     placement = "slots" if cluster else run.config.get("workload", {}).get("placement", "ketama")
-    rows = [
+    rows: list[ServerShare] = [
         {"url": t["url"], "completed": int(n), "share": round(n / total, 4), "placement": placement}
         for t, n in zip(run.targets, counts, strict=True)
     ]
@@ -338,7 +345,7 @@ def summarize(run: RunResult) -> ReportModel:
     total_completed = sum(r.completed for r in rows)
     merged = Histogram.merged(total.latency.values()) if total and total.latency else None
     service = Histogram.merged(total.service.values()) if total and total.service else None
-    phases = {
+    phases: dict[str, PhaseCounts] = {
         name: {"ops": snap.ops(), "errors": snap.errors(), "counts": snap.counts}
         for name, snap in run.phases.items()
     }
@@ -414,7 +421,7 @@ def summarize(run: RunResult) -> ReportModel:
     )
 
 
-def network_figures(total: IntervalSnapshot | None, window_s: float) -> dict[str, float] | None:
+def network_figures(total: IntervalSnapshot | None, window_s: float) -> NetworkFigures | None:
     """The bytes the workers read from and wrote to their sockets in the window (protocol
     framing and all: what crossed the network, mutilate's RX and TX, memtier's KB/sec), and
     per second of the window; None when no worker counted them."""
