@@ -17,12 +17,14 @@ from typing import Any
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.report.cluster import (
+    ClusterFigures,
     cluster_figures,
     cluster_verdicts,
     interval_redirects,
     is_cluster,
 )
 from kvbench.report.connections import (
+    ConnectionsSection,
     connection_failures,
     connection_verdicts,
     connections_section,
@@ -104,12 +106,12 @@ class ReportModel:
     loop_lag_us: dict[str, float | None] = field(default_factory=dict)
     servers: list[ServerShare] = field(default_factory=list)
     verification: Verification | None = None  # --verify only
-    connections: dict[str, Any] = field(default_factory=dict)  # report/connections.py
+    connections: ConnectionsSection | None = None  # report/connections.py
     # The server restarted during the run: these reconciliation rows were not comparable.
     server_restarts: list[Restart] = field(default_factory=list)
     not_comparable: list[str] = field(default_factory=list)
     queue: dict[str, Any] | None = None  # a queue run's figures (report/queue_figures.py)
-    cluster: dict[str, Any] | None = None  # a Redis Cluster run's (report/cluster.py)
+    cluster: ClusterFigures | None = None  # a Redis Cluster run's (report/cluster.py)
     trace: dict[str, Any] | None = None  # a replay's figures (report/trace_figures.py)
     network: NetworkFigures | None = None  # bytes on the wire in the window (network_figures)
 

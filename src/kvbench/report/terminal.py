@@ -352,9 +352,16 @@ def connection_lines(model: ReportModel) -> Text:
     """Connections asked and live, and what happened to them, when anything did."""
     text = Text()
     c = model.connections
-    events = ("connect_failures", "connect_resets", "connect_resets_before", "reconnects")
-    short = c and c["live_min"] is not None and c["live_min"] < c["asked"]
-    if not c or not (short or any(c[name] for name in events)):
+    if not c:
+        return text
+    events = (
+        c["connect_failures"],
+        c["connect_resets"],
+        c["connect_resets_before"],
+        c["reconnects"],
+    )
+    short = c["live_min"] is not None and c["live_min"] < c["asked"]
+    if not (short or any(events)):
         return text
     live = "n/a" if c["live_min"] is None else f"{c['live_min']:,}"
     text.append(
