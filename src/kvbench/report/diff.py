@@ -35,6 +35,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvbench.report.queue_figures import QueueFigures
 from kvbench.report.stats import MIN_CI_SAMPLES, spread, t_critical_95
 from kvbench.report.summary import ReportModel, summarize
 from kvbench.results.model import RunResult
@@ -261,7 +262,7 @@ def diff_runs(a: RunResult, b: RunResult) -> RunDiff:
 
 
 # A queue run's own figures compared: (metric, row, where in the summary's queue figures).
-_QUEUE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None]], ...] = (
+_QUEUE_FIGURES: tuple[tuple[str, str, Callable[[QueueFigures], float | None]], ...] = (
     ("e2e_p50_us", "end to end", lambda q: q["e2e_latency_us"]["p50"]),
     ("e2e_p99_us", "end to end", lambda q: q["e2e_latency_us"]["p99"]),
     ("lost", "delivery", lambda q: q["lost"]),

@@ -12,7 +12,7 @@ one figure each.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from kvbench.metrics.histogram import HIGHEST_TRACKABLE_NS, Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
@@ -21,6 +21,111 @@ from kvbench.report.reconcile import restart_evidence
 from kvbench.report.rows import IntervalRow
 from kvbench.results.model import RunResult
 from kvbench.results.queue import QueueInterval, QueueSection
+
+
+class ServerRestart(TypedDict):
+    """The queue server restarted: its counts from interval ``from_index`` on (None:
+    only the sample after the run) are a new process's."""
+
+    from_index: int | None
+    evidence: str
+
+
+class StatsQueue(TypedDict, total=False):
+    """The server's ``stats queue`` line for the queue (what it said of these)."""
+
+    enqueued: int
+    dequeued: int
+    backlog: int
+
+
+class DataDir(TypedDict):
+    """The ``--data-dir`` and its size at the end (None: unreadable)."""
+
+    path: str
+    bytes: int | None
+
+
+class QueuePhase(TypedDict):
+    """The run as one phase of the classic experiment (``phase_figures``)."""
+
+    puts: int
+    puts_per_s: float
+    gets: int
+    gets_per_s: float
+    duration_s: float
+    stats_queue_before: StatsQueue | None
+    stats_queue_after: StatsQueue | None
+    data_dir: DataDir | None
+
+
+class ProducerDelivery(TypedDict):
+    """One producer's line of the delivery ledger."""
+
+    producer: int
+    sent: int
+    produced: int
+    received: int
+    unique: int
+    lost: int
+    not_received: int
+    duplicated: int
+    out_of_order: int
+    lost_examples: list[int]
+
+
+class Backlog(TypedDict):
+    """The backlog: the client's peak and series, the server's count before and after."""
+
+    peak: int | None
+    peak_t_s: float | None
+    server_before: int | None
+    server_after: int | None
+    server_restart: ServerRestart | None
+    series: list[list[float]]  # [t_s, backlog]
+
+
+class QueueFigures(TypedDict):
+    """The document's ``queue`` section (``queue_figures``)."""
+
+    name: str | None
+    backend: str | None
+    pop_command: str | None
+    messages_planned: int | None
+    message_size_bytes: int | None
+    producers_count: int | None
+    consumers_count: int | None
+    sent: int
+    produced: int
+    failed_puts: int
+    received: int
+    unique: int
+    lost: int
+    unknown_fate: int
+    unanswered_gets: int
+    late_received: int
+    in_flight: int
+    left_in_queue: int
+    duplicated: int
+    out_of_order: int
+    unexpected: int
+    foreign: int
+    empty_polls: int
+    puts_per_s: float
+    gets_per_s: float
+    produce_window_s: float
+    consume_window_s: float
+    e2e_latency_us: dict[str, float | None]
+    e2e_latency_hdr: str | None
+    e2e_clipped: int
+    e2e_range_us: float
+    producers: list[ProducerDelivery]
+    consumers: list[dict[str, Any]]  # results/queue.py's, as stored
+    drained: bool
+    stop_reason: str
+    carried_producers: int
+    phase: QueuePhase
+    backlog: Backlog
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -60,7 +165,7 @@ def op_bases(run: RunResult) -> dict[str, tuple[int, float]]:
     }
 
 
-def server_restart(server: dict[str, Any]) -> dict[str, Any] | None:
+def server_restart(server: dict[str, Any]) -> ServerRestart | None:
     """The first restart of the queue server between its samples (before, every
     interval's, after): ``{"from_index", "evidence"}``, the server's counts from the sample
     of interval ``from_index`` on (None: only the one after the run) being a new process's.
@@ -92,7 +197,7 @@ def interval_fields(
     row: IntervalRow,
     snap: IntervalSnapshot,
     record: QueueInterval | None,
-    restart: dict[str, Any] | None,
+    restart: ServerRestart | None,
 ) -> None:
     """Add to ``row`` what a queue run's interval adds (and change its ``per_s``: an
     empty answer is no get)."""
@@ -117,7 +222,7 @@ def interval_fields(
     row["e2e_clipped"] = record.e2e.out_of_range if record is not None and record.e2e else 0
 
 
-def phase_figures(run: RunResult) -> dict[str, Any]:
+def phase_figures(run: RunResult) -> QueuePhase:
     """The run as one phase of the classic experiment, in its units: puts (answered
     stored) and gets (messages dequeued, of any run) over the phase's duration (its
     start to the last put acknowledged or message received, the run's window), each rate
@@ -142,14 +247,21 @@ def phase_figures(run: RunResult) -> dict[str, Any]:
     }
 
 
-def _stats_queue(sample: dict[str, Any] | None) -> dict[str, Any] | None:
+def _stats_queue(sample: dict[str, Any] | None) -> StatsQueue | None:
     """The queue's ``stats queue`` line (enqueued/dequeued) and the backlog they give."""
     if not sample:
         return None
-    return {k: sample[k] for k in ("enqueued", "dequeued", "backlog") if k in sample}
+    line = StatsQueue()
+    if "enqueued" in sample:
+        line["enqueued"] = sample["enqueued"]
+    if "dequeued" in sample:
+        line["dequeued"] = sample["dequeued"]
+    if "backlog" in sample:
+        line["backlog"] = sample["backlog"]
+    return line
 
 
-def queue_figures(run: RunResult) -> dict[str, Any]:
+def queue_figures(run: RunResult) -> QueueFigures:
     """The document's ``queue`` section: every figure a queue run has beyond its ops."""
     queue = _section(run)
     delivery = queue.delivery

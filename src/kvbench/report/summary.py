@@ -30,7 +30,14 @@ from kvbench.report.connections import (
     connections_section,
 )
 from kvbench.report.latency import latency_summary, min_samples
-from kvbench.report.queue_figures import interval_fields, op_bases, queue_figures, server_restart
+from kvbench.report.queue_figures import (
+    QueueFigures,
+    ServerRestart,
+    interval_fields,
+    op_bases,
+    queue_figures,
+    server_restart,
+)
 from kvbench.report.reconcile import (
     Reconciled,
     Restart,
@@ -110,7 +117,7 @@ class ReportModel:
     # The server restarted during the run: these reconciliation rows were not comparable.
     server_restarts: list[Restart] = field(default_factory=list)
     not_comparable: list[str] = field(default_factory=list)
-    queue: dict[str, Any] | None = None  # a queue run's figures (report/queue_figures.py)
+    queue: QueueFigures | None = None  # a queue run's figures (report/queue_figures.py)
     cluster: ClusterFigures | None = None  # a Redis Cluster run's (report/cluster.py)
     trace: dict[str, Any] | None = None  # a replay's figures (report/trace_figures.py)
     network: NetworkFigures | None = None  # bytes on the wire in the window (network_figures)
@@ -248,7 +255,7 @@ def _with_queue(
     row: IntervalRow,
     snap: IntervalSnapshot,
     record: QueueInterval | None,
-    restart: dict[str, Any] | None,
+    restart: ServerRestart | None,
 ) -> IntervalRow:
     """A queue run's interval row: its queue figures added, no empty answer a get."""
     interval_fields(row, snap, record, restart)

@@ -8,8 +8,6 @@ the backlog, from the same model; a replay's adds the trace's profile and what w
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -18,6 +16,7 @@ from kvbench.metrics.histogram import HIGHEST_TRACKABLE_NS
 from kvbench.metrics.outcome import NOTE_OUTCOMES, OUTCOME_NAMES, REDIRECT_OUTCOMES
 from kvbench.report.fit import FittedTable
 from kvbench.report.latency import PERCENTILES
+from kvbench.report.queue_figures import QueueFigures, QueuePhase
 from kvbench.report.rows import IntervalRow
 from kvbench.report.stats import MIN_CI_SAMPLES, Spread
 from kvbench.report.summary import ReportModel
@@ -594,7 +593,7 @@ def _percentile_text(value_us: float | None, clipped_at_us: float | None) -> str
     return fmt_us(value_us)
 
 
-def delivery_table(queue: dict[str, Any]) -> Table:
+def delivery_table(queue: QueueFigures) -> Table:
     """The delivery ledger: per producer, sent, stored, received, lost, duplicated, late."""
     table = FittedTable(
         title="delivery per producer", title_justify="left", see="the JSON (--json)"
@@ -604,9 +603,10 @@ def delivery_table(queue: dict[str, Any]) -> Table:
     names = ("producer", "sent", "stored", "received", "not received", "duplicated", "out of order")
     for name in names:
         table.add_column(name, justify="right")
-    keys = ("sent", "produced", "received", "not_received", "duplicated", "out_of_order")
     for p in queue["producers"]:
-        table.add_row(str(p["producer"]), *(f"{p.get(k, p.get('lost', 0)):,}" for k in keys))
+        figures = (p["sent"], p["produced"], p["received"], p["not_received"], p["duplicated"],
+                   p["out_of_order"])  # fmt: skip
+        table.add_row(str(p["producer"]), *(f"{n:,}" for n in figures))
     return table
 
 
@@ -660,7 +660,7 @@ def queue_lines(model: ReportModel) -> Text:
     return _outcome_lines(model, text)
 
 
-def _fate_words(queue: dict[str, Any], status: str) -> str:
+def _fate_words(queue: QueueFigures, status: str) -> str:
     """The acknowledged messages neither received nor lost, in words: of unknown fate (a
     get never answered may have taken them), in flight when the run ended."""
     words = ""
@@ -695,7 +695,7 @@ def phase_end_line(label: str, model: ReportModel) -> str:
     )
 
 
-def phase_line(phase: dict[str, Any]) -> str:
+def phase_line(phase: QueuePhase) -> str:
     """``puts 1,000,000  puts/s 43.1k  gets 0  gets/s 0  duration 23.201s``: the
     classic experiment's figures, each rate its count over the duration shown."""
     return (
@@ -705,7 +705,7 @@ def phase_line(phase: dict[str, Any]) -> str:
     )
 
 
-def _phase_server_line(name: str, phase: dict[str, Any]) -> str:
+def _phase_server_line(name: str | None, phase: QueuePhase) -> str:
     """``stats queue`` before and after, and the data directory's size."""
     parts = []
     before, after = phase["stats_queue_before"], phase["stats_queue_after"]
