@@ -12,7 +12,6 @@ support.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
@@ -56,7 +55,7 @@ from kvbench.report.rows import (
     ServerShare,
 )
 from kvbench.report.stats import Spread, spread
-from kvbench.report.trace_figures import trace_figures
+from kvbench.report.trace_figures import TraceFigures, trace_figures
 from kvbench.report.verdicts import Evidence, Verdict, all_verdicts, restart_verdicts
 from kvbench.report.verification import Verification, verification, verification_verdicts
 from kvbench.results.model import RunResult
@@ -119,7 +118,7 @@ class ReportModel:
     not_comparable: list[str] = field(default_factory=list)
     queue: QueueFigures | None = None  # a queue run's figures (report/queue_figures.py)
     cluster: ClusterFigures | None = None  # a Redis Cluster run's (report/cluster.py)
-    trace: dict[str, Any] | None = None  # a replay's figures (report/trace_figures.py)
+    trace: TraceFigures | None = None  # a replay's figures (report/trace_figures.py)
     network: NetworkFigures | None = None  # bytes on the wire in the window (network_figures)
 
     @property

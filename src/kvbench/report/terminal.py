@@ -399,8 +399,11 @@ def trace_lines(model: ReportModel) -> Text:
         f"{name} {n / profile['rows']:.1%}" for name, n in profile["ops"].items() if profile["rows"]
     )
     text.append(f"  op mix: {mix}\n")
-    for label, key in (("key size", "key_size_bytes"), ("value size", "value_size_bytes")):
-        sizes = profile[key]
+    sizes_of = (
+        ("key size", profile["key_size_bytes"]),
+        ("value size", profile["value_size_bytes"]),
+    )
+    for label, sizes in sizes_of:
         if sizes:
             text.append(
                 f"  {label}: p50 {sizes['p50']:g}  p90 {sizes['p90']:g}  p99 {sizes['p99']:g}  "

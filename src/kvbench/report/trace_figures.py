@@ -11,7 +11,7 @@ achieved rates (the run's ``intervals``).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -32,7 +32,65 @@ _NOT_SENT = frozenset(
 )
 
 
-def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> dict[str, Any] | None:
+class RateSeries(TypedDict):
+    """Rows per second of trace time, in buckets (``rate_series``)."""
+
+    bucket_s: int
+    first_s: int
+    span_s: float  # whole seconds, or to the ms for fractional times (``exact_span``)
+    points: list[list[float]]  # [t_s, rows_per_s]
+    mean_per_s: float
+    peak_per_s: float
+
+
+class ProfileFigures(TypedDict):
+    """A trace profile's figures (``profile_summary``)."""
+
+    rows: int
+    ops: dict[str, int]
+    rate: RateSeries
+    key_size_bytes: dict[str, float]  # ``size_summary``; {} if none
+    value_size_bytes: dict[str, float]
+    ttls_s: list[list[int]]  # [ttl, stores], the most common first
+
+
+class TraceSlice(TypedDict):
+    """The slice of the trace asked for (None: none)."""
+
+    from_s: float | None
+    to_s: float | None
+    limit: int | None
+
+
+class TraceSent(TypedDict):
+    """The feed's counts and what the run sent against them."""
+
+    lines_read: int
+    rows: int
+    requests: int  # queued to be sent
+    keys_clamped: int
+    ttls_clamped: int
+    skipped: dict[str, int]  # by reason
+    sent_as: dict[str, str]  # trace op -> the op sent
+    by_op: dict[str, int]
+    total: int
+    dropped: int
+    offered_per_s: float | None
+    trace_span_s: float
+    replay_span_s: float | None
+
+
+class TraceFigures(TypedDict):
+    """The ``trace`` section of a replay's summary and document."""
+
+    path: str
+    speed: float | str  # ``max``: as fast as the server answered
+    slice: TraceSlice
+    profile: ProfileFigures
+    sent: TraceSent
+
+
+def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> TraceFigures | None:
     """The ``trace`` section of a replay's summary and document (None for other runs).
 
     Args:
@@ -60,7 +118,12 @@ def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> dict[str, A
         "slice": {"from_s": section.from_s, "to_s": section.to_s, "limit": section.limit},
         "profile": profile,
         "sent": {
-            **counts,
+            "lines_read": counts["lines_read"],
+            "rows": counts["rows"],
+            "requests": counts["requests"],
+            "keys_clamped": counts["keys_clamped"],
+            "ttls_clamped": counts["ttls_clamped"],
+            "skipped": counts["skipped"],
             "sent_as": dict(section.sent_as),
             "by_op": sent_by_op,
             "total": sum(sent_by_op.values()),
@@ -74,7 +137,7 @@ def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> dict[str, A
     }
 
 
-def profile_summary(profile: dict[str, Any]) -> dict[str, Any]:
+def profile_summary(profile: dict[str, Any]) -> ProfileFigures:
     """The figures of a trace profile (results/trace.py's data): op mix, rate over time,
     size percentiles, the most common TTLs.
 
@@ -100,7 +163,7 @@ def _counter(pairs: list[list[int]]) -> Counter[int]:
     return Counter({int(k): int(v) for k, v in pairs})
 
 
-def rate_series(per_second: Counter[int]) -> dict[str, Any]:
+def rate_series(per_second: Counter[int]) -> RateSeries:
     """Rows per second of trace time, in buckets: ``{bucket_s, first_s, span_s, points,
     mean, peak}`` (``span_s``: whole seconds from the first row's to the last row's).
 
@@ -137,7 +200,7 @@ def rate_series(per_second: Counter[int]) -> dict[str, Any]:
     }
 
 
-def exact_span(rate: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
+def exact_span(rate: RateSeries, profile: dict[str, Any]) -> RateSeries:
     """``rate`` (``rate_series``) with the span and mean of a trace of fractional times
     from its first row's time to its last's (seconds, to the ms); whole-second traces,
     a trace whose rows share one time and runs stored without the times: as it is."""
