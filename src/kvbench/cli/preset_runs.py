@@ -36,7 +36,7 @@ from kvbench.errors import ConfigError, TargetUnreachable, exit_code
 from kvbench.report import document, summarize
 from kvbench.report.batches import batch_figures, batch_line, batches_table
 from kvbench.report.html import render
-from kvbench.report.levels import share_of_second, share_sentence, target_column
+from kvbench.report.levels import ShareOfSecond, share_of_second, share_sentence, target_column
 from kvbench.report.tables import compared_rounds_table, queue_phases_table, share_table
 from kvbench.report.terminal import phase_end_line
 from kvbench.results.model import RunResult
@@ -355,7 +355,7 @@ def _compare_at_levels(
     after the preset's request count for the level."""
     done: Labelled = []
     rows: list[dict[str, Any]] = []
-    shown: list[tuple[float, dict[str, Any]]] = []
+    shown: list[tuple[float, ShareOfSecond]] = []
     statuses: list[str] = []
     base = configs[0]
     with LiveView(console, base, runs=len(levels) * len(configs)) as view:

@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 
 from kvbench.report.fit import FittedTable
-from kvbench.report.levels import LevelRow
+from kvbench.report.levels import LevelRow, ShareOfSecond
 from kvbench.report.rows import IntervalRow
 from kvbench.report.stats import MIN_CI_SAMPLES
 from kvbench.report.terminal import fmt_us, interval_ops, whole_rate
@@ -106,7 +106,7 @@ def figures_table(
     return table
 
 
-def compared_rounds_table(axis: str, levels: Sequence[tuple[float, dict[str, Any]]]) -> Table:
+def compared_rounds_table(axis: str, levels: Sequence[tuple[float, ShareOfSecond]]) -> Table:
     """Two targets at each level, as the original reported them: every round's ops/s,
     their mean, min and max, failed requests (``report.levels.share_of_second`` rows)."""
     first = levels[0][1]["first"]["url"] if levels else "?"
@@ -134,7 +134,7 @@ def compared_rounds_table(axis: str, levels: Sequence[tuple[float, dict[str, Any
     return table
 
 
-def share_table(axis: str, levels: Sequence[tuple[float, dict[str, Any]]]) -> Table:
+def share_table(axis: str, levels: Sequence[tuple[float, ShareOfSecond]]) -> Table:
     """A as a % of B at each level (from the printed means), the 95% CI of A/B from the
     paired rounds (the document has its point estimate too), each side's p99, the status."""
     table = figures_table(
@@ -159,7 +159,7 @@ def share_table(axis: str, levels: Sequence[tuple[float, dict[str, Any]]]) -> Ta
     return table
 
 
-def _side_statuses(row: dict[str, Any]) -> str:
+def _side_statuses(row: ShareOfSecond) -> str:
     bad = [
         f"{name}: {side['status']}"
         for name, side in (("A", row["first"]), ("B", row["second"]))
