@@ -34,7 +34,7 @@ from kvbench.config.presets import Preset, Step, get_preset, with_scheme
 from kvbench.config.queue import build_queue_config
 from kvbench.errors import ConfigError, TargetUnreachable, exit_code
 from kvbench.report import document, summarize
-from kvbench.report.batches import batch_figures, batch_line, batches_table
+from kvbench.report.batches import BatchFigures, batch_figures, batch_line, batches_table
 from kvbench.report.html import render
 from kvbench.report.levels import ShareOfSecond, share_of_second, share_sentence, target_column
 from kvbench.report.tables import compared_rounds_table, queue_phases_table, share_table
@@ -411,7 +411,7 @@ def _batches(run: _Run) -> int:
         raise ConfigError("--connections", f"{text!r}: a level is a number of clients (whole)")
     config = run.config(run.urls)
     done: Labelled = []
-    rows: list[dict[str, Any]] = []
+    rows: list[BatchFigures] = []
     statuses: list[str] = []
     unreachable: TargetUnreachable | None = None  # a later level's: the levels before kept
     for level in levels:
