@@ -20,10 +20,11 @@ from kvbench.report.stats import MIN_CI_SAMPLES
 from kvbench.report.terminal import fmt_us, interval_ops, whole_rate
 from kvbench.report.terminal import unit_rates as unit_rates_of
 from kvbench.results.status import OK
+from kvbench.results.store import HistoryRow
 from kvbench.units import format_rate
 
 
-def history_table(rows: Iterable[dict[str, Any]]) -> Table:
+def history_table(rows: Iterable[HistoryRow]) -> Table:
     """Stored runs, newest first (``Store.list_runs``): a sweep's levels and a preset's
     steps are told apart by their label."""
     table = Table("run", "started", "status", "label", "target", "window", "ops/s")
