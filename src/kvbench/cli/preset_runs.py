@@ -248,9 +248,9 @@ def _queue_steps(run: _Run) -> int:
         return result, run.report
 
     code = _in_steps(run, measure_step)
-    documents = [(label, document(summarize(result))) for label, result in phases]
+    models = [(label, summarize(result)) for label, result in phases]
     title = f"{preset.name}: each phase in the original's units, and kvbench's checks"
-    run.console.print(queue_phases_table(title, documents))
+    run.console.print(queue_phases_table(title, models))
     return code
 
 

@@ -9,7 +9,6 @@ rows (report/levels.py) or the store's listing, never computed here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from rich.table import Table
 
@@ -17,6 +16,7 @@ from kvbench.report.fit import FittedTable
 from kvbench.report.levels import LevelRow, ShareOfSecond
 from kvbench.report.rows import IntervalRow
 from kvbench.report.stats import MIN_CI_SAMPLES
+from kvbench.report.summary import ReportModel
 from kvbench.report.terminal import fmt_us, interval_ops, whole_rate
 from kvbench.report.terminal import unit_rates as unit_rates_of
 from kvbench.results.status import OK
@@ -238,8 +238,8 @@ def live_table(rows: Sequence[IntervalRow], unit_rates: bool = False, wide: bool
     return table
 
 
-def queue_phases_table(title: str, phases: Sequence[tuple[str, dict[str, Any]]]) -> Table:
-    """A queue experiment's phases (a label and each run's result document): the
+def queue_phases_table(title: str, phases: Sequence[tuple[str, ReportModel]]) -> Table:
+    """A queue experiment's phases (a label and each run's summary): the
     original's figures in its units (puts, puts/s, gets, gets/s over the phase's
     duration) beside kvbench's own (the one ledger's lost and duplicated so far, the
     end-to-end p99, the status)."""
@@ -248,8 +248,9 @@ def queue_phases_table(title: str, phases: Sequence[tuple[str, dict[str, Any]]])
         table.add_column(name, justify="left" if name == "phase" else "right")
     for name in ("lost so far", "duplicated so far", "e2e p99", "status"):
         table.add_column(name, justify="right")
-    for label, doc in phases:
-        queue = doc["queue"]
+    for label, model in phases:
+        queue = model.queue
+        assert queue is not None, "a queue experiment's phases are queue runs"
         phase = queue["phase"]
         table.add_row(
             label,
@@ -261,6 +262,6 @@ def queue_phases_table(title: str, phases: Sequence[tuple[str, dict[str, Any]]])
             f"{queue['lost']:,}",
             f"{queue['duplicated']:,}",
             fmt_us(queue["e2e_latency_us"]["p99"]),
-            doc["status"],
+            model.status.name,
         )
     return table
