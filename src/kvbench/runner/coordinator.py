@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from kvbench import __version__
 from kvbench.config.model import RunConfig
@@ -26,6 +26,7 @@ from kvbench.errors import ConfigError, RunAborted, TargetUnreachable, WorkerFai
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.environment import describe_environment
 from kvbench.results.model import RoundRecord, RunResult, TargetRecord, WorkerRecord
+from kvbench.results.queue import QueueSection
 from kvbench.results.trace import TraceSection
 from kvbench.runner import interrupts, probe, redis_cluster
 from kvbench.runner import messages as m
@@ -540,7 +541,28 @@ class Coordinator:
         return errors
 
 
-def fresh_result(*, driver: str | None = None, **fields: Any) -> RunResult:
+class ResultFields(TypedDict, total=False):
+    """RunResult's fields a runner gives ``fresh_result`` (the rest are measured there)."""
+
+    started_at: Required[str]
+    status: Required[str]
+    mode: Required[str]
+    config: Required[dict[str, Any]]
+    targets: Required[list[TargetRecord]]
+    window_start_ns: Required[int]
+    window_end_ns: Required[int]
+    intervals: Required[list[IntervalSnapshot]]
+    phases: dict[str, IntervalSnapshot]
+    workers: list[WorkerRecord]
+    errors: list[str]
+    server: dict[str, Any]
+    rounds: list[RoundRecord]
+    queue: QueueSection | None
+    label: str
+    trace: TraceSection | None
+
+
+def fresh_result(*, driver: str | None = None, **fields: Unpack[ResultFields]) -> RunResult:
     """A run's result, measured now (``fields``: RunResult's others): a new id, this
     kvbench's version, this host's environment and the connection driver ran."""
     environment = describe_environment(event_loop_name())
