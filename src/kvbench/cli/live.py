@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -24,6 +24,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from kvbench.cli.prometheus import prometheus_server
 from kvbench.config import RunConfig
 from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report.rows import IntervalRow
 from kvbench.report.summary import Running, interval_row
 from kvbench.report.tables import live_table
 from kvbench.report.terminal import live_line, unit_rates_line
@@ -55,7 +56,7 @@ class LiveView:
         self._origins: dict[int, int] = {}
         self._sweep_axis: str | None = None  # a sweep's axis (``sweeping``)
         self._level: float | None = None  # the level of the run in progress
-        self._rows: deque[dict[str, Any]] = deque(maxlen=LIVE_ROWS)
+        self._rows: deque[IntervalRow] = deque(maxlen=LIVE_ROWS)
         self._totals = Running()  # cumulative ops and the running average, per round
         self._interactive = console.is_terminal and config.report.live
         self._progress = Progress(

@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -234,7 +234,7 @@ def save_report(console: Console, path: str, html: str, flag: str = "--report") 
     console.print(f"HTML report written to {where(path)} ({len(html.encode()) / 1024:,.0f} KiB)")
 
 
-def write_json_document(path: str | None, doc: dict[str, Any], console: Console) -> None:
+def write_json_document(path: str | None, doc: Mapping[str, object], console: Console) -> None:
     """Write --json (a file that cannot be written is one line naming the flag)."""
     if path:
         write_text("--json", path, json.dumps(doc, indent=2) + "\n")

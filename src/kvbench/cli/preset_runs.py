@@ -34,9 +34,9 @@ from kvbench.config.presets import Preset, Step, get_preset, with_scheme
 from kvbench.config.queue import build_queue_config
 from kvbench.errors import ConfigError, TargetUnreachable, exit_code
 from kvbench.report import document, summarize
-from kvbench.report.batches import batch_figures, batch_line, batches_table
+from kvbench.report.batches import BatchFigures, batch_figures, batch_line, batches_table
 from kvbench.report.html import render
-from kvbench.report.levels import share_of_second, share_sentence, target_column
+from kvbench.report.levels import ShareOfSecond, share_of_second, share_sentence, target_column
 from kvbench.report.tables import compared_rounds_table, queue_phases_table, share_table
 from kvbench.report.terminal import phase_end_line
 from kvbench.results.model import RunResult
@@ -248,9 +248,9 @@ def _queue_steps(run: _Run) -> int:
         return result, run.report
 
     code = _in_steps(run, measure_step)
-    documents = [(label, document(summarize(result))) for label, result in phases]
+    models = [(label, summarize(result)) for label, result in phases]
     title = f"{preset.name}: each phase in the original's units, and kvbench's checks"
-    run.console.print(queue_phases_table(title, documents))
+    run.console.print(queue_phases_table(title, models))
     return code
 
 
@@ -355,7 +355,7 @@ def _compare_at_levels(
     after the preset's request count for the level."""
     done: Labelled = []
     rows: list[dict[str, Any]] = []
-    shown: list[tuple[float, dict[str, Any]]] = []
+    shown: list[tuple[float, ShareOfSecond]] = []
     statuses: list[str] = []
     base = configs[0]
     with LiveView(console, base, runs=len(levels) * len(configs)) as view:
@@ -411,7 +411,7 @@ def _batches(run: _Run) -> int:
         raise ConfigError("--connections", f"{text!r}: a level is a number of clients (whole)")
     config = run.config(run.urls)
     done: Labelled = []
-    rows: list[dict[str, Any]] = []
+    rows: list[BatchFigures] = []
     statuses: list[str] = []
     unreachable: TargetUnreachable | None = None  # a later level's: the levels before kept
     for level in levels:

@@ -12,10 +12,11 @@ level's status (results/status.py) is in its figures, so a failed level shows as
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TypedDict
 
 from rich.table import Table
 
+from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.reconcile import counter_deltas
 from kvbench.report.tables import figures_table
 from kvbench.results.model import RunResult
@@ -27,45 +28,86 @@ _BATCHES = (("set", "stored"), ("get", "hit"))
 SERVER_COUNTERS = ("cmd_set", "get_hits", "get_misses")
 
 
-def batch_figures(run: RunResult) -> dict[str, Any]:
+class Batch(TypedDict):
+    """One batch (the sets, or the gets): its replies, wall-clock and rates."""
+
+    ok: int
+    misses: int
+    mismatches: int
+    errors: int
+    seconds: float
+    from_s: float  # when it began and ended, from the window's start (the first set)
+    to_s: float
+    per_s: float
+    original_per_s: float  # the original's formula: ops / summed per-client seconds
+    servers: list[int]  # replies per server
+
+
+class WholeRun(TypedDict):
+    """Both batches: replies, the window, the rate."""
+
+    ok: int
+    seconds: float
+    per_s: float
+
+
+class BatchFigures(TypedDict):
+    """A level of put-get-batches (``batch_figures``), as its document lists it."""
+
+    clients: int
+    keys: int | None
+    status: str
+    set: Batch
+    get: Batch
+    whole: WholeRun
+    server_deltas: dict[str, int | None]  # SERVER_COUNTERS (None: not answered)
+
+
+def batch_figures(run: RunResult) -> BatchFigures:
     """Per batch: replies, wall-clock, rate, the original's rate; the whole run; shares."""
-    figures: dict[str, Any] = {
+    # The run has one interval per batch (runner/batches.py), an empty one for a batch
+    # that never began.
+    sets, gets = (
+        _batch(run, snap, name, success)
+        for snap, (name, success) in zip(run.intervals, _BATCHES, strict=True)
+    )
+    done = sets["ok"] + gets["ok"]
+    whole = run.window_s
+    return {
         "clients": len(run.workers),
         "keys": run.config.get("workload", {}).get("keys"),
         "status": run_status(run).name,
+        "set": sets,
+        "get": gets,
+        "whole": {
+            "ok": done,
+            "seconds": round(whole, 6),
+            "per_s": round(done / whole, 1) if whole else 0.0,
+        },
+        "server_deltas": counter_deltas(run.server, SERVER_COUNTERS),
     }
-    done = 0
-    for snap, (name, success) in zip(run.intervals, _BATCHES, strict=False):
-        counts = snap.counts.get(name, {})
-        ok = int(counts.get(success, 0))
-        seconds = max(0, snap.end_ns - snap.start_ns) / 1e9
-        summed = sum(float(w.get(f"{name}_s", 0.0)) for w in run.workers)
-        figures[name] = {
-            "ok": ok,
-            "misses": int(counts.get("miss", 0)),
-            "mismatches": int(counts.get("mismatch", 0)),
-            "errors": sum(
-                int(n) for k, n in counts.items() if k not in (success, "miss", "mismatch")
-            ),
-            "seconds": round(seconds, 6),
-            # When the batch began and ended, from the window's start (the first set).
-            "from_s": round((snap.start_ns - run.window_start_ns) / 1e9, 6),
-            "to_s": round((snap.end_ns - run.window_start_ns) / 1e9, 6),
-            "per_s": round(ok / seconds, 1) if seconds else 0.0,
-            "original_per_s": round(ok / summed, 1) if summed else 0.0,
-            "servers": [
-                int(snap.stats.get(f"server{i}_completed", 0)) for i in range(len(run.targets))
-            ],
-        }
-        done += ok
-    whole = run.window_s
-    figures["whole"] = {
-        "ok": done,
-        "seconds": round(whole, 6),
-        "per_s": round(done / whole, 1) if whole else 0.0,
+
+
+def _batch(run: RunResult, snap: IntervalSnapshot, name: str, success: str) -> Batch:
+    counts = snap.counts.get(name, {})
+    ok = int(counts.get(success, 0))
+    seconds = max(0, snap.end_ns - snap.start_ns) / 1e9
+    summed = sum(w.get("set_s", 0.0) if name == "set" else w.get("get_s", 0.0) for w in run.workers)
+    return {
+        "ok": ok,
+        "misses": int(counts.get("miss", 0)),
+        "mismatches": int(counts.get("mismatch", 0)),
+        "errors": sum(int(n) for k, n in counts.items() if k not in (success, "miss", "mismatch")),
+        "seconds": round(seconds, 6),
+        # When the batch began and ended, from the window's start (the first set).
+        "from_s": round((snap.start_ns - run.window_start_ns) / 1e9, 6),
+        "to_s": round((snap.end_ns - run.window_start_ns) / 1e9, 6),
+        "per_s": round(ok / seconds, 1) if seconds else 0.0,
+        "original_per_s": round(ok / summed, 1) if summed else 0.0,
+        "servers": [
+            int(snap.stats.get(f"server{i}_completed", 0)) for i in range(len(run.targets))
+        ],
     }
-    figures["server_deltas"] = counter_deltas(run.server, SERVER_COUNTERS)
-    return figures
 
 
 def _seconds(value: float) -> str:
@@ -76,12 +118,12 @@ def _seconds(value: float) -> str:
     return f"{value:.{max(0, 3 - math.floor(math.log10(value)))}f}"
 
 
-def _rate_of(batch: dict[str, Any]) -> str:
+def _rate_of(batch: Batch | WholeRun) -> str:
     """``27.3k (2,000 in 0.07326s)``."""
     return f"{format_rate(batch['per_s'])} ({batch['ok']:,} in {_seconds(batch['seconds'])}s)"
 
 
-def batch_line(figures: dict[str, Any]) -> str:
+def batch_line(figures: BatchFigures) -> str:
     """One line in the original's units beside kvbench's wall-clock figures."""
     sets, gets, whole = figures["set"], figures["get"], figures["whole"]
     deltas = figures["server_deltas"]
@@ -105,12 +147,12 @@ def batch_line(figures: dict[str, Any]) -> str:
     )
 
 
-def has_counters(figures: dict[str, Any]) -> bool:
+def has_counters(figures: BatchFigures) -> bool:
     """Whether the servers answered any of ``SERVER_COUNTERS`` for this level."""
     return any(value is not None for value in figures.get("server_deltas", {}).values())
 
 
-def batches_table(rows: list[dict[str, Any]], urls: list[str]) -> Table:
+def batches_table(rows: list[BatchFigures], urls: list[str]) -> Table:
     """Every level: the batches' wall-clock rates, the original's, each server's replies."""
     table = figures_table(
         "put-get batches: wall-clock from first request sent to last reply",

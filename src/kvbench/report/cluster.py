@@ -8,9 +8,10 @@ counts them in its commands' ``rejected_calls``, which report/reconcile.py compa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
+from kvbench.report.rows import Redirects
 from kvbench.report.verdicts import Verdict
 from kvbench.results.model import RunResult
 
@@ -20,7 +21,7 @@ def is_cluster(run: RunResult) -> bool:
     return any(t.get("cluster") for t in run.config.get("targets", []))
 
 
-def interval_redirects(snap: IntervalSnapshot) -> dict[str, int]:
+def interval_redirects(snap: IntervalSnapshot) -> Redirects:
     """One interval's redirects by kind."""
     return {
         "moved": int(snap.stats.get("redirect_moved", 0)),
@@ -28,7 +29,19 @@ def interval_redirects(snap: IntervalSnapshot) -> dict[str, int]:
     }
 
 
-def cluster_figures(run: RunResult) -> dict[str, Any] | None:
+class ClusterFigures(TypedDict):
+    """The document's ``cluster``: redirects in the window, by kind and per master."""
+
+    masters: list[str]
+    moved: int
+    ask: int
+    redirected_share: float  # of the ops completed in the window
+    map_refreshes: int  # the slot map asked again
+    redirected_by_master: list[int]
+    all_phases: Redirects
+
+
+def cluster_figures(run: RunResult) -> ClusterFigures | None:
     """Redirects in the window (by kind, per master), map refreshes, and over all phases.
 
     Returns:
@@ -60,7 +73,7 @@ def cluster_figures(run: RunResult) -> dict[str, Any] | None:
     }
 
 
-def cluster_verdicts(figures: dict[str, Any] | None) -> list[Verdict]:
+def cluster_verdicts(figures: ClusterFigures | None) -> list[Verdict]:
     """Redirects in the window: the slot map changed while measuring (a note, with what
     it costs: a redirected request's latency includes the redirect). Redirects are
     counted, not requests: a request redirected twice counts twice."""
@@ -75,6 +88,11 @@ def cluster_verdicts(figures: dict[str, Any] | None) -> list[Verdict]:
             f"requests completed; MOVED {moved:,}, ASK {ask:,}): slots moved during the "
             "window; each redirected request completed at the node named, its latency from "
             "its first send includes its redirects",
-            {k: figures[k] for k in ("moved", "ask", "map_refreshes", "redirected_by_master")},
+            {
+                "moved": moved,
+                "ask": ask,
+                "map_refreshes": figures["map_refreshes"],
+                "redirected_by_master": figures["redirected_by_master"],
+            },
         )
     ]

@@ -11,7 +11,7 @@ live count and in the ``connections.live`` verdict.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
 
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.verdicts import Verdict
@@ -20,15 +20,6 @@ from kvbench.results.status import CONNECTION_FAILURE_STATS
 
 # Stats that are errors of their interval: attempts refused or timed out, refusals at accept.
 FAILURE_STATS = CONNECTION_FAILURE_STATS
-# Event counts added up over the whole run (every phase), as the document shows them.
-_EVENT_STATS = (
-    "connects",
-    "connect_failures",
-    "connect_resets",
-    "connect_resets_before",
-    "reconnect_attempts",
-    "reconnects",
-)
 
 
 def connection_failures(snap: IntervalSnapshot) -> int:
@@ -53,23 +44,46 @@ def _asked(run: RunResult) -> int:
     return int(config.get("load", {}).get("connections", 0))
 
 
-def connections_section(run: RunResult) -> dict[str, Any]:
+class ConnectionsSection(TypedDict):
+    """The document's ``connections``: asked and live in the window, events in the run."""
+
+    asked: int
+    live_min: int | None  # the fewest live at once in the window (None: not recorded)
+    connects: int
+    connect_failures: int
+    connect_resets: int  # refused right after accept
+    connect_resets_before: int  # so, before the start
+    reconnect_attempts: int
+    reconnects: int
+    errors: int  # connection errors in the window (in the total's errors)
+
+
+def connections_section(run: RunResult) -> ConnectionsSection:
     """The document's ``connections``: asked, live at the worst moment of the window, and
     the events of the whole run (preflight and every phase)."""
     snaps = list(run.intervals) + list(run.phases.values())
-    events = {name: int(sum(s.stats.get(name, 0) for s in snaps)) for name in _EVENT_STATS}
+
+    def events(name: str) -> int:
+        """An event's count added up over the whole run (every phase)."""
+        return int(sum(s.stats.get(name, 0) for s in snaps))
+
     asked = _asked(run)
     # A queue's producers leave as they finish: live counts only while every one runs.
     during = [s for s in run.intervals if run.queue is None or s.workers >= asked]
     return {
         "asked": asked,
         "live_min": live_min(during),
-        **events,
+        "connects": events("connects"),
+        "connect_failures": events("connect_failures"),
+        "connect_resets": events("connect_resets"),
+        "connect_resets_before": events("connect_resets_before"),
+        "reconnect_attempts": events("reconnect_attempts"),
+        "reconnects": events("reconnects"),
         "errors": sum(connection_failures(s) for s in run.intervals),
     }
 
 
-def connection_verdicts(section: dict[str, Any]) -> list[Verdict]:
+def connection_verdicts(section: ConnectionsSection) -> list[Verdict]:
     """A warning when fewer connections were live than asked, with the figures."""
     asked, live = section["asked"], section["live_min"]
     if live is None or not asked or live >= asked:

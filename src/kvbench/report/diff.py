@@ -29,12 +29,13 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvbench.report.queue_figures import QueueFigures
 from kvbench.report.stats import MIN_CI_SAMPLES, spread, t_critical_95
 from kvbench.report.summary import ReportModel, summarize
 from kvbench.results.model import RunResult
@@ -261,7 +262,7 @@ def diff_runs(a: RunResult, b: RunResult) -> RunDiff:
 
 
 # A queue run's own figures compared: (metric, row, where in the summary's queue figures).
-_QUEUE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None]], ...] = (
+_QUEUE_FIGURES: tuple[tuple[str, str, Callable[[QueueFigures], float | None]], ...] = (
     ("e2e_p50_us", "end to end", lambda q: q["e2e_latency_us"]["p50"]),
     ("e2e_p99_us", "end to end", lambda q: q["e2e_latency_us"]["p99"]),
     ("lost", "delivery", lambda q: q["lost"]),
@@ -292,7 +293,34 @@ def _queue_changes(a: ReportModel, b: ReportModel) -> list[Change]:
     return changes
 
 
-def to_dict(diff: RunDiff) -> dict[str, Any]:
+class ChangeEntry(TypedDict):
+    """A ``Change`` as ``kvbench diff --json`` gives it (figures rounded)."""
+
+    metric: str
+    op: str
+    a: float | None
+    b: float | None
+    change: float | None
+    change_ratio: float | None
+    ci95: list[float | None] | None
+    flag: str
+    basis: str
+
+
+class DiffDocument(TypedDict):
+    """``kvbench diff --json``: run B against run A."""
+
+    run_a: str
+    run_b: str
+    status: dict[str, str]  # a, b
+    complete_rounds: dict[str, int]  # a, b
+    method: str
+    changes: list[ChangeEntry]
+    regressions: int
+    differences: list[dict[str, str]]  # what, a, b
+
+
+def to_dict(diff: RunDiff) -> DiffDocument:
     """The diff as a JSON-ready dict (``kvbench diff --json``)."""
 
     def number(value: float | None) -> float | None:

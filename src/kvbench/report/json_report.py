@@ -7,14 +7,17 @@ section (the summary's queue figures) besides.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
+from kvbench.report.rows import NetworkFigures
 from kvbench.report.summary import ReportModel
 from kvbench.results.model import SCHEMA_VERSION
 
 # Per-interval figures rounded as the document gives them (the queue's among them).
-_RATES = ("per_s", "errors_per_s", "puts_per_s", "gets_per_s")
-_LATENCIES = ("e2e_p50_us", "e2e_p99_us")
+_RATES: tuple[Literal["per_s", "errors_per_s", "puts_per_s", "gets_per_s"], ...] = (
+    "per_s", "errors_per_s", "puts_per_s", "gets_per_s",
+)  # fmt: skip
+_LATENCIES: tuple[Literal["e2e_p50_us", "e2e_p99_us"], ...] = ("e2e_p50_us", "e2e_p99_us")
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -38,16 +41,28 @@ def _spread(model: ReportModel) -> dict[str, float] | None:
     }
 
 
-def _network(figures: dict[str, float] | None) -> dict[str, float] | None:
-    """Bytes (whole) and bytes per second (to 0.1)."""
-    return {k: round(v, 1) for k, v in figures.items()} if figures else None
-
-
 def _ci95(model: ReportModel) -> list[float] | None:
     s = model.throughput_spread()
     if s is None or s.ci95 is None:
         return None
     return [round(s.ci95[0], 1), round(s.ci95[1], 1)]
+
+
+def _network(net: NetworkFigures | None) -> dict[str, float] | None:
+    """Bytes (whole) and bytes per second (to 0.1)."""
+    if net is None:
+        return None
+    doc: dict[str, float] = {
+        "bytes_in": net["bytes_in"],
+        "bytes_out": net["bytes_out"],
+        "in_per_s": round(net["in_per_s"], 1),
+        "out_per_s": round(net["out_per_s"], 1),
+    }
+    if "bytes_in_other" in net:  # the bytes no op was given (summary.network_figures)
+        doc["bytes_in_other"] = net["bytes_in_other"]
+    if "bytes_out_other" in net:
+        doc["bytes_out_other"] = net["bytes_out_other"]
+    return doc
 
 
 def document(model: ReportModel) -> dict[str, Any]:
@@ -122,8 +137,8 @@ def _document(model: ReportModel) -> dict[str, Any]:
         "intervals": [
             {
                 **row,
-                **{k: round(row[k], 1) for k in _RATES if row.get(k) is not None},
-                **{k: round(row[k], 3) for k in _LATENCIES if row.get(k) is not None},
+                **{k: round(v, 1) for k in _RATES if (v := row.get(k)) is not None},
+                **{k: round(v, 3) for k in _LATENCIES if (v := row.get(k)) is not None},
                 "cpu_s": round(row["cpu_s"], 4),
                 "ops": {
                     op: {k: _round(v, 3) if isinstance(v, float) else v for k, v in vals.items()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from kvbench.errors import ConfigError
 from kvbench.metrics.histogram import Histogram
@@ -153,7 +153,37 @@ def best_level(rows: list[LevelRow]) -> float | None:
     return max(met) if met else None
 
 
-def level_document(row: LevelRow) -> dict[str, Any]:
+class LevelDocument(TypedDict):
+    """One level as the sweep's result document lists it."""
+
+    level: float
+    status: str
+    reason: str | None
+    run_id: str | None
+    throughput_per_s: float | None  # the mean over its complete rounds
+    throughput_ci95_per_s: list[float] | None
+    rounds: int  # complete rounds: a CI needs MIN_CI_SAMPLES
+    latency_us: dict[str, float | None]
+    errors: int
+    slo_met: bool | None
+    bad_values: int | None
+
+
+class SweepDocument(TypedDict):
+    """The sweep's result document (``kind: "sweep"``)."""
+
+    schema_version: int
+    kind: str
+    status: str
+    axis: str
+    target: str
+    levels: list[LevelDocument]
+    knee: float | None
+    slo: str | None
+    best_level: float | None
+
+
+def level_document(row: LevelRow) -> LevelDocument:
     """One level as the sweep's result document lists it."""
     t = row.throughput
     return {
@@ -175,7 +205,7 @@ def level_document(row: LevelRow) -> dict[str, Any]:
 
 def sweep_document(
     axis: str, target: str, rows: list[LevelRow], slo: str | None = None
-) -> dict[str, Any]:
+) -> SweepDocument:
     """The sweep's result document (``kind: "sweep"``): its levels, knee and SLO level."""
     return {
         "schema_version": SCHEMA_VERSION,
@@ -237,20 +267,35 @@ def target_column(run: RunResult) -> TargetColumn:
     return TargetColumn(url, model, rates, [_p99_us(g) for g in groups], complete)
 
 
-def _ratio_fields(name: str, ratio: Ratio | None) -> dict[str, Any]:
-    return {
-        f"{name}_ratio": ratio.mean if ratio else None,
-        f"{name}_ratio_ci95": list(ratio.ci95) if ratio and ratio.ci95 else None,
-    }
+class ComparisonRow(TypedDict):
+    """A target against the first (the baseline): paired ratios, each side's status."""
+
+    target: str
+    baseline: str
+    rounds_paired: int
+    throughput_ratio: float | None
+    throughput_ratio_ci95: list[float] | None
+    p99_ratio: float | None
+    p99_ratio_ci95: list[float] | None
+    status: str
+    baseline_status: str
 
 
-def comparison(columns: list[TargetColumn]) -> list[dict[str, Any]]:
+def _mean(ratio: Ratio | None) -> float | None:
+    return ratio.mean if ratio else None
+
+
+def _ci95(ratio: Ratio | None) -> list[float] | None:
+    return list(ratio.ci95) if ratio and ratio.ci95 else None
+
+
+def comparison(columns: list[TargetColumn]) -> list[ComparisonRow]:
     """Each target against the first: throughput and p99 ratios with 95% CIs, over the
     rounds complete in both; each side's status."""
     if not columns:
         return []
     base = columns[0]
-    rows = []
+    rows: list[ComparisonRow] = []
     for column in columns[1:]:
         ok = (base.round_ok, column.round_ok)
         throughput = paired_ratio(base.round_throughput, column.round_throughput, *ok)
@@ -260,8 +305,10 @@ def comparison(columns: list[TargetColumn]) -> list[dict[str, Any]]:
                 "target": column.url,
                 "baseline": base.url,
                 "rounds_paired": throughput.n if throughput else 0,
-                **_ratio_fields("throughput", throughput),
-                **_ratio_fields("p99", p99),
+                "throughput_ratio": _mean(throughput),
+                "throughput_ratio_ci95": _ci95(throughput),
+                "p99_ratio": _mean(p99),
+                "p99_ratio_ci95": _ci95(p99),
                 "status": column.model.status.name,
                 "baseline_status": base.model.status.name,
             }
@@ -285,7 +332,7 @@ def instability(ci: list[float] | None) -> str | None:
     )
 
 
-def comparison_sentence(row: dict[str, Any]) -> str:
+def comparison_sentence(row: ComparisonRow) -> str:
     """``http+memc://…: 72% of memcached://… throughput (95% CI 69-75%)``, and the status
     of a side that is not ok."""
     ratio = row["throughput_ratio"]
@@ -316,7 +363,17 @@ def comparison_sentence(row: dict[str, Any]) -> str:
     )
 
 
-def compare_document(columns: list[TargetColumn], interrupted: bool = False) -> dict[str, Any]:
+class CompareDocument(TypedDict):
+    """The comparison's result document (``kind: "compare"``)."""
+
+    schema_version: int
+    kind: str
+    status: str
+    targets: list[dict[str, Any]]  # each target's result document (json_report.py)
+    comparison: list[ComparisonRow]
+
+
+def compare_document(columns: list[TargetColumn], interrupted: bool = False) -> CompareDocument:
     """The comparison's result document (``kind: "compare"``): targets and their ratios.
 
     ``status`` is the worst of the targets' (``interrupted`` when Ctrl-C ended it).
@@ -331,7 +388,33 @@ def compare_document(columns: list[TargetColumn], interrupted: bool = False) -> 
     }
 
 
-def round_figures(column: TargetColumn) -> dict[str, Any]:
+class RoundFigures(TypedDict):
+    """One target at one level as the original reported it (``round_figures``)."""
+
+    url: str
+    rounds_per_s: list[int]  # whole ops/s, as printed
+    rounds_ok: list[bool]
+    mean_per_s: int | None  # of the complete rounds' printed figures
+    min_per_s: int | None
+    max_per_s: int | None
+    failed_requests: int
+    p99_us: float | None
+    status: str
+
+
+class ShareOfSecond(TypedDict):
+    """The first target's throughput as a % of the second's (``share_of_second``)."""
+
+    first: RoundFigures
+    second: RoundFigures
+    first_pct_of_second: float | None
+    rounds_paired: int
+    paired_ratio: float | None
+    paired_ratio_ci95: list[float] | None
+    status: str
+
+
+def round_figures(column: TargetColumn) -> RoundFigures:
     """One target at one level, as the original reported it: every round's throughput
     (whole ops/s, as printed), and the mean, min and max of the complete rounds' printed
     figures, and its failed requests (errors, and a set-then-get run's misses)."""
@@ -350,7 +433,7 @@ def round_figures(column: TargetColumn) -> dict[str, Any]:
     }
 
 
-def share_of_second(columns: list[TargetColumn]) -> dict[str, Any]:
+def share_of_second(columns: list[TargetColumn]) -> ShareOfSecond:
     """The first target's throughput as a % of the second's (the original's figure: "the
     gateway as a % of native"), from the two printed means, so a reader recomputes it from
     the figures on the page; beside it the paired-ratio estimate (first / second, a
@@ -368,13 +451,13 @@ def share_of_second(columns: list[TargetColumn]) -> dict[str, Any]:
         "second": second,
         "first_pct_of_second": round(100 * a / b, 1) if a is not None and b else None,
         "rounds_paired": paired.n if paired else 0,
-        "paired_ratio": paired.mean if paired else None,
-        "paired_ratio_ci95": list(paired.ci95) if paired and paired.ci95 else None,
+        "paired_ratio": _mean(paired),
+        "paired_ratio_ci95": _ci95(paired),
         "status": worst([first["status"], second["status"]]),
     }
 
 
-def share_sentence(axis: str, level: float, row: dict[str, Any]) -> str:
+def share_sentence(axis: str, level: float, row: ShareOfSecond) -> str:
     """``connections 64: http+memc://… = 31.2% of memcached://… (11,337 / 36,338 ops/s)``."""
     first, second = row["first"], row["second"]
     head = f"{axis} {level:g}: {first['url']}"

@@ -32,6 +32,7 @@ from prometheus_client.registry import Collector
 from kvbench.metrics.histogram import Histogram, counts_index_for
 from kvbench.metrics.outcome import NOTE_OUTCOMES, OUTCOME_NAMES, REDIRECT_OUTCOMES
 from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report.rows import IntervalRow
 from kvbench.report.summary import interval_row
 
 # The latency histogram's upper bounds (seconds): 1-2-5 steps from 10 us to 10 s, the
@@ -70,7 +71,7 @@ class _State:
     outcomes: dict[tuple[str, str, str], int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     latency: dict[tuple[str, str, str], Histogram] = field(default_factory=dict)
-    row: dict[str, Any] | None = None
+    row: IntervalRow | None = None
     info: dict[str, str] = field(default_factory=dict)
     connections_asked: int | None = None
 
@@ -147,8 +148,8 @@ class LiveFigures(Collector):
                 labels=["target", "state"],
             )
             connections.add_metric([target, "asked"], asked)
-            if row is not None and row.get("connections_live") is not None:
-                connections.add_metric([target, "live"], row["connections_live"])
+            if row is not None and (live := row.get("connections_live")) is not None:
+                connections.add_metric([target, "live"], live)
             yield connections
         if row is not None:
             yield from _interval_gauges(target, row)
@@ -208,7 +209,7 @@ def _histogram(
     return family
 
 
-def _interval_gauges(target: str, row: dict[str, Any]) -> Iterator[Any]:
+def _interval_gauges(target: str, row: IntervalRow) -> Iterator[Any]:
     """The latest interval: rates, errors and the offered rate."""
     throughput = GaugeMetricFamily(
         f"{PREFIX}_throughput_ops_per_second",
@@ -227,12 +228,12 @@ def _interval_gauges(target: str, row: dict[str, Any]) -> Iterator[Any]:
             row["t_s"],
         ),
     ]
-    if row.get("offered_per_s") is not None:
+    if (offered := row.get("offered_per_s")) is not None:
         gauges.append(
             (
                 "offered_ops_per_second",
                 "Open loop: requests per second the schedule offered in the latest interval.",
-                row["offered_per_s"],
+                offered,
             )
         )
     for name, doc, value in gauges:

@@ -12,14 +12,120 @@ one figure each.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from kvbench.metrics.histogram import HIGHEST_TRACKABLE_NS, Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.latency import latency_summary, min_samples
 from kvbench.report.reconcile import restart_evidence
+from kvbench.report.rows import IntervalRow
 from kvbench.results.model import RunResult
 from kvbench.results.queue import QueueInterval, QueueSection
+
+
+class ServerRestart(TypedDict):
+    """The queue server restarted: its counts from interval ``from_index`` on (None:
+    only the sample after the run) are a new process's."""
+
+    from_index: int | None
+    evidence: str
+
+
+class StatsQueue(TypedDict, total=False):
+    """The server's ``stats queue`` line for the queue (what it said of these)."""
+
+    enqueued: int
+    dequeued: int
+    backlog: int
+
+
+class DataDir(TypedDict):
+    """The ``--data-dir`` and its size at the end (None: unreadable)."""
+
+    path: str
+    bytes: int | None
+
+
+class QueuePhase(TypedDict):
+    """The run as one phase of the classic experiment (``phase_figures``)."""
+
+    puts: int
+    puts_per_s: float
+    gets: int
+    gets_per_s: float
+    duration_s: float
+    stats_queue_before: StatsQueue | None
+    stats_queue_after: StatsQueue | None
+    data_dir: DataDir | None
+
+
+class ProducerDelivery(TypedDict):
+    """One producer's line of the delivery ledger."""
+
+    producer: int
+    sent: int
+    produced: int
+    received: int
+    unique: int
+    lost: int
+    not_received: int
+    duplicated: int
+    out_of_order: int
+    lost_examples: list[int]
+
+
+class Backlog(TypedDict):
+    """The backlog: the client's peak and series, the server's count before and after."""
+
+    peak: int | None
+    peak_t_s: float | None
+    server_before: int | None
+    server_after: int | None
+    server_restart: ServerRestart | None
+    series: list[list[float]]  # [t_s, backlog]
+
+
+class QueueFigures(TypedDict):
+    """The document's ``queue`` section (``queue_figures``)."""
+
+    name: str | None
+    backend: str | None
+    pop_command: str | None
+    messages_planned: int | None
+    message_size_bytes: int | None
+    producers_count: int | None
+    consumers_count: int | None
+    sent: int
+    produced: int
+    failed_puts: int
+    received: int
+    unique: int
+    lost: int
+    unknown_fate: int
+    unanswered_gets: int
+    late_received: int
+    in_flight: int
+    left_in_queue: int
+    duplicated: int
+    out_of_order: int
+    unexpected: int
+    foreign: int
+    empty_polls: int
+    puts_per_s: float
+    gets_per_s: float
+    produce_window_s: float
+    consume_window_s: float
+    e2e_latency_us: dict[str, float | None]
+    e2e_latency_hdr: str | None
+    e2e_clipped: int
+    e2e_range_us: float
+    producers: list[ProducerDelivery]
+    consumers: list[dict[str, Any]]  # results/queue.py's, as stored
+    drained: bool
+    stop_reason: str
+    carried_producers: int
+    phase: QueuePhase
+    backlog: Backlog
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -59,7 +165,7 @@ def op_bases(run: RunResult) -> dict[str, tuple[int, float]]:
     }
 
 
-def server_restart(server: dict[str, Any]) -> dict[str, Any] | None:
+def server_restart(server: dict[str, Any]) -> ServerRestart | None:
     """The first restart of the queue server between its samples (before, every
     interval's, after): ``{"from_index", "evidence"}``, the server's counts from the sample
     of interval ``from_index`` on (None: only the one after the run) being a new process's.
@@ -88,9 +194,13 @@ def _e2e_point(hist: Histogram | None) -> tuple[float | None, float | None]:
 
 
 def interval_fields(
-    snap: IntervalSnapshot, record: QueueInterval | None, restart: dict[str, Any] | None
-) -> dict[str, Any]:
-    """What a queue run's interval row adds (and changes: an empty answer is no get)."""
+    row: IntervalRow,
+    snap: IntervalSnapshot,
+    record: QueueInterval | None,
+    restart: ServerRestart | None,
+) -> None:
+    """Add to ``row`` what a queue run's interval adds (and change its ``per_s``: an
+    empty answer is no get)."""
     length_s = max(1e-9, (snap.end_ns - snap.start_ns) / 1e9)
     puts = snap.counts.get("put", {}).get("stored", 0)
     messages = snap.counts.get("get", {}).get("hit", 0)
@@ -99,22 +209,20 @@ def interval_fields(
     if restarted_from is not None and snap.index >= restarted_from:
         server_backlog = None  # a new process's counts: its enqueued - dequeued is no backlog
     p50, p99 = _e2e_point(record.e2e if record is not None else None)
-    return {
-        "puts": puts,
-        "messages": messages,
-        "empties": snap.counts.get("get", {}).get("miss", 0),
-        "puts_per_s": puts / length_s,
-        "gets_per_s": messages / length_s,
-        "per_s": (puts + messages) / length_s,
-        "backlog": record.backlog if record is not None else None,
-        "server_backlog": server_backlog,
-        "e2e_p50_us": p50,
-        "e2e_p99_us": p99,
-        "e2e_clipped": record.e2e.out_of_range if record is not None and record.e2e else 0,
-    }
+    row["puts"] = puts
+    row["messages"] = messages
+    row["empties"] = snap.counts.get("get", {}).get("miss", 0)
+    row["puts_per_s"] = puts / length_s
+    row["gets_per_s"] = messages / length_s
+    row["per_s"] = (puts + messages) / length_s
+    row["backlog"] = record.backlog if record is not None else None
+    row["server_backlog"] = server_backlog
+    row["e2e_p50_us"] = p50
+    row["e2e_p99_us"] = p99
+    row["e2e_clipped"] = record.e2e.out_of_range if record is not None and record.e2e else 0
 
 
-def phase_figures(run: RunResult) -> dict[str, Any]:
+def phase_figures(run: RunResult) -> QueuePhase:
     """The run as one phase of the classic experiment, in its units: puts (answered
     stored) and gets (messages dequeued, of any run) over the phase's duration (its
     start to the last put acknowledged or message received, the run's window), each rate
@@ -139,14 +247,21 @@ def phase_figures(run: RunResult) -> dict[str, Any]:
     }
 
 
-def _stats_queue(sample: dict[str, Any] | None) -> dict[str, Any] | None:
+def _stats_queue(sample: dict[str, Any] | None) -> StatsQueue | None:
     """The queue's ``stats queue`` line (enqueued/dequeued) and the backlog they give."""
     if not sample:
         return None
-    return {k: sample[k] for k in ("enqueued", "dequeued", "backlog") if k in sample}
+    line = StatsQueue()
+    if "enqueued" in sample:
+        line["enqueued"] = sample["enqueued"]
+    if "dequeued" in sample:
+        line["dequeued"] = sample["dequeued"]
+    if "backlog" in sample:
+        line["backlog"] = sample["backlog"]
+    return line
 
 
-def queue_figures(run: RunResult) -> dict[str, Any]:
+def queue_figures(run: RunResult) -> QueueFigures:
     """The document's ``queue`` section: every figure a queue run has beyond its ops."""
     queue = _section(run)
     delivery = queue.delivery

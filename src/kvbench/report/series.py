@@ -8,7 +8,7 @@ server stats over time are rates from counter deltas between consecutive samples
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
@@ -36,6 +36,24 @@ _CPU = {"memcache": ("rusage_user", "rusage_system"), "redis": ("used_cpu_user",
 _CONNECTIONS = {"memcache": "curr_connections", "redis": "connected_clients"}
 
 
+class SpectrumSeries(TypedDict):
+    """One op's percentile spectrum (or every op's: ``ALL_OPS``)."""
+
+    op: str
+    kind: str  # latency, or service (open loop)
+    points: list[list[float]]  # [percentile, latency_us]
+
+
+class ServerPoint(TypedDict):
+    """The server's figures at one interval sample (``server_series``)."""
+
+    round: int
+    t_s: float  # from the start of its round's window
+    ops_per_s: float | None  # None: the first sample of a round, or no counters
+    cpu_cores: float | None
+    connections: int | None
+
+
 def spectrum_percentiles() -> list[float]:
     """The percentiles of the spectrum: 0, ..., 90, ..., 99, ..., 99.999 (even in nines)."""
     steps = round(SPECTRUM_MAX_NINES / SPECTRUM_STEP_NINES)
@@ -51,8 +69,8 @@ def spectrum(hist: Histogram | None) -> list[list[float]]:
     return [[p, values[p] / 1000] for p in wanted]
 
 
-def _series(kind: str, hists: dict[str, Histogram]) -> list[dict[str, Any]]:
-    rows = [
+def _series(kind: str, hists: dict[str, Histogram]) -> list[SpectrumSeries]:
+    rows: list[SpectrumSeries] = [
         {"op": op, "kind": kind, "points": spectrum(hist)} for op, hist in sorted(hists.items())
     ]
     if len(hists) > 1:
@@ -61,7 +79,7 @@ def _series(kind: str, hists: dict[str, Histogram]) -> list[dict[str, Any]]:
     return [row for row in rows if row["points"]]
 
 
-def run_spectrum(run: RunResult) -> list[dict[str, Any]]:
+def run_spectrum(run: RunResult) -> list[SpectrumSeries]:
     """Spectrum series of a run: per op and for all ops merged; service time when open loop.
 
     Returns:
@@ -96,7 +114,7 @@ def _rate(now: float | None, before: float | None, seconds: float) -> float | No
     return round(max(0.0, now - before) / seconds, 3)
 
 
-def server_series(run: RunResult, every: int = 1) -> list[dict[str, Any]]:
+def server_series(run: RunResult, every: int = 1) -> list[ServerPoint]:
     """The server's figures at every ``every``-th interval sample, per round.
 
     Rates are counter deltas since the previous kept sample of the same round, divided by
@@ -111,7 +129,7 @@ def server_series(run: RunResult, every: int = 1) -> list[dict[str, Any]]:
     """
     samples = [s for s in run.server.get("intervals", []) if s.get("stats")]
     last_of_round = {int(s.get("round", 0)): i for i, s in enumerate(samples)}
-    rows: list[dict[str, Any]] = []
+    rows: list[ServerPoint] = []
     previous: dict[int, dict[str, Any]] = {}
     seen: dict[int, int] = {}
     for number, sample in enumerate(samples):

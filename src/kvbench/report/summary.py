@@ -12,23 +12,31 @@ support.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.report.cluster import (
+    ClusterFigures,
     cluster_figures,
     cluster_verdicts,
     interval_redirects,
     is_cluster,
 )
 from kvbench.report.connections import (
+    ConnectionsSection,
     connection_failures,
     connection_verdicts,
     connections_section,
 )
 from kvbench.report.latency import latency_summary, min_samples
-from kvbench.report.queue_figures import interval_fields, op_bases, queue_figures, server_restart
+from kvbench.report.queue_figures import (
+    QueueFigures,
+    ServerRestart,
+    interval_fields,
+    op_bases,
+    queue_figures,
+    server_restart,
+)
 from kvbench.report.reconcile import (
     Reconciled,
     Restart,
@@ -38,8 +46,16 @@ from kvbench.report.reconcile import (
     server_cpu,
     server_restarts,
 )
+from kvbench.report.rows import (
+    IntervalRow,
+    NetworkFigures,
+    OpInterval,
+    PhaseCounts,
+    RoundRow,
+    ServerShare,
+)
 from kvbench.report.stats import Spread, spread
-from kvbench.report.trace_figures import trace_figures
+from kvbench.report.trace_figures import TraceFigures, trace_figures
 from kvbench.report.verdicts import Evidence, Verdict, all_verdicts, restart_verdicts
 from kvbench.report.verification import Verification, verification, verification_verdicts
 from kvbench.results.model import RunResult
@@ -75,7 +91,7 @@ class OpRow:
     out_of_range: int = 0  # latencies beyond the histogram's 60 s, recorded at 60 s
     # Its requests' and replies' bytes and per second (network_figures); None: the
     # driver counted bytes in total only (the Python driver).
-    network: dict[str, float] | None = None
+    network: NetworkFigures | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,23 +106,23 @@ class ReportModel:
     latency_us: dict[str, float | None]
     status: Status
     tally: Tally  # the window's ops by fate (attempted, succeeded, errors by kind)
-    intervals: list[dict[str, Any]]
-    phases: dict[str, dict[str, Any]]
+    intervals: list[IntervalRow]
+    phases: dict[str, PhaseCounts]
     verdicts: list[Verdict]
-    rounds: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[RoundRow] = field(default_factory=list)
     reconciliation: list[Reconciled] = field(default_factory=list)
     server_cpu: ServerCpu | None = None
     loop_lag_us: dict[str, float | None] = field(default_factory=dict)
-    servers: list[dict[str, Any]] = field(default_factory=list)
+    servers: list[ServerShare] = field(default_factory=list)
     verification: Verification | None = None  # --verify only
-    connections: dict[str, Any] = field(default_factory=dict)  # report/connections.py
+    connections: ConnectionsSection | None = None  # report/connections.py
     # The server restarted during the run: these reconciliation rows were not comparable.
     server_restarts: list[Restart] = field(default_factory=list)
     not_comparable: list[str] = field(default_factory=list)
-    queue: dict[str, Any] | None = None  # a queue run's figures (report/queue_figures.py)
-    cluster: dict[str, Any] | None = None  # a Redis Cluster run's (report/cluster.py)
-    trace: dict[str, Any] | None = None  # a replay's figures (report/trace_figures.py)
-    network: dict[str, float] | None = None  # bytes on the wire in the window (network_figures)
+    queue: QueueFigures | None = None  # a queue run's figures (report/queue_figures.py)
+    cluster: ClusterFigures | None = None  # a Redis Cluster run's (report/cluster.py)
+    trace: TraceFigures | None = None  # a replay's figures (report/trace_figures.py)
+    network: NetworkFigures | None = None  # bytes on the wire in the window (network_figures)
 
     @property
     def errors_per_s(self) -> float:
@@ -163,9 +179,9 @@ def _throughput(succeeded: int, window_s: float, queue: bool) -> float:
     return round(rate, 1) if queue else rate
 
 
-def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]:
+def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> IntervalRow:
     length_s = max(1e-9, (snap.end_ns - snap.start_ns) / 1e9)
-    ops: dict[str, Any] = {}
+    ops: dict[str, OpInterval] = {}
     for name in snap.counts:
         hist = snap.latency.get(name)
         pct = hist.percentiles([50.0, 99.0]) if hist is not None and hist.total_count else {}
@@ -179,7 +195,7 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
             if pct and hist is not None and hist.total_count >= min_samples(99)
             else None,
         }
-    return {
+    row: IntervalRow = {
         "round": snap.round,
         "t_s": round((snap.end_ns - window_start_ns) / 1e9, 3),
         "length_s": round(length_s, 3),
@@ -194,8 +210,10 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> dict[str, Any]
         "connections_live": int(snap.stats["connections_live_min"])
         if "connections_live_min" in snap.stats
         else None,
-        **({"redirects": interval_redirects(snap)} if "redirect_moved" in snap.stats else {}),
     }
+    if "redirect_moved" in snap.stats:
+        row["redirects"] = interval_redirects(snap)
+    return row
 
 
 class Running:
@@ -213,7 +231,7 @@ class Running:
         self._total = 0
         self._by_op: dict[str, int] = {}
 
-    def add(self, row: dict[str, Any]) -> dict[str, Any]:
+    def add(self, row: IntervalRow) -> IntervalRow:
         """``row`` with ``total`` and ``avg_per_s``, and the same per op."""
         if row["round"] != self._round:
             self._round, self._total, self._by_op = row["round"], 0, {}
@@ -231,22 +249,21 @@ class Running:
 
 def queue_interval_row(
     snap: IntervalSnapshot, record: QueueInterval | None, window_start_ns: int
-) -> dict[str, Any]:
+) -> IntervalRow:
     """A queue run's interval as its row (the live line's, before the run is stored)."""
     return _with_queue(interval_row(snap, window_start_ns), snap, record, None)
 
 
 def _with_queue(
-    row: dict[str, Any],
+    row: IntervalRow,
     snap: IntervalSnapshot,
     record: QueueInterval | None,
-    restart: dict[str, Any] | None,
-) -> dict[str, Any]:
+    restart: ServerRestart | None,
+) -> IntervalRow:
     """A queue run's interval row: its queue figures added, no empty answer a get."""
-    extra = interval_fields(snap, record, restart)
-    row.update(extra)
+    interval_fields(row, snap, record, restart)
     if "get" in row["ops"]:
-        row["ops"]["get"]["per_s"] = extra["gets_per_s"]
+        row["ops"]["get"]["per_s"] = row["gets_per_s"]
     return row
 
 
@@ -256,12 +273,12 @@ def _round_start(run: RunResult, index: int) -> int:
     return run.window_start_ns
 
 
-def _rounds(run: RunResult) -> list[dict[str, Any]]:
+def _rounds(run: RunResult) -> list[RoundRow]:
     """Per round: its throughput (successes in its intervals / its window).
 
     ``status`` is the round's process status: ``ok`` for a complete round.
     """
-    rows = []
+    rows: list[RoundRow] = []
     for index, record in enumerate(run.rounds):
         window_s = run.round_window_s(index)
         snaps = [s for s in run.intervals if s.round == record["round"]]
@@ -294,7 +311,7 @@ def _family(run: RunResult) -> str:
     return "redis" if protocol.startswith("resp") else "memcache"
 
 
-def _servers(run: RunResult) -> list[dict[str, Any]]:
+def _servers(run: RunResult) -> list[ServerShare]:
     """Sharded runs: each server's completions in the window and its share of them."""
     if len(run.targets) < 2:
         return []
@@ -306,7 +323,7 @@ def _servers(run: RunResult) -> list[dict[str, Any]]:
     # A Redis Cluster places keys by hash slot, whatever --placement (kept in the config) says.
     cluster = is_cluster(run)
     placement = "slots" if cluster else run.config.get("workload", {}).get("placement", "ketama")
-    rows = [
+    rows: list[ServerShare] = [
         {"url": t["url"], "completed": int(n), "share": round(n / total, 4), "placement": placement}
         for t, n in zip(run.targets, counts, strict=True)
     ]
@@ -318,7 +335,7 @@ def _servers(run: RunResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _intervals(run: RunResult) -> list[dict[str, Any]]:
+def _intervals(run: RunResult) -> list[IntervalRow]:
     """Per interval: its row; a queue run's with its queue figures."""
     if run.queue is None:
         running = Running()
@@ -349,7 +366,7 @@ def summarize(run: RunResult, intervals_of: RunResult | None = None) -> ReportMo
     total_completed = sum(r.completed for r in rows)
     merged = Histogram.merged(total.latency.values()) if total and total.latency else None
     service = Histogram.merged(total.service.values()) if total and total.service else None
-    phases = {
+    phases: dict[str, PhaseCounts] = {
         name: {"ops": snap.ops(), "errors": snap.errors(), "counts": snap.counts}
         for name, snap in run.phases.items()
     }
@@ -429,7 +446,7 @@ def summarize(run: RunResult, intervals_of: RunResult | None = None) -> ReportMo
 
 def network_figures(
     total: IntervalSnapshot | None, window_s: float, op: str | None = None
-) -> dict[str, float] | None:
+) -> NetworkFigures | None:
     """The bytes the workers read from and wrote to their sockets in the window (protocol
     framing and all: what crossed the network, mutilate's RX and TX, memtier's KB/sec), and
     per second of the window; None when no worker counted them.
@@ -448,7 +465,7 @@ def network_figures(
         received, sent = int(stats.get(f"bytes_in.{op}", 0)), int(stats.get(f"bytes_out.{op}", 0))
     else:
         received, sent = int(stats["bytes_in"]), int(stats.get("bytes_out", 0))
-    figures: dict[str, float] = {
+    figures: NetworkFigures = {
         "bytes_in": received,
         "bytes_out": sent,
         "in_per_s": received / window_s if window_s else 0.0,
@@ -457,5 +474,6 @@ def network_figures(
     if op is None and any(name.startswith("bytes_out.") for name in stats):
         for direction in ("bytes_in", "bytes_out"):
             shares = sum(int(v) for k, v in stats.items() if k.startswith(f"{direction}."))
-            figures[f"{direction}_other"] = int(figures[direction]) - shares
+            other = (received if direction == "bytes_in" else sent) - shares
+            figures["bytes_in_other" if direction == "bytes_in" else "bytes_out_other"] = other
     return figures

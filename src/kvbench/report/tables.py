@@ -9,20 +9,22 @@ rows (report/levels.py) or the store's listing, never computed here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from rich.table import Table
 
 from kvbench.report.fit import FittedTable
-from kvbench.report.levels import LevelRow
+from kvbench.report.levels import LevelRow, ShareOfSecond
+from kvbench.report.rows import IntervalRow
 from kvbench.report.stats import MIN_CI_SAMPLES
+from kvbench.report.summary import ReportModel
 from kvbench.report.terminal import fmt_us, interval_ops, whole_rate
 from kvbench.report.terminal import unit_rates as unit_rates_of
 from kvbench.results.status import OK
+from kvbench.results.store import HistoryRow
 from kvbench.units import format_rate
 
 
-def history_table(rows: Iterable[dict[str, Any]]) -> Table:
+def history_table(rows: Iterable[HistoryRow]) -> Table:
     """Stored runs, newest first (``Store.list_runs``): a sweep's levels and a preset's
     steps are told apart by their label."""
     table = Table("run", "started", "status", "label", "target", "window", "ops/s")
@@ -105,7 +107,7 @@ def figures_table(
     return table
 
 
-def compared_rounds_table(axis: str, levels: Sequence[tuple[float, dict[str, Any]]]) -> Table:
+def compared_rounds_table(axis: str, levels: Sequence[tuple[float, ShareOfSecond]]) -> Table:
     """Two targets at each level, as the original reported them: every round's ops/s,
     their mean, min and max, failed requests (``report.levels.share_of_second`` rows)."""
     first = levels[0][1]["first"]["url"] if levels else "?"
@@ -133,7 +135,7 @@ def compared_rounds_table(axis: str, levels: Sequence[tuple[float, dict[str, Any
     return table
 
 
-def share_table(axis: str, levels: Sequence[tuple[float, dict[str, Any]]]) -> Table:
+def share_table(axis: str, levels: Sequence[tuple[float, ShareOfSecond]]) -> Table:
     """A as a % of B at each level (from the printed means), the 95% CI of A/B from the
     paired rounds (the document has its point estimate too), each side's p99, the status."""
     table = figures_table(
@@ -158,7 +160,7 @@ def share_table(axis: str, levels: Sequence[tuple[float, dict[str, Any]]]) -> Ta
     return table
 
 
-def _side_statuses(row: dict[str, Any]) -> str:
+def _side_statuses(row: ShareOfSecond) -> str:
     bad = [
         f"{name}: {side['status']}"
         for name, side in (("A", row["first"]), ("B", row["second"]))
@@ -173,9 +175,7 @@ _LIVE_PRIORITY = ("level", "t", "round", "ops/s", "total", "errors")
 PER_OP_COLUMNS = "per-op /s, p50, p99"
 
 
-def live_table(
-    rows: Sequence[dict[str, Any]], unit_rates: bool = False, wide: bool = False
-) -> Table:
+def live_table(rows: Sequence[IntervalRow], unit_rates: bool = False, wide: bool = False) -> Table:
     """The live view's latest intervals (the summary's interval rows): a sweep's level,
     rates, errors, CPU, and per op its rate, p50 and p99; ``unit_rates``: the interval's
     and the run's ops and the rate per second, minute and hour instead of per op.
@@ -221,7 +221,7 @@ def live_table(
             f"{row['total']:,}" if "total" in row else "",
             whole_rate(row["avg_per_s"]) if "avg_per_s" in row else "",
             *(
-                ["" if row.get("offered_per_s") is None else whole_rate(row["offered_per_s"])]
+                ["" if (rate := row.get("offered_per_s")) is None else whole_rate(rate)]
                 if offered
                 else []
             ),
@@ -238,8 +238,8 @@ def live_table(
     return table
 
 
-def queue_phases_table(title: str, phases: Sequence[tuple[str, dict[str, Any]]]) -> Table:
-    """A queue experiment's phases (a label and each run's result document): the
+def queue_phases_table(title: str, phases: Sequence[tuple[str, ReportModel]]) -> Table:
+    """A queue experiment's phases (a label and each run's summary): the
     original's figures in its units (puts, puts/s, gets, gets/s over the phase's
     duration) beside kvbench's own (the one ledger's lost and duplicated so far, the
     end-to-end p99, the status)."""
@@ -248,8 +248,9 @@ def queue_phases_table(title: str, phases: Sequence[tuple[str, dict[str, Any]]])
         table.add_column(name, justify="left" if name == "phase" else "right")
     for name in ("lost so far", "duplicated so far", "e2e p99", "status"):
         table.add_column(name, justify="right")
-    for label, doc in phases:
-        queue = doc["queue"]
+    for label, model in phases:
+        queue = model.queue
+        assert queue is not None, "a queue experiment's phases are queue runs"
         phase = queue["phase"]
         table.add_row(
             label,
@@ -261,6 +262,6 @@ def queue_phases_table(title: str, phases: Sequence[tuple[str, dict[str, Any]]])
             f"{queue['lost']:,}",
             f"{queue['duplicated']:,}",
             fmt_us(queue["e2e_latency_us"]["p99"]),
-            doc["status"],
+            model.status.name,
         )
     return table

@@ -8,8 +8,6 @@ the backlog, from the same model; a replay's adds the trace's profile and what w
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -18,6 +16,8 @@ from kvbench.metrics.histogram import HIGHEST_TRACKABLE_NS
 from kvbench.metrics.outcome import NOTE_OUTCOMES, OUTCOME_NAMES, REDIRECT_OUTCOMES
 from kvbench.report.fit import FittedTable
 from kvbench.report.latency import PERCENTILES
+from kvbench.report.queue_figures import QueueFigures, QueuePhase
+from kvbench.report.rows import IntervalRow, NetworkFigures
 from kvbench.report.stats import MIN_CI_SAMPLES, Spread
 from kvbench.report.summary import ReportModel
 from kvbench.units import format_byte_rate, format_duration_ns, format_rate
@@ -37,15 +37,15 @@ def whole_rate(per_s: float) -> str:
     return f"{round(per_s):,}"
 
 
-def live_line(row: dict[str, Any], width: int | None = None) -> str:
+def live_line(row: IntervalRow, width: int | None = None) -> str:
     """One interval as one line: total rate, then rate / p50 / p99 per op, errors, CPU.
 
     Rates are exact whole ops per second. At ``width`` (a terminal's columns) the per-op
     parts collapse into the total when the line would not fit, and a line still too long
     breaks between its parts, never inside a figure."""
     head = [f"[{row['t_s']:>6.1f}s] {whole_rate(row['per_s']):>7} ops/s"]
-    if row.get("offered_per_s") is not None:
-        head.append(f"(offered {whole_rate(row['offered_per_s'])}/s)")
+    if (offered := row.get("offered_per_s")) is not None:
+        head.append(f"(offered {whole_rate(offered)}/s)")
     per_op = [
         f"{op} {whole_rate(vals['per_s'])}/s p50 {fmt_us(vals['p50_us'])} "
         f"p99 {fmt_us(vals['p99_us'])}"
@@ -59,8 +59,8 @@ def live_line(row: dict[str, Any], width: int | None = None) -> str:
         tail.append(f"cpu {row['cpu_s'] / row['length_s']:.0%}")
     if row.get("reconnects"):
         tail.append(f"reconnects {row['reconnects']}")
-    redirects = row.get("redirects") or {}
-    if any(redirects.values()):  # a Redis Cluster's slots moved in this interval
+    redirects = row.get("redirects")
+    if redirects and any(redirects.values()):  # a Redis Cluster's slots moved in this interval
         tail.append(f"moved {redirects['moved']} ask {redirects['ask']}")
     live, asked = row.get("connections_live"), row.get("connections_asked")
     if live is not None and asked and live < asked:
@@ -83,20 +83,20 @@ def _break_between(parts: list[str], width: int) -> str:
     return "\n  ".join("  ".join(line) for line in lines)
 
 
-def interval_ops(row: dict[str, Any]) -> int:
+def interval_ops(row: IntervalRow) -> int:
     """The ops that succeeded in the interval (what the row's ``total`` adds up; errors
     are the line's ``err``, not throughput)."""
     return sum(int(vals["succeeded"]) for vals in row["ops"].values())
 
 
-def unit_rates(row: dict[str, Any]) -> tuple[int, int, int]:
+def unit_rates(row: IntervalRow) -> tuple[int, int, int]:
     """The interval's rate per second (whole ops), per minute and per hour: 60 and 3600
     times the per-second figure as printed, so each is recomputable from the line."""
     per_s = round(interval_ops(row) / row["length_s"]) if row["length_s"] else 0
     return per_s, 60 * per_s, 3600 * per_s
 
 
-def unit_rates_line(row: dict[str, Any]) -> str:
+def unit_rates_line(row: IntervalRow) -> str:
     """One interval as the single-key-readers original reported it: time since the
     warm-up ended, the interval's ops and the run's so far, the rate per s, min and hour."""
     per_s, per_min, per_h = unit_rates(row)
@@ -201,7 +201,7 @@ def summary_table(model: ReportModel, wide: bool = False) -> Table:
     return table
 
 
-def byte_rates(network: dict[str, float] | None) -> tuple[str, str]:
+def byte_rates(network: NetworkFigures | None) -> tuple[str, str]:
     """The TX and RX cells: bytes sent and received per second (blank: not counted)."""
     if network is None:
         return "", ""
@@ -370,9 +370,16 @@ def connection_lines(model: ReportModel) -> Text:
     """Connections asked and live, and what happened to them, when anything did."""
     text = Text()
     c = model.connections
-    events = ("connect_failures", "connect_resets", "connect_resets_before", "reconnects")
-    short = c and c["live_min"] is not None and c["live_min"] < c["asked"]
-    if not c or not (short or any(c[name] for name in events)):
+    if not c:
+        return text
+    events = (
+        c["connect_failures"],
+        c["connect_resets"],
+        c["connect_resets_before"],
+        c["reconnects"],
+    )
+    short = c["live_min"] is not None and c["live_min"] < c["asked"]
+    if not (short or any(events)):
         return text
     live = "n/a" if c["live_min"] is None else f"{c['live_min']:,}"
     text.append(
@@ -411,8 +418,11 @@ def trace_lines(model: ReportModel) -> Text:
         f"{name} {n / profile['rows']:.1%}" for name, n in profile["ops"].items() if profile["rows"]
     )
     text.append(f"  op mix: {mix}\n")
-    for label, key in (("key size", "key_size_bytes"), ("value size", "value_size_bytes")):
-        sizes = profile[key]
+    sizes_of = (
+        ("key size", profile["key_size_bytes"]),
+        ("value size", profile["value_size_bytes"]),
+    )
+    for label, sizes in sizes_of:
         if sizes:
             text.append(
                 f"  {label}: p50 {sizes['p50']:g}  p90 {sizes['p90']:g}  p99 {sizes['p99']:g}  "
@@ -538,7 +548,7 @@ def quiet_summary(model: ReportModel) -> Text:
 _GET_LABELS = {"hit": "message", "miss": "empty"}
 
 
-def queue_live_line(row: dict[str, Any]) -> str:
+def queue_live_line(row: IntervalRow) -> str:
     """``[  1.0s] put 52.1k/s  get 50.3k/s  e2e p50 1.20ms p99 4.10ms  backlog 1,234 ...``."""
     parts = [
         f"[{row['t_s']:>6.1f}s]",
@@ -618,7 +628,7 @@ def _percentile_text(value_us: float | None, clipped_at_us: float | None) -> str
     return fmt_us(value_us)
 
 
-def delivery_table(queue: dict[str, Any]) -> Table:
+def delivery_table(queue: QueueFigures) -> Table:
     """The delivery ledger: per producer, sent, stored, received, lost, duplicated, late."""
     table = FittedTable(
         title="delivery per producer", title_justify="left", see="the JSON (--json)"
@@ -628,9 +638,10 @@ def delivery_table(queue: dict[str, Any]) -> Table:
     names = ("producer", "sent", "stored", "received", "not received", "duplicated", "out of order")
     for name in names:
         table.add_column(name, justify="right")
-    keys = ("sent", "produced", "received", "not_received", "duplicated", "out_of_order")
     for p in queue["producers"]:
-        table.add_row(str(p["producer"]), *(f"{p.get(k, p.get('lost', 0)):,}" for k in keys))
+        figures = (p["sent"], p["produced"], p["received"], p["not_received"], p["duplicated"],
+                   p["out_of_order"])  # fmt: skip
+        table.add_row(str(p["producer"]), *(f"{n:,}" for n in figures))
     return table
 
 
@@ -684,7 +695,7 @@ def queue_lines(model: ReportModel) -> Text:
     return _outcome_lines(model, text)
 
 
-def _fate_words(queue: dict[str, Any], status: str) -> str:
+def _fate_words(queue: QueueFigures, status: str) -> str:
     """The acknowledged messages neither received nor lost, in words: of unknown fate (a
     get never answered may have taken them), in flight when the run ended."""
     words = ""
@@ -719,7 +730,7 @@ def phase_end_line(label: str, model: ReportModel) -> str:
     )
 
 
-def phase_line(phase: dict[str, Any]) -> str:
+def phase_line(phase: QueuePhase) -> str:
     """``puts 1,000,000  puts/s 43.1k  gets 0  gets/s 0  duration 23.201s``: the
     classic experiment's figures, each rate its count over the duration shown."""
     return (
@@ -729,7 +740,7 @@ def phase_line(phase: dict[str, Any]) -> str:
     )
 
 
-def _phase_server_line(name: str, phase: dict[str, Any]) -> str:
+def _phase_server_line(name: str | None, phase: QueuePhase) -> str:
     """``stats queue`` before and after, and the data directory's size."""
     parts = []
     before, after = phase["stats_queue_before"], phase["stats_queue_after"]

@@ -11,7 +11,7 @@ achieved rates (the run's ``intervals``).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
@@ -32,7 +32,71 @@ _NOT_SENT = frozenset(
 )
 
 
-def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> dict[str, Any] | None:
+class RateSeries(TypedDict):
+    """Rows per second of trace time, in buckets (``rate_series``)."""
+
+    bucket_s: int
+    first_s: int
+    span_s: float  # whole seconds, or to the ms for fractional times (``exact_span``)
+    points: list[list[float]]  # [t_s, rows_per_s]
+    mean_per_s: float
+    peak_per_s: float
+
+
+class ProfileFigures(TypedDict):
+    """A trace profile's figures (``profile_summary``)."""
+
+    rows: int
+    ops: dict[str, int]
+    rate: RateSeries
+    key_size_bytes: dict[str, float]  # ``size_summary``; {} if none
+    value_size_bytes: dict[str, float]
+    ttls_s: list[list[int]]  # [ttl, stores], the most common first
+
+
+class TraceSlice(TypedDict):
+    """The slice of the trace asked for (None: none)."""
+
+    from_s: float | None
+    to_s: float | None
+    limit: int | None
+
+
+class TraceSent(TypedDict):
+    """The feed's counts and what the run sent against them."""
+
+    lines_read: int
+    rows: int
+    requests: int  # queued to be sent
+    keys_clamped: int
+    ttls_clamped: int
+    skipped: dict[str, int]  # by reason
+    sent_as: dict[str, str]  # trace op -> the op sent
+    by_op: dict[str, int]
+    total: int
+    dropped: int
+    offered_per_s: float | None
+    trace_span_s: float
+    replay_span_s: float | None
+    # A replayed MONITOR capture's (results/trace.py): its clients, a connection each, the
+    # SELECTs put in, a cut-off last line left out, the commands its scripts ran by name.
+    clients: NotRequired[int]
+    selects_inserted: NotRequired[int]
+    truncated_lines: NotRequired[int]
+    by_script: NotRequired[dict[str, int]]
+
+
+class TraceFigures(TypedDict):
+    """The ``trace`` section of a replay's summary and document."""
+
+    path: str
+    speed: float | str  # ``max``: as fast as the server answered
+    slice: TraceSlice
+    profile: ProfileFigures
+    sent: TraceSent
+
+
+def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> TraceFigures | None:
     """The ``trace`` section of a replay's summary and document (None for other runs).
 
     Args:
@@ -54,27 +118,38 @@ def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> dict[str, A
     speed = section.speed
     span_s = rate["span_s"]
     replay_span_s = None if speed is None else span_s / speed
+    sent: TraceSent = {
+        "lines_read": counts["lines_read"],
+        "rows": counts["rows"],
+        "requests": counts["requests"],
+        "keys_clamped": counts["keys_clamped"],
+        "ttls_clamped": counts["ttls_clamped"],
+        "skipped": counts["skipped"],
+        "sent_as": dict(section.sent_as),
+        "by_op": sent_by_op,
+        "total": sum(sent_by_op.values()),
+        "dropped": dropped,
+        # At --speed S the requests queued to be sent go out over 1/S of the span
+        # (rows skipped are not offered: the intervals' ``offered`` counts the same).
+        "offered_per_s": counts["requests"] / replay_span_s if replay_span_s else None,
+        "trace_span_s": span_s,
+        "replay_span_s": replay_span_s,
+    }
+    for key in ("clients", "selects_inserted", "truncated_lines"):  # a MONITOR capture's
+        if key in counts:
+            sent[key] = int(counts[key])
+    if "by_script" in counts:
+        sent["by_script"] = dict(counts["by_script"])
     return {
         "path": section.path,
         "speed": "max" if speed is None else speed,
         "slice": {"from_s": section.from_s, "to_s": section.to_s, "limit": section.limit},
         "profile": profile,
-        "sent": {
-            **counts,
-            "sent_as": dict(section.sent_as),
-            "by_op": sent_by_op,
-            "total": sum(sent_by_op.values()),
-            "dropped": dropped,
-            # At --speed S the requests queued to be sent go out over 1/S of the span
-            # (rows skipped are not offered: the intervals' ``offered`` counts the same).
-            "offered_per_s": counts["requests"] / replay_span_s if replay_span_s else None,
-            "trace_span_s": span_s,
-            "replay_span_s": replay_span_s,
-        },
+        "sent": sent,
     }
 
 
-def profile_summary(profile: dict[str, Any]) -> dict[str, Any]:
+def profile_summary(profile: dict[str, Any]) -> ProfileFigures:
     """The figures of a trace profile (results/trace.py's data): op mix, rate over time,
     size percentiles, the most common TTLs.
 
@@ -100,7 +175,7 @@ def _counter(pairs: list[list[int]]) -> Counter[int]:
     return Counter({int(k): int(v) for k, v in pairs})
 
 
-def rate_series(per_second: Counter[int]) -> dict[str, Any]:
+def rate_series(per_second: Counter[int]) -> RateSeries:
     """Rows per second of trace time, in buckets: ``{bucket_s, first_s, span_s, points,
     mean, peak}`` (``span_s``: whole seconds from the first row's to the last row's).
 
@@ -137,7 +212,7 @@ def rate_series(per_second: Counter[int]) -> dict[str, Any]:
     }
 
 
-def exact_span(rate: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
+def exact_span(rate: RateSeries, profile: dict[str, Any]) -> RateSeries:
     """``rate`` (``rate_series``) with the span and mean of a trace of fractional times
     from its first row's time to its last's (seconds, to the ms); whole-second traces,
     a trace whose rows share one time and runs stored without the times: as it is."""

@@ -14,6 +14,7 @@ from typing import Any
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.latency import min_samples
+from kvbench.report.queue_figures import QueueFigures
 from kvbench.report.reconcile import Reconciled, Restart, ServerCpu
 from kvbench.results.model import RunResult
 from kvbench.results.status import DEFAULT_MAX_ERROR_RATE, Tally, describe_kinds, format_share
@@ -77,7 +78,7 @@ class Evidence:
     out_of_range: int = 0
     # None: errors do not decide the status (a queue run's delivery does)
     max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE
-    queue: dict[str, Any] | None = None  # a queue run's figures (report/queue_figures.py)
+    queue: QueueFigures | None = None  # a queue run's figures (report/queue_figures.py)
     latency_p99_ns: float | None = None  # the requests' p99 (None: not known)
 
 
@@ -441,7 +442,7 @@ def _errors_by_op(ev: Evidence) -> dict[str, int]:
     return {op: total.errors(op) for op in sorted(total.counts)} if total else {}
 
 
-def _delivery_verdicts(queue: dict[str, Any]) -> list[Verdict]:
+def _delivery_verdicts(queue: QueueFigures) -> list[Verdict]:
     out: list[Verdict] = []
     if queue["lost"]:
         by_producer = {p["producer"]: p["lost"] for p in queue["producers"] if p["lost"]}

@@ -9,13 +9,57 @@ live objects).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.queue import QueueSection
 from kvbench.results.trace import TraceSection
 
 SCHEMA_VERSION = 1
+
+
+class TargetRecord(TypedDict):
+    """A target as the run met it (its server's version from the preflight, if it said)."""
+
+    url: str
+    protocol: str
+    server_version: str | None
+
+
+class RoundRecord(TypedDict):
+    """One round's measured window on the monotonic clock and its process status."""
+
+    round: int
+    window_start_ns: int
+    window_end_ns: int
+    status: str
+
+
+class WorkerRecord(TypedDict, total=False):
+    """One worker process as the document and the history store it (JSON-shaped).
+
+    Every kind of run has ``index``, ``ops`` and ``status``; the rest is its kind's: a
+    load run's workers (runner/coordinator.py) their host, successes, CPU, share and
+    driver; a queue run's (runner/queue.py) their role, active time and problems by kind;
+    a put-get-batches run's (runner/batches.py) each batch's seconds.
+    """
+
+    role: str  # a queue run's: producer or consumer
+    index: int
+    host: str
+    pid: int
+    ops: int
+    succeeded: int
+    cpu_s: float | None
+    status: str
+    active_s: float | None
+    cpu_wait_s: float  # where its kernel says how long its loop waited for a CPU
+    errors: dict[str, int]
+    driver: str  # engine/fastpath.py: compiled, or python and why
+    mismatch_keys: list[str]  # --verify: example keys whose value did not check
+    share: float  # of the run's ops
+    set_s: float  # put-get-batches: how long its batch of sets took
+    get_s: float
 
 
 @dataclass(slots=True)
@@ -51,16 +95,16 @@ class RunResult:
     mode: str
     kvbench_version: str
     config: dict[str, Any]
-    targets: list[dict[str, Any]]
+    targets: list[TargetRecord]
     window_start_ns: int
     window_end_ns: int
     intervals: list[IntervalSnapshot]
     phases: dict[str, IntervalSnapshot] = field(default_factory=dict)
-    workers: list[dict[str, Any]] = field(default_factory=list)
+    workers: list[WorkerRecord] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
     server: dict[str, Any] = field(default_factory=dict)
-    rounds: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[RoundRecord] = field(default_factory=list)
     queue: QueueSection | None = None
     label: str = ""
     trace: TraceSection | None = None
@@ -112,18 +156,19 @@ def combine_rounds(results: list[RunResult]) -> RunResult:
     first = results[0]
     intervals: list[IntervalSnapshot] = []
     phases: dict[str, list[IntervalSnapshot]] = {}
-    rounds: list[dict[str, Any]] = []
+    rounds: list[RoundRecord] = []
     for index, result in enumerate(results):
         intervals.extend(replace(s, round=index) for s in result.intervals)
         for name, snap in result.phases.items():
             phases.setdefault(name, []).append(snap)
-        record = (
+        record: RoundRecord = (
             result.rounds[0]
             if result.rounds
             else {
                 "window_start_ns": result.window_start_ns,
                 "window_end_ns": result.window_end_ns,
                 "status": result.status,
+                "round": index,
             }
         )
         rounds.append({**record, "round": index})

@@ -14,14 +14,14 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypedDict, TypeVar
 
 from kvbench.errors import SchemaVersionError, StoreError, UnknownRun
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.results.encoding import histograms_from_text, histograms_to_text
 from kvbench.results.migrations import migrate
-from kvbench.results.model import RunResult
+from kvbench.results.model import RoundRecord, RunResult
 from kvbench.results.queue import QueueSection, section_from_document
 from kvbench.results.status import run_status
 from kvbench.results.trace import TraceSection
@@ -30,7 +30,20 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _window_s(start_ns: int, end_ns: int, rounds: list[dict[str, Any]]) -> float:
+class HistoryRow(TypedDict):
+    """A stored run as ``list_runs`` lists it (``kvbench history``)."""
+
+    run_id: str
+    started_at: str
+    status: str
+    mode: str
+    target: str
+    window_s: float
+    throughput_per_s: float | None
+    label: str | None
+
+
+def _window_s(start_ns: int, end_ns: int, rounds: list[RoundRecord]) -> float:
     """The measured window in seconds: the rounds' windows summed (not the span across them)."""
     if rounds:
         return (
@@ -305,7 +318,7 @@ class Store:
         return RunResult(**fields, intervals=intervals, phases=phases, queue=queue, trace=trace)
 
     @_readable
-    def list_runs(self, target: str | None = None, last: int = 20) -> list[dict[str, Any]]:
+    def list_runs(self, target: str | None = None, last: int = 20) -> list[HistoryRow]:
         """The newest runs first: id, start, status, label, target, window and throughput."""
         query = (
             "SELECT run_id, started_at, status, mode, target, window_start_ns, window_end_ns, "

@@ -20,7 +20,7 @@ from typing import Any
 from kvbench.config.model import RunConfig
 from kvbench.engine.batches import BATCHES, BatchRun, run_batches
 from kvbench.errors import TargetUnreachable
-from kvbench.results.model import RunResult
+from kvbench.results.model import RunResult, TargetRecord, WorkerRecord
 from kvbench.runner import interrupts, probe
 from kvbench.runner.coordinator import fresh_result
 
@@ -47,7 +47,7 @@ def run_batch_level(config: RunConfig, clients: int) -> RunResult:
     config = batch_config(config, clients)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     timeout_s = config.load.timeout_ns / 1e9
-    targets = [
+    targets: list[TargetRecord] = [
         {"url": t.url, "protocol": t.protocol, "server_version": probe.preflight(t, timeout_s)[0]}
         for t in config.targets
     ]
@@ -90,7 +90,7 @@ def _result(
     config: RunConfig,
     batch: BatchRun,
     started_at: str,
-    targets: list[dict[str, Any]],
+    targets: list[TargetRecord],
     before: dict[str, Any] | None,
     after: dict[str, Any] | None,
 ) -> RunResult:
@@ -107,12 +107,13 @@ def _result(
         )
         intervals.append(recorder.cut("measure", index, begin, finish))
     status = "interrupted" if batch.interrupted else "ok"
-    workers = [
+    workers: list[WorkerRecord] = [
         {
             "index": i,
             "status": status,
             "ops": batch.client_ops[i],
-            **{f"{name}_s": times[name].seconds for name in BATCHES},
+            "set_s": times["set"].seconds,
+            "get_s": times["get"].seconds,
         }
         for i, times in enumerate(batch.client_times)
     ]

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from kvbench import __version__
 from kvbench.config.model import RunConfig
@@ -25,7 +25,8 @@ from kvbench.engine.worker import WorkerSpec, WorkerSummary
 from kvbench.errors import ConfigError, RunAborted, TargetUnreachable, WorkerFailed
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.environment import describe_environment
-from kvbench.results.model import RunResult
+from kvbench.results.model import RoundRecord, RunResult, TargetRecord, WorkerRecord
+from kvbench.results.queue import QueueSection
 from kvbench.results.trace import TraceSection
 from kvbench.runner import interrupts, probe, redis_cluster
 from kvbench.runner import messages as m
@@ -50,8 +51,9 @@ def worker_specs(config: RunConfig, slot_map: SlotMap | None = None) -> list[Wor
 
 
 @dataclass
-class _Tally:
-    """What the coordinator has heard from its workers so far."""
+class _RoundReports:
+    """What the coordinator has heard from a round's workers so far (their snapshots,
+    summaries and failures; a worker's pump keeps its own ``Tally`` of requests)."""
 
     n_workers: int
     round: int = 0
@@ -71,6 +73,53 @@ class _Tally:
     preloading: bool = False  # Preload was sent
     preloaded: set[int] = field(default_factory=set)  # sent their preload's counts
     started: bool = False  # Start was sent: each worker ends with Done or Failed
+
+
+@dataclass
+class _WorkerTotals:
+    """One worker process over the rounds: what the run's ``workers`` record of it."""
+
+    index: int
+    host: tuple[str, int] | None  # host and pid, as its last Ready said (None: it never did)
+    ops: int = 0
+    succeeded: int = 0  # ops not an error
+    cpu_s: float = 0.0
+    cpu_wait_s: float | None = None  # where its kernel says (engine/clock.py)
+    failed: bool = False  # in any round
+    driver: str | None = None  # its last round's (engine/fastpath.py)
+    mismatch_keys: list[str] = field(default_factory=list)  # --verify examples
+
+    def add(self, heard: _RoundReports) -> None:
+        """Add what it reported in a round (CPU rounded to the ms as each round adds)."""
+        i = self.index
+        self.ops += heard.ops_by_worker.get(i, 0)
+        self.succeeded += heard.succeeded_by_worker.get(i, 0)
+        self.cpu_s = round(self.cpu_s + heard.cpu_by_worker.get(i, 0.0), 3)
+        if i in heard.cpu_wait_by_worker:
+            self.cpu_wait_s = round((self.cpu_wait_s or 0.0) + heard.cpu_wait_by_worker[i], 3)
+        self.failed = self.failed or i in heard.failures
+        summary = heard.summaries.get(i)
+        if summary is not None:
+            self.driver = summary.driver
+            self.mismatch_keys.extend(summary.mismatch_keys)
+
+    def record(self, total_ops: int) -> WorkerRecord:
+        """Its record, ``share`` of the run's ``total_ops`` (keys in the stored order)."""
+        record: WorkerRecord = {"index": self.index}
+        if self.host is not None:
+            record["host"], record["pid"] = self.host
+        record["ops"] = self.ops
+        record["succeeded"] = self.succeeded
+        record["cpu_s"] = self.cpu_s
+        record["status"] = "failed" if self.failed else "ok"
+        if self.cpu_wait_s is not None:
+            record["cpu_wait_s"] = self.cpu_wait_s
+        if self.driver is not None:
+            record["driver"] = self.driver
+        if self.mismatch_keys:
+            record["mismatch_keys"] = self.mismatch_keys
+        record["share"] = round(self.ops / total_ops, 4) if total_ops else 0.0
+        return record
 
 
 class Coordinator:
@@ -97,7 +146,7 @@ class Coordinator:
         self._on_interval = on_interval or (lambda snap: None)
         self._on_event = on_event or (lambda text: None)
         self._pool = WorkerPool(self._launcher)
-        self._hosts: dict[int, dict[str, Any]] = {}
+        self._hosts: dict[int, tuple[str, int]] = {}  # host and pid, by worker
         self._stopping = False
         self._aborted_round: str | None = None
         self._server: dict[str, Any] = {}
@@ -115,8 +164,8 @@ class Coordinator:
             RunAborted: workers failed before the measurement started.
         """
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
-        tallies: list[_Tally] = []
-        targets: list[dict[str, Any]] = [  # the preflight's, with versions, once it ran
+        rounds_heard: list[_RoundReports] = []
+        targets: list[TargetRecord] = [  # the preflight's, with versions, once it ran
             {"url": t.url, "protocol": t.protocol, "server_version": None}
             for t in self.config.targets
         ]
@@ -126,13 +175,13 @@ class Coordinator:
                 self._discover_cluster()
                 self._open_workers()
                 targets = self._preflight()
-                self._run_rounds(tallies)
+                self._run_rounds(rounds_heard)
             except KeyboardInterrupt as exc:  # resolving, probing, between rounds: kept
                 self._interrupted(exc)
             interrupts.disarm()  # what was measured is built and kept whole from here
             if not self._stopping:
                 self._server["after"] = self._sample()
-            return self._result(tallies, started_at, targets)
+            return self._result(rounds_heard, started_at, targets)
         finally:
             self._launcher.close()
 
@@ -165,8 +214,8 @@ class Coordinator:
         if load.cluster is not None:
             self._on_event(f"{count} load worker(s) on the Dask cluster at {load.cluster}")
 
-    def _run_rounds(self, tallies: list[_Tally]) -> None:
-        """The rounds, each appended to ``tallies`` as it ends (``run`` keeps the launcher
+    def _run_rounds(self, rounds_heard: list[_RoundReports]) -> None:
+        """The rounds, each appended to ``rounds_heard`` as it ends (``run`` keeps the launcher
         open meanwhile)."""
         self._server = {"before": self._sample(), "settings": self._settings(), "intervals": []}
         self._server["side_requests"] = self._ledger
@@ -174,15 +223,15 @@ class Coordinator:
             if round_index:
                 self._on_event(f"round {round_index + 1} of {self.config.load.rounds}")
             try:
-                tally = self._run_round(round_index)
+                heard = self._run_round(round_index)
             except (RunAborted, TargetUnreachable) as exc:
-                if not tallies:
+                if not rounds_heard:
                     raise
                 # A later round that cannot start keeps the earlier ones: a partial result.
                 self._aborted_round = f"round {round_index + 1} could not start: {exc}"
                 break
-            tallies.append(tally)
-            if self._stopping or tally.failures:
+            rounds_heard.append(heard)
+            if self._stopping or heard.failures:
                 break
 
     def _sample(self, keys: tuple[str, ...] | None = None) -> dict[str, Any] | None:
@@ -211,32 +260,32 @@ class Coordinator:
             self._sample_errors.append(str(exc))
             return None
 
-    def _run_round(self, round_index: int) -> _Tally:
+    def _run_round(self, round_index: int) -> _RoundReports:
         """One round: fresh worker processes, start together, collect (pyperf-style)."""
         if self._slot_map is not None and round_index:  # as the previous round left it
             self._slot_map = redis_cluster.remap(self.config, self._slot_map, self._probe_timeout_s)
         specs = worker_specs(self.config, self._slot_map)
-        tally = _Tally(len(specs), round_index)
+        heard = _RoundReports(len(specs), round_index)
         try:
             self._pool.start(specs)
-            self._await_ready(tally)
+            self._await_ready(heard)
             if self.config.workload.preload and round_index == 0:
-                self._preload(tally)
+                self._preload(heard)
             start_ns = time.monotonic_ns() + self._launcher.start_delay_ns
-            tally.started = True
+            heard.started = True
             self._pool.broadcast(m.Start(start_ns))
-            self._collect(tally, start_ns)
+            self._collect(heard, start_ns)
         except KeyboardInterrupt as exc:
             self._interrupted(exc)
-            self._stop_all(tally)
+            self._stop_all(heard)
         finally:
             self._pool.stop()
-        return tally
+        return heard
 
     # -- phases ------------------------------------------------------------------------
 
-    def _preflight(self) -> list[dict[str, Any]]:
-        targets = []
+    def _preflight(self) -> list[TargetRecord]:
+        targets: list[TargetRecord] = []
         for target in self.config.targets:
             version, note = probe.preflight(target, self._probe_timeout_s, self._ledger)
             if note:
@@ -247,41 +296,41 @@ class Coordinator:
             )
         return targets
 
-    def _await_ready(self, tally: _Tally) -> None:
+    def _await_ready(self, heard: _RoundReports) -> None:
         if self.config.replay is not None:
             self._on_event("reading the trace into each connection's queue (before the clock)")
-        ready = tally.ready
-        while len(ready) < tally.n_workers:
-            for message in self._receive(tally):
+        ready = heard.ready
+        while len(ready) < heard.n_workers:
+            for message in self._receive(heard):
                 if isinstance(message, m.Ready):
                     ready.add(message.worker)
-                    self._hosts[message.worker] = {"host": message.host, "pid": message.pid}
-            self._raise_on_failure(tally, "preflight")
+                    self._hosts[message.worker] = (message.host, message.pid)
+            self._raise_on_failure(heard, "preflight")
 
-    def _preload(self, tally: _Tally) -> None:
-        tally.preloading = True
+    def _preload(self, heard: _RoundReports) -> None:
+        heard.preloading = True
         self._pool.broadcast(m.Preload())
         self._on_event(f"preloading {self.config.workload.keys:,} keys")
-        while len(tally.other.get("preload", [])) < tally.n_workers:
-            self._receive(tally)
-            self._raise_on_failure(tally, "preload")
+        while len(heard.other.get("preload", [])) < heard.n_workers:
+            self._receive(heard)
+            self._raise_on_failure(heard, "preload")
 
-    def _collect(self, tally: _Tally, start_ns: int) -> None:
+    def _collect(self, heard: _RoundReports, start_ns: int) -> None:
         load = self.config.load
         deadline: int | None = None
         if load.duration_ns is not None:
             deadline = (
                 start_ns + load.warmup_ns + load.duration_ns + load.timeout_ns + REPORT_GRACE_NS
             )
-        while len(tally.summaries) + len(tally.failures) < tally.n_workers:
+        while len(heard.summaries) + len(heard.failures) < heard.n_workers:
             if deadline is not None and time.monotonic_ns() > deadline:
-                for index in range(tally.n_workers):
-                    if index not in tally.summaries:
-                        tally.failures.setdefault(index, "stopped reporting before the run ended")
+                for index in range(heard.n_workers):
+                    if index not in heard.summaries:
+                        heard.failures.setdefault(index, "stopped reporting before the run ended")
                 break
-            self._receive(tally)
+            self._receive(heard)
 
-    def _stop_all(self, tally: _Tally) -> None:
+    def _stop_all(self, heard: _RoundReports) -> None:
         """An interrupt: end every worker's window now and collect what they measured.
 
         Before the common start nothing was measured: the workers are not waited for
@@ -291,138 +340,112 @@ class Coordinator:
         self._pool.broadcast(m.Stop())
         deadline = time.monotonic_ns() + self.config.load.timeout_ns + REPORT_GRACE_NS
         try:
-            while not self._all_reported(tally):
+            while not self._all_reported(heard):
                 if time.monotonic_ns() > deadline:
                     break
-                self._receive(tally)
+                self._receive(heard)
         except KeyboardInterrupt:
             pass  # a second Ctrl-C: stop waiting, keep what arrived
 
-    def _all_reported(self, tally: _Tally) -> bool:
-        if tally.started:
-            return len(tally.summaries) + len(tally.failures) >= tally.n_workers
-        if tally.preloading:
-            return not (tally.ready - tally.preloaded - set(tally.failures))
+    def _all_reported(self, heard: _RoundReports) -> bool:
+        if heard.started:
+            return len(heard.summaries) + len(heard.failures) >= heard.n_workers
+        if heard.preloading:
+            return not (heard.ready - heard.preloaded - set(heard.failures))
         return True
 
     # -- messaging ---------------------------------------------------------------------
 
-    def _receive(self, tally: _Tally) -> list[m.Message]:
+    def _receive(self, heard: _RoundReports) -> list[m.Message]:
         """Wait up to 0.2 s for messages and handle them (a dead worker is a Failed one)."""
         received = [message for _, message in self._pool.receive(0.2)]
         for message in received:
-            self._handle(tally, message)
+            self._handle(heard, message)
         return received
 
-    def _handle(self, tally: _Tally, message: m.Message) -> None:
+    def _handle(self, heard: _RoundReports, message: m.Message) -> None:
         if isinstance(message, m.Snapshot):
-            snap = replace(message.snapshot, round=tally.round)
+            snap = replace(message.snapshot, round=heard.round)
             if snap.phase == "measure":
                 # a worker's ops and CPU are the measured window's, as the verdicts divide
                 # them by it (warm-up and preload CPU would read as a busy client)
                 worker = message.worker
-                tally.ops_by_worker[worker] = tally.ops_by_worker.get(worker, 0) + snap.ops()
-                tally.succeeded_by_worker[worker] = (
-                    tally.succeeded_by_worker.get(worker, 0) + snap.succeeded()
+                heard.ops_by_worker[worker] = heard.ops_by_worker.get(worker, 0) + snap.ops()
+                heard.succeeded_by_worker[worker] = (
+                    heard.succeeded_by_worker.get(worker, 0) + snap.succeeded()
                 )
-                tally.cpu_by_worker[worker] = (
-                    tally.cpu_by_worker.get(worker, 0) + snap.stats.get("cpu_ns", 0) / 1e9
+                heard.cpu_by_worker[worker] = (
+                    heard.cpu_by_worker.get(worker, 0) + snap.stats.get("cpu_ns", 0) / 1e9
                 )
                 if "cpu_wait_ns" in snap.stats:
-                    tally.cpu_wait_by_worker[worker] = (
-                        tally.cpu_wait_by_worker.get(worker, 0) + snap.stats["cpu_wait_ns"] / 1e9
+                    heard.cpu_wait_by_worker[worker] = (
+                        heard.cpu_wait_by_worker.get(worker, 0) + snap.stats["cpu_wait_ns"] / 1e9
                     )
-                tally.intervals.setdefault(snap.index, {})[message.worker] = snap
-                self._emit_complete(tally)
+                heard.intervals.setdefault(snap.index, {})[message.worker] = snap
+                self._emit_complete(heard)
             else:
-                tally.other.setdefault(snap.phase, []).append(snap)
+                heard.other.setdefault(snap.phase, []).append(snap)
                 if snap.phase == "preload":
-                    tally.preloaded.add(message.worker)
+                    heard.preloaded.add(message.worker)
         elif isinstance(message, m.Done):
             assert isinstance(message.summary, WorkerSummary)
-            tally.summaries[message.worker] = message.summary
-            self._emit_complete(tally)
+            heard.summaries[message.worker] = message.summary
+            self._emit_complete(heard)
         elif isinstance(message, m.Failed):
-            if self._stopping and not tally.started and message.kind == EXITED:
+            if self._stopping and not heard.started and message.kind == EXITED:
                 return  # stopped before the start, as told: not a failure
-            tally.failures.setdefault(message.worker, message.message)
+            heard.failures.setdefault(message.worker, message.message)
             if message.kind == "unreachable":
-                tally.unreachable.add(message.worker)
+                heard.unreachable.add(message.worker)
             elif message.kind == "config":
-                tally.bad_config[message.worker] = message.path
+                heard.bad_config[message.worker] = message.path
 
-    def _emit_complete(self, tally: _Tally) -> None:
+    def _emit_complete(self, heard: _RoundReports) -> None:
         """Hand on each interval once every live, unfinished worker has reported it."""
-        live = set(range(tally.n_workers)) - set(tally.failures) - set(tally.summaries)
-        while tally.emitted in tally.intervals:
-            parts = tally.intervals[tally.emitted]
+        live = set(range(heard.n_workers)) - set(heard.failures) - set(heard.summaries)
+        while heard.emitted in heard.intervals:
+            parts = heard.intervals[heard.emitted]
             if live - set(parts):
                 return
             merged = merge_snapshots(parts.values())
             sample = self._sample(probe.INTERVAL_STATS)
             if sample is not None:
                 self._server["intervals"].append(
-                    {"round": tally.round, "index": merged.index, **sample}
+                    {"round": heard.round, "index": merged.index, **sample}
                 )
             self._on_interval(merged)
-            tally.emitted += 1
+            heard.emitted += 1
 
-    def _raise_on_failure(self, tally: _Tally, phase: str) -> None:
-        if not tally.failures:
+    def _raise_on_failure(self, heard: _RoundReports, phase: str) -> None:
+        if not heard.failures:
             return
-        index, message = next(iter(tally.failures.items()))
-        if index in tally.unreachable:
+        index, message = next(iter(heard.failures.items()))
+        if index in heard.unreachable:
             raise TargetUnreachable(message)
-        if index in tally.bad_config:
-            raise ConfigError(tally.bad_config[index], message)
+        if index in heard.bad_config:
+            raise ConfigError(heard.bad_config[index], message)
         raise WorkerFailed(phase, f"worker {index}: {message.strip().splitlines()[-1]}")
 
     # -- result ------------------------------------------------------------------------
 
     def _result(
-        self, tallies: list[_Tally], started_at: str, targets: list[dict[str, Any]]
+        self, rounds_heard: list[_RoundReports], started_at: str, targets: list[TargetRecord]
     ) -> RunResult:
         intervals: list[IntervalSnapshot] = []
         others: dict[str, list[IntervalSnapshot]] = {}
-        rounds: list[dict[str, Any]] = []
+        rounds: list[RoundRecord] = []
         errors: list[str] = []
-        workers: dict[int, dict[str, Any]] = {}
-        for tally in tallies:
-            merged = [merge_snapshots(tally.intervals[i].values()) for i in sorted(tally.intervals)]
+        workers: dict[int, _WorkerTotals] = {}
+        for heard in rounds_heard:
+            merged = [merge_snapshots(heard.intervals[i].values()) for i in sorted(heard.intervals)]
             intervals.extend(merged)
-            for name, snaps in tally.other.items():
+            for name, snaps in heard.other.items():
                 others.setdefault(name, []).extend(snaps)
-            rounds.append(self._round_record(tally, merged))
-            errors.extend(self._round_errors(tally, len(tallies) > 1))
-            for i in range(tally.n_workers):
-                entry = workers.setdefault(
-                    i,
-                    {
-                        "index": i,
-                        **self._hosts.get(i, {}),
-                        "ops": 0,
-                        "succeeded": 0,
-                        "cpu_s": 0.0,
-                        "status": "ok",
-                    },
-                )
-                entry["ops"] += tally.ops_by_worker.get(i, 0)
-                entry["succeeded"] += tally.succeeded_by_worker.get(i, 0)
-                entry["cpu_s"] = round(entry["cpu_s"] + tally.cpu_by_worker.get(i, 0.0), 3)
-                if i in tally.cpu_wait_by_worker:
-                    entry["cpu_wait_s"] = round(
-                        entry.get("cpu_wait_s", 0.0) + tally.cpu_wait_by_worker[i], 3
-                    )
-                if i in tally.failures:
-                    entry["status"] = "failed"
-                summary = tally.summaries.get(i)
-                if summary is not None:
-                    entry["driver"] = summary.driver
-                if summary is not None and summary.mismatch_keys:  # --verify examples
-                    entry.setdefault("mismatch_keys", []).extend(summary.mismatch_keys)
-        total_ops = sum(entry["ops"] for entry in workers.values())
-        for entry in workers.values():
-            entry["share"] = round(entry["ops"] / total_ops, 4) if total_ops else 0.0
+            rounds.append(self._round_record(heard, merged))
+            errors.extend(self._round_errors(heard, len(rounds_heard) > 1))
+            for i in range(heard.n_workers):
+                workers.setdefault(i, _WorkerTotals(i, self._hosts.get(i))).add(heard)
+        total_ops = sum(totals.ops for totals in workers.values())
         statuses = [r["status"] for r in rounds]
         if self._stopping or "interrupted" in statuses:
             status = "interrupted"
@@ -434,7 +457,7 @@ class Coordinator:
             errors.append(self._aborted_round)
         if not intervals and not self._stopping and status != "ok":
             raise RunAborted("measure", errors[0] if errors else "no worker reported")
-        trace = self._trace_section(tallies)
+        trace = self._trace_section(rounds_heard)
         replay = self.config.replay
         return fresh_result(
             trace=trace,
@@ -450,15 +473,15 @@ class Coordinator:
             window_end_ns=rounds[-1]["window_end_ns"] if rounds else 0,
             intervals=intervals,
             phases={name: merge_snapshots(snaps) for name, snaps in others.items() if snaps},
-            workers=list(workers.values()),
+            workers=[totals.record(total_ops) for totals in workers.values()],
             errors=errors,
             # The connection driver every worker ran (engine/fastpath.py).
-            driver=", ".join(sorted({w["driver"] for w in workers.values() if "driver" in w})),
+            driver=", ".join(sorted({w.driver for w in workers.values() if w.driver is not None})),
             rounds=rounds,
             server={**self._server, "sample_errors": self._sample_errors[:5]},
         )
 
-    def _trace_section(self, tallies: list[_Tally]) -> TraceSection | None:
+    def _trace_section(self, rounds_heard: list[_RoundReports]) -> TraceSection | None:
         """A replay's section, its workers' feeds merged (None for other runs).
 
         Raises:
@@ -468,7 +491,10 @@ class Coordinator:
         if self.config.replay is None:
             return None
         reports = [
-            s.trace for tally in tallies for s in tally.summaries.values() if s.trace is not None
+            s.trace
+            for heard in rounds_heard
+            for s in heard.summaries.values()
+            if s.trace is not None
         ]
         replay = self.config.to_dict()["replay"]
         assert isinstance(replay, dict)
@@ -481,8 +507,8 @@ class Coordinator:
             )
         return section
 
-    def _round_record(self, tally: _Tally, merged: list[IntervalSnapshot]) -> dict[str, Any]:
-        summaries = list(tally.summaries.values())
+    def _round_record(self, heard: _RoundReports, merged: list[IntervalSnapshot]) -> RoundRecord:
+        summaries = list(heard.summaries.values())
         if summaries:
             start = min(s.measure_start_ns for s in summaries)
             end = max(s.measure_end_ns for s in summaries)
@@ -492,30 +518,51 @@ class Coordinator:
             start = end = 0
         if self._stopping or any(s.status == "interrupted" for s in summaries):
             status = "interrupted"
-        elif tally.failures or any(s.status == "failed" for s in summaries):
+        elif heard.failures or any(s.status == "failed" for s in summaries):
             status = "partial"
         else:
             status = "ok"
         return {
-            "round": tally.round,
+            "round": heard.round,
             "window_start_ns": start,
             "window_end_ns": end,
             "status": status,
         }
 
-    def _round_errors(self, tally: _Tally, label: bool) -> list[str]:
-        prefix = f"round {tally.round + 1}: " if label else ""
+    def _round_errors(self, heard: _RoundReports, label: bool) -> list[str]:
+        prefix = f"round {heard.round + 1}: " if label else ""
         errors = [
             f"{prefix}worker {i}: {msg.strip().splitlines()[-1]}"
-            for i, msg in sorted(tally.failures.items())
+            for i, msg in sorted(heard.failures.items())
         ]
-        for index, summary in sorted(tally.summaries.items()):
+        for index, summary in sorted(heard.summaries.items()):
             if summary.last_error:
                 errors.append(f"{prefix}worker {index}: {summary.last_error} ({summary.errors})")
         return errors
 
 
-def fresh_result(*, driver: str | None = None, **fields: Any) -> RunResult:
+class ResultFields(TypedDict, total=False):
+    """RunResult's fields a runner gives ``fresh_result`` (the rest are measured there)."""
+
+    started_at: Required[str]
+    status: Required[str]
+    mode: Required[str]
+    config: Required[dict[str, Any]]
+    targets: Required[list[TargetRecord]]
+    window_start_ns: Required[int]
+    window_end_ns: Required[int]
+    intervals: Required[list[IntervalSnapshot]]
+    phases: dict[str, IntervalSnapshot]
+    workers: list[WorkerRecord]
+    errors: list[str]
+    server: dict[str, Any]
+    rounds: list[RoundRecord]
+    queue: QueueSection | None
+    label: str
+    trace: TraceSection | None
+
+
+def fresh_result(*, driver: str | None = None, **fields: Unpack[ResultFields]) -> RunResult:
     """A run's result, measured now (``fields``: RunResult's others): a new id, this
     kvbench's version, this host's environment and the connection driver ran."""
     environment = describe_environment(event_loop_name())

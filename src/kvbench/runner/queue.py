@@ -37,7 +37,7 @@ from kvbench.metrics.backlog import backlog_at, backlog_peak
 from kvbench.metrics.delivery import Acknowledged, DeliveryLedger
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
-from kvbench.results.model import RunResult
+from kvbench.results.model import RunResult, TargetRecord, WorkerRecord
 from kvbench.results.queue import QueueInterval as QueueRecord
 from kvbench.results.queue import QueueSection
 from kvbench.runner import interrupts, probe
@@ -103,7 +103,7 @@ class _Worker:
     """What the coordinator knows of one producer or consumer process."""
 
     spec: QueueWorkerSpec
-    host: dict[str, Any] = field(default_factory=dict)
+    host: tuple[str, int] | None = None  # host and pid, once it said Ready
     progress: QueueProgress | None = None
     counts: list[tuple[int, int]] = field(default_factory=list)  # (taken_ns, stored/received)
     intervals: dict[int, QueueInterval] = field(default_factory=dict)
@@ -178,7 +178,9 @@ class QueueCoordinator:
         """
         started_at = datetime.now(UTC).isoformat(timespec="seconds")
         target = self.config.target
-        targets = [{"url": target.url, "protocol": target.protocol, "server_version": None}]
+        targets: list[TargetRecord] = [
+            {"url": target.url, "protocol": target.protocol, "server_version": None}
+        ]
         try:
             interrupts.arm()  # a signal that came before (since ``disarm``) stops it here
             stats = probe.fetch_stats(target, self.config.timeout_ns / 1e9)
@@ -234,7 +236,7 @@ class QueueCoordinator:
             for number, message in self._receive():
                 if isinstance(message, m.Ready):
                     ready.add(number)
-                    self._workers[number].host = {"host": message.host, "pid": message.pid}
+                    self._workers[number].host = (message.host, message.pid)
                 elif isinstance(message, m.Failed) and message.kind == "unreachable":
                     raise TargetUnreachable(message.message)
             failed = [w for w in self._workers if w.failure is not None]
@@ -413,7 +415,7 @@ class QueueCoordinator:
 
     # -- result ------------------------------------------------------------------------
 
-    def _result(self, started_at: str, targets: list[dict[str, Any]]) -> RunResult:
+    def _result(self, started_at: str, targets: list[TargetRecord]) -> RunResult:
         """The run (mode ``queue``) with its queue section.
 
         Raises:
@@ -526,23 +528,19 @@ def _acknowledged(worker: _Worker) -> Acknowledged:
     return Acknowledged(sent, tuple(range(stored, sent)))
 
 
-def _worker_row(worker: _Worker) -> dict[str, Any]:
+def _worker_row(worker: _Worker) -> WorkerRecord:
     summary = worker.summary
-    return {
-        "role": worker.spec.role,
-        "index": worker.spec.index,
-        **worker.host,
-        "ops": sum(i.snapshot.ops() for i in worker.intervals.values()),
-        "status": "failed" if worker.failure else (summary.status if summary else "unknown"),
-        "cpu_s": round(summary.cpu_s, 3) if summary else None,
-        "active_s": round(summary.active_s, 3) if summary else None,
-        **(
-            {"cpu_wait_s": round(summary.cpu_wait_s, 3)}
-            if summary and summary.cpu_wait_s is not None
-            else {}
-        ),
-        "errors": summary.errors if summary else {},
-    }
+    row: WorkerRecord = {"role": worker.spec.role, "index": worker.spec.index}
+    if worker.host is not None:
+        row["host"], row["pid"] = worker.host
+    row["ops"] = sum(i.snapshot.ops() for i in worker.intervals.values())
+    row["status"] = "failed" if worker.failure else (summary.status if summary else "unknown")
+    row["cpu_s"] = round(summary.cpu_s, 3) if summary else None
+    row["active_s"] = round(summary.active_s, 3) if summary else None
+    if summary and summary.cpu_wait_s is not None:
+        row["cpu_wait_s"] = round(summary.cpu_wait_s, 3)
+    row["errors"] = summary.errors if summary else {}
+    return row
 
 
 def _errors(workers: list[_Worker]) -> list[str]:

@@ -15,10 +15,10 @@ import pytest
 
 from kvbench.config.model import ReportConfig
 from kvbench.config.queue import build_queue_config
-from kvbench.engine.queue_worker import QueueProgress
+from kvbench.engine.queue_worker import QueueProgress, QueueSummary
 from kvbench.metrics.delivery import DeliveryLedger
 from kvbench.runner import messages as m
-from kvbench.runner.queue import QueueCoordinator, _Worker
+from kvbench.runner.queue import QueueCoordinator, _Worker, _worker_row
 from kvbench.runner.queue import QueueWorkerSpec as Spec
 
 
@@ -139,3 +139,22 @@ def test_the_backlog_base_is_unknown_to_a_drain_of_its_own_and_known_after_a_wri
     ledger.add(0, [0] * 10, list(range(10)))
     carry = QueueCarry(1, ledger, (Acknowledged(60, (5, 6)), Acknowledged(40)))
     assert _backlog_base(config("0"), carry) == 98 - 10  # a preset's drain after its write
+
+
+def test_a_queue_workers_record_keeps_its_stored_keys_and_order() -> None:
+    """``workers`` of a queue run, as the document and the history store them: a worker
+    that said Ready and finished, and one that never said Ready nor finished."""
+    coord = coordinator([])
+    done, silent = coord._workers[0], coord._workers[2]
+    done.host = ("h0", 11)
+    done.summary = QueueSummary("ok", cpu_s=0.12345, active_s=1.5, cpu_wait_s=0.0006,
+                                errors={"timeout": 2})  # fmt: skip
+    assert list(_worker_row(done).items()) == [
+        ("role", "producer"), ("index", 0), ("host", "h0"), ("pid", 11), ("ops", 0),
+        ("status", "ok"), ("cpu_s", 0.123), ("active_s", 1.5), ("cpu_wait_s", 0.001),
+        ("errors", {"timeout": 2}),
+    ]  # fmt: skip
+    assert list(_worker_row(silent).items()) == [
+        ("role", "consumer"), ("index", 0), ("ops", 0), ("status", "unknown"),
+        ("cpu_s", None), ("active_s", None), ("errors", {}),
+    ]  # fmt: skip
