@@ -217,12 +217,8 @@ def _rows(family: str, total: IntervalSnapshot, pairs: Pairs, mget_width: int) -
     fixed = _MEMCACHED_OPS if memcache else _REDIS_OPS
     for op, counters in fixed:
         if op not in commands:
-            counts = (
-                _ops(total, op)
-                if memcache and op == "get"
-                else _plus_rmw(total, op, _ops(total, op))
-            )
-            rows.append(_Row([op], *counts, set(counters)))
+            names = [op, RMW] if op in _RMW_COUNTED_AS and total.ops(RMW) else [op]
+            rows.append(_Row(names, *_plus_rmw(total, op, _ops(total, op)), set(counters)))
     for name in commands:
         if memcache and name in _MEMCACHED_COMMANDS:
             counters, per_key = _MEMCACHED_COMMANDS[name]

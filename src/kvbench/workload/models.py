@@ -30,7 +30,8 @@ import numpy.typing as npt
 
 # The bounds sizes are clipped to (memcached's longest key; a value every default
 # memcached stores: the model puts about 3e-10 of its values above it).
-from kvbench.config.workload_fields import FB_ETC_MAX_KEY_BYTES, FB_ETC_MAX_VALUE_BYTES
+from kvbench.config.model import WorkloadConfig
+from kvbench.config.workload_fields import FB_ETC, FB_ETC_MAX_KEY_BYTES, FB_ETC_MAX_VALUE_BYTES
 
 # Key sizes: GEV(mu, sigma, xi) (Atikoglu et al. 2012, Table 5; mutilate Generator.cc).
 FB_KEY_GEV = (30.7984, 8.20449, 0.078688)
@@ -192,3 +193,30 @@ def ks_bound(n: int, alpha: float = 1e-3) -> float:
     alpha (the asymptotic bound sqrt(ln(2 / alpha) / 2n), conservative for discrete
     distributions)."""
     return math.sqrt(math.log(2.0 / alpha) / (2.0 * n))
+
+
+def model_figures(config: WorkloadConfig) -> dict[str, dict[str, float | int]]:
+    """What the run's fb-etc tables hold, for the run's header and its JSON: per model in
+    use (``key_size``, ``value_size``), the sizes' range and mean and how many were
+    clipped at each bound. The tables depend on the seed alone, so these are every
+    worker's."""
+    figures: dict[str, dict[str, float | int]] = {}
+    if config.key_size_model == FB_ETC:
+        count = config.keys + config.insert_keys
+        sizes, clipped = model_key_sizes(config.key_prefix, count, config.seed)
+        figures["key_size"] = _figures(sizes, clipped)
+    if config.value_size_model == FB_ETC:
+        sizes, clipped = model_value_sizes(config.seed)
+        figures["value_size"] = _figures(sizes, clipped)
+    return figures
+
+
+def _figures(sizes: npt.NDArray[np.int64], clipped: Clipped) -> dict[str, float | int]:
+    return {
+        "entries": clipped.total,
+        "min_bytes": int(sizes.min()),
+        "max_bytes": int(sizes.max()),
+        "mean_bytes": round(float(sizes.mean()), 1),
+        "clipped_below": clipped.below,
+        "clipped_above": clipped.above,
+    }
