@@ -292,13 +292,15 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
 
 
 def _with_inserts(workload: WorkloadConfig, load: LoadConfig) -> WorkloadConfig:
-    """``latest``: room in the key table for the keys sets insert past the records. With
+    """``latest``: room in the key table for the keys sets insert past the records (with
     ``-n N`` no run inserts more than N; a timed run gets as many again as the records,
-    and a worker that fills its share wraps to its oldest inserted key
+    and a worker that fills its share wraps to its oldest inserted key), and how far
+    behind its inserts a worker reads: the most requests it has in flight
     (workload/keys.py ``LatestPicker``)."""
     if workload.key_pattern != "latest":
         return workload
-    return replace(workload, insert_keys=load.requests or workload.keys)
+    per_worker = -(-load.connections // load.processes) * load.pipeline
+    return replace(workload, insert_keys=load.requests or workload.keys, insert_lag=per_worker)
 
 
 def _check_rmw(workload: WorkloadConfig, settings: Settings) -> None:

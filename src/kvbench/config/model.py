@@ -100,6 +100,8 @@ class WorkloadConfig:
             (workload/models.py), the key zero-padded to it; None: ``key_size`` rules.
         insert_keys: ``latest``: keys past ``keys`` that sets insert, newest first in
             the reads' favour (YCSB's workload D); ``keys`` are the records preloaded.
+        insert_lag: ``latest``: requests between an insert and the first read that may
+            pick its key (a worker's connections x pipeline: what it may have in flight).
         value_size_min_bytes, value_size_max_bytes: value sizes, uniform in the range.
         value_size_weights: (bytes, weight) pairs; when given, sizes follow these weights
             and min/max are the smallest and largest size.
@@ -144,6 +146,7 @@ class WorkloadConfig:
     key_size: int | None = None
     key_size_model: str | None = None
     insert_keys: int = 0
+    insert_lag: int = 0
     value_size_min_bytes: int = 100
     value_size_max_bytes: int = 100
     value_size_weights: tuple[tuple[int, int], ...] = ()

@@ -163,11 +163,13 @@ class LatestPicker:
     The records (keys ``0 .. records - 1``) are preloaded. Workers share nothing, so each
     inserts keys of its own: worker w of n takes ``records + w``, ``records + w + n`` ...,
     and reads by recency over what it knows exists: its own inserts, newest first, then
-    the records from the last down. (YCSB's threads share one insert counter and read
-    only acknowledged inserts; here a read may reach a key whose set is still in flight
-    on another connection of the worker, and miss: counted as a miss.) A worker whose
-    share of the insert keys is full wraps to its first insert key, overwriting its
-    oldest insert, and reads on by recency.
+    the records from the last down. YCSB's threads read only acknowledged inserts
+    (AcknowledgedCounterGenerator); the request source does not see replies, so a read
+    here counts only the inserts drawn more than ``lag`` requests before it (the worker's
+    connections x pipeline: the most requests it has in flight), which have most likely
+    been answered; one still in flight on a slow connection is read as a miss, counted.
+    A worker whose share of the insert keys is full wraps to its first insert key,
+    overwriting its oldest insert, and reads on by recency.
 
     Args:
         records: keys preloaded before the run.
@@ -175,6 +177,7 @@ class LatestPicker:
         worker_index, n_workers: which share is this worker's.
         rng: the worker's generator.
         exponent: the Zipf exponent s over recency.
+        lag: requests between an insert and the first read that may pick its key.
     """
 
     def __init__(
@@ -185,6 +188,7 @@ class LatestPicker:
         n_workers: int,
         rng: np.random.Generator,
         exponent: float = 0.99,
+        lag: int = 0,
     ) -> None:
         self._records = records
         self._worker = worker_index
@@ -192,6 +196,9 @@ class LatestPicker:
         # keys records + w + k * n for k < stripe are this worker's
         self._stripe = max(1, len(range(records + worker_index, records + insert_keys, n_workers)))
         self._inserted = 0  # inserts so far (the next one is number self._inserted)
+        # inserts before each of the last `lag` positions drawn: what the next reads see
+        self._pending: npt.NDArray[np.int64] = np.zeros(lag, dtype=np.int64)
+        self._visible = 0  # inserts the next read may see
         self._rng = rng
         self._cdf = zipf_cdf(records + self._stripe, exponent)
 
@@ -201,25 +208,37 @@ class LatestPicker:
         return self._inserted
 
     def draw(self, n: int) -> npt.NDArray[np.int64]:
-        """``n`` reads by recency (a multi-get's further keys, a command's)."""
-        return self.draw_for(np.zeros(n, dtype=np.bool_))
+        """``n`` reads by recency over what the next position may see (a multi-get's
+        further keys, a command's)."""
+        return self._reads(np.full(n, self._visible, dtype=np.int64))
 
     def draw_for(self, inserts: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
         """The key index of each position: an insert's new key where ``inserts`` is true,
-        else a read by recency over the keys inserted before that position."""
+        else a read by recency over the keys inserted more than ``lag`` positions
+        before."""
         n = len(inserts)
         before = self._inserted + np.cumsum(inserts) - inserts  # inserts ahead of each position
         self._inserted += int(inserts.sum())
-        known = self._records + np.minimum(before, self._stripe)  # keys that exist
+        lagged = np.concatenate((self._pending, before))  # [j]: inserts before j - lag
+        self._pending = lagged[n:]
+        visible = lagged[:n]
+        # what the next position sees
+        self._visible = int(self._pending[0]) if len(self._pending) else self._inserted
+        read = self._reads(visible)
+        write = self._records + self._worker + (before % self._stripe) * self._workers
+        return np.where(inserts, write, read).astype(np.int64)
+
+    def _reads(self, visible: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """A read by recency at each position, over the records and ``visible`` inserts."""
+        own = np.minimum(visible, self._stripe)  # own inserts readable, newest first
+        known = self._records + own  # keys that exist
         # The Zipf over the known keys: the CDF's first `known` ranks, renormalised.
-        u = self._rng.random(n) * self._cdf[known - 1]
+        u = self._rng.random(len(visible)) * self._cdf[known - 1]
         rank = np.minimum(np.searchsorted(self._cdf, u, side="right"), known - 1)
-        own = np.minimum(before, self._stripe)  # own inserts readable, newest first
-        slot = np.where(rank < own, (before - 1 - rank) % self._stripe, 0)
-        read = np.where(
+        slot = np.where(rank < own, (visible - 1 - rank) % self._stripe, 0)
+        read: npt.NDArray[np.int64] = np.where(
             rank < own,
             self._records + self._worker + slot * self._workers,
             self._records - 1 - (rank - own),
         )
-        write = self._records + self._worker + (before % self._stripe) * self._workers
-        return np.where(inserts, write, read).astype(np.int64)
+        return read

@@ -245,6 +245,7 @@ class RequestSource:
                 plan.n_workers,
                 self._rng,
                 config.zipf_exponent,
+                config.insert_lag,
             )
         start = len(plan.key_table) * plan.worker_index // plan.n_workers
         return KeyPicker.for_config(config, self._rng, start)

@@ -54,3 +54,15 @@ def test_a_chunk_reads_what_its_own_earlier_inserts_made() -> None:
     assert [indexes[i] for i in sets] == list(range(50, 50 + len(sets)))
     for i in np.flatnonzero(ops == int(Op.GET)):
         assert indexes[i] < 50 + int((sets < i).sum())
+
+
+def test_reads_skip_the_inserts_still_in_flight() -> None:
+    """With a lag of L requests, a read sees only the inserts drawn more than L requests
+    before it (YCSB reads acknowledged inserts only)."""
+    picker = LatestPicker(100, 1000, 0, 1, np.random.default_rng(3), lag=4)
+    inserts = np.array([True, True, False, False, False, False, False] + [False] * 5000)
+    drawn = picker.draw_for(inserts)
+    assert drawn[:2].tolist() == [100, 101]
+    assert drawn[2:5].max() <= 99  # 4 requests or fewer after both inserts: records only
+    assert drawn[5] <= 100  # 5 after the first insert
+    assert drawn[6:].max() == 101  # both readable from here on
