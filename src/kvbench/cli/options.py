@@ -122,22 +122,30 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--warmup", help="Load before the window, excluded from every figure. [0s]"),
     click.option(
         "--ratio",
-        help="SET:GET (1:10), op=weight,... over set/get/delete/incr/mget, or set-then-get "
-        "(a set, then a get of the same key: a miss is an error). [1:10]",
+        help="SET:GET (1:10), op=weight,... over set/get/delete/incr/mget/rmw (rmw: a get "
+        "then a set of one key, timed as one op), or set-then-get (a set, then a get of the "
+        "same key: a miss is an error). [1:10]",
     ),
     click.option("--keys", help="Keyspace size. [100000]"),
     click.option("--key-prefix", help="Prefix of every key. [kvbench:]"),
     click.option(
         "--key-pattern",
-        help="sequential, uniform, zipf[:S] (S=0.99) or gaussian[:MEAN,STDDEV] "
-        "(fractions of the keyspace below 1, else keys). [uniform]",
+        help="sequential, uniform, zipf[:S] (S=0.99), gaussian[:MEAN,STDDEV] "
+        "(fractions of the keyspace below 1, else keys) or latest[:S] (YCSB's: sets insert "
+        "new keys, reads favour the newest). [uniform]",
     ),
-    click.option("--key-size", help="Keys of exactly N bytes (prefix + zero-padded number)."),
+    click.option(
+        "--key-size",
+        help="Keys of exactly N bytes (prefix + zero-padded number), or fb-etc (a size per "
+        "key from Facebook's ETC model).",
+    ),
     click.option(
         "--key-template", help="number, random:N (N-byte random keys) or float-counter. [number]"
     ),
     click.option(
-        "--value-size", help="Value bytes: 100, a range 100-1000, or weights 100:70,1000:30. [100]"
+        "--value-size",
+        help="Value bytes: 100, a range 100-1000, weights 100:70,1000:30, or fb-etc "
+        "(Facebook's ETC model). [100]",
     ),
     click.option(
         "--value-kind", help="random, compressible (~3:1 zlib) or timestamp (8-byte ms). [random]"
@@ -191,7 +199,10 @@ _OPTIONS: list[Callable[[Any], Any]] = [
         "--rate",
         help="Open loop: requests/s offered in total (10k); latency from intended send times.",
     ),
-    click.option("--arrival", help="Open loop: uniform or poisson gaps. [uniform]"),
+    click.option(
+        "--arrival",
+        help="Open loop: uniform, poisson or fb-etc (Facebook ETC's Pareto) gaps. [uniform]",
+    ),
     _MAX_LAG,
     _TIMEOUT,
     _MAX_ERROR_RATE,

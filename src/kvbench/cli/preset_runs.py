@@ -30,6 +30,7 @@ from kvbench.cli.outputs import (
 from kvbench.cli.session import measure, measure_queue_phase, publish, sweep_and_report
 from kvbench.config import ReportConfig, RunConfig, Settings, load_config
 from kvbench.config.load import default_db_path
+from kvbench.config.model import WorkloadConfig
 from kvbench.config.presets import Preset, Step, get_preset, with_scheme
 from kvbench.config.queue import build_queue_config
 from kvbench.errors import ConfigError, TargetUnreachable, exit_code
@@ -39,11 +40,13 @@ from kvbench.report.html import render
 from kvbench.report.levels import ShareOfSecond, share_of_second, share_sentence, target_column
 from kvbench.report.tables import compared_rounds_table, queue_phases_table, share_table
 from kvbench.report.terminal import phase_end_line
+from kvbench.report.ycsb import ycsb_document, ycsb_figures, ycsb_lines
 from kvbench.results.model import RunResult
 from kvbench.results.status import EXIT_CODES, INTERRUPTED, worst
 from kvbench.runner.batches import run_batch_level
 from kvbench.runner.levels import at_level, parse_levels, run_comparison
 from kvbench.runner.queue import QueueCarry
+from kvbench.workload.models import model_figures
 
 # Runs of a preset, labelled (a step's name, a level, a level and a target).
 Labelled = list[tuple[str, RunResult]]
@@ -267,6 +270,10 @@ def _in_steps(run: _Run, measure_step: Callable[[Step], tuple[RunResult, ReportC
         statuses.append(publish(console, result, report, Outputs()).name)
         if preset.shape == "steps":
             console.print(phase_end_line(step.label, summarize(result)))
+        if preset.figures == "ycsb":
+            console.print(f"YCSB's figures ({preset.name}, {step.label}):")
+            for line in ycsb_lines(ycsb_figures(result)):
+                console.print(line, highlight=False)
         done.append((step.label, result))
         if result.status == INTERRUPTED:
             break
@@ -317,7 +324,11 @@ def _write_outputs(
         doc = {
             "preset": preset.name,
             "runs": [
-                {label_column.replace(" ", "_"): label, "document": document(summarize(run))}
+                {
+                    label_column.replace(" ", "_"): label,
+                    "document": document(summarize(run)),
+                    **_preset_figures(preset, run),
+                }
                 for label, run in labelled
             ],
             **(extra or {}),
@@ -332,6 +343,26 @@ def _write_outputs(
     )
     if outputs.report_path and labelled:
         save_report(console, outputs.report_path, render([run for _, run in labelled]))
+
+
+def _preset_figures(preset: Preset, run: RunResult) -> dict[str, Any]:
+    """A run's figures in its preset's own terms: YCSB's (``ycsb``), and what fb-etc's
+    size tables held (``model``: their range, mean, and what was clipped)."""
+    figures: dict[str, Any] = {}
+    if preset.figures == "ycsb":
+        figures["ycsb"] = ycsb_document(ycsb_figures(run))
+    if run.config.get("workload", {}).get("key_size_model") or run.config.get("workload", {}).get(
+        "value_size_model"
+    ):
+        figures["model"] = model_figures(WorkloadConfig(**_workload_fields(run)))
+    return figures
+
+
+def _workload_fields(run: RunResult) -> dict[str, Any]:
+    """The fields of the run's stored workload config that decide its fb-etc tables."""
+    stored = run.config.get("workload", {})
+    names = ("keys", "insert_keys", "key_prefix", "seed", "key_size_model", "value_size_model")
+    return {name: stored[name] for name in names if name in stored}
 
 
 def _at_level(config: RunConfig, axis: str, level: float, counted: Preset | None) -> RunConfig:

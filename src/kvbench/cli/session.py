@@ -59,6 +59,7 @@ from kvbench.runner.embedded import throwaway_memcached
 from kvbench.runner.levels import run_comparison, run_sweep
 from kvbench.runner.limits import check_limits
 from kvbench.runner.queue import QueueCarry, QueueCoordinator
+from kvbench.workload.models import model_figures
 from kvbench.workload.monitor import detect_format
 from kvbench.workload.monitor_feed import scan_capture
 from kvbench.workload.trace import check_trace
@@ -188,6 +189,8 @@ def measure(console: Console, config: RunConfig) -> RunResult:
         + (f", open loop {load.rate_per_s:,.0f}/s" if load.rate_per_s else "")
         + f", seed {config.workload.seed}",
     )
+    for line in model_lines(config):
+        console.print(line)
     with LiveView(console, config) as view:
         result = Coordinator(config, view.interval, view.note).run()
     sys.stdout.flush()
@@ -200,6 +203,27 @@ def measure(console: Console, config: RunConfig) -> RunResult:
             )
         )
     return result
+
+
+def model_lines(config: RunConfig) -> list[str]:
+    """One line per fb-etc size table: its range, mean and what was clipped (the tables
+    depend on the seed alone: every worker's)."""
+    lines = []
+    for name, f in model_figures(config.workload).items():
+        what = "key sizes" if name == "key_size" else "value sizes"
+        lines.append(
+            f"fb-etc {what}: {f['entries']:,} drawn, {f['min_bytes']:,}-{f['max_bytes']:,} "
+            f"bytes, mean {f['mean_bytes']:,}; clipped: {f['clipped_below']:,} below, "
+            f"{f['clipped_above']:,} above"
+        )
+    load = config.load
+    if load.arrival == "fb-etc" and load.rate_per_s:
+        lines.append(
+            "fb-etc arrivals: each worker's gaps generalized Pareto (xi 0.154971) with mean "
+            f"{load.processes * 1e6 / load.rate_per_s:,.2f} us: {load.rate_per_s:,.0f}/s "
+            f"over {load.processes} worker(s)"
+        )
+    return lines
 
 
 def publish(console: Console, run: RunResult, report: ReportConfig, outputs: Outputs) -> Status:

@@ -19,6 +19,7 @@ from kvbench.config.commands import check_commands, parse_commands
 from kvbench.config.limits import check_rate, check_value_protocol
 from kvbench.config.model import (
     MIN_INTERVAL_NS,
+    RMW,
     WORKLOAD_OPS,
     LoadConfig,
     ReportConfig,
@@ -37,11 +38,14 @@ from kvbench.config.targets import (
     parse_target,
 )
 from kvbench.config.workload_fields import (
+    FB_ETC,
     MIN_VERIFY_VALUE_BYTES,
     PLACEMENTS,
     TIMESTAMP_VALUE_BYTES,
     check_keys,
+    is_fb_etc,
     parse_key_pattern,
+    parse_key_size,
     parse_key_template,
     parse_time_window_ms,
     parse_ttl,
@@ -50,11 +54,11 @@ from kvbench.config.workload_fields import (
     resolve_gaussian,
 )
 from kvbench.errors import ConfigError
-from kvbench.units import parse_count, parse_duration_ns, parse_fraction, parse_size_bytes
+from kvbench.units import parse_count, parse_duration_ns, parse_fraction
 
 Settings = dict[str, tuple[Any, str]]
 
-ARRIVALS = ("uniform", "poisson")
+ARRIVALS = ("uniform", "poisson", FB_ETC)
 # ``--ratio set-then-get``: each op a set of a key, then a get of the same key.
 SET_THEN_GET = "set-then-get"
 
@@ -125,8 +129,9 @@ def parse_ratio(value: Any, where: str) -> tuple[tuple[str, int], ...]:
     weights: list[tuple[str, int]] = []
     for op, weight in pairs:
         op = op.strip().lower()
-        if op not in WORKLOAD_OPS:
-            raise ConfigError(where, f"unknown op {op!r} (known: {', '.join(WORKLOAD_OPS)})")
+        if op not in (*WORKLOAD_OPS, RMW):
+            known = ", ".join((*WORKLOAD_OPS, RMW))
+            raise ConfigError(where, f"unknown op {op!r} (known: {known})")
         weights.append((op, parse_count(str(weight).strip(), where)))
     if sum(w for _, w in weights) == 0:
         raise ConfigError(where, "the weights add up to 0: nothing would be sent")
@@ -161,7 +166,7 @@ _field("workload.keys")(_positive(1))
 _field("workload.key_prefix")(_text)
 _field("workload.key_pattern")(parse_key_pattern)
 _field("workload.key_template")(parse_key_template)
-_field("workload.key_size")(lambda v, w: parse_size_bytes(v, w, minimum=1))
+_field("workload.key_size")(parse_key_size)
 _field("workload.value_size")(parse_value_size)
 _field("workload.value_kind")(parse_value_kind)
 _field("workload.verify")(_boolean)
@@ -250,6 +255,14 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
     load = _build_load(values, default_processes, settings)
     load = _check_shards(targets, load, settings)
     check_http_targets(targets, workload, load.pipeline, lambda key: _origin(settings, key))
+    workload = _with_inserts(workload, load)
+    if workload.key_pattern == "latest" and (len(targets) > 1 or any(t.cluster for t in targets)):
+        raise ConfigError(
+            _origin(settings, "workload.key_pattern"),
+            "latest reads by recency over each worker's own inserts: one server only "
+            "(not sharded, not a Redis Cluster)",
+        )
+    _check_rmw(workload, settings)
     if workload.set_then_get and workload.commands:
         raise ConfigError(
             _origin(settings, "workload.ratio"),
@@ -276,6 +289,30 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
     config = RunConfig(targets=targets, workload=workload, load=load, report=report)
     check_rate(config, lambda key: _origin(settings, key))
     return config
+
+
+def _with_inserts(workload: WorkloadConfig, load: LoadConfig) -> WorkloadConfig:
+    """``latest``: room in the key table for the keys sets insert past the records (with
+    ``-n N`` no run inserts more than N; a timed run gets as many again as the records,
+    and a worker that fills its share wraps to its oldest inserted key), and how far
+    behind its inserts a worker reads: the most requests it has in flight
+    (workload/keys.py ``LatestPicker``)."""
+    if workload.key_pattern != "latest":
+        return workload
+    per_worker = -(-load.connections // load.processes) * load.pipeline
+    return replace(workload, insert_keys=load.requests or workload.keys, insert_lag=per_worker)
+
+
+def _check_rmw(workload: WorkloadConfig, settings: Settings) -> None:
+    """A read-modify-write is recorded as an op of its own after the fixed ones: not
+    beside commands (whose op numbers start there too) nor set-then-get pairs."""
+    if not any(op == RMW for op, _ in workload.ratio):
+        return
+    where = _origin(settings, "workload.ratio")
+    if workload.commands:
+        raise ConfigError(where, "rmw is not sent beside --command: drop one of them")
+    if workload.verify:
+        raise ConfigError(where, "rmw is not verified (--verify): drop one of them")
 
 
 def _targets(urls: list[str]) -> tuple[TargetConfig, ...]:
@@ -333,6 +370,14 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
     mean, stddev = resolve_gaussian(pattern_params, keys) if pattern == "gaussian" else (None, None)
     template, template_size = values.get("workload.key_template", ("number", None))
     key_size = values.get("workload.key_size", template_size)
+    key_size_model = None
+    if key_size == FB_ETC:  # a size per key, drawn when the key table is built
+        key_size, key_size_model = None, FB_ETC
+        if template != "number":
+            raise ConfigError(
+                _origin(settings, "workload.key_size"),
+                f"fb-etc key sizes pad numbered keys; drop --key-template {template}",
+            )
     prefix = values.get("workload.key_prefix", defaults.key_prefix)
     check_keys(
         prefix,
@@ -350,14 +395,20 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
         keys=keys,
         key_prefix=prefix,
         key_pattern=pattern,
-        zipf_exponent=pattern_params[0] if pattern == "zipf" else defaults.zipf_exponent,
+        zipf_exponent=(
+            pattern_params[0] if pattern in ("zipf", "latest") else defaults.zipf_exponent
+        ),
         gaussian_mean=mean,
         gaussian_stddev=stddev,
         key_template=template,
         key_size=key_size,
+        key_size_model=key_size_model,
         value_size_min_bytes=size_min,
         value_size_max_bytes=size_max,
         value_size_weights=size_weights,
+        value_size_model=FB_ETC
+        if is_fb_etc(settings.get("workload.value_size", ("",))[0])
+        else None,
         value_kind=value_kind,
         # Commands alone make the mix unless a ratio is given too.
         ratio=values.get("workload.ratio", () if "workload.commands" in values else defaults.ratio),

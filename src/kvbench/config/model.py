@@ -12,6 +12,9 @@ from kvbench.config.replay import ReplayConfig
 
 # The op names a workload may weight, in the order Op numbers them in protocols.base.
 WORKLOAD_OPS = ("get", "set", "delete", "incr", "mget")
+# A read-modify-write: a get of a key, then a set of it, on one connection, timed as one
+# op (YCSB's READ-MODIFY-WRITE); weighted in the ratio like the ops above.
+RMW = "rmw"
 # The shortest snapshot period (--interval): each one is a message from every worker and a
 # live line; shorter ones measure the tool, not the server.
 MIN_INTERVAL_NS = 10_000_000
@@ -93,11 +96,20 @@ class WorkloadConfig:
             characters) or ``float-counter`` (prefix + str(random float) + number).
         key_size: every key is exactly this many bytes (``number``: zero-padded;
             ``random``: required), or None.
+        key_size_model: ``fb-etc``: each key's size is drawn from Facebook's ETC model
+            (workload/models.py), the key zero-padded to it; None: ``key_size`` rules.
+        insert_keys: ``latest``: keys past ``keys`` that sets insert, newest first in
+            the reads' favour (YCSB's workload D); ``keys`` are the records preloaded.
+        insert_lag: ``latest``: requests between an insert and the first read that may
+            pick its key (a worker's connections x pipeline: what it may have in flight).
         value_size_min_bytes, value_size_max_bytes: value sizes, uniform in the range.
         value_size_weights: (bytes, weight) pairs; when given, sizes follow these weights
             and min/max are the smallest and largest size.
+        value_size_model: ``fb-etc``: sizes drawn from Facebook's ETC model, 0 to
+            ``value_size_max_bytes``; None: the min/max/weights above.
         value_kind: ``random``, ``compressible`` or ``timestamp`` (8-byte big-endian ms).
-        ratio: weight per op name (``get``, ``set``, ``delete``, ``incr``, ``mget``).
+        ratio: weight per op name (``get``, ``set``, ``delete``, ``incr``, ``mget``,
+            ``rmw``).
         commands: (command template, weight) pairs (``--command``; config/commands.py),
             drawn in the same mix as ``ratio``'s ops; results are kept per command name.
         multiget_keys: keys per ``mget`` op.
@@ -132,9 +144,13 @@ class WorkloadConfig:
     gaussian_stddev: float | None = None
     key_template: str = "number"
     key_size: int | None = None
+    key_size_model: str | None = None
+    insert_keys: int = 0
+    insert_lag: int = 0
     value_size_min_bytes: int = 100
     value_size_max_bytes: int = 100
     value_size_weights: tuple[tuple[int, int], ...] = ()
+    value_size_model: str | None = None
     value_kind: str = "random"
     ratio: tuple[tuple[str, int], ...] = (("set", 1), ("get", 10))
     commands: tuple[tuple[str, int], ...] = ()
@@ -167,7 +183,8 @@ class LoadConfig:
         interval_ns: snapshot and live-line period.
         rate_per_s: open loop: requests per second offered in total (all processes and
             connections); None means closed loop.
-        arrival: open loop: ``uniform`` (fixed gaps) or ``poisson`` (exponential gaps).
+        arrival: open loop: ``uniform`` (fixed gaps), ``poisson`` (exponential gaps) or
+            ``fb-etc`` (generalized Pareto gaps of Facebook's ETC model, mean 1 / rate).
         max_lag_ns: open loop: a request this far behind its slot is dropped, not sent.
         rounds: how many times the measurement is repeated, each with fresh processes.
         max_error_rate: a run whose errors exceed this share of its ops is ``failed``

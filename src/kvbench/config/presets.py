@@ -12,6 +12,10 @@ from typing import Any
 
 from kvbench.errors import ConfigError
 
+# fb-etc's own request rate: one over the model's mean gap, sigma / (1 - xi) = 16.0292 /
+# 0.845029 = 18.97 us (workload/models.py).
+FB_ETC_RATE = "52718"
+
 
 @dataclass(frozen=True, slots=True)
 class Step:
@@ -46,6 +50,8 @@ class Preset:
         requests_per_round: (least, per connection): a sweep's rounds end after
             max(least, per connection x the level's connections) requests, as the
             original's did, unless the command line gives a duration or a request count.
+        figures: ``ycsb``: each run's figures are printed and written as YCSB reports
+            them too (report/ycsb.py), beside kvbench's; None: kvbench's only.
     """
 
     name: str
@@ -62,6 +68,7 @@ class Preset:
     more_targets: bool = False
     requests_per_round: tuple[int, int] | None = None
     unit_rates: bool = False
+    figures: str | None = None
 
     def round_requests(self, connections: int) -> int | None:
         """Requests per round at ``connections`` (None: the preset runs by time)."""
@@ -69,6 +76,50 @@ class Preset:
             return None
         least, per_connection = self.requests_per_round
         return max(least, per_connection * connections)
+
+
+# YCSB's core workloads (github.com/brianfrankcooper/YCSB workloads/workloada ...): every
+# one reads records of 10 fields x 100 bytes (fieldcount, fieldlength: a 1,000-byte value
+# here); recordcount is the records loaded before the run (--keys, preloaded),
+# operationcount the requests of the run (-n). Their files say 1,000 of each; these say
+# 100,000 (override both).
+YCSB_RECORDS = 100_000
+YCSB_OPERATIONS = 100_000
+YCSB_ORIGINAL = (
+    "YCSB's core workload {name} (workloads/workload{letter}): {what}; recordcount records "
+    "loaded, then operationcount operations by closed-loop client threads, reported as "
+    "[OVERALL] RunTime and Throughput and per operation its count, average, min, max, "
+    "95th and 99th percentile latency (us) and return codes."
+)
+YCSB_MEASURES = (
+    "the same mix on kvbench's connections: the records preloaded (--keys is "
+    "recordcount), then -n operations (operationcount), {how}; kvbench's summary and "
+    "checks, then YCSB's figures computed from the same window ([OVERALL], [READ], "
+    '[UPDATE] ...), in the JSON too ("ycsb"). Latencies come from merged histograms; '
+    "the server's counters are reconciled with the client's."
+)
+
+
+def _ycsb(letter: str, what: str, how: str, ratio: str, pattern: str = "zipf:0.99") -> Preset:
+    """A YCSB core workload as a one-step preset."""
+    name = f"ycsb-{letter}"
+    return Preset(
+        name=name,
+        title=f"YCSB workload {letter.upper()}: {what}",
+        original=YCSB_ORIGINAL.format(name=letter.upper(), letter=letter, what=what),
+        measures=YCSB_MEASURES.format(how=how),
+        shape="steps",
+        figures="ycsb",
+        settings={
+            "workload.keys": YCSB_RECORDS,
+            "workload.preload": True,
+            "workload.value_size": 1000,
+            "workload.key_pattern": pattern,
+            "workload.ratio": ratio,
+            "load.requests": YCSB_OPERATIONS,
+        },
+        steps=(Step("run", {}),),
+    )
 
 
 PRESETS: dict[str, Preset] = {
@@ -234,6 +285,56 @@ PRESETS: dict[str, Preset] = {
                 Step("drain", {"producers": "0"}),
                 Step("mixed", {"consumers_start_after": "100000"}),
             ),
+        ),
+        Preset(
+            name="fb-etc",
+            title="Facebook ETC: key and value sizes and arrival gaps of Atikoglu et al. 2012",
+            original=(
+                "mutilate's recreation of Facebook's ETC pool (Atikoglu et al., SIGMETRICS "
+                "2012): -K fb_key (GEV key sizes), -V fb_value (a discrete head of 0-14 "
+                "byte values, then a generalized Pareto tail), -i fb_ia (generalized "
+                "Pareto gaps scaled to --qps), keys uniform over --records, --update for "
+                "the set share (ETC reads about 30 times as much as it writes); latency "
+                "percentiles from the agents' samples."
+            ),
+            measures=(
+                "the same three distributions (docs/presets.md: their parameters, and the "
+                "clip bounds: keys to [prefix + digits, 250] bytes, values to 1,000,000; "
+                "what was clipped is printed) at the model's own rate, 52,718/s (mean gap "
+                "16.0292 / (1 - 0.154971) us), or --rate; the keys preloaded, then 1 set "
+                "per 30 gets, open loop with intended-time latency, late and dropped sends "
+                "counted; on the compiled driver."
+            ),
+            shape="steps",
+            settings={
+                "workload.keys": 100_000,
+                "workload.preload": True,
+                "workload.key_size": "fb-etc",
+                "workload.value_size": "fb-etc",
+                "workload.ratio": "1:30",
+                "load.arrival": "fb-etc",
+                "load.rate": FB_ETC_RATE,
+                "load.duration": "10s",
+            },
+            steps=(Step("etc", {}),),
+        ),
+        _ycsb("a", "50% read, 50% update, zipfian", "gets and sets half and half", "get=50,set=50"),
+        _ycsb("b", "95% read, 5% update, zipfian", "95 gets per 5 sets", "get=95,set=5"),
+        _ycsb("c", "100% read, zipfian", "gets only", "get=1"),
+        _ycsb(
+            "d",
+            "95% read, 5% insert, latest",
+            "95 gets per 5 sets, every set inserting a new key and reads favouring the newest "
+            "(key pattern latest)",
+            "get=95,set=5",
+            "latest:0.99",
+        ),
+        _ycsb(
+            "f",
+            "50% read, 50% read-modify-write, zipfian",
+            "gets and read-modify-writes half and half, each rmw a get then a set of one key "
+            "timed as one op (on the Python driver)",
+            "get=50,rmw=50",
         ),
     )
 }

@@ -13,7 +13,7 @@ from kvbench.config.model import WorkloadConfig
 from kvbench.errors import ConfigError
 from kvbench.units import parse_count, parse_size_bytes
 
-KEY_PATTERNS = ("uniform", "sequential", "zipf", "gaussian")
+KEY_PATTERNS = ("uniform", "sequential", "zipf", "gaussian", "latest")
 KEY_TEMPLATES = ("number", "random", "float-counter")
 VALUE_KINDS = ("random", "compressible", "timestamp")
 # How keys are placed on several memcached servers (workload/placement.py).
@@ -30,6 +30,13 @@ DEFAULT_ZIPF_EXPONENT = 0.99
 # Verified values carry an 8-byte header (version, length) and at least 4 check bytes.
 MIN_VERIFY_VALUE_BYTES = 12
 TIMESTAMP_VALUE_BYTES = 8
+# Facebook's ETC model (workload/models.py draws it): the name --key-size, --value-size,
+# --arrival and --preset take, and the bounds its sizes are clipped to. Keys: memcached's
+# longest (memcached.h KEY_MAX_LENGTH). Values: memcached's default item_size_max (1 MiB)
+# less 48 KiB for the item header and the key, so every value stores on a default server.
+FB_ETC = "fb-etc"
+FB_ETC_MAX_KEY_BYTES = 250
+FB_ETC_MAX_VALUE_BYTES = 1_000_000
 
 
 def _number(text: str, where: str, what: str) -> float:
@@ -43,23 +50,25 @@ def _number(text: str, where: str, what: str) -> float:
 
 
 def parse_key_pattern(value: Any, where: str) -> tuple[str, tuple[float, ...]]:
-    """``uniform``, ``sequential``, ``zipf[:S]`` or ``gaussian[:MEAN,STDDEV]``.
+    """``uniform``, ``sequential``, ``zipf[:S]``, ``gaussian[:MEAN,STDDEV]`` or
+    ``latest[:S]`` (YCSB's: sets insert new keys, reads favour the newest, Zipf S over
+    recency).
 
     Returns:
-        (name, parameters): zipf gives ``(s,)``; gaussian gives ``()`` or ``(mean,
-        stddev)`` as written (fractions of the keyspace below 1, else numbers of keys;
-        ``resolve_gaussian`` turns them into keys).
+        (name, parameters): zipf and latest give ``(s,)``; gaussian gives ``()`` or
+        ``(mean, stddev)`` as written (fractions of the keyspace below 1, else numbers of
+        keys; ``resolve_gaussian`` turns them into keys).
     """
     text = str(value).strip().lower()
     name, _, params = text.partition(":")
-    known = ", ".join(("uniform", "sequential", "zipf[:S]", "gaussian[:MEAN,STDDEV]"))
+    known = ", ".join(("uniform", "sequential", "zipf[:S]", "gaussian[:MEAN,STDDEV]", "latest[:S]"))
     if name not in KEY_PATTERNS:
         raise ConfigError(where, f"{value!r} is not a key pattern (known: {known})")
     if name in ("uniform", "sequential"):
         if params:
             raise ConfigError(where, f"{value!r}: {name} takes no parameters")
         return name, ()
-    if name == "zipf":
+    if name in ("zipf", "latest"):
         s = _number(params, where, "the Zipf exponent") if params else DEFAULT_ZIPF_EXPONENT
         if not s > 0:
             raise ConfigError(where, f"{value!r}: the Zipf exponent must be above 0")
@@ -98,9 +107,20 @@ def parse_key_template(value: Any, where: str) -> tuple[str, int | None]:
     return name, parse_count(size, where, minimum=1)
 
 
+def parse_key_size(value: Any, where: str) -> int | str:
+    """``N`` bytes, or ``fb-etc`` (each key's size drawn from Facebook's ETC model)."""
+    if str(value).strip().lower() == FB_ETC:
+        return FB_ETC
+    return parse_size_bytes(value, where, minimum=1)
+
+
 def parse_value_size(value: Any, where: str) -> tuple[int, int, tuple[tuple[int, int], ...]]:
-    """``100``, ``100-1000`` (uniform) or ``100:70,1000:30`` (weighted) -> (min, max, weights)."""
+    """``100``, ``100-1000`` (uniform), ``100:70,1000:30`` (weighted) or ``fb-etc`` (sizes
+    from Facebook's ETC model, 0 to ``FB_ETC_MAX_VALUE_BYTES``) -> (min, max, weights).
+    ``fb-etc`` is recognised by ``is_fb_etc`` on the raw value."""
     text = str(value).strip()
+    if text.lower() == FB_ETC:
+        return 0, FB_ETC_MAX_VALUE_BYTES, ()
     if text.startswith("-"):
         raise ConfigError(where, f"{text!r}: a value size cannot be negative")
     if ":" in text:
@@ -150,6 +170,11 @@ def parse_ttl(value: Any, where: str) -> tuple[int, int | None]:
     return low_s, high_s
 
 
+def is_fb_etc(value: Any) -> bool:
+    """A raw setting names Facebook's ETC model."""
+    return isinstance(value, str) and value.strip().lower() == FB_ETC
+
+
 def check_keys(prefix: str, template: str, size: int | None, keys: int, where: str) -> None:
     """Refuse key settings that cannot give ``keys`` valid keys of ``size`` bytes.
 
@@ -181,9 +206,18 @@ def longest_key(workload: WorkloadConfig) -> tuple[int, str, str]:
         ``workload.key_prefix``), what it is made of, for an error message).
     """
     head = len(workload.key_prefix.encode())
-    digits = len(str(max(workload.keys - 1, 0)))
+    digits = len(str(max(workload.keys + workload.insert_keys - 1, 0)))
     longest: tuple[int, str, str]
-    if workload.key_size is not None:  # number keys are zero-padded to it, random keys drawn to it
+    if workload.key_size_model is not None:  # drawn per key, clipped to memcached's longest
+        longest = (
+            max(FB_ETC_MAX_KEY_BYTES, head + digits),
+            "workload.key_size",
+            f"{workload.key_size_model} key sizes (clipped to {FB_ETC_MAX_KEY_BYTES} bytes, "
+            f"at least a {head}-byte prefix and {digits}-digit numbers)",
+        )
+    elif (
+        workload.key_size is not None
+    ):  # number keys are zero-padded to it, random keys drawn to it
         longest = (workload.key_size, "workload.key_size", f"a key size of {workload.key_size}")
     elif workload.key_template == "float-counter":
         longest = (

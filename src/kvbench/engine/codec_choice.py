@@ -1,4 +1,5 @@
-"""Which codec each connection gets: its ttl, and the verifying wrapper under ``--verify``.
+"""Which codec each connection gets: its ttl, the verifying wrapper under ``--verify``,
+the read-modify-write wrapper when the ratio has ``rmw`` (engine/rmw.py).
 
 Codecs take the expiry from ``CodecOptions`` (fixed for a connection's life), so a ttl
 range (``--ttl 60-120``) is realised per connection: each draws its ttl uniformly from
@@ -12,7 +13,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kvbench.config.model import TargetConfig, WorkloadConfig
+from kvbench.config.model import RMW, TargetConfig, WorkloadConfig
+from kvbench.engine.rmw import rmw_codecs
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.verify import Verifier, verifying
 from kvbench.protocols.base import ClientCodec, CodecOptions
@@ -38,6 +40,7 @@ def connection_codec_factories(
     """One codec factory per connection (a reconnect builds a fresh codec from it)."""
     factories: dict[int, Callable[[], ClientCodec]] = {}
     out = []
+    rmw = any(name == RMW for name, _ in config.ratio)
     for ttl in connection_ttls(config, worker_index, count):
         if ttl not in factories:
             options = CodecOptions(ttl_s=ttl, keep_payload=verifier is not None)
@@ -47,5 +50,7 @@ def connection_codec_factories(
                 if verifier is not None
                 else factory
             )
+            if rmw:  # (config refuses --verify beside it)
+                factories[ttl] = rmw_codecs(factories[ttl])
         out.append(factories[ttl])
     return out

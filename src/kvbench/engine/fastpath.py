@@ -42,7 +42,8 @@ The worker's send state (issuing, budget, interval cut time, byte counts) lives 
 the recorder's buffers at every interval cut, so the fold and everything after it is
 the same whichever path counted them.
 
-Everything else stays in Python: ``--verify``, ``--command``, ``--ttl`` ranges, RESP3,
+Everything else stays in Python: ``--verify``, ``--command``, read-modify-writes
+(``rmw`` in the ratio), ``--ttl`` ranges, RESP3,
 HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any build
 without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
 path too); ``python_reason`` names the reason, and the run records it.
@@ -56,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kvbench.config.model import RMW
 from kvbench.engine.pacing import LATE_NS
 from kvbench.engine.py_pump import Pumped, PyTally, Source, Write
 from kvbench.metrics.outcome import Outcome
@@ -159,6 +161,10 @@ def python_reason(config: RunConfig) -> str | None:
         return "--verify"
     if config.workload.set_then_get:  # pumps share a server's stream; pairs need their own
         return "--ratio set-then-get"
+    if any(name == RMW for name, _ in config.workload.ratio):
+        # A read-modify-write is a get and a set timed as one op: a codec wrapper's
+        # (engine/rmw.py); the C side sends and times the fixed ops one by one.
+        return "read-modify-write (rmw)"
     if config.workload.commands:
         # The C side encodes and scans the fixed ops only.
         return "arbitrary commands (--command)"

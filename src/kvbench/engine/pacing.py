@@ -6,8 +6,9 @@ times (wrk2), so a stalled server cannot hide its queue by slowing the client do
 
 - uniform: request i is due at ``start + i * 1e9 / rate`` (exact integer arithmetic, no
   drift over long runs).
-- poisson: gaps are exponential with mean ``1e9 / rate``, drawn seeded in chunks kept as
-  numpy arrays, so a question costs a bisect and one ``searchsorted`` in one chunk
+- poisson: gaps are exponential with mean ``1e9 / rate``; fb-etc: generalized Pareto
+  gaps of Facebook's ETC model with the same mean (workload/models.py). Either is drawn
+  seeded in chunks kept as numpy arrays, so a question costs a bisect and one ``searchsorted`` in one chunk
   whatever the rate (rebuilding one array of every kept time per 1 ms tick cost 1.4 s of
   CPU per 5 s at 10k/s).
 - trace (``TraceSchedule``, ``kvbench replay --speed S``): a connection's requests are
@@ -24,8 +25,12 @@ import numpy as np
 import numpy.typing as npt
 
 from kvbench.engine.clock import NEVER
+from kvbench.workload.models import fb_gaps_ns
 
-# Intended times are drawn this many at a time for Poisson arrivals.
+# The arrival processes a Schedule draws: fixed gaps, or gaps from a distribution.
+ARRIVALS = ("uniform", "poisson", "fb-etc")
+
+# Intended times are drawn this many at a time for Poisson (and fb-etc) arrivals.
 POISSON_CHUNK = 8192
 # A send this far behind its slot is counted late: beyond what timer granularity explains.
 LATE_NS = 2_000_000
@@ -40,8 +45,9 @@ class Schedule:
     Args:
         rate_per_s: requests per second this schedule offers (> 0).
         start_ns: when request 0 is due.
-        arrival: ``uniform`` or ``poisson``.
-        seed: seeds the Poisson gaps.
+        arrival: ``uniform``, ``poisson`` or ``fb-etc`` (drawn gaps are handled alike:
+            "Poisson" below means either).
+        seed: seeds the drawn gaps.
     """
 
     def __init__(
@@ -49,7 +55,7 @@ class Schedule:
     ) -> None:
         if rate_per_s <= 0:
             raise ValueError("rate_per_s must be positive")
-        if arrival not in ("uniform", "poisson"):
+        if arrival not in ARRIVALS:
             raise ValueError(f"unknown arrival process {arrival!r}")
         self.rate_per_s = rate_per_s
         self.start_ns = start_ns
@@ -135,7 +141,10 @@ class Schedule:
         return divmod(i - self._base, POISSON_CHUNK)
 
     def _extend(self) -> None:
-        gaps = self._rng.exponential(1e9 / self.rate_per_s, POISSON_CHUNK)
+        if self.arrival == "poisson":
+            gaps = self._rng.exponential(1e9 / self.rate_per_s, POISSON_CHUNK)
+        else:
+            gaps = fb_gaps_ns(self.rate_per_s, POISSON_CHUNK, self._rng)
         times = self._last_ns + np.cumsum(gaps)
         if not self._chunks and self._base == 0:
             times = np.concatenate(([self.start_ns], times[:-1]))

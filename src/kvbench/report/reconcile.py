@@ -146,7 +146,11 @@ _MEMCACHED_COMMANDS: dict[str, tuple[tuple[str, ...], bool]] = {
     "ma": (("incr_hits", "incr_misses", "decr_hits", "decr_misses"), False),
     "flush_all": (("cmd_flush",), False),
 }
-_FIXED_OPS = frozenset({"get", "mget", *(op for op, _ in _MEMCACHED_OPS + _REDIS_OPS)})
+# A read-modify-write (engine/rmw.py) is a get and a set: the server counts one of each,
+# and the rmw's outcome is its get's hit or miss.
+RMW = "rmw"
+_RMW_COUNTED_AS = ("get", "set")
+_FIXED_OPS = frozenset({"get", "mget", RMW, *(op for op, _ in _MEMCACHED_OPS + _REDIS_OPS)})
 
 
 def _commands(total: IntervalSnapshot) -> list[str]:
@@ -167,6 +171,15 @@ class _Row:
     sure: int
     unsure: int
     counters: set[str]
+
+
+def _plus_rmw(total: IntervalSnapshot, op: str, counts: tuple[int, int]) -> tuple[int, int]:
+    """(sure, unsure) of ``op``, with the read-modify-writes' where it is one of their
+    halves."""
+    if op not in _RMW_COUNTED_AS:
+        return counts
+    rmw = _ops(total, RMW)
+    return counts[0] + rmw[0], counts[1] + rmw[1]
 
 
 def _command_counts(total: IntervalSnapshot, name: str, per_key: bool) -> tuple[int, int]:
@@ -190,7 +203,9 @@ def _rows(family: str, total: IntervalSnapshot, pairs: Pairs, mget_width: int) -
     rows: list[_Row] = []
     commands = _commands(total)
     get, mget = (
-        _ops_of(total, *(op for op in ("get", "gets") if op not in commands)),
+        _plus_rmw(
+            total, "get", _ops_of(total, *(op for op in ("get", "gets") if op not in commands))
+        ),
         _ops(total, "mget"),
     )  # a command named get or gets: counted below, in keys
     memcache = family in ("memcache", "http")
@@ -202,7 +217,8 @@ def _rows(family: str, total: IntervalSnapshot, pairs: Pairs, mget_width: int) -
     fixed = _MEMCACHED_OPS if memcache else _REDIS_OPS
     for op, counters in fixed:
         if op not in commands:
-            rows.append(_Row([op], *_ops(total, op), set(counters)))
+            names = [op, RMW] if op in _RMW_COUNTED_AS and total.ops(RMW) else [op]
+            rows.append(_Row(names, *_plus_rmw(total, op, _ops(total, op)), set(counters)))
     for name in commands:
         if memcache and name in _MEMCACHED_COMMANDS:
             counters, per_key = _MEMCACHED_COMMANDS[name]
@@ -276,10 +292,11 @@ def _hits(total: IntervalSnapshot, pairs: Pairs, mget_width: int) -> list[Reconc
     error, not hits). An all-miss run reconciles its misses as a warm one its hits."""
     if any(_MEMCACHED_COMMANDS.get(n, ((), False))[0] == ("cmd_get",) for n in _commands(total)):
         return []
-    unsure = _ops_of(total, "get", "gets")[1] + _ops(total, "mget")[1] * mget_width
+    gets = ("get", "gets", RMW)  # an rmw's outcome is its get's
+    unsure = _ops_of(total, *gets)[1] + _ops(total, "mget")[1] * mget_width
     mget_hits = total.keys_hit.get("mget", 0)
-    hits = sum(total.counts.get(op, {}).get("hit", 0) for op in ("get", "gets")) + mget_hits
-    misses = sum(total.counts.get(op, {}).get("miss", 0) for op in ("get", "gets"))
+    hits = sum(total.counts.get(op, {}).get("hit", 0) for op in gets) + mget_hits
+    misses = sum(total.counts.get(op, {}).get("miss", 0) for op in gets)
     misses += total.keys.get("mget", 0) - mget_hits
     rows = []
     for name, client, counter in (

@@ -153,7 +153,9 @@ def worker_memory_bytes(config: RunConfig) -> tuple[int, int]:
     table)."""
     workload = config.workload
     blob = BLOB_COPIES * (2 * workload.value_size_max_bytes + VALUE_TABLE_SIZE)
-    keys = workload.keys * (longest_key(workload)[0] + KEY_OVERHEAD_BYTES)
+    # (``latest`` adds room for the keys its sets insert past the records)
+    count = workload.keys + workload.insert_keys
+    keys = count * (longest_key(workload)[0] + KEY_OVERHEAD_BYTES)
     return blob, keys
 
 

@@ -4,9 +4,10 @@ Keys are prebuilt once per worker so the hot path only indexes a list; every wor
 the same table (it depends on the run's seed only). Templates: ``number`` (prefix +
 number, zero-padded to ``key_size``), ``random`` (prefix + random URL-safe characters up
 to ``key_size``) and ``float-counter`` (prefix + str(random float) + number, as the old
-Java benchmarks did). Pickers draw indexes in chunks with numpy, seeded, so a run is
-reproducible: ``sequential``, ``uniform``, ``zipf`` (bounded, inverse CDF) and
-``gaussian`` (clipped to the keyspace).
+Java benchmarks did); a ``number`` key may have a size of its own (``--key-size fb-etc``).
+Pickers draw indexes in chunks with numpy, seeded, so a run is reproducible:
+``sequential``, ``uniform``, ``zipf`` (bounded, inverse CDF), ``gaussian`` (clipped to the
+keyspace) and ``latest`` (``LatestPicker``: sets insert, reads favour the newest keys).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def build_key_table(
     template: str = "number",
     size: int | None = None,
     rng: np.random.Generator | None = None,
+    sizes: npt.NDArray[np.int64] | None = None,
 ) -> list[bytes]:
     """The keyspace as a list of bytes, index i being key i.
 
@@ -39,6 +41,8 @@ def build_key_table(
         template: ``number``, ``random`` or ``float-counter``.
         size: key length in bytes (``number``: zero-padded; ``random``: required).
         rng: draws the random parts (``random``, ``float-counter``); same seed, same keys.
+        sizes: ``number``: key i is zero-padded to ``sizes[i]`` bytes (a size per key:
+            ``--key-size fb-etc``); each must hold the prefix and the number.
 
     Raises:
         ConfigError: random keys without a size.
@@ -51,6 +55,9 @@ def build_key_table(
     if template == "float-counter":
         floats = (rng or np.random.default_rng(0)).random(count).tolist()
         return [b"%s%r%d" % (head, f, i) for i, f in enumerate(floats)]
+    if sizes is not None:
+        widths = (sizes - len(head)).tolist()
+        return [b"%s%0*d" % (head, width, i) for i, width in zip(range(count), widths, strict=True)]
     if size is not None:
         width = size - len(head)
         return [b"%s%0*d" % (head, width, i) for i in range(count)]
@@ -146,3 +153,92 @@ class KeyPicker:
             drawn = np.rint(self._rng.normal(self._mean, self._stddev, n))
             return np.clip(drawn, 0, self._count - 1).astype(np.int64)
         return self._rng.integers(0, self._count, n, dtype=np.int64)
+
+
+class LatestPicker:
+    """YCSB's ``latest`` distribution (SkewedLatestGenerator): every set inserts the next
+    new key, every other op reads a key ``r`` places back from the newest, ``r`` Zipf
+    distributed (rank r + 1 with probability proportional to 1 / (r + 1)**s).
+
+    The records (keys ``0 .. records - 1``) are preloaded. Workers share nothing, so each
+    inserts keys of its own: worker w of n takes ``records + w``, ``records + w + n`` ...,
+    and reads by recency over what it knows exists: its own inserts, newest first, then
+    the records from the last down. YCSB's threads read only acknowledged inserts
+    (AcknowledgedCounterGenerator); the request source does not see replies, so a read
+    here counts only the inserts drawn more than ``lag`` requests before it (the worker's
+    connections x pipeline: the most requests it has in flight), which have most likely
+    been answered; one still in flight on a slow connection is read as a miss, counted.
+    A worker whose share of the insert keys is full wraps to its first insert key,
+    overwriting its oldest insert, and reads on by recency.
+
+    Args:
+        records: keys preloaded before the run.
+        insert_keys: keys past the records for inserts, shared out among the workers.
+        worker_index, n_workers: which share is this worker's.
+        rng: the worker's generator.
+        exponent: the Zipf exponent s over recency.
+        lag: requests between an insert and the first read that may pick its key.
+    """
+
+    def __init__(
+        self,
+        records: int,
+        insert_keys: int,
+        worker_index: int,
+        n_workers: int,
+        rng: np.random.Generator,
+        exponent: float = 0.99,
+        lag: int = 0,
+    ) -> None:
+        self._records = records
+        self._worker = worker_index
+        self._workers = n_workers
+        # keys records + w + k * n for k < stripe are this worker's
+        self._stripe = max(1, len(range(records + worker_index, records + insert_keys, n_workers)))
+        self._inserted = 0  # inserts so far (the next one is number self._inserted)
+        # inserts before each of the last `lag` positions drawn: what the next reads see
+        self._pending: npt.NDArray[np.int64] = np.zeros(lag, dtype=np.int64)
+        self._visible = 0  # inserts the next read may see
+        self._rng = rng
+        self._cdf = zipf_cdf(records + self._stripe, exponent)
+
+    @property
+    def inserted(self) -> int:
+        """How many keys this worker has inserted so far."""
+        return self._inserted
+
+    def draw(self, n: int) -> npt.NDArray[np.int64]:
+        """``n`` reads by recency over what the next position may see (a multi-get's
+        further keys, a command's)."""
+        return self._reads(np.full(n, self._visible, dtype=np.int64))
+
+    def draw_for(self, inserts: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+        """The key index of each position: an insert's new key where ``inserts`` is true,
+        else a read by recency over the keys inserted more than ``lag`` positions
+        before."""
+        n = len(inserts)
+        before = self._inserted + np.cumsum(inserts) - inserts  # inserts ahead of each position
+        self._inserted += int(inserts.sum())
+        lagged = np.concatenate((self._pending, before))  # [j]: inserts before j - lag
+        self._pending = lagged[n:]
+        visible = lagged[:n]
+        # what the next position sees
+        self._visible = int(self._pending[0]) if len(self._pending) else self._inserted
+        read = self._reads(visible)
+        write = self._records + self._worker + (before % self._stripe) * self._workers
+        return np.where(inserts, write, read).astype(np.int64)
+
+    def _reads(self, visible: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """A read by recency at each position, over the records and ``visible`` inserts."""
+        own = np.minimum(visible, self._stripe)  # own inserts readable, newest first
+        known = self._records + own  # keys that exist
+        # The Zipf over the known keys: the CDF's first `known` ranks, renormalised.
+        u = self._rng.random(len(visible)) * self._cdf[known - 1]
+        rank = np.minimum(np.searchsorted(self._cdf, u, side="right"), known - 1)
+        slot = np.where(rank < own, (visible - 1 - rank) % self._stripe, 0)
+        read: npt.NDArray[np.int64] = np.where(
+            rank < own,
+            self._records + self._worker + slot * self._workers,
+            self._records - 1 - (rank - own),
+        )
+        return read

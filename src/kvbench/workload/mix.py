@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from kvbench.config.model import RMW
 from kvbench.protocols.base import Op
 from kvbench.workload.commands import COMMAND_BASE
+
+# The code a read-modify-write is drawn, sent and recorded as: the first after the fixed
+# ops (config refuses commands beside it, whose codes start there too). Only the
+# connection's read-modify-write codec (engine/rmw.py) takes it.
+RMW_CODE = COMMAND_BASE
 
 # workload op name -> protocol op
 WORKLOAD_TO_OP: dict[str, Op] = {
@@ -22,7 +28,8 @@ class OpMix:
     """Draws ops with the configured weights.
 
     Args:
-        ratio: (workload op name, weight) pairs with positive weights.
+        ratio: (workload op name, weight) pairs with positive weights; ``rmw`` is drawn
+            as ``RMW_CODE``.
         rng: the worker's generator.
         commands: (command, weight) pairs (``workload.commands``); the i-th is drawn as
             code ``COMMAND_BASE + i``.
@@ -34,8 +41,10 @@ class OpMix:
         rng: np.random.Generator,
         commands: tuple[tuple[str, int], ...] = (),
     ) -> None:
-        self.ops = tuple(WORKLOAD_TO_OP[name] for name, _ in ratio)
-        codes = [int(op) for op in self.ops] + [COMMAND_BASE + i for i in range(len(commands))]
+        self.ops = tuple(WORKLOAD_TO_OP[name] for name, _ in ratio if name != RMW)
+        self.rmw = any(name == RMW for name, _ in ratio)
+        codes = [RMW_CODE if name == RMW else int(WORKLOAD_TO_OP[name]) for name, _ in ratio]
+        codes += [COMMAND_BASE + i for i in range(len(commands))]
         weights = np.array([w for _, w in ratio] + [w for _, w in commands], dtype=np.float64)
         # Generator.choice's own inverse-CDF draw (cumsum, normalise, searchsorted right),
         # kept here: choice rebuilt and rechecked it at every call (40 us of a 1,024-op

@@ -17,13 +17,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kvbench.config.model import WorkloadConfig
-from kvbench.config.workload_fields import COUNTER_INFIX, MAX_COUNTERS
+from kvbench.config.model import RMW, WorkloadConfig
+from kvbench.config.workload_fields import COUNTER_INFIX, FB_ETC, MAX_COUNTERS
 from kvbench.protocols.base import OP_NAMES, Op
 from kvbench.protocols.commands import RequestTemplate
 from kvbench.workload.commands import COMMAND_BASE, CommandSet
-from kvbench.workload.keys import KeyPicker, build_key_table
+from kvbench.workload.keys import KeyPicker, LatestPicker, build_key_table
 from kvbench.workload.mix import OpMix
+from kvbench.workload.models import model_key_sizes
 from kvbench.workload.values import slice_bounds, timestamp_value, value_table_for
 from kvbench.workload.verify import derive_value
 
@@ -55,20 +56,26 @@ class WorkloadPlan:
     ops: tuple[Op, ...]
     commands: CommandSet
 
+    @property
+    def rmw(self) -> bool:
+        """The mix has read-modify-writes, recorded as op number ``RMW_CODE`` (``rmw``)."""
+        return any(name == RMW for name, _ in self.config.ratio)
+
     def op_names(self) -> tuple[str, ...]:
         """The recorder's op names, indexed by recorded op number: ``Op``'s, then the
-        commands'."""
-        return OP_NAMES + self.commands.names
+        commands' (or ``rmw``: the two are not mixed)."""
+        return OP_NAMES + self.commands.names + ((RMW,) if self.rmw else ())
 
     def keys_per_op(self) -> tuple[int, ...]:
         """Keys one request asks for, by recorded op number (a multi-get's width, a
-        command's ``__key__`` words)."""
+        command's ``__key__`` words, a read-modify-write's one key)."""
         fixed = tuple(self.config.multiget_keys if op == Op.MGET else 1 for op in Op)
-        return fixed + self.commands.keys
+        return fixed + self.commands.keys + ((1,) if self.rmw else ())
 
     def preload_range(self) -> range:
-        """The key indexes this worker stores during preload (its share of the keyspace)."""
-        count = len(self.key_table)
+        """The key indexes this worker stores during preload (its share of the keyspace:
+        the records, not the keys ``latest``'s sets insert after them)."""
+        count = min(len(self.key_table), self.config.keys)
         low = count * self.worker_index // self.n_workers
         high = count * (self.worker_index + 1) // self.n_workers
         return range(low, high)
@@ -99,19 +106,27 @@ def compile_plan(config: WorkloadConfig, worker_index: int, n_workers: int) -> W
     rng = np.random.default_rng([config.seed, worker_index, 0])
     # Every worker builds the same key table: it depends on the run's seed only.
     key_rng = np.random.default_rng([config.seed, 2])
+    count = config.keys + config.insert_keys
+    sizes = (
+        model_key_sizes(config.key_prefix, count, config.seed)[0]
+        if config.key_size_model == FB_ETC
+        else None
+    )
+    mix = OpMix(config.ratio, rng)
     return WorkloadPlan(
         config=config,
         worker_index=worker_index,
         n_workers=n_workers,
         seed=config.seed,
         key_table=build_key_table(
-            config.key_prefix, config.keys, config.key_template, config.key_size, key_rng
+            config.key_prefix, count, config.key_template, config.key_size, key_rng, sizes
         ),
         value_table=value_table_for(config, rng),
         counter_table=build_key_table(
             config.key_prefix + COUNTER_INFIX, min(config.keys, MAX_COUNTERS)
         ),
-        ops=tuple(OpMix(config.ratio, rng).ops),
+        # a read-modify-write sends a get and a set
+        ops=tuple(mix.ops) + ((Op.GET, Op.SET) if mix.rmw else ()),
         commands=CommandSet.of(config.commands),
     )
 
@@ -176,6 +191,7 @@ class RequestSource:
         self._codec_ops = np.array([*range(COMMAND_BASE), *[int(Op.COMMAND)] * len(entries)])
         self._record_ops = np.array([*range(COMMAND_BASE), *(COMMAND_BASE + j for j in entries)])
         self._mget_width = config.multiget_keys
+        self._rmw = self._mix.rmw
         self._special = {int(Op.MGET), int(Op.INCR)} & {int(op) for op in self._mix.ops}
         # set-then-get: the chunk is (set K, get K) pairs, K drawn once per pair.
         self._pairs = config.set_then_get
@@ -196,6 +212,7 @@ class RequestSource:
         timestamps), no set-then-get pairs, and keys to draw."""
         return not (
             self._templates
+            or self._rmw  # the compiled pump sends fixed ops only
             or self._verify
             or self._timestamps
             or self._pairs
@@ -215,12 +232,31 @@ class RequestSource:
             self._tables = _PackedTables.of(self._plan)
         return self._tables is not None
 
-    def _picker(self, plan: WorkloadPlan) -> KeyPicker | None:
+    def _picker(self, plan: WorkloadPlan) -> KeyPicker | LatestPicker | None:
         """A key picker over ``plan``'s keys (workers start sequential walks apart)."""
         if not plan.key_table:
             return None
+        config = plan.config
+        if config.key_pattern == "latest":
+            return LatestPicker(
+                config.keys,
+                config.insert_keys,
+                plan.worker_index,
+                plan.n_workers,
+                self._rng,
+                config.zipf_exponent,
+                config.insert_lag,
+            )
         start = len(plan.key_table) * plan.worker_index // plan.n_workers
-        return KeyPicker.for_config(plan.config, self._rng, start)
+        return KeyPicker.for_config(config, self._rng, start)
+
+    def _indexes(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The key index of each of a chunk's requests (``latest``: a set inserts)."""
+        picker = self._keys
+        assert picker is not None, "an empty source draws nothing"
+        if isinstance(picker, LatestPicker):
+            return picker.draw_for(codes == int(Op.SET))
+        return picker.draw(len(codes))
 
     @property
     def empty(self) -> bool:
@@ -278,7 +314,7 @@ class RequestSource:
             indexes = np.repeat(self._keys.draw(CHUNK // 2), 2)
         else:
             codes = self._mix.draw(CHUNK)
-            indexes = self._keys.draw(CHUNK)
+            indexes = self._indexes(codes)
         if self._templates:
             ops = self._codec_ops[codes].tolist()
             record_ops = self._record_ops[codes].tolist()
@@ -311,7 +347,7 @@ class RequestSource:
         lists' (the same requests for the same seed), gathered in numpy."""
         assert self._keys is not None
         codes = self._mix.draw(CHUNK)
-        indexes = self._keys.draw(CHUNK)
+        indexes = self._indexes(codes)
         if self._special:  # incr: a counter key (they follow the keys in the table)
             at = codes == int(Op.INCR)
             indexes = np.where(at, tables.counters_at + indexes % tables.counters, indexes)

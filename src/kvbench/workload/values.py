@@ -18,6 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kvbench.config.model import WorkloadConfig
+from kvbench.config.workload_fields import FB_ETC
+from kvbench.workload.models import model_value_sizes
 
 # How many distinct value slices a worker prepares: enough that sizes follow the
 # distribution closely, small enough to build in a few milliseconds.
@@ -73,22 +75,31 @@ def build_value_table(
     *,
     weights: tuple[tuple[int, int], ...] = (),
     kind: str = "random",
+    sizes: npt.NDArray[np.int64] | None = None,
 ) -> list[memoryview]:
-    """Slices of one blob (random or compressible) with sizes from the distribution."""
-    length = max_bytes * 2 + VALUE_TABLE_SIZE
+    """Slices of one blob (random or compressible) with sizes from the distribution, or
+    exactly ``sizes`` (one slice each; min and max are then theirs)."""
+    if sizes is not None:
+        max_bytes = int(sizes.max()) if len(sizes) else 0
+    else:
+        sizes = value_sizes(min_bytes, max_bytes, weights, VALUE_TABLE_SIZE, rng)
+    count = len(sizes)
+    length = max_bytes * 2 + count
     if kind == "compressible":
         blob = compressible_blob(length, rng)
     else:
         blob = rng.integers(0, 256, length, dtype=np.uint8).tobytes()
     view = memoryview(blob)
-    sizes = value_sizes(min_bytes, max_bytes, weights, VALUE_TABLE_SIZE, rng)
-    offsets = rng.integers(0, max_bytes + VALUE_TABLE_SIZE, VALUE_TABLE_SIZE, dtype=np.int64)
+    offsets = rng.integers(0, max_bytes + count, count, dtype=np.int64)
     return [view[o : o + s] for o, s in zip(offsets.tolist(), sizes.tolist(), strict=True)]
 
 
 def value_table_for(config: WorkloadConfig, rng: np.random.Generator) -> list[memoryview]:
-    """The value table ``config`` asks for (timestamp values get a placeholder table)."""
+    """The value table ``config`` asks for (timestamp values get a placeholder table;
+    ``fb-etc`` sizes come from the model, the same for every worker)."""
     kind = "compressible" if config.value_kind == "compressible" else "random"
+    if config.value_size_model == FB_ETC:
+        return build_value_table(0, 0, rng, kind=kind, sizes=model_value_sizes(config.seed)[0])
     return build_value_table(
         config.value_size_min_bytes,
         config.value_size_max_bytes,
