@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from kvbench.cli.console import make_console
 from kvbench.config.load import default_db_path
 from kvbench.report import dumps, summarize
+from kvbench.report.search import search_lines
 from kvbench.report.tables import history_table
 from kvbench.report.terminal import print_summary
-from kvbench.results.store import Store
+from kvbench.results.store import SEARCH_PREFIX, Store
 
 
 @click.command()
@@ -40,14 +43,26 @@ def history(target: str | None, last: int, db: str | None) -> None:
     help="Every column of the table whatever the terminal's width (it wraps).",
 )
 def show(run_ref: str, as_json: bool, db: str | None, wide: bool) -> None:
-    """Show a stored run (an id, a unique prefix of one, or 'last').
+    """Show a stored run (an id, a unique prefix of one, or 'last'), or a stored search
+    (search-ID, or search-last).
 
     \b
     Example:
         kvbench show last
         kvbench show 20261129-2030 --json
         kvbench show last --wide
+        kvbench show search-last
     """
+    if run_ref.startswith(SEARCH_PREFIX):
+        with Store(db or default_db_path()) as store:
+            found = store.load_search(run_ref)
+        if as_json:
+            click.echo(json.dumps(found, indent=2))
+        else:
+            console = make_console()
+            for line in search_lines(found):
+                console.print(line, highlight=False)
+        return
     with Store(db or default_db_path()) as store:
         run = store.load_run(run_ref)
     model = summarize(run)

@@ -1,0 +1,488 @@
+"""The capacity search, pure: objectives, each step's verdict from its run, the answer.
+
+``kvbench search`` (docs/search.md) offers rates in steps (runner/search.py decides which);
+here a step's stored run becomes its verdict: CLIENT when the client could not offer the
+rate on time (checked first: a client limit is never reported as the server's), FAIL when
+an objective was missed (naming it, with the figure), PASS otherwise; and the steps become
+the answer with its interval. Nothing here touches a server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kvbench.errors import ConfigError
+from kvbench.metrics.histogram import Histogram
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.report.latency import min_samples
+from kvbench.report.stats import spread
+from kvbench.report.summary import ReportModel, summarize
+from kvbench.report.verdicts import ACHIEVED_SHARE
+from kvbench.results.model import SCHEMA_VERSION, RunResult
+from kvbench.results.status import FAILED, INTERRUPTED, OK, PARTIAL
+
+PASS, FAIL, CLIENT, ERROR = "pass", "fail", "client", "error"
+
+# The client was the limit when its sends lagged their slots by more than this at p99
+# (engine/pacing.py counts a send 2 ms behind as late; a tick's batching explains 0.1 ms)...
+SEND_LAG_P99_LIMIT_NS = 2_000_000
+# ...or when more than this share of the offered requests went out late or not at all...
+LATE_SHARE_LIMIT = 0.01
+# ...or it achieved less than ACHIEVED_SHARE of the offered rate (report/verdicts.py), while
+# its connections had free slots: in flight below this share of connections x pipeline at
+# every interval. With the slots full, requests waited for the server's replies, not for
+# the client: that lateness is the server's queue, and intended-time latency shows it.
+SLOTS_FULL_SHARE = 0.5
+# Verdicts (report/verdicts.py) that say the client, not the server, set the pace.
+CLIENT_VERDICTS = ("client.cpu", "client.loop_lag")
+
+_LATENCY = re.compile(r"^\s*p(\d+(?:\.\d+)?)\s*(<=|<)\s*([\d.]+)\s*(ns|us|µs|ms|s)\s*$")
+_ERROR_RATE = re.compile(r"^\s*error_rate\s*(<=|<)\s*([\d.]+)\s*(%?)\s*$")
+_UNIT_US = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
+
+
+@dataclass(frozen=True, slots=True)
+class Objective:
+    """``p99<1ms`` (a latency percentile, from intended send times) or ``error_rate<0.1%``.
+
+    Attributes:
+        text: as given.
+        percentile: 0 < p <= 100 for a latency objective; None for the error rate.
+        limit: microseconds for a latency, a share (0.001) for the error rate.
+        inclusive: ``<=`` rather than ``<``.
+    """
+
+    text: str
+    percentile: float | None
+    limit: float
+    inclusive: bool
+
+    @property
+    def name(self) -> str:
+        """``p99``, ``p99.9``, ``error_rate``: the figure it judges."""
+        return "error_rate" if self.percentile is None else f"p{self.percentile:g}"
+
+    def holds(self, value: float) -> bool:
+        return value <= self.limit if self.inclusive else value < self.limit
+
+    def describe(self, value: float) -> str:
+        """``p99 1.84 ms >= 1 ms``: the figure against the limit, the way it went."""
+        op = (
+            ("<=" if self.inclusive else "<")
+            if self.holds(value)
+            else (">" if self.inclusive else ">=")
+        )
+        if self.percentile is None:
+            return f"error rate {value:.3%} {op} {self.limit:.3%}"
+        return f"{self.name} {format_us(value)} {op} {format_us(self.limit)}"
+
+
+def parse_objective(text: str) -> Objective:
+    """``p99<1ms``, ``p99.9<=250us``, ``p50<100us``, ``error_rate<0.1%``.
+
+    Raises:
+        ConfigError: naming --slo, when it is none of these.
+    """
+    latency = _LATENCY.match(text)
+    if latency:
+        percentile = float(latency.group(1))
+        limit = float(latency.group(3)) * _UNIT_US[latency.group(4)]
+        if 0 < percentile <= 100 and limit > 0:
+            return Objective(text.strip(), percentile, limit, latency.group(2) == "<=")
+    errors = _ERROR_RATE.match(text)
+    if errors:
+        share = float(errors.group(2)) / (100 if errors.group(3) else 1)
+        if 0 < share <= 1:
+            return Objective(text.strip(), None, share, errors.group(1) == "<=")
+    raise ConfigError(
+        "--slo",
+        f"{text!r} is not an objective like p99<1ms, p99.9<=250us or error_rate<0.1% "
+        "(a percentile above 0 and at most 100, a limit above 0)",
+    )
+
+
+def format_us(value_us: float) -> str:
+    """``85 µs``, ``1.84 ms``, ``2.1 s``."""
+    if value_us >= 1e6:
+        return f"{value_us / 1e6:.3g} s"
+    if value_us >= 1e3:
+        return f"{value_us / 1e3:.3g} ms"
+    return f"{value_us:.3g} µs"
+
+
+def _merged(snaps: Sequence[IntervalSnapshot], field: str = "latency") -> Histogram | None:
+    hists = [h for s in snaps for h in getattr(s, field).values()]
+    return Histogram.merged(hists) if hists else None
+
+
+def _percentile_us(hist: Histogram | None, percentile: float) -> float | None:
+    if hist is None or hist.total_count < min_samples(percentile):
+        return None
+    return hist.value_at_percentile(percentile) / 1000
+
+
+def _rounds(run: RunResult, model: ReportModel) -> list[tuple[float, list[IntervalSnapshot]]]:
+    """Per complete round: its throughput and its intervals (one round: the run's window)."""
+    if not model.rounds:
+        return [(model.throughput_per_s, list(run.intervals))]
+    return [
+        (r["throughput_per_s"], [s for s in run.intervals if s.round == r["round"] - 1])
+        for r in model.rounds
+        if r["status"] == OK
+    ]
+
+
+def _sending(run: RunResult, model: ReportModel, slots: int) -> dict[str, Any]:
+    """How the client kept to its schedule: offered, late, dropped, send lag, in flight."""
+    offered = int(sum(s.stats.get("offered", 0) for s in run.intervals))
+    outcomes: dict[str, int] = {}
+    for row in model.ops:
+        for name in ("late", "dropped"):
+            outcomes[name] = outcomes.get(name, 0) + row.outcomes.get(name, 0)
+    lags = [s.lag for s in run.intervals if s.lag is not None]
+    lag = Histogram.merged(lags) if lags else None
+    inflight = [s.stats["inflight_mean"] for s in run.intervals if "inflight_mean" in s.stats]
+    completed = sum(r.completed for r in model.ops)
+    return {
+        "offered": offered,
+        "completed": completed,
+        "late": outcomes["late"] if outcomes else 0,
+        "dropped": outcomes["dropped"] if outcomes else 0,
+        "send_lag_p99_us": lag.value_at_percentile(99) / 1000 if lag and lag.total_count else None,
+        "inflight_max": max(inflight) if inflight else None,
+        "slots": slots,
+    }
+
+
+def client_limit(model: ReportModel, sending: dict[str, Any]) -> str | None:
+    """Why the client, not the server, was the limit at this step; None when it was not.
+
+    The client's own verdicts (its CPU, its event loop) decide alone. Late sends and a
+    shortfall of replies decide only while the connections had free slots: with the slots
+    full the requests were waiting for the server.
+    """
+    for verdict in model.verdicts:
+        if verdict.id in CLIENT_VERDICTS:
+            return verdict.message
+    inflight, slots = sending["inflight_max"], sending["slots"]
+    if inflight is not None and inflight >= SLOTS_FULL_SHARE * slots:
+        return None
+    offered = sending["offered"]
+    lag = sending["send_lag_p99_us"]
+    free = f"with {inflight or 0:.0f} of {slots:,} connection slots in use"
+    if lag is not None and lag * 1000 > SEND_LAG_P99_LIMIT_NS:
+        return (
+            f"sends lagged their schedule {format_us(lag)} at p99 (limit "
+            f"{format_us(SEND_LAG_P99_LIMIT_NS / 1000)}) {free}"
+        )
+    behind = sending["late"] + sending["dropped"]
+    if offered and behind > LATE_SHARE_LIMIT * offered:
+        return (
+            f"{behind:,} of {offered:,} requests went out late or not at all "
+            f"({behind / offered:.1%}, limit {LATE_SHARE_LIMIT:.0%}) {free}"
+        )
+    if offered and sending["completed"] < ACHIEVED_SHARE * offered:
+        return (
+            f"achieved {sending['completed']:,} of {offered:,} offered requests "
+            f"({sending['completed'] / offered:.1%}, limit {ACHIEVED_SHARE:.0%}) {free}"
+        )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class StepJudgement:
+    """A step's verdict, what decided it, and its figures (``figures`` is JSON)."""
+
+    verdict: str
+    reason: str | None
+    figures: dict[str, Any]
+
+
+def judge_step(
+    run: RunResult | None,
+    objectives: Sequence[Objective],
+    slots: int,
+    reason: str | None = None,
+) -> StepJudgement:
+    """A step's verdict from its run (all its rounds): CLIENT, FAIL, PASS, or ERROR.
+
+    Args:
+        run: the step's run; None when it did not run (``reason`` says why).
+        objectives: all must hold, judged on the step's rounds together: a percentile
+            over every request of them, the error rate over every op.
+        slots: connections x pipeline (config/limits.py ``max_connection_slots``).
+    """
+    if run is None:
+        return StepJudgement(ERROR, reason or "the step did not run", {})
+    model = summarize(run)
+    rounds = _rounds(run, model)
+    rates = [rate for rate, _ in rounds]
+    achieved = spread(rates, floor=0.0) if rates else None
+    merged = _merged([s for _, snaps in rounds for s in snaps])
+    wanted = sorted({50.0, 99.0} | {o.percentile for o in objectives if o.percentile})
+    error_rate = model.total_errors / model.total_ops if model.total_ops else 0.0
+    sending = _sending(run, model, slots)
+    figures: dict[str, Any] = {
+        "run_id": run.run_id,
+        "status": model.status.name,
+        "achieved_per_s": achieved.mean if achieved else None,
+        "achieved_ci95_per_s": list(achieved.ci95) if achieved and achieved.ci95 else None,
+        "rounds": len(rounds),
+        "latency_us": {f"p{p:g}": _percentile_us(merged, p) for p in wanted},
+        "round_latency_us": {
+            f"p{p:g}": [_percentile_us(_merged(snaps), p) for _, snaps in rounds] for p in wanted
+        },
+        "error_rate": error_rate,
+        **sending,
+    }
+    status = model.status.name
+    if status == INTERRUPTED:
+        return StepJudgement(INTERRUPTED, "interrupted (Ctrl-C)", figures)
+    if status == PARTIAL:
+        return StepJudgement(ERROR, "; ".join(model.status.reasons), figures)
+    limited = client_limit(model, sending)
+    if limited is not None:
+        return StepJudgement(CLIENT, f"client limit: {limited}", figures)
+    return _against_objectives(objectives, figures, merged, status, model)
+
+
+def _against_objectives(
+    objectives: Sequence[Objective],
+    figures: dict[str, Any],
+    merged: Histogram | None,
+    status: str,
+    model: ReportModel,
+) -> StepJudgement:
+    missed: list[str] = []
+    for objective in objectives:
+        if objective.percentile is None:
+            value: float | None = figures["error_rate"]
+        else:
+            value = figures["latency_us"][objective.name]
+            if value is None:
+                count = merged.total_count if merged else 0
+                need = min_samples(objective.percentile)
+                return StepJudgement(
+                    ERROR,
+                    f"{count:,} requests are too few to judge {objective.name} (needs "
+                    f"{need:,}): raise --duration or --rounds",
+                    figures,
+                )
+        assert value is not None
+        if not objective.holds(value):
+            missed.append(objective.describe(value))
+    if status == FAILED:  # errors above --max-error-rate, nothing succeeded
+        missed += list(model.status.reasons)
+    if missed:
+        return StepJudgement(FAIL, "; ".join(missed), figures)
+    return StepJudgement(PASS, None, figures)
+
+
+# Why a search ended (runner/search.py's stop) -> the search's status.
+_STOP_STATUS = {
+    "bracketed": OK,
+    "client_limit": OK,
+    "max_rate": OK,
+    "max_steps": PARTIAL,
+    "max_time": PARTIAL,
+    "min_rate": FAILED,
+    "error": FAILED,
+    "interrupted": INTERRUPTED,
+}
+
+
+def _status(steps: Sequence[dict[str, Any]], stop: str) -> str:
+    """The search's status: ok with an answer, failed with none (no step passed, even
+    when the client was the limit), partial when a bound ended it first."""
+    if stop != INTERRUPTED and not any(s["verdict"] == PASS for s in steps):
+        return FAILED
+    return _STOP_STATUS[stop]
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def answer(
+    steps: Sequence[dict[str, Any]], stop: str, objectives: Sequence[str], settings: dict[str, Any]
+) -> dict[str, Any]:
+    """The search's answer: the highest passing rate, its interval, and the sentence.
+
+    The interval (docs/search.md, "The interval") runs from the lower end of the 95% CI of
+    the throughput the passing step's rounds achieved (its mean without a CI, with fewer
+    than 3 rounds) to the lowest rate that failed an objective: the server met the
+    objectives at the one and missed them at the other, and the rounds say how far the
+    first figure may be off. With no failing rate (the client was the limit, or the
+    connections' highest rate passed), it has no upper end: the answer is "at least".
+    """
+    passed = [s for s in steps if s["verdict"] == PASS]
+    best = max(passed, key=lambda s: s["rate_per_s"]) if passed else None
+    above = [
+        s
+        for s in steps
+        if s["verdict"] == FAIL and (best is None or s["rate_per_s"] > best["rate_per_s"])
+    ]
+    lowest_fail = min(above, key=lambda s: s["rate_per_s"]) if above else None
+    first_fail = next((s for s in steps if s["verdict"] == FAIL), None)
+    client = next((s for s in steps if s["verdict"] == CLIENT), None)
+    slo = " and ".join(objectives)
+    rounds = settings.get("rounds", 1)
+    low = high = None
+    if best is not None:
+        ci = best.get("achieved_ci95_per_s")
+        low = min(ci[0] if ci else best["achieved_per_s"] or 0.0, best["rate_per_s"])
+        high = lowest_fail["rate_per_s"] if lowest_fail else None
+    return {
+        "rate_per_s": best["rate_per_s"] if best else None,
+        "achieved_per_s": best["achieved_per_s"] if best else None,
+        "interval_per_s": [low, high] if best else None,
+        "at_least": best is not None and lowest_fail is None,
+        "first_failure": {
+            "step": first_fail["number"],
+            "rate_per_s": first_fail["rate_per_s"],
+            "reason": first_fail["reason"],
+        }
+        if first_fail
+        else None,
+        "client_limit": {"rate_per_s": client["rate_per_s"], "reason": client["reason"]}
+        if client
+        else None,
+        "sentence": _sentence(best, low, high, client, stop, slo, rounds, steps, settings),
+    }
+
+
+def _sentence(
+    best: dict[str, Any] | None,
+    low: float | None,
+    high: float | None,
+    client: dict[str, Any] | None,
+    stop: str,
+    slo: str,
+    rounds: int,
+    steps: Sequence[dict[str, Any]],
+    settings: dict[str, Any],
+) -> str:
+    over = f"over {rounds} round{'s' if rounds != 1 else ''} at each step"
+    if stop == "error" or stop == "interrupted":
+        last = steps[-1] if steps else None
+        why = (
+            f"step {last['number']} at {_rate(last['rate_per_s'])}/s: {last['reason']}"
+            if last
+            else stop
+        )
+        head = f"the search stopped ({why})"
+        if best is None:
+            return f"no answer: {head}"
+        return f"at least {_rate(best['rate_per_s'])} ops/s with {slo}; {head}"
+    if best is None:
+        if client is not None:
+            return (
+                f"no answer: the client could not offer {_rate(client['rate_per_s'])}/s on time, "
+                f"the lowest rate tried ({client['reason']})"
+            )
+        lowest = min(s["rate_per_s"] for s in steps)
+        return f"no rate met {slo}: every step failed, down to {_rate(lowest)}/s"
+    assert low is not None
+    head = f"{_rate(best['rate_per_s'])} ops/s with {slo}"
+    if client is not None:
+        return (
+            f"at least {head} (95% interval from {_rate(low)}, {over}); the client is the "
+            f"limit at {_rate(client['rate_per_s'])}/s, not the server: {client['reason']}"
+        )
+    if high is None:
+        return (
+            f"at least {head} (95% interval from {_rate(low)}, {over}): it passed at "
+            f"{_rate(settings['max_rate_per_s'])}/s, the most {settings['connections']} "
+            f"connection(s) x pipeline {settings['pipeline']} carry; raise --connections or "
+            "--pipeline to search higher"
+        )
+    sentence = f"max {head}; 95% interval {_rate(low)}\u2013{_rate(high)} {over}"
+    if stop in ("max_steps", "max_time"):
+        flag = "--max-steps" if stop == "max_steps" else "--max-time"
+        sentence += f" (wider than --precision: {flag} ended the search)"
+    return sentence
+
+
+def search_document(
+    search_id: str,
+    started_at: str,
+    target: str,
+    objectives: Sequence[str],
+    steps: Sequence[dict[str, Any]],
+    stop: str,
+    settings: dict[str, Any],
+) -> dict[str, Any]:
+    """The search's result document (``kind: "search"``), as printed, stored and drawn.
+
+    Args:
+        steps: in the order measured: number, phase, rate_per_s, verdict, reason and the
+            figures of ``judge_step``.
+        stop: why it ended (runner/search.py).
+        settings: start rate, precision, rounds, duration, bounds, connections, pipeline.
+    """
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "search",
+        "search_id": search_id,
+        "started_at": started_at,
+        "target": target,
+        "objectives": list(objectives),
+        "status": _status(steps, stop),
+        "stop": stop,
+        "settings": settings,
+        "answer": answer(steps, stop, objectives, settings),
+        "steps": list(steps),
+    }
+
+
+def step_line(step: dict[str, Any]) -> str:
+    """``step 3 (ramp) 4,000/s: pass  achieved 3,998/s  p50 45 µs  p99 120 µs  errors 0.000%``."""
+    head = (
+        f"step {step['number']} ({step['phase']}) {_rate(step['rate_per_s'])}/s: {step['verdict']}"
+    )
+    if step.get("achieved_per_s") is None:
+        return f"{head}  {step['reason'] or ''}".rstrip()
+    ci = step.get("achieved_ci95_per_s")
+    ci_text = f" (95% CI {_rate(ci[0])}\u2013{_rate(ci[1])})" if ci else ""
+    latency = "  ".join(
+        f"{name} {format_us(v) if v is not None else 'n/a'}"
+        for name, v in step["latency_us"].items()
+    )
+    text = (
+        f"{head}  achieved {_rate(step['achieved_per_s'])}/s{ci_text}  {latency}  "
+        f"errors {step['error_rate']:.3%}"
+    )
+    return f"{text}  - {step['reason']}" if step["reason"] else text
+
+
+def search_lines(doc: dict[str, Any]) -> list[str]:
+    """The search as the terminal prints it, after its steps: the curve by rate, the first
+    failing step, the answer, why it stopped."""
+    lines = [
+        f"kvbench search {doc['search_id']}: {doc['target']}, {' and '.join(doc['objectives'])}"
+    ]
+    lines.append("curve (by offered rate):")
+    lines.append(f"  {'offered/s':>12} {'achieved/s':>12} {'p50':>10} {'p99':>10}  verdict")
+    for step in sorted(doc["steps"], key=lambda s: s["rate_per_s"]):
+        latency = step.get("latency_us") or {}
+        cells = [
+            format_us(latency[name]) if latency.get(name) is not None else "-"
+            for name in ("p50", "p99")
+        ]
+        achieved = step.get("achieved_per_s")
+        lines.append(
+            f"  {_rate(step['rate_per_s']):>12} {_rate(achieved) if achieved is not None else '-':>12} "
+            f"{cells[0]:>10} {cells[1]:>10}  {step['verdict']}"
+        )
+    first = doc["answer"]["first_failure"]
+    if first:
+        lines.append(
+            f"first failing step: step {first['step']} at {_rate(first['rate_per_s'])}/s: "
+            f"{first['reason']}"
+        )
+    lines.append(doc["answer"]["sentence"])
+    lines.append(f"search status: {doc['status']} ({doc['stop'].replace('_', ' ')})")
+    return lines
