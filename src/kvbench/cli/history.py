@@ -20,7 +20,8 @@ from kvbench.results.store import SEARCH_PREFIX, Store
 @click.option("--last", default=20, show_default=True, help="How many runs to list.")
 @click.option("--db", type=click.Path(dir_okay=False), help="History database.")
 def history(target: str | None, last: int, db: str | None) -> None:
-    """List stored runs, newest first; a sweep's levels and a preset's steps by their label.
+    """List stored runs, newest first; a sweep's levels and a preset's steps by their label;
+    then stored searches (kvbench show search-ID).
 
     \b
     Example:
@@ -30,7 +31,13 @@ def history(target: str | None, last: int, db: str | None) -> None:
     console = make_console()
     with Store(db or default_db_path()) as store:
         rows = store.list_runs(target, last)
+        searches = store.list_searches(target, last)
     console.print(history_table(rows) if rows else "no runs stored yet")
+    for found in searches:  # a search's steps are among the runs, labelled "search N/s"
+        console.print(
+            f"{found['search_id']}  {found['status']}  {found['answer']['sentence']}",
+            highlight=False,
+        )
 
 
 @click.command()

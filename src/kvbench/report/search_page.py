@@ -96,7 +96,7 @@ def curve_svg(doc: dict[str, Any]) -> Markup:
             f'<line class="slo" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(limit):.1f}" '
             f'y2="{y(limit):.1f}" stroke="var(--bad)" stroke-dasharray="6 4"/>'
             f'<text x="{WIDTH - RIGHT - 4}" y="{y(limit) - 5:.1f}" text-anchor="end" '
-            f'font-size="11" fill="var(--bad)">{escape(text)}</text>'
+            f'font-size="11" style="fill: var(--bad)">{escape(text)}</text>'
         )
     for name, colour in SERIES:
         points = [
@@ -118,8 +118,8 @@ def curve_svg(doc: dict[str, Any]) -> Markup:
                 f"<title>{escape(tip)}</title></circle>"
             )
     parts.append(
-        f'<text x="{LEFT + 8}" y="{TOP + 14}" font-size="12" fill="var(--c0)">p50</text>'
-        f'<text x="{LEFT + 44}" y="{TOP + 14}" font-size="12" fill="var(--c1)">p99</text>'
+        f'<text x="{LEFT + 8}" y="{TOP + 14}" font-size="12" style="fill: var(--c0)">p50</text>'
+        f'<text x="{LEFT + 44}" y="{TOP + 14}" font-size="12" style="fill: var(--c1)">p99</text>'
     )
     parts.append("</svg>")
     return Markup("".join(parts))

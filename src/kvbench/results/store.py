@@ -300,6 +300,17 @@ class Store:
         return document
 
     @_readable
+    def list_searches(self, target: str | None = None, last: int = 20) -> list[dict[str, Any]]:
+        """The newest searches first, their documents."""
+        query, params = "SELECT document FROM searches", []
+        if target:
+            query += " WHERE target LIKE ?"
+            params.append(f"%{target}%")
+        query += " ORDER BY started_at DESC, rowid DESC LIMIT ?"
+        rows = self._db.execute(query, [*params, last]).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
+    @_readable
     def resolve(self, run_ref: str) -> str:
         """A full run id from an id, a unique prefix of one, or ``last``.
 

@@ -102,7 +102,9 @@ def _next_rate(passed: float | None, failed: float | None, bounds: SearchBounds)
         return failed / bounds.growth
     if failed is None:
         return min(passed * bounds.growth, bounds.max_rate_per_s)
-    return (passed + failed) / 2
+    middle = (passed + failed) / 2
+    whole = float(round(middle))  # whole requests/s read better, when it stays inside
+    return whole if passed < whole < failed else middle
 
 
 def _bracketed(passed: float | None, failed: float | None, precision: float) -> bool:

@@ -259,3 +259,6 @@ def test_a_stored_search_is_shown_and_reported_again(
     with pytest.raises(SystemExit) as exited:
         main(["show", "search-nope", "--db", db])
     assert exited.value.code == 2
+    with pytest.raises(SystemExit):
+        main(["history", "--db", db])
+    assert "search-20261202-1  ok  max 2,000 ops/s with p99<1ms" in capsys.readouterr().out
