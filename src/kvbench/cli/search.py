@@ -86,13 +86,18 @@ def search(
     if not 0 < plan.precision < 1:
         raise ConfigError("--precision", f"{precision!r} must be above 0% and below 100%")
     outputs = Outputs.pop_from(options)
-    options["rate"] = options.get("rate") or str(DEFAULT_START_RATE)
-    options["duration"] = options.get("duration") or DEFAULT_STEP_DURATION
-    options["rounds"] = options.get("rounds") or str(DEFAULT_ROUNDS)
     if options.get("requests"):
         raise ConfigError("--requests", "a search's steps last --duration, not a count")
+    if config_path is None:  # a scenario file's own values stand
+        options["duration"] = options.get("duration") or DEFAULT_STEP_DURATION
+        options["rounds"] = options.get("rounds") or str(DEFAULT_ROUNDS)
     settings = settings_from_options((target,), options)
     config = load_config(config_path, settings, default_processes())
+    if config.load.rate_per_s is None:
+        settings["load.rate"] = (DEFAULT_START_RATE, "--rate")
+        config = load_config(config_path, settings, default_processes())
+    if config.load.duration_ns is None:
+        raise ConfigError("--duration", "a search's steps last --duration, not a count of requests")
     outputs.check()
     check_history(config.report)
     return search_and_report(make_console(outputs.to_stdout()), config, plan, outputs)
