@@ -65,8 +65,9 @@ def search(
     (3) of --duration (2s), latency from intended send times; it passes when every
     objective holds over its rounds. The rate doubles until a step fails, then is bisected
     between the highest pass and the lowest fail to --precision. A step whose rate the
-    client could not offer on time (its CPU, late sends with free connections) ends the
-    search: the answer is then "at least", and says the client was the limit. Prints each
+    client did not offer, or that missed an objective while the client was late (its CPU,
+    late sends with free connections), ends the search: the answer is then "at least",
+    and says the client was the limit. Prints each
     step's verdict, the curve, and the answer with its interval (docs/search.md); stored
     in the history (kvbench show search-...). Exit: 0 with an answer, 4 when a bound
     ended it first, 1 when no rate met the objectives, 2 for a bad --slo.

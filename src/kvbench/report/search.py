@@ -1,10 +1,11 @@
 """The capacity search, pure: objectives, each step's verdict from its run, the answer.
 
 ``kvbench search`` (docs/search.md) offers rates in steps (runner/search.py decides which);
-here a step's stored run becomes its verdict: CLIENT when the client could not offer the
-rate on time (checked first: a client limit is never reported as the server's), FAIL when
-an objective was missed (naming it, with the figure), PASS otherwise; and the steps become
-the answer with its interval. Nothing here touches a server.
+here a step's stored run becomes its verdict: PASS when every objective held, FAIL when one
+was missed (naming it, with the figure), CLIENT when the rate was not offered or a miss
+came with evidence that the client delayed requests (a client limit is never reported as
+the server's); and the steps become the answer with its interval. Nothing here touches a
+server.
 """
 
 from __future__ import annotations
@@ -157,22 +158,41 @@ def _sending(run: RunResult, model: ReportModel, slots: int) -> dict[str, Any]:
     }
 
 
-def client_limit(model: ReportModel, sending: dict[str, Any]) -> str | None:
-    """Why the client, not the server, was the limit at this step; None when it was not.
+def _slots_free(sending: dict[str, Any]) -> str | None:
+    """``with 3 of 50 connection slots in use`` while the connections had room; None when
+    they were full (late sends then waited for the server's replies, not for the client)."""
+    inflight, slots = sending["inflight_max"], sending["slots"]
+    if inflight is not None and inflight >= SLOTS_FULL_SHARE * slots:
+        return None
+    return f"with {inflight or 0:.0f} of {slots:,} connection slots in use"
 
-    The client's own verdicts (its CPU, its event loop) decide alone. Late sends and a
-    shortfall of replies decide only while the connections had free slots: with the slots
-    full the requests were waiting for the server.
+
+def shortfall(sending: dict[str, Any]) -> str | None:
+    """Why the step's rate was not offered at all: fewer than ``ACHIEVED_SHARE`` of the
+    offered requests answered while the connections had room; None when it was."""
+    free, offered = _slots_free(sending), sending["offered"]
+    if free is None or not offered or sending["completed"] >= ACHIEVED_SHARE * offered:
+        return None
+    return (
+        f"achieved {sending['completed']:,} of {offered:,} offered requests "
+        f"({sending['completed'] / offered:.1%}, limit {ACHIEVED_SHARE:.0%}) {free}"
+    )
+
+
+def client_limit(model: ReportModel, sending: dict[str, Any]) -> str | None:
+    """The evidence that the client delayed the step's requests; None when there is none.
+
+    The client's own verdicts (its CPU, its event loop) count alone. Late sends count only
+    while the connections had free slots: with the slots full the requests were waiting
+    for the server.
     """
     for verdict in model.verdicts:
         if verdict.id in CLIENT_VERDICTS:
             return verdict.message
-    inflight, slots = sending["inflight_max"], sending["slots"]
-    if inflight is not None and inflight >= SLOTS_FULL_SHARE * slots:
+    free = _slots_free(sending)
+    if free is None:
         return None
-    offered = sending["offered"]
-    lag = sending["send_lag_p99_us"]
-    free = f"with {inflight or 0:.0f} of {slots:,} connection slots in use"
+    lag, offered = sending["send_lag_p99_us"], sending["offered"]
     if lag is not None and lag * 1000 > SEND_LAG_P99_LIMIT_NS:
         return (
             f"sends lagged their schedule {format_us(lag)} at p99 (limit "
@@ -183,11 +203,6 @@ def client_limit(model: ReportModel, sending: dict[str, Any]) -> str | None:
         return (
             f"{behind:,} of {offered:,} requests went out late or not at all "
             f"({behind / offered:.1%}, limit {LATE_SHARE_LIMIT:.0%}) {free}"
-        )
-    if offered and sending["completed"] < ACHIEVED_SHARE * offered:
-        return (
-            f"achieved {sending['completed']:,} of {offered:,} offered requests "
-            f"({sending['completed'] / offered:.1%}, limit {ACHIEVED_SHARE:.0%}) {free}"
         )
     return None
 
@@ -208,6 +223,11 @@ def judge_step(
     reason: str | None = None,
 ) -> StepJudgement:
     """A step's verdict from its run (all its rounds): CLIENT, FAIL, PASS, or ERROR.
+
+    CLIENT when the rate was not offered (``shortfall``), or when an objective was missed
+    while the client delayed requests (``client_limit``): such a miss is never reported as
+    the server's. A pass stands even when the client was late: its latencies include the
+    client's delays, so the server met the objectives with room to spare.
 
     Args:
         run: the step's run; None when it did not run (``reason`` says why).
@@ -243,10 +263,22 @@ def judge_step(
         return StepJudgement(INTERRUPTED, "interrupted (Ctrl-C)", figures)
     if status == PARTIAL:
         return StepJudgement(ERROR, "; ".join(model.status.reasons), figures)
+    unsent = shortfall(sending)
+    if unsent is not None:  # the rate was not offered: nothing to judge the server by
+        return StepJudgement(CLIENT, f"client limit: {unsent}", figures)
+    judged = _against_objectives(objectives, figures, merged, status, model)
+    if judged.verdict != FAIL:
+        # A pass stands whatever the client did: latency from the intended send times
+        # counts the client's delays too, so the server alone did at least as well.
+        return judged
     limited = client_limit(model, sending)
-    if limited is not None:
-        return StepJudgement(CLIENT, f"client limit: {limited}", figures)
-    return _against_objectives(objectives, figures, merged, status, model)
+    if limited is None:
+        return judged
+    return StepJudgement(
+        CLIENT,
+        f"client limit: {limited}; the miss ({judged.reason}) cannot be the server's alone",
+        figures,
+    )
 
 
 def _against_objectives(

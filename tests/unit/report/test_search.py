@@ -123,6 +123,12 @@ def test_late_sends_with_free_slots_are_the_client_not_the_server() -> None:
     assert judged.reason is not None and "sends lagged their schedule 30 ms at p99" in judged.reason
 
 
+def test_a_pass_stands_though_the_client_sent_late() -> None:
+    """Intended-time latency counts the client's delays: the server did at least as well."""
+    run = open_run(p99_ns=500_000, lag_ns=30_000_000, inflight=2.0)
+    assert judge_step(run, [parse_objective("p99<50ms")], slots=50).verdict == PASS
+
+
 def test_late_sends_with_the_slots_full_are_the_servers_queue() -> None:
     run = open_run(p99_ns=40_000_000, lag_ns=30_000_000, inflight=48.0)
     judged = judge_step(run, [parse_objective("p99<1ms")], slots=50)
