@@ -62,9 +62,10 @@ def test_search_ramps_bisects_and_stops_by_its_rules(tmp_path: Path) -> None:
             continue
         if s["verdict"] == "pass":
             assert p99 < LIMIT_US and s["error_rate"] < 0.01
-        if s["verdict"] == "fail":
-            assert p99 >= LIMIT_US or s["error_rate"] >= 0.01
-            assert s["reason"].startswith(("p99 ", "error rate "))
+        if s["verdict"] == "fail":  # an objective missed, or the server fell behind the rate
+            behind = "the server did not keep up" in s["reason"]
+            assert p99 >= LIMIT_US or s["error_rate"] >= 0.01 or behind
+            assert s["reason"].startswith(("p99 ", "error rate ", "achieved "))
         assert f"step {s['number']} ({s['phase']}) {s['rate_per_s']:,.0f}/s: {s['verdict']}" in (
             result.stdout
         )

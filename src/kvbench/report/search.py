@@ -167,16 +167,20 @@ def _slots_free(sending: dict[str, Any]) -> str | None:
     return f"with {inflight or 0:.0f} of {slots:,} connection slots in use"
 
 
-def shortfall(sending: dict[str, Any]) -> str | None:
-    """Why the step's rate was not offered at all: fewer than ``ACHIEVED_SHARE`` of the
-    offered requests answered while the connections had room; None when it was."""
+def shortfall(sending: dict[str, Any]) -> tuple[str, bool] | None:
+    """Fewer than ``ACHIEVED_SHARE`` of the offered requests answered: why, and whether the
+    connections had room (the client did not send them: the rate was not offered) or were
+    full (the server did not keep up: a miss however low the latency, as its backlog grows
+    with every second); None when the rate was served."""
     free, offered = _slots_free(sending), sending["offered"]
-    if free is None or not offered or sending["completed"] >= ACHIEVED_SHARE * offered:
+    if not offered or sending["completed"] >= ACHIEVED_SHARE * offered:
         return None
-    return (
+    where = free or "with the connection slots full: the server did not keep up"
+    reason = (
         f"achieved {sending['completed']:,} of {offered:,} offered requests "
-        f"({sending['completed'] / offered:.1%}, limit {ACHIEVED_SHARE:.0%}) {free}"
+        f"({sending['completed'] / offered:.1%}, limit {ACHIEVED_SHARE:.0%}) {where}"
     )
+    return reason, free is not None
 
 
 def client_limit(model: ReportModel, sending: dict[str, Any]) -> str | None:
@@ -263,10 +267,13 @@ def judge_step(
         return StepJudgement(INTERRUPTED, "interrupted (Ctrl-C)", figures)
     if status == PARTIAL:
         return StepJudgement(ERROR, "; ".join(model.status.reasons), figures)
-    unsent = shortfall(sending)
-    if unsent is not None:  # the rate was not offered: nothing to judge the server by
-        return StepJudgement(CLIENT, f"client limit: {unsent}", figures)
+    short = shortfall(sending)
+    if short is not None and short[1]:  # the rate was not offered: nothing to judge by
+        return StepJudgement(CLIENT, f"client limit: {short[0]}", figures)
     judged = _against_objectives(objectives, figures, merged, status, model)
+    if short is not None and judged.verdict != ERROR:  # the server fell behind the rate
+        missed = [judged.reason] if judged.reason else []
+        judged = StepJudgement(FAIL, "; ".join([*missed, short[0]]), figures)
     if judged.verdict != FAIL:
         # A pass stands whatever the client did: latency from the intended send times
         # counts the client's delays too, so the server alone did at least as well.

@@ -141,6 +141,16 @@ def test_a_shortfall_of_replies_with_free_slots_is_the_client() -> None:
     assert judged.verdict == CLIENT and "achieved" in str(judged.reason)
 
 
+def test_a_shortfall_with_the_slots_full_is_the_server_falling_behind() -> None:
+    run = open_run(p99_ns=500_000, offered=12_000, inflight=48.0)
+    judged = judge_step(run, [parse_objective("p99<1ms")], slots=50)
+    assert judged.verdict == FAIL
+    assert judged.reason == (
+        "achieved 30,000 of 36,000 offered requests (83.3%, limit 95%) with the connection "
+        "slots full: the server did not keep up"
+    )
+
+
 def test_a_busy_client_core_is_the_client_whatever_the_latency() -> None:
     busy = [{"index": 0, "cpu_s": 2.9, "driver": "python"}]
     judged = judge_step(open_run(p99_ns=9_000_000, workers=busy), [parse_objective("p99<1ms")], 50)
