@@ -427,9 +427,15 @@ def _sentence(
     assert low is not None
     head = f"{_rate(best['rate_per_s'])} ops/s with {slo}"
     if client is not None:
-        return (
-            f"at least {head} (95% interval from {_rate(low)}, {over}); the client is the "
-            f"limit at {_rate(client['rate_per_s'])}/s, not the server: {client['reason']}"
+        whose = (
+            f"the client is the limit at {_rate(client['rate_per_s'])}/s, not the server: "
+            f"{client['reason']}"
+        )
+        if high is None:
+            return f"at least {head} (95% interval from {_rate(low)}, {over}); {whose}"
+        return (  # a server's fail above it still bounds the answer; the bracket is wide
+            f"max {head}; 95% interval {_rate(low)}\u2013{_rate(high)} {over} (wider than "
+            f"--precision: {whose})"
         )
     if high is None:
         return (

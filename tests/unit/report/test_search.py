@@ -213,6 +213,17 @@ def test_a_client_limit_gives_at_least_and_says_whose_limit() -> None:
     assert "the client is the limit at 2,000/s, not the server" in found["sentence"]
 
 
+def test_a_client_limit_inside_the_bracket_leaves_the_servers_fail_as_its_top() -> None:
+    steps = [step(1, 1000, PASS), step(2, 2000, FAIL), step(3, 1500, CLIENT, reason="late")]
+    found = answer(steps, "client_limit", ["p99<1ms"], SETTINGS)
+    assert found["interval_per_s"] == [980, 2000] and not found["at_least"]
+    assert found["sentence"] == (
+        "max 1,000 ops/s with p99<1ms; 95% interval 980\u20132,000 over 3 rounds at each "
+        "step (wider than --precision: the client is the limit at 1,500/s, not the server: "
+        "late)"
+    )
+
+
 def test_search_status_follows_why_it_stopped() -> None:
     def status(steps: list[dict[str, Any]], stop: str) -> str:
         return str(
