@@ -67,6 +67,42 @@ def _settings(config: RunConfig, plan: SearchPlan, highest: float) -> dict[str, 
     }
 
 
+class StepRunner:
+    """Runs the search's steps: each a sweep level at its rate, with a live view, judged
+    and printed as it ends. ``runs`` and ``steps`` keep them in the order run."""
+
+    def __init__(self, console: Console, config: RunConfig, objectives: list[Objective]) -> None:
+        self._console = console
+        self._config = config
+        self._objectives = objectives
+        self._slots = max_connection_slots(config)
+        self.runs: list[RunResult] = []
+        self.steps: list[dict[str, Any]] = []
+
+    def measure(self, rate: float, phase: str) -> Step:
+        """Run and judge one step (runner/search.py calls it)."""
+        number = len(self.steps) + 1
+        self._console.print(f"step {number} ({phase}): {rate:,.0f}/s", highlight=False)
+        with LiveView(self._console, self._config) as view:
+            view.sweeping("rate")
+
+            def note(text: str) -> None:  # the sweep's "level 1/1" line: the step's, above
+                if not text.startswith("level 1/1:"):
+                    view.note(text)
+
+            outcome = run_sweep(self._config, "rate", [rate], view.interval, note, view.start)[0]
+        if outcome.result is not None:
+            outcome.result.label = f"search {rate:,.0f}/s"
+            self.runs.append(outcome.result)
+        judged = judge_step(outcome.result, self._objectives, self._slots, outcome.reason)
+        if outcome.interrupted and outcome.result is None:  # Ctrl-C before it measured
+            judged = StepJudgement(INTERRUPTED, outcome.reason, {})
+        step = {"number": number, "phase": phase, "rate_per_s": rate, "verdict": judged.verdict}
+        self.steps.append({**step, "reason": judged.reason, **judged.figures})
+        self._console.print(step_line(self.steps[-1]), highlight=False)
+        return Step(rate, judged.verdict, judged.reason, phase)
+
+
 def search_and_report(
     console: Console, config: RunConfig, plan: SearchPlan, outputs: Outputs
 ) -> int:
@@ -77,74 +113,59 @@ def search_and_report(
         The exit code of the search's status (report/search.py).
     """
     check_limits(config)  # the server's limits, and the first rate's
+    load = config.load
+    assert load.rate_per_s is not None and load.duration_ns is not None  # cli/search.py
     highest = max_rate_per_s(config)
-    slots = max_connection_slots(config)
-    runs: list[RunResult] = []
-    steps: list[dict[str, Any]] = []
-
-    def measure(rate: float, phase: str) -> Step:
-        number = len(steps) + 1
-        console.print(f"step {number} ({phase}): {rate:,.0f}/s", highlight=False)
-
-        def note(text: str) -> None:  # the sweep's "level 1/1" line: the step's, above
-            if not text.startswith("level 1/1:"):
-                view.note(text)
-
-        with LiveView(console, config) as view:
-            view.sweeping("rate")
-            outcome = run_sweep(config, "rate", [rate], view.interval, note, view.start)[0]
-        if outcome.result is not None:
-            outcome.result.label = f"search {rate:,.0f}/s"
-            runs.append(outcome.result)
-        judged = judge_step(outcome.result, plan.objectives, slots, outcome.reason)
-        if outcome.interrupted and outcome.result is None:  # Ctrl-C before it measured
-            judged = StepJudgement(INTERRUPTED, outcome.reason, {})
-        step = {"number": number, "phase": phase, "rate_per_s": rate, "verdict": judged.verdict}
-        steps.append({**step, "reason": judged.reason, **judged.figures})
-        console.print(step_line(steps[-1]), highlight=False)
-        return Step(rate, judged.verdict, judged.reason, phase)
-
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
     texts = [o.text for o in plan.objectives]
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
     console.print(
         f"kvbench search: {config.targets[0].url} for {' and '.join(texts)}, from "
-        f"{config.load.rate_per_s:,.0f}/s, {config.load.rounds} round(s) of "
-        f"{config.load.duration_ns / 1e9:g} s per step"  # type: ignore[operator]
+        f"{load.rate_per_s:,.0f}/s, {load.rounds} round(s) of {load.duration_ns / 1e9:g} s "
+        "per step",
+        highlight=False,
     )
-    bounds = SearchBounds(
-        start_rate_per_s=config.load.rate_per_s or 1.0,
-        precision=plan.precision,
-        max_rate_per_s=highest,
-        max_steps=plan.max_steps,
-        max_time_s=plan.max_time_s,
-    )
-    outcome = search(measure, bounds, time.monotonic)
+    stepper = StepRunner(console, config, plan.objectives)
+    bounds = SearchBounds(load.rate_per_s, plan.precision, highest, plan.max_steps, plan.max_time_s)
+    outcome = search(stepper.measure, bounds, time.monotonic)
     doc = search_document(
         "search-" + new_run_id(),
         started_at,
         config.targets[0].url,
         texts,
-        steps,
+        stepper.steps,
         outcome.stop,
         _settings(config, plan, highest),
     )
+    _publish(console, config, outputs, stepper.runs, doc)
+    return EXIT_CODES[doc["status"]]
+
+
+def _publish(
+    console: Console,
+    config: RunConfig,
+    outputs: Outputs,
+    runs: list[RunResult],
+    doc: dict[str, Any],
+) -> None:
+    """Store the search and its runs, print the curve and the answer, write the files."""
     unsaved = _save(config, runs, doc)
     for line in search_lines(doc):
         console.print(line, highlight=False)
     if unsaved is None and config.report.save:
         console.print(
-            f"saved as {doc['search_id']} in {config.report.db_path} (kvbench show {doc['search_id']})"
+            f"saved as {doc['search_id']} in {config.report.db_path} "
+            f"(kvbench show {doc['search_id']})",
+            highlight=False,
         )
     elif unsaved is not None:
         console.print(f"warning: the search was not saved in the history: {unsaved}")
     write_json_document(outputs.json_path, doc, console)
-    labelled = [(f"{run.label}", run) for run in runs]
+    labelled = [(run.label, run) for run in runs]
     write_many(
         console, labelled, "step", csv_path=outputs.csv_path, hdr_log_path=outputs.hdr_log_path
     )
     if outputs.report_path:
         save_report(console, outputs.report_path, render_search(doc))
-    return EXIT_CODES[doc["status"]]
 
 
 def _save(config: RunConfig, runs: list[RunResult], doc: dict[str, Any]) -> StoreError | None:
