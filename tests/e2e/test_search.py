@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,12 +29,8 @@ MAX_STEPS = 6
 
 
 def test_search_ramps_bisects_and_stops_by_its_rules(tmp_path: Path) -> None:
-    # memcached pinned to one core where taskset exists: one thread on one core
-    pin = ("-t", "1")
-    with servers.memcached(*pin) as live:
+    with servers.memcached("-t", "1") as live:  # one thread, pinned to one core if it can be
         if shutil.which("taskset"):
-            import subprocess
-
             subprocess.run(
                 ["taskset", "-pc", "0", str(live.proc.pid)], check=False, capture_output=True
             )
