@@ -21,14 +21,8 @@ from kvbench.cli.session import save_runs
 from kvbench.config import RunConfig
 from kvbench.config.limits import max_connection_slots, max_rate_per_s
 from kvbench.errors import StoreError
-from kvbench.report.search import (
-    Objective,
-    StepJudgement,
-    judge_step,
-    search_document,
-    search_lines,
-    step_line,
-)
+from kvbench.report.search import Objective, StepJudgement, judge_step
+from kvbench.report.search_answer import search_document, search_lines, step_line
 from kvbench.report.search_page import render_search
 from kvbench.results.model import RunResult
 from kvbench.results.status import EXIT_CODES, INTERRUPTED

@@ -9,7 +9,7 @@ import click
 from kvbench.cli.console import make_console
 from kvbench.config.load import default_db_path
 from kvbench.report import dumps, summarize
-from kvbench.report.search import search_lines
+from kvbench.report.search_answer import search_lines
 from kvbench.report.tables import history_table
 from kvbench.report.terminal import print_summary
 from kvbench.results.store import SEARCH_PREFIX, Store

@@ -11,18 +11,8 @@ import pytest
 from kvbench.cli import main
 from kvbench.errors import ConfigError
 from kvbench.metrics import Histogram
-from kvbench.report.search import (
-    CLIENT,
-    ERROR,
-    FAIL,
-    PASS,
-    answer,
-    judge_step,
-    parse_objective,
-    search_document,
-    search_lines,
-    step_line,
-)
+from kvbench.report.search import CLIENT, ERROR, FAIL, PASS, judge_step, parse_objective
+from kvbench.report.search_answer import answer, search_document, search_lines, step_line
 from kvbench.report.search_page import render_search
 from kvbench.results.model import RunResult
 from kvbench.results.store import Store
