@@ -31,6 +31,7 @@ from kvbench.cli.queue import queue
 from kvbench.cli.replay import replay
 from kvbench.cli.report import report
 from kvbench.cli.run import run
+from kvbench.cli.search import search
 from kvbench.cli.suggestions import SuggestingGroup
 from kvbench.errors import KvbenchError, exit_code
 from kvbench.runner import interrupts
@@ -51,6 +52,7 @@ def cli() -> None:
         kvbench run memcached://127.0.0.1:11211 -c 50 -P 16 --ratio 1:10
         kvbench run redis://127.0.0.1:6379 --processes 2 --json out.json
         kvbench sweep memcached://127.0.0.1:11211 --connections 64:512:64 --rounds 3
+        kvbench search memcached://127.0.0.1:11211 --slo 'p99<1ms'
         kvbench replay trace.csv.zst memcached://127.0.0.1:11211 --speed 2
         kvbench presets
         kvbench history
@@ -63,6 +65,7 @@ cli.add_command(show)
 cli.add_command(diff)
 cli.add_command(export)
 cli.add_command(sweep)
+cli.add_command(search)
 cli.add_command(compare)
 cli.add_command(presets)
 cli.add_command(queue)

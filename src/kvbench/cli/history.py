@@ -12,7 +12,8 @@ import click
 @click.option("--last", default=20, show_default=True, help="How many runs to list.")
 @click.option("--db", type=click.Path(dir_okay=False), help="History database.")
 def history(target: str | None, last: int, db: str | None) -> None:
-    """List stored runs, newest first; a sweep's levels and a preset's steps by their label.
+    """List stored runs, newest first; a sweep's levels and a preset's steps by their label;
+    then stored searches (kvbench show search-ID).
 
     \b
     Example:
@@ -27,7 +28,13 @@ def history(target: str | None, last: int, db: str | None) -> None:
     console = make_console()
     with Store(db or default_db_path()) as store:
         rows = store.list_runs(target, last)
+        searches = store.list_searches(target, last)
     console.print(history_table(rows) if rows else "no runs stored yet")
+    for found in searches:  # a search's steps are among the runs, labelled "search N/s"
+        console.print(
+            f"{found['search_id']}  {found['status']}  {found['answer']['sentence']}",
+            highlight=False,
+        )
 
 
 @click.command()
@@ -46,7 +53,8 @@ def history(target: str | None, last: int, db: str | None) -> None:
     "of restarts, lost connections and verdicts' causes (with --json: the rows as JSON).",
 )
 def show(run_ref: str, as_json: bool, db: str | None, wide: bool, over_time: bool) -> None:
-    """Show a stored run (an id, a unique prefix of one, or 'last').
+    """Show a stored run (an id, a unique prefix of one, or 'last'), or a stored search
+    (search-ID, or search-last).
 
     \b
     Example:
@@ -54,14 +62,26 @@ def show(run_ref: str, as_json: bool, db: str | None, wide: bool, over_time: boo
         kvbench show 20261129-2030 --json
         kvbench show last --wide
         kvbench show last --over-time
+        kvbench show search-last
     """
     from kvbench.cli.console import make_console
     from kvbench.config.load import default_db_path
     from kvbench.report import dumps, summarize
     from kvbench.report.over_time import over_time_table, rows, to_json
+    from kvbench.report.search_answer import search_lines
     from kvbench.report.terminal import print_summary
-    from kvbench.results.store import Store
+    from kvbench.results.store import SEARCH_PREFIX, Store
 
+    if run_ref.startswith(SEARCH_PREFIX):
+        with Store(db or default_db_path()) as store:
+            found = store.load_search(run_ref)
+        if as_json:
+            click.echo(json.dumps(found, indent=2))
+        else:
+            console = make_console()
+            for line in search_lines(found):
+                console.print(line, highlight=False)
+        return
     with Store(db or default_db_path()) as store:
         run = store.load_run(run_ref)
     model = summarize(run)

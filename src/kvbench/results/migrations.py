@@ -126,6 +126,20 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         ALTER TABLE runs ADD COLUMN trace TEXT
         """,
     ),
+    # A capacity search (kvbench search): its result document; its steps' runs are rows
+    # of runs, named in the document.
+    (
+        "0009_searches",
+        """
+        CREATE TABLE searches (
+            search_id TEXT PRIMARY KEY,
+            started_at TEXT NOT NULL,
+            status TEXT NOT NULL,
+            target TEXT NOT NULL,
+            document TEXT NOT NULL
+        )
+        """,
+    ),
 )
 
 

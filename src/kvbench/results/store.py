@@ -27,6 +27,8 @@ from kvbench.results.status import run_status
 from kvbench.results.trace import TraceSection
 
 P = ParamSpec("P")
+# What names a stored search rather than a run (``kvbench show search-last``).
+SEARCH_PREFIX = "search-"
 R = TypeVar("R")
 
 
@@ -266,6 +268,60 @@ class Store:
                 )
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot save run to {self.path}: {exc}") from None
+
+    def save_search(self, document: dict[str, Any]) -> None:
+        """Store a capacity search's result document (report/search.py); its steps' runs
+        are saved with ``save_run``."""
+        try:
+            with self._db:
+                self._db.execute(
+                    "INSERT INTO searches (search_id, started_at, status, target, document) "
+                    "VALUES (?,?,?,?,?)",
+                    (
+                        document["search_id"],
+                        document["started_at"],
+                        document["status"],
+                        document["target"],
+                        json.dumps(document),
+                    ),
+                )
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot save search to {self.path}: {exc}") from None
+
+    @_readable
+    def load_search(self, search_ref: str) -> dict[str, Any]:
+        """A stored search's document, by id (``search-...``), a unique prefix of one, or
+        ``search-last``.
+
+        Raises:
+            UnknownRun: no search, or more than one, matches (a usage error).
+        """
+        if search_ref in ("search-last", "search-latest"):
+            rows = self._db.execute(
+                "SELECT document FROM searches ORDER BY started_at DESC, rowid DESC LIMIT 1"
+            ).fetchall()
+        else:
+            rows = self._db.execute(
+                "SELECT document FROM searches WHERE search_id LIKE ? LIMIT 2",
+                (search_ref + "%",),
+            ).fetchall()
+        if not rows:
+            raise UnknownRun(f"no search {search_ref!r} in {self.path}")
+        if len(rows) > 1:
+            raise UnknownRun(f"{search_ref!r} matches several searches; give more of the id")
+        document: dict[str, Any] = json.loads(rows[0][0])
+        return document
+
+    @_readable
+    def list_searches(self, target: str | None = None, last: int = 20) -> list[dict[str, Any]]:
+        """The newest searches first, their documents."""
+        query, params = "SELECT document FROM searches", []
+        if target:
+            query += " WHERE target LIKE ?"
+            params.append(f"%{target}%")
+        query += " ORDER BY started_at DESC, rowid DESC LIMIT ?"
+        rows = self._db.execute(query, [*params, last]).fetchall()
+        return [json.loads(row[0]) for row in rows]
 
     @_readable
     def resolve(self, run_ref: str) -> str:

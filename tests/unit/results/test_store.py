@@ -227,4 +227,9 @@ def test_a_runs_label_is_kept_and_listed(tmp_path: Path) -> None:
 
 def test_the_new_columns_are_named_migrations() -> None:
     names = [name for name, _ in migrations.MIGRATIONS]
-    assert names[-3:] == ["0006_run_label", "0007_queue_section", "0008_trace_section"]
+    assert names[-4:] == [
+        "0006_run_label",
+        "0007_queue_section",
+        "0008_trace_section",
+        "0009_searches",
+    ]
