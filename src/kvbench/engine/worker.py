@@ -97,6 +97,7 @@ class WorkerSummary:
     driver: str = "python"  # "compiled", or "python (<why>)": engine/fastpath.py
     # A replay: this worker's trace profile and counts (``ReplayFeed.report``), else None.
     trace: dict[str, Any] | None = None
+    peak_rss_bytes: int | None = None  # the process's, set as it sends this (runner/process.py)
 
 
 class _OnTally(Generic[T]):

@@ -24,7 +24,7 @@ from kvbench.engine.shards import check_shards
 from kvbench.engine.worker import WorkerSpec, WorkerSummary
 from kvbench.errors import ConfigError, RunAborted, TargetUnreachable, WorkerFailed
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
-from kvbench.results.environment import describe_environment
+from kvbench.results.environment import describe_environment, peak_rss_bytes
 from kvbench.results.model import RunResult
 from kvbench.results.trace import TraceSection
 from kvbench.runner import interrupts, probe, redis_cluster
@@ -418,6 +418,9 @@ class Coordinator:
                 summary = tally.summaries.get(i)
                 if summary is not None:
                     entry["driver"] = summary.driver
+                    # a worker's whole life's, so its largest over the rounds
+                    peak = max(entry.get("peak_rss_bytes") or 0, summary.peak_rss_bytes or 0)
+                    entry["peak_rss_bytes"] = peak or None
                 if summary is not None and summary.mismatch_keys:  # --verify examples
                     entry.setdefault("mismatch_keys", []).extend(summary.mismatch_keys)
         total_ops = sum(entry["ops"] for entry in workers.values())
@@ -521,6 +524,7 @@ def fresh_result(*, driver: str | None = None, **fields: Any) -> RunResult:
     environment = describe_environment(event_loop_name())
     if driver is not None:
         environment["driver"] = driver
+    environment["peak_rss_bytes"] = peak_rss_bytes()  # the coordinator's, up to now
     return RunResult(
         run_id=new_run_id(), kvbench_version=__version__, environment=environment, **fields
     )

@@ -535,6 +535,7 @@ def _worker_row(worker: _Worker) -> dict[str, Any]:
         "ops": sum(i.snapshot.ops() for i in worker.intervals.values()),
         "status": "failed" if worker.failure else (summary.status if summary else "unknown"),
         "cpu_s": round(summary.cpu_s, 3) if summary else None,
+        "peak_rss_bytes": summary.peak_rss_bytes if summary else None,
         "active_s": round(summary.active_s, 3) if summary else None,
         **(
             {"cpu_wait_s": round(summary.cpu_wait_s, 3)}
