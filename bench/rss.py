@@ -61,7 +61,7 @@ def role(proc: psutil.Process, root: psutil.Process) -> str:
             return "resource tracker"
         if "forkserver" in line and proc.ppid() == root.pid:  # workers: the server's children
             return "fork server"
-        return f"worker (pid {proc.pid})"
+        return f"forked by the server (pid {proc.pid})"  # the workers, and any brief child
     return f"pid {proc.pid}"
 
 
