@@ -99,3 +99,40 @@ def test_connections_above_the_soft_open_files_limit_raise_it_and_all_open(
     doc = json.loads(out.read_text())
     assert doc["status"] == "ok"
     assert doc["connections"]["live_min"] == doc["connections"]["asked"] == 300
+
+
+# Worker RSS per connection (issue 22): 2,000 connections from one worker against a
+# 50-connection run of the same worker, both as kvbench records them (peak_rss_bytes).
+MANY = 2_000
+RSS_PER_CONNECTION_MAX = 64 * 1024
+
+
+@pytest.mark.skipif(
+    resource.getrlimit(resource.RLIMIT_NOFILE)[1] not in (resource.RLIM_INFINITY,)
+    and resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 2 * MANY + 200,
+    reason="the hard open-files limit is too low for 2,000 connections and their server",
+)
+def test_thousands_of_connections_from_one_worker_are_all_live_and_cost_little_memory(
+    tmp_path: Path,
+) -> None:
+    """2,000 connections from one process, more than memcached's listen backlog (1,024):
+    every one opens (the worker opens a few hundred at a time) and stays live, the drain
+    ends in time, and each costs the worker no more than 64 KB over a 50-connection run."""
+    peaks = {}
+    with servers.memcached("-c", str(2 * MANY)) as server:
+        for conns in (50, MANY):
+            out = tmp_path / f"run-{conns}.json"
+            result = run_kvbench(
+                "run", f"memcached://{server.address}", "-c", str(conns), *SHORT,
+                "--json", str(out),
+            )  # fmt: skip
+            assert result.code == 0, result.stderr
+            doc = json.loads(out.read_text())
+            assert doc["status"] == "ok"
+            assert doc["connections"]["live_min"] == doc["connections"]["asked"] == conns
+            [worker] = doc["workers"]
+            peaks[conns] = worker["peak_rss_bytes"]
+            assert doc["environment"]["peak_rss_bytes"] > 0  # the coordinator's
+    growth = (peaks[MANY] - peaks[50]) / (MANY - 50)
+    assert 0 < peaks[50] <= peaks[MANY]
+    assert growth <= RSS_PER_CONNECTION_MAX, f"{growth:,.0f} bytes per connection"

@@ -121,6 +121,8 @@ class QueueSummary:
         cpu_wait_s: how long its loop's thread waited, runnable, for a CPU meanwhile
             (engine/clock.py; None where the kernel does not say).
         errors: problem kind -> count; last_error: the latest one's text.
+        peak_rss_bytes: the process's peak resident memory, set as it sends this
+            (runner/process.py).
     """
 
     status: str
@@ -141,6 +143,7 @@ class QueueSummary:
     cpu_wait_s: float | None = None
     errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
+    peak_rss_bytes: int | None = None
 
 
 QueueReport = QueueProgress | QueueInterval

@@ -74,15 +74,28 @@ async def open_link(link: Link, timeout_ns: int) -> None:
         await link.ready
 
 
+# Connects in flight at once while a worker opens its links. A server's listen backlog
+# (memcached -b: 1024, Redis tcp-backlog: 511) holds the connections it has not accepted
+# yet; 10,000 connects at once overflowed it, the kernel dropped the SYNs over it, and
+# their retries (1 s, then 3 s) ran out the connect timeout: the run failed "timed out".
+# A few hundred at a time keep it under the smallest default, and each link's timeout
+# counts from its own connect.
+CONNECTS_IN_FLIGHT = 256
+
+
 async def open_links(links: Sequence[Link], timeout_ns: int) -> None:
-    """Open every link and run its setup, all at once.
+    """Open every link and run its setup, ``CONNECTS_IN_FLIGHT`` at a time.
 
     Raises:
         TargetUnreachable: one could not be opened or set up (the others are closed).
     """
-    results = await asyncio.gather(
-        *(open_link(link, timeout_ns) for link in links), return_exceptions=True
-    )
+    gate = asyncio.Semaphore(CONNECTS_IN_FLIGHT)
+
+    async def open_gated(link: Link) -> None:
+        async with gate:
+            await open_link(link, timeout_ns)
+
+    results = await asyncio.gather(*(open_gated(link) for link in links), return_exceptions=True)
     for link, result in zip(links, results, strict=True):
         if isinstance(result, BaseException):
             for other in links:

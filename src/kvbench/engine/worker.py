@@ -100,6 +100,7 @@ class WorkerSummary:
     driver: str = "python"  # "compiled", or "python (<why>)": engine/fastpath.py
     # A replay: this worker's trace profile and counts (``ReplayFeed.report``), else None.
     trace: dict[str, Any] | None = None
+    peak_rss_bytes: int | None = None  # the process's, set as it sends this (runner/process.py)
 
 
 class _OnTally(Generic[T]):
@@ -175,6 +176,7 @@ class Worker(LinkKeeper):
         self._cpu_mark_ns = time.process_time_ns()
         self._wait_mark_ns = cpu_wait_ns()
         self._finished: asyncio.Event | None = None
+        self._idle_upto = 0  # connections[:this] were found idle while nothing was sent
         self._preload_stopped = False  # an interrupt ended the preload: no more shards
         self.dispatcher: OpenLoopDispatcher | None = None
         # A Redis Cluster run: where each slot is served now, and redirects followed.
@@ -547,7 +549,9 @@ class Worker(LinkKeeper):
         if self.phase == "measure" and self.feed is not None and self.feed.exhausted():
             exhausted = True
             self.issuing = False  # replies now end the run once nothing is in flight
-        if exhausted and all(c.inflight == 0 for c in self.connections):
+        if not exhausted:
+            self._idle_upto = 0
+        elif self._all_idle():
             now = _now()
             if self.phase == "measure":
                 self._measure_end_ns = now
@@ -555,6 +559,26 @@ class Worker(LinkKeeper):
                 self._finished.set()
             else:
                 self._finish(now)
+
+    def _all_idle(self) -> bool:
+        """Whether no connection has a request in flight, asked on every reply once
+        nothing more is to be sent. A connection found idle then mostly stays idle, so
+        the scan goes on from where the last one stopped: over a drain it walks the
+        connections once, where a scan from the start on each reply walked them once
+        per reply (10,000 connections: 5·10^7 steps, and the worker reported too late).
+        Before saying yes it scans them all once more: a request sent meanwhile (a
+        cluster's redirect) sends the scan back to the start."""
+        conns = self.connections
+        i = self._idle_upto
+        while i < len(conns) and conns[i].inflight == 0:
+            i += 1
+        self._idle_upto = i
+        if i < len(conns):
+            return False
+        if all(c.inflight == 0 for c in conns):
+            return True
+        self._idle_upto = 0
+        return False
 
     # -- background tasks --------------------------------------------------------------
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import socket
+import sys
 from typing import Any
 
 
@@ -18,6 +20,15 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def peak_rss_bytes() -> int:
+    """The calling process's peak resident memory so far, in bytes (``ru_maxrss``: KiB on
+    Linux, bytes on macOS). Each worker sends its own with its summary; the coordinator's
+    is the environment's ``peak_rss_bytes``: a run's memory is read from its result, not
+    from a tool watching it."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024
 
 
 def describe_environment(event_loop: str) -> dict[str, Any]:

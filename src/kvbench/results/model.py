@@ -56,6 +56,7 @@ class WorkerRecord(TypedDict, total=False):
     cpu_wait_s: float  # where its kernel says how long its loop waited for a CPU
     errors: dict[str, int]
     driver: str  # engine/fastpath.py: compiled, or python and why
+    peak_rss_bytes: int | None  # its peak resident memory (ru_maxrss); None: not told
     mismatch_keys: list[str]  # --verify: example keys whose value did not check
     share: float  # of the run's ops
     set_s: float  # put-get-batches: how long its batch of sets took

@@ -24,7 +24,7 @@ from kvbench.engine.shards import check_shards
 from kvbench.engine.worker import WorkerSpec, WorkerSummary
 from kvbench.errors import ConfigError, RunAborted, TargetUnreachable, WorkerFailed
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
-from kvbench.results.environment import describe_environment
+from kvbench.results.environment import describe_environment, peak_rss_bytes
 from kvbench.results.model import RoundRecord, RunResult, TargetRecord, WorkerRecord
 from kvbench.results.queue import QueueSection
 from kvbench.results.trace import TraceSection
@@ -87,6 +87,7 @@ class _WorkerTotals:
     cpu_wait_s: float | None = None  # where its kernel says (engine/clock.py)
     failed: bool = False  # in any round
     driver: str | None = None  # its last round's (engine/fastpath.py)
+    peak_rss_bytes: int | None = None  # its whole life's: the largest over the rounds
     mismatch_keys: list[str] = field(default_factory=list)  # --verify examples
 
     def add(self, heard: _RoundReports) -> None:
@@ -101,6 +102,8 @@ class _WorkerTotals:
         summary = heard.summaries.get(i)
         if summary is not None:
             self.driver = summary.driver
+            peak = max(self.peak_rss_bytes or 0, summary.peak_rss_bytes or 0)
+            self.peak_rss_bytes = peak or None
             self.mismatch_keys.extend(summary.mismatch_keys)
 
     def record(self, total_ops: int) -> WorkerRecord:
@@ -116,6 +119,7 @@ class _WorkerTotals:
             record["cpu_wait_s"] = self.cpu_wait_s
         if self.driver is not None:
             record["driver"] = self.driver
+            record["peak_rss_bytes"] = self.peak_rss_bytes
         if self.mismatch_keys:
             record["mismatch_keys"] = self.mismatch_keys
         record["share"] = round(self.ops / total_ops, 4) if total_ops else 0.0
@@ -568,6 +572,7 @@ def fresh_result(*, driver: str | None = None, **fields: Unpack[ResultFields]) -
     environment = describe_environment(event_loop_name())
     if driver is not None:
         environment["driver"] = driver
+    environment["peak_rss_bytes"] = peak_rss_bytes()  # the coordinator's, up to now
     return RunResult(
         run_id=new_run_id(), kvbench_version=__version__, environment=environment, **fields
     )

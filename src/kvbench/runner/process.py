@@ -30,6 +30,7 @@ from kvbench.engine.queue_worker import QueueReport, QueueWorker, QueueWorkerSpe
 from kvbench.engine.worker import Worker, WorkerSpec, WorkerSummary
 from kvbench.errors import ConfigError, TargetUnreachable
 from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.results.environment import peak_rss_bytes
 from kvbench.runner import interrupts
 from kvbench.runner import messages as m
 
@@ -192,7 +193,7 @@ async def serve(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
     loop.remove_reader(pipe.fileno())
     if offset_ns and isinstance(summary, WorkerSummary):
         summary = _shift_summary(summary, offset_ns)
-    pipe.send(m.Done(index, summary))
+    pipe.send(m.Done(index, replace(summary, peak_rss_bytes=peak_rss_bytes())))
 
 
 async def _preload(

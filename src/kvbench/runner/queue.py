@@ -536,6 +536,7 @@ def _worker_row(worker: _Worker) -> WorkerRecord:
     row["ops"] = sum(i.snapshot.ops() for i in worker.intervals.values())
     row["status"] = "failed" if worker.failure else (summary.status if summary else "unknown")
     row["cpu_s"] = round(summary.cpu_s, 3) if summary else None
+    row["peak_rss_bytes"] = summary.peak_rss_bytes if summary else None
     row["active_s"] = round(summary.active_s, 3) if summary else None
     if summary and summary.cpu_wait_s is not None:
         row["cpu_wait_s"] = round(summary.cpu_wait_s, 3)

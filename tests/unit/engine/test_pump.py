@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -325,7 +326,7 @@ def test_the_fifo_keeps_each_requests_opaque_as_its_ring_wraps_and_grows(name: s
     tally.budget = 200
     p.issue(50)
     assert p.received(b"".join(miss(name, o) for o in range(30))) == 0  # 30 more sent
-    p.issue(150)  # past the ring's 64 entries, from its middle
+    p.issue(150)  # past the ring's first entries and its doublings, from its middle
     assert p.inflight == 170 and tally.budget == 0
     assert p.received(b"".join(miss(name, o) for o in range(30, 200))) == 1  # all answered
     assert p.error is None and tally.pending == 200 and p.inflight == 0
@@ -607,3 +608,19 @@ def test_bytes_are_counted_by_op_each_request_and_reply_its_own() -> None:
     assert p.received(b"STORED\r\nNONSENSE\r\n") == 2  # (the 4th request, a set, first)
     assert p.error == "unexpected reply to get: b'NONSENSE'"
     assert _bytes_by_op(tally)[1] == [0] * len(rx)
+
+
+def test_a_connection_at_pipeline_1_holds_a_small_request_buffer_and_ring() -> None:
+    """Kept per connection: 10,000 connections held a 4 KiB request buffer and a 64-entry
+    ring (2 KiB) each from their first request, 6 of the ~15 KB each cost its worker.
+    Both start small and double as a deeper pipeline needs (the ring test above)."""
+    pumps = [pump() for _ in range(200)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _, p, _ in pumps:
+            assert p.issue(1) == 0
+        grown = (tracemalloc.get_traced_memory()[0] - before) / len(pumps)
+    finally:
+        tracemalloc.stop()
+    assert grown < 1024, f"{grown:.0f} bytes per connection"

@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import ssl
 
+import pytest
+
 from kvbench.config.model import ReportConfig
 from kvbench.config.queue import build_queue_config
+from kvbench.engine import reconnect
 from kvbench.engine.queue_worker import QueueWorker, QueueWorkerSpec
 from kvbench.engine.reconnect import RECONNECT_FIRST_NS, backoff, connect_error_text
 from kvbench.errors import SetupRefused, TargetUnreachable
@@ -67,3 +70,23 @@ def test_a_queue_link_refused_at_accept_is_counted_and_backs_off_as_a_load_conne
     assert delays == [2 * RECONNECT_FIRST_NS, 4 * RECONNECT_FIRST_NS, 8 * RECONNECT_FIRST_NS]
     assert (stats["connect_resets"], stats["reconnects"], stats["connects"]) == (3, 3, 4)
     assert stats["connections_live_min"] == 0 and live == 1
+
+
+def test_a_worker_opens_its_links_a_few_hundred_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """10,000 connects at once overflowed the server's listen backlog and timed out."""
+    in_flight, most, opened = 0, 0, []
+
+    async def fake_open(link: object, timeout_ns: int) -> None:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        in_flight -= 1
+        opened.append(link)
+
+    monkeypatch.setattr(reconnect, "open_link", fake_open)
+    links = [object() for _ in range(3 * reconnect.CONNECTS_IN_FLIGHT + 5)]
+    asyncio.run(reconnect.open_links(links, 10**9))  # type: ignore[arg-type]
+    assert most == reconnect.CONNECTS_IN_FLIGHT
+    assert sorted(map(id, opened)) == sorted(map(id, links))

@@ -57,6 +57,7 @@ def test_workers_are_recorded_over_the_rounds_in_the_stored_shape() -> None:
             "status": "ok",
             "cpu_wait_s": 0.002,
             "driver": "compiled",
+            "peak_rss_bytes": None,  # its summaries told none
             "mismatch_keys": ["k1"],
             "share": 0.3333,
         },
@@ -69,13 +70,15 @@ def test_workers_are_recorded_over_the_rounds_in_the_stored_shape() -> None:
             "cpu_s": 0.002,
             "status": "failed",  # failed in its second round
             "driver": "compiled",  # its first round's: the second sent no summary
+            "peak_rss_bytes": None,
             "share": 0.6667,
         },
     ]
     assert [list(w) for w in result.workers] == [
         ["index", "host", "pid", "ops", "succeeded", "cpu_s", "status", "cpu_wait_s", "driver",
-         "mismatch_keys", "share"],
-        ["index", "host", "pid", "ops", "succeeded", "cpu_s", "status", "driver", "share"],
+         "peak_rss_bytes", "mismatch_keys", "share"],
+        ["index", "host", "pid", "ops", "succeeded", "cpu_s", "status", "driver",
+         "peak_rss_bytes", "share"],
     ]  # fmt: skip
     assert result.status == "partial"
     assert result.environment["driver"] == "compiled"
@@ -85,5 +88,6 @@ def test_workers_are_recorded_over_the_rounds_in_the_stored_shape() -> None:
 def test_a_worker_that_never_said_ready_has_no_host() -> None:
     result = _coordinator()._result([_round(0, 0.5, set())], "2026-12-02T00:00:00+00:00", [])
     assert list(result.workers[0]) == [
-        "index", "ops", "succeeded", "cpu_s", "status", "cpu_wait_s", "driver", "share",
+        "index", "ops", "succeeded", "cpu_s", "status", "cpu_wait_s", "driver",
+        "peak_rss_bytes", "share",
     ]  # fmt: skip

@@ -151,10 +151,11 @@ def test_a_queue_workers_record_keeps_its_stored_keys_and_order() -> None:
                                 errors={"timeout": 2})  # fmt: skip
     assert list(_worker_row(done).items()) == [
         ("role", "producer"), ("index", 0), ("host", "h0"), ("pid", 11), ("ops", 0),
-        ("status", "ok"), ("cpu_s", 0.123), ("active_s", 1.5), ("cpu_wait_s", 0.001),
+        ("status", "ok"), ("cpu_s", 0.123), ("peak_rss_bytes", None), ("active_s", 1.5),
+        ("cpu_wait_s", 0.001),
         ("errors", {"timeout": 2}),
     ]  # fmt: skip
     assert list(_worker_row(silent).items()) == [
         ("role", "consumer"), ("index", 0), ("ops", 0), ("status", "unknown"),
-        ("cpu_s", None), ("active_s", None), ("errors", {}),
+        ("cpu_s", None), ("peak_rss_bytes", None), ("active_s", None), ("errors", {}),
     ]  # fmt: skip

@@ -1,0 +1,49 @@
+"""A worker's end of drain with thousands of connections: asked on every reply whether any
+connection has a request in flight, it walks them once over the drain, not once a reply."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from kvbench.engine.worker import Worker
+
+
+class Counted:
+    """A connection whose ``inflight`` counts how often it is read."""
+
+    reads = 0
+
+    def __init__(self, inflight: int) -> None:
+        self._inflight = inflight
+
+    @property
+    def inflight(self) -> int:
+        Counted.reads += 1
+        return self._inflight
+
+
+def test_the_drain_walks_the_connections_once_not_once_per_reply() -> None:
+    n = 2_000
+    conns = [Counted(1) for _ in range(n)]
+    worker = SimpleNamespace(connections=conns, _idle_upto=0)
+    Counted.reads = 0
+    answers = []
+    for conn in conns:  # each reply empties one connection, in order, and asks
+        conn._inflight = 0
+        answers.append(Worker._all_idle(worker))
+    assert answers == [False] * (n - 1) + [True]
+    assert Counted.reads <= 3 * n  # a scan from the start on each reply: n * n / 2
+
+
+def test_a_request_sent_behind_the_scan_is_still_waited_for() -> None:
+    """A cluster's redirect sends on a connection the scan has passed: not finished."""
+    conns = [Counted(0) for _ in range(10)]
+    worker = SimpleNamespace(connections=conns, _idle_upto=0)
+    conns[9]._inflight = 1
+    assert not Worker._all_idle(worker)
+    assert worker._idle_upto == 9
+    conns[2]._inflight = 1  # sent behind the scan
+    conns[9]._inflight = 0
+    assert not Worker._all_idle(worker)
+    conns[2]._inflight = 0
+    assert Worker._all_idle(worker)
