@@ -376,6 +376,23 @@ class DaskLauncher:
         self._futures = []
 
 
+def workers_line(workers: Sequence[dict[str, Any]]) -> str:
+    """The ``workers:`` line after a cluster run: each worker's machine (host name and
+    address), pid, ops, share, how long after the earliest it began, and its status."""
+    return "workers: " + "  ".join(_worker_words(w) for w in workers)
+
+
+def _worker_words(worker: dict[str, Any]) -> str:
+    where = worker.get("host", "?")
+    if worker.get("address"):
+        where += f" {worker['address']}"
+    started = f" start +{worker['start_skew_ms']:.1f}ms" if "start_skew_ms" in worker else ""
+    return (
+        f"{where} pid {worker.get('pid', '?')} {worker['ops']:,} ops {worker['share']:.1%}"
+        f"{started} ({worker['status']})"
+    )
+
+
 def _distributed() -> Any:
     """The ``distributed`` module, imported on first use (typed Any: its typing varies)."""
     try:

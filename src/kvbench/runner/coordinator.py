@@ -255,7 +255,7 @@ class Coordinator:
             for message in self._receive(tally):
                 if isinstance(message, m.Ready):
                     ready.add(message.worker)
-                    self._hosts[message.worker] = {"host": message.host, "pid": message.pid}
+                    self._hosts[message.worker] = _host_entry(message)
             self._raise_on_failure(tally, "preflight")
 
     def _preload(self, tally: _Tally) -> None:
@@ -420,6 +420,8 @@ class Coordinator:
                     entry["driver"] = summary.driver
                 if summary is not None and summary.mismatch_keys:  # --verify examples
                     entry.setdefault("mismatch_keys", []).extend(summary.mismatch_keys)
+        if self.config.load.cluster is not None:
+            _start_skews(workers, tallies)
         total_ops = sum(entry["ops"] for entry in workers.values())
         for entry in workers.values():
             entry["share"] = round(entry["ops"] / total_ops, 4) if total_ops else 0.0
@@ -506,13 +508,58 @@ class Coordinator:
     def _round_errors(self, tally: _Tally, label: bool) -> list[str]:
         prefix = f"round {tally.round + 1}: " if label else ""
         errors = [
-            f"{prefix}worker {i}: {msg.strip().splitlines()[-1]}"
+            f"{prefix}{self._worker_name(i)}: {msg.strip().splitlines()[-1]}"
             for i, msg in sorted(tally.failures.items())
         ]
         for index, summary in sorted(tally.summaries.items()):
             if summary.last_error:
-                errors.append(f"{prefix}worker {index}: {summary.last_error} ({summary.errors})")
+                errors.append(
+                    f"{prefix}{self._worker_name(index)}: {summary.last_error} ({summary.errors})"
+                )
         return errors
+
+    def _worker_name(self, index: int) -> str:
+        """``worker 2``, with its machine's address on a cluster (``worker 2 (10.0.0.7)``)."""
+        address = self._hosts.get(index, {}).get("address")
+        return f"worker {index} ({address})" if address else f"worker {index}"
+
+
+def _host_entry(ready: m.Ready) -> dict[str, Any]:
+    """Who a worker is: host and pid; on a cluster, its address and clock offset too."""
+    entry: dict[str, Any] = {"host": ready.host, "pid": ready.pid}
+    if ready.address:
+        entry["address"] = ready.address
+        entry["clock_offset_ms"] = round(ready.clock_offset_ns / 1e6, 3)
+    return entry
+
+
+def _start_skews(workers: dict[int, dict[str, Any]], tallies: list[_Tally]) -> None:
+    """When each worker really began (the first round's, on the coordinator's clock) and
+    how far after the earliest worker it came, ``start_skew_ms``.
+
+    All are told one instant; one that began later got Start late or was busy. A worker
+    lost before its summary came is placed at its first interval's start (the instant
+    it was told), so the skew lists it too.
+    """
+    starts: dict[int, int] = {}
+    for tally in tallies:
+        for index in range(tally.n_workers):
+            if index in starts:
+                continue
+            summary = tally.summaries.get(index)
+            if summary is not None and summary.began_ns:
+                starts[index] = summary.began_ns
+                continue
+            firsts = [tally.intervals[i][index] for i in sorted(tally.intervals)
+                      if index in tally.intervals[i]]  # fmt: skip
+            if firsts:
+                starts[index] = firsts[0].start_ns
+    if not starts:
+        return
+    earliest = min(starts.values())
+    for index, start_ns in starts.items():
+        workers[index]["began_ns"] = start_ns
+        workers[index]["start_skew_ms"] = round((start_ns - earliest) / 1e6, 3)
 
 
 def fresh_result(*, driver: str | None = None, **fields: Any) -> RunResult:

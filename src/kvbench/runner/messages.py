@@ -35,6 +35,10 @@ class Ready:
     worker: int
     host: str
     pid: int
+    # On another machine: its address on the link to the coordinator, and its monotonic
+    # clock's offset from the coordinator's (runner/cluster.py); "" and 0 for a local pipe.
+    address: str = ""
+    clock_offset_ns: int = 0
     version: int = VERSION
 
 
