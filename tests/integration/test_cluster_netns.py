@@ -24,7 +24,14 @@ import pytest
 from kvbench.results.store import Store
 from tests.support.cli import all_phase_counts, read_json
 from tests.support.dask_cluster import require_distributed
-from tests.support.netns import ClusterLab, cluster_lab, require_netns, wait_for_line, worker_ip
+from tests.support.netns import (
+    SERVER_IP,
+    ClusterLab,
+    cluster_lab,
+    require_netns,
+    wait_for_line,
+    worker_ip,
+)
 from tests.support.servers import require_binary
 
 pytestmark = pytest.mark.integration
@@ -104,24 +111,23 @@ def test_a_sweep_across_namespaces_adds_up_per_worker_and_to_the_server(
     assert "workers: " in done.stdout and "start +" in done.stdout
 
 
-def test_cutting_a_load_machines_link_mid_run_is_partial_naming_it(
+def test_a_cut_link_is_partial_naming_that_machine_and_a_cut_route_names_its_errors(
     lab: ClusterLab, tmp_path: Path
 ) -> None:
-    """Run last in this module: the cut machine stays cut."""
+    """Mid-run, w2's link goes down (the machine drops off the network: the coordinator
+    loses it) and w1 loses only its route to the server (its requests fail, it still
+    reports). Run last in this module: w2 stays cut."""
     out = tmp_path / "run.json"
     argv = lab.kvbench_argv(
         "run", lab.target, "--cluster", lab.scheduler, "--duration", "3s", "--interval", "1s",
         "--timeout", "1s", "-c", "3", "--json", str(out), "--no-save",
     )  # fmt: skip
     proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV
     )
     try:
         assert wait_for_line(proc, "ops/s", RUN_TIMEOUT_S)  # the window is running
+        lab.lab.ip("w1", "route", "add", "blackhole", f"{SERVER_IP}/32")
         lab.lab.cut("w2")
         stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
     finally:
@@ -132,11 +138,15 @@ def test_cutting_a_load_machines_link_mid_run_is_partial_naming_it(
     assert "Traceback" not in stderr
     doc = read_json(out)
     assert doc["status"] == "partial"
+    w0, w1, w2 = (worker_ip(i) for i in range(WORKERS))
     by_address = {w["address"]: w for w in doc["workers"]}
-    cut = worker_ip(2)
-    assert by_address[cut]["status"] == "failed"
-    survivors = [w for a, w in by_address.items() if a != cut]
-    assert all(w["status"] == "ok" and w["ops"] > 0 for w in survivors)
+    assert by_address[w2]["status"] == "failed"  # lost: named, its reported share kept
+    assert any(e.startswith(f"worker 2 ({w2}): stopped reporting") for e in doc["errors"])
+    assert by_address[w1]["status"] == "ok"  # still reporting: its failures are counted
+    assert any(e.startswith(f"worker 1 ({w1}): ") for e in doc["errors"]), doc["errors"]
+    assert doc["totals"]["errors"] > 0
+    assert by_address[w0]["status"] == "ok" and by_address[w0]["ops"] > 0
     assert sum(w["ops"] for w in doc["workers"]) == doc["totals"]["ops"]
-    assert any(e.startswith(f"worker 2 ({cut}): ") for e in doc["errors"]), doc["errors"]
-    assert "status: partial" in stdout and f"worker 2 ({cut})" in stdout
+    assert "status: partial" in stdout and f"worker 2 ({w2})" in stdout
+    if "server's counters disagree" in stdout:  # w2's last, unreported requests
+        assert f"worker 2 ({w2}) was lost mid-run" in stdout

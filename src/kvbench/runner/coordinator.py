@@ -26,6 +26,7 @@ from kvbench.errors import ConfigError, RunAborted, TargetUnreachable, WorkerFai
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.environment import describe_environment
 from kvbench.results.model import RunResult
+from kvbench.results.status import CONNECTION_FAILURE_STATS
 from kvbench.results.trace import TraceSection
 from kvbench.runner import interrupts, probe, redis_cluster
 from kvbench.runner import messages as m
@@ -321,7 +322,12 @@ class Coordinator:
                 # a worker's ops and CPU are the measured window's, as the verdicts divide
                 # them by it (warm-up and preload CPU would read as a busy client)
                 worker = message.worker
-                tally.ops_by_worker[worker] = tally.ops_by_worker.get(worker, 0) + snap.ops()
+                # as the totals count them: failed connection attempts are ops too
+                # (results/status.py), so the workers' ops add up to the run's
+                attempted = snap.ops() + sum(
+                    int(snap.stats.get(name, 0)) for name in CONNECTION_FAILURE_STATS
+                )
+                tally.ops_by_worker[worker] = tally.ops_by_worker.get(worker, 0) + attempted
                 tally.succeeded_by_worker[worker] = (
                     tally.succeeded_by_worker.get(worker, 0) + snap.succeeded()
                 )
