@@ -54,6 +54,7 @@ from kvbench.results.queue import QueueInterval
 from kvbench.results.status import EXIT_CODES, FAILED, INTERRUPTED, Status
 from kvbench.results.store import Store
 from kvbench.runner import interrupts
+from kvbench.runner.cluster import workers_line
 from kvbench.runner.coordinator import Coordinator
 from kvbench.runner.embedded import throwaway_memcached
 from kvbench.runner.levels import run_comparison, run_sweep
@@ -195,13 +196,7 @@ def measure(console: Console, config: RunConfig) -> RunResult:
         result = Coordinator(config, view.interval, view.note).run()
     sys.stdout.flush()
     if load.cluster:
-        console.print(
-            "workers: "
-            + "  ".join(
-                f"{w.get('host', '?')} pid {w.get('pid', '?')} {w['share']:.1%} ({w['status']})"
-                for w in result.workers
-            )
-        )
+        console.print(workers_line(result.workers))
     return result
 
 

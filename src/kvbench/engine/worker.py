@@ -95,6 +95,9 @@ class WorkerSummary:
     measure_start_ns: int
     measure_end_ns: int
     errors: dict[str, int] = field(default_factory=dict)
+    # When the worker really began, after waiting for the common start instant (it is
+    # late when Start reached it late, or its loop was busy): the start skew across hosts.
+    began_ns: int = 0
     last_error: str | None = None
     mismatch_keys: list[str] = field(default_factory=list)  # --verify: example keys
     driver: str = "python"  # "compiled", or "python (<why>)": engine/fastpath.py
@@ -172,6 +175,7 @@ class Worker(LinkKeeper):
         self._index = 0
         self._interval_start_ns = 0
         self._measure_start_ns = 0
+        self._began_ns = 0
         self._measure_end_ns = NEVER
         self._cpu_mark_ns = time.process_time_ns()
         self._wait_mark_ns = cpu_wait_ns()
@@ -328,6 +332,7 @@ class Worker(LinkKeeper):
         )
         self._finished = asyncio.Event()
         await asyncio.sleep(max(0, start_ns - _now()) / 1e9)
+        self._began_ns = _now()
         self._interval_start_ns = start_ns
         self._cpu_mark_ns, self._wait_mark_ns = time.process_time_ns(), cpu_wait_ns()
         self.restart_live_min()
@@ -383,6 +388,7 @@ class Worker(LinkKeeper):
         return WorkerSummary(
             measure_start_ns=self._measure_start_ns,
             measure_end_ns=self._measure_end_ns,
+            began_ns=self._began_ns,
             mismatch_keys=list(self.verifier.examples) if self.verifier else [],
             driver=driver_name(self.python_reason),
             trace=self.feed.report() if self.feed is not None else None,

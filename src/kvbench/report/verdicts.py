@@ -238,12 +238,28 @@ def server_verdicts(ev: Evidence) -> list[Verdict]:
             Verdict(
                 "server.reconciliation",
                 "warning",
-                f"the server's counters disagree with the client's ({names}): another client may "
-                "be using the server, or requests were lost",
+                f"the server's counters disagree with the client's ({names}): "
+                + _mismatch_cause(ev.run, bad),
                 {r.name: {"client": r.client, "server": r.server} for r in bad},
             )
         )
     return out
+
+
+def _mismatch_cause(run: RunResult, bad: list[Reconciled]) -> str:
+    """Why the server counted more than the client: a worker lost mid-run (its machine or
+    link gone) had requests served after its last report, which nothing counts."""
+    lost = [w for w in run.workers if w.get("status") == "failed"]
+    if lost and all(r.server > r.client for r in bad):
+        who = ", ".join(
+            f"worker {w['index']} ({w['address']})" if w.get("address") else f"worker {w['index']}"
+            for w in lost
+        )
+        return (
+            f"{who} was lost mid-run: the server also served what it sent after its last "
+            "report, which no figure counts"
+        )
+    return "another client may be using the server, or requests were lost"
 
 
 def measurement_verdicts(ev: Evidence) -> list[Verdict]:

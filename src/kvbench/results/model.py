@@ -48,6 +48,8 @@ class WorkerRecord(TypedDict, total=False):
     index: int
     host: str
     pid: int
+    address: str  # a cluster's: the worker's address on its link to the coordinator
+    clock_offset_ms: float  # a cluster's: its clock's offset from the coordinator's
     ops: int
     succeeded: int
     cpu_s: float | None
@@ -58,6 +60,8 @@ class WorkerRecord(TypedDict, total=False):
     driver: str  # engine/fastpath.py: compiled, or python and why
     peak_rss_bytes: int | None  # its peak resident memory (ru_maxrss); None: not told
     mismatch_keys: list[str]  # --verify: example keys whose value did not check
+    began_ns: int  # a cluster's: when it began, on the coordinator's clock
+    start_skew_ms: float  # a cluster's: how long after the earliest worker it began
     share: float  # of the run's ops
     set_s: float  # put-get-batches: how long its batch of sets took
     get_s: float

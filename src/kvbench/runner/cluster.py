@@ -32,6 +32,7 @@ from kvbench.config.cluster import INSTALL_HINT, split_listen_address
 from kvbench.config.model import LoadConfig
 from kvbench.engine.worker import WorkerSpec
 from kvbench.errors import ConfigError, MessageError, TargetUnreachable, WorkerFailed
+from kvbench.results.model import WorkerRecord
 from kvbench.runner import messages as m
 from kvbench.runner.process import ProcessSpec, run_worker
 
@@ -374,6 +375,23 @@ class DaskLauncher:
         if pending and self._client is not None:
             self._client.cancel(pending)
         self._futures = []
+
+
+def workers_line(workers: Sequence[WorkerRecord]) -> str:
+    """The ``workers:`` line after a cluster run: each worker's machine (host name and
+    address), pid, ops, share, how long after the earliest it began, and its status."""
+    return "workers: " + "  ".join(_worker_words(w) for w in workers)
+
+
+def _worker_words(worker: WorkerRecord) -> str:
+    where = worker.get("host", "?")
+    if worker.get("address"):
+        where += f" {worker['address']}"
+    started = f" start +{worker['start_skew_ms']:.1f}ms" if "start_skew_ms" in worker else ""
+    return (
+        f"{where} pid {worker.get('pid', '?')} {worker['ops']:,} ops {worker.get('share', 0.0):.1%}"
+        f"{started} ({worker['status']})"
+    )
 
 
 def _distributed() -> Any:

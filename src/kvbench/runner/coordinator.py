@@ -27,6 +27,7 @@ from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.environment import describe_environment, peak_rss_bytes
 from kvbench.results.model import RoundRecord, RunResult, TargetRecord, WorkerRecord
 from kvbench.results.queue import QueueSection
+from kvbench.results.status import CONNECTION_FAILURE_STATS
 from kvbench.results.trace import TraceSection
 from kvbench.runner import interrupts, probe, redis_cluster
 from kvbench.runner import messages as m
@@ -80,7 +81,7 @@ class _WorkerTotals:
     """One worker process over the rounds: what the run's ``workers`` record of it."""
 
     index: int
-    host: tuple[str, int] | None  # host and pid, as its last Ready said (None: it never did)
+    host: _Host | None  # as its last Ready said (None: it never did)
     ops: int = 0
     succeeded: int = 0  # ops not an error
     cpu_s: float = 0.0
@@ -89,6 +90,8 @@ class _WorkerTotals:
     driver: str | None = None  # its last round's (engine/fastpath.py)
     peak_rss_bytes: int | None = None  # its whole life's: the largest over the rounds
     mismatch_keys: list[str] = field(default_factory=list)  # --verify examples
+    began_ns: int | None = None  # a cluster's: when it began, on the coordinator's clock
+    start_skew_ms: float | None = None  # a cluster's: how long after the earliest worker
 
     def add(self, heard: _RoundReports) -> None:
         """Add what it reported in a round (CPU rounded to the ms as each round adds)."""
@@ -110,7 +113,10 @@ class _WorkerTotals:
         """Its record, ``share`` of the run's ``total_ops`` (keys in the stored order)."""
         record: WorkerRecord = {"index": self.index}
         if self.host is not None:
-            record["host"], record["pid"] = self.host
+            record["host"], record["pid"] = self.host.host, self.host.pid
+            if self.host.address:
+                record["address"] = self.host.address
+                record["clock_offset_ms"] = self.host.clock_offset_ms
         record["ops"] = self.ops
         record["succeeded"] = self.succeeded
         record["cpu_s"] = self.cpu_s
@@ -122,6 +128,9 @@ class _WorkerTotals:
             record["peak_rss_bytes"] = self.peak_rss_bytes
         if self.mismatch_keys:
             record["mismatch_keys"] = self.mismatch_keys
+        if self.began_ns is not None and self.start_skew_ms is not None:
+            record["began_ns"] = self.began_ns
+            record["start_skew_ms"] = self.start_skew_ms
         record["share"] = round(self.ops / total_ops, 4) if total_ops else 0.0
         return record
 
@@ -150,7 +159,7 @@ class Coordinator:
         self._on_interval = on_interval or (lambda snap: None)
         self._on_event = on_event or (lambda text: None)
         self._pool = WorkerPool(self._launcher)
-        self._hosts: dict[int, tuple[str, int]] = {}  # host and pid, by worker
+        self._hosts: dict[int, _Host] = {}  # by worker, as its Ready said
         self._stopping = False
         self._aborted_round: str | None = None
         self._server: dict[str, Any] = {}
@@ -308,7 +317,7 @@ class Coordinator:
             for message in self._receive(heard):
                 if isinstance(message, m.Ready):
                     ready.add(message.worker)
-                    self._hosts[message.worker] = (message.host, message.pid)
+                    self._hosts[message.worker] = _host_entry(message)
             self._raise_on_failure(heard, "preflight")
 
     def _preload(self, heard: _RoundReports) -> None:
@@ -374,7 +383,12 @@ class Coordinator:
                 # a worker's ops and CPU are the measured window's, as the verdicts divide
                 # them by it (warm-up and preload CPU would read as a busy client)
                 worker = message.worker
-                heard.ops_by_worker[worker] = heard.ops_by_worker.get(worker, 0) + snap.ops()
+                # as the totals count them: failed connection attempts are ops too
+                # (results/status.py), so the workers' ops add up to the run's
+                attempted = snap.ops() + sum(
+                    int(snap.stats.get(name, 0)) for name in CONNECTION_FAILURE_STATS
+                )
+                heard.ops_by_worker[worker] = heard.ops_by_worker.get(worker, 0) + attempted
                 heard.succeeded_by_worker[worker] = (
                     heard.succeeded_by_worker.get(worker, 0) + snap.succeeded()
                 )
@@ -449,6 +463,8 @@ class Coordinator:
             errors.extend(self._round_errors(heard, len(rounds_heard) > 1))
             for i in range(heard.n_workers):
                 workers.setdefault(i, _WorkerTotals(i, self._hosts.get(i))).add(heard)
+        if self.config.load.cluster is not None:
+            _start_skews(workers, rounds_heard)
         total_ops = sum(totals.ops for totals in workers.values())
         statuses = [r["status"] for r in rounds]
         if self._stopping or "interrupted" in statuses:
@@ -536,13 +552,65 @@ class Coordinator:
     def _round_errors(self, heard: _RoundReports, label: bool) -> list[str]:
         prefix = f"round {heard.round + 1}: " if label else ""
         errors = [
-            f"{prefix}worker {i}: {msg.strip().splitlines()[-1]}"
+            f"{prefix}{self._worker_name(i)}: {msg.strip().splitlines()[-1]}"
             for i, msg in sorted(heard.failures.items())
         ]
         for index, summary in sorted(heard.summaries.items()):
             if summary.last_error:
-                errors.append(f"{prefix}worker {index}: {summary.last_error} ({summary.errors})")
+                errors.append(
+                    f"{prefix}{self._worker_name(index)}: {summary.last_error} ({summary.errors})"
+                )
         return errors
+
+    def _worker_name(self, index: int) -> str:
+        """``worker 2``, with its machine's address on a cluster (``worker 2 (10.0.0.7)``)."""
+        host = self._hosts.get(index)
+        address = host.address if host is not None else ""
+        return f"worker {index} ({address})" if address else f"worker {index}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Host:
+    """Who a worker is, as its Ready said: host and pid; on a cluster, its address on the
+    link to the coordinator and its clock's offset from the coordinator's."""
+
+    host: str
+    pid: int
+    address: str = ""
+    clock_offset_ms: float = 0.0
+
+
+def _host_entry(ready: m.Ready) -> _Host:
+    return _Host(ready.host, ready.pid, ready.address, round(ready.clock_offset_ns / 1e6, 3))
+
+
+def _start_skews(workers: dict[int, _WorkerTotals], rounds_heard: list[_RoundReports]) -> None:
+    """When each worker really began (the first round's, on the coordinator's clock) and
+    how far after the earliest worker it came, ``start_skew_ms``.
+
+    All are told one instant; one that began later got Start late or was busy. A worker
+    lost before its summary came is placed at its first interval's start (the instant
+    it was told), so the skew lists it too.
+    """
+    starts: dict[int, int] = {}
+    for heard in rounds_heard:
+        for index in range(heard.n_workers):
+            if index in starts:
+                continue
+            summary = heard.summaries.get(index)
+            if summary is not None and summary.began_ns:
+                starts[index] = summary.began_ns
+                continue
+            firsts = [heard.intervals[i][index] for i in sorted(heard.intervals)
+                      if index in heard.intervals[i]]  # fmt: skip
+            if firsts:
+                starts[index] = firsts[0].start_ns
+    if not starts:
+        return
+    earliest = min(starts.values())
+    for index, start_ns in starts.items():
+        workers[index].began_ns = start_ns
+        workers[index].start_skew_ms = round((start_ns - earliest) / 1e6, 3)
 
 
 class ResultFields(TypedDict, total=False):

@@ -15,6 +15,7 @@ from kvbench.config.model import LoadConfig, RunConfig
 from kvbench.errors import ConfigError, RunAborted, TargetUnreachable
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.results.model import RunResult, combine_rounds
+from kvbench.runner.cluster import workers_line
 from kvbench.runner.coordinator import Coordinator
 
 AXES = ("connections", "pipeline", "rate")
@@ -108,6 +109,8 @@ def run_sweep(
             on_event(f"level {level:g} {NOT_STARTED}")
             break
         result.label = f"{axis} {level:g}"  # what tells the levels apart in the history
+        if config.load.cluster is not None:
+            on_event(f"level {level:g}: {workers_line(result.workers)}")
         warmup = result.phases.get("warmup")
         if warmup is not None:
             on_event(f"level {level:g}: warm-up {warmup.ops():,} ops (excluded)")

@@ -42,6 +42,10 @@ class Ready(_Versioned):
     worker: int
     host: str
     pid: int
+    # On another machine: its address on the link to the coordinator, and its monotonic
+    # clock's offset from the coordinator's (runner/cluster.py); "" and 0 for a local pipe.
+    address: str = ""
+    clock_offset_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,6 +119,7 @@ def _shift_summary(summary: WorkerSummary, offset_ns: int) -> WorkerSummary:
         summary,
         measure_start_ns=shift(summary.measure_start_ns),
         measure_end_ns=shift(summary.measure_end_ns),
+        began_ns=shift(summary.began_ns) if summary.began_ns else 0,
     )
 
 
@@ -147,6 +148,21 @@ def _worker_for(spec: ProcessSpec, pipe: Pipe, offset_ns: int) -> Worker | Queue
         pipe.send(m.Snapshot(index, _on_coordinator_clock(snap, offset_ns)))
 
     return Worker(spec, send_snapshot)
+
+
+def _link_address(pipe: Pipe) -> str:
+    """This end's IP address when the pipe is a TCP connection (a cluster worker), else "".
+
+    It names the load machine as the coordinator's network sees it, which the host name
+    may not (containers, network namespaces and cloud images often share one).
+    """
+    try:
+        with socket.socket(fileno=os.dup(pipe.fileno())) as sock:
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                return str(sock.getsockname()[0])
+    except OSError:
+        pass
+    return ""
 
 
 async def serve(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
@@ -178,7 +194,7 @@ async def serve(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
         pipe.send(m.Failed(index, "config", exc.message, exc.path))
         return
     _settle_gc()
-    pipe.send(m.Ready(index, socket.gethostname(), os.getpid()))
+    pipe.send(m.Ready(index, socket.gethostname(), os.getpid(), _link_address(pipe), offset_ns))
     watch_pipe(pipe, on_readable)
     command = await inbox.get()
     if isinstance(command, m.Preload) and isinstance(worker, Worker):

@@ -6,7 +6,7 @@ from typing import Any
 
 from kvbench.metrics import Histogram, IntervalSnapshot
 from kvbench.report.latency import latency_summary, min_samples
-from kvbench.report.reconcile import ServerCpu, reconcile, server_cpu
+from kvbench.report.reconcile import Reconciled, ServerCpu, reconcile, server_cpu
 from kvbench.report.verdicts import Evidence, all_verdicts, littles_law
 from kvbench.results.model import RunResult
 from kvbench.results.status import Tally
@@ -330,3 +330,23 @@ def test_a_busy_worker_beside_a_saturated_server_is_not_called_the_limit() -> No
     starved = run([], workers=[{"index": 0, "cpu_s": 0.5, "cpu_wait_s": 0.45}])
     flagged = {v.id: v for v in all_verdicts(evidence(starved, server_cpu=ServerCpu(0.99, 1)))}
     assert "client.cpu" in flagged and "beside it" not in flagged["server.cpu"].message
+
+
+def test_a_server_count_above_the_clients_after_a_lost_worker_names_that_worker() -> None:
+    """The lost worker's requests after its last report were served, never counted."""
+    workers = [
+        {"index": 0, "address": "10.0.0.11", "status": "ok"},
+        {"index": 1, "address": "10.0.0.12", "status": "failed"},
+    ]
+    rows = [Reconciled("set", 3_244, 3_256, 0)]
+    lost = verdict(
+        evidence(run([snap({"set": {"stored": 3_244}})], workers=workers), reconciliation=rows),
+        "server.reconciliation",
+    )
+    assert "worker 1 (10.0.0.12) was lost mid-run" in lost.message
+    fewer = [Reconciled("set", 3_244, 3_000, 0)]  # the server counted less: not that
+    other = verdict(
+        evidence(run([snap({"set": {"stored": 3_244}})], workers=workers), reconciliation=fewer),
+        "server.reconciliation",
+    )
+    assert "another client may be using the server" in other.message

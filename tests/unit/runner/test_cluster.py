@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import socket
 import subprocess
 import sys
+from multiprocessing.connection import Connection
 
 import pytest
 
 from kvbench.config import RunConfig, Settings, load_config
 from kvbench.config import cluster as cluster_config
+from kvbench.engine.worker import WorkerSummary
 from kvbench.errors import ConfigError
-from kvbench.runner.cluster import ClockReference, DaskLauncher, clock_offset_ns, read_clock
+from kvbench.metrics.snapshot import IntervalSnapshot
+from kvbench.runner import messages as m
+from kvbench.runner.cluster import (
+    ClockReference,
+    DaskLauncher,
+    clock_offset_ns,
+    read_clock,
+    workers_line,
+)
+from kvbench.runner.coordinator import (
+    _Host,
+    _host_entry,
+    _RoundReports,
+    _start_skews,
+    _WorkerTotals,
+)
 from kvbench.runner.launcher import launcher_for
 from kvbench.runner.local import LocalLauncher
+from kvbench.runner.process import _link_address
 
 URL = (["memcached://127.0.0.1:11211"], "TARGET")
 
@@ -104,3 +124,55 @@ def test_importing_kvbench_does_not_import_distributed() -> None:
         "from kvbench.config.cluster import dask_installed; assert not dask_installed()\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_tcp_pipe_names_this_ends_address_and_a_local_pipe_none() -> None:
+    """The coordinator names a load machine by its address on the link (runner/process.py)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = Connection(socket.create_connection(listener.getsockname()).detach())
+        server, _ = listener.accept()
+    try:
+        assert _link_address(client) == "127.0.0.1"
+    finally:
+        client.close()
+        server.close()
+    here, there = multiprocessing.Pipe()
+    assert _link_address(here) == ""
+    here.close()
+    there.close()
+
+
+def test_a_cluster_worker_is_listed_with_its_address_and_clock_offset() -> None:
+    remote = _WorkerTotals(0, _host_entry(m.Ready(0, "load1", 10, "10.0.0.7", 1_500_000)))
+    assert remote.record(1) == {
+        "index": 0, "host": "load1", "pid": 10, "address": "10.0.0.7", "clock_offset_ms": 1.5,
+        "ops": 0, "succeeded": 0, "cpu_s": 0.0, "status": "ok", "share": 0.0,
+    }  # fmt: skip
+    assert _host_entry(m.Ready(1, "here", 11)) == _Host("here", 11)
+    assert "address" not in _WorkerTotals(1, _Host("here", 11)).record(1)
+
+
+def test_start_skews_are_from_the_earliest_worker_and_a_lost_one_is_placed_too() -> None:
+    """Workers 0 and 1 began 2 ms apart; worker 2 was lost: its first interval places it."""
+    tally = _RoundReports(3)
+    tally.summaries[0] = WorkerSummary("ok", 1_000, 2_000, began_ns=1_000_000)
+    tally.summaries[1] = WorkerSummary("ok", 1_000, 2_000, began_ns=3_000_000)
+    tally.intervals[0] = {2: IntervalSnapshot("measure", 0, 1_500_000, 9_000_000, {}, {})}
+    workers = {i: _WorkerTotals(i, None) for i in range(3)}
+    _start_skews(workers, [tally])
+    assert [w.start_skew_ms for w in workers.values()] == [0.0, 2.0, 0.5]
+    assert workers[1].record(1)["began_ns"] == 3_000_000
+
+
+def test_the_workers_line_says_where_how_much_and_when_each_began() -> None:
+    line = workers_line(
+        [
+            {"host": "vm", "address": "10.77.0.11", "pid": 7, "ops": 12_345, "share": 0.25,
+             "start_skew_ms": 0.0, "status": "ok"},
+            {"host": "vm", "pid": 8, "ops": 0, "share": 0.0, "status": "failed"},
+        ]
+    )  # fmt: skip
+    assert line == (
+        "workers: vm 10.77.0.11 pid 7 12,345 ops 25.0% start +0.0ms (ok)  "
+        "vm pid 8 0 ops 0.0% (failed)"
+    )

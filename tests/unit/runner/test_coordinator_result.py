@@ -12,7 +12,7 @@ from typing import Any
 from kvbench.config.load import load_config
 from kvbench.engine.worker import WorkerSummary
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.runner.coordinator import Coordinator, _RoundReports
+from kvbench.runner.coordinator import Coordinator, _Host, _RoundReports
 
 
 def _coordinator() -> Coordinator:
@@ -42,7 +42,7 @@ def _round(index: int, cpu_s: float, failed: set[int]) -> _RoundReports:
 
 def test_workers_are_recorded_over_the_rounds_in_the_stored_shape() -> None:
     coordinator = _coordinator()
-    coordinator._hosts = {0: ("h0", 11), 1: ("h1", 12)}  # as their Ready said
+    coordinator._hosts = {0: _Host("h0", 11), 1: _Host("h1", 12)}  # as their Ready said
     result = coordinator._result(
         [_round(0, 0.0006, set()), _round(1, 0.0006, {1})], "2026-12-02T00:00:00+00:00", []
     )
