@@ -236,9 +236,11 @@ def test_a_restarted_queue_server_is_said_and_its_counts_not_compared(tmp_path: 
     assert backlog["server_restart"]["evidence"] == f"pid {first.pid} -> {first.pid + 1}"
     assert backlog["server_after"] is None
     assert "queue.server_restarted" in {v["id"] for v in doc["verdicts"]}
-    # Without the restart check the new process's counts went negative: it dequeued the
-    # messages its predecessor had stored.
-    assert second.queues[b"q"].dequeued > second.queues[b"q"].enqueued
+    # The restart came with a backlog on the old process (the consumers start after 20,000
+    # puts), so the new one counts from zero with messages stored: without the restart
+    # check its enqueued - dequeued went negative once the consumers drained them (how far
+    # they got in the window is the machine's to decide, not the test's).
+    assert first.queues[b"q"].enqueued > first.queues[b"q"].dequeued
 
 
 # Every message is stored before the consumer asks (so each of the gets held by the stall
