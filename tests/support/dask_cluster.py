@@ -49,17 +49,18 @@ def _start(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_group(proc: subprocess.Popen[bytes], timeout_s: float = 10) -> None:
+    """End ``proc`` and its process group: SIGTERM, then SIGKILL after ``timeout_s``."""
     if proc.poll() is not None:
         return
     with suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         with suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.wait(timeout=timeout_s)
 
 
 def _tails(workdir: Path) -> str:
@@ -111,4 +112,4 @@ def dask_cluster(n_workers: int, workdir: Path) -> Iterator[DaskCluster]:
         yield DaskCluster(address, scheduler, workers)
     finally:
         for proc in reversed(procs):
-            _stop(proc)
+            stop_group(proc)

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.dask_cluster import stop_group
+
 SUBNET = "10.77.0"
 # Each host's address: the coordinator (and Dask scheduler), the server, load machines.
 COORDINATOR_IP = f"{SUBNET}.1"
@@ -174,7 +176,7 @@ class Lab:
 
     def close(self) -> None:
         for proc in reversed(self.procs):
-            _stop(proc)
+            stop_group(proc, timeout_s=5)
         for name in self.namespaces:
             pids = _ip("netns", "pids", name).stdout.split()
             for pid in pids:  # left in our namespace by a process we started
@@ -183,19 +185,6 @@ class Lab:
         for name in reversed(self.namespaces):
             _ip("netns", "del", name)
         self.namespaces = []
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    with suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
 
 
 def worker_ip(index: int) -> str:
