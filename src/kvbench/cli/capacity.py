@@ -20,13 +20,15 @@ from kvbench.cli.outputs import Outputs, save_report, write_json_document, write
 from kvbench.cli.session import save_runs
 from kvbench.config import RunConfig
 from kvbench.config.limits import max_connection_slots, max_rate_per_s
-from kvbench.errors import StoreError
+from kvbench.engine.reconnect import connect_error_text
+from kvbench.errors import StoreError, TargetUnreachable
 from kvbench.report.search import Objective, StepJudgement, judge_step
 from kvbench.report.search_answer import search_document, search_lines, step_line
 from kvbench.report.search_page import render_search
 from kvbench.results.model import RunResult
 from kvbench.results.status import EXIT_CODES, INTERRUPTED
 from kvbench.results.store import Store
+from kvbench.runner import probe
 from kvbench.runner.coordinator import new_run_id
 from kvbench.runner.levels import run_sweep
 from kvbench.runner.limits import check_limits
@@ -107,6 +109,7 @@ def search_and_report(
         The exit code of the search's status (report/search.py).
     """
     check_limits(config)  # the server's limits, and the first rate's
+    _check_reachable(config)  # as a run does: one line and exit 3, no search of errors
     load = config.load
     assert load.rate_per_s is not None and load.duration_ns is not None  # cli/search.py
     highest = max_rate_per_s(config)
@@ -132,6 +135,19 @@ def search_and_report(
     )
     _publish(console, config, outputs, stepper.runs, doc)
     return EXIT_CODES[doc["status"]]
+
+
+def _check_reachable(config: RunConfig) -> None:
+    """Raises TargetUnreachable (``cannot connect to URL: connection refused``) when a
+    target takes no connection: a search of it would be steps of errors and no answer."""
+    timeout_s = config.load.connect_timeout_ns / 1e9
+    for target in config.targets:
+        try:
+            probe.open_socket(target, timeout_s).close()
+        except OSError as exc:
+            raise TargetUnreachable(
+                f"cannot connect to {target.url}: {connect_error_text(exc)}"
+            ) from None
 
 
 def _publish(

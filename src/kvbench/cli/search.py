@@ -63,7 +63,8 @@ def search(
     and says the client was the limit. Prints each
     step's verdict, the curve, and the answer with its interval (docs/search.md); stored
     in the history (kvbench show search-...). Exit: 0 with an answer, 4 when a bound
-    ended it first, 1 when no rate met the objectives, 2 for a bad --slo.
+    ended it first, 1 when no rate met the objectives, 2 for a bad --slo, 3 when the
+    target takes no connection.
 
     \b
     Example:

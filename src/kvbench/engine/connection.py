@@ -49,6 +49,12 @@ ConnectionArgs: TypeAlias = (
     " int, Shard]"
 )
 
+# What a Python pump of a connection is made of, in ``PyPump``'s order (``_pump_parts``).
+PumpParts: TypeAlias = (
+    "tuple[Tally | PyTally, Recorder, ClientCodec, Source, Shard, Write | None,"
+    " Callable[[int], None]]"
+)
+
 
 class PumpReader(asyncio.Protocol):
     """The protocol a transport reads into once its reads are the pump's: its
@@ -126,7 +132,13 @@ class Connection(Link):
     def python_driver(self, write: Write | None) -> PyPump:
         """A Python pump for the current transport (``write``: its write; None: none),
         sending this connection's source with its codec."""
-        return PyPump(
+        return PyPump(*self._pump_parts(write), open_loop=not self.closed_loop)
+
+    def _pump_parts(self, write: Write | None) -> PumpParts:
+        """What a Python pump of this connection is made of, in ``PyPump``'s order: the
+        worker's tally and recorder, this connection's codec, source, shard and ``write``,
+        and the worker's interval cut (a cluster connection's pump takes the same)."""
+        return (
             self._tally,
             self._recorder,
             self._codec,
@@ -134,7 +146,6 @@ class Connection(Link):
             self.shard,
             write,
             self._host.cut,
-            open_loop=not self.closed_loop,
         )
 
     def _clear(self) -> None:

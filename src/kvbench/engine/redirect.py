@@ -100,17 +100,7 @@ class ClusterConnection(Connection):
 
     def python_driver(self, write: Write | None) -> ClusterPyPump:
         return ClusterPyPump(
-            self,
-            self._host,
-            self._router,
-            self._tally,
-            self._recorder,
-            self._codec,
-            self.source,
-            self.shard,
-            write,
-            self._host.cut,
-            open_loop=not self.closed_loop,
+            self, self._host, self._router, *self._pump_parts(write), open_loop=not self.closed_loop
         )
 
     def issue(self, n: int) -> None:

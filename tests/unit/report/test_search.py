@@ -17,6 +17,7 @@ from kvbench.report.search_page import render_search
 from kvbench.results.model import RunResult
 from kvbench.results.store import Store
 from tests.support.runs import make_run
+from tests.support.servers import free_port
 
 
 @pytest.mark.parametrize(
@@ -50,6 +51,21 @@ def test_a_bad_slo_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) ->
     err = capsys.readouterr().err.strip()
     assert err.startswith("kvbench: error: --slo: 'p99 under 1ms' is not an objective")
     assert "\n" not in err
+
+
+def test_a_target_that_takes_no_connection_is_one_line_and_exit_3(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As ``kvbench run`` says it (was: a search of one errored step, exit 1)."""
+    port = free_port()
+    with pytest.raises(SystemExit) as exited:
+        main(["search", f"memcached://127.0.0.1:{port}", "--slo", "p99<1ms", "--no-save"])
+    assert exited.value.code == 3
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (
+        f"kvbench: error: cannot connect to memcached://127.0.0.1:{port}: connection refused"
+    )
+    assert "step" not in captured.out
 
 
 def open_run(
