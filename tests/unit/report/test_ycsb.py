@@ -49,6 +49,14 @@ def test_misses_are_not_found() -> None:
     assert (read["Return=OK"], read["Return=NOT_FOUND"]) == (6, 4)
 
 
+def test_errors_are_operations_but_never_throughput() -> None:
+    run = make_run("r", [{"get": (10, 1000)}])
+    run.intervals[0].counts["get"] = {"hit": 6, "miss": 2, "error_reply": 2}
+    figures = ycsb_document(ycsb_figures(run))
+    assert figures["READ"]["Operations"] == 10 and figures["READ"]["Return=ERROR"] == 2
+    assert figures["OVERALL"]["Throughput(ops/sec)"] == 8.0  # hits and misses over 1 s
+
+
 def sample(**stats: Any) -> dict[str, Any]:
     return {"taken_ns": 0, "stats": {k: str(v) for k, v in stats.items()}}
 
