@@ -92,7 +92,7 @@ def _document(model: ReportModel) -> dict[str, Any]:
             "latency_us": _rounded(row.latency_us),
             "keys": row.keys,
             "keys_per_s": _round(row.keys_per_s, 1),
-            "hit_ratio": _round(row.hit_ratio, 4),
+            "hit_ratio": row.hit_ratio,  # unrounded: every output formats this one figure
             "out_of_range": row.out_of_range,
             "network": _network(row.network),
         }
