@@ -183,7 +183,16 @@ def test_compare_with_a_failing_target_exits_1(fresh_memcached: Server, tmp_path
     assert [t["status"] for t in doc["targets"]] == ["ok", "failed"]
     (row,) = doc["comparison"]
     assert (row["status"], row["baseline_status"]) == ("failed", "ok")
-    # B's throughput is its gets only (every set failed): about half of A's
-    assert 0.2 < row["throughput_ratio"] < 0.8
+    # B's throughput is its gets only: every set failed, and an error is never throughput
+    # (how it compares with A's is the machine's to decide: A and B ran at other moments)
+    base, failing = doc["targets"]
+    sets, gets = failing["ops"]["set"], failing["ops"]["get"]
+    assert sets["errors"] == sets["count"] > 0 and sets["succeeded"] == 0
+    assert failing["totals"]["throughput_per_s"] == pytest.approx(
+        gets["succeeded"] / failing["window_s"], rel=1e-3
+    )
+    assert row["throughput_ratio"] == pytest.approx(
+        failing["totals"]["throughput_per_s"] / base["totals"]["throughput_per_s"], rel=1e-3
+    )
     assert f"{b} failed" in result.stdout and "95% CI needs 3 rounds" in result.stdout
     assert "compare status: failed" in result.stdout
