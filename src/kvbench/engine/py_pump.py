@@ -32,9 +32,11 @@ from __future__ import annotations
 import time
 from array import array
 from collections.abc import Callable
-from itertools import repeat
+from itertools import groupby, repeat
 from operator import sub
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+
+import numpy as np
 
 from kvbench.engine.clock import NEVER
 from kvbench.engine.pacing import LATE_NS
@@ -68,9 +70,17 @@ Write = Callable[[Any], object]
 
 
 class PyTally:
-    """The worker's send state when no compiled pump runs (``_pump.Tally``'s fields):
-    the Python pumps account their replies into the recorder directly, so there is never
-    anything to take."""
+    """The worker's send state when no compiled pump runs (``_pump.Tally``'s fields).
+
+    The Python pumps account their replies into the recorder directly, so ``take`` and
+    ``take_open`` never have anything; the bytes by op are kept here, as the compiled
+    tally keeps them, and taken at each interval cut.
+
+    Attributes:
+        tx: bytes of the requests written, by op (a pump adds each batch's share).
+        rx_ops, rx_sizes: the op and wire bytes of each reply accounted (summed by op when
+            taken: a reply costs two C-level extends per read, no Python work of its own).
+    """
 
     def __init__(self) -> None:
         self.issuing = False
@@ -79,6 +89,9 @@ class PyTally:
         self.bytes_in = 0
         self.bytes_out = 0
         self.pending = 0
+        self.tx: list[int] = []
+        self.rx_ops = array("q")
+        self.rx_sizes = array("q")
 
     def take(self) -> tuple[bytes, bytes, bytes]:
         return b"", b"", b""
@@ -86,11 +99,29 @@ class PyTally:
     def take_open(self) -> tuple[bytes, bytes, bytes, int]:
         return b"", b"", b"", 0
 
-    def take_bytes(self) -> None:
-        """No bytes by op: the Python codecs encode a batch of several ops in one call
-        and classify a read's replies without their lengths, so only the totals
-        (``bytes_in``, ``bytes_out``) are counted on this path."""
-        return None
+    def add_tx(self, op: int, nbytes: int) -> None:
+        """Count ``nbytes`` of requests written as ``op``'s."""
+        tx = self.tx
+        if op >= len(tx):
+            tx.extend(repeat(0, op + 1 - len(tx)))
+        tx[op] += nbytes
+
+    def take_bytes(self) -> tuple[bytes, bytes]:
+        """As ``_pump.Tally.take_bytes``: the bytes by op since the last take (native int64
+        bytes, an entry per op up to the highest seen): of the requests written, and of
+        the replies accounted. Emptied."""
+        ops = np.frombuffer(self.rx_ops, dtype=np.int64)
+        sizes = np.frombuffer(self.rx_sizes, dtype=np.int64)
+        rx_by_op = np.bincount(ops, weights=sizes)  # (float64: exact below 2**53 bytes)
+        width = max(len(self.tx), len(rx_by_op))
+        tx = np.zeros(width, np.int64)
+        tx[: len(self.tx)] = self.tx
+        rx = np.zeros(width, np.int64)
+        rx[: len(rx_by_op)] = rx_by_op
+        self.tx = []
+        del ops, sizes  # (views of the arrays, which cannot shrink while they exist)
+        del self.rx_ops[:], self.rx_sizes[:]
+        return tx.tobytes(), rx.tobytes()
 
 
 class Pumped(Protocol):
@@ -179,6 +210,10 @@ class PyPump:
         self._intended_ns: list[int] = []
         self._head = 0
         self._codes: list[int] = []
+        self._sizes: list[int] = []  # the wire bytes of each reply in ``_codes``
+        # Where the bytes by op are counted: a Python run's tally (a compiled run's pumps
+        # count their own; its Python pumps send and read nothing).
+        self._bytes_tally = tally if isinstance(tally, PyTally) else None
         # The in-flight lists, index-aligned (a subclass may keep more: engine/redirect.py),
         # and what notes each batch taken from the source besides its ops (None: nothing).
         self._fifo: tuple[list[Any], ...] = (self._sent_ops, self._sent_ns, self._intended_ns)
@@ -210,11 +245,13 @@ class PyPump:
         codec = self._codec
         try:
             codec.feed(data)
-            codec.read_kinds(self._codes)
+            codec.read_kinds(self._codes, self._sizes)
+            self._count_rx()
             done = self._account(now)
         except ProtocolError as exc:
             self.error = str(exc)
             self._codes.clear()
+            self._sizes.clear()
             status = ERROR
         else:
             if codec.closing:  # the server said it closes after this reply
@@ -244,6 +281,19 @@ class PyPump:
 
     def _note(self, status: int) -> None:
         self._status = status
+
+    def _count_rx(self) -> None:
+        """Count the wire bytes of the replies just parsed by op (each is the answer to
+        the request at its place from the FIFO's head, redirects included). More replies
+        than requests in flight: none is counted (``_account`` refuses them all)."""
+        sizes = self._sizes
+        if not sizes:
+            return
+        tally, head = self._bytes_tally, self._head
+        if tally is not None and head + len(sizes) <= len(self._sent_ops):
+            tally.rx_ops.extend(self._sent_ops[head : head + len(sizes)])
+            tally.rx_sizes.extend(sizes)
+        sizes.clear()
 
     def _account(self, now: int) -> int:
         """Hand the replies just parsed (``self._codes``) to the recorder, in bulk.
@@ -363,6 +413,7 @@ class PyPump:
         encode_many = self._codec.encode_many
         sent_ops = self._sent_ops
         kept = self._kept
+        tx = self._bytes_tally
         position = source.pos
         remaining = n
         encoded = 0  # bytes of the requests taken so far
@@ -374,13 +425,20 @@ class PyPump:
                     if not self._next_chunk(source):
                         break  # a replay's lane at its end
                 stop = min(source.size, position + remaining)
-                encode_many(source.ops, source.keys, source.values, position, stop, out)
-                sent_ops.extend(source.record_ops[position:stop])
-                if kept is not None:
-                    kept(source, position, stop)
-                encoded = len(out)
-                remaining -= stop - position
-                position = stop
+                record_ops = source.record_ops
+                # One encode per run of one op, so each run's bytes are its op's (a chunk
+                # of 10:1 gets and sets is about two runs every eleven requests).
+                for op, run in groupby(record_ops[position:stop]):
+                    end = position + len(list(run))
+                    encode_many(source.ops, source.keys, source.values, position, end, out)
+                    sent_ops.extend(record_ops[position:end])
+                    if kept is not None:
+                        kept(source, position, end)
+                    if tx is not None:
+                        tx.add_tx(op, len(out) - encoded)
+                    encoded = len(out)
+                    remaining -= end - position
+                    position = end
         finally:
             del out[encoded:]
             source.pos = position

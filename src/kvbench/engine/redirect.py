@@ -236,6 +236,8 @@ class ClusterPyPump(PyPump):
         self._sent_hops.append(entry.hops + 1)
         self._guests += 1
         self._tally.bytes_out += len(out)
+        if self._bytes_tally is not None:
+            self._bytes_tally.add_tx(entry.op, len(out))
         write(out)
 
 

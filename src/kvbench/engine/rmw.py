@@ -53,6 +53,7 @@ class RmwCodec:
         self._inner = inner
         self._groups: deque[int] = deque()
         self._half: int | None = None  # the get's reply of the rmw at the head
+        self._half_nbytes = 0  # its bytes
         self._unread_pairs = 0  # rmw requests whose get reply is not read yet
 
     def __getattr__(self, name: str) -> Any:
@@ -125,16 +126,20 @@ class RmwCodec:
         """Replies the driver still waits for: the wrapped codec's, one per rmw pair."""
         return self._inner.pending() - self._unread_pairs
 
-    def read_kinds(self, kinds: list[int]) -> int:
-        """As ``ClientCodec.read_kinds``, each rmw's two replies as one."""
+    def read_kinds(self, kinds: list[int], sizes: list[int] | None = None) -> int:
+        """As ``ClientCodec.read_kinds``, each rmw's two replies as one (of their bytes
+        together)."""
         parts: list[int] = []
-        self._inner.read_kinds(parts)
+        part_sizes: list[int] = []
+        self._inner.read_kinds(parts, part_sizes)
+        sized = (sizes if sizes is not None else []).append
         groups = self._groups
         count = 0
-        for code in parts:
+        for code, nbytes in zip(parts, part_sizes, strict=True):
             head = groups[0]
             if head != PAIR:
                 kinds.append(code)
+                sized(nbytes)
                 count += 1
                 if head == 1:
                     groups.popleft()
@@ -142,9 +147,11 @@ class RmwCodec:
                     groups[0] = head - 1
             elif self._half is None:
                 self._half = code
+                self._half_nbytes = nbytes
                 self._unread_pairs -= 1
             else:
                 kinds.append(fold(self._half, code))
+                sized(self._half_nbytes + nbytes)
                 count += 1
                 self._half = None
                 groups.popleft()

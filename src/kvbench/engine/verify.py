@@ -150,7 +150,7 @@ class VerifyingCodec:
     def pending(self) -> int:
         return self._inner.pending()
 
-    def read_kinds(self, kinds: list[int]) -> int:
+    def read_kinds(self, kinds: list[int], sizes: list[int] | None = None) -> int:
         """As ``ClientCodec.read_kinds``, checking each GET hit's payload on the way."""
         count = 0
         next_reply = self._inner.next_reply
@@ -162,6 +162,8 @@ class VerifyingCodec:
             if op == _GET and reply.kind == _HIT:
                 self._verifier.check(key, reply.payload, expected)
             kinds.append(reply.kind | reply.keys << KEYS_SHIFT)
+            if sizes is not None:
+                sizes.append(reply.nbytes)
             count += 1
         return count
 

@@ -131,13 +131,15 @@ class CodecBase(abc.ABC):
             encode(op, keys[i], values[i], out, step)  # type: ignore[arg-type]
         return stop - start
 
-    def read_kinds(self, kinds: list[int]) -> int:
+    def read_kinds(self, kinds: list[int], sizes: list[int] | None = None) -> int:
         """See ``ClientCodec.read_kinds``: here one ``next_reply`` per reply."""
         count = 0
         next_reply = self.next_reply
         append = kinds.append
+        sized = (sizes if sizes is not None else []).append
         while (reply := next_reply()) is not NEED_DATA:
             append(reply.kind | reply.keys << KEYS_SHIFT)
+            sized(reply.nbytes)
             if reply.kind is ReplyKind.ERROR_REPLY:
                 self.last_error = reply.payload
             count += 1

@@ -204,8 +204,9 @@ class ClientCodec(Protocol):
         chunk of requests carries its own TTL); requests already encoded keep theirs."""
         ...
 
-    def read_kinds(self, kinds: list[int]) -> int:
-        """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each.
+    def read_kinds(self, kinds: list[int], sizes: list[int] | None = None) -> int:
+        """Parse every complete buffered reply, appending ``int(kind) | keys << 8`` for each
+        (and its wire bytes, ``Reply.nbytes``, to ``sizes`` when given).
 
         The engine's batch path for counting outcomes without a call per reply.
 

@@ -369,12 +369,13 @@ class HttpMemcCodec(CodecBase):
             self._advance(index + 1)
         return self._reply(code, head, start, body_start, stop)
 
-    def read_kinds(self, kinds: list[int]) -> int:
+    def read_kinds(self, kinds: list[int], sizes: list[int] | None = None) -> int:
         """See ``ClientCodec.read_kinds``: a response whose head is byte for byte one seen
         lately is framed in place, without parsing it again."""
         if self._failure is not None:
             self._refuse()
         append = kinds.append
+        sized = (sizes if sizes is not None else []).append
         pending = self._pending
         codes = self._codes
         recent = self._recent
@@ -413,6 +414,7 @@ class HttpMemcCodec(CodecBase):
             elif kind == _VALUE_0 and code in _PAYLOAD_CODES:
                 self._reply(code, head, start, body_start, stop)  # server_software
             append(kind)
+            sized(stop - start)
             count += 1
         if self._head >= _COMPACT_AT:
             self._advance(self._head)

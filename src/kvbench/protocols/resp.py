@@ -188,6 +188,7 @@ class RespCodec(CodecBase):
         self._reader = hiredis.Reader(notEnoughData=_INCOMPLETE)
         self._skip_pushes = protocol == 3
         self._null_nbytes = 3 if protocol == 3 else 5
+        self._bulk_sizes: dict[int, int] = {}  # value length -> a bulk string's wire bytes
         self._unparsed = 0  # bytes fed since the last complete reply
         self._receive = self._feed_reader
         self._build_replies()
@@ -593,16 +594,20 @@ class RespCodec(CodecBase):
                 continue
             return self._handlers[code](value)
 
-    def read_kinds(self, kinds: list[int]) -> int:
+    def read_kinds(self, kinds: list[int], sizes: list[int] | None = None) -> int:
         """See ``ClientCodec.read_kinds``: the common replies (GET hit or miss, SET ``+OK``,
         DEL and INCR integers) are classified inline, the others by ``next_reply``'s
-        handlers."""
+        handlers. Their sizes are the wire bytes of what Redis sends for each (exact: a
+        hit's bulk string, the null, ``+OK``, the integer); the others' ``Reply.nbytes``."""
         if self._failure is not None:
             self._refuse()
         gets = self._reader.gets
         pending = self._pending
         handlers = self._handlers
         append = kinds.append
+        sized = (sizes if sizes is not None else []).append
+        bulk_sizes = self._bulk_sizes
+        null = self._null_nbytes
         incomplete = _INCOMPLETE
         before = len(kinds)
         head = self._head
@@ -623,20 +628,29 @@ class RespCodec(CodecBase):
                 if code == _GET:
                     if value.__class__ is bytes:
                         append(_HIT_1)
+                        n = len(value)
+                        size = bulk_sizes.get(n)
+                        if size is None:  # $<n>\r\n<value>\r\n
+                            size = bulk_sizes[n] = n + len(str(n)) + 5
+                        sized(size)
                         continue
                     if value is None:
                         append(_MISS_0)
+                        sized(null)
                         continue
                 elif code == _SET:
                     if value == b"OK":
                         append(_STORED_0)
+                        sized(5)  # +OK\r\n
                         continue
                 elif code == _DELETE:
                     if value.__class__ is int:
                         append(_DELETED_0 if value else _NOT_FOUND_0)
+                        sized(len(str(value)) + 3)  # :<n>\r\n
                         continue
                 elif code == _INCR and value.__class__ is int:
                     append(_VALUE_0)
+                    sized(len(str(value)) + 3)
                     continue
                 # Anything else: a push message, a reply to a rarer op, an error reply, or
                 # a reply that cannot answer its request.
@@ -652,6 +666,7 @@ class RespCodec(CodecBase):
                     continue
                 reply = handlers[code](value)
                 append(reply.kind | reply.keys << KEYS_SHIFT)
+                sized(reply.nbytes)
                 if reply.kind is ReplyKind.ERROR_REPLY:
                     self.last_error = reply.payload
         finally:

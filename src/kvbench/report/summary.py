@@ -90,7 +90,7 @@ class OpRow:
     hit_ratio: float | None
     out_of_range: int = 0  # latencies beyond the histogram's 60 s, recorded at 60 s
     # Its requests' and replies' bytes and per second (network_figures); None: the
-    # driver counted bytes in total only (the Python driver).
+    # workers counted bytes in total only.
     network: NetworkFigures | None = None
 
 
@@ -452,8 +452,8 @@ def network_figures(
     per second of the window; None when no worker counted them.
 
     ``op``: that op's share, its requests' bytes (``bytes_out.<op>``) and its replies'
-    (``bytes_in.<op>``), as the compiled driver counts them; None when the workers counted
-    totals only (the Python driver). The ops' shares add up to the totals but for the
+    (``bytes_in.<op>``), as either driver counts them; None when the workers counted
+    totals only. The ops' shares add up to the totals but for the
     bytes of replies not accounted in the window (one cut by its start or end, the read
     that broke the protocol): ``bytes_in_other``, ``bytes_out_other`` in the totals."""
     if total is None or "bytes_in" not in total.stats:

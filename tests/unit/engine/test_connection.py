@@ -213,11 +213,18 @@ def test_more_replies_than_requests_is_a_protocol_error_not_a_corrupt_record(dri
         assert cut(worker).counts == {"get": {"protocol_error": 1}}
         return
     transport.take_requests()
-    conn._codec.read_kinds = lambda codes: codes.extend([2, 2, 2]) or 3  # type: ignore[method-assign]
+
+    def three_misses(codes: list[int], sizes: list[int]) -> int:
+        codes.extend([2, 2, 2])
+        sizes.extend([5, 5, 5])
+        return 3
+
+    conn._codec.read_kinds = three_misses  # type: ignore[method-assign]
     conn.data_received(b"")
     assert transport.aborted and worker.errors == {"protocol_error": 1}
     snap = cut(worker)  # the fold still lines up; no reply of the read is attributed
     assert snap.counts == {"get": {"protocol_error": 1}}
+    assert not any(name.startswith("bytes_in.") for name in snap.stats), snap.stats
 
 
 def test_a_refill_that_raises_sends_what_was_taken_and_keeps_the_fifo_aligned(

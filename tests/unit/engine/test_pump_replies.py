@@ -246,8 +246,9 @@ def test_replies_classify_as_the_python_codec_does(name: str, data: Any) -> None
     ex = pump_oracle.Exchange(name, ops, names, wire, cuts, MAX)
     expected = pump_oracle.python_outcome(ex)
     assert expected.error is None and len(expected.codes) == len(ops)
-    assert pump_oracle.py_pump_outcome(ex) == pump_oracle.pump_outcome(ex)
-    assert pump_oracle.pump_outcome(ex).codes == expected.codes
+    py, c = pump_oracle.py_pump_outcome(ex), pump_oracle.pump_outcome(ex)
+    assert py == c and pump_oracle.disagreement(ex, py, c) is None  # (and the bytes by op)
+    assert c.codes == expected.codes
     protocol, families = fastpath.PROTOCOLS[name]
     widths = bytes(len(key) if op == Op.MGET else 0 for op, key in zip(ops, names, strict=True))
     scanned = _pump.scan_replies(protocol, families, bytes(ops), wire, MAX, widths)
