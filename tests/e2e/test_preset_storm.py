@@ -213,13 +213,15 @@ def test_get_phase_spans_only_the_sets_that_were_stored(tmp_path: Path) -> None:
     """A memcached that refuses sets once full (-M, 2 MB): the get phase's key span is
     the slowest worker's successful sets, so no worker reads more keys than the server
     stored (was: every set sent, refused ones too, e.g. a span of 72,625 keys per worker
-    after 21,243 sets stored)."""
+    after 21,243 sets stored). 40,000 sets, counted (-n replaces the preset's duration),
+    are more than the server can hold however slowly a busy machine sends them (a 1 s
+    phase on a loaded CI machine once sent fewer, and none was refused)."""
     out = tmp_path / "full.json"
     with servers.memcached("-m", "2", "-M") as server:
         before = counters(server)
         result = run_kvbench(
             "run", "--preset", "memcached-storm", f"memcached://{server.address}",
-            "-c", "8", "--processes", "2", "--duration", "1s",
+            "-c", "8", "--processes", "2", "-n", "40000",
             "--json", str(out), "--no-save", "--no-live",
             timeout_s=180,
         )  # fmt: skip

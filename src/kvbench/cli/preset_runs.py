@@ -61,6 +61,9 @@ QUEUE_FLAGS = {
     "load.duration": "duration",
     DATA_DIR: "data_dir",
 }
+# How long a run is: the command line's (-n or --duration) replaces the preset's, whichever
+# the preset set.
+_LENGTH = ("load.requests", "load.duration")
 # Run flags it takes for the preset itself: where the results go, the live line.
 QUEUE_OWN_FLAGS = (
     "report.db",
@@ -101,6 +104,8 @@ class _Run:
         """The preset's settings (and a step's), the command line's over them, ``urls``."""
         preset = self.preset
         values = {**preset.settings, **(step or {})}
+        if not self.flags.keys().isdisjoint(_LENGTH):  # -n or --duration: how long, not both
+            values = {path: value for path, value in values.items() if path not in _LENGTH}
         own = {path: (value, f"preset {preset.name}: {path}") for path, value in values.items()}
         return {**own, **self.flags, "target.urls": (urls, "TARGET")}
 

@@ -24,3 +24,30 @@ def test_a_run_by_duration_keeps_its_duration() -> None:
     timed = config(**{"load.duration": "2s"})
     load = _at_level(timed, "connections", 64, None).load  # type: ignore[arg-type]
     assert (load.requests, load.duration_ns) == (None, 2 * 10**9)
+
+
+def _preset_config(**flags: str) -> object:
+    """memcached-storm's set step, with these command-line settings over the preset's."""
+    from kvbench.cli.preset_runs import _Run
+
+    preset = get_preset("memcached-storm")
+    run = _Run(
+        None,  # type: ignore[arg-type]
+        preset,
+        ["memcached://127.0.0.1:1"],
+        {k: (v, f"--{k}") for k, v in flags.items()},
+        None,
+        1,
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+    )
+    return run.config(["memcached://127.0.0.1:1"], preset.steps[0].settings)
+
+
+def test_the_command_lines_request_count_replaces_the_presets_duration() -> None:
+    """-n on a preset that sets a duration: the run counts requests (was: "give a duration
+    or a request count, not both", about a duration the user never gave)."""
+    load = _preset_config(**{"load.requests": "40000"}).load  # type: ignore[attr-defined]
+    assert (load.requests, load.duration_ns) == (40_000, None)
+    load = _preset_config(**{"load.duration": "3s"}).load  # type: ignore[attr-defined]
+    assert (load.requests, load.duration_ns) == (None, 3 * 10**9)
