@@ -149,16 +149,37 @@ def client_verdicts(ev: Evidence) -> list[Verdict]:
         if p99 > LOOP_LAG_P99_NS and (
             latency_p99 is None or p99 >= LOOP_LAG_SHARE_OF_P99 * latency_p99
         ):
-            out.append(
-                Verdict(
-                    "client.loop_lag",
-                    "warning",
-                    f"the client's event loop stalled {p99 / 1e6:.1f} ms at p99 (limit "
-                    f"{LOOP_LAG_P99_NS / 1e6:.0f} ms): latencies include client delay",
-                    {"loop_lag_p99_us": round(p99 / 1000, 1)},
-                )
-            )
+            out.append(_loop_lag(ev, p99))
     return out
+
+
+def _loop_lag(ev: Evidence, p99: float) -> Verdict:
+    """client.loop_lag: a warning, but in a closed loop beside a saturated server.
+
+    There the server's queue sets the figures: with N requests in flight and the server
+    busy all the while, throughput is the server's and the mean latency N / throughput
+    (Little's law), whatever the client's loop did; a stall moves replies from the
+    server's queue to the client's socket buffers, and can only add to the tail. (Had the
+    stalls left the server idle, it would not have been saturated.) An open loop's
+    latencies run from intended send times, which a stall delays outright: always a
+    warning."""
+    stalled = (
+        f"the client's event loop stalled {p99 / 1e6:.1f} ms at p99 "
+        f"(limit {LOOP_LAG_P99_NS / 1e6:.0f} ms)"
+    )
+    evidence = {"loop_lag_p99_us": round(p99 / 1000, 1)}
+    if ev.run.mode == "closed" and _server_saturated(ev):
+        return Verdict(
+            "client.loop_lag",
+            "info",
+            f"{stalled} beside a saturated server: in a closed loop the server's queue "
+            "sets throughput and mean latency (Little's law); the stalls can add only to "
+            "the tail",
+            {**evidence, "server_saturated": True},
+        )
+    return Verdict(
+        "client.loop_lag", "warning", f"{stalled}: latencies include client delay", evidence
+    )
 
 
 def _client_cpu(group: list[_Busy], of: int) -> Verdict:

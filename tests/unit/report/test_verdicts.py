@@ -89,6 +89,31 @@ def test_event_loop_stalls_are_flagged() -> None:
     assert "client.loop_lag" in ids(evidence(run([]), hiccup=hiccup, latency_p99_ns=4_000_000))
 
 
+def test_stalls_beside_a_saturated_server_in_a_closed_loop_are_information() -> None:
+    """make run on 2 cores: memcached at 0.99 of its core, the worker's loop stalled 4 ms
+    at p99 where requests took 12.8 ms, and the run warned of client delay. A closed loop
+    at a saturated server has its throughput and mean latency from the server's queue:
+    an info line. Not so in an open loop, nor when the server had room."""
+    hiccup = Histogram()
+    hiccup.record(4_000_000, 1000)
+    saturated = ServerCpu(cores=0.99, threads=1)
+    closed = all_verdicts(
+        evidence(run([]), hiccup=hiccup, latency_p99_ns=12_800_000, server_cpu=saturated)
+    )
+    lag = next(v for v in closed if v.id == "client.loop_lag")
+    assert lag.level == "info" and "saturated server" in lag.message
+    assert lag.evidence["server_saturated"] is True
+    assert abs(lag.evidence["loop_lag_p99_us"] - 4000) <= 4  # (the histogram's precision)
+    opened = evidence(
+        run([], mode="open"), hiccup=hiccup, latency_p99_ns=12_800_000, server_cpu=saturated
+    )
+    idle = ServerCpu(cores=0.5, threads=1)
+    with_room = evidence(run([]), hiccup=hiccup, latency_p99_ns=12_800_000, server_cpu=idle)
+    for ev in (opened, with_room):
+        lag = next(v for v in all_verdicts(ev) if v.id == "client.loop_lag")
+        assert lag.level == "warning" and lag.message.endswith("latencies include client delay")
+
+
 def test_event_loop_stalls_that_cannot_move_the_figures_are_not_flagged() -> None:
     """Was: nearly every run warned. A p99 of too few wake-ups (a short run's single
     slowest one), or stalls far below the requests' own p99, say nothing about them."""
