@@ -140,24 +140,34 @@ def parse_fraction(text: str | int | float, where: str) -> float:
     return value
 
 
+# A value's unit ladders for the formatters below: (below, divisor, format) rows; the first
+# row whose bound the value is below formats it, the last row the values beyond them all.
+_DURATION_UNITS = (
+    (1_000, 1, "{:.0f}ns"),
+    (1_000_000, 1_000, "{:.1f}us"),
+    (1_000_000_000, 1_000_000, "{:.2f}ms"),
+    (0, 1_000_000_000, "{:.2f}s"),
+)
+_RATE_UNITS = ((10_000, 1, "{:,.0f}"), (1_000_000, 1_000, "{:.1f}k"), (0, 1_000_000, "{:.2f}M"))
+
+
+def _in_unit(value: float, units: tuple[tuple[int, int, str], ...]) -> str:
+    """``value`` in the first unit of ``units`` whose bound it is below (else the last)."""
+    for below, divisor, form in units[:-1]:
+        if value < below:
+            return form.format(value / divisor)
+    _, divisor, form = units[-1]
+    return form.format(value / divisor)
+
+
 def format_duration_ns(value_ns: float) -> str:
     """Render ns with a unit a reader can take in at a glance: 812ns, 35.2us, 1.25ms, 3.40s."""
-    if value_ns < 1_000:
-        return f"{value_ns:.0f}ns"
-    if value_ns < 1_000_000:
-        return f"{value_ns / 1_000:.1f}us"
-    if value_ns < 1_000_000_000:
-        return f"{value_ns / 1_000_000:.2f}ms"
-    return f"{value_ns / 1_000_000_000:.2f}s"
+    return _in_unit(value_ns, _DURATION_UNITS)
 
 
 def format_rate(per_s: float) -> str:
     """Render a rate compactly: 812, 35.2k, 1.25M."""
-    if per_s < 10_000:
-        return f"{per_s:,.0f}"
-    if per_s < 1_000_000:
-        return f"{per_s / 1_000:.1f}k"
-    return f"{per_s / 1_000_000:.2f}M"
+    return _in_unit(per_s, _RATE_UNITS)
 
 
 def format_byte_rate(per_s: float) -> str:

@@ -30,6 +30,12 @@ P = ParamSpec("P")
 # What names a stored search rather than a run (``kvbench show search-last``).
 SEARCH_PREFIX = "search-"
 R = TypeVar("R")
+# The tables ``_by_ref`` finds a row of: what one row is, its id column, and the
+# references that name the newest.
+_REFERABLE = {
+    "runs": ("run", "run_id", ("last", "latest")),
+    "searches": ("search", "search_id", (SEARCH_PREFIX + "last", SEARCH_PREFIX + "latest")),
+}
 
 
 class HistoryRow(TypedDict):
@@ -296,20 +302,7 @@ class Store:
         Raises:
             UnknownRun: no search, or more than one, matches (a usage error).
         """
-        if search_ref in ("search-last", "search-latest"):
-            rows = self._db.execute(
-                "SELECT document FROM searches ORDER BY started_at DESC, rowid DESC LIMIT 1"
-            ).fetchall()
-        else:
-            rows = self._db.execute(
-                "SELECT document FROM searches WHERE search_id LIKE ? LIMIT 2",
-                (search_ref + "%",),
-            ).fetchall()
-        if not rows:
-            raise UnknownRun(f"no search {search_ref!r} in {self.path}")
-        if len(rows) > 1:
-            raise UnknownRun(f"{search_ref!r} matches several searches; give more of the id")
-        document: dict[str, Any] = json.loads(rows[0][0])
+        document: dict[str, Any] = json.loads(self._by_ref("searches", "document", search_ref))
         return document
 
     @_readable
@@ -330,21 +323,33 @@ class Store:
         Raises:
             UnknownRun: no run, or more than one, matches (a usage error).
         """
-        if run_ref in ("last", "latest"):
+        return str(self._by_ref("runs", "run_id", run_ref))
+
+    def _by_ref(self, table: str, column: str, ref: str) -> Any:
+        """``column`` of the one row of ``table`` (runs or searches) that ``ref`` names:
+        the newest for ``last`` or ``latest`` (``search-last``, ``search-latest``), else the
+        row whose id starts with ``ref``.
+
+        Raises:
+            UnknownRun: no row, or more than one, matches (a usage error).
+        """
+        kind, id_column, newest = _REFERABLE[table]
+        if ref in newest:
             row = self._db.execute(
-                "SELECT run_id FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1"
+                f"SELECT {column} FROM {table} ORDER BY started_at DESC, rowid DESC LIMIT 1"
             ).fetchone()
             if row is None:
-                raise UnknownRun(f"no runs in {self.path}")
-            return str(row[0])
+                raise UnknownRun(f"no {table} in {self.path}")
+            return row[0]
         rows = self._db.execute(
-            "SELECT run_id FROM runs WHERE run_id LIKE ? ORDER BY run_id", (run_ref + "%",)
+            f"SELECT {column} FROM {table} WHERE {id_column} LIKE ? ORDER BY {id_column}",
+            (ref + "%",),
         ).fetchall()
         if not rows:
-            raise UnknownRun(f"no run {run_ref!r} in {self.path} (kvbench history lists them)")
+            raise UnknownRun(f"no {kind} {ref!r} in {self.path} (kvbench history lists them)")
         if len(rows) > 1:
-            raise UnknownRun(f"{run_ref!r} matches {len(rows)} runs; give more of the id")
-        return str(rows[0][0])
+            raise UnknownRun(f"{ref!r} matches {len(rows)} {table}; give more of the id")
+        return rows[0][0]
 
     @_readable
     def load_run(self, run_ref: str) -> RunResult:

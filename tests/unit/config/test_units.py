@@ -69,6 +69,13 @@ def test_formatting_picks_readable_units() -> None:
     assert format_duration_ns(1_250_000) == "1.25ms"
     assert format_rate(35_200) == "35.2k"
     assert format_rate(1_250_000) == "1.25M"
+    # each unit holds up to its bound, the next starts there; the last has none
+    assert format_duration_ns(999) == "999ns"
+    assert format_duration_ns(1_000) == "1.0us"
+    assert format_duration_ns(3.4e12) == "3400.00s"
+    assert format_rate(9_999) == "9,999"
+    assert format_rate(10_000) == "10.0k"
+    assert format_rate(5e9) == "5000.00M"
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,26 @@ def test_ids_resolve_by_prefix(tmp_path: Path) -> None:
             store.resolve("x")
 
 
+def a_search(search_id: str, started_at: str) -> dict[str, object]:
+    return {"search_id": search_id, "started_at": started_at, "status": "ok", "target": "t"}
+
+
+def test_searches_resolve_as_runs_do(tmp_path: Path) -> None:
+    with Store(str(tmp_path / "h.db")) as store:
+        with pytest.raises(UnknownRun, match="no searches in"):
+            store.load_search("search-last")
+        store.save_search(a_search("search-a1", "2026-01-01T00:00:00+00:00"))
+        store.save_search(a_search("search-a2", "2026-01-02T00:00:00+00:00"))
+        assert store.load_search("search-last")["search_id"] == "search-a2"
+        assert store.load_search("search-a1")["search_id"] == "search-a1"
+        with pytest.raises(UnknownRun, match="'search-a' matches 2 searches"):
+            store.load_search("search-a")
+        with pytest.raises(UnknownRun, match="no search 'search-b'"):
+            store.load_search("search-b")
+        with pytest.raises(UnknownRun, match="no runs in"):
+            store.resolve("last")
+
+
 def test_a_database_from_a_newer_kvbench_is_refused(tmp_path: Path) -> None:
     path = str(tmp_path / "h.db")
     Store(path).close()
