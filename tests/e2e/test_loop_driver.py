@@ -137,3 +137,56 @@ def test_a_connection_the_server_ends_is_counted_and_reopened(tmp_path: Path) ->
     assert connections["connects"] == 2 + connections["reconnect_attempts"]
     assert totals["ops"] == 3000
     assert 0 < totals["errors"] <= lost * 4  # the requests in flight at an end: a pipeline's
+
+
+@pytest.mark.parametrize("scheme", ["memcached", "redis"])
+def test_the_open_loop_runs_on_the_loop_alike(tmp_path: Path, scheme: str) -> None:
+    """The open-loop dispatcher hands the loop's pumps their intended times as it hands
+    the transports' (one connection, each run its own fresh server: the same sequence):
+    the same outcomes per op (``late`` is the machine's doing), nothing dropped."""
+    if not fastpath.compiled():
+        pytest.skip("the compiled pump is not built")
+    docs = {}
+    for loop in (False, True):
+        out = tmp_path / f"open-{loop}.json"
+        with (servers.memcached if scheme == "memcached" else servers.redis)() as live:
+            result = run_kvbench(
+                "run",
+                f"{scheme}://{live.address}",
+                "--rate",
+                "3000",
+                "-n",
+                "3000",
+                "--max-lag",
+                "10s",
+                "-c",
+                "1",
+                "-P",
+                "32",
+                "--processes",
+                "1",
+                "--ratio",
+                "set=2,get=3,delete=1,mget=1",
+                "--keys",
+                "300",
+                "--seed",
+                "11",
+                "--json",
+                str(out),
+                "--no-save",
+                "--no-live",
+                env={fastpath.DRIVER_ENV: fastpath.LOOP if loop else ""},
+            )
+            assert result.code == 0, result.stderr
+        docs[loop] = read_json(out)
+    assert docs[True]["environment"]["driver"] == "compiled loop"
+    assert docs[True]["mode"] == "open"
+    without_late = [
+        {
+            op: {k: n for k, n in row["outcomes"].items() if k != "late"}
+            for op, row in d["ops"].items()
+        }
+        for d in (docs[False], docs[True])
+    ]
+    assert without_late[0] == without_late[1]
+    assert docs[True]["totals"]["ops"] == 3000 and docs[True]["totals"]["errors"] == 0

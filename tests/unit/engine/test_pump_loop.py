@@ -64,7 +64,9 @@ class Ends:
         self.seen.append((handle, err))
 
 
-def owned_pair(poller: _pump.Poller, reader: Callable[[bytes], object]) -> tuple[int, socket.socket]:
+def owned_pair(
+    poller: _pump.Poller, reader: Callable[[bytes], object]
+) -> tuple[int, socket.socket]:
     """A socket pair: one end the poller's (its handle), the other the test's."""
     ours, theirs = socket.socketpair()
     ours.setblocking(False)
