@@ -55,7 +55,7 @@ class LoopTransport(asyncio.Transport):
     # -- what Link, Connection and the pumps call ----------------------------------------
 
     def write(self, data: Any) -> None:
-        if not self._closed:
+        if not self._closed and not self._driver.closed:
             self._driver.poller.write(self.handle, data)
 
     def is_closing(self) -> bool:
@@ -69,7 +69,8 @@ class LoopTransport(asyncio.Transport):
         if self._closed:
             return
         self._lost()
-        self._driver.poller.close(self.handle)
+        if not self._driver.closed:  # (else its socket is closed already)
+            self._driver.poller.close(self.handle)
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
         """Reads go to ``protocol`` from now on: to a compiled pump in C when it is a
@@ -77,7 +78,7 @@ class LoopTransport(asyncio.Transport):
         its ``data_received``."""
         assert isinstance(protocol, asyncio.Protocol)
         self._protocol = protocol
-        if self._closed:
+        if self._closed or self._driver.closed:
             return
         poller = self._driver.poller
         pump = getattr(protocol.data_received, "__self__", None)
@@ -117,6 +118,7 @@ class LoopDriver:
         self.poller: Poller = _pump.Poller(self._ended)
         self.transports: dict[int, LoopTransport] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.closed = False
 
     def start(self) -> None:
         """Watch the poller's epoll fd on the running loop (once)."""
@@ -125,7 +127,11 @@ class LoopDriver:
             self._loop.add_reader(self.poller.fileno(), self.poller.poll)
 
     def close(self) -> None:
-        """Stop watching, close every socket (no ``connection_lost``: the run is over)."""
+        """Stop watching, close every socket (no ``connection_lost``: the run is over); a
+        connection opened from now on fails."""
+        if self.closed:
+            return
+        self.closed = True
         if self._loop is not None:
             self._loop.remove_reader(self.poller.fileno())
             self._loop = None
@@ -139,26 +145,39 @@ class LoopDriver:
         Raises:
             OSError: the connection was refused or failed.
         """
+        self._check_open()
         self.start()
         loop = asyncio.get_running_loop()
         target = link.target
-        address: Any
+        addresses: list[tuple[int, Any]]
         if target.socket_path is not None:
-            family, address = socket.AF_UNIX, target.socket_path
-        else:
+            addresses = [(socket.AF_UNIX, target.socket_path)]
+        else:  # each address in turn, as create_connection tries them (localhost: ::1, ...)
             infos = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-            family, _, _, _, address = infos[0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setblocking(False)
-            if family != socket.AF_UNIX:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            await loop.sock_connect(sock, address)
-        except BaseException:
-            sock.close()
-            raise
-        transport = LoopTransport(self, sock.detach(), link)
-        link.connection_made(transport)
+            addresses = [(family, address) for family, _, _, _, address in infos]
+        error: OSError | None = None
+        for family, address in addresses:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                sock.setblocking(False)
+                if family != socket.AF_UNIX:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.sock_connect(sock, address)
+                self._check_open()  # (the run may have ended meanwhile)
+            except OSError as exc:
+                sock.close()
+                error = exc
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            link.connection_made(LoopTransport(self, sock.detach(), link))
+            return
+        raise error or OSError(f"no address for {target.host}")
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ConnectionAbortedError("the worker's event loop is closed: the run is over")
 
     def _ended(self, handle: int, errno: int) -> None:
         transport = self.transports.get(handle)
