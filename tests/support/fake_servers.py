@@ -6,7 +6,9 @@ Each runs an asyncio server on a thread of its own for the length of a ``with`` 
 real memcached; ``closing`` closes every connection on its first request; ``redirecting``
 is a Redis Cluster node that sends every key elsewhere; ``doubling`` answers every request
 twice; ``admitting`` passes connections through to a real server and, after a given
-number of them, stops listening (the server gone at a point the test chooses).
+number of them, stops listening (the server gone at a point the test chooses);
+``hanging_up`` answers memcached text as one that stores nothing and closes each
+connection after a given number of answers (a server ending connections mid-run).
 """
 
 from __future__ import annotations
@@ -284,5 +286,26 @@ def doubling(resp: bool = False) -> contextlib.AbstractContextManager[int]:
                 out += reply * (2 if twice else 1)
             writer.write(bytes(out))
             await writer.drain()
+
+    return serving(handle)
+
+
+def hanging_up(after: int) -> contextlib.AbstractContextManager[int]:
+    """A memcached text server that stores nothing and closes each connection once it has
+    answered ``after`` data requests on it (stats and version are not counted)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answered, buffer = 0, bytearray()
+        with contextlib.suppress(ConnectionError):
+            while answered < after and (data := await reader.read(65536)):
+                buffer += data
+                out = bytearray()
+                while answered < after and (words := _split_text(buffer)) is not None:
+                    reply, _ = _text_answer(words)
+                    out += reply
+                    answered += words[0] not in (b"stats", b"version")
+                writer.write(bytes(out))
+                await writer.drain()
+        writer.close()
 
     return serving(handle)

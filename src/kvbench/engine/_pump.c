@@ -1227,6 +1227,10 @@ typedef struct {
     char *out;
     Py_ssize_t out_cap;
     int busy; /* in pump_send: it refuses every call that changes it (reentrant()) */
+    /* The compiled event loop's connection it sends on (_pump_loop.c), or NULL: writes
+     * go to the loop's socket in C instead of to ``write``. */
+    Poller *poller;
+    Py_ssize_t slot;
 } Pump;
 
 static int
@@ -1470,11 +1474,13 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended)
         PyErr_SetRaisedException(failure);
         return -1;
     }
-    PyObject *bytes = intended == NULL || i64s_reserve(&tally->lag, i) == 0
-                          ? PyBytes_FromStringAndSize(o.p, o.len)
-                          : NULL;
+    /* On the event loop (a poller): the bytes go to its socket from the buffer, no
+     * Python object or call; else one bytes object to the transport's write. */
+    Poller *poller = self->poller;
+    int reserved = intended == NULL || i64s_reserve(&tally->lag, i) == 0;
+    PyObject *bytes = reserved && poller == NULL ? PyBytes_FromStringAndSize(o.p, o.len) : NULL;
     PyObject *result = NULL;
-    if (bytes != NULL) {
+    if (bytes != NULL || (reserved && poller != NULL)) {
         if (intended != NULL) {
             for (Py_ssize_t k = 0; k < i; k++) {
                 const Pending *request = fifo_at(self, self->fifo_len + k);
@@ -1490,8 +1496,14 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended)
         self->fifo_len += i;
         self->opaque = tags.next; /* the opaques of the i requests in flight */
         tally->bytes_out += o.len;
-        result = PyObject_CallOneArg(self->write, bytes);
-        Py_DECREF(bytes);
+        if (poller != NULL) {
+            poller_send(poller, self->slot, o.p, o.len);
+            result = Py_NewRef(Py_None);
+        }
+        else {
+            result = PyObject_CallOneArg(self->write, bytes);
+            Py_DECREF(bytes);
+        }
     }
     if (result == NULL) { /* the write's own error; the earlier one is its context */
         if (failure != NULL) {
@@ -1593,6 +1605,8 @@ PyDoc_STRVAR(Pump_received_doc,
 "(``error`` says which; none of this read's replies is accounted: their requests are in\n"
 "flight again, for drop(); the pump is unusable).");
 
+static int pump_take(Pump *self, const char *buf, Py_ssize_t n);
+
 static PyObject *
 Pump_received(Pump *self, PyObject *data)
 {
@@ -1600,35 +1614,38 @@ Pump_received(Pump *self, PyObject *data)
         PyErr_SetString(PyExc_TypeError, "received() takes bytes");
         return NULL;
     }
-    if (self->busy) {
-        reentrant("Pump.received()");
-        return NULL;
-    }
+    int status = pump_take(self, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+    return status < 0 ? NULL : PyLong_FromLong(status);
+}
+
+/* One read's bytes (received(), or the event loop's recv): PUMP_OK, PUMP_IDLE,
+ * PUMP_ERROR, or -1 with an exception. */
+static int
+pump_take(Pump *self, const char *buf, Py_ssize_t n)
+{
+    if (self->busy)
+        return reentrant("Pump.received()");
     if (self->error != Py_None) { /* NULL until __init__: checked off the common path */
-        if (self->error == NULL) {
-            not_initialized("Pump");
-            return NULL;
-        }
-        return PyLong_FromLong(PUMP_ERROR);
+        if (self->error == NULL)
+            return not_initialized("Pump");
+        return PUMP_ERROR;
     }
     long long now = monotonic_ns();
     Tally *tally = self->tally;
     if (now >= tally->next_cut_ns && tally->on_cut != Py_None) {
         PyObject *when = PyLong_FromLongLong(now);
         if (when == NULL)
-            return NULL;
+            return -1;
         PyObject *result = PyObject_CallOneArg(tally->on_cut, when);
         Py_DECREF(when);
         if (result == NULL)
-            return NULL;
+            return -1;
         Py_DECREF(result);
     }
-    Py_ssize_t n = PyBytes_GET_SIZE(data);
     tally->bytes_in += n;
-    const char *buf = PyBytes_AS_STRING(data);
     if (self->in_len) {
         if (grow(&self->in, &self->in_cap, self->in_len + n, 1) < 0)
-            return NULL;
+            return -1;
         memcpy(self->in + self->in_len, buf, (size_t)n);
         self->in_len += n;
         buf = self->in;
@@ -1639,7 +1656,7 @@ Pump_received(Pump *self, PyObject *data)
         i64s_reserve(&tally->codes, self->fifo_len) < 0 ||
         i64s_reserve(&tally->latency, self->fifo_len) < 0 ||
         (self->open_loop && i64s_reserve(&tally->service, self->fifo_len) < 0))
-        return NULL;
+        return -1;
     Py_ssize_t pos = 0, done = 0;
     Scan scan = {.answered = self->answered};
     while (pos < n) {
@@ -1662,8 +1679,8 @@ Pump_received(Pump *self, PyObject *data)
         self->in_len = 0;
         unaccount(self, tally, done);
         if (failed < 0)
-            return NULL;
-        return PyLong_FromLong(PUMP_ERROR);
+            return -1;
+        return PUMP_ERROR;
     }
     self->stream->completed += done;
     /* Keep the incomplete rest for the next read. */
@@ -1673,19 +1690,16 @@ Pump_received(Pump *self, PyObject *data)
             memmove(self->in, self->in + pos, (size_t)rest);
         else {
             if (grow(&self->in, &self->in_cap, rest, 1) < 0)
-                return NULL;
+                return -1;
             memcpy(self->in, buf + pos, (size_t)rest);
         }
     }
     self->in_len = rest;
     if (!done)
-        return PyLong_FromLong(PUMP_OK);
+        return PUMP_OK;
     if (self->open_loop) /* the dispatcher sends; the worker may be finished */
-        return PyLong_FromLong(!tally->issuing || tally->budget == 0 ? PUMP_IDLE : PUMP_OK);
-    int status = pump_issue(self, done);
-    if (status < 0)
-        return NULL;
-    return PyLong_FromLong(status);
+        return !tally->issuing || tally->budget == 0 ? PUMP_IDLE : PUMP_OK;
+    return pump_issue(self, done);
 }
 
 PyDoc_STRVAR(Pump_data_received_doc,
@@ -1879,6 +1893,46 @@ static PyTypeObject PumpType = {
     .tp_methods = Pump_methods,
 };
 
+/* -- what the event loop (_pump_loop.c) asks of a pump ------------------------------------ */
+
+int
+pump_attach(PyObject *obj, Poller *poller, Py_ssize_t slot)
+{
+    if (!PyObject_TypeCheck(obj, &PumpType)) {
+        PyErr_Format(PyExc_TypeError, "a connection's pump must be a Pump, not %.50s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    Pump *self = (Pump *)obj;
+    if (pump_ready(self, "Poller.set_pump()") < 0)
+        return -1;
+    if (self->poller != NULL && (self->poller != poller || self->slot != slot)) {
+        PyErr_SetString(PyExc_RuntimeError, "the pump sends on another connection already");
+        return -1;
+    }
+    self->poller = poller;
+    self->slot = slot;
+    return 0;
+}
+
+void
+pump_detach(PyObject *obj)
+{
+    ((Pump *)obj)->poller = NULL;
+}
+
+int
+pump_feed(PyObject *obj, const char *buf, Py_ssize_t n)
+{
+    return pump_take((Pump *)obj, buf, n);
+}
+
+PyObject *
+pump_on_stopped(PyObject *obj)
+{
+    return ((Pump *)obj)->on_stopped;
+}
+
 /* -- a scanner entry point for tests ---------------------------------------------------- */
 
 PyDoc_STRVAR(scan_replies_doc,
@@ -1972,6 +2026,8 @@ PyInit__pump(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    if (loop_add_types(m) < 0)
+        goto error;
     struct {
         const char *name;
         long value;

@@ -371,4 +371,27 @@ is_error_line(const char *p, Py_ssize_t n)
            starts(p, n, "CLIENT_ERROR ") || starts(p, n, "SERVER_ERROR ");
 }
 
+/* -- the compiled event loop (_pump_loop.c) and the pump (_pump.c) ---------------------- */
+
+/* A worker's epoll set of its connections' sockets (kvbench.engine._pump.Poller). */
+typedef struct Poller Poller;
+
+/* Send ``n`` bytes of a pump's requests on connection ``slot``: what the socket does not
+ * take now is kept and sent when it is writable; a failure ends the connection later (in
+ * Poller.poll). Never raises. */
+void poller_send(Poller *poller, Py_ssize_t slot, const char *p, Py_ssize_t n);
+/* Adds the Poller type to the module; -1 with an exception. */
+int loop_add_types(PyObject *module);
+
+/* ``pump`` (a Pump, else a TypeError) sends on ``slot`` of ``poller`` from now on; -1 with
+ * an exception (not a pump, or one inside its own send, or another connection's). */
+int pump_attach(PyObject *pump, Poller *poller, Py_ssize_t slot);
+/* ``pump`` writes with its ``write`` again. */
+void pump_detach(PyObject *pump);
+/* A read's bytes: Pump.received() without a bytes object; the status, or -1 with an
+ * exception. */
+int pump_feed(PyObject *pump, const char *buf, Py_ssize_t n);
+/* The pump's ``on_stopped`` (borrowed; NULL or None: none). */
+PyObject *pump_on_stopped(PyObject *pump);
+
 #endif

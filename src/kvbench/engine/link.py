@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
 from kvbench.config.model import TargetConfig
@@ -65,6 +65,8 @@ class Link(asyncio.Protocol):
         connected: the transport is open. live: set up and usable.
         setup_error: the server's answer when it refused the setup.
         reconnect_delay_ns: the wait before the next reopening after refusals at accept.
+        opener: connects the link and makes its transport instead of the event loop's
+            ``create_connection`` (the compiled event loop's, engine/loop.py), or None.
     """
 
     def __init__(
@@ -94,6 +96,7 @@ class Link(asyncio.Protocol):
         self._refused = False
         self._closed_here = False
         self.reconnect_delay_ns = 0
+        self.opener: Callable[[Link], Awaitable[None]] | None = None
 
     # -- what a driver adds ------------------------------------------------------------
 

@@ -51,7 +51,7 @@ def connect_error_text(exc: BaseException) -> str:
 
 async def open_link(link: Link, timeout_ns: int) -> None:
     """Open ``link``'s transport to its server (TLS for rediss://, a Unix socket for
-    ``+unix`` URLs) and wait for its setup.
+    ``+unix`` URLs; its ``opener``'s, where it has one) and wait for its setup.
 
     Raises:
         OSError, TimeoutError: the connection could not be opened in time.
@@ -61,7 +61,9 @@ async def open_link(link: Link, timeout_ns: int) -> None:
     link.ready = loop.create_future()
     target, context = link.target, link.ssl_context
     async with asyncio.timeout(timeout_ns / 1e9):
-        if target.socket_path is not None:
+        if link.opener is not None:  # the compiled event loop's sockets (engine/loop.py)
+            await link.opener(link)
+        elif target.socket_path is not None:
             await loop.create_unix_connection(lambda: link, target.socket_path)
         else:
             await loop.create_connection(

@@ -25,8 +25,16 @@ from kvbench.config.replay import MONITOR_FORMAT
 from kvbench.engine.clock import NEVER, cpu_wait_ns
 from kvbench.engine.codec_choice import connection_codec_factories
 from kvbench.engine.connection import Connection
-from kvbench.engine.fastpath import PumpFactory, drain, driver_name, new_tally, python_reason
+from kvbench.engine.fastpath import (
+    PumpFactory,
+    drain,
+    driver_name,
+    loop_reason,
+    new_tally,
+    python_reason,
+)
 from kvbench.engine.link import Link, SetupWriter
+from kvbench.engine.loop import LoopDriver
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule, TraceSchedule
 from kvbench.engine.py_pump import PumpMaker, PyPumps, PyTally
@@ -100,7 +108,8 @@ class WorkerSummary:
     began_ns: int = 0
     last_error: str | None = None
     mismatch_keys: list[str] = field(default_factory=list)  # --verify: example keys
-    driver: str = "python"  # "compiled", or "python (<why>)": engine/fastpath.py
+    # "compiled loop", "compiled", or "python (<why>)": engine/fastpath.py driver_name
+    driver: str = "python"
     # A replay: this worker's trace profile and counts (``ReplayFeed.report``), else None.
     trace: dict[str, Any] | None = None
     peak_rss_bytes: int | None = None  # the process's, set as it sends this (runner/process.py)
@@ -165,6 +174,12 @@ class Worker(LinkKeeper):
             "a MONITOR capture's arbitrary commands"
             if config.replay is not None and config.replay.format == MONITOR_FORMAT
             else python_reason(config)
+        )
+        # Why the compiled pumps do not run on the compiled event loop (None: they do, and
+        # the connections' sockets are the loop's: engine/loop.py).
+        self.loop_reason = loop_reason(config) if self.python_reason is None else None
+        self.loop = (
+            LoopDriver() if self.python_reason is None and self.loop_reason is None else None
         )
         # Send state shared with the pumps: see the properties below.
         self.tally: Tally | PyTally = new_tally(self.cut, self.python_reason is None)
@@ -278,7 +293,10 @@ class Worker(LinkKeeper):
             return ClusterConnection(
                 self.router, self, self.tally, self.recorder, codec_factory, setup, pipeline, shard
             )
-        return Connection(self, self.tally, self.recorder, codec_factory, setup, pipeline, shard)
+        conn = Connection(self, self.tally, self.recorder, codec_factory, setup, pipeline, shard)
+        if self.loop is not None:
+            conn.opener = self.loop.open
+        return conn
 
     # -- preload -----------------------------------------------------------------------
 
@@ -383,6 +401,8 @@ class Worker(LinkKeeper):
             self.issuing = False
             for conn in self.connections:
                 conn.close()
+            if self.loop is not None:
+                self.loop.close()
             if self.feed is not None:
                 self.feed.close()  # the spool's space is freed now, not at the process's end
         return WorkerSummary(
@@ -390,7 +410,7 @@ class Worker(LinkKeeper):
             measure_end_ns=self._measure_end_ns,
             began_ns=self._began_ns,
             mismatch_keys=list(self.verifier.examples) if self.verifier else [],
-            driver=driver_name(self.python_reason),
+            driver=driver_name(self.python_reason, self.loop_reason),
             trace=self.feed.report() if self.feed is not None else None,
             **self.summary_fields(),
         )

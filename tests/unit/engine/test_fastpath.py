@@ -90,6 +90,29 @@ def test_the_switch_forces_the_python_driver(monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("memcached://127.0.0.1:1", None),
+        ("redis://127.0.0.1:1/0", None),
+        ("memcached+unix:///tmp/memcached.sock", None),
+        ("rediss://127.0.0.1:1/0", "TLS"),
+    ],
+)
+def test_the_loop_is_taken_only_when_asked_and_where_it_can_run(
+    monkeypatch: pytest.MonkeyPatch, url: str, reason: str | None
+) -> None:
+    run = config(url)
+    monkeypatch.delenv(fastpath.DRIVER_ENV, raising=False)
+    assert fastpath.loop_reason(run) == fastpath.NOT_ASKED
+    assert fastpath.driver_name(None, fastpath.NOT_ASKED) == "compiled"
+    monkeypatch.setenv(fastpath.DRIVER_ENV, fastpath.LOOP)
+    assert fastpath.loop_reason(run) == reason
+    expected = "compiled loop" if reason is None else f"compiled (no loop: {reason})"
+    assert fastpath.driver_name(None, reason) == expected
+    assert fastpath.driver_name("--verify", reason) == "python (--verify)"
+
+
+@pytest.mark.parametrize(
     ("url", "ttl_bytes"),
     [
         ("memcached://127.0.0.1:1", b" 0 30 "),

@@ -1,0 +1,625 @@
+/* kvbench.engine._pump.Poller: the first step of a compiled event loop.
+ *
+ * On the asyncio path each read of each connection is an event-loop callback, a Python
+ * call into Pump.data_received, and each batch of requests a call of transport.write.
+ * A Poller owns its connections' sockets instead (raw non-blocking fds, an epoll set of
+ * its own) and the event loop watches only the epoll fd: one Python call, poll(), per
+ * wake-up services every ready socket in C. Per ready socket it reads what the kernel
+ * has, hands it to the connection's pump (the same scan, tally and issue as
+ * Pump.received), and the pump's requests go out with one send from the pump's buffer;
+ * what the socket does not take is kept and sent when it is writable (EPOLLOUT). No
+ * Python frame runs per read, per write or per request.
+ *
+ * A connection is in one of two modes. Reader mode (no pump set): each read is handed
+ * to a Python callable as bytes (the setup's replies, the preload's Python pump, the
+ * first reads that tell a refusal): asyncio's Protocol.data_received, as a transport
+ * would. Pump mode (set_pump): reads go to a compiled Pump in C, and the pump's status
+ * goes to its ``on_stopped`` as Pump.data_received does.
+ *
+ * A connection's end (EOF, an error on recv or send) is Python's to handle: the socket
+ * leaves the set and is closed here, then ``on_end(handle, errno)`` is called (errno 0:
+ * the server closed it), and the worker counts and reopens it (engine/loop.py). A handle
+ * is the slot's index and a generation: a stale handle (a connection ended and its slot
+ * reused) names nothing, and calls with it do nothing.
+ *
+ * Level-triggered epoll: a socket read only in part (one recv of less than asked means
+ * the kernel had no more, so no second recv is spent to see EAGAIN; a full scratch buffer
+ * waits for the next poll) is reported again.
+ */
+#include "_pump.h"
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Events taken per epoll_wait, and the bytes read from one socket per poll. */
+#define POLL_EVENTS 256
+#define SCRATCH_BYTES (256 * 1024)
+
+typedef struct {
+    int fd;          /* -1: a free slot */
+    uint32_t gen;    /* bumped when the slot is freed */
+    int writing;     /* EPOLLOUT is asked for (a tail is waiting) */
+    int err;         /* a send failed with this errno: the end is due */
+    PyObject *pump;  /* pump mode: a Pump sending on this slot (strong), or NULL */
+    PyObject *reader; /* reader mode: data_received(bytes) (strong) */
+    char *out;       /* the unsent tail: out[out_pos:out_len] */
+    Py_ssize_t out_pos, out_len, out_cap;
+} Slot;
+
+struct Poller {
+    PyObject_HEAD
+    int epfd;
+    Slot *slots;
+    Py_ssize_t n_slots, cap, live;
+    PyObject *on_end;
+    char *scratch;
+    int polling;      /* in poll(): poll() again is refused */
+    int ends_due;     /* a slot's err is set: poll() ends it */
+    struct epoll_event events[POLL_EVENTS];
+};
+
+static PyTypeObject PollerType;
+
+static inline uint64_t
+handle_of(const Poller *self, Py_ssize_t i)
+{
+    return (uint64_t)i | (uint64_t)self->slots[i].gen << 32;
+}
+
+/* The slot a handle names, or -1 (stale, or never one). */
+static Py_ssize_t
+slot_of(const Poller *self, uint64_t handle)
+{
+    Py_ssize_t i = (Py_ssize_t)(handle & 0xFFFFFFFFu);
+    if (i >= self->n_slots || self->slots[i].fd < 0 ||
+        self->slots[i].gen != (uint32_t)(handle >> 32))
+        return -1;
+    return i;
+}
+
+static int
+watch(Poller *self, Py_ssize_t i, int writing)
+{
+    Slot *s = &self->slots[i];
+    struct epoll_event ev = {.events = EPOLLIN | (writing ? EPOLLOUT : 0),
+                             .data.u64 = handle_of(self, i)};
+    if (epoll_ctl(self->epfd, EPOLL_CTL_MOD, s->fd, &ev) < 0)
+        return -1;
+    s->writing = writing;
+    return 0;
+}
+
+static void
+fail_slot(Poller *self, Slot *s, int err)
+{
+    if (!s->err)
+        s->err = err;
+    self->ends_due = 1;
+}
+
+/* Keep out[from:n] of a send as the slot's tail, and ask to hear when it can go. */
+static void
+keep_tail(Poller *self, Py_ssize_t i, const char *p, Py_ssize_t n)
+{
+    Slot *s = &self->slots[i];
+    if (s->out_pos && s->out_pos == s->out_len)
+        s->out_pos = s->out_len = 0;
+    if (s->out_len + n > s->out_cap) {
+        if (s->out_pos) { /* the sent head goes first */
+            memmove(s->out, s->out + s->out_pos, (size_t)(s->out_len - s->out_pos));
+            s->out_len -= s->out_pos;
+            s->out_pos = 0;
+        }
+        Py_ssize_t cap = s->out_cap ? s->out_cap : 4096;
+        while (cap < s->out_len + n)
+            cap *= 2;
+        char *out = PyMem_Realloc(s->out, (size_t)cap);
+        if (out == NULL) {
+            fail_slot(self, s, ENOMEM);
+            return;
+        }
+        s->out = out;
+        s->out_cap = cap;
+    }
+    memcpy(s->out + s->out_len, p, (size_t)n);
+    s->out_len += n;
+    if (!s->writing && watch(self, i, 1) < 0)
+        fail_slot(self, s, errno);
+}
+
+void
+poller_send(Poller *self, Py_ssize_t i, const char *p, Py_ssize_t n)
+{
+    Slot *s = &self->slots[i];
+    if (s->fd < 0 || s->err || n <= 0)
+        return;
+    if (s->out_len > s->out_pos) { /* behind a tail: in order after it */
+        keep_tail(self, i, p, n);
+        return;
+    }
+    Py_ssize_t k;
+    do
+        k = send(s->fd, p, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (k < 0 && errno == EINTR);
+    if (k == n)
+        return;
+    if (k < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            fail_slot(self, s, errno);
+            return;
+        }
+        k = 0;
+    }
+    keep_tail(self, i, p + k, n - k);
+}
+
+/* The socket is writable: send the tail; when it is all gone, stop asking. */
+static void
+flush(Poller *self, Py_ssize_t i)
+{
+    Slot *s = &self->slots[i];
+    while (s->out_pos < s->out_len) {
+        Py_ssize_t k = send(s->fd, s->out + s->out_pos, (size_t)(s->out_len - s->out_pos),
+                            MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                fail_slot(self, s, errno);
+            return;
+        }
+        s->out_pos += k;
+    }
+    s->out_pos = s->out_len = 0;
+    if (s->writing && watch(self, i, 0) < 0)
+        fail_slot(self, s, errno);
+}
+
+/* Free slot ``i``: out of the set, closed, its pump writing with ``write`` again. */
+static void
+release(Poller *self, Py_ssize_t i)
+{
+    Slot *s = &self->slots[i];
+    epoll_ctl(self->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+    close(s->fd);
+    s->fd = -1;
+    s->gen++;
+    s->err = s->writing = 0;
+    if (s->pump != NULL)
+        pump_detach(s->pump);
+    Py_CLEAR(s->pump);
+    Py_CLEAR(s->reader);
+    PyMem_Free(s->out);
+    s->out = NULL;
+    s->out_pos = s->out_len = s->out_cap = 0;
+    self->live--;
+}
+
+/* The connection ended (errno ``err``, 0: closed by the server): freed, then Python is
+ * told. -1 with the callback's exception. */
+static int
+end(Poller *self, Py_ssize_t i, int err)
+{
+    uint64_t handle = handle_of(self, i);
+    release(self, i);
+    if (self->on_end == Py_None)
+        return 0;
+    PyObject *result = PyObject_CallFunction(self->on_end, "Ki", (unsigned long long)handle, err);
+    if (result == NULL)
+        return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
+/* Read what socket ``i`` has and hand it on: to its pump (and the pump's status to its
+ * on_stopped), or to its reader. Then an end it met. -1 with an exception (a callback's). */
+static int
+service_read(Poller *self, Py_ssize_t i)
+{
+    Slot *s = &self->slots[i];
+    uint64_t handle = handle_of(self, i);
+    Py_ssize_t len = 0;
+    int eof = 0, err = 0;
+    while (len < SCRATCH_BYTES) {
+        Py_ssize_t want = SCRATCH_BYTES - len;
+        Py_ssize_t k = recv(s->fd, self->scratch + len, (size_t)want, 0);
+        if (k > 0) {
+            len += k;
+            if (k < want) /* the kernel had no more: no recv spent to see EAGAIN */
+                break;
+            continue;
+        }
+        if (k == 0)
+            eof = 1;
+        else if (errno == EINTR)
+            continue;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK)
+            err = errno;
+        break;
+    }
+    if (len > 0) {
+        if (s->pump != NULL) {
+            PyObject *pump = Py_NewRef(s->pump); /* its callbacks may end the slot */
+            int status = pump_feed(pump, self->scratch, len);
+            if (status > 0) {
+                PyObject *stopped = pump_on_stopped(pump);
+                if (stopped != NULL && stopped != Py_None) {
+                    Py_INCREF(stopped);
+                    PyObject *result = PyObject_CallFunction(stopped, "i", status);
+                    Py_DECREF(stopped);
+                    status = result != NULL ? 0 : -1;
+                    Py_XDECREF(result);
+                }
+            }
+            Py_DECREF(pump);
+            if (status < 0)
+                return -1;
+        }
+        else if (s->reader != NULL) {
+            PyObject *reader = Py_NewRef(s->reader);
+            PyObject *data = PyBytes_FromStringAndSize(self->scratch, len);
+            PyObject *result = data != NULL ? PyObject_CallOneArg(reader, data) : NULL;
+            Py_XDECREF(data);
+            Py_DECREF(reader);
+            if (result == NULL)
+                return -1;
+            Py_DECREF(result);
+        }
+        i = slot_of(self, handle); /* ended or closed by a callback: nothing more here */
+        if (i < 0)
+            return 0;
+    }
+    if (eof || err)
+        return end(self, i, err);
+    return 0;
+}
+
+/* -- the Python type ---------------------------------------------------------------------- */
+
+static int
+Poller_init(Poller *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"on_end", NULL};
+    PyObject *on_end = Py_None;
+    if (self->scratch != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Poller.__init__ was called already");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &on_end))
+        return -1;
+    if (self->scratch != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Poller.__init__ was called already");
+        return -1;
+    }
+    self->scratch = PyMem_Malloc(SCRATCH_BYTES);
+    if (self->scratch == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (self->epfd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    Py_INCREF(on_end);
+    Py_XSETREF(self->on_end, on_end);
+    return 0;
+}
+
+static PyObject *
+Poller_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    Poller *self = (Poller *)type->tp_alloc(type, 0);
+    if (self != NULL)
+        self->epfd = -1;
+    return (PyObject *)self;
+}
+
+static int
+Poller_traverse(Poller *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->on_end);
+    for (Py_ssize_t i = 0; i < self->n_slots; i++) {
+        Py_VISIT(self->slots[i].pump);
+        Py_VISIT(self->slots[i].reader);
+    }
+    return 0;
+}
+
+/* Every socket closed, no callback. */
+static void
+close_all(Poller *self)
+{
+    for (Py_ssize_t i = 0; i < self->n_slots; i++)
+        if (self->slots[i].fd >= 0)
+            release(self, i);
+}
+
+static int
+Poller_clear(Poller *self)
+{
+    close_all(self);
+    Py_CLEAR(self->on_end);
+    return 0;
+}
+
+static void
+Poller_dealloc(Poller *self)
+{
+    PyObject_GC_UnTrack(self);
+    Poller_clear(self);
+    PyMem_Free(self->slots);
+    PyMem_Free(self->scratch);
+    if (self->epfd >= 0)
+        close(self->epfd);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+ready(Poller *self)
+{
+    if (self->scratch == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Poller.__init__ was not called");
+        return -1;
+    }
+    if (self->epfd < 0) {
+        PyErr_SetString(PyExc_ValueError, "the poller is closed");
+        return -1;
+    }
+    return 0;
+}
+
+/* The live slot of a handle argument, or -1 (with a ValueError when ``strict``). */
+static Py_ssize_t
+slot_arg(Poller *self, PyObject *arg, int strict)
+{
+    unsigned long long handle = PyLong_AsUnsignedLongLong(arg);
+    if (handle == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    Py_ssize_t i = slot_of(self, handle);
+    if (i < 0 && strict)
+        PyErr_Format(PyExc_ValueError, "no connection %llu (ended or closed)", handle);
+    return i;
+}
+
+PyDoc_STRVAR(Poller_add_doc,
+"add(fd, reader) -> int\n\n"
+"Own the connected non-blocking socket ``fd`` from now on (closed here when it ends or\n"
+"is closed) and hand its reads to ``reader(bytes)`` until a pump is set: its handle.");
+
+static PyObject *
+Poller_add(Poller *self, PyObject *args)
+{
+    int fd;
+    PyObject *reader;
+    if (ready(self) < 0 || !PyArg_ParseTuple(args, "iO", &fd, &reader))
+        return NULL;
+    Py_ssize_t i = 0;
+    while (i < self->n_slots && self->slots[i].fd >= 0)
+        i++;
+    if (i == self->n_slots) {
+        if (self->n_slots == self->cap) {
+            Py_ssize_t cap = self->cap ? self->cap * 2 : 64;
+            Slot *slots = PyMem_Realloc(self->slots, (size_t)cap * sizeof(Slot));
+            if (slots == NULL)
+                return PyErr_NoMemory();
+            self->slots = slots;
+            self->cap = cap;
+        }
+        self->slots[i] = (Slot){.fd = -1};
+        self->n_slots++;
+    }
+    Slot *s = &self->slots[i];
+    struct epoll_event ev = {.events = EPOLLIN,
+                             .data.u64 = (uint64_t)i | (uint64_t)s->gen << 32};
+    if (epoll_ctl(self->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    s->fd = fd;
+    s->reader = Py_NewRef(reader);
+    self->live++;
+    return PyLong_FromUnsignedLongLong(handle_of(self, i));
+}
+
+PyDoc_STRVAR(Poller_set_pump_doc,
+"set_pump(handle, pump) -> None\n\n"
+"Hand the connection's reads to ``pump`` (a Pump) in C and send its requests on its\n"
+"socket; None: back to the reader. A stale handle does nothing.");
+
+static PyObject *
+Poller_set_pump(Poller *self, PyObject *args)
+{
+    PyObject *arg, *pump;
+    if (ready(self) < 0 || !PyArg_ParseTuple(args, "OO", &arg, &pump))
+        return NULL;
+    Py_ssize_t i = slot_arg(self, arg, 0);
+    if (i < 0)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Slot *s = &self->slots[i];
+    if (pump == s->pump)
+        Py_RETURN_NONE;
+    if (pump != Py_None && pump_attach(pump, self, i) < 0)
+        return NULL;
+    if (s->pump != NULL)
+        pump_detach(s->pump);
+    Py_XSETREF(s->pump, pump == Py_None ? NULL : Py_NewRef(pump));
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(Poller_set_reader_doc,
+"set_reader(handle, reader) -> None\n\nThe callable a read goes to while no pump is set.");
+
+static PyObject *
+Poller_set_reader(Poller *self, PyObject *args)
+{
+    PyObject *arg, *reader;
+    if (ready(self) < 0 || !PyArg_ParseTuple(args, "OO", &arg, &reader))
+        return NULL;
+    Py_ssize_t i = slot_arg(self, arg, 0);
+    if (i < 0)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    Py_XSETREF(self->slots[i].reader, Py_NewRef(reader));
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(Poller_write_doc,
+"write(handle, data) -> None\n\n"
+"Send ``data`` on the connection (what the socket does not take now goes when it can);\n"
+"a failure ends the connection in the next poll(). A stale handle does nothing.");
+
+static PyObject *
+Poller_write(Poller *self, PyObject *args)
+{
+    PyObject *arg;
+    Py_buffer data;
+    if (ready(self) < 0 || !PyArg_ParseTuple(args, "Oy*", &arg, &data))
+        return NULL;
+    Py_ssize_t i = slot_arg(self, arg, 0);
+    if (i >= 0)
+        poller_send(self, i, data.buf, data.len);
+    PyBuffer_Release(&data);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(Poller_close_doc,
+"close(handle) -> None\n\n"
+"Close the connection now, unsent bytes dropped; ``on_end`` is not called (the caller\n"
+"knows). A stale handle does nothing.");
+
+static PyObject *
+Poller_close(Poller *self, PyObject *arg)
+{
+    if (ready(self) < 0)
+        return NULL;
+    Py_ssize_t i = slot_arg(self, arg, 0);
+    if (i >= 0)
+        release(self, i);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(Poller_poll_doc,
+"poll() -> int\n\n"
+"Service every ready socket without waiting (epoll_wait, timeout 0): reads handed to\n"
+"their pumps or readers, tails sent, ends reported to ``on_end``. The events handled.\n"
+"A callback's exception stops it and is raised; the sockets not reached are reported\n"
+"again by the next poll.");
+
+static PyObject *
+Poller_poll(Poller *self, PyObject *unused)
+{
+    if (ready(self) < 0)
+        return NULL;
+    if (self->polling) {
+        PyErr_SetString(PyExc_RuntimeError, "reentrant call to Poller.poll()");
+        return NULL;
+    }
+    int n;
+    do
+        n = epoll_wait(self->epfd, self->events, POLL_EVENTS, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    self->polling = 1;
+    int failed = 0;
+    for (int k = 0; k < n && !failed; k++) {
+        Py_ssize_t i = slot_of(self, self->events[k].data.u64);
+        if (i < 0)
+            continue;
+        uint32_t events = self->events[k].events;
+        if (events & EPOLLOUT)
+            flush(self, i);
+        if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+            failed = service_read(self, i) < 0;
+    }
+    /* The sends that failed (here, or in write() since the last poll). */
+    for (Py_ssize_t i = 0; self->ends_due && !failed && i < self->n_slots; i++)
+        if (self->slots[i].fd >= 0 && self->slots[i].err)
+            failed = end(self, i, self->slots[i].err) < 0;
+    if (!failed)
+        self->ends_due = 0;
+    self->polling = 0;
+    if (failed)
+        return NULL;
+    return PyLong_FromLong(n);
+}
+
+static PyObject *
+Poller_fileno(Poller *self, PyObject *unused)
+{
+    if (ready(self) < 0)
+        return NULL;
+    return PyLong_FromLong(self->epfd);
+}
+
+PyDoc_STRVAR(Poller_shutdown_doc,
+"shutdown() -> None\n\nClose every connection (no on_end) and the epoll fd.");
+
+static PyObject *
+Poller_shutdown(Poller *self, PyObject *unused)
+{
+    if (self->polling) {
+        PyErr_SetString(PyExc_RuntimeError, "Poller.shutdown() from inside poll()");
+        return NULL;
+    }
+    close_all(self);
+    if (self->epfd >= 0)
+        close(self->epfd);
+    self->epfd = -1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Poller_live(Poller *self, void *closure)
+{
+    return PyLong_FromSsize_t(self->live);
+}
+
+static PyGetSetDef Poller_getset[] = {
+    {"live", (getter)Poller_live, NULL, "connections open", NULL},
+    {NULL},
+};
+
+static PyMethodDef Poller_methods[] = {
+    {"add", (PyCFunction)Poller_add, METH_VARARGS, Poller_add_doc},
+    {"set_pump", (PyCFunction)Poller_set_pump, METH_VARARGS, Poller_set_pump_doc},
+    {"set_reader", (PyCFunction)Poller_set_reader, METH_VARARGS, Poller_set_reader_doc},
+    {"write", (PyCFunction)Poller_write, METH_VARARGS, Poller_write_doc},
+    {"close", (PyCFunction)Poller_close, METH_O, Poller_close_doc},
+    {"poll", (PyCFunction)Poller_poll, METH_NOARGS, Poller_poll_doc},
+    {"fileno", (PyCFunction)Poller_fileno, METH_NOARGS, PyDoc_STR("The epoll fd.")},
+    {"shutdown", (PyCFunction)Poller_shutdown, METH_NOARGS, Poller_shutdown_doc},
+    {NULL},
+};
+
+static PyTypeObject PollerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kvbench.engine._pump.Poller",
+    .tp_doc = PyDoc_STR("Poller(on_end=None): a worker's connections' sockets in an epoll set, "
+                        "serviced in C by poll(); on_end(handle, errno) hears of an end."),
+    .tp_basicsize = sizeof(Poller),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = Poller_new,
+    .tp_init = (initproc)Poller_init,
+    .tp_dealloc = (destructor)Poller_dealloc,
+    .tp_traverse = (traverseproc)Poller_traverse,
+    .tp_clear = (inquiry)Poller_clear,
+    .tp_getset = Poller_getset,
+    .tp_methods = Poller_methods,
+};
+
+int
+loop_add_types(PyObject *module)
+{
+    if (PyType_Ready(&PollerType) < 0)
+        return -1;
+    Py_INCREF(&PollerType);
+    if (PyModule_AddObject(module, "Poller", (PyObject *)&PollerType) < 0) {
+        Py_DECREF(&PollerType);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,185 @@
+"""The compiled event loop's Python side: connections whose sockets a ``Poller`` owns.
+
+With the loop driver (``KVBENCH_DRIVER=loop``, engine/fastpath.py) a worker's load
+connections are not asyncio transports: each is a non-blocking socket connected here
+(``loop.sock_connect``, ``TCP_NODELAY``) and handed to the worker's ``_pump.Poller``
+(engine/_pump_loop.c), an epoll set of its own. The worker's asyncio loop watches only the
+poller's epoll fd (``loop.add_reader(epfd, poller.poll)``): one Python call per wake-up,
+in which C reads every ready socket, runs each connection's compiled pump (scan, tally,
+issue) and sends its requests with one ``send``, with no Python frame per read, write or
+request. Timers (interval cuts, hiccups, timeouts, the open-loop dispatcher) stay
+asyncio's.
+
+A ``LoopTransport`` is what the connection (a ``Link``) sees: the few transport methods it
+uses, over the poller. Until the connection's reads are its compiled pump's (the setup,
+the preload's Python pump, the first reads that tell a refusal) the poller hands each read
+to the protocol's ``data_received``, as a transport would; when the connection hands its
+reads to a compiled pump (``set_protocol`` with a ``PumpReader``), the poller gives them to
+the pump in C. A connection's end (EOF, a reset, a failed send) comes back as
+``on_end(handle, errno)``: the socket is closed already, and the connection hears
+``connection_lost`` as from any transport, so ``LinkKeeper`` counts and reopens it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvbench.engine._pump import Poller
+    from kvbench.engine.link import Link
+
+try:
+    from kvbench.engine import _pump
+except ImportError:  # no extension: fastpath never picks this driver
+    _pump = None  # type: ignore[assignment]
+
+
+class LoopTransport(asyncio.Transport):
+    """One connection's socket in the poller, as the transport its ``Link`` talks to."""
+
+    def __init__(self, driver: LoopDriver, fd: int, protocol: asyncio.Protocol) -> None:
+        super().__init__()
+        self._driver = driver
+        self._protocol = protocol
+        self._closed = False
+        try:
+            self.handle = driver.poller.add(fd, protocol.data_received)
+        except BaseException:
+            os.close(fd)
+            raise
+        driver.transports[self.handle] = self
+
+    # -- what Link, Connection and the pumps call ----------------------------------------
+
+    def write(self, data: Any) -> None:
+        if not self._closed and not self._driver.closed:
+            self._driver.poller.write(self.handle, data)
+
+    def is_closing(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        self.abort()
+
+    def abort(self) -> None:
+        """Close the socket now (unsent bytes dropped); ``connection_lost`` follows."""
+        if self._closed:
+            return
+        self._lost()
+        if not self._driver.closed:  # (else its socket is closed already)
+            self._driver.poller.close(self.handle)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        """Reads go to ``protocol`` from now on: to a compiled pump in C when it is a
+        ``PumpReader`` of one (its ``data_received`` is the pump's bound method), else to
+        its ``data_received``."""
+        assert isinstance(protocol, asyncio.Protocol)
+        self._protocol = protocol
+        if self._closed or self._driver.closed:
+            return
+        poller = self._driver.poller
+        pump = getattr(protocol.data_received, "__self__", None)
+        if _pump is not None and isinstance(pump, _pump.Pump):
+            poller.set_pump(self.handle, pump)
+        else:
+            poller.set_pump(self.handle, None)
+            poller.set_reader(self.handle, protocol.data_received)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._protocol
+
+    # -- its end -------------------------------------------------------------------------
+
+    def ended(self, errno: int) -> None:
+        """The poller closed the socket (the server closed it: ``errno`` 0, or an error)."""
+        if not self._closed:
+            exc = ConnectionResetError(errno, os.strerror(errno)) if errno else None
+            self._lost(exc)
+
+    def _lost(self, exc: Exception | None = None) -> None:
+        self._closed = True
+        self._driver.transports.pop(self.handle, None)
+        asyncio.get_running_loop().call_soon(self._protocol.connection_lost, exc)
+
+
+class LoopDriver:
+    """A worker's poller, registered with its asyncio loop, and the connections in it.
+
+    ``open(link)`` is a ``Link``'s opener (engine/reconnect.py ``open_link`` calls it for
+    the first connection and every reopening): it connects, and the link's transport is a
+    ``LoopTransport``.
+    """
+
+    def __init__(self) -> None:
+        assert _pump is not None
+        self.poller: Poller = _pump.Poller(self._ended)
+        self.transports: dict[int, LoopTransport] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.closed = False
+
+    def start(self) -> None:
+        """Watch the poller's epoll fd on the running loop (once)."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._loop.add_reader(self.poller.fileno(), self.poller.poll)
+
+    def close(self) -> None:
+        """Stop watching, close every socket (no ``connection_lost``: the run is over); a
+        connection opened from now on fails."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._loop is not None:
+            self._loop.remove_reader(self.poller.fileno())
+            self._loop = None
+        self.transports.clear()
+        self.poller.shutdown()
+
+    async def open(self, link: Link) -> None:
+        """Connect ``link``'s socket (Unix, or TCP with ``TCP_NODELAY``) and make its
+        transport: the link's setup then runs as over any transport.
+
+        Raises:
+            OSError: the connection was refused or failed.
+        """
+        self._check_open()
+        self.start()
+        loop = asyncio.get_running_loop()
+        target = link.target
+        addresses: list[tuple[int, Any]]
+        if target.socket_path is not None:
+            addresses = [(socket.AF_UNIX, target.socket_path)]
+        else:  # each address in turn, as create_connection tries them (localhost: ::1, ...)
+            infos = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+            addresses = [(family, address) for family, _, _, _, address in infos]
+        error: OSError | None = None
+        for family, address in addresses:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                sock.setblocking(False)
+                if family != socket.AF_UNIX:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.sock_connect(sock, address)
+                self._check_open()  # (the run may have ended meanwhile)
+            except OSError as exc:
+                sock.close()
+                error = exc
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            link.connection_made(LoopTransport(self, sock.detach(), link))
+            return
+        raise error or OSError(f"no address for {target.host}")
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ConnectionAbortedError("the worker's event loop is closed: the run is over")
+
+    def _ended(self, handle: int, errno: int) -> None:
+        transport = self.transports.get(handle)
+        if transport is not None:
+            transport.ended(errno)

@@ -1,0 +1,250 @@
+"""The compiled event loop's ``Poller`` (engine/_pump_loop.c) over real sockets.
+
+Over socket pairs and loopback TCP, no server: a read reaches the reader, or the compiled
+pump in C (its requests written by the poller, never by the pump's ``write``, the pump's
+own closed loop sending the next ones); a send the socket cannot take whole is finished
+in order when it can; a connection's end (the peer's close, a reset) is closed here and
+reported once with its errno; a closed or stale handle does nothing. ``make sanitize``
+runs these under AddressSanitizer.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import struct
+import time
+from collections.abc import Callable
+
+import pytest
+
+from kvbench.engine import fastpath
+from kvbench.protocols.base import Op
+from tests.support import pump_oracle
+
+if not fastpath.compiled():
+    pump_oracle.require_compiled(module=True)
+
+from kvbench.engine import _pump  # type: ignore[attr-defined]
+
+pytestmark = pytest.mark.unit
+
+TEXT, FAMILIES = fastpath.PROTOCOLS["memcache-text"]
+
+
+def poll_until(poller: _pump.Poller, condition: Callable[[], bool], what: str) -> None:
+    """Poll until ``condition`` holds (a generous deadline: a loaded machine)."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, f"waited 10 s for {what}"
+        poller.poll()
+
+
+def recv_exactly(sock: socket.socket, n: int, poller: _pump.Poller | None = None) -> bytes:
+    sock.setblocking(False)
+    data = b""
+    deadline = time.monotonic() + 10
+    while len(data) < n:
+        assert time.monotonic() < deadline, f"read {len(data)} of {n} bytes"
+        if poller is not None:
+            poller.poll()
+        try:
+            data += sock.recv(n - len(data))
+        except BlockingIOError:
+            time.sleep(0.001)
+    return data
+
+
+class Ends:
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+
+    def __call__(self, handle: int, err: int) -> None:
+        self.seen.append((handle, err))
+
+
+def owned_pair(
+    poller: _pump.Poller, reader: Callable[[bytes], object]
+) -> tuple[int, socket.socket]:
+    """A socket pair: one end the poller's (its handle), the other the test's."""
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    return poller.add(ours.detach(), reader), theirs
+
+
+def gets(n: int) -> Callable[[], tuple[list[int], list[bytes], list[bytes], int] | None]:
+    """A stream's refill: one chunk of ``n`` gets of k0, k1, ..."""
+    chunks = [([int(Op.GET)] * n, [b"k%d" % i for i in range(n)], [b""] * n, 0)]
+    return lambda: chunks.pop() if chunks else None
+
+
+def test_reads_go_to_the_reader_and_writes_to_the_socket() -> None:
+    poller = _pump.Poller(Ends())
+    reads: list[bytes] = []
+    handle, theirs = owned_pair(poller, reads.append)
+    with theirs:
+        theirs.sendall(b"hello")
+        poll_until(poller, lambda: reads == [b"hello"], "the read")
+        poller.write(handle, b"world")
+        assert recv_exactly(theirs, 5) == b"world"
+        assert poller.live == 1
+    poller.shutdown()
+
+
+def test_a_pump_reads_and_sends_in_c_never_through_its_write() -> None:
+    poller = _pump.Poller(Ends())
+    handle, theirs = owned_pair(poller, lambda data: pytest.fail(f"reader got {data!r}"))
+    tally = _pump.Tally()
+    tally.issuing = True
+    writes: list[bytes] = []
+    pump = _pump.Pump(tally, _pump.Stream(gets(4), TEXT), writes.append, TEXT, FAMILIES, 1 << 20)
+    poller.set_pump(handle, pump)
+    with theirs:
+        assert pump.issue(2) == 0
+        assert recv_exactly(theirs, 16) == b"get k0\r\nget k1\r\n"
+        theirs.sendall(b"END\r\nEN")  # a reply and a half: the half is kept
+        assert recv_exactly(theirs, 8, poller) == b"get k2\r\n"  # one answered: one sent
+        theirs.sendall(b"D\r\n")
+        assert recv_exactly(theirs, 8, poller) == b"get k3\r\n"
+        assert pump.inflight == 2
+    assert writes == []
+    ops, codes, _ = tally.take()
+    assert list(memoryview(codes).cast("q")) == [2, 2]  # two misses
+    assert len(ops) == 16
+    poller.shutdown()
+
+
+def test_a_pump_status_goes_to_its_on_stopped() -> None:
+    poller = _pump.Poller(Ends())
+    handle, theirs = owned_pair(poller, lambda data: None)
+    tally = _pump.Tally()
+    tally.issuing = True
+    stopped: list[int] = []
+    pump = _pump.Pump(tally, _pump.Stream(gets(1), TEXT), None, TEXT, FAMILIES, 1 << 20)
+    pump.on_stopped = stopped.append
+    poller.set_pump(handle, pump)
+    with theirs:
+        pump.issue(1)
+        recv_exactly(theirs, 8)
+        theirs.sendall(b"NONSENSE\r\n")
+        poll_until(poller, lambda: stopped == [2], "the protocol error")
+        assert "NONSENSE" in str(pump.error)
+    poller.shutdown()
+
+
+def test_a_send_the_socket_cannot_take_is_finished_in_order() -> None:
+    poller = _pump.Poller(Ends())
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    ours.setblocking(False)
+    handle = poller.add(ours.detach(), lambda data: None)
+    payload = bytes(range(256)) * 4096  # 1 MiB: far more than the buffers hold
+    with theirs:
+        poller.write(handle, payload[:1000])
+        poller.write(handle, payload[1000:])  # behind a tail: queued after it
+        assert recv_exactly(theirs, len(payload), poller) == payload
+    poller.shutdown()
+
+
+def test_the_peers_close_ends_the_connection_once() -> None:
+    ends = Ends()
+    poller = _pump.Poller(ends)
+    reads: list[bytes] = []
+    handle, theirs = owned_pair(poller, reads.append)
+    theirs.sendall(b"last words")
+    theirs.close()
+    poll_until(poller, lambda: ends.seen != [], "the end")
+    assert reads == [b"last words"]  # read before the end is told
+    assert ends.seen == [(handle, 0)]
+    assert poller.live == 0
+    poller.poll()
+    poller.write(handle, b"x")  # a stale handle: nothing
+    poller.set_pump(handle, None)
+    poller.close(handle)
+    assert ends.seen == [(handle, 0)]
+    poller.shutdown()
+
+
+def test_a_reset_ends_the_connection_with_its_errno() -> None:
+    ends = Ends()
+    poller = _pump.Poller(ends)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        ours = socket.create_connection(listener.getsockname())
+        theirs, _ = listener.accept()
+    ours.setblocking(False)
+    handle = poller.add(ours.detach(), lambda data: None)
+    theirs.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    theirs.close()  # linger 0: a reset
+    poll_until(poller, lambda: ends.seen != [], "the end")
+    assert ends.seen == [(handle, errno.ECONNRESET)]
+    poller.shutdown()
+
+
+def test_closing_here_tells_no_one_and_frees_the_slot_for_a_new_handle() -> None:
+    ends = Ends()
+    poller = _pump.Poller(ends)
+    handle, theirs = owned_pair(poller, lambda data: None)
+    poller.close(handle)
+    with theirs:
+        assert theirs.recv(1) == b""  # closed: the peer reads its end
+    again, other = owned_pair(poller, lambda data: None)
+    assert again != handle  # the same slot, another generation
+    poller.close(handle)  # the old handle names nothing now
+    assert poller.live == 1
+    poller.poll()
+    assert ends.seen == []
+    other.close()
+    poller.shutdown()
+
+
+def test_a_callback_that_raises_stops_the_poll_and_is_raised() -> None:
+    poller = _pump.Poller(Ends())
+
+    def reader(data: bytes) -> None:
+        raise ValueError("from the reader")
+
+    _, theirs = owned_pair(poller, reader)
+    with theirs:
+        theirs.sendall(b"x")
+        with pytest.raises(ValueError, match="from the reader"):
+            poll_until(poller, lambda: False, "the exception")
+    poller.shutdown()
+
+
+def test_poll_refuses_to_be_called_from_its_own_callback() -> None:
+    poller = _pump.Poller(Ends())
+    _, theirs = owned_pair(poller, lambda data: poller.poll())
+    with theirs:
+        theirs.sendall(b"x")
+        with pytest.raises(RuntimeError, match="reentrant"):
+            poll_until(poller, lambda: False, "the refusal")
+    poller.shutdown()
+
+
+def test_a_pump_sends_on_one_connection_only() -> None:
+    poller = _pump.Poller(Ends())
+    first, a = owned_pair(poller, lambda data: None)
+    second, b = owned_pair(poller, lambda data: None)
+    pump = _pump.Pump(_pump.Tally(), _pump.Stream(gets(1), TEXT), None, TEXT, FAMILIES, 1 << 20)
+    poller.set_pump(first, pump)
+    with pytest.raises(RuntimeError, match="another connection"):
+        poller.set_pump(second, pump)
+    with pytest.raises(TypeError, match="must be a Pump"):
+        poller.set_pump(second, object())
+    a.close()
+    b.close()
+    poller.shutdown()
+
+
+def test_shutdown_closes_every_socket() -> None:
+    poller = _pump.Poller(Ends())
+    _, theirs = owned_pair(poller, lambda data: None)
+    epfd = poller.fileno()
+    poller.shutdown()
+    with theirs:
+        assert theirs.recv(1) == b""
+    with pytest.raises(ValueError, match="closed"):
+        poller.poll()
+    with pytest.raises(OSError):
+        os.fstat(epfd)
