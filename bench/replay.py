@@ -77,22 +77,14 @@ def feed_ns_per_row(path: Path, connections: int, speed: float | None) -> tuple[
     start = time.perf_counter()
     feed.prepare()
     prepared = time.perf_counter()
-    for lane in feed.lanes:
-        lane.holder = _Held()
     rows = 0
     for lane in feed.lanes:
-        while lane.refill():
-            rows += lane.size
-            lane.pos = lane.size
+        lane.pack()
+        while (chunk := lane.next_chunk()) is not None:
+            rows += chunk.size
     handed = time.perf_counter()
     feed.close()
     return (prepared - start) * 1e9 / rows, (handed - prepared) * 1e9 / rows, rows
-
-
-class _Held:
-    """Stands in for a pump's stream: the lanes hand out packed segments."""
-
-    size = pos = 0
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ from kvbench.errors import ProtocolError
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
 from kvbench.protocols.registry import CODECS
+from kvbench.workload.chunk import Cursor
+from kvbench.workload.plan import FixedSource
 from tests.support.reply_grammar import (
     Draw,
     key_for,
@@ -289,22 +291,6 @@ def codec_outcome(
     return outcome.codes, outcome.error
 
 
-class ListSource:
-    """An exchange's requests as a pump's source: one chunk of lists, then nothing."""
-
-    ttl_s = None
-
-    def __init__(self, ex: Exchange) -> None:
-        self.ops = self.record_ops = ex.ops
-        self.keys = ex.keys
-        self.values = ex.values
-        self.pos = 0
-        self.size = len(ex.ops)
-
-    def refill(self) -> bool:
-        return False
-
-
 # How long before its send each scheduled request was due (open-loop exchanges).
 BEHIND_NS = 1_000_000
 
@@ -322,10 +308,11 @@ def py_pump_outcome(ex: Exchange) -> Outcome:
     tally.issuing, tally.budget = True, len(ex.ops)  # exactly these requests, no more
     recorder = Recorder([op.name.lower() for op in Op])
     written: list[bytes] = []
-    source: Any = ListSource(ex)
+    # An exchange's requests as a pump's source: one chunk of lists, then nothing.
+    cursor = Cursor(FixedSource(ex.ops, ex.keys, ex.values))
     shard: Any = SimpleNamespace(completed=0)
     pump = PyPump(
-        tally, recorder, codec, source, shard, written.append, lambda now: None, ex.open_loop
+        tally, recorder, codec, cursor, shard, written.append, lambda now: None, ex.open_loop
     )
     if ex.open_loop:
         statuses = [pump.issue_scheduled([time.monotonic_ns() - BEHIND_NS] * len(ex.ops))]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from kvbench.engine.link import Link, LinkHost, SetupWriter
-from kvbench.engine.py_pump import CLOSING, IDLE, PumpMaker, PyPump, PyTally, Source, Write
+from kvbench.engine.py_pump import CLOSING, IDLE, PumpMaker, PyPump, PyTally, Write
 from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
@@ -26,6 +26,7 @@ from kvbench.protocols.base import ClientCodec
 if TYPE_CHECKING:
     from kvbench.engine._pump import Pump, Tally
     from kvbench.engine.shards import Shard
+    from kvbench.workload.chunk import Cursor
 
 _now = time.monotonic_ns
 _TIMEOUT = int(Outcome.TIMEOUT)
@@ -51,7 +52,7 @@ ConnectionArgs: TypeAlias = (
 
 # What a Python pump of a connection is made of, in ``PyPump``'s order (``_pump_parts``).
 PumpParts: TypeAlias = (
-    "tuple[Tally | PyTally, Recorder, ClientCodec, Source, Shard, Write | None,"
+    "tuple[Tally | PyTally, Recorder, ClientCodec, Cursor, Shard, Write | None,"
     " Callable[[int], None]]"
 )
 
@@ -100,7 +101,8 @@ class Connection(Link):
         codec_factory: builds a fresh codec for each (re)connection.
         setup: appends setup requests (AUTH/SELECT/HELLO) to a buffer; returns their count.
         pipeline: requests kept in flight.
-        shard: the server this connection talks to, and its request source.
+        shard: the server this connection talks to, and its request source (read
+            through the shard's cursor, shared by its connections).
     """
 
     def __init__(
@@ -118,8 +120,8 @@ class Connection(Link):
         self._tally = tally
         self._recorder = recorder
         self.shard = shard
-        # Where requests come from: the shared workload, or a replay's lane of the trace.
-        self.source: Source = shard.source
+        # Where requests come from: the shared workload's cursor, or a replay lane's.
+        self.cursor: Cursor = shard.cursor
         self.pipeline = pipeline
         self.closed_loop = True
         # The transport's reader once the reads are the pump's (None: they are ours).
@@ -131,18 +133,18 @@ class Connection(Link):
 
     def python_driver(self, write: Write | None) -> PyPump:
         """A Python pump for the current transport (``write``: its write; None: none),
-        sending this connection's source with its codec."""
+        sending from this connection's cursor with its codec."""
         return PyPump(*self._pump_parts(write), open_loop=not self.closed_loop)
 
     def _pump_parts(self, write: Write | None) -> PumpParts:
         """What a Python pump of this connection is made of, in ``PyPump``'s order: the
-        worker's tally and recorder, this connection's codec, source, shard and ``write``,
+        worker's tally and recorder, this connection's codec, cursor, shard and ``write``,
         and the worker's interval cut (a cluster connection's pump takes the same)."""
         return (
             self._tally,
             self._recorder,
             self._codec,
-            self.source,
+            self.cursor,
             self.shard,
             write,
             self._host.cut,
@@ -154,7 +156,7 @@ class Connection(Link):
         self.pump = self.python_driver(transport.write if transport is not None else None)
 
     def _became_ready(self) -> None:
-        ttl = self.source.ttl_s  # a replay's chunk TTL, for this connection's new codec
+        ttl = self.cursor.chunk.ttl_s  # a replay's chunk TTL, for this connection's new codec
         if ttl is not None:
             self._codec.set_ttl(ttl)
         self.attach()
@@ -193,10 +195,10 @@ class Connection(Link):
             transport.set_protocol(self)
         self.pump = self._host.pumps.pump(self, transport.write)
 
-    def take_source(self, source: Source) -> None:
-        """Send from ``source`` from now on (the preload's sets, then the run's source
+    def take_cursor(self, cursor: Cursor) -> None:
+        """Send from ``cursor`` from now on (the preload's sets, then the run's source
         again): the pump is made afresh for it, with nothing in flight."""
-        self.source = source
+        self.cursor = cursor
         self.attach()
 
     def to_open_loop(self) -> None:

@@ -52,25 +52,25 @@ path too); ``python_reason`` names the reason, and the run records it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kvbench.config.model import RMW
 from kvbench.engine.pacing import LATE_NS
-from kvbench.engine.py_pump import Pumped, PyTally, Source, Write
+from kvbench.engine.py_pump import Pumped, PyTally, Write
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
 from kvbench.workload.mix import WORKLOAD_TO_OP
 from kvbench.workload.trace_ops import SKIPPED, OpMapping
-from kvbench.workload.trace_source import Lane
 
 if TYPE_CHECKING:
     from kvbench.config.model import RunConfig
     from kvbench.engine._pump import Pump, Stream, Tally
     from kvbench.engine.shards import Shard
+    from kvbench.workload.chunk import Cursor
 
 try:
     from kvbench.engine import _pump
@@ -239,11 +239,13 @@ def new_tally(on_cut: Callable[[int], None] | None, compiled_run: bool) -> Tally
 
 
 class PumpFactory:
-    """Builds each connection's pump. The connections of a shard share one ``Stream`` of
-    the shard's source (packed chunks where its mix allows: ``RequestSource.pack``); a
-    connection with a source of its own (a replay's ``Lane``) has a ``Stream`` of its own,
-    kept across its reconnections: its segments go packed, each with its stores' TTL, and
-    it sends nothing more once the lane is at its end.
+    """Builds each connection's pump. The connections of a shard share one ``Stream``,
+    fed from their shared cursor over the shard's source (packed chunks where its mix
+    allows: ``RequestSource.pack``); a connection with a cursor of its own (over a
+    replay's ``Lane``) has a ``Stream`` of its own, kept across its reconnections: its
+    segments go packed, each with its stores' TTL, and it sends nothing more once the
+    lane is at its end (what the stream holds is still the lane's to send: it holds the
+    lane).
 
     Args:
         tally: the worker's ``_pump.Tally``.
@@ -259,27 +261,25 @@ class PumpFactory:
         options = CodecOptions()
         self._flags = options.flags
         self._max_reply = options.max_reply_bytes
-        # The streams by the source they draw on (id: sources are not hashable), and each
+        # The streams by the cursor they draw on (id: cursors are not hashable), and each
         # shard's (one shared, or one per connection).
-        self._by_source: dict[int, Stream] = {}
+        self._by_cursor: dict[int, Stream] = {}
         self._of_shard: dict[int, list[Stream]] = {}
 
     def pump(self, conn: Pumped, write: Write) -> Pump:
         """A pump for ``conn`` writing with ``write`` (its transport's), fed from its
-        source's stream: the shard's, shared, or one of its own (a replay's lane)."""
+        cursor's stream: the shard's, shared, or one of its own (a replay's lane)."""
         assert _pump is not None
-        shard, source = conn.shard, conn.source
+        shard, cursor = conn.shard, conn.cursor
         protocol, families = PROTOCOLS[shard.target.protocol]
-        stream = self._by_source.get(id(source))
+        stream = self._by_cursor.get(id(cursor))
         if stream is None:
-            stream = self._by_source[id(source)] = _pump.Stream(
-                _chunks(source), protocol, self._ttl_s, self._flags
+            stream = self._by_cursor[id(cursor)] = _pump.Stream(
+                _chunks(cursor), protocol, self._ttl_s, self._flags
             )
             self._of_shard.setdefault(shard.index, []).append(stream)
-            if isinstance(source, Lane):  # its segments go to the stream packed; what the
-                source.holder = stream  # stream holds is still the lane's to send
-            else:  # its chunks too, where they can be: bounds into its tables
-                source.pack()
+            cursor.source.pack()  # packed chunks where they can be (bounds into its tables)
+            cursor.source.hold(stream)
         return _pump.Pump(
             self.tally,
             stream,
@@ -291,10 +291,10 @@ class PumpFactory:
             late_ns=LATE_NS,
         )
 
-    def skip(self, source: Source, n: int) -> bytes | None:
-        """Take the next ``n`` requests of ``source`` unsent (the open loop's dropped ones):
-        their ops; None when no pump has drawn from ``source`` yet."""
-        stream = self._by_source.get(id(source))
+    def skip(self, cursor: Cursor, n: int) -> bytes | None:
+        """Take the next ``n`` requests of ``cursor``'s source unsent (the open loop's
+        dropped ones): their ops; None when no pump has drawn from ``cursor`` yet."""
+        stream = self._by_cursor.get(id(cursor))
         return bytes(stream.skip(n)) if stream is not None else None
 
     def completed(self, shard: Shard) -> int:
@@ -302,29 +302,31 @@ class PumpFactory:
         return sum(int(stream.take_completed()) for stream in self._of_shard.get(shard.index, ()))
 
 
-_Chunk = (
-    tuple[list[Any], list[Any], list[Any], int]
-    | tuple[list[Any], list[Any], list[Any], int, int]
+# What a stream's refill returns (the module docstring's two forms).
+_Refilled = (
+    tuple[Sequence[int], Sequence[Any], Sequence[Any], int]
+    | tuple[Sequence[int], Sequence[Any], Sequence[Any], int, int]
     | tuple[Any, ...]
 )
 
 
-def _chunks(source: Source) -> Callable[[], _Chunk | None]:
-    """A stream's refill: the rest of the source's current chunk, then its next ones, with
-    the TTL of the chunk's stores where the source sets it (a replay's lane, whose
+def _chunks(cursor: Cursor) -> Callable[[], _Refilled | None]:
+    """A stream's refill: the rest of the cursor's chunk, then the source's next ones,
+    with the TTL of the chunk's stores where it carries one (a replay's lane, whose
     segments go as packed chunks); None when the source has nothing more (a lane at the
     end of its rows)."""
 
-    def refill() -> _Chunk | None:
-        if source.pos >= source.size and not source.refill():
+    def refill() -> _Refilled | None:
+        if cursor.pos >= cursor.size and not cursor.advance():
             return None
-        start, source.pos = source.pos, source.size  # the stream takes it from here
-        ttl = source.ttl_s
-        if source.packed is not None:  # (a TTL of None: the stream's own)
-            return (*source.packed, start, ttl)
+        chunk = cursor.chunk
+        start, cursor.pos = cursor.pos, cursor.size  # the stream takes it from here
+        ttl = chunk.ttl_s
+        if chunk.packed is not None:  # (a TTL of None: the stream's own)
+            return (*chunk.packed, start, ttl)
         if ttl is None:
-            return source.ops, source.keys, source.values, start
-        return source.ops, source.keys, source.values, start, ttl
+            return chunk.ops, chunk.keys, chunk.values, start
+        return chunk.ops, chunk.keys, chunk.values, start, ttl
 
     return refill
 

@@ -34,13 +34,13 @@ from kvbench.engine.pacing import Schedule, TraceSchedule
 from kvbench.engine.timer import Timer
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
-from kvbench.workload.plan import RequestSource
 
 if TYPE_CHECKING:
     from kvbench.engine._pump import Tally
     from kvbench.engine.connection import Connection, DriverHost
-    from kvbench.engine.py_pump import PyTally, Source
+    from kvbench.engine.py_pump import PyTally
     from kvbench.engine.shards import Shard
+    from kvbench.workload.chunk import Cursor
 
 _now = time.monotonic_ns
 # The dispatcher wakes at least this often (to see the worker stop issuing).
@@ -65,9 +65,10 @@ class Route:
     Attributes:
         schedule: the intended send times of the route's requests.
         connections: who sends them (round robin among those with room).
-        shards: where dropped requests are taken from, in turn: each one's ``source``,
-            read at every drop, skipping empty ones (a Redis Cluster MOVED rekeys a
-            master's source: it may empty it, or give keys to one empty at the start).
+        shards: where dropped requests are taken from, in turn: each one's ``cursor``
+            (the one its connections send from), read at every drop, skipping those whose
+            source is empty (a Redis Cluster MOVED rekeys a master's source: it may empty
+            it, or give keys to one empty at the start).
             The worker's shards; a replay lane's connection.
         next_index: requests of the schedule sent or dropped so far.
     """
@@ -91,10 +92,10 @@ class OpenLoopDispatcher:
             send, -1 for no limit), which the dispatcher draws down.
         recorder: where dropped requests are counted.
         connections: the worker's connections.
-        shards: the worker's servers (dropped requests are taken from their sources).
+        shards: the worker's servers (dropped requests are taken from their cursors).
         schedule: the intended send times the connections share; or one schedule per
             connection (a replay's lanes: dropped requests come from the connection's
-            own source).
+            own cursor).
         max_lag_ns: a request this far behind its slot is dropped, not sent.
     """
 
@@ -244,35 +245,23 @@ class OpenLoopDispatcher:
         master that serves none of the keys now has no requests to skip: the others'
         sequences are (a cluster's keys are always served by some master).
         """
-        sources = [shard.source for shard in route.shards if not _empty(shard.source)]
+        cursors = [shard.cursor for shard in route.shards if not shard.cursor.source.empty]
         counts = self._recorder.counts
         self._take_budget(n)
         first, stop = route.dropped, route.dropped + n
-        for index, source in enumerate(sources):
-            # the drops i in [first, stop) with i % len(sources) == index
-            k = len(range(first + (index - first) % len(sources), stop, len(sources)))
-            for op in self._skip(source, k):
+        for index, cursor in enumerate(cursors):
+            # the drops i in [first, stop) with i % len(cursors) == index
+            k = len(range(first + (index - first) % len(cursors), stop, len(cursors)))
+            for op in self._skip(cursor, k):
                 counts[op][_DROPPED] += 1
         route.dropped += n
         route.next_index += n
 
-    def _skip(self, source: Source, k: int) -> Iterable[int]:
-        """The ops of the next ``k`` requests of ``source``, taken unsent: from the stream
-        its compiled pumps draw on while they send (it holds the rest of the source's
-        chunk), else from the source itself."""
-        skipped = self._host.pumps.skip(source, k) if k else None
+    def _skip(self, cursor: Cursor, k: int) -> Iterable[int]:
+        """The ops of the next ``k`` requests of ``cursor``'s source, taken unsent: from
+        the stream its compiled pumps draw on while they send (it holds the rest of the
+        cursor's chunk), else from the cursor itself."""
+        skipped = self._host.pumps.skip(cursor, k) if k else None
         if skipped is not None:
             return skipped
-        ops = []
-        for _ in range(k):
-            if source.pos == source.size:
-                source.refill()
-            ops.append(source.record_ops[source.pos])
-            source.pos += 1
-        return ops
-
-
-def _empty(source: object) -> bool:
-    """``source`` has no keys to draw from now: a Redis Cluster master's that serves none
-    (a replay lane is never empty: it runs until its trace ends)."""
-    return isinstance(source, RequestSource) and source.empty
+        return cursor.skip(k)

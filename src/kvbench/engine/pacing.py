@@ -18,8 +18,9 @@ times (wrk2), so a stalled server cannot hide its queue by slowing the client do
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterator
 from itertools import islice
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -164,6 +165,27 @@ def lag_outcome(lag_ns: int, late_ns: int, max_lag_ns: int) -> str:
     return "on_time"
 
 
+class _Fed(Protocol):
+    done: bool
+
+
+class TimedLane(Protocol):
+    """What a schedule asks of a timed replay's lane (workload/trace_source.py ``Lane``,
+    workload/monitor_feed.py ``MonitorLane``)."""
+
+    @property
+    def feed(self) -> _Fed: ...
+
+    @property
+    def taken(self) -> int: ...
+
+    def offsets_from(self, first: int) -> Iterator[int]: ...
+
+    def due_count(self, offset_ns: int) -> int: ...
+
+    def pending(self) -> int: ...
+
+
 class TraceSchedule:
     """The intended send times of one connection's requests in a timed replay.
 
@@ -178,7 +200,7 @@ class TraceSchedule:
         start_ns: when the replay's time 0 is.
     """
 
-    def __init__(self, lane: Any, start_ns: int) -> None:
+    def __init__(self, lane: TimedLane, start_ns: int) -> None:
         self.lane = lane
         self.start_ns = start_ns
 
@@ -201,12 +223,12 @@ class TraceSchedule:
     def due_by(self, now_ns: int) -> int:
         """How many lane requests are due at or before ``now_ns``."""
         if now_ns < self.start_ns:
-            return int(self.lane.taken)
-        return int(self.lane.due_count(now_ns - self.start_ns))
+            return self.lane.taken
+        return self.lane.due_count(now_ns - self.start_ns)
 
     def release(self, below: int) -> None:
         """Nothing to forget: a lane drops its chunks as they are sent."""
 
     def finished(self) -> bool:
         """Every request of the lane was handed out."""
-        return bool(self.lane.feed.done and self.lane.pending() == 0)
+        return self.lane.feed.done and self.lane.pending() == 0

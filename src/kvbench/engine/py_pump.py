@@ -34,7 +34,7 @@ from array import array
 from collections.abc import Callable
 from itertools import groupby, repeat
 from operator import sub
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -48,11 +48,7 @@ from kvbench.protocols.base import ClientCodec
 if TYPE_CHECKING:
     from kvbench.engine._pump import Pump, Tally
     from kvbench.engine.shards import Shard
-    from kvbench.workload.plan import FixedSource, RequestSource
-    from kvbench.workload.trace_source import Lane
-
-# Where a pump's requests come from: the workload, a replay's lane, the preload's sets.
-Source: TypeAlias = "RequestSource | Lane | FixedSource"
+    from kvbench.workload.chunk import Chunk, Cursor
 
 _now = time.monotonic_ns
 _LATE = int(Outcome.LATE)
@@ -128,7 +124,7 @@ class Pumped(Protocol):
     """What a pump factory needs of the connection it makes a pump for."""
 
     shard: Shard
-    source: Source
+    cursor: Cursor
 
     def python_driver(self, write: Write | None) -> PyPump:
         """A Python pump for this connection's current transport."""
@@ -136,15 +132,15 @@ class Pumped(Protocol):
 
 class PumpMaker(Protocol):
     """Makes each connection's pump (engine/fastpath.py ``PumpFactory``: compiled ones;
-    ``PyPumps``: Python ones), and skips unsent requests of a source (the open loop's
-    dropped ones) where its pumps hold them."""
+    ``PyPumps``: Python ones), and skips unsent requests of a cursor's source (the open
+    loop's dropped ones) where its pumps hold them."""
 
     def pump(self, conn: Pumped, write: Write) -> Pump | PyPump:
         """A pump for ``conn`` writing with ``write`` (its transport's)."""
 
-    def skip(self, source: Source, n: int) -> bytes | None:
-        """The ops of ``source``'s next ``n`` requests, taken unsent; None when the
-        source itself holds them."""
+    def skip(self, cursor: Cursor, n: int) -> bytes | None:
+        """The ops of the next ``n`` requests of ``cursor``'s source, taken unsent; None
+        when the cursor itself holds them."""
 
     def completed(self, shard: Shard) -> int:
         """Replies this maker's pumps received from ``shard`` since the last call and did
@@ -153,13 +149,13 @@ class PumpMaker(Protocol):
 
 class PyPumps:
     """The Python driver's ``PumpMaker``: each connection makes its own (a Redis Cluster
-    connection a ``ClusterPyPump``: engine/redirect.py), and the sources hold their
+    connection a ``ClusterPyPump``: engine/redirect.py), and the cursors hold their
     requests."""
 
     def pump(self, conn: Pumped, write: Write) -> PyPump:
         return conn.python_driver(write)
 
-    def skip(self, source: Source, n: int) -> bytes | None:
+    def skip(self, cursor: Cursor, n: int) -> bytes | None:
         return None
 
     def completed(self, shard: Shard) -> int:
@@ -173,7 +169,8 @@ class PyPump:
         tally: the worker's send state (issuing, budget, next cut, byte counts).
         recorder: the worker's counters and reply arrays.
         codec: the connection's codec (fresh per transport).
-        source: where requests come from: the shard's workload, or a replay's lane.
+        cursor: where requests come from, and how far they were read (the shard's
+            workload's, shared by its connections; a replay's lane's; the preload's).
         shard: the server (its ``completed`` counts the replies).
         write: the transport's write; None: no transport (nothing is sent).
         on_cut: called with ``now`` when a read arrives past the tally's next cut.
@@ -186,7 +183,7 @@ class PyPump:
         tally: Tally | PyTally,
         recorder: Recorder,
         codec: ClientCodec,
-        source: Source,
+        cursor: Cursor,
         shard: Shard,
         write: Write | None,
         on_cut: Callable[[int], None],
@@ -196,7 +193,7 @@ class PyPump:
         self._tally = tally
         self._recorder = recorder
         self._codec = codec
-        self.source = source
+        self.cursor = cursor
         self.shard = shard
         self._write = write
         self._on_cut = on_cut
@@ -217,7 +214,7 @@ class PyPump:
         # The in-flight lists, index-aligned (a subclass may keep more: engine/redirect.py),
         # and what notes each batch taken from the source besides its ops (None: nothing).
         self._fifo: tuple[list[Any], ...] = (self._sent_ops, self._sent_ns, self._intended_ns)
-        self._kept: Callable[[Any, int, int], None] | None = None
+        self._kept: Callable[[Chunk, int, int], None] | None = None
         self._taken = 0  # how many requests the last ``_take`` took
         # The TTL last set on the codec from the source's chunk (None: the codec's own).
         self._ttl_set: int | None = None
@@ -402,38 +399,41 @@ class PyPump:
         return OK
 
     def _take(self, n: int, out: bytearray) -> None:
-        """Encode the source's next ``n`` requests into ``out``; their ops go in flight.
+        """Encode the cursor's next ``n`` requests into ``out``; their ops go in flight.
 
         ``_taken`` says how many were taken: ``n``, or, when a refill raised, those taken
         before it (``out`` then holds exactly their bytes).
         """
-        source = self.source
-        if source.ttl_s != self._ttl_set:  # once per batch: a chunk moved past unsent, a
-            self._apply_ttl(source)  # fresh codec after a reconnect
+        cursor = self.cursor
+        chunk = cursor.chunk
+        if chunk.ttl_s != self._ttl_set:  # once per batch: a chunk moved past unsent, a
+            self._apply_ttl(chunk.ttl_s)  # fresh codec after a reconnect
         encode_many = self._codec.encode_many
         sent_ops = self._sent_ops
         kept = self._kept
         tx = self._bytes_tally
-        position = source.pos
+        position = cursor.pos
+        size = cursor.size
         remaining = n
         encoded = 0  # bytes of the requests taken so far
         try:
             while remaining:
-                if position == source.size:
-                    source.pos = position  # a lane counts what was taken of the chunk it leaves
+                if position == size:
                     position = 0
-                    if not self._next_chunk(source):
+                    if not self._next_chunk(cursor):
                         break  # a replay's lane at its end
-                stop = min(source.size, position + remaining)
-                record_ops = source.record_ops
+                    chunk = cursor.chunk
+                    size = cursor.size
+                stop = min(size, position + remaining)
+                record_ops = chunk.record_ops
                 # One encode per run of one op, so each run's bytes are its op's (a chunk
                 # of 10:1 gets and sets is about two runs every eleven requests).
                 for op, run in groupby(record_ops[position:stop]):
                     end = position + len(list(run))
-                    encode_many(source.ops, source.keys, source.values, position, end, out)
+                    encode_many(chunk.ops, chunk.keys, chunk.values, position, end, out)
                     sent_ops.extend(record_ops[position:end])
                     if kept is not None:
-                        kept(source, position, end)
+                        kept(chunk, position, end)
                     if tx is not None:
                         tx.add_tx(op, len(out) - encoded)
                     encoded = len(out)
@@ -441,21 +441,20 @@ class PyPump:
                     position = end
         finally:
             del out[encoded:]
-            source.pos = position
+            cursor.pos = position
             self._taken = n - remaining
 
-    def _next_chunk(self, source: Any) -> bool:
-        """Make the source's next chunk current; False when it has none (a replay's
-        lane at its end). A chunk that carries its stores' TTL has it set on the codec."""
-        if not source.refill():
+    def _next_chunk(self, cursor: Cursor) -> bool:
+        """Read the source's next chunk; False when it has none (a replay's lane at its
+        end). A chunk that carries its stores' TTL has it set on the codec."""
+        if not cursor.advance():
             return False
-        self._apply_ttl(source)
+        self._apply_ttl(cursor.chunk.ttl_s)
         return True
 
-    def _apply_ttl(self, source: Any) -> None:
-        """Set the current chunk's TTL on the codec (a replay's chunk carries one; None:
-        the codec keeps its own)."""
-        ttl = source.ttl_s
+    def _apply_ttl(self, ttl: int | None) -> None:
+        """Set a chunk's TTL on the codec (a replay's chunk carries one; None: the codec
+        keeps its own)."""
         if ttl is not None:
             self._codec.set_ttl(ttl)
         self._ttl_set = ttl

@@ -38,7 +38,7 @@ from kvbench.workload.plan import WorkloadPlan
 from kvbench.workload.slots import NO_NODE, SlotMap, SlotPlacement
 
 if TYPE_CHECKING:
-    from kvbench.workload.plan import RequestSource
+    from kvbench.workload.chunk import Chunk
 
 _now = time.monotonic_ns
 _MOVED = int(ReplyKind.MOVED)
@@ -80,9 +80,6 @@ class ClusterConnection(Connection):
         connection: ``Connection``'s arguments, in its order.
     """
 
-    # A cluster run's connections send the workload (a replay sends to one server).
-    source: RequestSource
-
     def __init__(self, router: ClusterRouter, *connection: *ConnectionArgs) -> None:
         self._router = router
         super().__init__(*connection)
@@ -92,7 +89,7 @@ class ClusterConnection(Connection):
     def pipeline(self) -> int:
         """Requests kept in flight: none while its master serves none of the keys (the
         open-loop dispatcher then hands it nothing either)."""
-        return 0 if self.source.empty else self._depth
+        return 0 if self.cursor.source.empty else self._depth
 
     @pipeline.setter
     def pipeline(self, depth: int) -> None:
@@ -104,7 +101,7 @@ class ClusterConnection(Connection):
         )
 
     def issue(self, n: int) -> None:
-        if self.source.empty:  # its master serves none of the keys: nothing to send
+        if self.cursor.source.empty:  # its master serves none of the keys: nothing to send
             self._host.maybe_finished()
             return
         super().issue(n)
@@ -132,8 +129,6 @@ class ClusterPyPump(PyPump):
         pump: ``PyPump``'s arguments.
     """
 
-    source: RequestSource
-
     def __init__(
         self,
         conn: ClusterConnection,
@@ -153,14 +148,14 @@ class ClusterPyPump(PyPump):
         self._kept = self._keep
         self._guests = 0
 
-    def _keep(self, source: RequestSource, start: int, stop: int) -> None:
-        """Note the keys and values of requests ``start:stop`` of ``source``'s chunk."""
-        self._sent_keys.extend(source.keys[start:stop])
-        self._sent_values.extend(source.values[start:stop])
+    def _keep(self, chunk: Chunk, start: int, stop: int) -> None:
+        """Note the keys and values of requests ``start:stop`` of ``chunk``."""
+        self._sent_keys.extend(chunk.keys[start:stop])
+        self._sent_values.extend(chunk.values[start:stop])
         self._sent_hops.extend(repeat(0, stop - start))
 
     def issue(self, n: int) -> int:
-        if self.source.empty:  # its master serves none of the keys: nothing to send
+        if self.cursor.source.empty:  # its master serves none of the keys: nothing to send
             return IDLE
         return super().issue(n)
 
@@ -369,8 +364,7 @@ class ClusterRouter:
         for index in sorted(nodes):
             shard = self.shards[index]
             idle = shard.source.empty
-            shard.plan = placed_plan(self._plan, self.placement, index)
-            shard.source.rekey(shard.plan)
+            shard.rekey(placed_plan(self._plan, self.placement, index))
             if idle and self._issuing():
                 for conn in self.connections[index]:
                     if conn.live and conn.closed_loop:

@@ -14,11 +14,12 @@ follow the configured pattern over that server's keys.
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.engine.setup import ssl_context_for
 from kvbench.errors import ConfigError
+from kvbench.workload.chunk import Cursor
 from kvbench.workload.commands import check_commands, compile_commands
 from kvbench.workload.placement import placement_for
 from kvbench.workload.plan import RequestSource, WorkloadPlan, compile_plan
@@ -27,7 +28,12 @@ from kvbench.workload.slots import SlotMap, SlotPlacement
 
 @dataclass(slots=True)
 class Shard:
-    """One server of a run and what a worker sends it."""
+    """One server of a run and what a worker sends it.
+
+    Attributes:
+        cursor: where its connections are in ``source``'s chunks (one, shared, as its
+            compiled pumps share one stream: the open loop's drops read it too).
+    """
 
     index: int
     target: TargetConfig
@@ -36,6 +42,17 @@ class Shard:
     ssl: ssl.SSLContext | None
     completed: int = 0  # replies since the last interval cut
     redirected: int = 0  # Redis Cluster: requests it redirected since the last cut
+    cursor: Cursor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cursor = Cursor(self.source)
+
+    def rekey(self, plan: WorkloadPlan) -> None:
+        """Send ``plan``'s keys from now on: the next request starts a fresh chunk drawn
+        from them (a Redis Cluster slot moved to or from this server)."""
+        self.plan = plan
+        self.source.rekey(plan)
+        self.cursor.restart()
 
 
 def server_name(target: TargetConfig) -> str:

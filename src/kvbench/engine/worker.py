@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -46,6 +46,7 @@ from kvbench.engine.verify import Verifier
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.units import share_out
+from kvbench.workload.chunk import ChunkSource, Cursor
 from kvbench.workload.monitor_feed import MonitorFeed
 from kvbench.workload.plan import RequestSource, WorkloadPlan, own_key_plans
 from kvbench.workload.slots import SlotMap
@@ -154,7 +155,6 @@ class Worker(LinkKeeper):
             self.shards = build_shards(config, spec.worker_index, spec.n_workers)
         self.target: TargetConfig = self.shards[0].target
         self.plan: WorkloadPlan = self.shards[0].plan
-        self.source = self.shards[0].source
         # Op numbers index the fixed ops' names, then the commands' (workload/commands.py):
         # a MONITOR capture's replay records its commands by the names its scan found.
         names, keys = self.plan.op_names(), self.plan.keys_per_op()
@@ -255,7 +255,7 @@ class Worker(LinkKeeper):
             ]
             if spec.config.workload.set_then_get:  # each connection sends keys of its own
                 for connection, plan in zip(made, own_key_plans(shard.plan, count), strict=True):
-                    connection.source = RequestSource(plan)
+                    connection.cursor = Cursor(RequestSource(plan))
             self.connections += made
         replay = spec.config.replay
         if replay is not None and replay.format == MONITOR_FORMAT:
@@ -276,8 +276,9 @@ class Worker(LinkKeeper):
                 spec.config.workload.seed,
             )
         if self.feed is not None:
-            for conn, lane in zip(self.connections, self.feed.lanes, strict=True):
-                conn.source = lane  # type: ignore[assignment]
+            lanes: Sequence[ChunkSource] = self.feed.lanes
+            for conn, lane in zip(self.connections, lanes, strict=True):
+                conn.cursor = Cursor(lane)
             self.feed.prepare()  # before any connection: a bad row sends nothing
         await open_links(self.connections, load.connect_timeout_ns)
 
@@ -311,14 +312,15 @@ class Worker(LinkKeeper):
         return self.recorder.cut("preload", 0, start, _now())
 
     async def _preload_shard(self, shard: Shard) -> None:
-        """Send ``shard``'s connections the preload's sets, a source of their own (the
-        run's sources are untouched), then give them their own sources back."""
+        """Send ``shard``'s connections the preload's sets, a source of their own read
+        through one cursor they share (the run's sources and cursors are untouched), then
+        give them their own cursors back."""
         keys = shard.plan.preload_range()
-        preload = shard.source.preload(keys)
+        preload = Cursor(shard.source.preload(keys))
         connections = [conn for conn in self.connections if conn.shard is shard]
-        sources = [conn.source for conn in connections]
+        cursors = [conn.cursor for conn in connections]
         for conn in connections:
-            conn.take_source(preload)
+            conn.take_cursor(preload)
         self.phase = "preload"
         self.budget = len(keys)
         self._finished = asyncio.Event()
@@ -335,8 +337,8 @@ class Worker(LinkKeeper):
         watchdog.cancel()
         self.issuing = False
         self._running = False
-        for conn, source in zip(connections, sources, strict=True):
-            conn.take_source(source)
+        for conn, cursor in zip(connections, cursors, strict=True):
+            conn.take_cursor(cursor)
         self.budget = None
 
     # -- the run -----------------------------------------------------------------------

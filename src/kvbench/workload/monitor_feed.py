@@ -40,11 +40,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kvbench.config.replay import ReplayConfig
 from kvbench.protocols.base import Op
 from kvbench.protocols.commands import Request, resp_template
 from kvbench.units import share_out
+from kvbench.workload.chunk import Chunk, Held
 from kvbench.workload.commands import COMMAND_BASE
 from kvbench.workload.monitor import MonitorCommand, MonitorReader, skip_reason
 
@@ -277,52 +279,57 @@ def scan_capture(config: ReplayConfig) -> MonitorPlanner:
 
 
 class MonitorLane:
-    """One captured client's requests: the shape of ``RequestSource`` and of a cache
-    trace's ``Lane`` (workload/trace_source.py), one segment long."""
+    """One captured client's requests: a request source as a cache trace's ``Lane``
+    (workload/trace_source.py), one chunk long."""
 
     def __init__(self, feed: MonitorFeed, index: int) -> None:
         self.feed = feed
         self.index = index
-        self.ops: list[int] = []
-        self.record_ops: list[int] = []
-        self.keys: list[Any] = []
-        self.values: list[Any] = []
-        self.packed = None
-        self.ttl_s = None  # the codec keeps its own (a capture's commands carry theirs)
-        self.pos = 0
-        self.size = 0
-        self.taken = 0
-        self.holder = None
-        self.offsets_ns: Any = np.zeros(0, dtype=np.int64)
-        self._waiting: tuple[list[Request], list[int], Any] | None = None
+        self.taken = 0  # requests of the chunk before the current one (the last handed out)
+        self._current_rows = 0
+        self.holders: list[Held] = []
+        self._offsets_ns: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._waiting: tuple[list[Request], list[int], npt.NDArray[np.int64]] | None = None
 
-    def load(self, requests: list[Request], codes: list[int], offsets_ns: Any) -> None:
+    @property
+    def empty(self) -> bool:
+        """Never: a lane ends instead (``next_chunk``)."""
+        return False
+
+    def load(
+        self, requests: list[Request], codes: list[int], offsets_ns: npt.NDArray[np.int64]
+    ) -> None:
         """Hold ``requests`` (recorded under ``codes``) to be sent (the feed, preparing)."""
         self._waiting = (requests, codes, offsets_ns)
+
+    def hold(self, holder: Held) -> None:
+        """``holder`` takes this lane's chunk (its unsent requests are pending)."""
+        self.holders.append(holder)
+
+    def pack(self) -> bool:
+        """Lists only: a capture's commands go on the Python driver."""
+        return False
 
     def pending(self) -> int:
         """Requests this lane holds and has not sent."""
         waiting = len(self._waiting[0]) if self._waiting is not None else 0
-        return self.size - self.pos + waiting
+        return waiting + sum(holder.size - holder.pos for holder in self.holders)
 
-    def refill(self) -> bool:
-        """Make the held requests current; False once they have all been handed out."""
-        self.taken += self.pos
-        self.pos = self.size = 0
-        self.ops, self.record_ops, self.keys, self.values = [], [], [], []
+    def next_chunk(self) -> Chunk | None:
+        """The held requests, the first time; None once they have been handed out."""
+        self.taken += self._current_rows
+        self._current_rows = 0
         if self._waiting is None:
-            return False
-        requests, codes, self.offsets_ns = self._waiting
+            return None
+        requests, codes, self._offsets_ns = self._waiting
         self._waiting = None
-        self.ops = [int(Op.COMMAND)] * len(requests)
-        self.record_ops = codes
-        self.keys = requests
-        self.values = [None] * len(requests)
-        self.size = len(requests)
-        return True
+        n = self._current_rows = len(requests)
+        return Chunk(
+            [int(Op.COMMAND)] * n, codes, requests, [None] * n, None, None, self._offsets_ns
+        )
 
-    def _offsets(self) -> Any:
-        return self._waiting[2] if self._waiting is not None else self.offsets_ns
+    def _offsets(self) -> npt.NDArray[np.int64]:
+        return self._waiting[2] if self._waiting is not None else self._offsets_ns
 
     def offsets_from(self, first: int) -> Iterator[int]:
         """Timed replays: the send offsets of this lane's requests from ``first`` on."""

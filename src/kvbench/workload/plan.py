@@ -1,10 +1,10 @@
 """WorkloadPlan: everything one worker needs to generate requests, compiled up front.
 
 ``compile_plan(config, worker_index, n_workers)`` builds the key table, value slices and
-seeded pickers; ``RequestSource`` then hands the engine chunks of (op, key, value) as
-plain lists so the hot path does list indexing only. Work that cannot be prebuilt
-(timestamp values, verified values) is done per chunk in ``refill``, never per request on
-the hot path.
+seeded pickers; ``RequestSource`` then hands the engine ``Chunk``s of (op, key, value) as
+plain lists (workload/chunk.py) so the hot path does list indexing only. Work that cannot
+be prebuilt (timestamp values, verified values) is done per chunk in ``next_chunk``,
+never per request on the hot path.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kvbench.config.model import RMW, WorkloadConfig
 from kvbench.config.workload_fields import COUNTER_INFIX, FB_ETC, MAX_COUNTERS
 from kvbench.protocols.base import OP_NAMES, Op
 from kvbench.protocols.commands import RequestTemplate
+from kvbench.workload.chunk import Chunk, Held
 from kvbench.workload.commands import COMMAND_BASE, CommandSet
 from kvbench.workload.keys import KeyPicker, LatestPicker, build_key_table
 from kvbench.workload.mix import OpMix
@@ -132,7 +133,8 @@ def compile_plan(config: WorkloadConfig, worker_index: int, n_workers: int) -> W
 
 
 class RequestSource:
-    """Chunks of requests for one worker; all its connections draw from it.
+    """Chunks of requests for one worker (``next_chunk``), each handed out once; the
+    connections of a server read them through one cursor (workload/chunk.py).
 
     Args:
         plan: the worker's compiled plan.
@@ -144,24 +146,11 @@ class RequestSource:
     makes an empty source: ``empty`` is true and it draws nothing until ``rekey`` gives it
     keys.
 
-    Attributes:
-        ops, keys, values: the current chunk; position ``pos`` is the next request.
-            ``keys[i]`` is a tuple of keys where ``ops[i]`` is ``Op.MGET``, and the whole
-            rendered request (a ``protocols.commands.Request``) where it is
-            ``Op.COMMAND``.
-        record_ops: the op number each request of the chunk is recorded under: ``ops``
-            itself (the same list) unless the mix has commands, whose requests are
-            recorded per command name (``WorkloadPlan.op_names``).
-        ttl_s: the expiry of the chunk's stores, where the chunk sets it (a replay's lane:
-            workload/trace_source.py); None here: each connection's codec sends its own.
-        packed: after ``pack()``: the current chunk as a compiled pump's packed chunk
-            (``ops, keys, key_starts, key_ends, values, value_starts, value_ends``:
-            engine/_pump.c), bounds into the key and value tables laid end to end, with
-            no Python object per request (``keys`` and ``values`` are then empty); None
-            while the chunk is lists.
+    Its chunks carry no TTL (each connection's codec sends its own) and hold ``CHUNK``
+    requests: lists, or after ``pack()`` packed columns (bounds into the key and value
+    tables laid end to end, no Python object per request). Commands' requests are
+    recorded per command name (``Chunk.record_ops``).
     """
-
-    ttl_s: int | None = None
 
     def __init__(
         self,
@@ -195,16 +184,7 @@ class RequestSource:
         self._special = {int(Op.MGET), int(Op.INCR)} & {int(op) for op in self._mix.ops}
         # set-then-get: the chunk is (set K, get K) pairs, K drawn once per pair.
         self._pairs = config.set_then_get
-        self.ops: list[int] = []
-        self.record_ops: list[int] = self.ops
-        self.keys: list[bytes | tuple[bytes, ...]] = []
-        self.values: list[bytes | memoryview] = []
-        self.packed: tuple[Any, ...] | None = None
         self._tables: _PackedTables | None = None
-        self.pos = 0
-        self.size = 0
-        if self._keys is not None:
-            self.refill()
 
     def can_pack(self) -> bool:
         """Every request of this source can go as a packed chunk: no multi-gets (a tuple
@@ -221,7 +201,7 @@ class RequestSource:
         )
 
     def pack(self) -> bool:
-        """Draw packed chunks from the next refill on (a compiled pump's stream takes
+        """Draw packed chunks from the next one on (a compiled pump's stream takes
         them), where ``can_pack`` and the tables' bounds fit 32 bits (a key or value table
         over 4 GiB stays lists).
 
@@ -260,11 +240,15 @@ class RequestSource:
 
     @property
     def empty(self) -> bool:
-        """No keys to draw from: ``refill`` must not be called."""
+        """No keys to draw from: ``next_chunk`` must not be called."""
         return self._keys is None
 
+    def hold(self, holder: Held) -> None:
+        """Nothing to count: a workload never runs dry."""
+
     def rekey(self, plan: WorkloadPlan) -> None:
-        """Draw ``plan``'s keys from now on; the rest of the current chunk is dropped.
+        """Draw ``plan``'s keys from the next chunk on (the reader of this source drops
+        the rest of its chunk: engine/shards.py ``Shard.rekey``).
 
         A Redis Cluster slot moved to or from this source's master (engine/redirect.py).
         The seeded generators and the verified values' versions go on where they were.
@@ -273,7 +257,6 @@ class RequestSource:
         self._keys = self._picker(plan)
         self._key_array = _objects(plan.key_table)
         self._value_array = _objects(plan.value_table)
-        self.pos = self.size = 0  # the next request draws a fresh chunk
 
     def _place_special(
         self,
@@ -300,12 +283,9 @@ class RequestSource:
             for i, j in zip(at.tolist(), (indexes[at] % len(counters)).tolist(), strict=True):
                 keys[i] = counters[j]
 
-    def refill(self) -> bool:
-        """Draw the next chunk and rewind ``pos``.
-
-        Returns:
-            True: a workload never runs dry (a replay's lane may: ``Lane.refill``).
-        """
+    def next_chunk(self) -> Chunk:
+        """Draw the next chunk (a workload never runs dry; a replay's lane may:
+        ``Lane.next_chunk``)."""
         assert self._keys is not None, "an empty source draws nothing"
         if self._tables is not None:
             return self._refill_packed(self._tables)
@@ -325,26 +305,22 @@ class RequestSource:
         keys: list[bytes | tuple[bytes, ...]] = self._key_array.take(indexes).tolist()
         if self._special:
             self._place_special(codes, indexes, keys)
+        values: list[bytes | memoryview]
         if self._timestamps:
             # One wall-clock reading per chunk: every value of the chunk carries it.
-            self.values = [timestamp_value(self._wall_clock_ns())] * CHUNK
+            values = [timestamp_value(self._wall_clock_ns())] * CHUNK
         else:
             picks = self._rng.integers(0, len(self._value_array), CHUNK)
-            self.values = self._value_array.take(picks).tolist()
+            values = self._value_array.take(picks).tolist()
         if self._verify:
-            self._derive_values(ops, keys)
+            self._derive_values(ops, keys, values)
         if self._templates:
-            self._render_commands(codes, keys)
-        self.ops = ops
-        self.record_ops = record_ops
-        self.keys = keys
-        self.pos = 0
-        self.size = CHUNK
-        return True
+            self._render_commands(codes, keys, values)
+        return Chunk(ops, record_ops, keys, values)
 
-    def _refill_packed(self, tables: _PackedTables) -> bool:
-        """``refill`` as bounds into the tables: the same draws in the same order as the
-        lists' (the same requests for the same seed), gathered in numpy."""
+    def _refill_packed(self, tables: _PackedTables) -> Chunk:
+        """``next_chunk`` as bounds into the tables: the same draws in the same order as
+        the lists' (the same requests for the same seed), gathered in numpy."""
         assert self._keys is not None
         codes = self._mix.draw(CHUNK)
         indexes = self._indexes(codes)
@@ -353,7 +329,7 @@ class RequestSource:
             indexes = np.where(at, tables.counters_at + indexes % tables.counters, indexes)
         picks = self._rng.integers(0, len(self._value_array), CHUNK)
         ops = memoryview(codes.astype(np.uint8).tobytes())
-        self.packed = (
+        packed = (
             ops,
             tables.keys,
             tables.key_starts.take(indexes),
@@ -362,15 +338,14 @@ class RequestSource:
             tables.value_starts.take(picks),
             tables.value_ends.take(picks),
         )
-        # (indexed as the lists are: what a dropped request is counted under)
-        self.ops = self.record_ops = ops  # type: ignore[assignment]
-        self.keys, self.values = [], []
-        self.pos = 0
-        self.size = CHUNK
-        return True
+        # (ops indexed as the lists are: what a dropped request is counted under)
+        return Chunk(ops, ops, [], [], packed)
 
     def _render_commands(
-        self, codes: np.ndarray[Any, Any], keys: list[bytes | tuple[bytes, ...]]
+        self,
+        codes: np.ndarray[Any, Any],
+        keys: list[bytes | tuple[bytes, ...]],
+        values: list[bytes | memoryview],
     ) -> None:
         """Replace each command position's key by its whole request: the drawn key fills
         the first ``__key__``, more keys are drawn for the others, ``__data__`` is the
@@ -379,7 +354,6 @@ class RequestSource:
         entries = (codes[positions] - COMMAND_BASE).tolist()
         table = self._plan.key_table
         templates = self._templates
-        values = self.values
         picker = self._keys
         assert picker is not None, "an empty source draws nothing"
         for i, entry in zip(positions.tolist(), entries, strict=True):
@@ -394,9 +368,13 @@ class RequestSource:
                 chosen = (keys[i], *more)  # type: ignore[arg-type]
             keys[i] = template.render(chosen, values[i])
 
-    def _derive_values(self, ops: list[int], keys: list[bytes | tuple[bytes, ...]]) -> None:
+    def _derive_values(
+        self,
+        ops: list[int],
+        keys: list[bytes | tuple[bytes, ...]],
+        values: list[bytes | memoryview],
+    ) -> None:
         """Verify mode: replace each set's value by one derived from its key and a version."""
-        values = self.values
         set_op = int(Op.SET)
         for i, op in enumerate(ops):
             if op == set_op:
@@ -422,15 +400,8 @@ class RequestSource:
 
 
 class FixedSource:
-    """A fixed list of requests, sent once, in the ``RequestSource`` shape: the preload's
-    sets (engine/worker.py), a source of their own, so the run's sources are not touched.
-
-    Attributes:
-        ops, record_ops, keys, values: the requests; ``pos`` is the next one.
-    """
-
-    ttl_s: int | None = None
-    packed: tuple[Any, ...] | None = None
+    """A fixed list of requests, sent once: the preload's sets (engine/worker.py), a
+    source of their own, so the run's sources are not touched. One chunk of them all."""
 
     def __init__(
         self,
@@ -438,24 +409,25 @@ class FixedSource:
         keys: list[bytes | tuple[bytes, ...]],
         values: list[bytes | memoryview],
     ) -> None:
-        self.ops = self.record_ops = ops
-        self.keys = keys
-        self.values = values
-        self.pos = 0
-        self.size = len(ops)
+        self._chunk: Chunk | None = Chunk(ops, ops, keys, values)
+        self._count = len(ops)
 
     @property
     def empty(self) -> bool:
         """Nothing to send (a Redis Cluster master that serves none of the keys)."""
-        return self.size == 0
+        return self._count == 0
 
-    def refill(self) -> bool:
-        """Nothing more: the requests are sent once."""
-        return False
+    def next_chunk(self) -> Chunk | None:
+        """The requests, the first time; then None (they are sent once)."""
+        chunk, self._chunk = self._chunk, None
+        return chunk
 
     def pack(self) -> bool:
         """Lists stay lists (``RequestSource.pack``)."""
         return False
+
+    def hold(self, holder: Held) -> None:
+        """Nothing to count (the preload's budget counts its requests)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,10 @@ row picks its connection: the one with the fewest rows so far, so the connection
 about as many rows each and one client's requests go out on one connection, in trace
 order. A bad row
 stops the replay there, before anything is sent. While the replay runs, a ``Lane`` (a
-connection's request source, with the shape of ``RequestSource``: ``ops``, ``keys``,
-``values``, ``pos``, ``size``, ``refill``) reads its segments back one at a time: as
-lists for the Python driver, as packed columns for the compiled pump (``packed``). A
-segment carries one TTL for its writes (``ttl_s``).
+connection's request source: ``next_chunk``, as ``RequestSource``'s) reads its segments
+back one at a time, each a ``Chunk`` (workload/chunk.py): as lists for the Python driver,
+as packed columns for the compiled pump. A segment carries one TTL for its writes
+(``Chunk.ttl_s``).
 
 Timed replays (``--speed S``) give every row an offset from the replay's start:
 ``(t - t0) / S`` seconds, where rows sharing one whole-second timestamp (the Twitter
@@ -39,6 +39,7 @@ import numpy.typing as npt
 
 from kvbench.config.replay import ReplayConfig
 from kvbench.protocols.base import Op
+from kvbench.workload.chunk import Chunk, Held
 from kvbench.workload.trace import TRACE_OPS, TraceReader, TraceRows, client_hashes
 from kvbench.workload.trace_ops import (
     MAX_VALUE_BYTES,
@@ -92,7 +93,7 @@ class ReplayCounts:
 
 
 @dataclass(slots=True)
-class _Chunk:
+class _Rows:
     """Rows of a block on their way to the spool, index-aligned (offsets: timed only)."""
 
     ops: list[int]
@@ -102,9 +103,9 @@ class _Chunk:
     ttls: list[int]
     offsets_ns: list[int] | None
 
-    def part(self, start: int, stop: int) -> _Chunk:
+    def part(self, start: int, stop: int) -> _Rows:
         offsets = self.offsets_ns[start:stop] if self.offsets_ns is not None else None
-        return _Chunk(
+        return _Rows(
             self.ops[start:stop],
             self.keys[start:stop],
             self.value_starts[start:stop],
@@ -113,9 +114,9 @@ class _Chunk:
             offsets,
         )
 
-    def pick(self, indexes: list[int]) -> _Chunk:
+    def pick(self, indexes: list[int]) -> _Rows:
         offsets = gather(self.offsets_ns, indexes) if self.offsets_ns is not None else None
-        return _Chunk(
+        return _Rows(
             gather(self.ops, indexes),
             gather(self.keys, indexes),
             gather(self.value_starts, indexes),
@@ -126,23 +127,17 @@ class _Chunk:
 
 
 class Lane:
-    """One connection's requests: the ``RequestSource`` shape, read from the spool.
+    """One connection's requests, read from the spool: a segment per ``next_chunk``.
+
+    Its chunks are lists (the Python driver's; ``values[i]`` is None for requests without
+    a value) until ``pack()``: then packed columns (a compiled pump's stream takes them).
+    Each carries its segment's TTL (0: none) and, timed, its offsets.
 
     Attributes:
-        ops, keys, values: the current segment's requests (``pos`` is the next one,
-            ``size`` their count), as lists (the Python driver's); ``values[i]`` is None
-            for requests without a value. Empty while a compiled pump holds the lane.
-        packed: the current segment as the pump's packed chunk columns (``ops, keys,
-            key_starts, key_ends, values, value_starts, value_ends``: engine/_pump.c), when a pump
-            holds the lane; else None.
-        ttl_s: the TTL of the current segment's writes (0: none).
-        record_ops: what each request is recorded under: its op (``RequestSource``'s
-            name for it; a trace sends no ``--command``).
-        offsets_ns: timed replays: each current request's send time from the start.
-        taken: requests of the segments before the current one.
-        holder: the compiled driver's stream (engine/fastpath.py) when it takes the
-            lane's segments (``pos`` is then ``size``): what it has not sent is still the
-            lane's (``pending``).
+        taken: requests of the segments handed out before the current one (the last
+            handed out).
+        holders: what holds the chunks handed out (the connection's cursor, its
+            compiled stream): what they have not sent is still the lane's (``pending``).
     """
 
     def __init__(self, feed: ReplayFeed, index: int) -> None:
@@ -151,50 +146,53 @@ class Lane:
         self._waiting: deque[Segment] = deque()
         self._next: tuple[Segment, Columns] | None = None  # a waiting segment, read
         self.waiting_rows = 0
-        self.ops: Any = []
-        self.keys: list[Any] = []
-        self.values: list[Any] = []
-        self.packed: tuple[Any, ...] | None = None
-        self.offsets_ns: Any = _NO_OFFSETS
-        self.ttl_s = 0
-        self.pos = 0
-        self.size = 0
+        self._offsets_ns: npt.NDArray[np.int64] = _NO_OFFSETS  # the current segment's
+        self._current_rows = 0  # requests of the current segment
         self.taken = 0  # requests of earlier segments
-        self.holder: Any = None
+        self.holders: list[Held] = []
+        self._packed = False
 
     @property
-    def record_ops(self) -> Any:
-        return self.ops
+    def empty(self) -> bool:
+        """Never: a lane ends instead (``next_chunk``)."""
+        return False
 
     def append(self, segment: Segment) -> None:
         """Queue ``segment`` (the feed, while preparing)."""
         self._waiting.append(segment)
         self.waiting_rows += segment.rows
 
+    def hold(self, holder: Held) -> None:
+        """``holder`` takes this lane's chunks (its unsent requests are pending)."""
+        self.holders.append(holder)
+
+    def pack(self) -> bool:
+        """Hand out packed chunks from the next one on (a compiled pump's stream)."""
+        self._packed = True
+        return True
+
     def pending(self) -> int:
-        """Requests this lane holds and has not sent (its stream's unsent ones counted)."""
-        held = self.holder.size - self.holder.pos if self.holder is not None else 0
-        return self.size - self.pos + self.waiting_rows + held
+        """Requests this lane holds and has not sent (its holders' unsent ones counted)."""
+        return self.waiting_rows + sum(holder.size - holder.pos for holder in self.holders)
 
-    def refill(self) -> bool:
-        """Make the next segment current.
-
-        Returns:
-            False when the lane has sent its last request.
-        """
-        self.taken += self.pos
-        self.pos = self.size = 0
-        self.ops, self.keys, self.values, self.packed = [], [], [], None
-        self.offsets_ns = _NO_OFFSETS
+    def next_chunk(self) -> Chunk | None:
+        """The next segment; None when the lane has handed out its last request."""
+        self.taken += self._current_rows
+        self._current_rows = 0
+        self._offsets_ns = _NO_OFFSETS
         if not self._waiting:
-            return False
+            return None
         segment = self._waiting.popleft()
         columns = self._columns(segment)
         self._next = None
         self.waiting_rows -= segment.rows
         values = self.feed.values
-        if self.holder is not None:
-            self.packed = (
+        offsets = columns.offsets_ns
+        if offsets is not None:
+            self._offsets_ns = offsets
+        self._current_rows = segment.rows
+        if self._packed:
+            packed = (
                 columns.ops,
                 columns.keys,
                 columns.key_starts,
@@ -203,25 +201,20 @@ class Lane:
                 columns.value_starts,
                 columns.value_ends,
             )
-            self.ops = columns.ops  # what a dropped request is counted under
-        else:
-            self.ops = list(columns.ops)
-            self.keys = columns.key_list()
-            view = memoryview(values)
-            self.values = [
-                view[start:end] if _IS_STORE[op] else None
-                for op, start, end in zip(
-                    self.ops,
-                    columns.value_starts.tolist(),
-                    columns.value_ends.tolist(),
-                    strict=True,
-                )
-            ]
-        if columns.offsets_ns is not None:
-            self.offsets_ns = columns.offsets_ns
-        self.ttl_s = segment.ttl_s
-        self.size = segment.rows
-        return True
+            # (ops: what a dropped request is counted under)
+            return Chunk(columns.ops, columns.ops, [], [], packed, segment.ttl_s, offsets)
+        ops = list(columns.ops)
+        view = memoryview(values)
+        chunk_values = [
+            view[start:end] if _IS_STORE[op] else None
+            for op, start, end in zip(
+                ops,
+                columns.value_starts.tolist(),
+                columns.value_ends.tolist(),
+                strict=True,
+            )
+        ]
+        return Chunk(ops, ops, columns.key_list(), chunk_values, None, segment.ttl_s, offsets)
 
     def _columns(self, segment: Segment) -> Columns:
         """``segment`` read (once: a timed replay reads the next segment's offsets early)."""
@@ -233,7 +226,7 @@ class Lane:
         """Timed replays: the offsets of this lane's requests from lane index ``first``
         on (at or after the current segment's start), a few at a time as asked."""
         skip = first - self.taken
-        arrays = chain([self.offsets_ns], map(self._waiting_offsets, self._waiting))
+        arrays = chain([self._offsets_ns], map(self._waiting_offsets, self._waiting))
         for offsets in arrays:
             if skip >= len(offsets):
                 skip -= len(offsets)
@@ -245,7 +238,7 @@ class Lane:
     def due_count(self, offset_ns: int) -> int:
         """Timed replays: how many of this lane's requests (counted over the whole
         replay) are due at or before ``offset_ns``."""
-        current = self.offsets_ns
+        current = self._offsets_ns
         count = self.taken
         if len(current):
             if current[-1] > offset_ns:
@@ -261,7 +254,7 @@ class Lane:
             return count + int(np.searchsorted(offsets, offset_ns, side="right"))
         return count
 
-    def _waiting_offsets(self, segment: Segment) -> Any:
+    def _waiting_offsets(self, segment: Segment) -> npt.NDArray[np.int64]:
         """The offsets of a waiting segment (the first one's are kept for its refill)."""
         if self._next is not None and self._next[0] is segment:
             columns = self._next[1]
@@ -462,7 +455,7 @@ class ReplayFeed:
         keys = self._keys.fit(rows.keys, rows.key_sizes)
         self.counts.keys_clamped = self._keys.clamped
         starts, sizes, ttls = self._values_and_ttls(codes, rows)
-        self._distribute(rows.clients, _Chunk(codes, keys, starts, sizes, ttls, offsets))
+        self._distribute(rows.clients, _Rows(codes, keys, starts, sizes, ttls, offsets))
 
     def _keep(self, rows: TraceRows, codes: list[int]) -> list[int] | None:
         """Indexes of the rows to send (None: all); the others are counted skipped."""
@@ -556,12 +549,12 @@ class ReplayFeed:
             lanes = list(map(known.__getitem__, clients))
         return np.array(lanes, dtype=np.int64)
 
-    def _distribute(self, clients: list[bytes], chunk: _Chunk) -> None:
+    def _distribute(self, clients: list[bytes], chunk: _Rows) -> None:
         """Write each lane's rows of ``chunk`` to the spool, in order within each lane, a
         segment per run of one write TTL."""
         n_lanes = len(self.lanes)
         if n_lanes == 1:
-            targets: list[tuple[Lane, _Chunk]] = [(self.lanes[0], chunk)]
+            targets: list[tuple[Lane, _Rows]] = [(self.lanes[0], chunk)]
         else:
             # Sort the block by lane once (stable: each lane keeps the trace's order), then
             # each lane's rows are one slice of each column.

@@ -18,6 +18,7 @@ from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
 from kvbench.engine.py_pump import PyPump
 from kvbench.engine.setup import codec_factory_for
+from kvbench.engine.shards import source_for
 from kvbench.engine.worker import Worker, WorkerSpec
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.snapshot import IntervalSnapshot
@@ -234,13 +235,12 @@ def test_a_refill_that_raises_sends_what_was_taken_and_keeps_the_fifo_aligned(
     with its send time (the Python driver lost them from the write and the send times)."""
     worker, conn, transport = make(driver, pipeline=4, ratio="0:1")
     transport.take_requests()
-    source = conn.source
-    left = source.size - source.pos if driver == "python" else source.size - 4  # in the chunk
+    left = conn.cursor.size - 4  # in the chunk (the cursor's, or the stream took it)
 
-    def refill() -> None:
+    def next_chunk() -> None:
         raise MemoryError("the workload could not draw its next chunk")
 
-    monkeypatch.setattr(source, "refill", refill)
+    monkeypatch.setattr(conn.cursor.source, "next_chunk", next_chunk)
     with pytest.raises(MemoryError, match="next chunk"):
         conn.issue(left + 10)
     assert len(transport.take_requests()) == left
@@ -304,8 +304,8 @@ def test_dropped_requests_are_the_next_ones_in_the_sequence(driver: str) -> None
     (the compiled pumps' stream holds the rest of the source's chunk: the drops skipped a
     later chunk's requests and the stream sent the dropped ones)."""
     worker, conn, transport = make(driver, pipeline=64, ratio="1:1", open_loop=True)
-    source = conn.source
-    start, ops, keys = source.pos, list(source.ops), list(source.keys)
+    twin = source_for(conn.shard.plan, conn.shard.target).next_chunk()  # what it draws
+    start, ops, keys = 0, list(twin.ops), list(twin.keys)
     dispatcher = OpenLoopDispatcher(  # as Worker._open_loop wires it, at 1,000/s
         worker,
         worker.tally,

@@ -132,15 +132,15 @@ def test_a_pump_sends_what_the_connections_codec_would(url: str, ttl_bytes: byte
     written: list[bytes] = []
     tally = _pump.Tally()
     tally.issuing = True
-    conn: Any = SimpleNamespace(shard=ours, source=ours.source)
+    conn: Any = SimpleNamespace(shard=ours, cursor=ours.cursor)
     pump = fastpath.PumpFactory(tally, run.workload.ttl_s).pump(conn, written.append)
     pump.issue(3000)  # across a chunk boundary
     source = reference.source
     codec = codec_factory_for(reference.target, CodecOptions(ttl_s=30))()
     expected = bytearray()
-    while len(expected) < len(written[0]):  # the source starts with a chunk drawn
-        codec.encode_many(source.ops, source.keys, source.values, 0, source.size, expected)
-        source.refill()
+    while len(expected) < len(written[0]):
+        chunk = source.next_chunk()
+        codec.encode_many(chunk.ops, chunk.keys, chunk.values, 0, chunk.size, expected)
     assert written[0] == bytes(expected[: len(written[0])])
     assert ttl_bytes in written[0]
 

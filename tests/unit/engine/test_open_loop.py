@@ -31,11 +31,9 @@ def test_drops_are_counted_by_op_and_taken_from_every_server_in_turn() -> None:
     )
     worker = Worker(WorkerSpec(config, 0, 1, 2, None), lambda snap: None)
     dispatcher = OpenLoopDispatcher(*_parts(worker), Schedule(1000, 0, "uniform", seed=1), 10**9)
-    expected = [
-        worker.shards[i % 2].source.ops[worker.shards[i % 2].source.pos + i // 2] for i in range(10)
-    ]
     dispatcher._drop(dispatcher.routes[0], 10)
-    assert [shard.source.pos for shard in worker.shards] == [5, 5]
+    assert [shard.cursor.pos for shard in worker.shards] == [5, 5]
+    expected = [op for shard in worker.shards for op in shard.cursor.chunk.record_ops[:5]]
     dropped = {op: row[DROPPED] for op, row in enumerate(worker.recorder.counts) if row[DROPPED]}
     assert sum(dropped.values()) == 10
     assert dropped == {op: expected.count(op) for op in set(expected)}
@@ -58,10 +56,8 @@ def test_dropped_commands_are_counted_under_their_names() -> None:
     )
     worker = Worker(WorkerSpec(config, 0, 1, 1, None), lambda snap: None)
     dispatcher = OpenLoopDispatcher(*_parts(worker), Schedule(1000, 0, "uniform", seed=1), 10**9)
-    source = worker.shards[0].source
-    source.refill()
-    expected = source.record_ops[:40]
     dispatcher._drop(dispatcher.routes[0], 40)
+    expected = list(worker.shards[0].cursor.chunk.record_ops[:40])
     names = worker.plan.op_names()
     dropped = {
         names[op]: row[DROPPED] for op, row in enumerate(worker.recorder.counts) if row[DROPPED]
@@ -92,14 +88,14 @@ def _cluster_worker(slot_map: SlotMap) -> Worker:
 def test_cluster_drops_follow_masters_that_a_moved_empties_or_fills() -> None:
     # Master 1 serves nothing at the start; then every slot moves to it, then back.
     worker = _cluster_worker(SlotMap(HALVES.nodes, (0,) * 16384))
-    first, second = (shard.source for shard in worker.shards)
-    assert second.empty
+    first, second = (shard.cursor for shard in worker.shards)
+    assert second.source.empty
     dispatcher = OpenLoopDispatcher(*_parts(worker), Schedule(1000, 0, "uniform", seed=1), 10**9)
     route = dispatcher.routes[0]
     dispatcher._drop(route, 4)
     assert first.pos == 4
     worker.router.apply(SlotMap(HALVES.nodes, (1,) * 16384))  # master 0 is emptied
-    assert first.empty and not second.empty
+    assert first.source.empty and not second.source.empty
     dispatcher._drop(route, 4)  # drew from the emptied source before ("draws nothing")
     assert second.pos == 4
     worker.router.apply(HALVES)  # both serve keys: drops are taken from both in turn

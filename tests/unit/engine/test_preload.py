@@ -13,6 +13,7 @@ from typing import Any
 
 from kvbench.config import load_config
 from kvbench.engine.setup import codec_factory_for
+from kvbench.engine.shards import source_for
 from kvbench.engine.worker import Worker, WorkerSpec
 
 KEYS = 300
@@ -56,11 +57,15 @@ def test_the_preload_stores_each_key_once_and_leaves_the_runs_source_as_it_was()
     )
     worker = Worker(WorkerSpec(config, 0, 1, 3, None), lambda snap: None)
     shard = worker.shards[0]
-    source = shard.source
-    before = (source.ops, source.keys, source.values, source.pos, source.size)
+    cursor = shard.cursor
+    cursor.advance()  # the run's chunk, read up to 7
+    cursor.pos = 7
+    before = (cursor.chunk, cursor.pos, cursor.size)
+    twin = source_for(shard.plan, shard.target)  # draws what the run's source draws
+    twin.next_chunk()
 
     def untouched() -> None:  # at every write of the preload
-        assert (source.ops, source.keys, source.values, source.pos, source.size) == before
+        assert (cursor.chunk, cursor.pos, cursor.size) == before
 
     transports = []
     for _ in range(3):
@@ -72,5 +77,6 @@ def test_the_preload_stores_each_key_once_and_leaves_the_runs_source_as_it_was()
     stored = [key for t in transports for key in t.keys]
     assert sorted(stored) == sorted(shard.plan.key_table)  # each key once
     assert snapshot.counts == {"set": {"stored": KEYS}}
-    assert (source.ops, source.keys, source.values, source.pos, source.size) == before
-    assert all(conn.source is source and conn.inflight == 0 for conn in worker.connections)
+    assert (cursor.chunk, cursor.pos, cursor.size) == before
+    assert all(conn.cursor is cursor and conn.inflight == 0 for conn in worker.connections)
+    assert shard.source.next_chunk().keys == twin.next_chunk().keys  # nothing drawn

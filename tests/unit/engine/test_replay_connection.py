@@ -17,7 +17,8 @@ from kvbench.engine.pacing import TraceSchedule
 from kvbench.engine.py_pump import PyPump
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.worker import Worker, WorkerSpec
-from kvbench.protocols.base import CodecOptions
+from kvbench.protocols.base import CodecOptions, Op
+from kvbench.workload.chunk import Cursor
 from kvbench.workload.trace import BLOCK_BYTES, TraceReader
 from kvbench.workload.trace_source import ReplayFeed
 from tests.support import pump_oracle
@@ -72,7 +73,7 @@ def lane_connections(
         conn = worker.make_connection(
             codec_factory_for(worker.target, CodecOptions()), None, pipeline, worker.shards[0]
         )
-        conn.source = lane
+        conn.cursor = Cursor(lane)
         sinks.append(Sink())
         conn.connection_made(sinks[-1])  # type: ignore[arg-type]
         worker.connections.append(conn)
@@ -86,7 +87,8 @@ def test_the_lane_counts_every_request_its_connection_took(
     tmp_path: Path, speed: float | None, compiled: bool
 ) -> None:
     """Writes of alternating TTLs cut the lane into chunks of one or two rows, so every
-    send crosses chunks: the lane's count (``taken + pos``) stays the connection's, and
+    send crosses chunks: the lane's count (``taken`` + the cursor's ``pos``) stays the
+    connection's, and
     what a compiled pump's stream took and has not sent is still the lane's to send."""
     rows = [
         (i // 50, f"k:{i}", 5, 10 if i % 2 else 0, 1, "set" if i % 2 else "get", 60 * (i % 4))
@@ -103,7 +105,7 @@ def test_the_lane_counts_every_request_its_connection_took(
             conn.issue(n)
             sent = conn.inflight
             # the stream takes a chunk whole: the lane counts what it has not sent
-            assert compiled or lane.taken + lane.pos == sent
+            assert compiled or lane.taken + conn.cursor.pos == sent
             assert sent + feed.remaining() == 200
         assert sent == 200 and feed.exhausted()
     else:
@@ -158,12 +160,11 @@ def test_a_chunk_reached_by_skipping_sends_with_its_own_ttl(tmp_path: Path) -> N
     (its fresh codec has no TTL of its own)."""
     rows = [(0, k, 1, 3, 1, "set", 50 if k == "a" else 70) for k in "abcd"]
     path = write_trace(tmp_path / "t.csv", rows)
-    _worker, feed, (conn,), (sink,) = lane_connections(path, None, compiled=False)
-    lane = feed.lanes[0]
+    _worker, _feed, (conn,), (sink,) = lane_connections(path, None, compiled=False)
     conn.issue(1)  # a, in its chunk of TTL 50
     assert sink.written.startswith(b"set a 0 50 3\r\n")
-    lane.refill()  # as a drop does: the next chunk (b, c, d: TTL 70), b skipped unsent
-    lane.pos = 1
+    # a drop: b, of the next chunk (b, c, d: TTL 70), taken unsent
+    assert conn.cursor.skip(1) == [int(Op.SET)]
     conn.issue(1)
     assert b"set c 0 70 3\r\n" in sink.written
     fresh = Sink()

@@ -60,8 +60,9 @@ def test_command_positions_carry_their_whole_request() -> None:
     )
     names = ("hset", "lpush", "mset")
     seen = Counter()
+    chunk = source.next_chunk()
     for op, recorded, key, value in zip(
-        source.ops, source.record_ops, source.keys, source.values, strict=True
+        chunk.ops, chunk.record_ops, chunk.keys, chunk.values, strict=True
     ):
         if op == Op.GET:
             assert recorded == op and isinstance(key, bytes) and not isinstance(key, Request)
@@ -88,7 +89,7 @@ def test_memcached_text_commands_render_lines_and_blocks() -> None:
         value_size_min_bytes=4,
         value_size_max_bytes=4,
     )
-    requests = {bytes(k).split(b" ")[0]: bytes(k) for k in source.keys}
+    requests = {bytes(k).split(b" ")[0]: bytes(k) for k in source.next_chunk().keys}
     assert requests[b"touch"].endswith(b" 60\r\n")
     line, block, end = requests[b"set"].split(b"\r\n")
     assert line.endswith(b" 0 0 4") and len(block) == 4 and end == b""
@@ -96,9 +97,9 @@ def test_memcached_text_commands_render_lines_and_blocks() -> None:
 
 def test_without_commands_the_draws_are_unchanged() -> None:
     # The seeded sequence of a run without --command must not move.
-    plain = RequestSource(compile_plan(WorkloadConfig(seed=3), 0, 1))
+    plain = RequestSource(compile_plan(WorkloadConfig(seed=3), 0, 1)).next_chunk()
     assert plain.record_ops is plain.ops
-    again = RequestSource(compile_plan(WorkloadConfig(seed=3), 0, 1), templates=())
+    again = RequestSource(compile_plan(WorkloadConfig(seed=3), 0, 1), templates=()).next_chunk()
     assert (again.ops, again.keys) == (plain.ops, plain.keys)
 
 

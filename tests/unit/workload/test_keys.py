@@ -136,7 +136,7 @@ def test_pickers_are_deterministic_in_their_seed(pattern: str) -> None:
 
 def test_request_source_uses_the_configured_pattern() -> None:
     config = WorkloadConfig(keys=1000, key_pattern="zipf", key_prefix="k", seed=1)
-    source = RequestSource(compile_plan(config, 0, 1))
+    source = RequestSource(compile_plan(config, 0, 1)).next_chunk()
     hot = sum(1 for k in source.keys if k == b"k0")
     assert hot / len(source.keys) == pytest.approx(zipf_cdf(1000, 0.99)[0], abs=0.02)
 

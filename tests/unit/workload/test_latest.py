@@ -47,7 +47,7 @@ def test_a_chunk_reads_what_its_own_earlier_inserts_made() -> None:
     )
     plan = compile_plan(config, 0, 1)
     assert len(plan.key_table) == 5050 and plan.preload_range() == range(0, 50)
-    source = RequestSource(plan)
+    source = RequestSource(plan).next_chunk()
     ops = np.array(source.ops)
     indexes = [plan.key_table.index(k) for k in source.keys]  # type: ignore[arg-type]
     sets = np.flatnonzero(ops == int(Op.SET))

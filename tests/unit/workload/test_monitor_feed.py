@@ -11,6 +11,7 @@ import pytest
 from kvbench.config.replay import ReplayConfig
 from kvbench.errors import ConfigError
 from kvbench.protocols.base import Op
+from kvbench.workload.chunk import Cursor
 from kvbench.workload.commands import COMMAND_BASE
 from kvbench.workload.monitor_feed import MonitorFeed, scan_capture
 
@@ -30,9 +31,9 @@ def sent(config: ReplayConfig, worker: int = 0, workers: int = 1) -> list[list[l
     feed.prepare()
     out = []
     for lane in feed.lanes:
-        lane.refill()
-        assert lane.ops == [int(Op.COMMAND)] * lane.size
-        out.append([argv(request) for request in lane.keys])
+        chunk = lane.next_chunk()
+        assert chunk is not None and chunk.ops == [int(Op.COMMAND)] * chunk.size
+        out.append([argv(request) for request in chunk.keys])
     return out
 
 
@@ -72,8 +73,9 @@ def test_results_are_recorded_per_command_name(tmp_path: Path) -> None:
     config = replace(config, commands=tuple(scan.names), clients=1)
     feed = MonitorFeed(config, 0, 1, 1, seed=1)
     feed.prepare()
-    feed.lanes[0].refill()
-    assert feed.lanes[0].record_ops == [COMMAND_BASE, COMMAND_BASE + 1, COMMAND_BASE + 1]
+    chunk = feed.lanes[0].next_chunk()
+    assert chunk is not None
+    assert chunk.record_ops == [COMMAND_BASE, COMMAND_BASE + 1, COMMAND_BASE + 1]
 
 
 def test_captured_selects_are_sent_and_a_client_already_elsewhere_gets_one(
@@ -208,10 +210,13 @@ def test_a_lane_refills_once_then_is_at_its_end(tmp_path: Path) -> None:
     feed = MonitorFeed(replace(config, commands=tuple(scan.names), clients=1), 0, 1, 1, seed=1)
     feed.prepare()
     lane = feed.lanes[0]
+    cursor = Cursor(lane)
     assert lane.pending() == 2 and not feed.exhausted()
-    assert lane.refill() and lane.size == 2
-    lane.pos = 2
-    assert not lane.refill()
+    assert cursor.advance() and cursor.size == 2
+    assert lane.pending() == 2  # handed out, not sent
+    cursor.pos = 2
+    assert lane.pending() == 0
+    assert not cursor.advance()
     assert lane.taken == 2 and feed.exhausted()
 
 

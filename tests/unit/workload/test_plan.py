@@ -11,9 +11,9 @@ from kvbench.workload import CHUNK, RequestSource, compile_plan
 
 def test_plan_is_deterministic_in_seed_and_worker() -> None:
     config = WorkloadConfig(seed=42)
-    a = RequestSource(compile_plan(config, 0, 2))
-    b = RequestSource(compile_plan(config, 0, 2))
-    c = RequestSource(compile_plan(config, 1, 2))
+    a = RequestSource(compile_plan(config, 0, 2)).next_chunk()
+    b = RequestSource(compile_plan(config, 0, 2)).next_chunk()
+    c = RequestSource(compile_plan(config, 1, 2)).next_chunk()
     assert a.keys == b.keys and a.ops == b.ops
     assert a.keys != c.keys
 
@@ -21,7 +21,7 @@ def test_plan_is_deterministic_in_seed_and_worker() -> None:
 def test_op_mix_follows_the_ratio() -> None:
     source = RequestSource(
         compile_plan(WorkloadConfig(ratio=(("set", 1), ("get", 3)), seed=1), 0, 1)
-    )
+    ).next_chunk()
     counts = Counter(source.ops)
     assert counts[int(Op.GET)] / CHUNK == pytest.approx(0.75, abs=0.03)
     assert set(counts) == {int(Op.GET), int(Op.SET)}
@@ -29,12 +29,14 @@ def test_op_mix_follows_the_ratio() -> None:
 
 def test_sequential_pattern_walks_and_wraps() -> None:
     config = WorkloadConfig(keys=10, key_pattern="sequential", key_prefix="k", seed=1)
-    source = RequestSource(compile_plan(config, 0, 1))
+    source = RequestSource(compile_plan(config, 0, 1)).next_chunk()
     assert source.keys[:12] == [b"k%d" % (i % 10) for i in range(12)]
 
 
 def test_uniform_keys_stay_in_the_keyspace() -> None:
-    source = RequestSource(compile_plan(WorkloadConfig(keys=50, key_prefix="k", seed=3), 0, 1))
+    source = RequestSource(
+        compile_plan(WorkloadConfig(keys=50, key_prefix="k", seed=3), 0, 1)
+    ).next_chunk()
     assert {int(k[1:]) for k in source.keys} <= set(range(50))  # type: ignore[index,arg-type]
     assert len(set(source.keys)) == 50
 
@@ -47,7 +49,7 @@ def test_value_sizes_respect_the_range() -> None:
 
 def test_mget_positions_carry_key_tuples() -> None:
     config = WorkloadConfig(ratio=(("mget", 1),), multiget_keys=4, seed=1)
-    source = RequestSource(compile_plan(config, 0, 1))
+    source = RequestSource(compile_plan(config, 0, 1)).next_chunk()
     assert all(isinstance(k, tuple) and len(k) == 4 for k in source.keys)
 
 
@@ -60,7 +62,7 @@ def test_preload_ranges_cover_the_keyspace_once() -> None:
 
 def test_incr_works_on_counter_keys_not_on_value_keys() -> None:
     config = WorkloadConfig(ratio=(("incr", 1), ("set", 1)), keys=50, key_prefix="k:", seed=2)
-    source = RequestSource(compile_plan(config, 0, 1))
+    source = RequestSource(compile_plan(config, 0, 1)).next_chunk()
     incr_keys = {k for op, k in zip(source.ops, source.keys, strict=True) if op == int(Op.INCR)}
     set_keys = {k for op, k in zip(source.ops, source.keys, strict=True) if op == int(Op.SET)}
     assert incr_keys and all(k.startswith(b"k:counter:") for k in incr_keys)  # type: ignore[union-attr]
@@ -70,11 +72,11 @@ def test_incr_works_on_counter_keys_not_on_value_keys() -> None:
 def test_set_then_get_pairs_a_set_with_a_get_of_its_key() -> None:
     config = WorkloadConfig(ratio=(("set", 1), ("get", 1)), set_then_get=True, seed=3)
     source = RequestSource(compile_plan(config, 0, 1))
-    for _ in range(2):  # across refills too
-        assert source.ops == [int(Op.SET), int(Op.GET)] * (CHUNK // 2)
-        assert source.keys[0::2] == source.keys[1::2]
-        assert len(set(source.keys)) > CHUNK // 4  # keys are drawn, not one repeated
-        source.refill()
+    for _ in range(2):  # across chunks too
+        chunk = source.next_chunk()
+        assert chunk.ops == [int(Op.SET), int(Op.GET)] * (CHUNK // 2)
+        assert chunk.keys[0::2] == chunk.keys[1::2]
+        assert len(set(chunk.keys)) > CHUNK // 4  # keys are drawn, not one repeated
 
 
 def test_own_key_plans_give_every_connection_of_the_run_keys_of_its_own() -> None:
@@ -97,12 +99,11 @@ def test_a_source_without_keys_is_empty_until_rekeyed() -> None:
 
     plan = compile_plan(WorkloadConfig(keys=50, key_prefix="k", seed=3), 0, 1)
     source = RequestSource(replace(plan, key_table=[], config=replace(plan.config, keys=0)))
-    assert source.empty and source.size == 0
+    assert source.empty
     few = [b"k1", b"k2"]
     source.rekey(replace(plan, key_table=few, config=replace(plan.config, keys=2)))
-    assert not source.empty and source.pos == source.size == 0  # the next request refills
-    source.refill()
-    assert set(source.keys) == set(few)
+    assert not source.empty
+    assert set(source.next_chunk().keys) == set(few)
 
 
 def test_rekey_drops_the_chunk_and_goes_on_with_the_same_generators() -> None:
@@ -110,14 +111,12 @@ def test_rekey_drops_the_chunk_and_goes_on_with_the_same_generators() -> None:
 
     plan = compile_plan(WorkloadConfig(keys=50, key_prefix="k", seed=3), 0, 1)
     a, b = RequestSource(plan), RequestSource(plan)
-    a.rekey(plan)  # the same keys: the op sequence goes on as if refilled
-    a.refill()
-    b.refill()
-    assert a.ops == b.ops and a.keys == b.keys
+    a.rekey(plan)  # the same keys: the op sequence goes on as if not rekeyed
+    first, second = a.next_chunk(), b.next_chunk()
+    assert first.ops == second.ops and first.keys == second.keys
     half = replace(plan, key_table=plan.key_table[:25], config=replace(plan.config, keys=25))
     a.rekey(half)
-    a.refill()
-    assert set(a.keys) <= set(half.key_table)
+    assert set(a.next_chunk().keys) <= set(half.key_table)
 
 
 @pytest.mark.parametrize(
@@ -143,15 +142,15 @@ def test_packed_chunks_are_the_lists_requests(config: WorkloadConfig) -> None:
     packed = RequestSource(compile_plan(config, 1, 2))
     assert packed.can_pack() and packed.pack()
     for _ in range(3):
-        lists.refill()
-        packed.refill()
-        assert packed.packed is not None and not packed.keys
-        ops, keys, key_starts, key_ends, values, value_starts, value_ends = packed.packed
-        assert list(ops) == lists.ops and len(key_starts) == CHUNK
+        as_lists, as_packed = lists.next_chunk(), packed.next_chunk()
+        assert as_packed.packed is not None and not as_packed.keys
+        ops, keys, key_starts, key_ends, values, value_starts, value_ends = as_packed.packed
+        assert list(ops) == as_lists.ops and len(key_starts) == CHUNK
+        assert list(as_packed.record_ops) == as_lists.ops  # what a dropped one counts as
         got_keys = [keys[a:b] for a, b in zip(key_starts, key_ends, strict=True)]
-        assert got_keys == lists.keys
+        assert got_keys == as_lists.keys
         got_values = [bytes(values[a:b]) for a, b in zip(value_starts, value_ends, strict=True)]
-        assert got_values == [bytes(v) for v in lists.values]
+        assert got_values == [bytes(v) for v in as_lists.values]
 
 
 @pytest.mark.parametrize(
@@ -167,8 +166,8 @@ def test_packed_chunks_are_the_lists_requests(config: WorkloadConfig) -> None:
 def test_what_cannot_be_packed_stays_lists(config: WorkloadConfig) -> None:
     source = RequestSource(compile_plan(config, 0, 1))
     assert not source.can_pack() and not source.pack()
-    source.refill()
-    assert source.packed is None and len(source.keys) == CHUNK
+    chunk = source.next_chunk()
+    assert chunk.packed is None and len(chunk.keys) == CHUNK
 
 
 def test_tables_past_32_bit_bounds_stay_lists(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,5 +177,5 @@ def test_tables_past_32_bit_bounds_stay_lists(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(plan, "MAX_PACKED_BYTES", 1000)  # the value table's blob is larger
     source = RequestSource(compile_plan(WorkloadConfig(seed=1), 0, 1))
     assert source.can_pack() and not source.pack()
-    source.refill()
-    assert source.packed is None and len(source.keys) == CHUNK
+    chunk = source.next_chunk()
+    assert chunk.packed is None and len(chunk.keys) == CHUNK

@@ -11,6 +11,7 @@ from kvbench.errors import ConfigError
 from kvbench.protocols.base import Op
 from kvbench.report.trace_figures import profile_summary
 from kvbench.results.trace import merge_profiles
+from kvbench.workload.chunk import Cursor
 from kvbench.workload.trace import TRACE_OPS, TraceReader
 from kvbench.workload.trace_ops import SKIPPED, KeyFitter, OpMapping, ValueBlob, fit_key
 from kvbench.workload.trace_profile import TraceProfile
@@ -26,14 +27,14 @@ def drain(feed: ReplayFeed) -> list[list[tuple[int, bytes, object, int]]]:
     while True:
         progressed = False
         for lane in feed.lanes:
-            if lane.refill():
+            chunk = lane.next_chunk()
+            if chunk is not None:
                 progressed = True
-                for i in range(lane.size):
-                    value = lane.values[i]
+                for i in range(chunk.size):
+                    value = chunk.values[i]
                     out[lane.index].append(
-                        (lane.ops[i], lane.keys[i], value and bytes(value), lane.ttl_s)
+                        (chunk.ops[i], chunk.keys[i], value and bytes(value), chunk.ttl_s)
                     )
-                lane.pos = lane.size
         if not progressed and feed.done and feed.remaining() == 0:
             return out
 
@@ -102,9 +103,8 @@ def test_writes_of_another_ttl_start_a_new_chunk(tmp_path: Path) -> None:
     feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=1)
     lane = feed.lanes[0]
     seen = []
-    while lane.refill():
-        seen += [(lane.keys[i], lane.ttl_s) for i in range(lane.size)]
-        lane.pos = lane.size
+    while (chunk := lane.next_chunk()) is not None:
+        seen += [(key, chunk.ttl_s) for key in chunk.keys]
     expected = [(f"k{i}".encode(), 60 if i % 3 else 120) for i in range(9)]
     expected[4] = (b"g", 120)  # a read rides with the writes before it
     assert seen == expected
@@ -225,9 +225,9 @@ def test_timed_offsets_spread_each_second_and_follow_the_speed(tmp_path: Path) -
     feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=1, speed=2.0)
     lane = feed.lanes[0]
     offsets = []
-    while lane.refill():
-        offsets += lane.offsets_ns.tolist()
-        lane.pos = lane.size
+    while (chunk := lane.next_chunk()) is not None:
+        assert chunk.offsets_ns is not None
+        offsets += chunk.offsets_ns.tolist()
     # second 10: 0, .25, .5, .75 s of trace time; at speed 2 half of that.
     assert offsets == [round(s * 1e9 / 2) for s in np.arange(0, 3, 0.25)]
 
@@ -254,27 +254,19 @@ def test_a_lane_held_by_a_pump_hands_out_the_same_requests_packed(tmp_path: Path
     path = write_trace(tmp_path / "t.csv", rows)
     as_lists = drain(feed_for(path, lanes=3))
     feed = feed_for(path, lanes=3)
-    for lane in feed.lanes:
-        lane.holder = _Held()
     packed: list[list[tuple[int, bytes, object, int]]] = [[] for _ in feed.lanes]
     for lane in feed.lanes:
-        while lane.refill():
-            assert lane.packed is not None and not lane.keys
-            ops, keys, key_starts, key_ends, values, starts, ends = lane.packed
-            assert len(ops) == len(key_ends) == len(starts) == len(ends) == lane.size
+        assert lane.pack()
+        while (chunk := lane.next_chunk()) is not None:
+            assert chunk.packed is not None and not chunk.keys
+            ops, keys, key_starts, key_ends, values, starts, ends = chunk.packed
+            assert len(ops) == len(key_ends) == len(starts) == len(ends) == chunk.size
             for i, op in enumerate(ops):
                 key = bytes(keys[key_starts[i] : key_ends[i]])
                 stored = _IS_STORE[op]
                 value = values[starts[i] : ends[i]] if stored else None
-                packed[lane.index].append((op, key, value, lane.ttl_s))
-            lane.pos = lane.size
+                packed[lane.index].append((op, key, value, chunk.ttl_s))
     assert packed == as_lists
-
-
-class _Held:
-    """Stands in for the stream that holds a lane's segments (what it holds: none)."""
-
-    size = pos = 0
 
 
 def test_profile_summary_figures() -> None:
@@ -313,10 +305,10 @@ def test_trace_schedule_answers_from_the_lane(tmp_path: Path) -> None:
     assert schedule.due_by(1_000) == 1  # row 0 at offset 0
     assert schedule.due_by(1_000 + 1_000_000_000) == 5  # second 0 and the first of 1
     assert schedule.intended_range(0, 3) == [1_000, 1_000 + 250_000_000, 1_000 + 500_000_000]
-    assert lane.refill()
-    lane.pos = lane.size
-    sent = lane.size
-    assert lane.refill()
+    cursor = Cursor(lane)
+    assert cursor.advance()
+    cursor.pos = sent = cursor.size
+    assert cursor.advance()
     assert schedule.intended_ns(sent) == 1_000 + sent * 250_000_000
     assert schedule.due_by(1_000 + 10**12) == 40
 

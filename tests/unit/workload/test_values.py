@@ -56,7 +56,7 @@ def test_request_values_follow_the_weights() -> None:
         ratio=(("set", 1),),
         seed=3,
     )
-    source = RequestSource(compile_plan(config, 0, 1))
+    source = RequestSource(compile_plan(config, 0, 1)).next_chunk()
     share = sum(1 for v in source.values if len(v) == 100) / CHUNK
     assert share == pytest.approx(0.7, abs=0.03)
 
@@ -96,9 +96,8 @@ def test_timestamp_values_are_taken_once_per_chunk() -> None:
     clock = iter(range(10**15, 10**16, 10**9))  # one second later at every reading
     config = WorkloadConfig(value_kind="timestamp", ratio=(("set", 1),), seed=1)
     source = RequestSource(compile_plan(config, 0, 1), wall_clock_ns=lambda: next(clock))
-    first = {bytes(v) for v in source.values}
-    source.refill()
-    second = {bytes(v) for v in source.values}
+    first = {bytes(v) for v in source.next_chunk().values}
+    second = {bytes(v) for v in source.next_chunk().values}
     assert len(first) == len(second) == 1
     (a,), (b,) = first, second
     assert struct.unpack(">Q", b)[0] - struct.unpack(">Q", a)[0] == 1000
@@ -112,7 +111,7 @@ def test_timestamp_preload_values_are_eight_bytes() -> None:
 
 def test_sets_carry_values_and_gets_ignore_them() -> None:
     config = WorkloadConfig(ratio=(("set", 1), ("get", 1)), seed=1)
-    source = RequestSource(compile_plan(config, 0, 1))
+    source = RequestSource(compile_plan(config, 0, 1)).next_chunk()
     assert all(
         len(v) == 100 for op, v in zip(source.ops, source.values, strict=True) if op == Op.SET
     )

@@ -54,7 +54,7 @@ def test_verify_mode_sets_store_derived_values_of_the_configured_sizes() -> None
         verify=True,
         seed=4,
     )
-    source = RequestSource(compile_plan(config, 1, 2))
+    source = RequestSource(compile_plan(config, 1, 2)).next_chunk()
     sets = [
         (k, v)
         for op, k, v in zip(source.ops, source.keys, source.values, strict=True)
