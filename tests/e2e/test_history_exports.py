@@ -24,7 +24,7 @@ from tests.support.runs import make_run
 
 pytestmark = pytest.mark.integration
 
-SHORT = ("--duration", "1s", "-c", "2", "--processes", "1", "--ratio", "1:4", "--no-live")
+SHORT = ("--duration", "400ms", "-c", "2", "--processes", "1", "--ratio", "1:4", "--no-live")
 
 
 @dataclass

@@ -138,7 +138,7 @@ def test_queue_preset_runs_its_three_phases_without_loss(tmp_path: Path) -> None
             "queue-producer-consumer",
             f"memcacheq://127.0.0.1:{server.port}/q",
             "-n",
-            "20000",
+            "2000",
             "--json",
             str(tmp_path / "steps.json"),
             "--csv",

@@ -36,7 +36,7 @@ def standin() -> Iterator[MemcacheqStandin]:
 
 @pytest.fixture
 def lossy_standin() -> Iterator[MemcacheqStandin]:
-    server = MemcacheqStandin(drop_every=1000)
+    server = MemcacheqStandin(drop_every=200)
     server.start()
     yield server
     server.stop()
@@ -60,7 +60,7 @@ def run_queue(
     return result.code, read_json(out), result.stdout
 
 
-STANDARD = ("--producers", "2", "--consumers", "2", "--messages", "20000", "--message-size", "100")
+STANDARD = ("--producers", "2", "--consumers", "2", "--messages", "4000", "--message-size", "100")
 
 
 def test_the_standin_answers_as_memcacheq_documents(standin: MemcacheqStandin) -> None:
@@ -88,22 +88,22 @@ def test_two_producers_two_consumers_lose_and_duplicate_nothing(
     code, doc, stdout = run_queue(standin, tmp_path, *STANDARD)
     queue = doc["queue"]
     assert code == 0, stdout
-    assert (queue["produced"], queue["received"], queue["unique"]) == (20_000, 20_000, 20_000)
+    assert (queue["produced"], queue["received"], queue["unique"]) == (4000, 4000, 4000)
     assert (queue["lost"], queue["duplicated"], queue["out_of_order"], queue["foreign"]) == (
         0,
         0,
         0,
         0,
     )
-    assert [p["sent"] for p in queue["producers"]] == [10_000, 10_000]
+    assert [p["sent"] for p in queue["producers"]] == [2000, 2000]
     assert queue["puts_per_s"] > 0 and queue["gets_per_s"] > 0
     assert queue["e2e_latency_us"]["p50"] is not None
     # The server's own counts agree with the client's.
     state = standin.queues[b"q"]
-    assert (state.enqueued, state.dequeued, len(state.messages)) == (20_000, 20_000, 0)
+    assert (state.enqueued, state.dequeued, len(state.messages)) == (4000, 4000, 0)
     assert queue["backlog"]["server_after"] == 0
-    assert doc["ops"]["put"]["outcomes"] == {"stored": 20_000}
-    assert doc["ops"]["get"]["outcomes"]["hit"] == 20_000
+    assert doc["ops"]["put"]["outcomes"] == {"stored": 4000}
+    assert doc["ops"]["get"]["outcomes"]["hit"] == 4000
     assert doc["ops"]["get"]["outcomes"].get("miss", 0) == queue["empty_polls"]
     assert "lost 0" in stdout
 
@@ -135,11 +135,11 @@ def test_messages_the_server_drops_are_exactly_the_lost_ones(
 
 
 def test_consumers_starting_late_leave_a_backlog(standin: MemcacheqStandin, tmp_path: Path) -> None:
-    code, doc, stdout = run_queue(standin, tmp_path, *STANDARD, "--consumers-start-after", "5000")
+    code, doc, stdout = run_queue(standin, tmp_path, *STANDARD, "--consumers-start-after", "1000")
     queue = doc["queue"]
     assert code == 0, stdout
-    assert queue["backlog"]["peak"] >= 5000
-    assert queue["lost"] == 0 and queue["unique"] == 20_000
+    assert queue["backlog"]["peak"] >= 1000
+    assert queue["lost"] == 0 and queue["unique"] == 4000
     assert "consumers started" in stdout
 
 
@@ -181,11 +181,11 @@ def test_a_reply_to_no_put_is_a_protocol_error_not_a_crash(tmp_path: Path) -> No
     queue = doc["queue"]
     assert result.code == 0, result.stdout
     assert "Traceback" not in result.stderr and doc["status"] == "ok"
-    assert server.extra_replies == 20_000 // 97
-    assert (queue["produced"], queue["received"], queue["unique"]) == (20_000, 20_000, 20_000)
+    assert server.extra_replies == 4000 // 97
+    assert (queue["produced"], queue["received"], queue["unique"]) == (4000, 4000, 4000)
     assert (queue["lost"], queue["duplicated"], queue["unexpected"]) == (0, 0, 0)
-    assert server.queues[b"q"].enqueued == 20_000
-    assert doc["ops"]["put"]["outcomes"] == {"stored": 20_000}
+    assert server.queues[b"q"].enqueued == 4000
+    assert doc["ops"]["put"]["outcomes"] == {"stored": 4000}
     problems = [v["message"] for v in doc["verdicts"] if v["id"] == "run.error"]
     assert problems and all("no request pending" in m for m in problems)
     assert sum(i["reconnects"] for i in doc["intervals"]) > 0
@@ -209,7 +209,7 @@ def test_a_restarted_queue_server_is_said_and_its_counts_not_compared(tmp_path: 
         "--consumers-start-after",
         "20000",
         "--duration",
-        "20s",
+        "8s",
         "--json",
         str(out),
         "--no-save",

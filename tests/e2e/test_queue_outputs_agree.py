@@ -25,12 +25,12 @@ from tests.support.report_page import parse, resolve
 
 pytestmark = pytest.mark.integration
 
-SHAPE = ("--producers", "2", "--consumers", "2", "--messages", "10000", "-P", "4")
+SHAPE = ("--producers", "2", "--consumers", "2", "--messages", "2000", "-P", "4")
 
 
 @pytest.fixture
 def servers() -> Iterator[tuple[MemcacheqStandin, MemcacheqStandin]]:
-    clean, lossy = MemcacheqStandin(), MemcacheqStandin(drop_every=500)
+    clean, lossy = MemcacheqStandin(), MemcacheqStandin(drop_every=100)
     clean.start()
     lossy.start()
     yield clean, lossy

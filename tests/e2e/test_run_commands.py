@@ -33,7 +33,7 @@ def memcached_stats(server: Server) -> dict[str, int]:
 
 def run(url: str, out: Path, *args: str) -> dict[str, Any]:
     result = run_kvbench(
-        "run", url, "--duration", "2s", "-c", "4", "--processes", "2", "-P", "8",
+        "run", url, "--duration", "1s", "-c", "4", "--processes", "2", "-P", "8",
         "--keys", "200", "--value-size", "32", "--json", str(out), "--no-save",
         "--max-error-rate", "100%", *args,
     )  # fmt: skip

@@ -49,7 +49,7 @@ def test_client_counts_equal_commandstats(
         "run",
         url,
         "--duration",
-        "2s",
+        "1s",
         "-c",
         "4",
         "--processes",

@@ -15,7 +15,7 @@ from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
 
-SHORT = ("--duration", "1s", "--processes", "1", "--no-live")
+SHORT = ("--duration", "500ms", "--processes", "1", "--no-live")  # rounds of half a second
 
 
 def test_sweep_reports_every_level_with_a_ci_and_an_slo(

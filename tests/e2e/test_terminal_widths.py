@@ -31,6 +31,8 @@ pytestmark = pytest.mark.integration
 EVERY_COLUMN = {"op", "ops", "ops/s", "hit %", "errors", "p50", "p90", "p99", "p99.9", "p99.99",
                 "max", "mean", "TX", "RX"}  # fmt: skip
 SHORT = ("--duration", "2s", "-c", "4", "--processes", "1", "--ratio", "1:4", "--no-save")
+# Where no live view is read (stdout a pipe): one interval is enough.
+QUICK = ("--duration", "1s", *SHORT[2:])
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
 
 
@@ -121,19 +123,19 @@ def test_a_real_terminal_of_each_width(
 
 def test_json_dash_writes_the_document_to_stdout(memcached_server: Server) -> None:
     url = f"memcached://{memcached_server.address}"
-    result = run_kvbench("run", url, *SHORT, "--no-live", "--json", "-")
+    result = run_kvbench("run", url, *QUICK, "--no-live", "--json", "-")
     assert result.code == 0, result.stderr
     doc = json.loads(result.stdout)  # stdout is the document alone
     assert doc["status"] == "ok"
     assert "status: ok" in result.stderr and "written to stdout" in result.stderr
     assert not Path("-").exists()
-    both = run_kvbench("run", url, *SHORT, "--json", "-", "--csv", "-")
+    both = run_kvbench("run", url, *QUICK, "--json", "-", "--csv", "-")
     assert both.code == 2 and "--csv: only one file can go to stdout" in both.stderr
 
 
 def test_csv_dash_writes_the_series_to_stdout(memcached_server: Server) -> None:
     url = f"memcached://{memcached_server.address}"
-    result = run_kvbench("run", url, *SHORT, "--no-live", "--csv", "-")
+    result = run_kvbench("run", url, *QUICK, "--no-live", "--csv", "-")
     assert result.code == 0, result.stderr
     assert result.stdout.splitlines()[0].startswith("run_id,") or "," in result.stdout
     assert "status: ok" in result.stderr and "status: ok" not in result.stdout
@@ -142,7 +144,7 @@ def test_csv_dash_writes_the_series_to_stdout(memcached_server: Server) -> None:
 def test_quiet_prints_one_line_per_op(memcached_server: Server, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     url = f"memcached://{memcached_server.address}"
-    result = run_kvbench("run", url, *SHORT, "-q", "--json", str(out))
+    result = run_kvbench("run", url, *QUICK, "-q", "--json", str(out))
     assert result.code == 0, result.stderr
     doc = read_json(out)
     lines = result.stdout.splitlines()

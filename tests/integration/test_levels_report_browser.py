@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 SHORT = (
     "--duration",
-    "1s",
+    "500ms",
     "--processes",
     "1",
     "-c",

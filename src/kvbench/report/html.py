@@ -44,7 +44,7 @@ from kvbench.report.series import (
     spectrum,
 )
 from kvbench.report.stats import MIN_CI_SAMPLES
-from kvbench.report.summary import summarize
+from kvbench.report.summary import ReportModel, summarize
 from kvbench.results.model import RunResult
 from kvbench.units import format_byte_rate, format_duration_ns
 
@@ -104,8 +104,8 @@ def script_json(data: Any) -> Markup:
     return Markup(text)
 
 
-def _page_document(run: RunResult, every: int) -> dict[str, Any]:
-    """The run's result document as the page embeds it.
+def _page_model(run: RunResult, every: int) -> ReportModel:
+    """The run's report model as the page shows it.
 
     ``server.intervals`` (raw per-interval samples) gives way to the derived server
     series; with ``every`` > 1, the intervals are those of the run with ``every``
@@ -117,7 +117,12 @@ def _page_document(run: RunResult, every: int) -> dict[str, Any]:
         if queue is not None:
             queue = dataclasses.replace(queue, intervals=coarsen_queue(queue.intervals, every))
         coarse = dataclasses.replace(run, intervals=coarsen(run.intervals, every), queue=queue)
-    doc = document(summarize(run, intervals_of=coarse))
+    return summarize(run, intervals_of=coarse)
+
+
+def _page_document(model: ReportModel) -> dict[str, Any]:
+    """The run's result document as the page embeds it (``_page_model``'s)."""
+    doc = document(model)
     doc["server"] = {k: v for k, v in doc["server"].items() if k != "intervals"}
     return doc
 
@@ -190,7 +195,8 @@ def _views(runs: Sequence[RunResult], labels: Sequence[str]) -> list[dict[str, A
     views: list[dict[str, Any]] = []
     for index, (run, label) in enumerate(zip(runs, labels, strict=True)):
         every = max(1, math.ceil(len(run.intervals) / budget))
-        doc = _page_document(run, every)
+        model = _page_model(run, every)
+        doc = _page_document(model)
         data = {
             "label": label,
             "document": doc,
@@ -207,6 +213,7 @@ def _views(runs: Sequence[RunResult], labels: Sequence[str]) -> list[dict[str, A
                 "index": index,
                 "label": label,
                 "doc": doc,
+                "model": model,
                 "facts": _facts(doc),
                 "merged": every,
                 "data": data,
@@ -261,7 +268,7 @@ def render(runs: Sequence[RunResult]) -> str:
     if len(runs) == 1:
         title = f"kvbench {docs[0]['run_id']} {' '.join(t['url'] for t in docs[0]['targets'])}"
         return _page(title, views)
-    rows = comparison([target_column(r) for r in runs])
+    rows = comparison([target_column(r, v["model"]) for r, v in zip(runs, views, strict=True)])
     caveats = [settings_caveat(runs[0], run, i + 2) for i, run in enumerate(runs[1:])]
     return _page(
         f"kvbench: {len(docs)} runs compared",
