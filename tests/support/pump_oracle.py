@@ -464,10 +464,17 @@ def disagreement(ex: Exchange, py: Outcome, c: Outcome) -> str | None:
         return f"request bytes by op differ: python {py.tx}, compiled {c.tx}"
     # The same replies accounted: the same bytes by op. (RESP's codec recomputes a reply's
     # size from hiredis' value, exact for what Redis sends but not for every byte string
-    # the grammar allows: a status where a bulk string is expected, say.)
+    # the grammar allows: a status where a bulk string is expected, say. On memcached
+    # binary a quiet packet that answers none of our requests, which the compiled driver
+    # never asks for but a multi-get's getkq, counts in C with the reply after it; the
+    # codec gives its bytes to no op (in a --noreply run such a packet is a quiet
+    # request's failure, not the next reply's): there the codec's figures may be lower.)
     same_replies = py.codes == c.codes and py.error is None and c.error is None
     if same_replies and ex.protocol != "resp2" and py.rx != c.rx:
-        return f"reply bytes by op differ: python {py.rx}, compiled {c.rx}"
+        py_rx, c_rx = py.rx or [], c.rx or []
+        lower = len(py_rx) <= len(c_rx) and all(a <= b for a, b in zip(py_rx, c_rx, strict=False))
+        if not (ex.protocol == "memcache-binary" and lower):
+            return f"reply bytes by op differ: python {py.rx}, compiled {c.rx}"
     statuses = py.statuses is None or py.statuses == c.statuses
     if py.codes == c.codes and (py.error is None) == (c.error is None) and statuses:
         return None
