@@ -7,7 +7,8 @@ bench/peers.py does; 50 connections, 100-byte values, set:get 1:1):
 
 1. the compiled closed loop at pipeline 1: the core's throughput T;
 2. the open loop at 0.8 T (uniform arrivals unless ``--arrival poisson``) on the compiled
-   driver, with ``--loop`` on the compiled event loop too (``KVBENCH_DRIVER=loop``), then
+   driver (its event loop), with ``--transports`` on uvloop's transports too
+   (``KVBENCH_DRIVER=transports``), then
    on the Python one (``KVBENCH_PURE_PYTHON=1``), at most ``--pipeline`` in flight per
    connection (room for a 1 ms tick's worth of due requests; the connections
    are not meant to queue).
@@ -94,14 +95,18 @@ def open_run(protocol: str, closed_per_s: float, doc: dict[str, Any]) -> OpenRun
     )
 
 
-def drivers(loop: bool) -> list[tuple[str, ...]]:
-    """The environments of the open-loop runs: the compiled driver, the compiled event loop
-    (``loop``), the Python driver."""
-    return [(), *([("KVBENCH_DRIVER=loop",)] if loop else []), ("KVBENCH_PURE_PYTHON=1",)]
+def drivers(transports: bool) -> list[tuple[str, ...]]:
+    """The environments of the open-loop runs: the compiled pumps on the compiled event
+    loop (the default), on uvloop's transports (``transports``), the Python driver."""
+    return [
+        (),
+        *([("KVBENCH_DRIVER=transports",)] if transports else []),
+        ("KVBENCH_PURE_PYTHON=1",),
+    ]
 
 
 def measure(
-    protocol: str, seconds: int, cpus: Cpus, pipeline: int, arrival: str, loop: bool = False
+    protocol: str, seconds: int, cpus: Cpus, pipeline: int, arrival: str, transports: bool = False
 ) -> list[OpenRun]:
     """The closed-loop P1 throughput, then the open loop at 80% of it on each driver."""
     kind, scheme = PROTOCOLS[protocol]
@@ -110,7 +115,7 @@ def measure(
         closed = kvbench_report(kvbench_doc(live.url(scheme), KEYS, 1, 1, seconds, cpus))
     rate = FRACTION * closed.ops_per_s
     runs = []
-    for env in drivers(loop):
+    for env in drivers(transports):
         with server(kind, 1, cpus) as live:
             live.prefill(KEYS)
             extra = ("--rate", f"{rate:.0f}", "--arrival", arrival, "--max-lag", "10s")
@@ -145,7 +150,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pipeline", type=int, default=8, help="open loop's -P [8]")
     parser.add_argument("--arrival", choices=("uniform", "poisson"), default="uniform")
     parser.add_argument(
-        "--loop", action="store_true", help="also on the compiled event loop (KVBENCH_DRIVER=loop)"
+        "--transports",
+        action="store_true",
+        help="also on uvloop's transports (KVBENCH_DRIVER=transports)",
     )
     parser.add_argument("--json", metavar="FILE", help="write every run's figures here")
     parser.add_argument("--server-cpus", default="0", help="taskset list for servers [0]")
@@ -164,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[OpenRun] = []
     for protocol in protocols:
         try:
-            runs += measure(protocol, args.seconds, cpus, args.pipeline, args.arrival, args.loop)
+            runs += measure(
+                protocol, args.seconds, cpus, args.pipeline, args.arrival, args.transports
+            )
         except BenchError as exc:
             print(f"{protocol}: {exc}", file=sys.stderr)
     print("\n".join(table(runs)))
@@ -172,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as out:
             json.dump([{**asdict(r), "late_fraction": r.late_fraction,
                         "achieved_ratio": r.achieved_ratio} for r in runs], out, indent=2)  # fmt: skip
-    return 0 if runs and len(runs) == len(drivers(args.loop)) * len(protocols) else 1
+    return 0 if runs and len(runs) == len(drivers(args.transports)) * len(protocols) else 1
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The compiled event loop (``KVBENCH_DRIVER=loop``, engine/loop.py) held to the compiled
-driver on asyncio transports, the one it replaces.
+"""The compiled event loop (the default; engine/loop.py) held to the compiled driver on
+asyncio transports (``KVBENCH_DRIVER=transports``), the one it replaced.
 
 The same closed-loop workload (a fixed seed and request count, 50 connections, pipeline 1
 and 16, every key preloaded so that each reply's outcome does not depend on the order the
@@ -66,7 +66,7 @@ def run(tmp_path: Path, url: str, pipeline: int, loop: bool) -> dict[str, Any]:
         str(out),
         "--no-save",
         "--no-live",
-        env={fastpath.DRIVER_ENV: fastpath.LOOP if loop else ""},
+        env={fastpath.DRIVER_ENV: fastpath.LOOP if loop else fastpath.TRANSPORTS},
     )
     assert result.code == 0, result.stderr
     return read_json(out)
@@ -91,7 +91,7 @@ def test_the_loop_counts_what_the_compiled_driver_counts(
         after = servers.counters(url)
         sent[loop] = {name: after.get(name, 0) - before.get(name, 0) for name in COUNTERS[scheme]}
     compiled, loop = docs[False], docs[True]
-    assert compiled["environment"]["driver"] == "compiled"
+    assert compiled["environment"]["driver"] == "compiled (transports)"
     assert loop["environment"]["driver"] == "compiled loop"
     assert [w["driver"] for w in loop["workers"]] == ["compiled loop"]
     assert outcomes(loop) == outcomes(compiled)
@@ -175,7 +175,7 @@ def test_the_open_loop_runs_on_the_loop_alike(tmp_path: Path, scheme: str) -> No
                 str(out),
                 "--no-save",
                 "--no-live",
-                env={fastpath.DRIVER_ENV: fastpath.LOOP if loop else ""},
+                env={fastpath.DRIVER_ENV: fastpath.LOOP if loop else fastpath.TRANSPORTS},
             )
             assert result.code == 0, result.stderr
         docs[loop] = read_json(out)

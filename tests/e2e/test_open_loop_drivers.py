@@ -109,7 +109,7 @@ def test_both_drivers_count_the_same_schedule_alike(
     python = run_open_loop(tmp_path, scheme, server, mix, True, arrival)
     compiled = run_open_loop(tmp_path, scheme, server, mix, False, arrival)
     assert python["environment"]["driver"] == "python (KVBENCH_PURE_PYTHON is set)"
-    assert compiled["environment"]["driver"] == "compiled"
+    assert compiled["environment"]["driver"] == "compiled loop"
     assert outcomes_but_late(compiled) == outcomes_but_late(python)
     for doc in (python, compiled):
         assert doc["mode"] == "open"

@@ -137,7 +137,7 @@ def run(url: str, driver: str, tmp_path: Path, *args: str) -> tuple[Result, dict
     result = run_kvbench("run", url, *flags, *args, env=env)
     assert "Traceback" not in result.stderr and "Fatal error" not in result.stderr, result.stderr
     doc = read_json(out)
-    expected = "compiled" if driver == "compiled" else "python (KVBENCH_PURE_PYTHON is set)"
+    expected = "compiled loop" if driver == "compiled" else "python (KVBENCH_PURE_PYTHON is set)"
     assert doc["environment"]["driver"] == expected
     return result, doc
 

@@ -100,7 +100,7 @@ def test_client_counts_equal_server_counter_deltas(
     assert sum(w["ops"] for w in doc["workers"]) == doc["totals"]["ops"]
     assert doc["targets"][0]["server_version"].startswith("1.")
     assert "get" in result.stdout and "p99" in result.stdout
-    driver = "python (KVBENCH_PURE_PYTHON is set)" if pure else "compiled"
+    driver = "python (KVBENCH_PURE_PYTHON is set)" if pure else "compiled loop"
     assert doc["environment"]["driver"] == driver
 
 

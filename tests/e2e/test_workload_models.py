@@ -71,7 +71,7 @@ def test_fb_etc_preset_stores_the_models_key_sizes_and_reconciles(
     assert "fb-etc key sizes: 2,000 drawn" in result.stdout
     run = read_json(out)["runs"][0]
     doc, model = run["document"], run["model"]
-    assert {w["driver"] for w in doc["workers"]} == {"compiled"}
+    assert {w["driver"] for w in doc["workers"]} == {"compiled loop"}
     assert doc["config"]["load"]["arrival"] == "fb-etc"
     # every preloaded key is on the server, with the length the model drew for it
     lengths = key_lengths(fresh_memcached)

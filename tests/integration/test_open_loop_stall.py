@@ -82,7 +82,7 @@ def run_with_stall(
         assert proc.returncode == exit_code, stderr
     doc = read_json(out)
     driver = doc["environment"]["driver"]
-    assert driver == "compiled" if not env else driver.startswith("python"), driver
+    assert driver == "compiled loop" if not env else driver.startswith("python"), driver
     return doc
 
 

@@ -45,4 +45,8 @@ def test_a_run_off_either_target_is_missed(completed: int, late: int) -> None:
 
 def test_the_loop_is_measured_only_when_asked() -> None:
     assert open_loop.drivers(False) == [(), ("KVBENCH_PURE_PYTHON=1",)]
-    assert open_loop.drivers(True) == [(), ("KVBENCH_DRIVER=loop",), ("KVBENCH_PURE_PYTHON=1",)]
+    assert open_loop.drivers(True) == [
+        (),
+        ("KVBENCH_DRIVER=transports",),
+        ("KVBENCH_PURE_PYTHON=1",),
+    ]

@@ -78,13 +78,15 @@ except ImportError:  # built without a C compiler: the Python driver does everyt
     _pump = None  # type: ignore[assignment]  # (typed by engine/_pump.pyi all the same)
 
 PURE_PYTHON_ENV = "KVBENCH_PURE_PYTHON"
-# ``KVBENCH_DRIVER=loop``: the compiled pumps run on the compiled event loop (engine/loop.py,
-# a ``Poller`` that owns the sockets) instead of asyncio transports, where the run allows
-# (``loop_reason``). Off by default while it grows; tests and bench/ switch it on.
+# The compiled pumps run on the compiled event loop (engine/loop.py, a ``Poller`` that owns
+# the sockets) where the run allows (``loop_reason``); ``KVBENCH_DRIVER=transports`` keeps
+# them on uvloop's transports instead (the path the loop replaced: tests and bench/ hold
+# the two against each other).
 DRIVER_ENV = "KVBENCH_DRIVER"
 LOOP = "loop"
-# loop_reason's answer when the run did not ask for the loop.
-NOT_ASKED = f"{DRIVER_ENV} is not {LOOP}"
+TRANSPORTS = "transports"
+# loop_reason's answer when the run asked for the transports.
+NOT_ASKED = f"{DRIVER_ENV}={TRANSPORTS}"
 
 
 def _families(table: dict[Op, str]) -> bytes:
@@ -146,22 +148,25 @@ def compiled() -> bool:
     return built() and not os.environ.get(PURE_PYTHON_ENV)
 
 
-def driver_name(python_reason: str | None, loop_reason: str | None = NOT_ASKED) -> str:
-    """``compiled loop`` (the compiled pumps on the compiled event loop), ``compiled``,
-    ``compiled (no loop: <reason>)`` (the loop was asked for) or ``python (<reason>)``:
-    the driver, as runs record it."""
+def driver_name(python_reason: str | None, loop_reason: str | None = None) -> str:
+    """``compiled loop`` (the compiled pumps on the compiled event loop), ``compiled
+    (transports)`` (on uvloop's transports: asked for, or the run needs them: TLS, a
+    replay; ``compiled (transports: <reason>)``) or ``python (<reason>)``: the driver, as
+    runs record it."""
     if python_reason is not None:
         return f"python ({python_reason})"
     if loop_reason is None:
         return "compiled loop"
-    return "compiled" if loop_reason == NOT_ASKED else f"compiled (no loop: {loop_reason})"
+    if loop_reason == NOT_ASKED:
+        return "compiled (transports)"
+    return f"compiled (transports: {loop_reason})"
 
 
 def loop_reason(config: RunConfig) -> str | None:
     """Why a run on the compiled pumps does not run them on the compiled event loop
     (engine/loop.py), or None when it does. Its first step takes plain TCP and Unix
     sockets and a run's own mix; TLS and replays keep the asyncio transports."""
-    if os.environ.get(DRIVER_ENV) != LOOP:
+    if os.environ.get(DRIVER_ENV) == TRANSPORTS:
         return NOT_ASKED
     if any(target.tls for target in config.targets):
         return "TLS"

@@ -1,6 +1,6 @@
 """The compiled event loop's Python side: connections whose sockets a ``Poller`` owns.
 
-With the loop driver (``KVBENCH_DRIVER=loop``, engine/fastpath.py) a worker's load
+With the loop driver (the compiled pumps' default, engine/fastpath.py) a worker's load
 connections are not asyncio transports: each is a non-blocking socket connected here
 (``loop.sock_connect``, ``TCP_NODELAY``) and handed to the worker's ``_pump.Poller``
 (engine/_pump_loop.c), an epoll set of its own. The worker's asyncio loop watches only the

@@ -109,7 +109,8 @@ class WorkerSummary:
     began_ns: int = 0
     last_error: str | None = None
     mismatch_keys: list[str] = field(default_factory=list)  # --verify: example keys
-    # "compiled loop", "compiled", or "python (<why>)": engine/fastpath.py driver_name
+    # "compiled loop", "compiled (transports[: <why>])" or "python (<why>)"
+    # (engine/fastpath.py driver_name)
     driver: str = "python"
     # A replay: this worker's trace profile and counts (``ReplayFeed.report``), else None.
     trace: dict[str, Any] | None = None

@@ -77,7 +77,9 @@ def test_python_reason_names_what_keeps_a_run_off_the_compiled_driver(
     pump_oracle.require_compiled()
     run = config(url, **settings)
     assert fastpath.python_reason(run) == reason
-    assert fastpath.driver_name(reason) == ("compiled" if reason is None else f"python ({reason})")
+    assert fastpath.driver_name(reason) == (
+        "compiled loop" if reason is None else f"python ({reason})"
+    )
 
 
 def test_the_switch_forces_the_python_driver(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,18 +100,22 @@ def test_the_switch_forces_the_python_driver(monkeypatch: pytest.MonkeyPatch) ->
         ("rediss://127.0.0.1:1/0", "TLS"),
     ],
 )
-def test_the_loop_is_taken_only_when_asked_and_where_it_can_run(
+def test_the_loop_is_taken_unless_the_transports_are_asked_for_or_the_run_needs_them(
     monkeypatch: pytest.MonkeyPatch, url: str, reason: str | None
 ) -> None:
     run = config(url)
-    monkeypatch.delenv(fastpath.DRIVER_ENV, raising=False)
+    monkeypatch.setenv(fastpath.DRIVER_ENV, fastpath.TRANSPORTS)
     assert fastpath.loop_reason(run) == fastpath.NOT_ASKED
-    assert fastpath.driver_name(None, fastpath.NOT_ASKED) == "compiled"
-    monkeypatch.setenv(fastpath.DRIVER_ENV, fastpath.LOOP)
-    assert fastpath.loop_reason(run) == reason
-    expected = "compiled loop" if reason is None else f"compiled (no loop: {reason})"
-    assert fastpath.driver_name(None, reason) == expected
-    assert fastpath.driver_name("--verify", reason) == "python (--verify)"
+    assert fastpath.driver_name(None, fastpath.NOT_ASKED) == "compiled (transports)"
+    for value in (None, fastpath.LOOP):  # the default, or asked for by name
+        if value is None:
+            monkeypatch.delenv(fastpath.DRIVER_ENV)
+        else:
+            monkeypatch.setenv(fastpath.DRIVER_ENV, value)
+        assert fastpath.loop_reason(run) == reason
+        expected = "compiled loop" if reason is None else f"compiled (transports: {reason})"
+        assert fastpath.driver_name(None, reason) == expected
+        assert fastpath.driver_name("--verify", reason) == "python (--verify)"
 
 
 @pytest.mark.parametrize(
