@@ -11,7 +11,6 @@ is the error ``open_link`` counts.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -22,6 +21,7 @@ from kvbench.config.targets import parse_target
 from kvbench.engine import fastpath
 from kvbench.engine.loop import LoopDriver, LoopTransport
 from tests.support import pump_oracle, servers
+from tests.support.waits import until
 
 if not fastpath.compiled():
     pump_oracle.require_compiled(module=True)
@@ -52,13 +52,6 @@ class FakeLink(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost.append(exc)
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 10
-    while not condition():
-        assert time.monotonic() < deadline, f"waited 10 s for {what}"
-        await asyncio.sleep(0.001)
 
 
 def on_each_loop(name: str, main: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 import uvloop
 
 from kvbench.engine.connection import PumpReader
+from tests.support.waits import until
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "uvloop": uvloop.new_event_loop,
@@ -43,14 +43,6 @@ class Old(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost.append(exc)
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Let the loop run until ``condition`` holds (a generous deadline: a loaded machine)."""
-    deadline = time.monotonic() + 10
-    while not condition():
-        assert time.monotonic() < deadline, f"waited 10 s for {what}"
-        await asyncio.sleep(0.001)
 
 
 async def exchange() -> None:
