@@ -269,10 +269,17 @@ def kvbench_argv(url: str, keys: KeySpace, processes: int, pipeline: int) -> lis
 
 
 def kvbench(
-    url: str, keys: KeySpace, processes: int, pipeline: int, seconds: int, cpus: Cpus
+    url: str,
+    keys: KeySpace,
+    processes: int,
+    pipeline: int,
+    seconds: int,
+    cpus: Cpus,
+    extra: tuple[str, ...] = (),
 ) -> ToolRun:
-    """A timed kvbench run (1 s warm-up, then ``seconds`` measured), from its result document."""
-    return kvbench_report(kvbench_doc(url, keys, processes, pipeline, seconds, cpus))
+    """A timed kvbench run (1 s warm-up, then ``seconds`` measured), from its result document;
+    ``extra``: more options."""
+    return kvbench_report(kvbench_doc(url, keys, processes, pipeline, seconds, cpus, extra))
 
 
 def kvbench_doc(

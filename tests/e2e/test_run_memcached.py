@@ -129,6 +129,25 @@ def test_requests_sends_exactly_n(fresh_memcached: Server, tmp_path: Path) -> No
     assert read_json(out)["totals"]["ops"] == 5001
 
 
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "python"])
+def test_op_order_cycle_sends_the_ratio_exactly(
+    fresh_memcached: Server, tmp_path: Path, pure: bool
+) -> None:
+    """``--op-order cycle`` sends a set then ten gets, over and over, whatever the
+    connections take from the stream: 2,200 requests at 1:10 are exactly 200 sets and
+    2,000 gets at the server."""
+    before = stats(fresh_memcached)
+    result = run_kvbench(
+        "run", f"memcached://{fresh_memcached.address}", "-n", "2200", "-c", "3",
+        "--processes", "1", "-P", "8", "--ratio", "1:10", "--op-order", "cycle", "--no-save",
+        env={fastpath.PURE_PYTHON_ENV: "1"} if pure else {},
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    after = stats(fresh_memcached)
+    assert after["cmd_set"] - before["cmd_set"] == 200
+    assert after["cmd_get"] - before["cmd_get"] == 2000
+
+
 def test_worker_cpu_is_the_measured_windows(fresh_memcached: Server, tmp_path: Path) -> None:
     """workers[].cpu_s is divided by the window (the client.cpu verdict): a warm-up's CPU
     counted in it made a 1 s run after 3 s of warm-up read as a client at ~300% of a core."""

@@ -126,6 +126,11 @@ _OPTIONS: list[Callable[[Any], Any]] = [
         "then a set of one key, timed as one op), or set-then-get (a set, then a get of the "
         "same key: a miss is an error). [1:10]",
     ),
+    click.option(
+        "--op-order",
+        help="random (each op drawn with its weight) or cycle (the ratio's ops in turn: "
+        "1:10 is a set, then ten gets, as memtier_benchmark sends them). [random]",
+    ),
     click.option("--keys", help="Keyspace size. [100000]"),
     click.option("--key-prefix", help="Prefix of every key. [kvbench:]"),
     click.option(

@@ -76,6 +76,7 @@ OPTION_PATHS = {
     "timeout": "load.timeout",
     "interval": "load.interval",
     "ratio": "workload.ratio",
+    "op_order": "workload.op_order",
     "keys": "workload.keys",
     "key_prefix": "workload.key_prefix",
     "key_pattern": "workload.key_pattern",

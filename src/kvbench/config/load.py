@@ -40,6 +40,7 @@ from kvbench.config.targets import (
 from kvbench.config.workload_fields import (
     FB_ETC,
     MIN_VERIFY_VALUE_BYTES,
+    OP_ORDERS,
     PLACEMENTS,
     TIMESTAMP_VALUE_BYTES,
     check_keys,
@@ -173,6 +174,7 @@ _field("workload.verify")(_boolean)
 _field("workload.allow_oversize")(_boolean)
 _field("workload.ratio")(parse_ratio)
 _field("workload.commands")(parse_commands)
+_field("workload.op_order")(lambda v, w: _choice(v, w, OP_ORDERS))
 _field("workload.multiget_keys")(_positive(1))
 _field("workload.ttl_s")(parse_ttl)
 _field("workload.preload")(_boolean)
@@ -413,6 +415,7 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
         # Commands alone make the mix unless a ratio is given too.
         ratio=values.get("workload.ratio", () if "workload.commands" in values else defaults.ratio),
         commands=values.get("workload.commands", ()),
+        op_order=values.get("workload.op_order", defaults.op_order),
         multiget_keys=values.get("workload.multiget_keys", defaults.multiget_keys),
         ttl_s=ttl_s,
         ttl_max_s=ttl_max_s,

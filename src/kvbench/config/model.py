@@ -112,6 +112,9 @@ class WorkloadConfig:
             ``rmw``).
         commands: (command template, weight) pairs (``--command``; config/commands.py),
             drawn in the same mix as ``ratio``'s ops; results are kept per command name.
+        op_order: ``random``: each op drawn with its weight; ``cycle``: the ops of
+            ``ratio`` and ``commands`` in turn, each its weight times in a row (1:10 is a
+            set then ten gets), as memtier_benchmark sends them (workload/mix.py).
         multiget_keys: keys per ``mget`` op.
         ttl_s: expiry sent with stores (0: none); with ``ttl_max_s`` the low end of a
             range from which each connection draws its own ttl.
@@ -154,6 +157,7 @@ class WorkloadConfig:
     value_kind: str = "random"
     ratio: tuple[tuple[str, int], ...] = (("set", 1), ("get", 10))
     commands: tuple[tuple[str, int], ...] = ()
+    op_order: str = "random"
     multiget_keys: int = 10
     ttl_s: int = 0
     ttl_max_s: int | None = None

@@ -16,6 +16,8 @@ from kvbench.units import parse_count, parse_size_bytes
 KEY_PATTERNS = ("uniform", "sequential", "zipf", "gaussian", "latest")
 KEY_TEMPLATES = ("number", "random", "float-counter")
 VALUE_KINDS = ("random", "compressible", "timestamp")
+# How the mix's ops follow each other (workload/mix.py).
+OP_ORDERS = ("random", "cycle")
 # How keys are placed on several memcached servers (workload/placement.py).
 PLACEMENTS = ("ketama", "modula-crc32")
 # incr/decr work on keys of their own, prefix + COUNTER_INFIX + a number below MAX_COUNTERS

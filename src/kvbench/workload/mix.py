@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from math import gcd
+
 import numpy as np
 import numpy.typing as npt
 
@@ -33,6 +35,9 @@ class OpMix:
         rng: the worker's generator.
         commands: (command, weight) pairs (``workload.commands``); the i-th is drawn as
             code ``COMMAND_BASE + i``.
+        order: ``random`` (each op drawn with its weight) or ``cycle`` (the ops in turn,
+            each its weight times in a row, weights divided by their greatest common
+            divisor: ``1:10`` is a set then ten gets, as memtier_benchmark sends them).
     """
 
     def __init__(
@@ -40,6 +45,7 @@ class OpMix:
         ratio: tuple[tuple[str, int], ...],
         rng: np.random.Generator,
         commands: tuple[tuple[str, int], ...] = (),
+        order: str = "random",
     ) -> None:
         self.ops = tuple(WORKLOAD_TO_OP[name] for name, _ in ratio if name != RMW)
         self.rmw = any(name == RMW for name, _ in ratio)
@@ -53,11 +59,22 @@ class OpMix:
         self._cdf = cdf / cdf[-1] if cdf.size else cdf
         self._codes = np.array(codes, dtype=np.int64)
         self._rng = rng
+        self._cycle: npt.NDArray[np.int64] | None = None
+        self._at = 0  # cycle: the next code's place in it
+        if order == "cycle" and len(codes) > 1:
+            runs = [w for _, w in ratio] + [w for _, w in commands]
+            common = gcd(*runs)
+            self._cycle = np.repeat(self._codes, [w // common for w in runs])
 
     def draw(self, n: int) -> npt.NDArray[np.int64]:
         """The next ``n`` codes (``int(Op)``, or ``COMMAND_BASE + i`` for command i)."""
         if len(self._codes) == 1:
             return np.full(n, self._codes[0], dtype=np.int64)
+        if self._cycle is not None:
+            cycle = self._cycle
+            places = (self._at + np.arange(n)) % len(cycle)
+            self._at = (self._at + n) % len(cycle)
+            return cycle[places]
         drawn: npt.NDArray[np.int64] = self._codes[
             self._cdf.searchsorted(self._rng.random(n), side="right")
         ]

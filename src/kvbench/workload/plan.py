@@ -171,7 +171,7 @@ class RequestSource:
         self._keys = self._picker(plan)
         self._key_array = _objects(plan.key_table)
         self._value_array = _objects(plan.value_table)
-        self._mix = OpMix(config.ratio, rng, config.commands)
+        self._mix = OpMix(config.ratio, rng, config.commands, config.op_order)
         if len(templates) != len(config.commands):
             raise ValueError("one template per command is needed")
         self._templates = tuple(templates)

@@ -199,3 +199,12 @@ def test_scenario_values_that_cannot_run_are_refused(
 def test_a_warmup_of_zero_is_no_warmup() -> None:
     config = load_config(None, {"target.urls": URL, "load.warmup": ("0", "--warmup")}, 1)
     assert config.load.warmup_ns == 0
+
+
+def test_op_order_is_random_unless_cycle_is_asked_for() -> None:
+    assert load_config(None, {"target.urls": URL}, 1).workload.op_order == "random"
+    cycle = {"target.urls": URL, "workload.op_order": ("cycle", "--op-order")}
+    assert load_config(None, cycle, 1).workload.op_order == "cycle"
+    bad = {"target.urls": URL, "workload.op_order": ("alternate", "--op-order")}
+    with pytest.raises(ConfigError, match=r"^--op-order: 'alternate' is not one of random, cycle"):
+        load_config(None, bad, 1)
