@@ -49,6 +49,7 @@ from kvbench.units import share_out
 from kvbench.workload.chunk import Chunk, Held
 from kvbench.workload.commands import COMMAND_BASE
 from kvbench.workload.monitor import MonitorCommand, MonitorReader, skip_reason
+from kvbench.workload.trace_source import ReplayCounts
 
 
 def _every_other(first: int) -> Callable[[int], list[int]]:
@@ -102,13 +103,11 @@ class _Client:
 
 
 @dataclass(slots=True)
-class MonitorCounts:
-    """What the planner did (the whole capture's, but ``requests``: the kept clients')."""
+class MonitorCounts(ReplayCounts):
+    """What the planner did (the whole capture's, but ``requests``: the kept clients'): a
+    replay's counts (a capture's keys and TTLs are sent as captured: none is clamped),
+    with the capture's profile and what only a capture has."""
 
-    lines_read: int = 0
-    rows: int = 0
-    requests: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
     selects_inserted: int = 0
     clients: int = 0
     truncated: int = 0
@@ -406,32 +405,28 @@ class MonitorFeed:
         (results/trace.py): the capture's figures from worker 0 alone (every worker reads
         the whole capture), the requests queued from each."""
         counts = self.counts
-        whole = self._worker_index == 0
+        if self._worker_index != 0:
+            counts = MonitorCounts(requests=counts.requests)
         profile = {
-            "rows": counts.rows if whole else 0,
-            "ops": dict(counts.ops) if whole else {},
-            "per_second": sorted(counts.per_second.items()) if whole else [],
+            "rows": counts.rows,
+            "ops": dict(counts.ops),
+            "per_second": sorted(counts.per_second.items()),
             "key_sizes": [],
-            "value_sizes": sorted(counts.value_sizes.items()) if whole else [],
+            "value_sizes": sorted(counts.value_sizes.items()),
             "ttls_s": [],
             "whole_seconds": False,
         }
-        if whole and counts.first_time_s is not None:
+        if counts.first_time_s is not None:
             profile["first_time_s"] = counts.first_time_s
             profile["last_time_s"] = counts.last_time_s
         return {
             "profile": profile,
             "counts": {
-                "lines_read": counts.lines_read if whole else 0,
-                "rows": counts.rows if whole else 0,
-                "requests": counts.requests,
-                "skipped": dict(counts.skipped) if whole else {},
-                "keys_clamped": 0,
-                "ttls_clamped": 0,
-                "selects_inserted": counts.selects_inserted if whole else 0,
-                "clients": counts.clients if whole else 0,
-                "truncated_lines": counts.truncated if whole else 0,
-                "by_script": dict(counts.by_script) if whole else {},
+                **counts.to_dict(),
+                "selects_inserted": counts.selects_inserted,
+                "clients": counts.clients,
+                "truncated_lines": counts.truncated,
+                "by_script": dict(counts.by_script),
             },
             # Each command is sent as itself (the page lists a name sent as "skipped").
             "mapping": {name: name for name in self.config.commands},
