@@ -49,6 +49,7 @@ from kvbench.units import share_out
 from kvbench.workload.chunk import Chunk, Held
 from kvbench.workload.commands import COMMAND_BASE
 from kvbench.workload.monitor import MonitorCommand, MonitorReader, skip_reason
+from kvbench.workload.trace_profile import TraceProfile
 from kvbench.workload.trace_source import ReplayCounts
 
 
@@ -106,17 +107,14 @@ class _Client:
 class MonitorCounts(ReplayCounts):
     """What the planner did (the whole capture's, but ``requests``: the kept clients'): a
     replay's counts (a capture's keys and TTLs are sent as captured: none is clamped),
-    with the capture's profile and what only a capture has."""
+    with the capture's profile (rows by command name, per second, the value sizes of the
+    writes) and what only a capture has."""
 
+    profile: TraceProfile = field(default_factory=TraceProfile)
     selects_inserted: int = 0
     clients: int = 0
     truncated: int = 0
-    ops: Counter[str] = field(default_factory=Counter)
-    per_second: Counter[int] = field(default_factory=Counter)
-    value_sizes: Counter[int] = field(default_factory=Counter)
     by_script: Counter[str] = field(default_factory=Counter)
-    first_time_s: float | None = None
-    last_time_s: float | None = None
 
 
 class MonitorPlanner:
@@ -174,11 +172,7 @@ class MonitorPlanner:
         counts = self.counts
         counts.rows += 1
         word = command.argv[0]
-        counts.ops[self._names_of.get(word) or self._name(word)] += 1
-        counts.per_second[int(command.time_s)] += 1
-        if counts.first_time_s is None:
-            counts.first_time_s = command.time_s
-        counts.last_time_s = command.time_s
+        counts.profile.add_one(self._names_of.get(word) or self._name(word), command.time_s)
         reason = skip_reason(command)
         client = self.clients.get(command.client)
         name = word.lower()
@@ -245,7 +239,7 @@ class MonitorPlanner:
         if where is None:
             return argv
         indexes = where(len(argv))
-        sizes = self.counts.value_sizes
+        sizes = self.counts.profile.value_sizes
         for i in indexes:
             sizes[len(argv[i])] += 1
         if self._value is None or not indexes:
@@ -377,7 +371,9 @@ class MonitorFeed:
         )
         planner.run(MonitorReader(Path(self.config.path)))
         self.counts = planner.counts
-        t0 = self.config.from_s if self.config.from_s is not None else planner.counts.first_time_s
+        t0 = (
+            self.config.from_s if self.config.from_s is not None else planner.counts.profile.first_s
+        )
         speed = self.config.speed
         for client in planner.clients.values():
             if not client.kept:
@@ -407,20 +403,21 @@ class MonitorFeed:
         counts = self.counts
         if self._worker_index != 0:
             counts = MonitorCounts(requests=counts.requests)
-        profile = {
-            "rows": counts.rows,
-            "ops": dict(counts.ops),
-            "per_second": sorted(counts.per_second.items()),
+        profile = counts.profile
+        shown = {
+            "rows": profile.rows,
+            "ops": dict(profile.ops),
+            "per_second": sorted(profile.per_second.items()),
             "key_sizes": [],
-            "value_sizes": sorted(counts.value_sizes.items()),
+            "value_sizes": sorted(profile.value_sizes.items()),
             "ttls_s": [],
             "whole_seconds": False,
         }
-        if counts.first_time_s is not None:
-            profile["first_time_s"] = counts.first_time_s
-            profile["last_time_s"] = counts.last_time_s
+        if profile.first_s is not None:
+            shown["first_time_s"] = profile.first_s
+            shown["last_time_s"] = profile.last_s
         return {
-            "profile": profile,
+            "profile": shown,
             "counts": {
                 **counts.to_dict(),
                 "selects_inserted": counts.selects_inserted,
