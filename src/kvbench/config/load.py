@@ -280,13 +280,8 @@ def build_config(settings: Settings, default_processes: int) -> RunConfig:
     check_commands(targets, workload, lambda key: _origin(settings, key))
     check_value_protocol(targets, workload.value_size_max_bytes, lambda key: _origin(settings, key))
     report = ReportConfig(
-        json_path=values.get("report.json"),
         db_path=values.get("report.db") or default_db_path(),
-        save=values.get("report.save", True),
-        live=values.get("report.live", True),
-        wide=values.get("report.wide", False),
-        quiet=values.get("report.quiet", False),
-        prometheus=values.get("report.prometheus"),
+        **_as_given(values, _REPORT_AS_GIVEN),
     )
     config = RunConfig(targets=targets, workload=workload, load=load, report=report)
     check_rate(config, lambda key: _origin(settings, key))
@@ -349,6 +344,47 @@ def _check_shards(targets: tuple[Any, ...], load: LoadConfig, settings: Settings
         raise ConfigError(where, f"need at least one connection per server ({len(targets)})")
     processes = max(1, min(load.processes, load.connections // len(targets)))
     return replace(load, processes=processes)
+
+
+# Settings a config takes as they were given (setting -> the config's field); one not given
+# keeps the field's default.
+_REPORT_AS_GIVEN = {
+    "report.json": "json_path",
+    "report.save": "save",
+    "report.live": "live",
+    "report.wide": "wide",
+    "report.quiet": "quiet",
+    "report.prometheus": "prometheus",
+}
+_WORKLOAD_AS_GIVEN = {
+    "workload.commands": "commands",
+    "workload.op_order": "op_order",
+    "workload.multiget_keys": "multiget_keys",
+    "workload.preload": "preload",
+    "workload.verify": "verify",
+    "workload.allow_oversize": "allow_oversize",
+    "workload.placement": "placement",
+    "workload.key_span": "key_span",
+    "workload.verify_window_ms": "verify_window_ms",
+}
+_LOAD_AS_GIVEN = {
+    "load.pipeline": "pipeline",
+    "load.warmup": "warmup_ns",
+    "load.timeout": "timeout_ns",
+    "load.connect_timeout": "connect_timeout_ns",
+    "load.interval": "interval_ns",
+    "load.rate": "rate_per_s",
+    "load.arrival": "arrival",
+    "load.max_lag": "max_lag_ns",
+    "load.rounds": "rounds",
+    "load.max_error_rate": "max_error_rate",
+    "load.cluster_listen": "cluster_listen",
+}
+
+
+def _as_given(values: dict[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
+    """The config fields ``fields`` names (setting -> field) of the settings given."""
+    return {field: values[key] for key, field in fields.items() if key in values}
 
 
 def _origin(settings: Settings, key: str) -> str:
@@ -414,19 +450,11 @@ def _build_workload(values: dict[str, Any], settings: Settings) -> WorkloadConfi
         value_kind=value_kind,
         # Commands alone make the mix unless a ratio is given too.
         ratio=values.get("workload.ratio", () if "workload.commands" in values else defaults.ratio),
-        commands=values.get("workload.commands", ()),
-        op_order=values.get("workload.op_order", defaults.op_order),
-        multiget_keys=values.get("workload.multiget_keys", defaults.multiget_keys),
         ttl_s=ttl_s,
         ttl_max_s=ttl_max_s,
-        preload=values.get("workload.preload", defaults.preload),
-        verify=values.get("workload.verify", defaults.verify),
-        allow_oversize=values.get("workload.allow_oversize", defaults.allow_oversize),
         set_then_get=is_set_then_get(settings.get("workload.ratio", (None, ""))[0]),
         seed=values.get("workload.seed", int.from_bytes(os.urandom(4), "big")),
-        placement=values.get("workload.placement", defaults.placement),
-        key_span=values.get("workload.key_span"),
-        verify_window_ms=values.get("workload.verify_window_ms"),
+        **_as_given(values, _WORKLOAD_AS_GIVEN),
     )
     _check_values(workload, values, settings)
     return workload
@@ -480,20 +508,10 @@ def _build_load(values: dict[str, Any], default_processes: int, settings: Settin
     return LoadConfig(
         connections=connections,
         processes=processes,
-        pipeline=values.get("load.pipeline", defaults.pipeline),
         duration_ns=duration,
         requests=requests,
-        warmup_ns=values.get("load.warmup", defaults.warmup_ns),
-        timeout_ns=values.get("load.timeout", defaults.timeout_ns),
-        connect_timeout_ns=values.get("load.connect_timeout", defaults.connect_timeout_ns),
-        interval_ns=values.get("load.interval", defaults.interval_ns),
-        rate_per_s=values.get("load.rate"),
-        arrival=values.get("load.arrival", defaults.arrival),
-        max_lag_ns=values.get("load.max_lag", defaults.max_lag_ns),
-        rounds=values.get("load.rounds", defaults.rounds),
-        max_error_rate=values.get("load.max_error_rate", defaults.max_error_rate),
         cluster=cluster,
-        cluster_listen=values.get("load.cluster_listen"),
+        **_as_given(values, _LOAD_AS_GIVEN),
     )
 
 

@@ -50,7 +50,7 @@ ConnectionArgs: TypeAlias = (
     " int, Shard]"
 )
 
-# What a Python pump of a connection is made of, in ``PyPump``'s order (``_pump_parts``).
+# What a Python pump of a connection is made of, in ``PyPump``'s order (``_driver_parts``).
 PumpParts: TypeAlias = (
     "tuple[Tally | PyTally, Recorder, ClientCodec, Cursor, Shard, Write | None,"
     " Callable[[int], None]]"
@@ -134,9 +134,9 @@ class Connection(Link):
     def python_driver(self, write: Write | None) -> PyPump:
         """A Python pump for the current transport (``write``: its write; None: none),
         sending from this connection's cursor with its codec."""
-        return PyPump(*self._pump_parts(write), open_loop=not self.closed_loop)
+        return PyPump(*self._driver_parts(write), open_loop=not self.closed_loop)
 
-    def _pump_parts(self, write: Write | None) -> PumpParts:
+    def _driver_parts(self, write: Write | None) -> PumpParts:
         """What a Python pump of this connection is made of, in ``PyPump``'s order: the
         worker's tally and recorder, this connection's codec, cursor, shard and ``write``,
         and the worker's interval cut (a cluster connection's pump takes the same)."""

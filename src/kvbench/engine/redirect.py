@@ -97,7 +97,11 @@ class ClusterConnection(Connection):
 
     def python_driver(self, write: Write | None) -> ClusterPyPump:
         return ClusterPyPump(
-            self, self._host, self._router, *self._pump_parts(write), open_loop=not self.closed_loop
+            self,
+            self._host,
+            self._router,
+            *self._driver_parts(write),
+            open_loop=not self.closed_loop,
         )
 
     def issue(self, n: int) -> None:

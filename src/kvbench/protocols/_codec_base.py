@@ -12,25 +12,22 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
-from typing import NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
-from kvbench.protocols.base import (
-    KEYS_SHIFT,
-    NEED_DATA,
-    CodecOptions,
-    Key,
-    Keys,
-    NeedData,
-    Op,
-    Ops,
-    Reply,
-    ReplyKind,
-    Value,
-    Values,
-)
+from kvbench.protocols.base import KEYS_SHIFT, NEED_DATA, Op, ReplyKind
+
+if TYPE_CHECKING:  # names only annotations use
+    from kvbench.protocols.base import CodecOptions, Key, Keys, NeedData, Ops, Reply, Value, Values
 
 _Handler = TypeVar("_Handler", bound=Callable[..., object])
+
+# Replies without a payload repeat (the same kind and size): a codec keeps the ones it made
+# in a table, at most this many per table.
+REPLY_CACHE_LIMIT = 1024
+# ``Reply(...)`` as one C call, skipping the named tuple's Python ``__new__``: a hit with its
+# payload, made on the hot path.
+new_reply: Callable[[type[Reply], tuple[Any, ...]], Reply] = tuple.__new__
 
 
 def op_table(handlers: Mapping[Op, _Handler], refusal: str) -> list[_Handler]:

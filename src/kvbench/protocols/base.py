@@ -126,6 +126,10 @@ class CodecOptions:
     flags: int = 0
 
 
+# The settings of a codec built without any (frozen: one instance serves every codec).
+DEFAULT_OPTIONS: Final = CodecOptions()
+
+
 class ClientCodec(Protocol):
     """One per connection; holds both halves because the reply grammar depends on the request.
 

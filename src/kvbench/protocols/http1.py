@@ -11,10 +11,10 @@ become reply kinds as the memc README documents them per command.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbench.errors import ProtocolError, ReplyTooLarge
-from kvbench.protocols._codec_base import CodecBase, op_table
+from kvbench.protocols._codec_base import REPLY_CACHE_LIMIT, CodecBase, op_table
 from kvbench.protocols._http_response import (
     CHUNKED,
     MAX_HEAD_BYTES,
@@ -32,24 +32,14 @@ from kvbench.protocols._http_url import (
     host_header,
     url_safe_value,
 )
-from kvbench.protocols.base import (
-    KEYS_SHIFT,
-    NEED_DATA,
-    CodecOptions,
-    Keys,
-    NeedData,
-    Op,
-    Ops,
-    Reply,
-    ReplyKind,
-    Value,
-    Values,
-)
+from kvbench.protocols.base import DEFAULT_OPTIONS, KEYS_SHIFT, NEED_DATA, Op, Reply, ReplyKind
+
+if TYPE_CHECKING:  # names only annotations use
+    from kvbench.protocols.base import CodecOptions, Keys, NeedData, Ops, Value, Values
 
 # read_kinds compares the buffer in place with this many recent heads (a get's hit and miss,
 # a store's answer, a delete's ...) before it parses.
 _RECENT_HEADS = 6
-_DEFAULT_OPTIONS = CodecOptions()
 
 __all__ = [
     "KEY_SAFE",
@@ -92,8 +82,6 @@ _PAYLOAD_CODES = frozenset((_STATS, _VERSION))  # replies whose payload is alway
 _ERROR_0 = int(_K.ERROR_REPLY)
 _STORED_0 = int(_K.STORED)
 _VALUE_0 = int(_K.VALUE)
-# Replies without payload repeat (a hit of the same size): keep at most this many.
-_REPLY_CACHE_LIMIT = 1024
 _COMPACT_AT = CodecBase.COMPACT_AT
 
 _Encoder = Callable[[Any, Any, bytearray, int], None]
@@ -143,7 +131,7 @@ class HttpMemcCodec(CodecBase):
     _pending: list[int]
 
     def __init__(
-        self, options: CodecOptions = _DEFAULT_OPTIONS, path: str = "memc", host: str = "localhost"
+        self, options: CodecOptions = DEFAULT_OPTIONS, path: str = "memc", host: str = "localhost"
     ) -> None:
         super().__init__(options, [])
         self.server_software = ""
@@ -472,7 +460,7 @@ class HttpMemcCodec(CodecBase):
         reply = self._replies.get((kind, nbytes))
         if reply is None:
             reply = Reply(kind, nbytes, None, keys)
-            if len(self._replies) < _REPLY_CACHE_LIMIT:
+            if len(self._replies) < REPLY_CACHE_LIMIT:
                 self._replies[kind, nbytes] = reply
         return reply
 

@@ -9,22 +9,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbench.protocols._buffer import ReceiveBuffer
-from kvbench.protocols._codec_base import CodecBase, op_table
-from kvbench.protocols.base import (
-    NEED_DATA,
-    CodecOptions,
-    Keys,
-    NeedData,
-    Op,
-    Ops,
-    Reply,
-    ReplyKind,
-    Value,
-    Values,
-)
+from kvbench.protocols._codec_base import REPLY_CACHE_LIMIT, CodecBase, new_reply, op_table
+from kvbench.protocols.base import DEFAULT_OPTIONS, NEED_DATA, Op, Reply, ReplyKind
+
+if TYPE_CHECKING:  # names only annotations use
+    from kvbench.protocols.base import CodecOptions, Keys, NeedData, Ops, Value, Values
 
 # magic, opcode, key length, extras length, data type, vbucket/status, total body, opaque, cas
 HEADER = struct.Struct(">BBHBBHIIQ")
@@ -119,12 +111,9 @@ _STATUS_KINDS: dict[Op, dict[int, ReplyKind]] = {
     Op.MGET: {STATUS_OK: _K.OK},
 }
 
-# Replies without payload repeat (same kind, same size): keep at most this many per kind.
-_REPLY_CACHE_LIMIT = 1024
 _COMPACT_AT = CodecBase.COMPACT_AT
 
 
-_new_reply: Callable[[type[Reply], tuple[Any, ...]], Reply] = tuple.__new__
 _unpack_header = HEADER.unpack_from
 _pack_header = HEADER.pack
 _HIT = ReplyKind.HIT
@@ -151,8 +140,6 @@ class _NearWrap(Exception):
     """encode_many's fast loop would pass the end of the opaque space."""
 
 
-_DEFAULT_OPTIONS = CodecOptions()
-
 # Every encoder takes (op, key, value, out, arg) and returns the number of replies announced.
 _Encoder = Callable[[Op, Any, Any, bytearray, int], int]
 
@@ -176,7 +163,7 @@ class MemcacheBinaryCodec(CodecBase):
 
     _pending: list[int]
 
-    def __init__(self, options: CodecOptions = _DEFAULT_OPTIONS) -> None:
+    def __init__(self, options: CodecOptions = DEFAULT_OPTIONS) -> None:
         # The pending FIFO, two aligned lists read from ``_head``: the op (an ``Op`` value)
         # and the opaque that completes each announced reply, oldest first; and the getkq
         # count of each pending multi-get, by the opaque of its noop.
@@ -534,7 +521,7 @@ class MemcacheBinaryCodec(CodecBase):
             if kind is _HIT:
                 if self._keep:
                     payload = bytes(buf[pos + HEADER_BYTES + extlen + keylen : end])
-                    return _new_reply(Reply, (_HIT, nbytes, payload, 1))
+                    return new_reply(Reply, (_HIT, nbytes, payload, 1))
                 reply = self._hit_cache.get(nbytes)
                 return reply if reply is not None else self._cached(_HIT, nbytes, 1)
             if kind is None:
@@ -561,7 +548,7 @@ class MemcacheBinaryCodec(CodecBase):
     def _cached(self, kind: ReplyKind, nbytes: int, keys: int) -> Reply:
         reply = Reply(kind, nbytes, None, keys)
         cache = self._cache[kind]
-        if len(cache) < _REPLY_CACHE_LIMIT:
+        if len(cache) < REPLY_CACHE_LIMIT:
             cache[nbytes] = reply
         return reply
 

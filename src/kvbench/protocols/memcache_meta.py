@@ -9,13 +9,15 @@ module writes requests; the replies are parsed by ``MetaReplies`` (_memcache_met
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbench.protocols._memcache_lines import TOKEN_MASK, multiget_keys, value_length
 from kvbench.protocols._memcache_meta_replies import MetaReplies
-from kvbench.protocols.base import CodecOptions, Keys, Op, Ops, Value, Values
+from kvbench.protocols.base import DEFAULT_OPTIONS, Op
 
-_DEFAULT_OPTIONS = CodecOptions()
+if TYPE_CHECKING:  # names only annotations use
+    from kvbench.protocols.base import CodecOptions, Keys, Ops, Value, Values
+
 
 # ms mode flag (protocol.txt "Meta Set": M(token) E add, A append, P prepend, R replace).
 _STORE_MODES = {
@@ -58,7 +60,7 @@ class MemcacheMetaCodec(MetaReplies):
         options: per-connection settings (payload keeping, reply bound, ttl, flags, noreply).
     """
 
-    def __init__(self, options: CodecOptions = _DEFAULT_OPTIONS) -> None:
+    def __init__(self, options: CodecOptions = DEFAULT_OPTIONS) -> None:
         super().__init__(options)
         # Request templates with options baked in; the last %s is b" O<t>\r\n".
         quiet = b" q" if options.noreply else b""

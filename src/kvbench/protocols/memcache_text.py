@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbench.protocols._memcache_lines import multiget_keys, value_length
 from kvbench.protocols._memcache_text_replies import TextReplies
-from kvbench.protocols.base import CodecOptions, Keys, Op, Ops, Value, Values
+from kvbench.protocols.base import DEFAULT_OPTIONS, Op
 from kvbench.protocols.commands import Request, text_template
 
-_DEFAULT_OPTIONS = CodecOptions()
+if TYPE_CHECKING:  # names only annotations use
+    from kvbench.protocols.base import CodecOptions, Keys, Ops, Value, Values
+
 
 _STORE_VERBS = {
     Op.SET: b"set",
@@ -83,7 +85,7 @@ class MemcacheTextCodec(TextReplies):
         options: per-connection settings (payload keeping, reply bound, ttl, flags, noreply).
     """
 
-    def __init__(self, options: CodecOptions = _DEFAULT_OPTIONS) -> None:
+    def __init__(self, options: CodecOptions = DEFAULT_OPTIONS) -> None:
         super().__init__(options)
         # Request templates with options baked in: the hot path does one %-format.
         suffix = b" noreply" if options.noreply else b""

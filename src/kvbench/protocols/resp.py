@@ -8,35 +8,22 @@ Wire format: the Redis serialization protocol specification (RESP2 and RESP3).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hiredis
 
-from kvbench.protocols._codec_base import CodecBase, op_table
-from kvbench.protocols.base import (
-    KEYS_SHIFT,
-    NEED_DATA,
-    CodecOptions,
-    Keys,
-    NeedData,
-    Op,
-    Ops,
-    Reply,
-    ReplyKind,
-    Value,
-    Values,
-)
+from kvbench.protocols._codec_base import REPLY_CACHE_LIMIT, CodecBase, new_reply, op_table
+from kvbench.protocols.base import DEFAULT_OPTIONS, KEYS_SHIFT, NEED_DATA, Op, Reply, ReplyKind
 from kvbench.protocols.commands import Request
 from kvbench.protocols.resp_cluster import Redirect, parse_redirect
+
+if TYPE_CHECKING:  # names only annotations use
+    from kvbench.protocols.base import CodecOptions, Keys, NeedData, Ops, Value, Values
 
 # hiredis returns this from gets() when no complete reply is buffered (RESP3 has a real
 # boolean false, so the default False sentinel would be ambiguous).
 _INCOMPLETE = object()
-_DEFAULT_OPTIONS = CodecOptions()
-# Replies without payload repeat (a GET hit of the same size): keep at most this many.
-_REPLY_CACHE_LIMIT = 1024
 
-_new_reply: Callable[[type[Reply], tuple[Any, ...]], Reply] = tuple.__new__
 _ReplyError = hiredis.ReplyError
 _PushNotification = hiredis.PushNotification
 _HIT = ReplyKind.HIT
@@ -175,7 +162,7 @@ class RespCodec(CodecBase):
     _pending: list[int]
 
     def __init__(
-        self, options: CodecOptions = _DEFAULT_OPTIONS, protocol: int = 2, cluster: bool = False
+        self, options: CodecOptions = DEFAULT_OPTIONS, protocol: int = 2, cluster: bool = False
     ) -> None:
         if protocol not in (2, 3):
             raise ValueError(f"RESP protocol must be 2 or 3, not {protocol!r}")
@@ -708,11 +695,11 @@ class RespCodec(CodecBase):
         if value.__class__ is bytes:
             n = len(value)
             if self._keep:
-                return _new_reply(Reply, (_HIT, n + len(str(n)) + 5, value, 1))
+                return new_reply(Reply, (_HIT, n + len(str(n)) + 5, value, 1))
             reply = self._hit_cache.get(n)
             if reply is None:
                 reply = Reply(_HIT, n + len(str(n)) + 5, None, 1)
-                if len(self._hit_cache) < _REPLY_CACHE_LIMIT:
+                if len(self._hit_cache) < REPLY_CACHE_LIMIT:
                     self._hit_cache[n] = reply
             return reply
         if value is None:
@@ -739,7 +726,7 @@ class RespCodec(CodecBase):
     def _on_counter(self, value: Any) -> Reply:
         if value.__class__ is int:
             text = b"%d" % value
-            return _new_reply(Reply, (_VALUE, len(text) + 3, text if self._keep else None, 0))
+            return new_reply(Reply, (_VALUE, len(text) + 3, text if self._keep else None, 0))
         return self._other(value, "INCR/DECR")
 
     def _on_mget(self, value: Any) -> Reply:
@@ -757,7 +744,7 @@ class RespCodec(CodecBase):
                 keys += 1
             else:
                 self._fail(f"element {item!r:.60} cannot answer MGET: not a bulk string or null")
-        return _new_reply(Reply, (_HIT if keys else _MISS, nbytes, None, keys))
+        return new_reply(Reply, (_HIT if keys else _MISS, nbytes, None, keys))
 
     def _on_touch(self, value: Any) -> Reply:
         if value.__class__ is int:

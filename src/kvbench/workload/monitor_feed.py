@@ -49,6 +49,8 @@ from kvbench.units import share_out
 from kvbench.workload.chunk import Chunk, Held
 from kvbench.workload.commands import COMMAND_BASE
 from kvbench.workload.monitor import MonitorCommand, MonitorReader, skip_reason
+from kvbench.workload.trace_profile import TraceProfile
+from kvbench.workload.trace_source import ReplayCounts
 
 
 def _every_other(first: int) -> Callable[[int], list[int]]:
@@ -102,22 +104,17 @@ class _Client:
 
 
 @dataclass(slots=True)
-class MonitorCounts:
-    """What the planner did (the whole capture's, but ``requests``: the kept clients')."""
+class MonitorCounts(ReplayCounts):
+    """What the planner did (the whole capture's, but ``requests``: the kept clients'): a
+    replay's counts (a capture's keys and TTLs are sent as captured: none is clamped),
+    with the capture's profile (rows by command name, per second, the value sizes of the
+    writes) and what only a capture has."""
 
-    lines_read: int = 0
-    rows: int = 0
-    requests: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
+    profile: TraceProfile = field(default_factory=TraceProfile)
     selects_inserted: int = 0
     clients: int = 0
     truncated: int = 0
-    ops: Counter[str] = field(default_factory=Counter)
-    per_second: Counter[int] = field(default_factory=Counter)
-    value_sizes: Counter[int] = field(default_factory=Counter)
     by_script: Counter[str] = field(default_factory=Counter)
-    first_time_s: float | None = None
-    last_time_s: float | None = None
 
 
 class MonitorPlanner:
@@ -175,11 +172,7 @@ class MonitorPlanner:
         counts = self.counts
         counts.rows += 1
         word = command.argv[0]
-        counts.ops[self._names_of.get(word) or self._name(word)] += 1
-        counts.per_second[int(command.time_s)] += 1
-        if counts.first_time_s is None:
-            counts.first_time_s = command.time_s
-        counts.last_time_s = command.time_s
+        counts.profile.add_one(self._names_of.get(word) or self._name(word), command.time_s)
         reason = skip_reason(command)
         client = self.clients.get(command.client)
         name = word.lower()
@@ -246,7 +239,7 @@ class MonitorPlanner:
         if where is None:
             return argv
         indexes = where(len(argv))
-        sizes = self.counts.value_sizes
+        sizes = self.counts.profile.value_sizes
         for i in indexes:
             sizes[len(argv[i])] += 1
         if self._value is None or not indexes:
@@ -378,7 +371,9 @@ class MonitorFeed:
         )
         planner.run(MonitorReader(Path(self.config.path)))
         self.counts = planner.counts
-        t0 = self.config.from_s if self.config.from_s is not None else planner.counts.first_time_s
+        t0 = (
+            self.config.from_s if self.config.from_s is not None else planner.counts.profile.first_s
+        )
         speed = self.config.speed
         for client in planner.clients.values():
             if not client.kept:
@@ -406,32 +401,29 @@ class MonitorFeed:
         (results/trace.py): the capture's figures from worker 0 alone (every worker reads
         the whole capture), the requests queued from each."""
         counts = self.counts
-        whole = self._worker_index == 0
-        profile = {
-            "rows": counts.rows if whole else 0,
-            "ops": dict(counts.ops) if whole else {},
-            "per_second": sorted(counts.per_second.items()) if whole else [],
+        if self._worker_index != 0:
+            counts = MonitorCounts(requests=counts.requests)
+        profile = counts.profile
+        shown = {
+            "rows": profile.rows,
+            "ops": dict(profile.ops),
+            "per_second": sorted(profile.per_second.items()),
             "key_sizes": [],
-            "value_sizes": sorted(counts.value_sizes.items()) if whole else [],
+            "value_sizes": sorted(profile.value_sizes.items()),
             "ttls_s": [],
             "whole_seconds": False,
         }
-        if whole and counts.first_time_s is not None:
-            profile["first_time_s"] = counts.first_time_s
-            profile["last_time_s"] = counts.last_time_s
+        if profile.first_s is not None:
+            shown["first_time_s"] = profile.first_s
+            shown["last_time_s"] = profile.last_s
         return {
-            "profile": profile,
+            "profile": shown,
             "counts": {
-                "lines_read": counts.lines_read if whole else 0,
-                "rows": counts.rows if whole else 0,
-                "requests": counts.requests,
-                "skipped": dict(counts.skipped) if whole else {},
-                "keys_clamped": 0,
-                "ttls_clamped": 0,
-                "selects_inserted": counts.selects_inserted if whole else 0,
-                "clients": counts.clients if whole else 0,
-                "truncated_lines": counts.truncated if whole else 0,
-                "by_script": dict(counts.by_script) if whole else {},
+                **counts.to_dict(),
+                "selects_inserted": counts.selects_inserted,
+                "clients": counts.clients,
+                "truncated_lines": counts.truncated,
+                "by_script": dict(counts.by_script),
             },
             # Each command is sent as itself (the page lists a name sent as "skipped").
             "mapping": {name: name for name in self.config.commands},

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +34,10 @@ from kvbench.workload.verify import derive_value
 CHUNK = 1024
 # The most bytes a packed chunk's table may hold: its bounds are uint32 (engine/_pump.c).
 MAX_PACKED_BYTES = (1 << 32) - 1
+# A chunk's keys and values as the plan draws them: a key each (a multi-get's tuple of
+# them), and a value each (a view into the value table, or bytes of its own).
+KeyList: TypeAlias = list[bytes | tuple[bytes, ...]]
+ValueList: TypeAlias = list[bytes | memoryview]
 # incr/decr need numeric values, so they work on keys of their own ("<prefix>counter:N"),
 # never on the keys that sets fill with random bytes; MAX_COUNTERS at most. Config knows
 # their length: it refuses a prefix that would make them too long for the protocol.
@@ -259,10 +263,7 @@ class RequestSource:
         self._value_array = _objects(plan.value_table)
 
     def _place_special(
-        self,
-        codes: npt.NDArray[np.int64],
-        indexes: npt.NDArray[np.int64],
-        keys: list[bytes | tuple[bytes, ...]],
+        self, codes: npt.NDArray[np.int64], indexes: npt.NDArray[np.int64], keys: KeyList
     ) -> None:
         """Give mget positions their key tuples and incr positions a counter key.
 
@@ -302,10 +303,10 @@ class RequestSource:
             ops = record_ops = codes.tolist()
         # Gathered from object arrays of the tables in C: 2.5x cheaper than itemgetter over
         # the index list (and its tolist).
-        keys: list[bytes | tuple[bytes, ...]] = self._key_array.take(indexes).tolist()
+        keys: KeyList = self._key_array.take(indexes).tolist()
         if self._special:
             self._place_special(codes, indexes, keys)
-        values: list[bytes | memoryview]
+        values: ValueList
         if self._timestamps:
             # One wall-clock reading per chunk: every value of the chunk carries it.
             values = [timestamp_value(self._wall_clock_ns())] * CHUNK
@@ -342,10 +343,7 @@ class RequestSource:
         return Chunk(ops, ops, [], [], packed)
 
     def _render_commands(
-        self,
-        codes: np.ndarray[Any, Any],
-        keys: list[bytes | tuple[bytes, ...]],
-        values: list[bytes | memoryview],
+        self, codes: np.ndarray[Any, Any], keys: KeyList, values: ValueList
     ) -> None:
         """Replace each command position's key by its whole request: the drawn key fills
         the first ``__key__``, more keys are drawn for the others, ``__data__`` is the
@@ -368,12 +366,7 @@ class RequestSource:
                 chosen = (keys[i], *more)  # type: ignore[arg-type]
             keys[i] = template.render(chosen, values[i])
 
-    def _derive_values(
-        self,
-        ops: list[int],
-        keys: list[bytes | tuple[bytes, ...]],
-        values: list[bytes | memoryview],
-    ) -> None:
+    def _derive_values(self, ops: list[int], keys: KeyList, values: ValueList) -> None:
         """Verify mode: replace each set's value by one derived from its key and a version."""
         set_op = int(Op.SET)
         for i, op in enumerate(ops):
@@ -384,10 +377,10 @@ class RequestSource:
     def preload(self, indexes: range) -> FixedSource:
         """The preload's requests: a set of each key ``indexes`` names, with its value."""
         table = self._plan.key_table
-        keys: list[bytes | tuple[bytes, ...]] = [table[i] for i in indexes]
+        keys: KeyList = [table[i] for i in indexes]
         return FixedSource([int(Op.SET)] * len(keys), keys, self.preload_values(indexes))
 
-    def preload_values(self, indexes: range) -> list[bytes | memoryview]:
+    def preload_values(self, indexes: range) -> ValueList:
         """Values to store under the keys ``indexes`` during preload."""
         table = self._plan.key_table
         if self._verify:  # (not with timestamps: see __init__)
@@ -403,12 +396,7 @@ class FixedSource:
     """A fixed list of requests, sent once: the preload's sets (engine/worker.py), a
     source of their own, so the run's sources are not touched. One chunk of them all."""
 
-    def __init__(
-        self,
-        ops: list[int],
-        keys: list[bytes | tuple[bytes, ...]],
-        values: list[bytes | memoryview],
-    ) -> None:
+    def __init__(self, ops: list[int], keys: KeyList, values: ValueList) -> None:
         self._chunk: Chunk | None = Chunk(ops, ops, keys, values)
         self._count = len(ops)
 

@@ -44,6 +44,16 @@ class TraceProfile:
     last_s: float | None = None
     whole_seconds: bool = True
 
+    def add_one(self, op: str, time_s: float) -> None:
+        """Count one row: a capture's command, named ``op``, at ``time_s`` (a MONITOR
+        capture's profile, read line by line: workload/monitor_feed.py)."""
+        self.rows += 1
+        self.ops[op] += 1
+        self.per_second[int(time_s)] += 1
+        if self.first_s is None:
+            self.first_s = time_s
+        self.last_s = time_s
+
     def add(self, rows: TraceRows) -> None:
         """Count one block of rows."""
         if not len(rows):

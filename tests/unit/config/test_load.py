@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
+from kvbench.config import load as load_module
 from kvbench.config import load_config, parse_ratio, parse_target
+from kvbench.config.model import LoadConfig, ReportConfig, WorkloadConfig
 from kvbench.errors import ConfigError
 
 URL = (["memcached://127.0.0.1:11211"], "TARGET")
@@ -17,6 +20,22 @@ def test_defaults_follow_memtier_habits() -> None:
     assert config.load.duration_ns == 10 * 10**9
     assert config.load.processes == 2
     assert dict(config.workload.ratio) == {"set": 1, "get": 10}
+
+
+@pytest.mark.parametrize(
+    ("table", "config"),
+    [
+        (load_module._REPORT_AS_GIVEN, ReportConfig),
+        (load_module._WORKLOAD_AS_GIVEN, WorkloadConfig),
+        (load_module._LOAD_AS_GIVEN, LoadConfig),
+    ],
+)
+def test_settings_taken_as_given_are_settings_and_fields(
+    table: dict[str, str], config: type
+) -> None:
+    """A misspelt setting or field in these tables would be dropped without a word."""
+    assert set(table) <= set(load_module._FIELDS)
+    assert set(table.values()) <= {field.name for field in fields(config)}
 
 
 def test_requests_replace_the_default_duration() -> None:

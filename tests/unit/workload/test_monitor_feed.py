@@ -244,3 +244,22 @@ def test_the_report_has_a_traces_shape_and_the_capture_is_counted_once(tmp_path:
     assert (first["counts"]["requests"], second["counts"]["requests"]) == (1, 1)
     assert first["counts"]["by_script"] == {"get": 1} and second["counts"]["by_script"] == {}
     assert (first["counts"]["clients"], second["counts"]["clients"]) == (2, 0)
+
+
+def test_the_report_profiles_the_capture_by_second_and_value_size(tmp_path: Path) -> None:
+    config = capture(
+        tmp_path,
+        '1.5 [0 a:1] "SET" "k" "vv"',
+        '1.75 [0 a:1] "SET" "k" "vvvv"',
+        '2.25 [0 b:2] "GET" "k"',
+    )
+    scan = scan_capture(config)
+    config = replace(config, commands=tuple(scan.names), clients=2)
+    feed = MonitorFeed(config, 0, 1, 2, seed=1)
+    feed.prepare()
+    profile = feed.report()["profile"]
+    assert (profile["rows"], profile["ops"]) == (3, {"set": 2, "get": 1})
+    assert profile["per_second"] == [(1, 2), (2, 1)]
+    assert profile["value_sizes"] == [(2, 1), (4, 1)]
+    assert (profile["first_time_s"], profile["last_time_s"]) == (1.5, 2.25)
+    assert profile["whole_seconds"] is False
