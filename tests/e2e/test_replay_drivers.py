@@ -116,15 +116,17 @@ SERVERS: dict[str, Callable[[], AbstractContextManager[Server]]] = {
     "memcached": servers.memcached,
     "redis": servers.redis,
 }
-# (scheme, --speed, flags): closed on every memcached protocol and Redis, over two
-# processes; timed on text and Redis (one process: the workers would split the offsets).
+# (scheme, --speed, flags): closed on every memcached protocol and Redis, timed on text and
+# Redis; each over two processes (each its clients' lanes).
+CLOSED = ("-c", "6", "-P", "4", "--processes", "2")
+TIMED = ("-c", "4", "-P", "8", "--processes", "2", "--max-lag", "10s")
 CASES = [
-    ("memcached", "max", ("-c", "6", "-P", "4", "--processes", "2")),
-    ("memcached+meta", "max", ("-c", "6", "-P", "4", "--processes", "2")),
-    ("memcached+binary", "max", ("-c", "6", "-P", "4", "--processes", "2")),
-    ("redis", "max", ("-c", "6", "-P", "4", "--processes", "2")),
-    ("memcached", "4", ("-c", "4", "-P", "8", "--processes", "1", "--max-lag", "10s")),
-    ("redis", "4", ("-c", "4", "-P", "8", "--processes", "1", "--max-lag", "10s")),
+    ("memcached", "max", CLOSED),
+    ("memcached+meta", "max", CLOSED),
+    ("memcached+binary", "max", CLOSED),
+    ("redis", "max", CLOSED),
+    ("memcached", "4", TIMED),
+    ("redis", "4", TIMED),
 ]
 
 
