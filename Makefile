@@ -57,8 +57,8 @@ pump: venv
 # loads), and loaded in its place by tests/support/sanitize/sitecustomize.py; the Python
 # (not instrumented) gets the sanitizers' runtimes preloaded and allocates with malloc, so
 # that a freed object's memory is poisoned too. It runs the tests of everything that drives
-# the pump (the compiled event loop's too: its Poller, and runs on it against real and
-# hanging-up servers, whose kvbench processes inherit the sanitized build), then
+# the pump (the compiled event loop's too: its Poller, and runs and replays on it against
+# real and hanging-up servers, whose kvbench processes inherit the sanitized build), then
 # fuzz/fuzz_pump.py over SANITIZE_SEEDS seeded exchanges of each mode. Any report (a read
 # past a buffer, a use after free, undefined behaviour) fails the run; the tests capture
 # only Python's output (--capture=sys), so that a report, written to the process's stderr
@@ -72,7 +72,7 @@ SANITIZE_CFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 SANITIZE_TESTS := $(wildcard tests/unit/engine/test_pump*.py) tests/unit/engine/test_fastpath.py \
 	tests/unit/engine/test_connection.py tests/unit/engine/test_replay_connection.py \
 	tests/unit/workload/test_trace_source.py tests/unit/engine/test_loop.py \
-	tests/e2e/test_loop_driver.py
+	tests/e2e/test_loop_driver.py tests/e2e/test_replay_drivers.py
 SANITIZE_SEEDS ?= 2000
 SANITIZE_ENV = LD_PRELOAD="$$($(SANITIZE_CC) -print-file-name=libasan.so) $$($(SANITIZE_CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

@@ -2,6 +2,7 @@
 
     python bench/replay.py [--rows 1000000] [--connections 50]          # the feed alone
     python bench/replay.py --end-to-end [--rounds 3] [--pipeline 8]     # against a run
+    python bench/replay.py --end-to-end --transports                    # + uvloop's
 
 The feed alone: ns per row to prepare a generated trace (plain and zstd), at --speed max
 and timed, without sockets (read, parse, profile, map, fan out and spool: before the
@@ -16,9 +17,11 @@ bench/peers.py does), rounds alternating A B, B A. Printed per side: the median 
 client CPU per op; and the median of the paired round ratios of the compiled replay to
 each other side. The figure is replay / run on the compiled driver (at least 0.90 to be
 within 10%): a replay runs on the compiled pumps too (each connection's pump its own lane,
-each chunk its own TTL: engine/fastpath.py). Both are also measured on the Python driver
-(``KVBENCH_PURE_PYTHON=1``), for what the feed costs beside each driver. Take it on a
-quiet machine.
+each chunk its own TTL: engine/fastpath.py), on the compiled event loop as the plain run
+does. Both are also measured on the Python driver (``KVBENCH_PURE_PYTHON=1``), for what
+the feed costs beside each driver, and with ``--transports`` the replay on uvloop's
+transports too (``KVBENCH_DRIVER=transports``, the path the loop replaced). Every line
+says the driver the run recorded (``environment.driver``). Take it on a quiet machine.
 
 The trace has a fixed mix and sizes (90% get, 10% set of 100-byte values, 14-byte keys,
 one TTL) and, end to end, 5,000 clients, so the 50 connections' lanes are about even, as
@@ -38,6 +41,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import zstandard
 from peer_tools import BenchError, Cpus, pinned, server
@@ -96,8 +100,12 @@ class Side:
     env: dict[str, str]
 
 
-def sides(trace: Path, rows: int, connections: int, pipeline: int) -> list[Side]:
-    """The replay and a plain run of the same mix, sizes and count, each on each driver."""
+def sides(
+    trace: Path, rows: int, connections: int, pipeline: int, transports: bool = False
+) -> list[Side]:
+    """The replay and a plain run of the same mix, sizes and count, each on each driver
+    (the compiled replay first: the others are compared with it); ``transports``: the
+    replay on uvloop's transports too."""
     common = ["-c", str(connections), "-P", str(pipeline), "--no-save", "-q"]
     run = [
         "run", "--ratio", "1:9", "--value-size", "100", "--key-size", "14", "--keys",
@@ -105,16 +113,40 @@ def sides(trace: Path, rows: int, connections: int, pipeline: int) -> list[Side]
     ]  # fmt: skip
     replay = ["replay", str(trace), "--speed", "max", *common]
     python = {"KVBENCH_PURE_PYTHON": "1"}
+    on_transports = [Side("replay (transports)", replay, {"KVBENCH_DRIVER": "transports"})]
     return [
         Side("replay (compiled driver)", replay, {}),
         Side("run (compiled driver)", run, {}),
+        *(on_transports if transports else []),
         Side("replay (python driver)", replay, python),
         Side("run (python driver)", run, python),
     ]
 
 
-def measure(side: Side, cpus: Cpus) -> tuple[float, float, float]:
-    """One round of ``side`` on a fresh memcached: (ops/s, client CPU us per op, hit %)."""
+@dataclass(frozen=True)
+class Round:
+    """One round of one side: its figures and the driver the run recorded."""
+
+    ops_per_s: float
+    cpu_us_per_op: float
+    hit_percent: float
+    driver: str
+
+
+def round_of(doc: dict[str, Any]) -> Round:
+    """A round's figures from its result document (client CPU from the intervals)."""
+    cpu_s = sum(float(row["cpu_s"]) for row in doc["intervals"])
+    get = doc["ops"].get("get", {})
+    return Round(
+        float(doc["totals"]["throughput_per_s"]),
+        cpu_s * 1e6 / max(1, int(doc["totals"]["ops"])),
+        100.0 * float(get.get("hit_ratio") or 0.0),
+        str(doc["environment"]["driver"]),
+    )
+
+
+def measure(side: Side, cpus: Cpus) -> Round:
+    """One round of ``side`` on a fresh memcached."""
     with server("memcached", 1, cpus) as srv, tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         argv, rest = side.argv[:1], side.argv[1:]
@@ -135,39 +167,39 @@ def measure(side: Side, cpus: Cpus) -> tuple[float, float, float]:
         doc = json.loads(out.read_text())
     if doc["totals"]["errors"]:
         raise BenchError(f"{side.name}: {doc['totals']['errors']} errors")
-    cpu_s = sum(float(row["cpu_s"]) for row in doc["intervals"])
-    get = doc["ops"].get("get", {})
-    return (
-        float(doc["totals"]["throughput_per_s"]),
-        cpu_s * 1e6 / max(1, int(doc["totals"]["ops"])),
-        100.0 * float(get.get("hit_ratio") or 0.0),
-    )
+    return round_of(doc)
 
 
-def end_to_end(rows: int, connections: int, pipeline: int, rounds: int, cpus: Cpus) -> None:
+def end_to_end(
+    rows: int, connections: int, pipeline: int, rounds: int, cpus: Cpus, transports: bool
+) -> None:
     """The replay against the plain runs, rounds alternating; medians and paired ratios."""
     with tempfile.TemporaryDirectory() as tmp:
         trace = generate(Path(tmp) / "t.csv", rows, compress=False, clients=5000)
-        all_sides = sides(trace, rows, connections, pipeline)
-        results: dict[str, list[tuple[float, float, float]]] = {s.name: [] for s in all_sides}
+        all_sides = sides(trace, rows, connections, pipeline, transports)
+        results: dict[str, list[Round]] = {s.name: [] for s in all_sides}
         for index in range(rounds):
             order = all_sides if index % 2 == 0 else list(reversed(all_sides))
             for side in order:
-                results[side.name].append(measure(side, cpus))
-                ops, cpu_us, hit = results[side.name][-1]
-                print(f"round {index + 1} {side.name:24} {ops:12,.0f} ops/s  "
-                      f"{cpu_us:6.2f} us CPU/op  get hits {hit:5.1f}%", flush=True)  # fmt: skip
+                got = measure(side, cpus)
+                results[side.name].append(got)
+                print(f"round {index + 1} {side.name:24} {got.ops_per_s:12,.0f} ops/s  "
+                      f"{got.cpu_us_per_op:6.2f} us CPU/op  get hits {got.hit_percent:5.1f}%  "
+                      f"[{got.driver}]", flush=True)  # fmt: skip
     replay = results[all_sides[0].name]
     for side in all_sides:
-        got = results[side.name]
+        got_all = results[side.name]
+        drivers = sorted({r.driver for r in got_all})
         line = (
-            f"{side.name:24} median {statistics.median(r[0] for r in got):12,.0f} ops/s  "
-            f"{statistics.median(r[1] for r in got):6.2f} us CPU/op"
+            f"{side.name:24} median {statistics.median(r.ops_per_s for r in got_all):12,.0f} "
+            f"ops/s  {statistics.median(r.cpu_us_per_op for r in got_all):6.2f} us CPU/op"
         )
         if side is not all_sides[0]:
-            ratio = statistics.median(a[0] / b[0] for a, b in zip(replay, got, strict=True))
+            ratio = statistics.median(
+                a.ops_per_s / b.ops_per_s for a, b in zip(replay, got_all, strict=True)
+            )
             line += f"  replay / this: {ratio:.3f} (paired median)"
-        print(line)
+        print(f"{line}  [{', '.join(drivers)}]")
 
 
 def main() -> None:
@@ -179,11 +211,18 @@ def main() -> None:
     parser.add_argument("--pipeline", type=int, default=8)
     parser.add_argument("--server-cpus", default="0", help="taskset list of the server [0]")
     parser.add_argument("--client-cpus", default="1", help="taskset list of kvbench [1]")
+    parser.add_argument(
+        "--transports",
+        action="store_true",
+        help="end to end: the replay on uvloop's transports too (KVBENCH_DRIVER=transports)",
+    )
     args = parser.parse_args()
     if args.end_to_end:
         cpus = Cpus(args.server_cpus, args.client_cpus)
         try:
-            end_to_end(args.rows, args.connections, args.pipeline, args.rounds, cpus)
+            end_to_end(
+                args.rows, args.connections, args.pipeline, args.rounds, cpus, args.transports
+            )
         except BenchError as exc:
             raise SystemExit(f"bench/replay.py: {exc}") from None
         return

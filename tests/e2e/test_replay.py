@@ -96,7 +96,7 @@ def check_driver(doc: dict[str, Any], driver: str) -> None:
     if driver == "python":
         expected = f"python ({fastpath.PURE_PYTHON_ENV} is set)"
     elif fastpath.compiled():
-        expected = "compiled (transports: a replay)"
+        expected = "compiled loop"
     else:
         return
     assert doc["environment"]["driver"] == expected

@@ -11,7 +11,8 @@ values, which C encodes as the codecs would (tests compare the bytes); each pump
 its own opaques (binary, meta), as each connection's codec does. A replay's connection
 has a ``Stream`` of its own, fed by its lane of the trace (workload/trace_source.py):
 each segment hands the stream its writes' TTL, and a lane at its end makes its pump send
-nothing more.
+nothing more. Nothing of this needs a transport: a replay's pumps run on the compiled
+event loop as a plain run's do (``loop_reason``).
 
 A stream's refill returns None (nothing more: a lane at its end) or a chunk in one of
 two forms, told apart by the tuple's length:
@@ -150,9 +151,9 @@ def compiled() -> bool:
 
 def driver_name(python_reason: str | None, loop_reason: str | None = None) -> str:
     """``compiled loop`` (the compiled pumps on the compiled event loop), ``compiled
-    (transports)`` (on uvloop's transports: asked for, or the run needs them: TLS, a
-    replay; ``compiled (transports: <reason>)``) or ``python (<reason>)``: the driver, as
-    runs record it."""
+    (transports)`` (on uvloop's transports: asked for, or the run needs them: TLS;
+    ``compiled (transports: <reason>)``) or ``python (<reason>)``: the driver, as runs
+    record it."""
     if python_reason is not None:
         return f"python ({python_reason})"
     if loop_reason is None:
@@ -164,14 +165,15 @@ def driver_name(python_reason: str | None, loop_reason: str | None = None) -> st
 
 def loop_reason(config: RunConfig) -> str | None:
     """Why a run on the compiled pumps does not run them on the compiled event loop
-    (engine/loop.py), or None when it does. Its first step takes plain TCP and Unix
-    sockets and a run's own mix; TLS and replays keep the asyncio transports."""
+    (engine/loop.py), or None when it does. The loop takes plain TCP and Unix sockets,
+    a run's own mix and a replay's lanes alike (a lane is a connection's own ``Stream``,
+    its chunks' TTLs in it; its refill, Python, runs from the pump's send in C, inside
+    the poll or the open-loop dispatcher's call, as on the transports). TLS keeps the
+    asyncio transports: the poller reads and writes raw sockets."""
     if os.environ.get(DRIVER_ENV) == TRANSPORTS:
         return NOT_ASKED
     if any(target.tls for target in config.targets):
         return "TLS"
-    if config.replay is not None:
-        return "a replay"
     return None
 
 

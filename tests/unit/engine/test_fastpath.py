@@ -91,19 +91,26 @@ def test_the_switch_forces_the_python_driver(monkeypatch: pytest.MonkeyPatch) ->
     assert reason == expected
 
 
+@pytest.mark.parametrize("replay", [None, "max", "2"], ids=["run", "replay-max", "replay-timed"])
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
         ("memcached://127.0.0.1:1", None),
         ("redis://127.0.0.1:1/0", None),
         ("memcached+unix:///tmp/memcached.sock", None),
+        ("memcached+binary://127.0.0.1:1", None),
         ("rediss://127.0.0.1:1/0", "TLS"),
     ],
 )
 def test_the_loop_is_taken_unless_the_transports_are_asked_for_or_the_run_needs_them(
-    monkeypatch: pytest.MonkeyPatch, url: str, reason: str | None
+    monkeypatch: pytest.MonkeyPatch, url: str, reason: str | None, replay: str | None
 ) -> None:
+    """A plain run and a replay (its lanes, at --speed max or timed) alike: only TLS
+    keeps the transports."""
     run = config(url)
+    if replay is not None:
+        speed = None if replay == "max" else float(replay)
+        run = replace(run, replay=ReplayConfig("trace.csv", speed=speed))
     monkeypatch.setenv(fastpath.DRIVER_ENV, fastpath.TRANSPORTS)
     assert fastpath.loop_reason(run) == fastpath.NOT_ASKED
     assert fastpath.driver_name(None, fastpath.NOT_ASKED) == "compiled (transports)"
