@@ -6,7 +6,11 @@ span; the replay is a stored run whose trace section every output shows."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
+import subprocess
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,7 +21,7 @@ from kvbench.config.targets import parse_target
 from kvbench.engine import fastpath
 from kvbench.runner.probe import fetch_stats
 from tests.support import pump_oracle
-from tests.support.cli import read_json, run_kvbench
+from tests.support.cli import all_phase_counts, kvbench_argv, read_json, read_until, run_kvbench
 from tests.support.servers import Server
 from tests.support.traces import Row, write_trace
 
@@ -467,3 +471,72 @@ def test_nothing_to_replay_is_a_config_error(
         if flags  # found only when the slice is read
         else f"kvbench: error: {path}: no rows to replay: the trace holds nothing"
     ]
+
+
+def _spool_in(directory: Path) -> Path | None:
+    """The /proc path of a process's open file in ``directory`` (the replay's spool: a
+    nameless file in TMPDIR), or None while no process has one."""
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd).startswith(str(directory)):
+                return fd
+        except OSError:  # (a process or descriptor gone meanwhile)
+            continue
+    return None
+
+
+@pytest.mark.parametrize("speed", ["1", "max"])
+def test_a_spool_cut_short_mid_replay_fails_the_run_in_one_line(
+    fresh_memcached: Server, tmp_path: Path, driver: str, speed: str
+) -> None:
+    """The replay's spool cut to nothing while the replay runs (a failing disk, a file
+    truncated under it): the lane that reads its next segment back finds it short, and the
+    run ends then as partial (exit 4), that one line saying why, what was sent counted and
+    equal to the server's count. Before, a replay at --speed max waited for ever for the
+    lane whose connection had stopped, and a timed one ended as a bug with a traceback's
+    last line. Every other row stores alternately for 60 s and 3600 s: each row is a
+    segment of its own, read back as it comes due."""
+    rows = 200_000 if speed == "max" else 2_000  # (max: about 10 s at pipeline 1)
+    trace = write_trace(
+        tmp_path / "t.csv",
+        [(i // 100, f"k:{i % 50}", 4, 20, "c0", "set", 60 if i % 2 else 3600) for i in range(rows)],
+    )
+    # (not under tmp_path: the workers' Unix socket is made in TMPDIR too, and pytest-xdist's
+    # tmp_path is too long a TMPDIR for one)
+    spool_dir = Path(tempfile.mkdtemp(prefix="kvbench-spool-", dir="/tmp"))
+    out = tmp_path / "run.json"
+    before = memcached_stats(fresh_memcached)
+    proc = subprocess.Popen(
+        kvbench_argv(
+            "replay", str(trace), f"memcached://{fresh_memcached.address}", "-c", "1",
+            "-P", "1", "--speed", speed, "--no-save", "--json", str(out),
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={
+            **os.environ, "TMPDIR": str(spool_dir), "COLUMNS": "200", "PYTHONUNBUFFERED": "1",
+            **driver_env(driver),
+        },
+    )  # fmt: skip
+    try:
+        lines = read_until(proc, "[   1.0s]")  # running
+        assert any("[   1.0s]" in line for line in lines), "".join(lines) + proc.communicate()[1]
+        spool = _spool_in(spool_dir)
+        assert spool is not None
+        fd = os.open(spool, os.O_WRONLY)
+        os.ftruncate(fd, 0)
+        os.close(fd)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        shutil.rmtree(spool_dir, ignore_errors=True)
+    assert proc.returncode == 4, stdout + stderr
+    cut = [line for line in stdout.splitlines() if "the replay's spool in" in line]
+    assert len(cut) == 1 and "was cut short while it ran" in cut[0], cut
+    assert "Traceback" not in stderr
+    doc = read_json(out)
+    assert doc["status"] == "partial"
+    sent = all_phase_counts(doc, "set")
+    assert 0 < sent < rows
+    assert deltas(before, memcached_stats(fresh_memcached), "cmd_set") == sent

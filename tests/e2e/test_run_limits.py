@@ -41,6 +41,26 @@ def test_a_value_larger_than_memcacheds_item_size_max_is_refused_before_the_load
     assert after["total_connections"] - before["total_connections"] < 10
 
 
+def test_a_tmpdir_too_long_for_the_workers_socket_is_one_line(tmp_path: Path) -> None:
+    """The worker processes are forked from a server listening on a Unix socket under
+    TMPDIR; a TMPDIR too long for one (107 bytes) is refused in one line naming it, exit 2,
+    with nothing sent (was: multiprocessing's traceback, "AF_UNIX path too long")."""
+    long_dir = tmp_path / ("d" * (120 - len(str(tmp_path))))
+    long_dir.mkdir()
+    with servers.memcached() as server:
+        url = f"memcached://{server.address}"
+        before = servers.counters(url)
+        result = run_kvbench("run", url, *SHORT, env={"TMPDIR": str(long_dir)})
+        after = servers.counters(url)
+    assert result.code == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        f"kvbench: error: TMPDIR: {long_dir} is too long a path for the workers' Unix socket "
+        "(at most 75 bytes here): set TMPDIR to a shorter directory"
+    ], result.stderr
+    assert after["cmd_set"] == before["cmd_set"] and after["cmd_get"] == before["cmd_get"]
+
+
 def test_oversize_values_asked_for_are_sent_and_refused_by_the_server() -> None:
     """--allow-oversize: the server's refusals are the experiment (SERVER_ERROR object
     too large for cache, counted error_reply)."""

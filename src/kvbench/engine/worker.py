@@ -51,6 +51,7 @@ from kvbench.workload.monitor_feed import MonitorFeed
 from kvbench.workload.plan import RequestSource, WorkloadPlan, own_key_plans
 from kvbench.workload.slots import SlotMap
 from kvbench.workload.trace_source import ReplayFeed
+from kvbench.workload.trace_spool import SpoolUnreadable
 from kvbench.workload.verify import value_check
 
 if TYPE_CHECKING:
@@ -215,6 +216,7 @@ class Worker(LinkKeeper):
         )
         # A replay's trace reader and lanes (one per connection), made when connecting.
         self.feed: ReplayFeed | MonitorFeed | None = None
+        self._spool_failed = False  # a replay's spool could not be read back
 
     # -- send state, shared with the compiled pumps -------------------------------------
 
@@ -276,6 +278,7 @@ class Worker(LinkKeeper):
                 len(self.connections),
                 spec.config.workload.seed,
             )
+            self.feed.on_unreadable = self._spool_unreadable
         if self.feed is not None:
             lanes: Sequence[ChunkSource] = self.feed.lanes
             for conn, lane in zip(self.connections, lanes, strict=True):
@@ -460,7 +463,23 @@ class Worker(LinkKeeper):
         if task.cancelled() or task.exception() is None:
             return
         exc = task.exception()
-        self.note_error("bug", f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, SpoolUnreadable):  # (a timed replay's next send times)
+            self._end_failed("replay_spool", str(exc))
+        else:
+            self._end_failed("bug", f"{type(exc).__name__}: {exc}")
+
+    def _spool_unreadable(self, exc: SpoolUnreadable) -> None:
+        """A lane could not read its next segment back: the run ends as failed, with the
+        error's line, on the loop's next turn (the lane may ask from inside a pump's send,
+        where no interval may be cut). Every lane that asks after it tells it again: one
+        error is counted."""
+        if not self._spool_failed:
+            self._spool_failed = True
+            asyncio.get_running_loop().call_soon(self._end_failed, "replay_spool", str(exc))
+
+    def _end_failed(self, kind: str, text: str) -> None:
+        """End the run now as failed, ``text`` counted as one error of ``kind``."""
+        self.note_error(kind, text)
         self._failed = True  # not a Ctrl-C: the run is partial (exit 4), not interrupted
         self._cut_short()
 

@@ -4,18 +4,21 @@ The server is exec'd clean, like a spawned process, and imports only ``PRELOAD``
 every worker forked from it starts with those modules loaded and nothing of the
 coordinator's. It is started when the first workers are, not earlier: started beside the
 CLI's own imports it only slowed them on a busy 2-core machine (the preflight came later).
-Standard library (and runner/interrupts) only.
+Standard library (and runner/interrupts, errors) only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
+import tempfile
 from collections.abc import Iterator
 from multiprocessing import forkserver
 from typing import Any
 
+from kvbench.errors import ConfigError
 from kvbench.runner.interrupts import SIGNALS
 
 # What the server imports once, for every worker it forks (the worker's entry pulls in
@@ -40,7 +43,26 @@ def start() -> None:
     its dispositions) never die of a signal meant for the coordinator (_server_signals)."""
     multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
     with signals_held():
-        forkserver.ensure_running()
+        try:
+            forkserver.ensure_running()
+        except OSError:
+            # The server listens on a Unix socket in a directory multiprocessing makes in
+            # TMPDIR (TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX): past 107 bytes it cannot bind.
+            where = tempfile.gettempdir()
+            if len(os.fsencode(where)) + _SOCKET_NAME_BYTES <= _SUN_PATH_BYTES:
+                raise
+            raise ConfigError(
+                "TMPDIR",
+                f"{where} is too long a path for the workers' Unix socket "
+                f"(at most {_SUN_PATH_BYTES - _SOCKET_NAME_BYTES} bytes here): "
+                "set TMPDIR to a shorter directory",
+            ) from None
+
+
+# A Unix socket's path holds at most 107 bytes (sun_path, less its NUL), of which
+# multiprocessing's directory and listener names take 32 after TMPDIR.
+_SUN_PATH_BYTES = 107
+_SOCKET_NAME_BYTES = len("/pymp-xxxxxxxx/listener-xxxxxxxx")
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from pathlib import Path
@@ -50,7 +50,7 @@ from kvbench.workload.trace_ops import (
     gather,
 )
 from kvbench.workload.trace_profile import TraceProfile
-from kvbench.workload.trace_spool import Columns, Segment, Spool
+from kvbench.workload.trace_spool import Columns, Segment, Spool, SpoolUnreadable
 
 # A write of a chunk whose TTL differs from the chunk's first write's starts a new chunk;
 # reads carry this TTL (they send none).
@@ -183,7 +183,13 @@ class Lane:
         if not self._waiting:
             return None
         segment = self._waiting.popleft()
-        columns = self._columns(segment)
+        try:
+            columns = self._columns(segment)
+        except SpoolUnreadable as exc:  # (called from a pump's send: no raising through it)
+            self._waiting.clear()  # this lane sends nothing more
+            self.waiting_rows = 0
+            self.feed.unreadable(exc)
+            return None
         self._next = None
         self.waiting_rows -= segment.rows
         values = self.feed.values
@@ -308,6 +314,8 @@ class ReplayFeed:
             ran.
         spool: the lanes' segments.
         values: the value blob the segments' value bounds index.
+        on_unreadable: told (once per lane) when the spool cannot be read back while
+            the replay runs; the lane then ends. None: the error is raised.
     """
 
     def __init__(
@@ -333,6 +341,7 @@ class ReplayFeed:
         self.counts = ReplayCounts()
         self.done = False
         self.spool = Spool()
+        self.on_unreadable: Callable[[SpoolUnreadable], None] | None = None
         self._keys = KeyFitter()
         self._values = ValueBlob(np.random.default_rng([seed, worker_index, 7]))
         self.values = b""
@@ -366,6 +375,12 @@ class ReplayFeed:
             self._queue(held)
         self.values = self._values.blob()
         self.done = True
+
+    def unreadable(self, exc: SpoolUnreadable) -> None:
+        """A lane could not read its next segment back: ``on_unreadable`` hears of it."""
+        if self.on_unreadable is None:
+            raise exc
+        self.on_unreadable(exc)
 
     def close(self) -> None:
         """Remove the spool."""

@@ -21,7 +21,9 @@ A segment of ``n`` rows is, in this order (native byte order; each array 8-align
 The file is a nameless temporary file in the directory ``tempfile`` picks (``TMPDIR``),
 closed when the worker's run ends (its space is freed then, or when the process ends). A
 spool that cannot be made or written (no room, no such directory) is a ``ConfigError``
-naming ``TMPDIR``: one line, before anything is sent.
+naming ``TMPDIR``: one line, before anything is sent. One that cannot be read back while
+the replay runs (an I/O error, the file cut short under it) is ``SpoolUnreadable``: the
+lane ends there and the worker ends the run as failed, with that line (engine/worker.py).
 """
 
 from __future__ import annotations
@@ -94,6 +96,11 @@ class Columns:
         return list(map(blob.__getitem__, map(slice, starts, ends)))
 
 
+class SpoolUnreadable(OSError):
+    """The spool could not be read back while the replay ran: the rows it held are not
+    sent, and the run cannot be whole."""
+
+
 class Spool:
     """Segments written once, then read back in any order (each by its ``Segment``)."""
 
@@ -150,15 +157,24 @@ class Spool:
 
     def read(self, segment: Segment) -> Columns:
         """The columns of ``segment``."""
+        where = tempfile.gettempdir()
         if not self._flushed:
             try:
                 self._file.flush()
             except OSError as exc:
-                raise _unwritable(exc) from None
+                raise SpoolUnreadable(_unwritable(exc).message) from None
             self._flushed = True
-        data = os.pread(self._file.fileno(), segment.length, segment.at)
+        try:
+            data = os.pread(self._file.fileno(), segment.length, segment.at)
+        except OSError as exc:
+            raise SpoolUnreadable(
+                f"cannot read the replay's spool in {where}: {exc.strerror or exc}"
+            ) from None
         if len(data) != segment.length:
-            raise OSError(f"the replay's spool is short: {len(data)} of {segment.length} bytes")
+            raise SpoolUnreadable(
+                f"the replay's spool in {where} was cut short while it ran: "
+                f"{len(data):,} of a segment's {segment.length:,} bytes read back"
+            )
         n = segment.rows
         at = _align(n)
         view = memoryview(data)
