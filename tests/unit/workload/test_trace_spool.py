@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvbench.errors import ConfigError
-from kvbench.workload.trace_spool import Segment, Spool
+from kvbench.workload.trace_spool import Segment, Spool, SpoolUnreadable
 
 rows = st.lists(
     st.tuples(
@@ -64,7 +64,9 @@ def test_a_segment_past_the_files_end_is_an_error_not_short_columns() -> None:
     spool = Spool()
     segment = spool.write([0], [b"k"], [0], [0], 0, None)
     beyond = Segment(segment.at + 1, segment.rows, segment.key_bytes, 0, False)
-    with pytest.raises(OSError, match="spool is short"):
+    with pytest.raises(
+        SpoolUnreadable, match="was cut short while it ran: 24 of a segment's 25 bytes"
+    ):
         spool.read(beyond)
     spool.close()
 
