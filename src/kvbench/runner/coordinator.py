@@ -557,8 +557,9 @@ class Coordinator:
         ]
         for index, summary in sorted(heard.summaries.items()):
             if summary.last_error:
+                kinds = ", ".join(f"{kind} {n:,}" for kind, n in sorted(summary.errors.items()))
                 errors.append(
-                    f"{prefix}{self._worker_name(index)}: {summary.last_error} ({summary.errors})"
+                    f"{prefix}{self._worker_name(index)}: {summary.last_error} (errors: {kinds})"
                 )
         return errors
 
