@@ -27,7 +27,8 @@ from typing import Any, Protocol
 
 from kvbench.engine.clock import NEVER
 from kvbench.engine.queue_worker import QueueReport, QueueWorker, QueueWorkerSpec
-from kvbench.engine.worker import Worker, WorkerSpec, WorkerSummary
+from kvbench.engine.spec import WorkerSpec, WorkerSummary
+from kvbench.engine.worker import Worker
 from kvbench.errors import ConfigError, TargetUnreachable
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.results.environment import peak_rss_bytes
