@@ -16,7 +16,7 @@ keyspace) and ``latest`` (``LatestPicker``: sets insert, reads favour the newest
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -32,16 +32,28 @@ URL_SAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _PACK_BLOCK = 4096
 
 
+# Bounds are uint32 (4 bytes a key each) where the blob allows, as packed chunks take them.
+_U32_MAX = (1 << 32) - 1
+
+
+def _bounds(offsets: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """``offsets`` as uint32 when every one fits (else int64 as they are)."""
+    if len(offsets) and int(offsets.max()) > _U32_MAX:
+        return offsets
+    return offsets.astype(np.uint32)
+
+
 class KeyTable(Sequence[bytes]):
     """Keys end to end in one bytes object, key i being ``blob[starts[i]:ends[i]]``.
 
     A slice is a view (the same blob, its bounds sliced); equal to any sequence of the
-    same keys (a list of them included).
+    same keys (a list of them included). The bounds are uint32 arrays unless the blob is
+    over 4 GiB (int64 then).
     """
 
     __slots__ = ("blob", "ends", "starts")
 
-    def __init__(self, blob: bytes, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]):
+    def __init__(self, blob: bytes, starts: npt.NDArray[Any], ends: npt.NDArray[Any]):
         self.blob = blob
         self.starts = starts
         self.ends = ends
@@ -57,7 +69,7 @@ class KeyTable(Sequence[bytes]):
             lengths.append(np.fromiter(map(len, block), dtype=np.int64, count=len(block)))
         every = np.concatenate(lengths)
         ends = np.cumsum(every)
-        return cls(b"".join(parts), ends - every, ends)
+        return cls(b"".join(parts), _bounds(ends - every), _bounds(ends))
 
     @classmethod
     def of(cls, keys: Sequence[bytes]) -> KeyTable:
@@ -70,10 +82,14 @@ class KeyTable(Sequence[bytes]):
     def joined(cls, first: KeyTable, second: KeyTable) -> KeyTable:
         """``first``'s keys then ``second``'s, in one blob."""
         shift = len(first.blob)
+
+        def both(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            return _bounds(np.concatenate((a.astype(np.int64), b.astype(np.int64) + shift)))
+
         return cls(
             first.blob + second.blob,
-            np.concatenate((first.starts, second.starts + shift)),
-            np.concatenate((first.ends, second.ends + shift)),
+            both(first.starts, second.starts),
+            both(first.ends, second.ends),
         )
 
     def __len__(self) -> int:

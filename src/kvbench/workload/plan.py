@@ -474,33 +474,55 @@ class _PackedTables:
     def of(cls, plan: WorkloadPlan) -> _PackedTables | None:
         """``plan``'s tables, or None where a bound would not fit 32 bits."""
         keys, counters = plan.key_table, plan.counter_table
-        if (
-            isinstance(keys, KeyTable)
-            and isinstance(counters, KeyTable)
-            and keys.blob is counters.blob
-        ):
-            # compile_plan's: the keys and the counters are already in one blob
-            table = KeyTable(
-                keys.blob,
-                np.concatenate((keys.starts, counters.starts)),
-                np.concatenate((keys.ends, counters.ends)),
-            )
-        else:  # a shard's lists
-            table = KeyTable.joined(KeyTable.of(keys), KeyTable.of(counters))
+        table = _whole(keys, counters) or KeyTable.joined(KeyTable.of(keys), KeyTable.of(counters))
         blob, starts = slice_bounds(plan.value_table)
         sizes = np.fromiter(map(len, plan.value_table), dtype=np.int64, count=len(starts))
         if max(len(blob), len(table.blob)) > MAX_PACKED_BYTES:
             return None
         return cls(
             table.blob,
-            table.starts.astype(np.uint32),
-            table.ends.astype(np.uint32),
+            table.starts.astype(np.uint32, copy=False),
+            table.ends.astype(np.uint32, copy=False),
             len(plan.key_table),
             max(1, len(plan.counter_table)),
             blob,
             starts.astype(np.uint32),
             (starts + sizes).astype(np.uint32),
         )
+
+
+def _whole(keys: Sequence[bytes], counters: Sequence[bytes]) -> KeyTable | None:
+    """compile_plan's table, keys then counters, when ``keys`` and ``counters`` are its
+    two halves (views of it, one after the other): its bounds as they are, no copy."""
+    if not (isinstance(keys, KeyTable) and isinstance(counters, KeyTable)):
+        return None
+    if keys.blob is not counters.blob:
+        return None
+    starts = _consecutive(keys.starts, counters.starts)
+    ends = _consecutive(keys.ends, counters.ends)
+    if starts is None or ends is None:
+        return None
+    return KeyTable(keys.blob, starts, ends)
+
+
+def _consecutive(first: npt.NDArray[Any], second: npt.NDArray[Any]) -> npt.NDArray[Any] | None:
+    """The array ``first`` and ``second`` are the two halves of (views: ``first`` from
+    its start, ``second`` right after), or None."""
+    whole = first.base
+    if not isinstance(whole, np.ndarray) or second.base is not whole or whole.ndim != 1:
+        return None
+    if len(first) + len(second) != len(whole) or first.strides != whole.strides:
+        return None
+    if second.strides != whole.strides:
+        return None
+
+    def address(array: npt.NDArray[Any]) -> int:
+        return int(array.__array_interface__["data"][0])
+
+    at = address(whole)
+    if address(first) != at or address(second) != at + len(first) * whole.itemsize:
+        return None
+    return whole
 
 
 def _keys_at(table: Sequence[bytes], indexes: range) -> Sequence[bytes]:
