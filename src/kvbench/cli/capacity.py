@@ -20,7 +20,7 @@ from kvbench.cli.outputs import Outputs, save_report, write_json_document, write
 from kvbench.cli.session import save_runs
 from kvbench.config import RunConfig
 from kvbench.config.limits import max_connection_slots, max_rate_per_s
-from kvbench.engine.reconnect import connect_error_text
+from kvbench.engine.connect_errors import connect_error_text
 from kvbench.errors import StoreError, TargetUnreachable
 from kvbench.report.search import Objective, StepJudgement, judge_step
 from kvbench.report.search_answer import search_document, search_lines, step_line

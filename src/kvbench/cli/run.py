@@ -43,7 +43,7 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
         kvbench run memcached+unix:///run/memcached.sock --prometheus 127.0.0.1:9464
         kvbench run --preset memcached-storm memcached://127.0.0.1:11211
     """
-    from kvbench.cli import preset_runs, session
+    from kvbench.cli import session
     from kvbench.cli.console import make_console
     from kvbench.cli.outputs import Outputs
 
@@ -53,6 +53,8 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
     outputs = Outputs.pop_from(options)
     options["json_path"] = outputs.json_path  # a setting (report.json): the file may set it
     if preset:
+        from kvbench.cli import preset_runs
+
         flags = session.settings_from_options((), options)
         if data_dir is not None:
             flags[preset_runs.DATA_DIR] = (data_dir, "--data-dir")

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -36,7 +36,6 @@ from kvbench.config.replay import MONITOR_FORMAT, ReplayConfig
 from kvbench.errors import ConfigError, StoreError
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report import document, summarize
-from kvbench.report.html import render, render_sweep
 from kvbench.report.levels import (
     LevelRow,
     compare_document,
@@ -54,16 +53,17 @@ from kvbench.results.queue import QueueInterval
 from kvbench.results.status import EXIT_CODES, FAILED, INTERRUPTED, Status
 from kvbench.results.store import Store
 from kvbench.runner import interrupts
-from kvbench.runner.cluster import workers_line
 from kvbench.runner.coordinator import Coordinator
 from kvbench.runner.embedded import throwaway_memcached
-from kvbench.runner.levels import run_comparison, run_sweep
 from kvbench.runner.limits import check_limits
-from kvbench.runner.queue import QueueCarry, QueueCoordinator
 from kvbench.workload.models import model_figures
-from kvbench.workload.monitor import detect_format
-from kvbench.workload.monitor_feed import scan_capture
-from kvbench.workload.trace import check_trace
+
+if TYPE_CHECKING:
+    from kvbench.runner.queue import QueueCarry
+
+# A run's coordinator imports only what it runs and shows while the workers run: the
+# modules of the other kinds of run (queues, sweeps, Dask, replays) and the HTML report
+# (jinja2) are imported where they are used, so they take none of a run's memory.
 
 # option name -> config path; CLI values override the scenario file.
 OPTION_PATHS = {
@@ -197,6 +197,8 @@ def measure(console: Console, config: RunConfig) -> RunResult:
         result = Coordinator(config, view.interval, view.note).run()
     sys.stdout.flush()
     if load.cluster:
+        from kvbench.runner.cluster import workers_line
+
         console.print(workers_line(result.workers))
     return result
 
@@ -252,6 +254,8 @@ def publish(console: Console, run: RunResult, report: ReportConfig, outputs: Out
             hdr_log_path=outputs.hdr_log_path,
         )
         if outputs.report_path:
+            from kvbench.report.html import render
+
             save_report(console, outputs.report_path, render([run]))
     if unsaved is not None:
         unsaved_warning(console, f"run {run.run_id} is", unsaved, outputs)
@@ -313,6 +317,9 @@ def replay_once(
         ConfigError: several targets, or the trace cannot be read (its first block); a
             capture's bad line, or a target or flag it cannot be replayed with.
     """
+    from kvbench.workload.monitor import detect_format
+    from kvbench.workload.trace import check_trace
+
     if section.format == "auto":
         section = replace(section, format=detect_format(section.path))
     if section.format == MONITOR_FORMAT:
@@ -349,6 +356,8 @@ def _monitor_section(section: ReplayConfig, settings: Settings) -> ReplayConfig:
         raise ConfigError(
             "--connections", "a MONITOR capture opens one connection per captured client"
         )
+    from kvbench.workload.monitor_feed import scan_capture
+
     scan = scan_capture(section)
     if not scan.counts.clients:
         skipped = sum(scan.counts.skipped.values())
@@ -432,6 +441,8 @@ def measure_queue_phase(
         if config.report.live:
             console.print(queue_live_line(queue_interval_row(snapshot, record, origin[0])))
 
+    from kvbench.runner.queue import QueueCoordinator
+
     coordinator = QueueCoordinator(config, show_interval, console.print, carry)
     result = coordinator.run()
     sys.stdout.flush()
@@ -458,6 +469,9 @@ def sweep_and_report(
     Returns:
         The exit code of the sweep's status (the worst level's).
     """
+    from kvbench.report.html import render_sweep
+    from kvbench.runner.levels import run_sweep
+
     objective = parse_slo(slo) if slo else None
     with LiveView(console, config, runs=len(levels), unit_rates=unit_rates) as view:
         view.sweeping(axis)
@@ -504,6 +518,9 @@ def compare_and_report(console: Console, configs: list[RunConfig], outputs: Outp
     Returns:
         The exit code of the comparison's status (the worst target's).
     """
+    from kvbench.report.html import render
+    from kvbench.runner.levels import run_comparison
+
     first = configs[0]
     with LiveView(console, first, runs=len(configs)) as view:
         ran = run_comparison(configs, first.load.rounds, view.interval, view.note, view.start)

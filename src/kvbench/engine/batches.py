@@ -290,7 +290,7 @@ def batch_workload(config: RunConfig) -> tuple[list[bytes], list[bytes | memoryv
     """The keys (``<prefix>0`` .. ``<prefix>{keys-1}``), their values (derived from the key:
     the same for every client) and the server each key is placed on."""
     workload = config.workload
-    keys = build_key_table(workload.key_prefix, workload.keys)
+    keys = list(build_key_table(workload.key_prefix, workload.keys))
     plan = compile_plan(workload, 0, 1)
     verified = replace(plan, config=replace(workload, verify=True), key_table=keys)
     values = RequestSource(verified).preload_values(range(len(keys)))

@@ -17,10 +17,10 @@ and resets while running are errors of their interval (report/connections.py).
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import Sequence
 from typing import Any
 
+from kvbench.engine.connect_errors import connect_error_text as connect_error_text  # (its home)
 from kvbench.engine.link import Link
 from kvbench.errors import SetupRefused, TargetUnreachable
 from kvbench.metrics.recorder import Recorder
@@ -33,20 +33,6 @@ RECONNECT_MAX_NS = 1_000_000_000
 def backoff(delay_ns: int) -> int:
     """The next wait before reopening: doubled, from RECONNECT_FIRST_NS to RECONNECT_MAX_NS."""
     return min(max(delay_ns, RECONNECT_FIRST_NS) * 2, RECONNECT_MAX_NS)
-
-
-def connect_error_text(exc: BaseException) -> str:
-    """One line for a failed connect: ``connection refused``, ``timed out``, ..."""
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-        return "timed out"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS handshake failed: {getattr(exc, 'reason', None) or exc}"
-    if isinstance(exc, SetupRefused):
-        return f"the server refused the connection setup: {exc}"
-    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-    return str(text).lower() if isinstance(exc, OSError) else str(text)
 
 
 async def open_link(link: Link, timeout_ns: int) -> None:

@@ -6,15 +6,17 @@ memcached connections need nothing; HTTP gateway codecs get the URL's path and H
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbench.config.model import TargetConfig
 from kvbench.protocols.base import ClientCodec, CodecOptions
 from kvbench.protocols.http1 import HttpMemcCodec, host_header
 from kvbench.protocols.registry import CODECS
 from kvbench.protocols.resp import RespCodec
+
+if TYPE_CHECKING:
+    import ssl
 
 
 def codec_factory_for(
@@ -56,6 +58,8 @@ def ssl_context_for(target: TargetConfig) -> ssl.SSLContext | None:
     """The TLS client context for a ``rediss://`` target, or None for plain TCP."""
     if not target.tls:
         return None
+    import ssl  # only for TLS: the coordinator probing a plain target does without it
+
     context = ssl.create_default_context(cafile=target.tls_ca)
     if target.tls_insecure:
         context.check_hostname = False

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field, replace
 
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.engine.setup import ssl_context_for
+from kvbench.engine.spec import check_shards as check_shards  # (its home)
 from kvbench.errors import ConfigError
 from kvbench.workload.chunk import Cursor
-from kvbench.workload.commands import check_commands, compile_commands
+from kvbench.workload.commands import compile_commands
 from kvbench.workload.placement import placement_for
 from kvbench.workload.plan import RequestSource, WorkloadPlan, compile_plan
 from kvbench.workload.slots import SlotMap, SlotPlacement
@@ -61,17 +62,6 @@ def server_name(target: TargetConfig) -> str:
     if target.socket_path is not None:
         return target.socket_path
     return f"{target.host}:{target.port}"
-
-
-def check_shards(config: RunConfig) -> None:
-    """What every worker compiles for its shards and could refuse, checked once up front
-    (the commands, for each target's protocol), so it is one ConfigError before any worker
-    starts or socket opens.
-
-    Raises:
-        ConfigError: a command a target's protocol cannot carry.
-    """
-    check_commands(config)
 
 
 def source_for(plan: WorkloadPlan, target: TargetConfig) -> RequestSource:

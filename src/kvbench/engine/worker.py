@@ -17,10 +17,9 @@ import asyncio
 import gc
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from kvbench.config.model import RunConfig, TargetConfig
+from kvbench.config.model import TargetConfig
 from kvbench.config.replay import MONITOR_FORMAT
 from kvbench.engine.clock import NEVER, cpu_wait_ns
 from kvbench.engine.codec_choice import connection_codec_factories
@@ -42,6 +41,8 @@ from kvbench.engine.reconnect import LinkKeeper, open_links
 from kvbench.engine.redirect import ClusterConnection, ClusterRouter
 from kvbench.engine.setup import setup_for
 from kvbench.engine.shards import Shard, build_shards, cluster_shards
+from kvbench.engine.spec import WorkerSpec as WorkerSpec  # (re-exported: built here before)
+from kvbench.engine.spec import WorkerSummary as WorkerSummary
 from kvbench.engine.verify import Verifier
 from kvbench.metrics.recorder import Recorder
 from kvbench.metrics.snapshot import IntervalSnapshot
@@ -49,7 +50,6 @@ from kvbench.units import share_out
 from kvbench.workload.chunk import ChunkSource, Cursor
 from kvbench.workload.monitor_feed import MonitorFeed
 from kvbench.workload.plan import RequestSource, WorkloadPlan, own_key_plans
-from kvbench.workload.slots import SlotMap
 from kvbench.workload.trace_source import ReplayFeed
 from kvbench.workload.trace_spool import SpoolUnreadable
 from kvbench.workload.verify import value_check
@@ -70,52 +70,6 @@ INFLIGHT_SAMPLE_EVERY = 10
 # 17-39 ms and showed up as a 39 ms max in a 4 s Redis run (pipeline 16); folding as the
 # interval runs kept that run's max at 4.5 ms.
 FOLD_EVERY = 10
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerSpec:
-    """What one worker process is asked to do.
-
-    Attributes:
-        config: the whole run's config.
-        worker_index, n_workers: this worker's place among all workers.
-        connections: connections this worker opens.
-        requests: this worker's share of ``--requests`` (None: run for the duration).
-        slot_map: a Redis Cluster run: which master (``config.targets[i]``) serves each
-            hash slot, as discovered before the run (runner/redis_cluster.py).
-    """
-
-    config: RunConfig
-    worker_index: int
-    n_workers: int
-    connections: int
-    requests: int | None
-    slot_map: SlotMap | None = None
-
-    @property
-    def process_name(self) -> str:
-        return f"kvbench-worker-{self.worker_index}"
-
-
-@dataclass(slots=True)
-class WorkerSummary:
-    """What a worker reports when its run ends."""
-
-    status: str  # "ok", "interrupted" (Ctrl-C) or "failed" (a bug ended it early)
-    measure_start_ns: int
-    measure_end_ns: int
-    errors: dict[str, int] = field(default_factory=dict)
-    # When the worker really began, after waiting for the common start instant (it is
-    # late when Start reached it late, or its loop was busy): the start skew across hosts.
-    began_ns: int = 0
-    last_error: str | None = None
-    mismatch_keys: list[str] = field(default_factory=list)  # --verify: example keys
-    # "compiled loop", "compiled (transports[: <why>])" or "python (<why>)"
-    # (engine/fastpath.py driver_name)
-    driver: str = "python"
-    # A replay: this worker's trace profile and counts (``ReplayFeed.report``), else None.
-    trace: dict[str, Any] | None = None
-    peak_rss_bytes: int | None = None  # the process's, set as it sends this (runner/process.py)
 
 
 class _OnTally(Generic[T]):

@@ -192,11 +192,17 @@ class Histogram:
     value's size is kept nowhere else, and a max below the percentiles of the clipped
     bucket would contradict them: a 105 s age read "max 60.00s", p50 60.03s). All are 0
     while ``total_count`` is 0. Not thread-safe; one per recorder.
+
+    ``counts`` is the dense array of counters (221 KB). An unpickled histogram keeps the
+    sparse buckets it arrived as until something reads ``counts`` (``merge`` adds them to
+    another without): the coordinator holds every worker's interval snapshots until the
+    run ends, and dense they grew it by ~1.3 MB per second of a 2-worker run.
     """
 
-    __slots__ = ("counts", "max_ns", "min_ns", "out_of_range", "sum_ns", "total_count")
+    __slots__ = ("_counts", "_sparse", "max_ns", "min_ns", "out_of_range", "sum_ns", "total_count")
 
-    counts: Int64Array
+    _counts: Int64Array | None  # None: the buckets are ``_sparse``'s
+    _sparse: tuple[npt.NDArray[Any], npt.NDArray[Any]] | None  # (indexes ascending, counts)
     total_count: int
     min_ns: int
     max_ns: int
@@ -204,12 +210,30 @@ class Histogram:
     sum_ns: int
 
     def __init__(self) -> None:
-        self.counts = np.zeros(COUNTS_LEN, dtype=np.int64)
+        self._counts = np.zeros(COUNTS_LEN, dtype=np.int64)
+        self._sparse = None
         self.total_count = 0
         self.min_ns = 0
         self.max_ns = 0
         self.out_of_range = 0
         self.sum_ns = 0
+
+    @property
+    def counts(self) -> Int64Array:
+        """The counts array (``COUNTS_LEN`` int64 counters), made from the sparse buckets
+        an unpickled histogram holds on first use."""
+        counts = self._counts
+        if counts is None:
+            assert self._sparse is not None
+            indexes, sparse = self._sparse
+            counts = np.zeros(COUNTS_LEN, dtype=np.int64)
+            counts[indexes] = sparse
+            self._counts, self._sparse = counts, None
+        return counts
+
+    @counts.setter
+    def counts(self, value: Int64Array) -> None:
+        self._counts, self._sparse = value, None
 
     # -- recording -----------------------------------------------------------------
 
@@ -275,7 +299,11 @@ class Histogram:
         """Add ``other`` into this histogram, exactly (HdrHistogram ``add``)."""
         if other.total_count == 0 and other.out_of_range == 0:
             return
-        self.counts += other.counts
+        if other._sparse is not None and other is not self:
+            indexes, sparse = other._sparse  # ascending, each once: one add per bucket
+            self.counts[indexes] += sparse
+        else:
+            self.counts += other.counts
         self.out_of_range += other.out_of_range
         if other.total_count:
             self._add_scalars(other.total_count, other.min_ns, other.max_ns, other.sum_ns)
@@ -469,9 +497,9 @@ class Histogram:
             raise ValueError("bucket indexes must be ascending, within the tracked range")
         if count_array.size and int(count_array.min()) < 0:
             raise ValueError("bucket counts must be >= 0")
-        self.counts = np.zeros(COUNTS_LEN, dtype=np.int64)
-        self.counts[index_array] = count_array
-        self.total_count = _exact_sum(self.counts[index_array])
+        # Kept sparse (read-only views of the pickle's bytes) until ``counts`` is read.
+        self._counts, self._sparse = None, (index_array, count_array)
+        self.total_count = _exact_sum(count_array.astype(np.int64))
         if self.total_count >= 1 << 63:
             raise ValueError("total count does not fit in 64 bits")
         self.min_ns, self.max_ns, self.sum_ns = int(min_ns), int(max_ns), int(sum_ns)

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from kvbench import __version__
 from kvbench.config.cluster import INSTALL_HINT, split_listen_address
 from kvbench.config.model import LoadConfig
-from kvbench.engine.worker import WorkerSpec
+from kvbench.engine.spec import WorkerSpec
 from kvbench.errors import ConfigError, MessageError, TargetUnreachable, WorkerFailed
 from kvbench.results.model import WorkerRecord
 from kvbench.runner import messages as m

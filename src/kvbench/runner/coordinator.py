@@ -20,8 +20,7 @@ from typing import Any, Required, TypedDict, Unpack
 
 from kvbench import __version__
 from kvbench.config.model import RunConfig
-from kvbench.engine.shards import check_shards
-from kvbench.engine.worker import WorkerSpec, WorkerSummary
+from kvbench.engine.spec import WorkerSpec, WorkerSummary, check_shards
 from kvbench.errors import ConfigError, RunAborted, TargetUnreachable, WorkerFailed
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.environment import describe_environment, peak_rss_bytes
@@ -33,7 +32,6 @@ from kvbench.runner import interrupts, probe, redis_cluster
 from kvbench.runner import messages as m
 from kvbench.runner.launcher import WorkerLauncher, launcher_for
 from kvbench.runner.pool import EXITED, WorkerPool
-from kvbench.runner.process import event_loop_name
 from kvbench.runner.redis_cluster import SlotMap
 from kvbench.units import share_out
 
@@ -638,6 +636,8 @@ class ResultFields(TypedDict, total=False):
 def fresh_result(*, driver: str | None = None, **fields: Unpack[ResultFields]) -> RunResult:
     """A run's result, measured now (``fields``: RunResult's others): a new id, this
     kvbench's version, this host's environment and the connection driver ran."""
+    from kvbench.runner.process import event_loop_name  # the engine's: not before it is needed
+
     environment = describe_environment(event_loop_name())
     if driver is not None:
         environment["driver"] = driver

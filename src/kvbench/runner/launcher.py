@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from multiprocessing.connection import Connection as Pipe
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kvbench.config.model import RunConfig
-from kvbench.runner.process import ProcessSpec
+
+if TYPE_CHECKING:  # the worker entry and the engine: not in the coordinator
+    from kvbench.runner.process import ProcessSpec
 
 
 class WorkerLauncher(Protocol):

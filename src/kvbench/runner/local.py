@@ -18,10 +18,21 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection as Pipe
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvbench.runner import forkserver
-from kvbench.runner.process import ProcessSpec, worker_main
+
+if TYPE_CHECKING:
+    from kvbench.runner.process import ProcessSpec
+
+
+def worker_entry(spec: ProcessSpec, pipe: Pipe, lifeline: Pipe | None) -> None:
+    """A worker process's target: runner/process.py's ``worker_main``, imported here, in
+    the worker (the fork server preloaded it), so the coordinator, which names this
+    function to the server, never imports the engine."""
+    from kvbench.runner.process import worker_main
+
+    worker_main(spec, pipe, lifeline)
 
 
 class LocalLauncher:
@@ -52,7 +63,7 @@ class LocalLauncher:
         for spec in specs:
             parent, child = context.Pipe(duplex=True)
             proc = context.Process(
-                target=worker_main,
+                target=worker_entry,
                 args=(spec, child, self._lifeline_reader),
                 name=spec.process_name,
                 daemon=True,

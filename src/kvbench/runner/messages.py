@@ -10,11 +10,14 @@ never merges what it does not understand.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from kvbench.engine.queue_worker import QueueInterval, QueueProgress, QueueSummary
-from kvbench.engine.worker import WorkerSummary
 from kvbench.errors import MessageError
-from kvbench.metrics.snapshot import IntervalSnapshot
+
+if TYPE_CHECKING:  # what the messages carry: the coordinator imports these as they arrive
+    from kvbench.engine.queue_worker import QueueInterval, QueueProgress, QueueSummary
+    from kvbench.engine.spec import WorkerSummary
+    from kvbench.metrics.snapshot import IntervalSnapshot
 
 VERSION = 1
 

@@ -15,10 +15,13 @@ import contextlib
 from collections.abc import Sequence
 from multiprocessing.connection import Connection as Pipe
 from multiprocessing.connection import wait
+from typing import TYPE_CHECKING
 
 from kvbench.runner import messages as m
 from kvbench.runner.launcher import WorkerLauncher
-from kvbench.runner.process import ProcessSpec
+
+if TYPE_CHECKING:  # the worker entry and the engine: not in the coordinator
+    from kvbench.runner.process import ProcessSpec
 
 EXITED = "exited"
 

@@ -19,7 +19,7 @@ import hiredis
 
 from kvbench.config.model import TargetConfig
 from kvbench.config.targets import parse_target
-from kvbench.engine.reconnect import connect_error_text
+from kvbench.engine.connect_errors import connect_error_text
 from kvbench.engine.setup import codec_factory_for, setup_for, ssl_context_for
 from kvbench.errors import ProtocolError, TargetUnreachable
 from kvbench.protocols.base import NEED_DATA, CodecOptions, Op, Reply, ReplyKind, parse_stats_text

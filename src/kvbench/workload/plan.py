@@ -23,7 +23,7 @@ from kvbench.protocols.base import OP_NAMES, Op
 from kvbench.protocols.commands import RequestTemplate
 from kvbench.workload.chunk import Chunk, Held
 from kvbench.workload.commands import COMMAND_BASE, CommandSet
-from kvbench.workload.keys import KeyPicker, LatestPicker, build_key_table
+from kvbench.workload.keys import KeyPicker, KeyTable, LatestPicker, build_key_table
 from kvbench.workload.mix import OpMix
 from kvbench.workload.models import model_key_sizes
 from kvbench.workload.values import slice_bounds, timestamp_value, value_table_for
@@ -55,9 +55,9 @@ class WorkloadPlan:
     worker_index: int
     n_workers: int
     seed: int
-    key_table: list[bytes]
+    key_table: Sequence[bytes]  # a KeyTable (packed), or a list (a shard's share)
     value_table: list[memoryview]
-    counter_table: list[bytes]
+    counter_table: Sequence[bytes]
     ops: tuple[Op, ...]
     commands: CommandSet
 
@@ -118,18 +118,21 @@ def compile_plan(config: WorkloadConfig, worker_index: int, n_workers: int) -> W
         else None
     )
     mix = OpMix(config.ratio, rng)
+    # The keys, then the counters, in one blob: a packed chunk's key column as it is.
+    keys = KeyTable.joined(
+        build_key_table(
+            config.key_prefix, count, config.key_template, config.key_size, key_rng, sizes
+        ),
+        build_key_table(config.key_prefix + COUNTER_INFIX, min(config.keys, MAX_COUNTERS)),
+    )
     return WorkloadPlan(
         config=config,
         worker_index=worker_index,
         n_workers=n_workers,
         seed=config.seed,
-        key_table=build_key_table(
-            config.key_prefix, count, config.key_template, config.key_size, key_rng, sizes
-        ),
+        key_table=keys[:count],
         value_table=value_table_for(config, rng),
-        counter_table=build_key_table(
-            config.key_prefix + COUNTER_INFIX, min(config.keys, MAX_COUNTERS)
-        ),
+        counter_table=keys[count:],
         # a read-modify-write sends a get and a set
         ops=tuple(mix.ops) + ((Op.GET, Op.SET) if mix.rmw else ()),
         commands=CommandSet.of(config.commands),
@@ -173,7 +176,7 @@ class RequestSource:
         self._version = plan.worker_index << 24
         self._rng = rng
         self._keys = self._picker(plan)
-        self._key_array = _objects(plan.key_table)
+        self._key_objects: npt.NDArray[np.object_] | None = None  # _key_array()
         self._value_array = _objects(plan.value_table)
         self._mix = OpMix(config.ratio, rng, config.commands, config.op_order)
         if len(templates) != len(config.commands):
@@ -215,6 +218,14 @@ class RequestSource:
         if self.can_pack():
             self._tables = _PackedTables.of(self._plan)
         return self._tables is not None
+
+    def _key_array(self) -> npt.NDArray[np.object_]:
+        """The keys as an object array, to gather chunks of lists from in C: made on the
+        first chunk of lists (a source that packs never makes a bytes object per key)."""
+        if self._key_objects is None:
+            table = self._plan.key_table
+            self._key_objects = table.objects() if isinstance(table, KeyTable) else _objects(table)
+        return self._key_objects
 
     def _picker(self, plan: WorkloadPlan) -> KeyPicker | LatestPicker | None:
         """A key picker over ``plan``'s keys (workers start sequential walks apart)."""
@@ -259,7 +270,7 @@ class RequestSource:
         """
         self._plan = plan
         self._keys = self._picker(plan)
-        self._key_array = _objects(plan.key_table)
+        self._key_objects = None
         self._value_array = _objects(plan.value_table)
 
     def _place_special(
@@ -275,7 +286,7 @@ class RequestSource:
         at = np.flatnonzero(codes == int(Op.MGET))
         if at.size:
             width = self._mget_width
-            drawn = self._key_array.take(picker.draw(at.size * width)).reshape(-1, width)
+            drawn = self._key_array().take(picker.draw(at.size * width)).reshape(-1, width)
             for i, row in zip(at.tolist(), drawn.tolist(), strict=True):
                 keys[i] = tuple(row)
         at = np.flatnonzero(codes == int(Op.INCR))
@@ -303,7 +314,7 @@ class RequestSource:
             ops = record_ops = codes.tolist()
         # Gathered from object arrays of the tables in C: 2.5x cheaper than itemgetter over
         # the index list (and its tolist).
-        keys: KeyList = self._key_array.take(indexes).tolist()
+        keys: KeyList = self._key_array().take(indexes).tolist()
         if self._special:
             self._place_special(codes, indexes, keys)
         values: ValueList
@@ -376,9 +387,8 @@ class RequestSource:
 
     def preload(self, indexes: range) -> FixedSource:
         """The preload's requests: a set of each key ``indexes`` names, with its value."""
-        table = self._plan.key_table
-        keys: KeyList = [table[i] for i in indexes]
-        return FixedSource([int(Op.SET)] * len(keys), keys, self.preload_values(indexes))
+        keys = _keys_at(self._plan.key_table, indexes)
+        return FixedSource([int(Op.SET)] * len(keys), keys, self.preload_values(indexes), CHUNK)
 
     def preload_values(self, indexes: range) -> ValueList:
         """Values to store under the keys ``indexes`` during preload."""
@@ -393,12 +403,27 @@ class RequestSource:
 
 
 class FixedSource:
-    """A fixed list of requests, sent once: the preload's sets (engine/worker.py), a
-    source of their own, so the run's sources are not touched. One chunk of them all."""
+    """A fixed run of requests, sent once: the preload's sets (engine/worker.py), a
+    source of their own, so the run's sources are not touched.
 
-    def __init__(self, ops: list[int], keys: KeyList, values: ValueList) -> None:
-        self._chunk: Chunk | None = Chunk(ops, ops, keys, values)
+    Args:
+        ops, keys, values: the requests' columns (sequences: a key table's slice is a
+            view, its keys made bytes objects a chunk at a time).
+        chunk: requests per chunk (None: one chunk of them all). The preload's come in
+            ``CHUNK``s, so its keys and lists live a chunk at a time, not all at once.
+    """
+
+    def __init__(
+        self,
+        ops: Sequence[int],
+        keys: Sequence[bytes | tuple[bytes, ...]],
+        values: Sequence[bytes | memoryview],
+        chunk: int | None = None,
+    ) -> None:
+        self._ops, self._keys, self._values = ops, keys, values
         self._count = len(ops)
+        self._chunk = chunk or max(1, self._count)
+        self._next: int | None = 0  # the next chunk's first request (None: all handed out)
 
     @property
     def empty(self) -> bool:
@@ -406,9 +431,15 @@ class FixedSource:
         return self._count == 0
 
     def next_chunk(self) -> Chunk | None:
-        """The requests, the first time; then None (they are sent once)."""
-        chunk, self._chunk = self._chunk, None
-        return chunk
+        """The next chunk of the requests (the first even when there are none), then
+        None (they are sent once)."""
+        low = self._next
+        if low is None:
+            return None
+        high = min(self._count, low + self._chunk)
+        self._next = high if high < self._count else None
+        ops = list(self._ops[low:high])
+        return Chunk(ops, ops, list(self._keys[low:high]), list(self._values[low:high]))
 
     def pack(self) -> bool:
         """Lists stay lists (``RequestSource.pack``)."""
@@ -435,23 +466,63 @@ class _PackedTables:
     @classmethod
     def of(cls, plan: WorkloadPlan) -> _PackedTables | None:
         """``plan``'s tables, or None where a bound would not fit 32 bits."""
-        table = [*plan.key_table, *plan.counter_table]
-        lengths = np.fromiter(map(len, table), dtype=np.int64, count=len(table))
-        ends = np.cumsum(lengths)
+        keys, counters = plan.key_table, plan.counter_table
+        table = _whole(keys, counters) or KeyTable.joined(KeyTable.of(keys), KeyTable.of(counters))
         blob, starts = slice_bounds(plan.value_table)
         sizes = np.fromiter(map(len, plan.value_table), dtype=np.int64, count=len(starts))
-        if max(len(blob), int(ends[-1]) if len(ends) else 0) > MAX_PACKED_BYTES:
+        if max(len(blob), len(table.blob)) > MAX_PACKED_BYTES:
             return None
         return cls(
-            b"".join(table),
-            (ends - lengths).astype(np.uint32),
-            ends.astype(np.uint32),
+            table.blob,
+            table.starts.astype(np.uint32, copy=False),
+            table.ends.astype(np.uint32, copy=False),
             len(plan.key_table),
             max(1, len(plan.counter_table)),
             blob,
             starts.astype(np.uint32),
             (starts + sizes).astype(np.uint32),
         )
+
+
+def _whole(keys: Sequence[bytes], counters: Sequence[bytes]) -> KeyTable | None:
+    """compile_plan's table, keys then counters, when ``keys`` and ``counters`` are its
+    two halves (views of it, one after the other): its bounds as they are, no copy."""
+    if not (isinstance(keys, KeyTable) and isinstance(counters, KeyTable)):
+        return None
+    if keys.blob is not counters.blob:
+        return None
+    starts = _consecutive(keys.starts, counters.starts)
+    ends = _consecutive(keys.ends, counters.ends)
+    if starts is None or ends is None:
+        return None
+    return KeyTable(keys.blob, starts, ends)
+
+
+def _consecutive(first: npt.NDArray[Any], second: npt.NDArray[Any]) -> npt.NDArray[Any] | None:
+    """The array ``first`` and ``second`` are the two halves of (views: ``first`` from
+    its start, ``second`` right after), or None."""
+    whole = first.base
+    if not isinstance(whole, np.ndarray) or second.base is not whole or whole.ndim != 1:
+        return None
+    if len(first) + len(second) != len(whole) or first.strides != whole.strides:
+        return None
+    if second.strides != whole.strides:
+        return None
+
+    def address(array: npt.NDArray[Any]) -> int:
+        return int(array.__array_interface__["data"][0])
+
+    at = address(whole)
+    if address(first) != at or address(second) != at + len(first) * whole.itemsize:
+        return None
+    return whole
+
+
+def _keys_at(table: Sequence[bytes], indexes: range) -> Sequence[bytes]:
+    """The keys of ``table`` at ``indexes`` (a table's slice: a view of it)."""
+    if isinstance(table, KeyTable):
+        return table[indexes.start : indexes.stop : indexes.step]
+    return [table[i] for i in indexes]
 
 
 def _objects(table: Sequence[Any]) -> npt.NDArray[np.object_]:

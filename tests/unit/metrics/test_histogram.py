@@ -369,6 +369,33 @@ def test_pickle_round_trip_is_small_and_exact() -> None:
     assert len(pickle.dumps(Histogram())) < 200
 
 
+def test_an_unpickled_histogram_stays_sparse_until_its_counts_are_read() -> None:
+    """The coordinator holds its workers' snapshots all run: each histogram as the few
+    buckets it arrived as, merged into another bucket by bucket, the same sums."""
+    a, b = Histogram(), Histogram()
+    a.record_many(latencies(2_000))
+    b.record_many(latencies(3_000) * 7)
+    b.record(70_000_000_000)  # clipped: out of range
+    restored_a, restored_b = pickle.loads(pickle.dumps(a)), pickle.loads(pickle.dumps(b))
+    assert restored_a._counts is None and restored_b._counts is None
+    merged = Histogram.merged([restored_a, restored_b])
+    assert restored_a._counts is None and restored_b._counts is None  # read, not made dense
+    expected = Histogram.merged([a, b])
+    assert merged == expected
+    assert (merged.min_ns, merged.max_ns, merged.sum_ns, merged.out_of_range) == (
+        expected.min_ns,
+        expected.max_ns,
+        expected.sum_ns,
+        expected.out_of_range,
+    )
+    assert merged.value_at_percentile(99.9) == expected.value_at_percentile(99.9)
+    assert np.array_equal(restored_b.counts, b.counts) and restored_b._counts is not None
+    for doubled in (restored_a.copy(), pickle.loads(pickle.dumps(a))):  # dense, sparse
+        doubled.merge(doubled)  # itself
+        assert doubled.total_count == 2 * a.total_count
+        assert np.array_equal(doubled.counts, 2 * a.counts)
+
+
 def test_pickle_keeps_counts_beyond_32_bits_and_a_total_beyond_int64_sums() -> None:
     hist = Histogram()
     hist.record_many(latencies(100))

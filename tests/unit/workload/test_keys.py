@@ -10,7 +10,7 @@ from scipy import stats
 
 from kvbench.config.model import WorkloadConfig
 from kvbench.workload import RequestSource, compile_plan
-from kvbench.workload.keys import URL_SAFE, KeyPicker, build_key_table, zipf_cdf
+from kvbench.workload.keys import URL_SAFE, KeyPicker, KeyTable, build_key_table, zipf_cdf
 
 N = 200_000  # draws per distribution test: tolerances below are several sigma wide
 
@@ -24,6 +24,28 @@ def rng(seed: int = 1) -> np.random.Generator:
 
 def test_number_keys_are_prefix_and_number() -> None:
     assert build_key_table("k:", 3) == [b"k:0", b"k:1", b"k:2"]
+
+
+def test_a_key_table_is_its_keys_end_to_end_with_uint32_bounds() -> None:
+    """Packed (one blob, a bounds pair per key), across the blocks it is built in, and
+    equal to the list of its keys; a slice is a view of the same blob."""
+    keys = [b"k:%d" % i for i in range(10_000)]
+    table = build_key_table("k:", 10_000)
+    assert isinstance(table, KeyTable) and len(table) == 10_000
+    assert table == keys and list(table) == keys and table.blob == b"".join(keys)
+    assert table.starts.dtype == table.ends.dtype == np.uint32
+    assert table[0] == b"k:0" and table[-1] == b"k:9999" and table[4096] == b"k:4096"
+    part = table[4095:4098]
+    assert part == [b"k:4095", b"k:4096", b"k:4097"] and part.blob is table.blob
+    assert KeyTable.of(keys) == table and KeyTable.of(table) is table
+    assert table != keys[:-1] and table != [b"x"] * 10_000
+
+
+def test_key_tables_join_keys_then_counters_in_one_blob() -> None:
+    keys, counters = build_key_table("k:", 3), build_key_table("k:counter:", 2)
+    both = KeyTable.joined(keys, counters)
+    assert both == [b"k:0", b"k:1", b"k:2", b"k:counter:0", b"k:counter:1"]
+    assert both[3:] == counters and both.blob == keys.blob + counters.blob
 
 
 def test_key_size_pads_numbers_with_zeros_to_exactly_n_bytes() -> None:
