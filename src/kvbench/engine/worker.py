@@ -38,7 +38,7 @@ from kvbench.engine.loop import LoopDriver
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule, TraceSchedule
 from kvbench.engine.py_pump import PumpMaker, PyPumps, PyTally
-from kvbench.engine.reconnect import LinkKeeper, open_links
+from kvbench.engine.reconnect import LinkKeeper, connects_in_flight, interleaved, open_links
 from kvbench.engine.redirect import ClusterConnection, ClusterRouter
 from kvbench.engine.setup import setup_for
 from kvbench.engine.shards import Shard, build_shards, cluster_shards
@@ -268,6 +268,7 @@ class Worker(LinkKeeper):
         spec = self.spec
         load = spec.config.load
         self.connections = []
+        by_shard: list[list[Connection]] = []
         for shard, count in zip(
             self.shards, share_out(spec.connections, len(self.shards)), strict=True
         ):
@@ -282,6 +283,7 @@ class Worker(LinkKeeper):
                 for connection, plan in zip(made, own_key_plans(shard.plan, count), strict=True):
                     connection.cursor = Cursor(RequestSource(plan))
             self.connections += made
+            by_shard.append(made)
         replay = spec.config.replay
         if replay is not None and replay.format == MONITOR_FORMAT:
             self.feed = MonitorFeed(
@@ -305,7 +307,13 @@ class Worker(LinkKeeper):
             for conn, lane in zip(self.connections, lanes, strict=True):
                 conn.cursor = Cursor(lane)
             self.feed.prepare()  # before any connection: a bad row sends nothing
-        await open_links(self.connections, load.connect_timeout_ns)
+        # Each server's connects in flight stay under its listen backlog, whatever the
+        # number of workers and servers (engine/reconnect.py).
+        await open_links(
+            interleaved(by_shard),
+            load.connect_timeout_ns,
+            connects_in_flight(len(self.shards), spec.n_workers),
+        )
 
     def make_connection(
         self,
