@@ -32,12 +32,21 @@ MAX_VALUE_BYTES = {
 
 
 def max_connection_slots(config: RunConfig) -> int:
-    """How many requests the run's connections can hold in flight at once: connections
-    per target x targets (sharded memcached; a Redis Cluster's seeds are one target) x
-    pipeline."""
+    """How many requests the run's connections can hold in flight at once: connections x
+    pipeline. ``--connections`` is the total over every server (engine/worker.py shares
+    each worker's among the targets of a sharded run); counting it once per server
+    overstated the slots of a sharded run as many times, and the open files it needs."""
+    return config.load.connections * config.load.pipeline
+
+
+def connections_per_server(config: RunConfig) -> int:
+    """The most connections one server address gets: a sharded run's are shared among its
+    servers (rounded up); a single server or a Redis Cluster (whose connections go to
+    masters the seeds name) may get them all."""
     targets = config.targets
-    served = len(targets) if len(targets) > 1 and not any(t.cluster for t in targets) else 1
-    return config.load.connections * served * config.load.pipeline
+    if len(targets) > 1 and not any(t.cluster for t in targets):
+        return -(-config.load.connections // len(targets))
+    return config.load.connections
 
 
 def max_rate_per_s(config: RunConfig) -> float:

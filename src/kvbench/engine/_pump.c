@@ -675,6 +675,10 @@ typedef struct {
     I64s service, lag;
     long long late[MAX_OPS];
     long long sent;
+    /* Requests in flight on every pump of this tally (their FIFOs' lengths added up):
+     * the worker samples it for Little's law, where summing the pumps' ``inflight`` in
+     * Python cost 10,000 calls a sample at 10,000 connections. */
+    long long inflight;
     /* Bytes by op: of the requests written, of the replies accounted (take_bytes()). */
     long long tx[MAX_OPS], rx[MAX_OPS];
 } Tally;
@@ -804,6 +808,12 @@ Tally_pending(Tally *self, void *closure)
     return PyLong_FromSsize_t(self->ops.len);
 }
 
+static PyObject *
+Tally_inflight(Tally *self, void *closure)
+{
+    return PyLong_FromLongLong(self->inflight);
+}
+
 static PyMemberDef Tally_members[] = {
     {"issuing", T_BOOL, offsetof(Tally, issuing), 0, "send new requests"},
     {"budget", T_LONGLONG, offsetof(Tally, budget), 0, "requests left to send; -1: no limit"},
@@ -815,6 +825,7 @@ static PyMemberDef Tally_members[] = {
 
 static PyGetSetDef Tally_getset[] = {
     {"pending", (getter)Tally_pending, NULL, "replies accounted and not taken yet", NULL},
+    {"inflight", (getter)Tally_inflight, NULL, "requests in flight on its pumps", NULL},
     {NULL},
 };
 
@@ -1315,6 +1326,9 @@ Pump_traverse(Pump *self, visitproc visit, void *arg)
 static int
 Pump_clear(Pump *self)
 {
+    if (self->tally != NULL) /* what it had in flight leaves the tally's count with it */
+        self->tally->inflight -= self->fifo_len;
+    self->fifo_len = 0;
     Py_CLEAR(self->tally);
     Py_CLEAR(self->stream);
     Py_CLEAR(self->write);
@@ -1494,6 +1508,7 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended)
         else if (tally->budget >= 0)
             tally->budget -= i;
         self->fifo_len += i;
+        tally->inflight += i;
         self->opaque = tags.next; /* the opaques of the i requests in flight */
         tally->bytes_out += o.len;
         if (poller != NULL) {
@@ -1552,6 +1567,7 @@ account(Pump *self, Tally *tally, Pending *request, long long code, Py_ssize_t l
         tally->service.v[tally->service.len++] = now - request->sent_ns;
     self->fifo_head = (self->fifo_head + 1) % self->fifo_cap;
     self->fifo_len--;
+    tally->inflight--;
 }
 
 /* Take back the last ``n`` replies accounted (those of the read that broke the protocol):
@@ -1572,6 +1588,7 @@ unaccount(Pump *self, Tally *tally, Py_ssize_t n)
         tally->service.len -= n;
     self->fifo_head = (self->fifo_head + self->fifo_cap - n % self->fifo_cap) % self->fifo_cap;
     self->fifo_len += n;
+    tally->inflight += n;
     for (Py_ssize_t i = 0; i < n; i++) {
         const Pending *request = fifo_at(self, i);
         tally->rx[request->op] -= request->reply_len;
@@ -1824,6 +1841,7 @@ Pump_expire(Pump *self, PyObject *args)
     if (k) {
         self->fifo_head = (self->fifo_head + k) % self->fifo_cap;
         self->fifo_len -= k;
+        self->tally->inflight -= k;
     }
     return Py_BuildValue("(NN)", ops, late_by);
 }
@@ -1842,6 +1860,7 @@ Pump_drop(Pump *self, PyObject *unused)
         return NULL;
     for (Py_ssize_t i = 0; i < self->fifo_len; i++)
         PyBytes_AS_STRING(ops)[i] = (char)fifo_at(self, i)->op;
+    self->tally->inflight -= self->fifo_len;
     self->fifo_head = self->fifo_len = 0;
     self->in_len = 0;
     return ops;

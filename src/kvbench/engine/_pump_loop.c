@@ -52,6 +52,9 @@ struct Poller {
     int epfd;
     Slot *slots;
     Py_ssize_t n_slots, cap, live;
+    /* No free slot below this one: add() looks from here (from 0 it walked every slot
+     * in use, 5 * 10^7 steps to add 10,000 connections). */
+    Py_ssize_t free_from;
     PyObject *on_end;
     char *scratch;
     int polling;      /* in poll(): poll() again is refused */
@@ -194,6 +197,8 @@ release(Poller *self, Py_ssize_t i)
     s->out = NULL;
     s->out_pos = s->out_len = s->out_cap = 0;
     self->live--;
+    if (i < self->free_from)
+        self->free_from = i;
 }
 
 /* The connection ended (errno ``err``, 0: closed by the server): freed, then Python is
@@ -395,7 +400,7 @@ Poller_add(Poller *self, PyObject *args)
     PyObject *reader;
     if (ready(self) < 0 || !PyArg_ParseTuple(args, "iO", &fd, &reader))
         return NULL;
-    Py_ssize_t i = 0;
+    Py_ssize_t i = self->free_from;
     while (i < self->n_slots && self->slots[i].fd >= 0)
         i++;
     if (i == self->n_slots) {
@@ -418,6 +423,7 @@ Poller_add(Poller *self, PyObject *args)
     s->fd = fd;
     s->reader = Py_NewRef(reader);
     self->live++;
+    self->free_from = i + 1;
     return PyLong_FromUnsignedLongLong(handle_of(self, i));
 }
 

@@ -117,6 +117,7 @@ class LoopDriver:
         assert _pump is not None
         self.poller: Poller = _pump.Poller(self._ended)
         self.transports: dict[int, LoopTransport] = {}
+        self._addresses: dict[tuple[str, int], asyncio.Task[list[Any]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self.closed = False
 
@@ -153,8 +154,7 @@ class LoopDriver:
         if target.socket_path is not None:
             addresses = [(socket.AF_UNIX, target.socket_path)]
         else:  # each address in turn, as create_connection tries them (localhost: ::1, ...)
-            infos = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
-            addresses = [(family, address) for family, _, _, _, address in infos]
+            addresses = await self._resolve(target.host, target.port)
         error: OSError | None = None
         for family, address in addresses:
             sock = socket.socket(family, socket.SOCK_STREAM)
@@ -174,6 +174,24 @@ class LoopDriver:
             link.connection_made(LoopTransport(self, sock.detach(), link))
             return
         raise error or OSError(f"no address for {target.host}")
+
+    async def _resolve(self, host: str, port: int) -> list[tuple[int, Any]]:
+        """``host:port``'s addresses, looked up once per run (a failed lookup is asked
+        again): 10,000 connections to one server asked the resolver, a thread of the
+        loop's pool, 10,000 times."""
+        lookup = self._addresses.get((host, port))
+        if lookup is None:
+            loop = asyncio.get_running_loop()
+            lookup = self._addresses[host, port] = loop.create_task(
+                loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            )
+        try:
+            infos = await asyncio.shield(lookup)
+        except OSError:
+            if self._addresses.get((host, port)) is lookup:
+                del self._addresses[host, port]
+            raise
+        return [(family, address) for family, _, _, _, address in infos]
 
     def _check_open(self) -> None:
         if self.closed:

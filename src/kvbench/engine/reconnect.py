@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from itertools import zip_longest
+from typing import Any, TypeVar
 
 from kvbench.engine.connect_errors import connect_error_text as connect_error_text  # (its home)
 from kvbench.engine.link import Link
 from kvbench.errors import SetupRefused, TargetUnreachable
 from kvbench.metrics.recorder import Recorder
+
+T = TypeVar("T")
 
 # Reconnect backoff: start fast (a restarted server is back in milliseconds), cap at 1 s.
 RECONNECT_FIRST_NS = 50_000_000
@@ -62,22 +65,39 @@ async def open_link(link: Link, timeout_ns: int) -> None:
         await link.ready
 
 
-# Connects in flight at once while a worker opens its links. A server's listen backlog
-# (memcached -b: 1024, Redis tcp-backlog: 511) holds the connections it has not accepted
-# yet; 10,000 connects at once overflowed it, the kernel dropped the SYNs over it, and
-# their retries (1 s, then 3 s) ran out the connect timeout: the run failed "timed out".
-# A few hundred at a time keep it under the smallest default, and each link's timeout
-# counts from its own connect.
+# Connects in flight at once to one server while a run's workers open their links. A
+# server's listen backlog (memcached -b: 1024, Redis tcp-backlog: 511) holds the
+# connections it has not accepted yet; 10,000 connects at once overflowed it, the kernel
+# dropped the SYNs over it, and their retries (1 s, then 3 s) ran out the connect
+# timeout: the run failed "timed out". A few hundred at a time keep it under the smallest
+# default, and each link's timeout counts from its own connect. The workers of a run share
+# this among them (six workers at 256 each overflowed memcached's 1,024 while it was slow
+# to accept: 501 listen overflows), and a worker opens its links to its servers in turn.
 CONNECTS_IN_FLIGHT = 256
+# The fewest a worker keeps in flight however many workers share a server.
+CONNECTS_IN_FLIGHT_MIN = 16
 
 
-async def open_links(links: Sequence[Link], timeout_ns: int) -> None:
-    """Open every link and run its setup, ``CONNECTS_IN_FLIGHT`` at a time.
+def connects_in_flight(servers: int, workers: int) -> int:
+    """How many connects one of ``workers`` keeps in flight, its links spread over
+    ``servers``: ``CONNECTS_IN_FLIGHT`` at each server from all the workers together."""
+    return max(CONNECTS_IN_FLIGHT_MIN, CONNECTS_IN_FLIGHT * servers // max(workers, 1))
+
+
+def interleaved(groups: Sequence[Sequence[T]]) -> list[T]:
+    """The links of ``groups`` (one per server) in turn: one of each, then the next."""
+    return [link for links in zip_longest(*groups) for link in links if link is not None]
+
+
+async def open_links(
+    links: Sequence[Link], timeout_ns: int, in_flight: int = CONNECTS_IN_FLIGHT
+) -> None:
+    """Open every link and run its setup, ``in_flight`` at a time, in the order given.
 
     Raises:
         TargetUnreachable: one could not be opened or set up (the others are closed).
     """
-    gate = asyncio.Semaphore(CONNECTS_IN_FLIGHT)
+    gate = asyncio.Semaphore(in_flight)
 
     async def open_gated(link: Link) -> None:
         async with gate:

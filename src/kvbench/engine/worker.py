@@ -37,7 +37,7 @@ from kvbench.engine.loop import LoopDriver
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule, TraceSchedule
 from kvbench.engine.py_pump import PumpMaker, PyPumps, PyTally
-from kvbench.engine.reconnect import LinkKeeper, open_links
+from kvbench.engine.reconnect import LinkKeeper, connects_in_flight, interleaved, open_links
 from kvbench.engine.redirect import ClusterConnection, ClusterRouter
 from kvbench.engine.setup import setup_for
 from kvbench.engine.shards import Shard, build_shards, cluster_shards
@@ -65,6 +65,14 @@ PRELOAD_PIPELINE = 64
 HICCUP_PERIOD_NS = 1_000_000
 # In-flight requests are sampled for Little's law this often.
 INFLIGHT_SAMPLE_EVERY = 10
+# The timeout watchdog asks every connection for its oldest request every
+# TIMEOUT_SCAN_NS (a quarter of the timeout when that is shorter), or, with many
+# connections, every TIMEOUT_SCAN_PER_CONNECTION_NS per connection: at 10,000
+# connections a scan every 100 ms was 10^5 Python calls a second, one scan a second is
+# 10^4. A timed-out request counts at the timeout whenever a scan finds it: a later scan
+# only reopens its connection later.
+TIMEOUT_SCAN_NS = 100_000_000
+TIMEOUT_SCAN_PER_CONNECTION_NS = 100_000
 # Replies are folded into the interval's histograms this often (in hiccup periods, so
 # about every 10 ms). One fold per 1 s interval of ~750k replies stalled the loop for
 # 17-39 ms and showed up as a 39 ms max in a 4 s Redis run (pipeline 16); folding as the
@@ -197,9 +205,26 @@ class Worker(LinkKeeper):
         Raises:
             TargetUnreachable: a connection could not be opened or set up.
         """
+        # Each connection makes ~30 objects the collector tracks (codec, pump, transport,
+        # the task that opens it): 10,000 of them set off about ten full passes over all of
+        # them, most of a 10k connect's CPU. The collector waits until they are open, then
+        # runs once, and what is left is frozen out of its later passes (the preload's);
+        # the run unfreezes it at its end.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            await self._connect()
+        finally:
+            if collecting:
+                gc.enable()
+        gc.collect()
+        gc.freeze()
+
+    async def _connect(self) -> None:
         spec = self.spec
         load = spec.config.load
         self.connections = []
+        by_shard: list[list[Connection]] = []
         for shard, count in zip(
             self.shards, share_out(spec.connections, len(self.shards)), strict=True
         ):
@@ -214,6 +239,7 @@ class Worker(LinkKeeper):
                 for connection, plan in zip(made, own_key_plans(shard.plan, count), strict=True):
                     connection.cursor = Cursor(RequestSource(plan))
             self.connections += made
+            by_shard.append(made)
         replay = spec.config.replay
         if replay is not None and replay.format == MONITOR_FORMAT:
             self.feed = MonitorFeed(
@@ -238,7 +264,13 @@ class Worker(LinkKeeper):
             for conn, lane in zip(self.connections, lanes, strict=True):
                 conn.cursor = Cursor(lane)
             self.feed.prepare()  # before any connection: a bad row sends nothing
-        await open_links(self.connections, load.connect_timeout_ns)
+        # Each server's connects in flight stay under its listen backlog, whatever the
+        # number of workers and servers (engine/reconnect.py).
+        await open_links(
+            interleaved(by_shard),
+            load.connect_timeout_ns,
+            connects_in_flight(len(self.shards), spec.n_workers),
+        )
 
     def make_connection(
         self,
@@ -615,12 +647,24 @@ class Worker(LinkKeeper):
             hiccups.append(max(0, _now() - before - HICCUP_PERIOD_NS))
             wakes += 1
             if wakes % INFLIGHT_SAMPLE_EVERY == 0 and self.phase == "measure":
-                self.recorder.add_stat("inflight_sum", sum(c.inflight for c in self.connections))
+                self.recorder.add_stat("inflight_sum", self._inflight())
                 self.recorder.add_stat("inflight_samples", 1)
 
+    def _inflight(self) -> int:
+        """Requests in flight on every connection: the compiled pumps' count in their
+        tally, else each connection's added up (at 10,000 connections sampled every 10 ms,
+        that sum was 10^6 Python calls a second)."""
+        if isinstance(self.tally, PyTally):
+            return sum(c.inflight for c in self.connections)
+        return int(self.tally.inflight)
+
     async def _watch_timeouts(self) -> None:
+        """Look for requests unanswered past the timeout every quarter of it, at most
+        every ``TIMEOUT_SCAN_NS``, and no more often than one connection per
+        ``TIMEOUT_SCAN_PER_CONNECTION_NS`` (a scan asks every connection)."""
         timeout_ns = self.spec.config.load.timeout_ns
-        period_s = min(timeout_ns / 4, 100_000_000) / 1e9
+        spread_ns = len(self.connections) * TIMEOUT_SCAN_PER_CONNECTION_NS
+        period_s = min(timeout_ns / 4, max(TIMEOUT_SCAN_NS, spread_ns)) / 1e9
         while True:
             await asyncio.sleep(period_s)
             self._check_timeouts(_now())

@@ -24,6 +24,8 @@ from kvbench.units import format_byte_rate, format_duration_ns, format_rate
 
 _LEVEL_STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
 _STATUS_STYLE = {"ok": "green", "failed": "bold red", "partial": "yellow", "interrupted": "yellow"}
+# From this many connections asked, the summary says how many were live even when all were.
+MANY_CONNECTIONS = 1000
 
 
 def fmt_us(value_us: float | None) -> str:
@@ -367,7 +369,9 @@ def server_lines(model: ReportModel) -> Text:
 
 
 def connection_lines(model: ReportModel) -> Text:
-    """Connections asked and live, and what happened to them, when anything did."""
+    """Connections asked and live, and what happened to them: when anything did, or when
+    many were asked (``MANY_CONNECTIONS``: whoever asks for 10,000 wants to see them all
+    live)."""
     text = Text()
     c = model.connections
     if not c:
@@ -380,6 +384,11 @@ def connection_lines(model: ReportModel) -> Text:
     )
     short = c["live_min"] is not None and c["live_min"] < c["asked"]
     if not (short or any(events)):
+        if c["asked"] >= MANY_CONNECTIONS and c["live_min"] is not None:
+            text.append(
+                f"connections: {c['asked']:,} asked, {c['live_min']:,} live at the fewest; "
+                f"opened {c['connects']:,}, none refused, lost or failed\n"
+            )
         return text
     live = "n/a" if c["live_min"] is None else f"{c['live_min']:,}"
     text.append(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from kvbench.config.limits import check_rate, max_connection_slots
+from kvbench.config.limits import check_rate, connections_per_server, max_connection_slots
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.config.workload_fields import longest_key
 from kvbench.errors import ConfigError, TargetUnreachable
@@ -84,7 +84,7 @@ def open_files_needed(config: RunConfig) -> int:
     """Open files the busiest local process of the run needs: a worker's share of the
     connections and its own files, or the coordinator's, whichever is more."""
     load = config.load
-    connections = max_connection_slots(config) // load.pipeline  # every server's
+    connections = max_connection_slots(config) // load.pipeline
     per_worker = math.ceil(connections / load.processes)
     coordinator = WORKER_SPARE_FILES + COORDINATOR_FILES_PER_WORKER * load.processes
     return max(per_worker + WORKER_SPARE_FILES, coordinator)
@@ -127,7 +127,8 @@ def local_port_range() -> tuple[int, int] | None:
 
 def check_local_ports(config: RunConfig, ports: tuple[int, int] | None) -> None:
     """Each connection to one server takes a local port of its own (a TCP connection is
-    its four addresses): more connections to one server than the range holds cannot open.
+    its four addresses; connections to other servers may reuse the port): more
+    connections to one server than the range holds cannot open.
 
     Raises:
         ConfigError: naming --connections, the range and how to widen it.
@@ -135,12 +136,14 @@ def check_local_ports(config: RunConfig, ports: tuple[int, int] | None) -> None:
     if ports is None or not any(t.socket_path is None for t in config.targets):
         return
     count = ports[1] - ports[0] + 1
-    if config.load.connections > count:
+    per_server = connections_per_server(config)
+    if per_server > count:
         raise ConfigError(
             "--connections",
-            f"{config.load.connections:,} connections to one server need as many local "
+            f"{per_server:,} connections to one server need as many local "
             f"ports; this host gives {count:,} (net.ipv4.ip_local_port_range {ports[0]} "
             f"{ports[1]}): widen it (sysctl -w net.ipv4.ip_local_port_range='1024 65535'), "
+            "share them over more server addresses (127.0.0.2, another port), "
             "or give fewer --connections",
         )
 

@@ -226,3 +226,22 @@ def test_more_connections_than_local_ports_are_refused() -> None:
         "--connections: 5,000 connections to one server need as many local ports; this host "
         "gives 4,001 (net.ipv4.ip_local_port_range 60000 64000)"
     )
+
+
+def test_a_sharded_runs_connections_need_local_ports_per_server() -> None:
+    """Shared among two servers, 5,000 connections are 2,500 to each: each server's
+    connections have the port range to themselves, and a worker holds its share once."""
+    urls = ["memcached://127.0.0.1:1", "memcached://127.0.0.2:1"]
+    config = load_config(
+        None,
+        {
+            "target.urls": (urls, "T"),
+            "load.connections": ("5001", "-c"),
+            "load.processes": ("2", "--processes"),
+        },
+        1,
+    )
+    limits.check_local_ports(config, (60000, 64000))  # 2,501 each: room enough
+    with pytest.raises(ConfigError, match="2,501 connections to one server"):
+        limits.check_local_ports(config, (60000, 62000))
+    assert limits.open_files_needed(config) == 2_501 + limits.WORKER_SPARE_FILES

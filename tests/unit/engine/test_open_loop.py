@@ -209,6 +209,32 @@ def test_a_tick_asks_only_as_many_connections_as_it_needs_in_turn() -> None:
     assert [s.sent for s in sinks[:4]] == [1, 1, 1, 0]
 
 
+class _BusySink(_Sink):
+    """A connection at pipeline 1 whose replies have not come: full once given one."""
+
+    pipeline = 1
+    asked = 0
+
+    @property  # type: ignore[override]
+    def inflight(self) -> int:
+        _BusySink.asked += 1
+        return self.sent
+
+
+def test_a_tick_starts_after_the_last_connection_the_one_before_filled() -> None:
+    """Three requests due a tick over 12 connections at pipeline 1, none answered: each
+    tick asks the next three (not the ones the tick before just filled first)."""
+    worker = _open_loop_worker(3000)
+    sinks = [_BusySink() for _ in range(12)]
+    worker.connections = sinks  # type: ignore[assignment]
+    dispatcher = OpenLoopDispatcher(*_parts(worker), Schedule(3000, 0, "uniform"), S)
+    _BusySink.asked = 0
+    for now in range(MS - 1, 4 * MS, MS):  # 3 due by each
+        dispatcher.dispatch(now)
+    assert [s.sent for s in sinks] == [1] * 12
+    assert _BusySink.asked == 12
+
+
 def test_a_reopened_connection_waits_for_the_dispatcher() -> None:
     """Open loop: a link that comes back sends nothing of its own (a closed-loop fill would
     send requests with no intended time, and shift every later latency by one)."""

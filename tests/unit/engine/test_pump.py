@@ -115,6 +115,31 @@ def test_expired_requests_leave_the_fifo_oldest_first() -> None:
     assert p.inflight == 0 and p.oldest_sent_ns() is None
 
 
+def test_the_tally_counts_what_every_pump_has_in_flight() -> None:
+    """``Tally.inflight`` is the pumps' ``inflight`` added up, through sends, replies, a
+    broken read taken back, expiry, drop and a pump's end (the worker samples it for
+    Little's law instead of asking each of its connections)."""
+    tally, a, _ = pump()
+    b = _pump.Pump(tally, _pump.Stream(Pieces(2).refill, TEXT), [].append, TEXT, TEXT_FAMILIES, MAX)
+    a.issue(3)
+    b.issue(4)
+    assert tally.inflight == a.inflight + b.inflight == 7
+    tally.issuing = False
+    assert a.received(b"END\r\n") == 1
+    assert tally.inflight == 6
+    assert a.received(b"END\r\nNONSENSE\r\n") == 2  # the END is taken back
+    assert a.inflight == 2 and tally.inflight == 6
+    assert len(a.drop()) == 2 and tally.inflight == 4
+    sent = b.oldest_sent_ns()
+    assert len(b.expire(sent + 1, 1)[0]) == 4 and tally.inflight == 0
+    b.issue(1)
+    tally.issuing = True
+    b.issue(2)
+    assert tally.inflight == 2
+    del b  # a pump that ends takes its requests out of the count
+    assert tally.inflight == 0
+
+
 def test_the_interval_cut_runs_before_the_read_is_accounted() -> None:
     seen: list[tuple[int, int]] = []
     pieces = Pieces(4)

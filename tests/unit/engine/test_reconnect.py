@@ -90,3 +90,19 @@ def test_a_worker_opens_its_links_a_few_hundred_at_a_time(monkeypatch: pytest.Mo
     asyncio.run(reconnect.open_links(links, 10**9))  # type: ignore[arg-type]
     assert most == reconnect.CONNECTS_IN_FLIGHT
     assert sorted(map(id, opened)) == sorted(map(id, links))
+
+
+def test_the_workers_of_a_run_share_each_servers_connects_in_flight() -> None:
+    """256 connects in flight at each server from all workers together: one worker to one
+    server keeps 256, six workers 42 each (six at 256 overflowed memcached's backlog), six
+    workers over six servers 256 each (a sixth of them at each server), never below 16."""
+    assert reconnect.connects_in_flight(1, 1) == 256
+    assert reconnect.connects_in_flight(1, 6) == 42
+    assert reconnect.connects_in_flight(6, 6) == 256
+    assert reconnect.connects_in_flight(1, 64) == reconnect.CONNECTS_IN_FLIGHT_MIN
+
+
+def test_links_open_to_their_servers_in_turn() -> None:
+    a, b, c = ["a1", "a2", "a3"], ["b1"], ["c1", "c2"]
+    order = reconnect.interleaved([a, b, c])
+    assert order == ["a1", "b1", "c1", "a2", "c2", "a3"]

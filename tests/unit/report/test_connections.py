@@ -98,6 +98,16 @@ def test_all_connections_live_says_nothing() -> None:
     assert summarize(fine).total_errors == 0
 
 
+def test_many_connections_all_live_are_said_to_be_live() -> None:
+    few = run([interval(0, 1000, connects=4, connections_live_min=4)], asked=4)
+    assert "connections:" not in summary_text(few)
+    many = run([interval(0, 1000, connects=10_000, connections_live_min=10_000)], asked=10_000)
+    assert (
+        "connections: 10,000 asked, 10,000 live at the fewest; opened 10,000, none refused, "
+        "lost or failed"
+    ) in summary_text(many)
+
+
 def test_runs_stored_before_connections_were_counted_still_report() -> None:
     old = run([interval(0, 1000)], asked=4)
     section = connections_section(old)
