@@ -299,9 +299,13 @@ def measurement_verdicts(ev: Evidence) -> list[Verdict]:
         out += error_verdicts(ev.tally, ev.max_error_rate)
     little = littles_law(run.intervals, ev.completed, run.window_s, ev.mean_latency_ns)
     floor = LITTLE_MIN_GAP * max(1, len(run.workers)) if run.mode == "open" else 0.0
-    gap = max(LITTLE_TOLERANCE * little[1], floor) if little is not None else 0.0
+    # The window's edges: the replies of requests sent in its first mean latency come
+    # after it began, those of its last after it ended; they weigh latency / window.
+    edges = (ev.mean_latency_ns or 0) / 1e9 / run.window_s if run.window_s else 0.0
+    tolerance = LITTLE_TOLERANCE + edges
+    gap = max(tolerance * little[1], floor) if little is not None else 0.0
     if little is not None and abs(little[0] - little[1]) > gap:
-        allowed = f"tolerance {LITTLE_TOLERANCE:.0%}"
+        allowed = f"tolerance {tolerance:.0%}"
         if floor:
             allowed += f", at least {floor:.0f} request(s) in an open loop"
         out.append(
