@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -137,3 +138,22 @@ def test_encode_decode_round_trips_arbitrary_counts(buckets: dict[int, int]) -> 
     hist = Histogram.from_sparse(sorted(buckets), [buckets[i] for i in sorted(buckets)])
     decoded = Histogram.decode(hist.encode())
     assert decoded.to_sparse() == hist.to_sparse()
+
+
+@SETTINGS
+@given(st.lists(any_values, max_size=5), st.lists(dyadic_percentiles, min_size=1, max_size=5))
+def test_merging_unpickled_histograms_stays_sparse_and_exact(
+    parts: list[list[int]], percentiles: list[float]
+) -> None:
+    """The coordinator's merge of its workers' (unpickled, sparse) histograms keeps sparse
+    buckets, and every figure read from them is the dense merge's: buckets, count, min,
+    max, sum, out-of-range, percentiles, mean and standard deviation."""
+    dense = Histogram.merged(histogram_of(values) for values in parts)
+    sparse = Histogram.merged(pickle.loads(pickle.dumps(histogram_of(v))) for v in parts)
+    assert sparse._counts is None or not parts  # (no part: an empty dense histogram)
+    assert state(sparse) == state(dense)
+    assert sparse.percentiles(percentiles) == dense.percentiles(percentiles)
+    # (sums of floats over the non-empty buckets, not all: equal but for rounding)
+    assert sparse.mean_ns() == pytest.approx(dense.mean_ns(), rel=1e-12)
+    assert sparse.stddev_ns() == pytest.approx(dense.stddev_ns(), rel=1e-9, abs=1e-6)
+    assert sparse == dense

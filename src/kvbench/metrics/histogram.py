@@ -310,11 +310,45 @@ class Histogram:
 
     @classmethod
     def merged(cls, histograms: Iterable[Histogram]) -> Histogram:
-        """Return a new histogram holding the sum of ``histograms`` (empty if none)."""
-        result = cls()
-        for histogram in histograms:
-            result.merge(histogram)
+        """Return a new histogram holding the sum of ``histograms`` (empty if none).
+
+        When every one holds sparse buckets (unpickled: a worker's), so does the sum: the
+        coordinator merges each interval's from every worker and keeps them all until the
+        run ends, and dense they took 221 KB each (14 MB of a 5 s, 2-worker run's peak).
+        """
+        parts = list(histograms)
+        if not parts or any(h._sparse is None for h in parts):
+            result = cls()
+            for histogram in parts:
+                result.merge(histogram)
+            return result
+        indexes, inverse = np.unique(
+            np.concatenate([h._sparse[0] for h in parts if h._sparse is not None]),
+            return_inverse=True,
+        )
+        sums = np.zeros(len(indexes), dtype=np.int64)
+        np.add.at(
+            sums, inverse, np.concatenate([h._sparse[1] for h in parts if h._sparse is not None])
+        )
+        result = cls.__new__(cls)
+        result._counts, result._sparse = None, (indexes.astype(np.int64), sums)
+        result.total_count = result.min_ns = result.max_ns = result.sum_ns = 0
+        result.out_of_range = sum(h.out_of_range for h in parts)
+        for histogram in parts:
+            if histogram.total_count:
+                result._add_scalars(
+                    histogram.total_count, histogram.min_ns, histogram.max_ns, histogram.sum_ns
+                )
         return result
+
+    def _buckets(self) -> tuple[Int64Array, Int64Array]:
+        """(indexes ascending, counts) of the buckets, the non-empty ones at least: the
+        sparse ones as held, else read off the dense array."""
+        if self._sparse is not None:
+            return self._sparse
+        assert self._counts is not None
+        nonzero = np.flatnonzero(self._counts)
+        return nonzero, self._counts[nonzero]
 
     def copy(self) -> Histogram:
         """Return an independent copy."""
@@ -389,8 +423,9 @@ class Histogram:
         targets = [_target_count(p, self.total_count) for p in percentiles]
         if self.total_count == 0:
             return dict.fromkeys(percentiles, 0)
-        cumulative = np.cumsum(self.counts)
-        found = np.searchsorted(cumulative, np.array(targets, dtype=np.int64), side="left")
+        indexes, counts = self._buckets()
+        cumulative = np.cumsum(counts, dtype=np.int64)
+        found = indexes[np.searchsorted(cumulative, np.array(targets, dtype=np.int64), side="left")]
         return {
             p: int(_LOWEST[i] if p == 0 else _HIGHEST[i])
             for p, i in zip(percentiles, found.tolist(), strict=True)
@@ -400,14 +435,16 @@ class Histogram:
         """HdrHistogram's mean: bucket medians weighted by counts (0.0 when empty)."""
         if self.total_count == 0:
             return 0.0
-        return float(self.counts.astype(np.float64) @ _MEDIAN_F) / self.total_count
+        indexes, counts = self._buckets()
+        return float(counts.astype(np.float64) @ _MEDIAN_F[indexes]) / self.total_count
 
     def stddev_ns(self) -> float:
         """HdrHistogram's population standard deviation over bucket medians."""
         if self.total_count == 0:
             return 0.0
-        deviation = _MEDIAN_F - self.mean_ns()
-        variance = float(self.counts.astype(np.float64) @ (deviation * deviation))
+        indexes, counts = self._buckets()
+        deviation = _MEDIAN_F[indexes] - self.mean_ns()
+        variance = float(counts.astype(np.float64) @ (deviation * deviation))
         return math.sqrt(variance / self.total_count)
 
     def exact_mean_ns(self) -> float:
@@ -418,8 +455,9 @@ class Histogram:
 
     def to_sparse(self) -> tuple[list[int], list[int]]:
         """Return (indexes, counts) of the non-empty buckets, indexes ascending."""
-        nonzero = np.flatnonzero(self.counts)
-        return nonzero.tolist(), self.counts[nonzero].tolist()
+        indexes, counts = self._buckets()
+        kept = counts != 0
+        return indexes[kept].tolist(), counts[kept].tolist()
 
     @classmethod
     def from_sparse(

@@ -94,12 +94,15 @@ def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
         into[key] = into.get(key, 0) + value
 
 
-def _merge_hists(into: dict[str, Histogram], other: dict[str, Histogram]) -> None:
+def _gather(into: dict[str, list[Histogram]], other: dict[str, Histogram]) -> None:
     for op, hist in other.items():
-        if op in into:
-            into[op].merge(hist)
-        else:
-            into[op] = hist.copy()
+        into.setdefault(op, []).append(hist)
+
+
+def _merged(parts: dict[str, list[Histogram]]) -> dict[str, Histogram]:
+    """Each name's histograms summed, in one ``Histogram.merged``: the workers' arrive
+    sparse and their sum stays so (the coordinator keeps every interval's)."""
+    return {name: Histogram.merged(hists) for name, hists in parts.items()}
 
 
 def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
@@ -114,9 +117,9 @@ def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
     if not items:
         raise ValueError("merge_snapshots needs at least one snapshot")
     counts: dict[str, dict[str, int]] = {}
-    latency: dict[str, Histogram] = {}
-    by_outcome: dict[str, dict[str, Histogram]] = {}
-    service: dict[str, Histogram] = {}
+    latency: dict[str, list[Histogram]] = {}
+    by_outcome: dict[str, dict[str, list[Histogram]]] = {}
+    service: dict[str, list[Histogram]] = {}
     keys: dict[str, int] = {}
     keys_hit: dict[str, int] = {}
     stats: dict[str, float] = {}
@@ -125,10 +128,10 @@ def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
     for snap in items:
         for op, outcomes in snap.counts.items():
             _add_counts(counts.setdefault(op, {}), outcomes)
-        _merge_hists(latency, snap.latency)
+        _gather(latency, snap.latency)
         for op, hists in snap.latency_by_outcome.items():
-            _merge_hists(by_outcome.setdefault(op, {}), hists)
-        _merge_hists(service, snap.service)
+            _gather(by_outcome.setdefault(op, {}), hists)
+        _gather(service, snap.service)
         _add_counts(keys, snap.keys)
         _add_counts(keys_hit, snap.keys_hit)
         for name, value in snap.stats.items():
@@ -139,8 +142,8 @@ def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
         start_ns=min(s.start_ns for s in items),
         end_ns=max(s.end_ns for s in items),
         counts=counts,
-        latency=latency,
-        service=service,
+        latency=_merged(latency),
+        service=_merged(service),
         keys=keys,
         keys_hit=keys_hit,
         stats=stats,
@@ -148,5 +151,5 @@ def merge_snapshots(snapshots: Iterable[IntervalSnapshot]) -> IntervalSnapshot:
         lag=Histogram.merged(lags) if lags else None,
         round=items[0].round,
         hiccup=Histogram.merged(hiccups) if hiccups else None,
-        latency_by_outcome=by_outcome,
+        latency_by_outcome={op: _merged(hists) for op, hists in by_outcome.items()},
     )

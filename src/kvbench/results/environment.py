@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import resource
@@ -20,6 +21,13 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def installed_event_loop() -> str:
+    """``uvloop`` when it is installed (the workers run on it: runner/process.py), else
+    ``asyncio``; found without importing it, so the coordinator, which runs no event loop
+    of the engine's, does not load it (nor the engine) to name it."""
+    return "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
 
 
 def peak_rss_bytes() -> int:

@@ -23,7 +23,11 @@ from kvbench.config.model import RunConfig
 from kvbench.engine.spec import WorkerSpec, WorkerSummary, check_shards
 from kvbench.errors import ConfigError, RunAborted, TargetUnreachable, WorkerFailed
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
-from kvbench.results.environment import describe_environment, peak_rss_bytes
+from kvbench.results.environment import (
+    describe_environment,
+    installed_event_loop,
+    peak_rss_bytes,
+)
 from kvbench.results.model import RoundRecord, RunResult, TargetRecord, WorkerRecord
 from kvbench.results.queue import QueueSection
 from kvbench.results.status import CONNECTION_FAILURE_STATS
@@ -636,9 +640,7 @@ class ResultFields(TypedDict, total=False):
 def fresh_result(*, driver: str | None = None, **fields: Unpack[ResultFields]) -> RunResult:
     """A run's result, measured now (``fields``: RunResult's others): a new id, this
     kvbench's version, this host's environment and the connection driver ran."""
-    from kvbench.runner.process import event_loop_name  # the engine's: not before it is needed
-
-    environment = describe_environment(event_loop_name())
+    environment = describe_environment(installed_event_loop())
     if driver is not None:
         environment["driver"] = driver
     environment["peak_rss_bytes"] = peak_rss_bytes()  # the coordinator's, up to now
