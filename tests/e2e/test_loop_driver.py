@@ -129,7 +129,9 @@ def test_a_connection_the_server_ends_is_counted_and_reopened(tmp_path: Path) ->
     assert doc["environment"]["driver"] == "compiled loop"
     connections = doc["connections"]
     totals = doc["totals"]
-    lost = int(re.search(r"conn_lost ([\d,]+)", " ".join(doc["errors"])).group(1).replace(",", ""))  # type: ignore[union-attr]
+    found = re.search(r"\bconn_lost ([\d,]+)", " ".join(doc["errors"]))
+    assert found, doc["errors"]
+    lost = int(found.group(1).replace(",", ""))
     # each connection ends at its 200th answer (the last ones maybe as the run ends): each
     # end counted and a connection reopened in its place, until every request was sent
     assert lost >= totals["succeeded"] // 200 - 2, doc["errors"]

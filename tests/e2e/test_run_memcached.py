@@ -13,6 +13,7 @@ import pytest
 
 from kvbench.config.targets import parse_target
 from kvbench.engine import fastpath
+from kvbench.results.store import Store
 from kvbench.runner.probe import fetch_stats
 from tests.support import servers
 from tests.support.cli import all_phase_counts, kvbench_argv, read_json, run_kvbench
@@ -344,3 +345,38 @@ def test_rounds_give_a_spread_and_merge_latency(fresh_memcached: Server, tmp_pat
     assert gets == after["cmd_get"] - before["cmd_get"]  # every round's ops reached the server
     shown = run_kvbench("show", "last", "--db", db, "--json")
     assert json.loads(shown.stdout)["throughput_ci95_per_s"] == [lo, hi]
+
+
+def test_op_order_from_a_config_file_is_run_stored_and_reported(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    """``[workload] op_order = "cycle"`` in a config file: each of two workers sends its
+    share in turn (1,100 requests each: 100 sets, 1,000 gets, exactly, at the server), and
+    the result, the stored run and the HTML report's workload facts say the order; a value
+    that is no order is one line naming the file and the key (exit 2)."""
+    config = tmp_path / "cycle.toml"
+    config.write_text('[workload]\nop_order = "cycle"\nratio = "1:10"\n')
+    out, db, page = tmp_path / "run.json", tmp_path / "h.db", tmp_path / "run.html"
+    before = stats(fresh_memcached)
+    result = run_kvbench(
+        "run", f"memcached://{fresh_memcached.address}", "--config", str(config), "-n", "2200",
+        "-c", "4", "--processes", "2", "-P", "4", "--json", str(out), "--db", str(db),
+        "--report", str(page),
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    after = stats(fresh_memcached)
+    assert after["cmd_set"] - before["cmd_set"] == 200
+    assert after["cmd_get"] - before["cmd_get"] == 2000
+    doc = read_json(out)
+    assert doc["config"]["workload"]["op_order"] == "cycle"
+    assert [w["ops"] for w in doc["workers"]] == [1100, 1100]
+    with Store(str(db)) as store:
+        assert store.load_run(doc["run_id"]).config["workload"]["op_order"] == "cycle"
+    assert "<dt>op order</dt><dd>cycle</dd>" in page.read_text()
+
+    config.write_text('[workload]\nop_order = "cyclic"\n')
+    bad = run_kvbench("run", f"memcached://{fresh_memcached.address}", "--config", str(config))
+    assert bad.code == 2
+    assert bad.stderr.strip().splitlines() == [
+        f"kvbench: error: workload.op_order in {config}: 'cyclic' is not one of random, cycle"
+    ]

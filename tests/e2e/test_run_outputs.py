@@ -7,8 +7,10 @@ while the run goes, after the check before it passed.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ import pytest
 from kvbench.cli import main
 from kvbench.results import Store
 from tests.support import servers
-from tests.support.cli import run_kvbench
+from tests.support.cli import kvbench_argv, run_kvbench
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
@@ -151,3 +153,32 @@ def test_a_full_history_disk_with_no_file_asked_for_says_the_run_is_lost(
         f"kvbench: error: cannot save run to {db}: database or disk is full; run "
     )
     assert err.endswith(" is not stored (no --json or --report file)\n") and err.count("\n") == 1
+
+
+def test_stdout_closed_mid_run_keeps_the_run(memcached_server: Server, tmp_path: Path) -> None:
+    """``kvbench run ... | head -1``: the reader goes after the first line. The run goes on
+    without printing, and ends as measured: written, stored, its exit code the status's,
+    one line on stderr saying the output was cut. Was: exit 1, nothing on stderr, nothing
+    written or stored (rich's console exits on a broken pipe)."""
+    out, db = tmp_path / "run.json", tmp_path / "h.db"
+    proc = subprocess.Popen(
+        kvbench_argv(
+            "run", f"memcached://{memcached_server.address}", "-n", "20000", "-c", "2",
+            "--processes", "1", "--json", str(out), "--db", str(db),
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"kvbench: memcached://")
+    proc.stdout.close()  # as head does
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, stderr
+    assert stderr.splitlines() == [
+        "kvbench: the output was closed (broken pipe): the run goes on without printing it"
+    ]
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "ok" and doc["totals"]["ops"] == 20000
+    with Store(str(db)) as store:
+        assert [r["run_id"] for r in store.list_runs()] == [doc["run_id"]]

@@ -185,3 +185,43 @@ def test_no_throwaway_server_outlives_a_killed_coordinator(tmp_path: Path) -> No
     proc.communicate(timeout=60)
     server.wait(timeout=END_WITHIN_S)  # psutil.TimeoutExpired if it lived on
     assert not server.is_running()
+
+
+@pytest.mark.parametrize("command", ["run", "replay"])
+def test_ctrl_c_while_the_server_is_stalled_ends_the_run(
+    fresh_memcached: Server, tmp_path: Path, command: str
+) -> None:
+    """The server stopped (SIGSTOP) and left stopped; Ctrl-C some intervals later. The run
+    ends as interrupted, what was measured kept. Was: the coordinator asked the stalled
+    server for its stats at every interval, each ask waiting --timeout, so the intervals
+    the workers cut meanwhile piled up behind it, and after the Ctrl-C it went on asking,
+    once per interval piled up (a 3 s stall at 100 ms intervals: 30 asks of 1 s more)."""
+    url = f"memcached://{fresh_memcached.address}"
+    out, db = tmp_path / "run.json", str(tmp_path / "h.db")
+    if command == "replay":
+        trace = tmp_path / "trace.csv"
+        with trace.open("w") as f:  # (60 s of trace time: the run outlasts the test)
+            for i in range(60_000):
+                f.write(f"{i // 1000},key{i % 500},8,10,{i % 4},{'get' if i % 3 else 'set'},0\n")
+        head = ["replay", str(trace), url]
+    else:
+        head = ["run", url, "--duration", "60s"]
+    proc = start_in_session(
+        *head, "-c", "4", "--processes", "2", "-P", "8", "--interval", "100ms", "--timeout", "1s",
+        "--json", str(out), "--db", db,
+    )  # fmt: skip
+    try:
+        wait_for_line(proc, "[   0.2s]")  # the window runs
+        os.kill(fresh_memcached.proc.pid, signal.SIGSTOP)
+        time.sleep(3)  # the stall: 30 intervals cut while the server answers nothing
+        stdout, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
+    finally:
+        proc.kill()
+        os.kill(fresh_memcached.proc.pid, signal.SIGCONT)
+    doc = assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
+    assert "status: interrupted" in stdout
+    assert doc["totals"]["ops"] > 0
+    # the stats the coordinator could not have: noted, and not asked for at every interval
+    assert doc["server"]["sample_errors"]
+    asked = doc["server"]["side_requests"][url]
+    assert asked < len(doc["intervals"]) / 2, (asked, len(doc["intervals"]))

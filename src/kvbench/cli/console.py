@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,37 @@ def make_console(stderr: bool = False) -> Console:
     """
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """The reader went away (``kvbench run ... | head``): print nothing more, and
+            let the run go on to be written and stored with its own status. (rich's own
+            exits 1 then, from wherever the print was: the run was lost, unsaid.)"""
+            self.quiet = True
+            try:  # (the stream's buffer, flushed at exit, goes nowhere either)
+                fd = self.file.fileno()
+            except (AttributeError, OSError, ValueError):  # not a file: quiet is enough
+                fd = None
+            if fd is not None:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, fd)
+                os.close(devnull)
+            if not stderr:
+                _said_closed()
+
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else PIPE_WIDTH
-    return Console(highlight=False, soft_wrap=True, width=width, stderr=stderr)
+    return _Console(highlight=False, soft_wrap=True, width=width, stderr=stderr)
+
+
+_closed_said = False
+
+
+def _said_closed() -> None:
+    """One line on stderr, once, that stdout was closed."""
+    global _closed_said
+    if not _closed_said:
+        _closed_said = True
+        print(
+            "kvbench: the output was closed (broken pipe): the run goes on without printing it",
+            file=sys.stderr,
+        )

@@ -164,6 +164,8 @@ def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:
         mix = [f"{op}:{w}" for op, w in ratio.items()]
         mix += [f"'{c['command']}':{c['weight']}" for c in workload.get("commands") or []]
         facts.append(("ops", " ".join(mix)))
+        # (a run stored before --op-order drew its ops at random)
+        facts.append(("op order", str(workload.get("op_order", "random"))))
         low, high = workload.get("value_size_min_bytes"), workload.get("value_size_max_bytes")
         size = f"{low} B" if low == high else f"{low}{DASH}{high} B"
         keys = f"{workload.get('keys', 0):,}"
