@@ -106,7 +106,13 @@ def run_worker(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
         else:
             asyncio.run(serve(spec, pipe, offset_ns))
     except Exception:
-        pipe.send(m.Failed(spec.worker_index, "bug", traceback.format_exc()))
+        try:
+            pipe.send(m.Failed(spec.worker_index, "bug", traceback.format_exc()))
+        except OSError:
+            # The coordinator closed its end: it is gone, or it stopped the run (a Ctrl-C
+            # while this worker started) and the send that raised was to it too. Nobody
+            # is left to tell; end quietly, as the lifeline would, not with a traceback.
+            return
         raise
     finally:
         pipe.close()

@@ -48,3 +48,41 @@ def test_a_message_bigger_than_the_socket_buffer_is_sent_whole() -> None:
     finally:
         reader.join(timeout=10)
     assert received == [message]
+
+
+class _Spec:
+    worker_index = 3
+
+
+def _failing_serve(*args: object) -> object:
+    async def serve() -> None:
+        raise BrokenPipeError(32, "Broken pipe")  # as its send of Ready to a closed pipe
+
+    return serve()
+
+
+def test_a_worker_whose_coordinator_closed_the_pipe_ends_quietly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ctrl-C while a worker starts: the coordinator closes its end, the worker's send
+    of Ready breaks, and its report of that as a bug breaks too. Nobody is left to tell:
+    the worker ends without raising (was: multiprocessing printed both tracebacks, which
+    the interrupted run's stderr then showed)."""
+    from kvbench.runner import process
+
+    monkeypatch.setattr(process, "serve", _failing_serve)
+    worker_end, coordinator_end = multiprocessing.Pipe()
+    coordinator_end.close()
+    process.run_worker(_Spec(), worker_end)  # type: ignore[arg-type]  # (serve ignores it)
+    assert worker_end.closed
+
+
+def test_a_worker_bug_is_still_reported_and_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvbench.runner import process
+
+    monkeypatch.setattr(process, "serve", _failing_serve)
+    worker_end, coordinator_end = multiprocessing.Pipe()
+    with pytest.raises(BrokenPipeError):
+        process.run_worker(_Spec(), worker_end)  # type: ignore[arg-type]
+    failed = coordinator_end.recv()
+    assert (failed.worker, failed.kind) == (3, "bug") and "BrokenPipeError" in failed.message
