@@ -31,16 +31,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -51,9 +45,9 @@ from peer_tools import (
     Cpus,
     KeySpace,
     Server,
-    free_port,
     pinned,
     run_tool,
+    server,
 )
 
 KEYS = KeySpace("kvbench:", 0, 6)  # 100,000 keys (peer_tools.KEYS), 6 digits
@@ -99,35 +93,6 @@ def raise_open_files(needed: int) -> None:
         )
     if soft != resource.RLIM_INFINITY and soft != hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-@contextmanager
-def memcached(cpus: Cpus) -> Iterator[Server]:
-    """A fresh memcached taking ``SERVER_CONNECTIONS`` connections, one thread."""
-    port = free_port()
-    argv = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", "1", "-m", "256"]
-    argv += ["-c", str(SERVER_CONNECTIONS)] + (["-u", "root"] if os.geteuid() == 0 else [])
-    proc = subprocess.Popen(pinned(cpus.server, argv), stderr=subprocess.PIPE)
-    try:
-        live = Server("memcached", port, proc)
-        deadline = time.monotonic() + 10
-        while True:
-            if proc.poll() is not None:
-                error = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")
-                raise BenchError(f"memcached exited {proc.returncode}: {error.strip()[-200:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise BenchError(
-                        f"memcached did not listen on port {port} within 10 s"
-                    ) from None
-                time.sleep(0.01)
-        yield live
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 def run(live: Server, connections: int, seconds: int, cpus: Cpus, round_: int) -> Run:
@@ -228,7 +193,7 @@ def main() -> int:
         for round_ in range(1, args.rounds + 1):
             order = (args.few, args.many) if round_ % 2 else (args.many, args.few)
             for connections in order:
-                with memcached(cpus) as live:
+                with server("memcached", 1, cpus, ("-c", str(SERVER_CONNECTIONS))) as live:
                     live.prefill(KEYS)
                     runs.append(run(live, connections, args.seconds, cpus, round_))
                 print(table(runs)[-1] if len(runs) > 1 else "\n".join(table(runs)), flush=True)

@@ -196,11 +196,12 @@ def _server_argv(kind: str, port: int, threads: int, workdir: str) -> list[str]:
 
 
 @contextmanager
-def server(kind: str, threads: int, cpus: Cpus) -> Iterator[Server]:
-    """A fresh, empty server for one tool's run; stopped (and its files removed) after."""
+def server(kind: str, threads: int, cpus: Cpus, extra: tuple[str, ...] = ()) -> Iterator[Server]:
+    """A fresh, empty server for one tool's run; stopped (and its files removed) after.
+    ``extra``: more of the server's own flags (memcached ``-c 20000``)."""
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="kvbench-peers-")
-    argv = pinned(cpus.server, _server_argv(kind, port, threads, workdir))
+    argv = pinned(cpus.server, [*_server_argv(kind, port, threads, workdir), *extra])
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 10
