@@ -19,9 +19,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import Callable
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -240,37 +239,39 @@ class ClusterPyPump(PyPump):
         write(out)
 
 
+class RouterHost(DriverHost, Protocol):
+    """What the router reads of its worker besides a load connection's host: the shards
+    (one per master, in the slot placement's node order), the recorder (where requests a
+    redirect could not complete are counted), and whether connections may send now."""
+
+    shards: list[Shard]
+    recorder: Recorder
+
+    @property
+    def issuing(self) -> bool: ...
+
+
 class ClusterRouter:
     """One worker's Redis Cluster: which master serves each slot now, and the redirects.
 
     Args:
-        host: the worker (errors are noted there; it is told when a phase may be over).
-        recorder: where requests a redirect could not complete are counted.
+        host: the worker (errors are noted there, requests a redirect could not complete
+            are counted on its recorder; it is told when a phase may be over).
         placement: the worker's live slot placement (engine/shards.py ``cluster_shards``).
         plan: the worker's whole plan, which each master's plan is cut from.
-        shards: one per master, in ``placement.nodes`` order.
-        issuing: whether the worker's connections may send new requests now.
         timeout_s: the longest wait of a background map refresh.
     """
 
     def __init__(
-        self,
-        host: DriverHost,
-        recorder: Recorder,
-        placement: SlotPlacement,
-        plan: WorkloadPlan,
-        shards: list[Shard],
-        issuing: Callable[[], bool],
-        timeout_s: float,
+        self, host: RouterHost, placement: SlotPlacement, plan: WorkloadPlan, timeout_s: float
     ) -> None:
         self._host = host
-        self._recorder = recorder
         self.placement = placement
         self._plan = plan
-        self.shards = shards
-        self._issuing = issuing
         self._timeout_s = timeout_s
-        self.connections: list[list[ClusterConnection]] = [[] for _ in shards]
+        # The worker's shards and connections, one list per master (``placement.nodes``).
+        self.shards = host.shards
+        self.connections: list[list[ClusterConnection]] = [[] for _ in self.shards]
         # Counted since the last interval cut (``take_stats``).
         self.moved = 0
         self.ask = 0
@@ -306,14 +307,14 @@ class ClusterRouter:
             self._schedule_refresh(node, redirect.slot)
         conn = self._connection_to(node)
         if conn is None:  # every connection to it is down: the request is lost with them
-            self._recorder.counts[entry.op][_CONN_ERROR] += 1
+            self._host.recorder.counts[entry.op][_CONN_ERROR] += 1
             self._host.note_error("redirect", f"{what}: no connection to it is open")
             return
         conn.send_guest(entry, asking=redirect.kind == ReplyKind.ASK)
 
     def _give_up(self, origin: ClusterConnection, entry: InFlight, now: int, text: str) -> None:
         """End a request whose redirect cannot be followed: an error reply, at its latency."""
-        recorder = self._recorder
+        recorder = self._host.recorder
         recorder.reply_ops.append(entry.op)
         recorder.reply_codes.append(_ERROR_REPLY)
         if entry.intended_ns is None:
@@ -369,7 +370,7 @@ class ClusterRouter:
             shard = self.shards[index]
             idle = shard.source.empty
             shard.rekey(placed_plan(self._plan, self.placement, index))
-            if idle and self._issuing():
+            if idle and self._host.issuing:
                 for conn in self.connections[index]:
                     if conn.live and conn.closed_loop:
                         conn.fill()

@@ -164,15 +164,7 @@ class Worker(LinkKeeper):
         self.dispatcher: OpenLoopDispatcher | None = None
         # A Redis Cluster run: where each slot is served now, and redirects followed.
         self.router = (
-            ClusterRouter(
-                self,
-                self.recorder,
-                placement,
-                whole,
-                self.shards,
-                lambda: self.issuing,
-                config.load.timeout_ns / 1e9,
-            )
+            ClusterRouter(self, placement, whole, config.load.timeout_ns / 1e9)
             if spec.slot_map is not None
             else None
         )
