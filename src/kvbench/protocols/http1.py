@@ -32,6 +32,7 @@ from kvbench.protocols._http_url import (
     host_header,
     url_safe_value,
 )
+from kvbench.protocols._ops import OP_DECR, OP_DELETE, OP_GET, OP_INCR, OP_SET, OP_STATS
 from kvbench.protocols.base import DEFAULT_OPTIONS, KEYS_SHIFT, NEED_DATA, Op, Reply, ReplyKind
 
 if TYPE_CHECKING:  # names only annotations use
@@ -71,13 +72,7 @@ _STORE_KINDS = {201: _K.STORED, 200: _K.STORED, 404: _K.NOT_FOUND}
 _DELETE_KINDS = {200: _K.DELETED, 404: _K.NOT_FOUND}
 _COUNTER_KINDS = {200: _K.VALUE, 201: _K.VALUE, 404: _K.NOT_FOUND}  # memc answers incr 201
 _VALUE_KINDS = {200: _K.VALUE}
-_GET = int(Op.GET)
-_SET = int(Op.SET)
-_DELETE = int(Op.DELETE)
-_INCR = int(Op.INCR)
-_DECR = int(Op.DECR)
-_STATS = int(Op.STATS)
-_PAYLOAD_CODES = frozenset((_STATS, _VERSION))  # replies whose payload is always kept
+_PAYLOAD_CODES = frozenset((OP_STATS, _VERSION))  # replies whose payload is always kept
 # read_kinds values (``int(kind) | keys << KEYS_SHIFT``).
 _ERROR_0 = int(_K.ERROR_REPLY)
 _STORED_0 = int(_K.STORED)
@@ -89,13 +84,13 @@ _Encoder = Callable[[Any, Any, bytearray, int], None]
 
 def _kinds_for(code: int) -> dict[int, ReplyKind]:
     """The status -> kind table of the request announced as ``code``."""
-    if code == _GET:
+    if code == OP_GET:
         return _GET_KINDS
     if code in _STORE_CODES:
         return _STORE_KINDS
-    if code == _DELETE:
+    if code == OP_DELETE:
         return _DELETE_KINDS
-    if code in (_INCR, _DECR):
+    if code in (OP_INCR, OP_DECR):
         return _COUNTER_KINDS
     return _VALUE_KINDS  # stats, version
 
@@ -159,8 +154,8 @@ class HttpMemcCodec(CodecBase):
         self._get_head = target + b"get&key="
         self._delete_head = target + b"delete&key="
         self._store_heads = {int(op): target + cmd + b"&key=" for op, cmd in _STORES.items()}
-        self._set_head = self._store_heads[_SET]
-        self._counter_heads = {_INCR: target + b"incr&key=", int(Op.DECR): target + b"decr&key="}
+        self._set_head = self._store_heads[OP_SET]
+        self._counter_heads = {OP_INCR: target + b"incr&key=", OP_DECR: target + b"decr&key="}
         self._stats_request = target + b"stats" + self._tail
         self._version_request = target + b"version" + self._tail
         self._flags = options.flags
@@ -245,23 +240,23 @@ class HttpMemcCodec(CodecBase):
         mark = len(out)
         tail, store_tail = self._tail, self._store_tail
         get_head, set_head, delete_head = self._get_head, self._set_head, self._delete_head
-        incr_head = self._counter_heads[_INCR]
+        incr_head = self._counter_heads[OP_INCR]
         encoders = self._encoders
         check, table = KEY_CHECK, VALUE_TABLE
         try:
             for i in range(start, stop):
                 op = ops[i]
                 key: Any = keys[i]
-                if op > _INCR:  # the rarer ops check their own arguments
-                    encoders[op](key, values[i], out, 1 if op == _DECR else 0)
+                if op > OP_INCR:  # the rarer ops check their own arguments
+                    encoders[op](key, values[i], out, 1 if op == OP_DECR else 0)
                     continue
                 if key.__class__ is not bytes or not key.translate(check).isalpha():
                     key = check_key(key)
-                if op == _GET:
+                if op == OP_GET:
                     out += get_head
                     out += key
                     out += tail
-                elif op == _SET:
+                elif op == OP_SET:
                     value: Any = values[i]
                     out += set_head
                     out += key
@@ -271,7 +266,7 @@ class HttpMemcCodec(CodecBase):
                     else:
                         out += url_safe_value(value)
                     out += store_tail
-                elif op == _DELETE:
+                elif op == OP_DELETE:
                     out += delete_head
                     out += key
                     out += tail

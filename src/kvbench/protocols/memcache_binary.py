@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvbench.protocols._buffer import ReceiveBuffer
 from kvbench.protocols._codec_base import REPLY_CACHE_LIMIT, CodecBase, new_reply, op_table
+from kvbench.protocols._ops import OP_DECR, OP_DELETE, OP_GET, OP_INCR, OP_SET
 from kvbench.protocols.base import DEFAULT_OPTIONS, NEED_DATA, Op, Reply, ReplyKind
 
 if TYPE_CHECKING:  # names only annotations use
@@ -121,12 +122,6 @@ _VALUE = ReplyKind.VALUE
 _MGET = Op.MGET
 _STATS = Op.STATS
 
-# encode_many: the common ops inline.
-_GET = int(Op.GET)
-_SET = int(Op.SET)
-_DELETE = int(Op.DELETE)
-_INCR = int(Op.INCR)
-_DECR = int(Op.DECR)
 # encode_many: one step (delta 1), as the workload's incr means.
 _COUNTER_STEP_EXTRAS = _COUNTER_EXTRAS.pack(1, 0, _COUNTER_NO_CREATE)
 
@@ -273,14 +268,14 @@ class MemcacheBinaryCodec(CodecBase):
                 raise _NearWrap
             for i in range(start, stop):
                 op = ops[i]
-                if op == _GET:
+                if op == OP_GET:
                     key: Any = keys[i]
                     try:
                         pack, head = get_packers[len(key)]
                     except KeyError:
                         pack, head = self._packer(get_packers, OPCODE_GET, b"", len(key))
                     out += pack(head, o, key)
-                elif op == _SET:
+                elif op == OP_SET:
                     key = keys[i]
                     value: Any = values[i]
                     n = len(key)
@@ -290,7 +285,7 @@ class MemcacheBinaryCodec(CodecBase):
                         pack, head = self._set_packer(n)
                     out += pack(head, 8 + n + len(value), o, store_extras, key)
                     out += value
-                elif op == _DELETE:
+                elif op == OP_DELETE:
                     key = keys[i]
                     try:
                         pack, head = self._delete_packers[len(key)]
@@ -299,7 +294,7 @@ class MemcacheBinaryCodec(CodecBase):
                             self._delete_packers, OPCODE_DELETE, b"", len(key)
                         )
                     out += pack(head, o, key)
-                elif op == _INCR:
+                elif op == OP_INCR:
                     key = keys[i]
                     try:
                         pack, head = self._incr_packers[len(key)]
@@ -317,7 +312,7 @@ class MemcacheBinaryCodec(CodecBase):
                     if op == _MGET and o + len(keys[i]) + (stop - i) > _OPAQUE_MASK:
                         raise _NearWrap
                     self._next_opaque = o
-                    step = 1 if op == _DECR else 0
+                    step = 1 if op == OP_DECR else 0
                     encoders[op](op, keys[i], values[i], out, step)  # type: ignore[arg-type]
                     o = seg = self._next_opaque
                     continue
@@ -328,7 +323,7 @@ class MemcacheBinaryCodec(CodecBase):
             try:
                 for i in range(start, stop):
                     op = ops[i]
-                    step = 1 if op in (_INCR, _DECR) else 0
+                    step = 1 if op in (OP_INCR, OP_DECR) else 0
                     encoders[op](op, keys[i], values[i], out, step)  # type: ignore[arg-type]
             except BaseException:
                 self._roll_back(out, mark, announced, first)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvbench.protocols._memcache_lines import TOKEN_MASK, multiget_keys, value_length
 from kvbench.protocols._memcache_meta_replies import MetaReplies
+from kvbench.protocols._ops import OP_DECR, OP_DELETE, OP_GET, OP_INCR, OP_SET
 from kvbench.protocols.base import DEFAULT_OPTIONS, Op
 
 if TYPE_CHECKING:  # names only annotations use
@@ -28,10 +29,8 @@ _STORE_MODES = {
     Op.PREPEND: b" MP",
 }
 
-# encode_many compares the ops as the engine passes them: plain ints.
-_GET, _SET, _DELETE, _INCR = int(Op.GET), int(Op.SET), int(Op.DELETE), int(Op.INCR)
 # The ops encode_many sends with arg 1 (one step); every other op gets 0.
-_STEPPED = frozenset({_INCR, int(Op.DECR)})
+_STEPPED = frozenset({OP_INCR, OP_DECR})
 
 
 class MemcacheMetaCodec(MetaReplies):
@@ -103,7 +102,7 @@ class MemcacheMetaCodec(MetaReplies):
             # Quiet requests announce nothing; near the wrap, tokens go one by one.
             return super().encode_many(ops, keys, values, start, stop, out)
         batch = ops[start:stop]
-        if batch.count(_GET) == stop - start:  # only gets: one format
+        if batch.count(OP_GET) == stop - start:  # only gets: one format
             args: list[Any] = [None] * (2 * (stop - start))
             args[::2] = keys[start:stop]
             args[1::2] = range(token, token + stop - start)
@@ -121,17 +120,17 @@ class MemcacheMetaCodec(MetaReplies):
         try:
             for i in range(start, stop):
                 op = ops[i]
-                if op == _GET:
+                if op == OP_GET:
                     add((b"mg ", keys[i], b" v O%d\r\n" % token))
-                elif op == _SET and values[i].__class__ is memoryview:
+                elif op == OP_SET and values[i].__class__ is memoryview:
                     value = values[i]
                     if value.nbytes != tail_size:  # type: ignore[union-attr]
                         tail_size = value.nbytes  # type: ignore[union-attr]
                         set_tail = self._set_tail % tail_size
                     add((b"ms ", keys[i], set_tail, b"%d\r\n" % token, value, b"\r\n"))
-                elif op == _DELETE:
+                elif op == OP_DELETE:
                     add((b"md ", keys[i], b" O%d\r\n" % token))
-                elif op == _INCR:
+                elif op == OP_INCR:
                     add((b"ma ", keys[i], b" D1 v O%d\r\n" % token))  # one step
                 else:
                     # Rare ops and other value types: bytes and FIFO catch up, then encode().

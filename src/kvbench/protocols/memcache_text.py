@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvbench.protocols._memcache_lines import multiget_keys, value_length
 from kvbench.protocols._memcache_text_replies import TextReplies
+from kvbench.protocols._ops import OP_COMMAND, OP_DECR, OP_DELETE, OP_GET, OP_INCR, OP_MGET, OP_SET
 from kvbench.protocols.base import DEFAULT_OPTIONS, Op
 from kvbench.protocols.commands import Request, text_template
 
@@ -29,17 +30,8 @@ _STORE_VERBS = {
     Op.PREPEND: b"prepend",
 }
 
-# encode_many compares the ops as the engine passes them: plain ints.
-_GET, _SET, _DELETE, _INCR, _MGET, _COMMAND = (
-    int(Op.GET),
-    int(Op.SET),
-    int(Op.DELETE),
-    int(Op.INCR),
-    int(Op.MGET),
-    int(Op.COMMAND),
-)
 # The ops encode_many sends with arg 1 (one step); every other op gets 0.
-_STEPPED = frozenset({_INCR, int(Op.DECR)})
+_STEPPED = frozenset({OP_INCR, OP_DECR})
 
 
 # The byte size of a memoryview; AttributeError for anything else (the batch paths'
@@ -128,13 +120,13 @@ class MemcacheTextCodec(TextReplies):
         if self._noreply:  # noreply requests announce nothing: the per-op path counts
             return super().encode_many(ops, keys, values, start, stop, out)
         batch = ops[start:stop]
-        if batch.count(_GET) == stop - start:  # only gets: one join
+        if batch.count(OP_GET) == stop - start:  # only gets: one join
             if start < stop:
                 out += b"get %b\r\n" % b"\r\nget ".join(keys[start:stop])  # type: ignore[arg-type]
                 self._pending.extend(batch)
                 self._args += keys[start:stop]
             return stop - start
-        if batch.count(_SET) == stop - start and self._sets(keys, values, start, stop, out):
+        if batch.count(OP_SET) == stop - start and self._sets(keys, values, start, stop, out):
             self._pending.extend(batch)
             self._args += keys[start:stop]
             return stop - start
@@ -148,12 +140,12 @@ class MemcacheTextCodec(TextReplies):
         try:
             for i in range(start, stop):
                 op = ops[i]
-                if op == _GET:
+                if op == OP_GET:
                     continue
                 if run < i:
                     add((b"get ", b"\r\nget ".join(keys[run:i]), b"\r\n"))  # type: ignore[arg-type]
                     run = i
-                if op == _SET:
+                if op == OP_SET:
                     value = values[i]
                     if value.__class__ is memoryview:
                         if value.nbytes != tail_size:
@@ -162,21 +154,21 @@ class MemcacheTextCodec(TextReplies):
                         add((b"set ", keys[i], set_tail, value, b"\r\n"))
                         run = i + 1
                         continue
-                elif op == _DELETE:
+                elif op == OP_DELETE:
                     parts.append(self._delete_format % keys[i])
                     run = i + 1
                     continue
-                elif op == _INCR:
+                elif op == OP_INCR:
                     parts.append(self._incr_format % keys[i])
                     run = i + 1
                     continue
-                elif op == _MGET:
+                elif op == OP_MGET:
                     key = keys[i]
                     if key.__class__ is tuple and key:
                         add((b"get ", b" ".join(key), b"\r\n"))
                         run = i + 1
                         continue
-                elif op == _COMMAND and keys[i].__class__ is Request:
+                elif op == OP_COMMAND and keys[i].__class__ is Request:
                     parts.append(keys[i])
                     run = i + 1
                     continue

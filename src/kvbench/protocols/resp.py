@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import hiredis
 
 from kvbench.protocols._codec_base import REPLY_CACHE_LIMIT, CodecBase, new_reply, op_table
+from kvbench.protocols._ops import OP_COMMAND, OP_DECR, OP_DELETE, OP_GET, OP_INCR, OP_SET
 from kvbench.protocols.base import DEFAULT_OPTIONS, KEYS_SHIFT, NEED_DATA, Op, Reply, ReplyKind
 from kvbench.protocols.commands import Request
 from kvbench.protocols.resp_cluster import Redirect, parse_redirect
@@ -38,14 +39,8 @@ _Encoder = Callable[[Any, Any, bytearray, int], int]
 # ``_ASKING``'s reply is checked and consumed here: it answers no request of the caller's.
 _SETUP = len(Op)
 _ASKING = _SETUP + 1
-_GET = int(Op.GET)
-_SET = int(Op.SET)
 # SET NX / SET XX (add, replace): answered by a null when refused, which a plain SET is not.
 _CONDITIONAL_SET = int(Op.ADD)
-_DELETE = int(Op.DELETE)
-_INCR = int(Op.INCR)
-_DECR = int(Op.DECR)
-_COMMAND = int(Op.COMMAND)
 # read_kinds values (``int(kind) | keys << KEYS_SHIFT``) of the common replies.
 _HIT_1 = int(_HIT) | 1 << KEYS_SHIFT
 _MISS_0 = int(_MISS)
@@ -321,14 +316,14 @@ class RespCodec(CodecBase):
         try:
             for i in range(start, stop):
                 op = ops[i]
-                if op == _GET:
+                if op == OP_GET:
                     key: Any = keys[i]
                     try:
                         out += get_heads[len(key)]
                     except KeyError:
                         out += self._head_for(get_heads, _GET_HEAD, len(key))
                     out += key
-                elif op == _SET:
+                elif op == OP_SET:
                     key = keys[i]
                     value: Any = values[i]
                     try:
@@ -343,21 +338,21 @@ class RespCodec(CodecBase):
                     out += value
                     if set_tail:  # EX ttl
                         out += set_tail
-                elif op == _DELETE:
+                elif op == OP_DELETE:
                     key = keys[i]
                     try:
                         out += self._del_heads[len(key)]
                     except KeyError:
                         out += self._head_for(self._del_heads, _DEL_HEAD, len(key))
                     out += key
-                elif op == _INCR:  # one step: INCR key
+                elif op == OP_INCR:  # one step: INCR key
                     key = keys[i]
                     try:
                         out += self._incr_heads[len(key)]
                     except KeyError:
                         out += self._head_for(self._incr_heads, _INCR_HEAD, len(key))
                     out += key
-                elif op == _COMMAND and keys[i].__class__ is Request:  # written whole
+                elif op == OP_COMMAND and keys[i].__class__ is Request:  # written whole
                     out += crlf
                     out += keys[i]  # type: ignore[arg-type]
                     del out[-2:]
@@ -367,7 +362,7 @@ class RespCodec(CodecBase):
                     pending += ops[flushed:i]
                     flushed = i + 1
                     out += crlf
-                    encoders[op](keys[i], values[i], out, 1 if op == _DECR else 0)
+                    encoders[op](keys[i], values[i], out, 1 if op == OP_DECR else 0)
                     del out[-2:]
         except BaseException:
             del out[mark:]
@@ -442,14 +437,14 @@ class RespCodec(CodecBase):
 
     def _encode_get(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
         out += b"*2\r\n$3\r\nGET\r\n$%d\r\n%b\r\n" % (len(key), key)
-        self._pending.append(_GET)
+        self._pending.append(OP_GET)
         return 1
 
     def _encode_set(self, key: bytes, value: Any, out: bytearray, arg: int) -> int:
         out += self._set_head % (len(key), key, len(value))
         out += value
         out += self._set_tail
-        self._pending.append(_SET)
+        self._pending.append(OP_SET)
         return 1
 
     def _encode_add(self, key: bytes, value: Any, out: bytearray, arg: int) -> int:
@@ -467,7 +462,7 @@ class RespCodec(CodecBase):
 
     def _encode_delete(self, key: bytes, value: object, out: bytearray, arg: int) -> int:
         out += b"*2\r\n$3\r\nDEL\r\n$%d\r\n%b\r\n" % (len(key), key)
-        self._pending.append(_DELETE)
+        self._pending.append(OP_DELETE)
         return 1
 
     def _counter_encoder(self, command: bytes) -> _Encoder:
@@ -481,7 +476,7 @@ class RespCodec(CodecBase):
                 out += step % (len(key), key)
             else:
                 out += by % (len(key), key) + _bulk(arg)
-            self._pending.append(_INCR)
+            self._pending.append(OP_INCR)
             return 1
 
         return encode
@@ -520,7 +515,7 @@ class RespCodec(CodecBase):
     def _encode_command(self, argv: Any, value: object, out: bytearray, arg: int) -> int:
         if argv.__class__ is Request:  # rendered by protocols.commands.resp_template
             out += argv
-            self._pending.append(_COMMAND)
+            self._pending.append(OP_COMMAND)
             return 1
         if isinstance(argv, bytes | bytearray | memoryview):
             argv = bytes(argv).split()
@@ -612,7 +607,7 @@ class RespCodec(CodecBase):
                     head += 1
                 except IndexError:
                     code = -1
-                if code == _GET:
+                if code == OP_GET:
                     if value.__class__ is bytes:
                         append(_HIT_1)
                         n = len(value)
@@ -625,17 +620,17 @@ class RespCodec(CodecBase):
                         append(_MISS_0)
                         sized(null)
                         continue
-                elif code == _SET:
+                elif code == OP_SET:
                     if value == b"OK":
                         append(_STORED_0)
                         sized(5)  # +OK\r\n
                         continue
-                elif code == _DELETE:
+                elif code == OP_DELETE:
                     if value.__class__ is int:
                         append(_DELETED_0 if value else _NOT_FOUND_0)
                         sized(len(str(value)) + 3)  # :<n>\r\n
                         continue
-                elif code == _INCR and value.__class__ is int:
+                elif code == OP_INCR and value.__class__ is int:
                     append(_VALUE_0)
                     sized(len(str(value)) + 3)
                     continue
