@@ -206,21 +206,29 @@ scan_reply(const Wire *wire, const char *p, Py_ssize_t n, const Head *head, long
 /* -- requests ------------------------------------------------------------------------ */
 
 int
-out_reserve(Out *o, Py_ssize_t more)
+grow(void *pp, Py_ssize_t *cap, Py_ssize_t need, Py_ssize_t first, size_t item)
 {
-    if (o->len + more <= o->cap)
+    if (need <= *cap)
         return 0;
-    Py_ssize_t cap = o->cap ? o->cap : 4096;
-    while (cap < o->len + more)
-        cap *= 2;
-    char *p = PyMem_Realloc(o->p, (size_t)cap);
+    Py_ssize_t n = *cap ? *cap : first;
+    while (n < need)
+        n *= 2;
+    void *p = PyMem_Realloc(*(void **)pp, (size_t)n * item);
     if (p == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    o->p = p;
-    o->cap = cap;
+    *(void **)pp = p;
+    *cap = n;
     return 0;
+}
+
+int
+out_reserve(Out *o, Py_ssize_t more)
+{
+    if (o->len + more <= o->cap) /* the common case, without a call */
+        return 0;
+    return grow(&o->p, &o->cap, o->len + more, 4096, 1);
 }
 
 /* A memoryview's buffer is read in place, without a view of its own: its caller uses the
@@ -633,19 +641,9 @@ typedef struct {
 static int
 i64s_reserve(I64s *b, Py_ssize_t more)
 {
-    if (b->len + more <= b->cap)
+    if (b->len + more <= b->cap) /* the common case, without a call */
         return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + more)
-        cap *= 2;
-    long long *v = PyMem_Realloc(b->v, (size_t)cap * sizeof(long long));
-    if (v == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->v = v;
-    b->cap = cap;
-    return 0;
+    return grow(&b->v, &b->cap, b->len + more, 4096, sizeof(long long));
 }
 
 /* The buffer's contents as bytes; the buffer is emptied. */
@@ -802,30 +800,16 @@ Tally_take_bytes(Tally *self, PyObject *unused)
     return Py_BuildValue("(NN)", tx, rx);
 }
 
-static PyObject *
-Tally_pending(Tally *self, void *closure)
-{
-    return PyLong_FromSsize_t(self->ops.len);
-}
-
-static PyObject *
-Tally_inflight(Tally *self, void *closure)
-{
-    return PyLong_FromLongLong(self->inflight);
-}
-
 static PyMemberDef Tally_members[] = {
     {"issuing", T_BOOL, offsetof(Tally, issuing), 0, "send new requests"},
     {"budget", T_LONGLONG, offsetof(Tally, budget), 0, "requests left to send; -1: no limit"},
     {"next_cut_ns", T_LONGLONG, offsetof(Tally, next_cut_ns), 0, "when the interval ends"},
     {"bytes_in", T_LONGLONG, offsetof(Tally, bytes_in), 0, "bytes read"},
     {"bytes_out", T_LONGLONG, offsetof(Tally, bytes_out), 0, "bytes written"},
-    {NULL},
-};
-
-static PyGetSetDef Tally_getset[] = {
-    {"pending", (getter)Tally_pending, NULL, "replies accounted and not taken yet", NULL},
-    {"inflight", (getter)Tally_inflight, NULL, "requests in flight on its pumps", NULL},
+    {"pending", T_PYSSIZET, offsetof(Tally, ops.len), READONLY,
+     "replies accounted and not taken yet"},
+    {"inflight", T_LONGLONG, offsetof(Tally, inflight), READONLY,
+     "requests in flight on its pumps"},
     {NULL},
 };
 
@@ -848,7 +832,6 @@ static PyTypeObject TallyType = {
     .tp_traverse = (traverseproc)Tally_traverse,
     .tp_clear = (inquiry)Tally_clear,
     .tp_members = Tally_members,
-    .tp_getset = Tally_getset,
     .tp_methods = Tally_methods,
 };
 
@@ -1348,24 +1331,6 @@ Pump_dealloc(Pump *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static int
-grow(void *pp, Py_ssize_t *cap, Py_ssize_t need, size_t item)
-{
-    if (need <= *cap)
-        return 0;
-    Py_ssize_t n = *cap ? *cap : 256;
-    while (n < need)
-        n *= 2;
-    void *p = PyMem_Realloc(*(void **)pp, (size_t)n * item);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    *(void **)pp = p;
-    *cap = n;
-    return 0;
-}
-
 /* The i-th request in flight (0: the oldest). */
 static inline Pending *
 fifo_at(Pump *self, Py_ssize_t i)
@@ -1661,7 +1626,7 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
     }
     tally->bytes_in += n;
     if (self->in_len) {
-        if (grow(&self->in, &self->in_cap, self->in_len + n, 1) < 0)
+        if (grow(&self->in, &self->in_cap, self->in_len + n, 256, 1) < 0)
             return -1;
         memcpy(self->in + self->in_len, buf, (size_t)n);
         self->in_len += n;
@@ -1706,7 +1671,7 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
         if (buf == self->in)
             memmove(self->in, self->in + pos, (size_t)rest);
         else {
-            if (grow(&self->in, &self->in_cap, rest, 1) < 0)
+            if (grow(&self->in, &self->in_cap, rest, 256, 1) < 0)
                 return -1;
             memcpy(self->in, buf + pos, (size_t)rest);
         }
@@ -1866,21 +1831,11 @@ Pump_drop(Pump *self, PyObject *unused)
     return ops;
 }
 
-static PyObject *
-Pump_inflight(Pump *self, void *closure)
-{
-    return PyLong_FromSsize_t(self->fifo_len);
-}
-
 static PyMemberDef Pump_members[] = {
     {"error", T_OBJECT, offsetof(Pump, error), READONLY, "the error that stopped the pump"},
     {"on_stopped", T_OBJECT, offsetof(Pump, on_stopped), 0,
      "data_received's callback of a non-zero status (None: none)"},
-    {NULL},
-};
-
-static PyGetSetDef Pump_getset[] = {
-    {"inflight", (getter)Pump_inflight, NULL, "requests sent and not answered", NULL},
+    {"inflight", T_PYSSIZET, offsetof(Pump, fifo_len), READONLY, "requests sent and not answered"},
     {NULL},
 };
 
@@ -1908,7 +1863,6 @@ static PyTypeObject PumpType = {
     .tp_traverse = (traverseproc)Pump_traverse,
     .tp_clear = (inquiry)Pump_clear,
     .tp_members = Pump_members,
-    .tp_getset = Pump_getset,
     .tp_methods = Pump_methods,
 };
 

@@ -152,6 +152,10 @@ Py_ssize_t scan_no_request(Scan *s);
 
 /* -- requests (_pump.c) ------------------------------------------------------------------ */
 
+/* Room in the buffer ``*pp`` (``*cap`` items of ``item`` bytes) for ``need`` items: the
+ * capacity doubled from ``*cap`` (``first`` while 0) until it is enough, the buffer
+ * reallocated to it. 0, or -1 with MemoryError (the buffer and ``*cap`` as they were). */
+int grow(void *pp, Py_ssize_t *cap, Py_ssize_t need, Py_ssize_t first, size_t item);
 int out_reserve(Out *o, Py_ssize_t more);
 /* The bytes of a key or value: bytes, bytearray or a contiguous memoryview. */
 int view_of(PyObject *obj, const char **p, Py_ssize_t *n);

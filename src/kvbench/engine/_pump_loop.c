@@ -28,6 +28,7 @@
  */
 #include "_pump.h"
 #include <errno.h>
+#include <structmember.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -404,14 +405,8 @@ Poller_add(Poller *self, PyObject *args)
     while (i < self->n_slots && self->slots[i].fd >= 0)
         i++;
     if (i == self->n_slots) {
-        if (self->n_slots == self->cap) {
-            Py_ssize_t cap = self->cap ? self->cap * 2 : 64;
-            Slot *slots = PyMem_Realloc(self->slots, (size_t)cap * sizeof(Slot));
-            if (slots == NULL)
-                return PyErr_NoMemory();
-            self->slots = slots;
-            self->cap = cap;
-        }
+        if (grow(&self->slots, &self->cap, i + 1, 64, sizeof(Slot)) < 0)
+            return NULL;
         self->slots[i] = (Slot){.fd = -1};
         self->n_slots++;
     }
@@ -578,14 +573,8 @@ Poller_shutdown(Poller *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-static PyObject *
-Poller_live(Poller *self, void *closure)
-{
-    return PyLong_FromSsize_t(self->live);
-}
-
-static PyGetSetDef Poller_getset[] = {
-    {"live", (getter)Poller_live, NULL, "connections open", NULL},
+static PyMemberDef Poller_members[] = {
+    {"live", T_PYSSIZET, offsetof(Poller, live), READONLY, "connections open"},
     {NULL},
 };
 
@@ -613,7 +602,7 @@ static PyTypeObject PollerType = {
     .tp_dealloc = (destructor)Poller_dealloc,
     .tp_traverse = (traverseproc)Poller_traverse,
     .tp_clear = (inquiry)Poller_clear,
-    .tp_getset = Poller_getset,
+    .tp_members = Poller_members,
     .tp_methods = Poller_methods,
 };
 
