@@ -94,7 +94,10 @@ def test_open_loop_latency_shows_the_stall_and_service_time_does_not(
     assert doc["mode"] == "open"
     assert get["count"] == pytest.approx(5000, rel=0.02)
     assert get["latency_us"]["p99"] > 300_000  # hundreds of ms behind the schedule
-    assert get["service_time_us"]["p99"] < 50_000  # the server itself answers fast
+    # Service time does not show the 1 s stall: the sends queued behind it go out at its
+    # end, in a burst the server answers within tens of ms (56 ms beside four other test
+    # runs on 2 cores: a bound of a quarter of the stall, not of a quiet machine's speed).
+    assert get["service_time_us"]["p99"] < 250_000
     assert get["outcomes"].get("late", 0) > 100  # sends queued behind the stall
     assert get["outcomes"].get("dropped", 0) == 0
 

@@ -107,6 +107,8 @@ monotonic_ns(void)
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+unsigned long long pump_python_calls = 0;
+
 /* -- failures ------------------------------------------------------------------------ */
 
 Py_ssize_t
@@ -1015,6 +1017,7 @@ Stream_next_chunk(Stream *self)
     if (self->refilling)
         return reentrant("the refill of a Stream");
     self->refilling = 1;
+    pump_python_calls++;
     PyObject *chunk = PyObject_CallNoArgs(self->refill);
     if (chunk == NULL || chunk == Py_None) {
         self->refilling = 0;
@@ -1481,6 +1484,7 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended)
             result = Py_NewRef(Py_None);
         }
         else {
+            pump_python_calls++;
             result = PyObject_CallOneArg(self->write, bytes);
             Py_DECREF(bytes);
         }
@@ -1618,6 +1622,7 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
         PyObject *when = PyLong_FromLongLong(now);
         if (when == NULL)
             return -1;
+        pump_python_calls++;
         PyObject *result = PyObject_CallOneArg(tally->on_cut, when);
         Py_DECREF(when);
         if (result == NULL)
@@ -1700,6 +1705,7 @@ Pump_data_received(Pump *self, PyObject *data)
         Py_DECREF(status);
         Py_RETURN_NONE;
     }
+    pump_python_calls++;
     PyObject *result = PyObject_CallOneArg(self->on_stopped, status);
     Py_DECREF(status);
     if (result == NULL)

@@ -377,6 +377,11 @@ is_error_line(const char *p, Py_ssize_t n)
 
 /* -- the compiled event loop (_pump_loop.c) and the pump (_pump.c) ---------------------- */
 
+/* Calls from the pumps and the poller into Python (a refill, a cut, a write, a stop, an
+ * end, a reader), counted: Poller.wait stops waiting after a batch that made one, so
+ * what the callback scheduled runs. */
+extern unsigned long long pump_python_calls;
+
 /* A worker's epoll set of its connections' sockets (kvbench.engine._pump.Poller). */
 typedef struct Poller Poller;
 

@@ -28,7 +28,9 @@
  */
 #include "_pump.h"
 #include <errno.h>
+#include <limits.h>
 #include <structmember.h>
+#include <time.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -60,6 +62,7 @@ struct Poller {
     char *scratch;
     int polling;      /* in poll(): poll() again is refused */
     int ends_due;     /* a slot's err is set: poll() ends it */
+    int wake_fd;      /* wait() returns when it is readable; -1: none */
     struct epoll_event events[POLL_EVENTS];
 };
 
@@ -211,6 +214,7 @@ end(Poller *self, Py_ssize_t i, int err)
     release(self, i);
     if (self->on_end == Py_None)
         return 0;
+    pump_python_calls++;
     PyObject *result = PyObject_CallFunction(self->on_end, "Ki", (unsigned long long)handle, err);
     if (result == NULL)
         return -1;
@@ -252,6 +256,7 @@ service_read(Poller *self, Py_ssize_t i)
                 PyObject *stopped = pump_on_stopped(pump);
                 if (stopped != NULL && stopped != Py_None) {
                     Py_INCREF(stopped);
+                    pump_python_calls++;
                     PyObject *result = PyObject_CallFunction(stopped, "i", status);
                     Py_DECREF(stopped);
                     status = result != NULL ? 0 : -1;
@@ -265,6 +270,7 @@ service_read(Poller *self, Py_ssize_t i)
         else if (s->reader != NULL) {
             PyObject *reader = Py_NewRef(s->reader);
             PyObject *data = PyBytes_FromStringAndSize(self->scratch, len);
+            pump_python_calls++;
             PyObject *result = data != NULL ? PyObject_CallOneArg(reader, data) : NULL;
             Py_XDECREF(data);
             Py_DECREF(reader);
@@ -318,7 +324,7 @@ Poller_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     Poller *self = (Poller *)type->tp_alloc(type, 0);
     if (self != NULL)
-        self->epfd = -1;
+        self->epfd = self->wake_fd = -1;
     return (PyObject *)self;
 }
 
@@ -502,31 +508,23 @@ Poller_close(Poller *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(Poller_poll_doc,
-"poll() -> int\n\n"
-"Service every ready socket without waiting (epoll_wait, timeout 0): reads handed to\n"
-"their pumps or readers, tails sent, ends reported to ``on_end``. The events handled.\n"
-"A callback's exception stops it and is raised; the sockets not reached are reported\n"
-"again by the next poll.");
+/* The epoll tag of the wake fd (wake_on): no handle is it (a slot index of 2^32 - 1). */
+#define WAKE_TAG UINT64_MAX
 
-static PyObject *
-Poller_poll(Poller *self, PyObject *unused)
+/* Service the ``n`` events of the last epoll_wait: reads handed to their pumps or
+ * readers, tails sent, then the ends that are due reported to ``on_end``; ``*woken`` set
+ * when the wake fd was among them. -1 with a callback's exception (the sockets not
+ * reached are reported again by the next epoll_wait: level-triggered). */
+static int
+service(Poller *self, int n, int *woken)
 {
-    if (ready(self) < 0)
-        return NULL;
-    if (self->polling) {
-        PyErr_SetString(PyExc_RuntimeError, "reentrant call to Poller.poll()");
-        return NULL;
-    }
-    int n;
-    do
-        n = epoll_wait(self->epfd, self->events, POLL_EVENTS, 0);
-    while (n < 0 && errno == EINTR);
-    if (n < 0)
-        return PyErr_SetFromErrno(PyExc_OSError);
     self->polling = 1;
     int failed = 0;
     for (int k = 0; k < n && !failed; k++) {
+        if (self->events[k].data.u64 == WAKE_TAG) {
+            *woken = 1;
+            continue;
+        }
         Py_ssize_t i = slot_of(self, self->events[k].data.u64);
         if (i < 0)
             continue;
@@ -543,9 +541,136 @@ Poller_poll(Poller *self, PyObject *unused)
     if (!failed)
         self->ends_due = 0;
     self->polling = 0;
-    if (failed)
+    return failed ? -1 : 0;
+}
+
+static int
+not_polling(Poller *self, const char *what)
+{
+    if (self->polling) {
+        PyErr_Format(PyExc_RuntimeError, "reentrant call to Poller.%s()", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* epoll_wait, again after a signal's EINTR; the GIL let go while it may block. */
+static int
+epoll_wait_for(Poller *self, int timeout_ms)
+{
+    int n;
+    do {
+        if (timeout_ms == 0)
+            n = epoll_wait(self->epfd, self->events, POLL_EVENTS, 0);
+        else {
+            Py_BEGIN_ALLOW_THREADS
+            n = epoll_wait(self->epfd, self->events, POLL_EVENTS, timeout_ms);
+            Py_END_ALLOW_THREADS
+        }
+    } while (n < 0 && errno == EINTR && timeout_ms == 0);
+    if (n < 0 && errno == EINTR)
+        return 0; /* (a signal while waiting: back to Python, as a timeout) */
+    if (n < 0)
+        PyErr_SetFromErrno(PyExc_OSError);
+    return n;
+}
+
+PyDoc_STRVAR(Poller_poll_doc,
+"poll() -> int\n\n"
+"Service every ready socket without waiting (epoll_wait, timeout 0): reads handed to\n"
+"their pumps or readers, tails sent, ends reported to ``on_end``. The events handled.\n"
+"A callback's exception stops it and is raised; the sockets not reached are reported\n"
+"again by the next poll.");
+
+static PyObject *
+Poller_poll(Poller *self, PyObject *unused)
+{
+    if (ready(self) < 0 || not_polling(self, "poll") < 0)
+        return NULL;
+    int n = epoll_wait_for(self, 0), woken = 0;
+    if (n < 0 || service(self, n, &woken) < 0)
         return NULL;
     return PyLong_FromLong(n);
+}
+
+static long long
+monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+PyDoc_STRVAR(Poller_wait_doc,
+"wait(timeout_ms) -> int\n\n"
+"Service ready sockets as poll() does, waiting in C for up to ``timeout_ms`` (-1: no\n"
+"limit, 0: not at all) and servicing again, until the wake fd (wake_on) is readable,\n"
+"a callback into Python was made (a refill, a cut, an end, a reader: what it scheduled\n"
+"is asyncio's to run), or the time is up. The events handled. The event loop's selector\n"
+"calls it (engine/loop.py ``PollerLoop``): between two of its timers no Python runs.");
+
+static PyObject *
+Poller_wait(Poller *self, PyObject *arg)
+{
+    long timeout_ms = PyLong_AsLong(arg);
+    if (timeout_ms == -1 && PyErr_Occurred())
+        return NULL;
+    if (ready(self) < 0 || not_polling(self, "wait") < 0)
+        return NULL;
+    if (timeout_ms < -1 || timeout_ms > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "timeout_ms must be -1 or 0 to %d, not %ld", INT_MAX,
+                     timeout_ms);
+        return NULL;
+    }
+    long long deadline = timeout_ms > 0 ? monotonic_ms() + timeout_ms : 0;
+    unsigned long long calls = pump_python_calls;
+    int wait_ms = (int)timeout_ms, woken = 0;
+    long total = 0;
+    for (;;) {
+        int n = epoll_wait_for(self, wait_ms);
+        if (n < 0 || service(self, n, &woken) < 0)
+            return NULL;
+        total += n;
+        if (n == 0 || woken || pump_python_calls != calls || timeout_ms == 0)
+            break;
+        if (timeout_ms > 0) {
+            long long left = deadline - monotonic_ms();
+            if (left <= 0)
+                break;
+            wait_ms = (int)left;
+        }
+    }
+    return PyLong_FromLong(total);
+}
+
+PyDoc_STRVAR(Poller_wake_on_doc,
+"wake_on(fd) -> None\n\n"
+"wait() returns when ``fd`` is readable (the event loop's own selector's epoll fd);\n"
+"-1: no fd (the one before is no longer watched).");
+
+static PyObject *
+Poller_wake_on(Poller *self, PyObject *arg)
+{
+    long fd = PyLong_AsLong(arg);
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    if (ready(self) < 0)
+        return NULL;
+    if (fd < -1 || fd > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "not a file descriptor: %ld", fd);
+        return NULL;
+    }
+    if (self->wake_fd >= 0 && epoll_ctl(self->epfd, EPOLL_CTL_DEL, self->wake_fd, NULL) < 0 &&
+        errno != EBADF && errno != ENOENT)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    self->wake_fd = -1;
+    if (fd >= 0) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = WAKE_TAG};
+        if (epoll_ctl(self->epfd, EPOLL_CTL_ADD, (int)fd, &ev) < 0)
+            return PyErr_SetFromErrno(PyExc_OSError);
+        self->wake_fd = (int)fd;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -569,7 +694,7 @@ Poller_shutdown(Poller *self, PyObject *unused)
     close_all(self);
     if (self->epfd >= 0)
         close(self->epfd);
-    self->epfd = -1;
+    self->epfd = self->wake_fd = -1;
     Py_RETURN_NONE;
 }
 
@@ -585,6 +710,8 @@ static PyMethodDef Poller_methods[] = {
     {"write", (PyCFunction)Poller_write, METH_VARARGS, Poller_write_doc},
     {"close", (PyCFunction)Poller_close, METH_O, Poller_close_doc},
     {"poll", (PyCFunction)Poller_poll, METH_NOARGS, Poller_poll_doc},
+    {"wait", (PyCFunction)Poller_wait, METH_O, Poller_wait_doc},
+    {"wake_on", (PyCFunction)Poller_wake_on, METH_O, Poller_wake_on_doc},
     {"fileno", (PyCFunction)Poller_fileno, METH_NOARGS, PyDoc_STR("The epoll fd.")},
     {"shutdown", (PyCFunction)Poller_shutdown, METH_NOARGS, Poller_shutdown_doc},
     {NULL},

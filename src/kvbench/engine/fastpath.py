@@ -61,6 +61,7 @@ import numpy as np
 from kvbench.config.model import RMW
 from kvbench.engine.pacing import LATE_NS
 from kvbench.engine.py_pump import Pumped, PyTally, Write
+from kvbench.engine.spec import COMPILED_LOOP
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
@@ -157,7 +158,7 @@ def driver_name(python_reason: str | None, loop_reason: str | None = None) -> st
     if python_reason is not None:
         return f"python ({python_reason})"
     if loop_reason is None:
-        return "compiled loop"
+        return COMPILED_LOOP
     if loop_reason == NOT_ASKED:
         return "compiled (transports)"
     return f"compiled (transports: {loop_reason})"

@@ -3,12 +3,15 @@
 With the loop driver (the compiled pumps' default, engine/fastpath.py) a worker's load
 connections are not asyncio transports: each is a non-blocking socket connected here
 (``loop.sock_connect``, ``TCP_NODELAY``) and handed to the worker's ``_pump.Poller``
-(engine/_pump_loop.c), an epoll set of its own. The worker's asyncio loop watches only the
-poller's epoll fd (``loop.add_reader(epfd, poller.poll)``): one Python call per wake-up,
-in which C reads every ready socket, runs each connection's compiled pump (scan, tally,
-issue) and sends its requests with one ``send``, with no Python frame per read, write or
-request. Timers (interval cuts, hiccups, timeouts, the open-loop dispatcher) stay
-asyncio's.
+(engine/_pump_loop.c), an epoll set of its own. The worker's event loop is a
+``PollerLoop``: asyncio's selector loop whose wait is ``Poller.wait``, so C waits on the
+poller's epoll set (every load connection, and the selector's own epoll fd), reads every
+ready socket, runs each connection's compiled pump (scan, tally, issue) and sends its
+requests with one ``send``, and waits again, with no Python frame per read, write,
+request or wake-up, until the loop's own descriptors are ready, a callback into Python
+was made, or its next timer is due. Timers (interval cuts, hiccups, timeouts, the
+open-loop dispatcher) stay asyncio's. On any other loop (a test's uvloop) the loop
+watches the poller's epoll fd and calls ``poll`` once per wake-up.
 
 A ``LoopTransport`` is what the connection (a ``Link``) sees: the few transport methods it
 uses, over the poller. Until the connection's reads are its compiled pump's (the setup,
@@ -23,7 +26,9 @@ the pump in C. A connection's end (EOF, a reset, a failed send) comes back as
 from __future__ import annotations
 
 import asyncio
+import math
 import os
+import selectors
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -122,10 +127,14 @@ class LoopDriver:
         self.closed = False
 
     def start(self) -> None:
-        """Watch the poller's epoll fd on the running loop (once)."""
+        """Service the poller from the running loop (once): a ``PollerLoop`` waits in it,
+        any other loop watches its epoll fd and calls ``poll``."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
-            self._loop.add_reader(self.poller.fileno(), self.poller.poll)
+            if isinstance(self._loop, PollerLoop):
+                self._loop.attach(self.poller)
+            else:
+                self._loop.add_reader(self.poller.fileno(), self.poller.poll)
 
     def close(self) -> None:
         """Stop watching, close every socket (no ``connection_lost``: the run is over); a
@@ -134,7 +143,10 @@ class LoopDriver:
             return
         self.closed = True
         if self._loop is not None:
-            self._loop.remove_reader(self.poller.fileno())
+            if isinstance(self._loop, PollerLoop):
+                self._loop.detach(self.poller)
+            else:
+                self._loop.remove_reader(self.poller.fileno())
             self._loop = None
         self.transports.clear()
         self.poller.shutdown()
@@ -201,3 +213,68 @@ class LoopDriver:
         transport = self.transports.get(handle)
         if transport is not None:
             transport.ended(errno)
+
+
+class _PollerSelector(selectors.EpollSelector):
+    """asyncio's epoll selector for the loop's own descriptors (the coordinator's pipe,
+    timers, connects), whose wait is the poller's once one is attached.
+
+    ``select(timeout)`` then calls ``Poller.wait``: C waits on the poller's epoll set,
+    which holds every load connection and this selector's epoll fd, and services the
+    connections until this selector's descriptors are ready, a callback into Python was
+    made, or asyncio's next timer is due; then the loop's own descriptors are read without
+    waiting. On uvloop the poller's epoll fd was a reader: a wake-up was uvloop's
+    ``epoll_pwait``, a Python call of ``poll`` and the poller's ``epoll_wait``; here it is
+    one ``epoll_wait`` and no Python.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._poller: Poller | None = None
+        self._on_error: Any = None
+
+    def attach(self, poller: Poller, on_error: Any) -> None:
+        poller.wake_on(self.fileno())
+        self._poller = poller
+        self._on_error = on_error
+
+    def detach(self, poller: Poller) -> None:
+        if self._poller is poller:
+            self._poller = None
+            poller.wake_on(-1)
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        poller = self._poller
+        if poller is None:
+            return super().select(timeout)
+        # (milliseconds rounded up, as asyncio's own epoll selector waits)
+        wait_ms = -1 if timeout is None else 0 if timeout <= 0 else math.ceil(timeout * 1e3)
+        try:
+            poller.wait(wait_ms)
+        except Exception as exc:  # a callback's: reported as a reader's would be
+            self._on_error(exc)
+        return super().select(0)
+
+
+class PollerLoop(asyncio.SelectorEventLoop):
+    """The worker's event loop when its connections are a ``Poller``'s: asyncio's selector
+    loop whose wait is the poller's (``_PollerSelector``), so between two of the loop's
+    timers or its own descriptors' events no Python runs (runner/process.py starts a
+    compiled-loop run's worker on it)."""
+
+    def __init__(self) -> None:
+        self._poller_selector = _PollerSelector()
+        super().__init__(self._poller_selector)
+
+    def attach(self, poller: Poller) -> None:
+        """Wait in ``poller`` from now on."""
+        self._poller_selector.attach(poller, self._poller_failed)
+
+    def detach(self, poller: Poller) -> None:
+        """Wait in the selector alone again."""
+        self._poller_selector.detach(poller)
+
+    def _poller_failed(self, exc: Exception) -> None:
+        self.call_exception_handler(
+            {"message": "Exception in callback Poller.wait()", "exception": exc}
+        )

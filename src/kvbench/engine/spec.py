@@ -15,6 +15,10 @@ from kvbench.workload.commands import check_commands
 if TYPE_CHECKING:
     from kvbench.workload.slots import SlotMap
 
+# The driver of the compiled pumps on the compiled event loop (engine/fastpath.py
+# ``driver_name``), whose workers wait in their poller (runner/process.py).
+COMPILED_LOOP = "compiled loop"
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerSpec:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from kvbench.config.model import TargetConfig
+from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.config.replay import MONITOR_FORMAT
 from kvbench.engine.clock import NEVER, cpu_wait_ns
 from kvbench.engine.codec_choice import connection_codec_factories
@@ -80,6 +80,17 @@ TIMEOUT_SCAN_PER_CONNECTION_NS = 100_000
 FOLD_EVERY = 10
 
 
+def driver_reasons(config: RunConfig) -> tuple[str | None, str | None]:
+    """Why a run's connections take the Python driver, and why its compiled pumps keep
+    the transports (None, None: the compiled loop, on a ``PollerLoop``)."""
+    python = (
+        "a MONITOR capture's arbitrary commands"
+        if config.replay is not None and config.replay.format == MONITOR_FORMAT
+        else python_reason(config)
+    )
+    return python, loop_reason(config) if python is None else None
+
+
 class _OnTally(Generic[T]):
     """A worker attribute kept on its tally, the send state the compiled pumps share."""
 
@@ -133,15 +144,10 @@ class Worker(LinkKeeper):
             else None
         )
         self.connections: list[Connection] = []
-        # Why connections run the Python driver (None: they run the compiled pumps).
-        self.python_reason = (
-            "a MONITOR capture's arbitrary commands"
-            if config.replay is not None and config.replay.format == MONITOR_FORMAT
-            else python_reason(config)
-        )
-        # Why the compiled pumps do not run on the compiled event loop (None: they do, and
+        # Why connections run the Python driver (None: they run the compiled pumps), and
+        # why the compiled pumps do not run on the compiled event loop (None: they do, and
         # the connections' sockets are the loop's: engine/loop.py).
-        self.loop_reason = loop_reason(config) if self.python_reason is None else None
+        self.python_reason, self.loop_reason = driver_reasons(config)
         self.loop = (
             LoopDriver() if self.python_reason is None and self.loop_reason is None else None
         )

@@ -20,7 +20,7 @@ from typing import Any, Required, TypedDict, Unpack
 
 from kvbench import __version__
 from kvbench.config.model import RunConfig
-from kvbench.engine.spec import WorkerSpec, WorkerSummary, check_shards
+from kvbench.engine.spec import COMPILED_LOOP, WorkerSpec, WorkerSummary, check_shards
 from kvbench.errors import ConfigError, RunAborted, TargetUnreachable, WorkerFailed
 from kvbench.metrics.snapshot import IntervalSnapshot, merge_snapshots
 from kvbench.results.environment import (
@@ -654,7 +654,9 @@ class ResultFields(TypedDict, total=False):
 def fresh_result(*, driver: str | None = None, **fields: Unpack[ResultFields]) -> RunResult:
     """A run's result, measured now (``fields``: RunResult's others): a new id, this
     kvbench's version, this host's environment and the connection driver ran."""
-    environment = describe_environment(installed_event_loop())
+    # The compiled loop's workers wait in their poller, on asyncio (runner/process.py).
+    loop = "poller" if driver == COMPILED_LOOP else installed_event_loop()
+    environment = describe_environment(loop)
     if driver is not None:
         environment["driver"] = driver
     environment["peak_rss_bytes"] = peak_rss_bytes()  # the coordinator's, up to now

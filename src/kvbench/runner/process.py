@@ -1,4 +1,5 @@
-"""The worker entry: one event loop (uvloop when installed) driving one worker.
+"""The worker entry: one event loop driving one worker: a ``PollerLoop`` for the compiled
+event loop's connections (engine/loop.py), else uvloop when installed.
 
 One entry for both kinds of run: ``serve`` runs a load ``Worker`` or a queue's
 ``QueueWorker`` (engine) through the same small interface (``ServedWorker``: connect, run
@@ -26,9 +27,10 @@ from multiprocessing.connection import Connection as Pipe
 from typing import Any, Protocol
 
 from kvbench.engine.clock import NEVER
+from kvbench.engine.loop import PollerLoop
 from kvbench.engine.queue_worker import QueueReport, QueueWorker, QueueWorkerSpec
 from kvbench.engine.spec import WorkerSpec, WorkerSummary
-from kvbench.engine.worker import Worker
+from kvbench.engine.worker import Worker, driver_reasons
 from kvbench.errors import ConfigError, TargetUnreachable
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.results.environment import peak_rss_bytes
@@ -50,6 +52,12 @@ class ServedWorker(Protocol):
 
     def stop(self) -> None:
         """End the run now (Ctrl-C, or the coordinator decided); what is in flight drains."""
+
+
+def on_poller(spec: ProcessSpec) -> bool:
+    """The worker's connections are a compiled ``Poller``'s: its event loop is a
+    ``PollerLoop``, which waits in the poller (engine/loop.py), not uvloop."""
+    return isinstance(spec, WorkerSpec) and driver_reasons(spec.config) == (None, None)
 
 
 def event_loop_name() -> str:
@@ -99,7 +107,10 @@ def run_worker(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
     Installs no signal handler, so it may run in any thread (a Dask worker's task thread).
     """
     try:
-        if event_loop_name() == "uvloop":
+        if on_poller(spec):
+            with asyncio.Runner(loop_factory=PollerLoop) as runner:
+                runner.run(serve(spec, pipe, offset_ns))
+        elif event_loop_name() == "uvloop":
             import uvloop
 
             uvloop.run(serve(spec, pipe, offset_ns))

@@ -1,7 +1,8 @@
 """The compiled event loop's Python side (engine/loop.py): connections whose sockets the
 worker's ``Poller`` owns, seen by their link as a transport.
 
-On the event loops kvbench runs on (uvloop, and asyncio's own), against a loopback
+On the event loops kvbench runs on (uvloop, asyncio's own, and the ``PollerLoop`` a
+compiled-loop worker runs on, which waits in the poller), against a loopback
 listener in the same loop: the link's transport is made once connected, reads reach its
 ``data_received`` and writes the peer; the peer's close and an abort each end in one
 ``connection_lost``; once the driver is closed nothing more is opened; a refused connect
@@ -11,6 +12,7 @@ is the error ``open_link`` counts.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -19,7 +21,7 @@ import uvloop
 
 from kvbench.config.targets import parse_target
 from kvbench.engine import fastpath
-from kvbench.engine.loop import LoopDriver, LoopTransport
+from kvbench.engine.loop import LoopDriver, LoopTransport, PollerLoop
 from tests.support import pump_oracle, servers
 from tests.support.waits import until
 
@@ -31,6 +33,7 @@ pytestmark = pytest.mark.unit
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "uvloop": uvloop.new_event_loop,
     "asyncio": asyncio.new_event_loop,
+    "poller": PollerLoop,
 }
 
 
@@ -116,3 +119,42 @@ def test_a_refused_connect_is_an_oserror_and_leaves_nothing_open(name: str) -> N
         driver.close()
 
     on_each_loop(name, main)
+
+
+def test_a_poller_loop_runs_its_timers_and_readers_while_it_waits_in_the_poller() -> None:
+    """The loop's own events end a wait in the poller: a timer when it is due, a reader
+    when its descriptor is readable (the selector's epoll fd is the poller's wake fd), and
+    a connection's read reaches its link meanwhile; after ``close`` the selector waits
+    alone again."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, PollerLoop)
+        peers: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            peers.append((reader, writer))
+
+        server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        driver = LoopDriver()
+        link = FakeLink(f"memcached://127.0.0.1:{port}")
+        await driver.open(link)  # type: ignore[arg-type]
+        await until(lambda: bool(peers), "the accept")
+        peers[0][1].write(b"pong")
+        await until(lambda: link.reads == [b"pong"], "the read")
+        fired = asyncio.Event()
+        loop.call_later(0.01, fired.set)
+        await asyncio.wait_for(fired.wait(), 30)  # a timer ends the poller's wait
+        r, w = socket.socketpair()
+        with r, w:
+            readable = asyncio.Event()
+            loop.add_reader(r.fileno(), readable.set)
+            w.send(b"x")  # the selector's epoll fd turns readable: the wait ends
+            await asyncio.wait_for(readable.wait(), 30)
+            loop.remove_reader(r.fileno())
+        driver.close()
+        server.close()
+        await server.wait_closed()
+
+    on_each_loop("poller", main)

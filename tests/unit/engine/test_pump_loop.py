@@ -14,6 +14,7 @@ import errno
 import os
 import socket
 import struct
+import threading
 import time
 from collections.abc import Callable
 
@@ -248,3 +249,100 @@ def test_shutdown_closes_every_socket() -> None:
         poller.poll()
     with pytest.raises(OSError):
         os.fstat(epfd)
+
+
+def wake_pair() -> tuple[int, int]:
+    """A pipe: its read end the poller's wake fd (as the event loop's selector's is)."""
+    r, w = os.pipe()
+    return r, w
+
+
+def test_wait_serves_the_connections_in_c_until_the_wake_fd_is_readable() -> None:
+    """Replies answered and requests sent again, batch after batch, in one wait: no
+    return to Python until the wake fd says the event loop has something to do."""
+    poller = _pump.Poller(Ends())
+    handle, theirs = owned_pair(poller, lambda data: pytest.fail(f"reader got {data!r}"))
+    wake, wake_w = wake_pair()
+    poller.wake_on(wake)
+    tally = _pump.Tally()
+    tally.issuing = True
+    pump = _pump.Pump(tally, _pump.Stream(gets(64), TEXT), None, TEXT, FAMILIES, 1 << 20)
+    poller.set_pump(handle, pump)
+    answers = 40
+
+    def peer() -> None:  # answers each get as it comes, 40 in all, then wakes the loop
+        theirs.setblocking(True)
+        pending = b""
+        for _ in range(answers):
+            while b"\r\n" not in pending:
+                pending += theirs.recv(4096)
+            pending = pending[pending.index(b"\r\n") + 2 :]
+            theirs.sendall(b"END\r\n")
+        os.write(wake_w, b"!")
+
+    with theirs:
+        assert pump.issue(1) == 0
+        thread = threading.Thread(target=peer)
+        thread.start()
+        events = poller.wait(60_000)
+        thread.join(30)
+        _, codes, _ = tally.take()
+        assert len(codes) // 8 == answers  # every answer taken inside the one wait
+        assert events > 1  # (more than one epoll_wait's worth: it waited on in C)
+    poller.shutdown()
+    os.close(wake)
+    os.close(wake_w)
+
+
+def test_wait_returns_after_a_call_into_python() -> None:
+    """A reader's call (as a refill's, a cut's, an end's) ends the wait after its batch:
+    what the callback scheduled is the event loop's to run."""
+    poller = _pump.Poller(Ends())
+    reads: list[bytes] = []
+    _, theirs = owned_pair(poller, reads.append)
+    wake, wake_w = wake_pair()
+    poller.wake_on(wake)
+    # Should the wait not end, this ends it after 30 s, and the count says so.
+    backstop = threading.Timer(30, os.write, (wake_w, b"!"))
+    backstop.start()
+    with theirs:
+        theirs.sendall(b"x")
+        assert poller.wait(60_000) == 1  # the read alone, not the backstop's wake
+        assert reads == [b"x"]
+    backstop.cancel()
+    poller.shutdown()
+    os.close(wake)
+    os.close(wake_w)
+
+
+def test_wait_times_out_and_zero_does_not_wait() -> None:
+    poller = _pump.Poller(Ends())
+    assert poller.wait(0) == 0
+    assert poller.wait(5) == 0  # nothing ready: back at the timeout
+    with pytest.raises(ValueError, match="timeout_ms"):
+        poller.wait(-2)
+    wake, wake_w = wake_pair()
+    poller.wake_on(wake)
+    os.write(wake_w, b"!")
+    assert poller.wait(-1) == 1  # no limit, but the wake fd is readable
+    poller.wake_on(-1)  # no longer watched
+    assert poller.wait(0) == 0
+    poller.shutdown()
+    with pytest.raises(ValueError, match="closed"):
+        poller.wait(0)
+    os.close(wake)
+    os.close(wake_w)
+
+
+def test_a_callback_that_raises_in_a_wait_is_raised() -> None:
+    poller = _pump.Poller(Ends())
+
+    def reader(data: bytes) -> None:
+        raise ValueError("from the reader")
+
+    _, theirs = owned_pair(poller, reader)
+    with theirs:
+        theirs.sendall(b"x")
+        with pytest.raises(ValueError, match="from the reader"):
+            poller.wait(60_000)
+    poller.shutdown()
