@@ -31,6 +31,14 @@ K_VALUE: int
 K_ERROR_REPLY: int
 KEYS_SHIFT: int
 MAX_OPS: int
+# metrics.histogram's layout, as a folding Tally records it (a test holds them together).
+HDR_SUB_BUCKET_HALF_COUNT_MAGNITUDE: int
+HDR_COUNTS_LEN: int
+HDR_HIGHEST_TRACKABLE_NS: int
+
+# A histogram as a folding Tally hands it over: (counts, total, min, max, sum,
+# out_of_range), counts HDR_COUNTS_LEN native int64.
+_Hdr = tuple[bytearray, int, int, int, int, int]
 
 # What a Stream's refill returns: None (nothing now), lists ``(ops, keys, values, start[,
 # ttl])`` or a packed chunk ``(ops, keys, key_starts, key_ends, values, value_starts,
@@ -50,10 +58,19 @@ class Tally:
     def pending(self) -> int: ...
     @property
     def inflight(self) -> int: ...
-    def __init__(self, on_cut: Callable[[int], object] | None = None) -> None: ...
+    @property
+    def fold(self) -> bool: ...
+    def __init__(
+        self, on_cut: Callable[[int], object] | None = None, fold: bool = False
+    ) -> None: ...
     def take(self) -> tuple[bytes, bytes, bytes]: ...
     def take_open(self) -> tuple[bytes, bytes, bytes, int]: ...
     def take_bytes(self) -> tuple[bytes, bytes]: ...
+    def take_folded(
+        self,
+    ) -> tuple[
+        list[tuple[int, int, int, _Hdr]], list[tuple[int, _Hdr]], _Hdr | None, _Hdr | None, int, int
+    ]: ...
 
 @final
 class Stream:
@@ -107,6 +124,8 @@ def encode(
     opaque: int = 0,
     /,
 ) -> bytes: ...
+def hdr_fold(values: Buffer, /) -> _Hdr | None: ...
+def _set_clock(ns: int | None, /) -> None: ...
 def encode_packed(
     protocol: int,
     ttl: int,

@@ -28,6 +28,7 @@ from kvbench.engine.fastpath import (
     PumpFactory,
     drain,
     driver_name,
+    folding,
     loop_reason,
     new_tally,
     python_reason,
@@ -637,11 +638,13 @@ class Worker(LinkKeeper):
         """Record event-loop stalls, sample requests in flight every 10th wake-up, and fold
         the replies so far every ``FOLD_EVERY``th (the fold is timed as a stall too)."""
         hiccups = self.recorder.hiccup_ns
+        buffering = not folding(self.tally)  # (a folding tally is drained at the cuts)
         wakes = 0
         while True:
             before = _now()
             if wakes % FOLD_EVERY == 0:
-                drain(self.tally, self.recorder)
+                if buffering:
+                    drain(self.tally, self.recorder)
                 self.recorder.fold()
             await asyncio.sleep(HICCUP_PERIOD_NS / 1e9)
             hiccups.append(max(0, _now() - before - HICCUP_PERIOD_NS))
