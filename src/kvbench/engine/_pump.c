@@ -810,9 +810,15 @@ tally_fold(Tally *tally)
 static PyTypeObject TallyType;
 
 int
+is_tally(PyObject *object)
+{
+    return PyObject_TypeCheck(object, &TallyType);
+}
+
+int
 tally_tick(PyObject *object, long long late_ns, int sample)
 {
-    if (!PyObject_TypeCheck(object, &TallyType)) {
+    if (!is_tally(object)) {
         PyErr_SetString(PyExc_TypeError, "ticks are recorded into a Tally");
         return -1;
     }

@@ -448,6 +448,8 @@ void hdr_free(Hdr *h);
  * TypeError): how late it woke into its hiccup histogram, and its requests in flight as a
  * sample when ``sample``; -1 with an exception. */
 int tally_tick(PyObject *tally, long long late_ns, int sample);
+/* Whether ``object`` is a Tally. */
+int is_tally(PyObject *object);
 
 /* -- the compiled event loop (_pump_loop.c) and the pump (_pump.c) ---------------------- */
 

@@ -7,8 +7,10 @@ connections are not asyncio transports: each is a non-blocking socket connected 
 poller's epoll fd (``loop.add_reader(epfd, poller.poll)``): one Python call per wake-up,
 in which C reads every ready socket, runs each connection's compiled pump (scan, tally,
 issue) and sends its requests with one ``send``, with no Python frame per read, write or
-request. Timers (interval cuts, hiccups, timeouts, the open-loop dispatcher) stay
-asyncio's.
+request. The hiccup timer is the poller's too (``start_ticks``: a periodic timerfd in its
+epoll set, read in C inside the poll, each tick's lateness and a sample of the requests
+in flight recorded into the worker's tally); the other timers (interval cuts, timeouts,
+the open-loop dispatcher) stay asyncio's.
 
 A ``LoopTransport`` is what the connection (a ``Link``) sees: the few transport methods it
 uses, over the poller. Until the connection's reads are its compiled pump's (the setup,
@@ -28,7 +30,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kvbench.engine._pump import Poller
+    from kvbench.engine._pump import Poller, Tally
     from kvbench.engine.link import Link
 
 try:
@@ -126,6 +128,13 @@ class LoopDriver:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
             self._loop.add_reader(self.poller.fileno(), self.poller.poll)
+
+    def start_ticks(self, tally: Tally, period_ns: int, sample_every: int) -> None:
+        """Measure the loop's hiccups in C from now on: how late the poll wakes for a timer
+        due every ``period_ns``, into ``tally`` (its requests in flight sampled every
+        ``sample_every`` ticks), where the worker's hiccup task measured them in Python."""
+        self.start()
+        self.poller.start_ticks(tally, period_ns, sample_every)
 
     def close(self) -> None:
         """Stop watching, close every socket (no ``connection_lost``: the run is over); a
