@@ -752,19 +752,21 @@ Tally_init(Tally *self, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"on_cut", "fold", NULL};
     PyObject *on_cut = Py_None;
     int fold = 0;
+    if (self->on_cut != NULL) /* (its pumps hold it: its mode and buffers are theirs) */
+        return initialized_already("Tally");
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|Op", kwlist, &on_cut, &fold))
         return -1;
-    if (fold && self->latency_by == NULL) {
+    if (fold) {
         self->latency_by = PyMem_Calloc(MAX_OPS * FOLD_KINDS, sizeof(Hdr));
         self->hits_by = PyMem_Calloc(MAX_OPS * FOLD_KINDS, sizeof(long long));
         if (self->latency_by == NULL || self->hits_by == NULL) {
+            PyMem_Free(self->latency_by);
+            PyMem_Free(self->hits_by);
+            self->latency_by = NULL;
+            self->hits_by = NULL;
             PyErr_NoMemory();
             return -1;
         }
-    }
-    if (self->ops.len || (self->fold && !fold)) { /* (only a fresh tally may change mode) */
-        PyErr_SetString(PyExc_RuntimeError, "Tally.__init__ was called already");
-        return -1;
     }
     self->fold = fold;
     Py_INCREF(on_cut);

@@ -308,3 +308,41 @@ def test_the_compiled_fold_and_the_python_drivers_agree(
     assert_same_interval(c, py)
     if seed % 2:  # an open loop: latency from the due time, service from the send
         assert c.lag is not None and c.lag.total_count == len(ops)
+
+
+# -- the folding tally itself -------------------------------------------------------------
+
+
+def text_pump(tally: Any, n: int) -> Any:
+    number, families = fastpath.PROTOCOLS["memcache-text"]
+    chunk = ([int(Op.GET)] * n, [b"k%d" % i for i in range(n)], [None] * n, 0)
+    writes: list[bytes] = []
+    pump = _pump.Pump(
+        tally, _pump.Stream(lambda: chunk, number), writes.append, number, families, MAX
+    )
+    tally.issuing, tally.budget = True, n
+    assert pump.issue(n) == 0
+    return pump
+
+
+def test_a_read_that_breaks_the_protocol_folds_none_of_its_replies() -> None:
+    tally = _pump.Tally(fold=True)
+    pump = text_pump(tally, 4)
+    assert pump.received(b"END\r\n") == 1  # (the budget is spent: nothing more to send)
+    assert tally.pending == 1
+    assert pump.received(b"END\r\nEND\r\nNOT A REPLY\r\n") == 2
+    assert tally.pending == 1 and pump.inflight == 3  # the second read's taken back
+    replies, service, lag, _, _, _ = tally.take_folded()
+    assert [(op, kind, hits, parts[1]) for op, kind, hits, parts in replies] == [
+        (int(Op.GET), 2, 0, 1)  # one miss
+    ]
+    assert service == [] and lag is None and tally.pending == 0
+    assert tally.take() == (b"", b"", b"")
+
+
+def test_a_tally_is_initialized_once() -> None:
+    tally = _pump.Tally(fold=True)
+    with pytest.raises(RuntimeError, match="called already"):
+        tally.__init__(None, False)
+    assert tally.fold
+    assert not _pump.Tally().fold
