@@ -113,6 +113,11 @@ def test_a_thousand_connections_open_once_stay_live_and_are_counted_in_c(
     assert measured and all(s.stats["connections_live_min"] == CONNECTIONS for s in measured)
     sampled = [s.stats["inflight_mean"] for s in measured if "inflight_mean" in s.stats]
     assert sampled and all(mean == CONNECTIONS for mean in sampled)
+    # the poller's ticks measured the loop's hiccups and sampled in C (no Python task),
+    # the samples kept for measure intervals only
+    assert worker.loop is not None and worker.loop.poller.ticks > 0
+    assert all(s.hiccup is not None and s.hiccup.total_count > 0 for s in measured)
+    assert not any("inflight_mean" in s.stats for s in snapshots if s.phase != "measure")
     events = {name: sum(s.stats.get(name, 0) for s in snapshots) for name in ("reconnects",)}
     assert events == {"reconnects": 0}
     assert worker.tally.inflight == 0  # every request answered in the drain

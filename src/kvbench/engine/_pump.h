@@ -375,6 +375,86 @@ is_error_line(const char *p, Py_ssize_t n)
            starts(p, n, "CLIENT_ERROR ") || starts(p, n, "SERVER_ERROR ");
 }
 
+/* -- HDR histograms, in kvbench.metrics.histogram's layout (_pump.c) --------------------- */
+
+/* Histogram's layout (metrics/histogram.py): 1 ns .. 60 s at 3 significant figures, so unit
+ * magnitude 0, sub-bucket half count magnitude 10, 27,648 counters. The module exports
+ * them (HDR_*) and tests/unit/engine/test_pump_fold.py holds them, and the bucket of every
+ * value, to Histogram's. */
+#define HDR_HALF_MAGNITUDE 10
+#define HDR_SUB_BUCKET_MASK ((2ULL << HDR_HALF_MAGNITUDE) - 1)
+#define HDR_SHIFT_BASE (HDR_HALF_MAGNITUDE + 1)
+#define HDR_HIGHEST 60000000000LL
+#define HDR_COUNTS_LEN 27648
+
+/* One histogram's counters and scalars, as a Histogram keeps them. */
+typedef struct {
+    long long *counts; /* HDR_COUNTS_LEN counters; NULL until the first value */
+    long long total, min, max, sum, out_of_range;
+} Hdr;
+
+/* Histogram's counts_index_for, for 0 <= v <= HDR_HIGHEST:
+ * (shift << half magnitude) + (v >> shift), shift = bit_length(v | mask) - (half + 1). */
+static inline Py_ssize_t
+hdr_index(long long v)
+{
+    int shift = 64 - __builtin_clzll((unsigned long long)v | HDR_SUB_BUCKET_MASK) -
+                HDR_SHIFT_BASE;
+    return ((Py_ssize_t)shift << HDR_HALF_MAGNITUDE) + (Py_ssize_t)(v >> shift);
+}
+
+/* Allocate ``h``'s counters if it has none yet; -1 with a MemoryError. */
+int hdr_ready(Hdr *h);
+
+/* Record one value into a histogram whose counters exist (hdr_ready), as Histogram.record
+ * does: a value below 0 as 0 and one above HDR_HIGHEST as HDR_HIGHEST, each counted in
+ * out_of_range too; min and sum over the values as recorded, max over the values given. */
+static inline void
+hdr_add(Hdr *h, long long given)
+{
+    long long v = given;
+    if (v < 0 || v > HDR_HIGHEST) {
+        h->out_of_range++;
+        v = v < 0 ? 0 : HDR_HIGHEST;
+    }
+    h->counts[hdr_index(v)]++;
+    long long high = given > v ? given : v;
+    if (h->total++ == 0) {
+        h->min = v;
+        h->max = high;
+    }
+    else {
+        if (v < h->min)
+            h->min = v;
+        if (high > h->max)
+            h->max = high;
+    }
+    h->sum += v; /* (exact below 2**63 ns summed per interval: 292 years) */
+}
+
+/* hdr_ready, then hdr_add; -1 with a MemoryError. */
+static inline int
+hdr_record(Hdr *h, long long v)
+{
+    if (h->counts == NULL && hdr_ready(h) < 0)
+        return -1;
+    hdr_add(h, v);
+    return 0;
+}
+
+/* The histogram as ``(counts, total, min, max, sum, out_of_range)`` (counts: a bytearray of
+ * HDR_COUNTS_LEN native int64), then emptied; None when it holds nothing. NULL with an
+ * exception. */
+PyObject *hdr_take(Hdr *h);
+void hdr_free(Hdr *h);
+
+/* Record one of the event loop's ticks (Poller.tick) into ``tally`` (a Tally, else a
+ * TypeError): how late it woke into its hiccup histogram, and its requests in flight as a
+ * sample when ``sample``; -1 with an exception. */
+int tally_tick(PyObject *tally, long long late_ns, int sample);
+/* Whether ``object`` is a Tally. */
+int is_tally(PyObject *object);
+
 /* -- the compiled event loop (_pump_loop.c) and the pump (_pump.c) ---------------------- */
 
 /* Calls from the pumps and the poller into Python (a refill, a cut, a write, a stop, an

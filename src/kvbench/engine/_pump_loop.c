@@ -25,6 +25,16 @@
  * Level-triggered epoll: a socket read only in part (one recv of less than asked means
  * the kernel had no more, so no second recv is spent to see EAGAIN; a full scratch buffer
  * waits for the next poll) is reported again.
+ *
+ * Ticks (start_ticks): a periodic timerfd in the same epoll set measures the event loop's
+ * hiccups in C, as the worker's Python hiccup task does on the other drivers (jHiccup's
+ * idea: a timer due every period, and how late the loop wakes for it; a busy or blocked
+ * loop delays every reply it reads by as much). Its expiries are a fixed grid (armed at an
+ * absolute time); when a poll finds it expired, the clock read as the poll wakes, less
+ * the first expiry not read yet, is one hiccup, recorded into the tally's histogram, and
+ * every few ticks the tally's requests in flight are sampled (Little's law). No Python
+ * runs for it: the worker's 1,000 Python wake-ups a second become a read of the timerfd
+ * inside the poll the loop makes anyway.
  */
 #include "_pump.h"
 #include <errno.h>
@@ -33,11 +43,15 @@
 #include <time.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Events taken per epoll_wait, and the bytes read from one socket per poll. */
 #define POLL_EVENTS 256
 #define SCRATCH_BYTES (256 * 1024)
+/* The tick timer's epoll data: no slot's handle (a slot index is below 2**32 - 1). */
+#define TICK_HANDLE UINT64_MAX
 
 typedef struct {
     int fd;          /* -1: a free slot */
@@ -63,6 +77,12 @@ struct Poller {
     int polling;      /* in poll(): poll() again is refused */
     int ends_due;     /* a slot's err is set: poll() ends it */
     int wake_fd;      /* wait() returns when it is readable; -1: none */
+    /* Ticks: the timerfd (-1: none), the tally they go to, the period, the first expiry
+     * not read yet, the ticks seen, and every how many a sample of requests in flight. */
+    int tick_fd;
+    PyObject *tick_tally;
+    long long tick_period, tick_next, ticks;
+    int sample_every;
     struct epoll_event events[POLL_EVENTS];
 };
 
@@ -324,7 +344,7 @@ Poller_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     Poller *self = (Poller *)type->tp_alloc(type, 0);
     if (self != NULL)
-        self->epfd = self->wake_fd = -1;
+        self->epfd = self->wake_fd = self->tick_fd = -1;
     return (PyObject *)self;
 }
 
@@ -332,6 +352,7 @@ static int
 Poller_traverse(Poller *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->on_end);
+    Py_VISIT(self->tick_tally);
     for (Py_ssize_t i = 0; i < self->n_slots; i++) {
         Py_VISIT(self->slots[i].pump);
         Py_VISIT(self->slots[i].reader);
@@ -348,12 +369,47 @@ close_all(Poller *self)
             release(self, i);
 }
 
+/* No more ticks: the timer closed (it leaves the epoll set with it). */
+static void
+stop_ticks(Poller *self)
+{
+    if (self->tick_fd >= 0)
+        close(self->tick_fd);
+    self->tick_fd = -1;
+    Py_CLEAR(self->tick_tally);
+}
+
 static int
 Poller_clear(Poller *self)
 {
     close_all(self);
+    stop_ticks(self);
     Py_CLEAR(self->on_end);
     return 0;
+}
+
+static long long
+clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The timer expired (one or more times since the last read): one hiccup, how late the
+ * loop woke (``woke``) for the first expiry not read yet. -1 with an exception. */
+static int
+tick(Poller *self, long long woke)
+{
+    uint64_t expired = 0;
+    if (read(self->tick_fd, &expired, sizeof expired) != (ssize_t)sizeof expired ||
+        expired == 0)
+        return 0; /* (EAGAIN: not expired after all) */
+    long long late = woke - self->tick_next;
+    self->tick_next += (long long)expired * self->tick_period;
+    self->ticks++;
+    return tally_tick(self->tick_tally, late > 0 ? late : 0,
+                      self->ticks % self->sample_every == 0);
 }
 
 static void
@@ -508,8 +564,9 @@ Poller_close(Poller *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* The epoll tag of the wake fd (wake_on): no handle is it (a slot index of 2^32 - 1). */
-#define WAKE_TAG UINT64_MAX
+/* The epoll tag of the wake fd (wake_on): no handle is it (a slot index of 2^32 - 2; the
+ * ticks' timerfd is 2^32 - 1). */
+#define WAKE_TAG (UINT64_MAX - 1)
 
 /* Service the ``n`` events of the last epoll_wait: reads handed to their pumps or
  * readers, tails sent, then the ends that are due reported to ``on_end``; ``*woken`` set
@@ -520,7 +577,14 @@ service(Poller *self, int n, int *woken)
 {
     self->polling = 1;
     int failed = 0;
+    if (self->tick_fd >= 0) { /* first: how late the loop woke, before any socket's work */
+        for (int k = 0; k < n && !failed; k++)
+            if (self->events[k].data.u64 == TICK_HANDLE)
+                failed = tick(self, clock_ns()) < 0;
+    }
     for (int k = 0; k < n && !failed; k++) {
+        if (self->events[k].data.u64 == TICK_HANDLE)
+            continue;
         if (self->events[k].data.u64 == WAKE_TAG) {
             *woken = 1;
             continue;
@@ -692,14 +756,71 @@ Poller_shutdown(Poller *self, PyObject *unused)
         return NULL;
     }
     close_all(self);
+    stop_ticks(self);
     if (self->epfd >= 0)
         close(self->epfd);
     self->epfd = self->wake_fd = -1;
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(Poller_start_ticks_doc,
+"start_ticks(tally, period_ns, sample_every) -> None\n\n"
+"Tick every ``period_ns`` from now (a timerfd in the epoll set, read by poll()): each\n"
+"poll that finds it expired records how late the loop woke for it into ``tally``'s\n"
+"hiccups, and every ``sample_every``th tick samples the tally's requests in flight\n"
+"(Tally.take_folded() hands both over). Again: the ticks start over, into ``tally``.");
+
+static PyObject *
+Poller_start_ticks(Poller *self, PyObject *args)
+{
+    PyObject *tally;
+    long long period;
+    int sample_every;
+    if (ready(self) < 0 || !PyArg_ParseTuple(args, "OLi", &tally, &period, &sample_every))
+        return NULL;
+    if (period <= 0 || sample_every <= 0) {
+        PyErr_SetString(PyExc_ValueError, "a tick's period and sampling are positive");
+        return NULL;
+    }
+    if (!is_tally(tally)) {
+        PyErr_SetString(PyExc_TypeError, "ticks are recorded into a Tally");
+        return NULL;
+    }
+    stop_ticks(self);
+    int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (fd < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    long long first = clock_ns() + period;
+    struct itimerspec spec = {
+        .it_interval = {period / 1000000000LL, period % 1000000000LL},
+        .it_value = {first / 1000000000LL, first % 1000000000LL},
+    };
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TICK_HANDLE};
+    if (timerfd_settime(fd, TFD_TIMER_ABSTIME, &spec, NULL) < 0 ||
+        epoll_ctl(self->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        close(fd);
+        return NULL;
+    }
+    self->tick_fd = fd;
+    self->tick_tally = Py_NewRef(tally);
+    self->tick_period = period;
+    self->tick_next = first;
+    self->ticks = 0;
+    self->sample_every = sample_every;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Poller_stop_ticks(Poller *self, PyObject *unused)
+{
+    stop_ticks(self);
+    Py_RETURN_NONE;
+}
+
 static PyMemberDef Poller_members[] = {
     {"live", T_PYSSIZET, offsetof(Poller, live), READONLY, "connections open"},
+    {"ticks", T_LONGLONG, offsetof(Poller, ticks), READONLY, "ticks seen since start_ticks"},
     {NULL},
 };
 
@@ -714,6 +835,9 @@ static PyMethodDef Poller_methods[] = {
     {"wake_on", (PyCFunction)Poller_wake_on, METH_O, Poller_wake_on_doc},
     {"fileno", (PyCFunction)Poller_fileno, METH_NOARGS, PyDoc_STR("The epoll fd.")},
     {"shutdown", (PyCFunction)Poller_shutdown, METH_NOARGS, Poller_shutdown_doc},
+    {"start_ticks", (PyCFunction)Poller_start_ticks, METH_VARARGS, Poller_start_ticks_doc},
+    {"stop_ticks", (PyCFunction)Poller_stop_ticks, METH_NOARGS,
+     PyDoc_STR("stop_ticks() -> None\n\nNo more ticks (none: nothing).")},
     {NULL},
 };
 

@@ -39,9 +39,14 @@ where the C side encodes every op the protocol's trace mapping can send (memcach
 and meta: all eleven trace ops; binary: all but a tokenless cas, which a replay skips
 there; RESP2: add and replace as SET NX/XX, append).
 The worker's send state (issuing, budget, interval cut time, byte counts) lives in one
-``Tally`` both paths read and write, and the replies the pumps accounted are moved into
-the recorder's buffers at every interval cut, so the fold and everything after it is
-the same whichever path counted them.
+``Tally`` both paths read and write. A run's tally folds (``Tally(fold=True)``): each
+read's replies are recorded in C into histograms in ``metrics.histogram``'s layout, by
+op and reply kind (with the keys they returned, an open loop's service times and lags),
+and ``drain`` hands them to the recorder at every interval cut as the interval's
+histograms; everything after the fold is the same whichever path counted the replies
+(tests/unit/engine/test_pump_fold.py holds the two drivers' intervals equal, bucket for
+bucket). A tally made without ``fold`` buffers each reply instead (``take``), which the
+recorder folds with numpy, as the Python driver's replies are.
 
 Everything else stays in Python: ``--verify``, ``--command``, read-modify-writes
 (``rmw`` in the ratio), ``--ttl`` ranges, RESP3,
@@ -62,6 +67,7 @@ from kvbench.config.model import RMW
 from kvbench.engine.pacing import LATE_NS
 from kvbench.engine.py_pump import Pumped, PyTally, Write
 from kvbench.engine.spec import COMPILED_LOOP
+from kvbench.metrics.histogram import COUNTS_LEN, HIGHEST_TRACKABLE_NS, Histogram
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
@@ -239,10 +245,27 @@ def replay_ops(protocol: str) -> list[Op]:
     return sorted({Op(code) for code in OpMapping(protocol).codes if code != SKIPPED})
 
 
+def folds() -> bool:
+    """The compiled tally records replies in ``metrics.histogram``'s layout (its bucket
+    layout and range are this build's ``Histogram``'s), so a compiled run folds in C."""
+    return (
+        _pump is not None
+        and _pump.HDR_COUNTS_LEN == COUNTS_LEN
+        and _pump.HDR_HIGHEST_TRACKABLE_NS == HIGHEST_TRACKABLE_NS
+    )
+
+
+def folding(tally: Tally | PyTally) -> bool:
+    """The tally records its replies into histograms in C: draining it while the interval
+    runs would only move its counters sooner (see ``drain``)."""
+    return not isinstance(tally, PyTally) and tally.fold
+
+
 def new_tally(on_cut: Callable[[int], None] | None, compiled_run: bool) -> Tally | PyTally:
-    """A ``_pump.Tally`` for a compiled run, else a ``PyTally`` (engine/py_pump.py)."""
+    """A ``_pump.Tally`` for a compiled run (folding each reply into histograms in C where
+    the layouts agree: ``folds``), else a ``PyTally`` (engine/py_pump.py)."""
     if compiled_run and _pump is not None:
-        return _pump.Tally(on_cut)
+        return _pump.Tally(on_cut, fold=folds())
     return PyTally()
 
 
@@ -345,7 +368,16 @@ _LATE = int(Outcome.LATE)
 def drain(tally: Tally | PyTally, recorder: Recorder) -> None:
     """Move the replies the pumps accounted into the recorder's reply buffers, and an open
     loop's service times, lags, late sends and send count where the Python driver puts
-    them (``Connection._account`` and ``issue_scheduled``); the bytes by op into stats."""
+    them (``Connection._account`` and ``issue_scheduled``); the bytes by op into stats.
+
+    A folding tally's histograms (each reply recorded in C: ``take_folded``) go to the
+    recorder as they are, with the event loop's hiccups and requests-in-flight samples
+    where its poller ticks (engine/loop.py). Copying out and merging a histogram's
+    counters costs ~0.1 ms whatever the replies, so a folding tally is drained at the
+    interval's cuts only (``folding``), a buffering one every few ms as well.
+    """
+    if not isinstance(tally, PyTally):
+        _drain_folded(tally, recorder)
     ops, codes, latency = tally.take()
     service, lag, late, sent = tally.take_open()
     by_op = tally.take_bytes()
@@ -366,3 +398,24 @@ def drain(tally: Tally | PyTally, recorder: Recorder) -> None:
         late_by_op = np.frombuffer(late, dtype=np.int64)
         for op in np.flatnonzero(late_by_op).tolist():
             recorder.counts[op][_LATE] += int(late_by_op[op])
+
+
+def _histogram(parts: tuple[bytearray, int, int, int, int, int]) -> Histogram:
+    counts, total, low, high, total_ns, out_of_range = parts
+    return Histogram.from_counts(counts, total, low, high, total_ns, out_of_range)
+
+
+def _drain_folded(tally: Tally, recorder: Recorder) -> None:
+    """A folding tally's histograms into the recorder (``drain``'s ``cut``)."""
+    replies, service, lag, hiccups, inflight_sum, samples = tally.take_folded()
+    for op, kind, hits, latency in replies:
+        recorder.add_replies(op, kind, hits, _histogram(latency))
+    for op, times in service:
+        recorder.add_service(op, _histogram(times))
+    if lag is not None:
+        recorder.add_lag(_histogram(lag))
+    if hiccups is not None:
+        recorder.add_hiccups(_histogram(hiccups))
+    if samples:
+        recorder.add_stat("inflight_sum", inflight_sum)
+        recorder.add_stat("inflight_samples", samples)

@@ -9,9 +9,12 @@ poller's epoll set (every load connection, and the selector's own epoll fd), rea
 ready socket, runs each connection's compiled pump (scan, tally, issue) and sends its
 requests with one ``send``, and waits again, with no Python frame per read, write,
 request or wake-up, until the loop's own descriptors are ready, a callback into Python
-was made, or its next timer is due. Timers (interval cuts, hiccups, timeouts, the
-open-loop dispatcher) stay asyncio's. On any other loop (a test's uvloop) the loop
-watches the poller's epoll fd and calls ``poll`` once per wake-up.
+was made, or its next timer is due. The hiccup timer is the poller's too
+(``start_ticks``: a periodic timerfd in its epoll set, read in C, each tick's lateness
+and a sample of the requests in flight recorded into the worker's tally); the other
+timers (interval cuts, timeouts, the open-loop dispatcher) stay asyncio's. On any other
+loop (a test's uvloop) the loop watches the poller's epoll fd and calls ``poll`` once per
+wake-up.
 
 A ``LoopTransport`` is what the connection (a ``Link``) sees: the few transport methods it
 uses, over the poller. Until the connection's reads are its compiled pump's (the setup,
@@ -33,7 +36,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kvbench.engine._pump import Poller
+    from kvbench.engine._pump import Poller, Tally
     from kvbench.engine.link import Link
 
 try:
@@ -135,6 +138,13 @@ class LoopDriver:
                 self._loop.attach(self.poller)
             else:
                 self._loop.add_reader(self.poller.fileno(), self.poller.poll)
+
+    def start_ticks(self, tally: Tally, period_ns: int, sample_every: int) -> None:
+        """Measure the loop's hiccups in C from now on: how late the poll wakes for a timer
+        due every ``period_ns``, into ``tally`` (its requests in flight sampled every
+        ``sample_every`` ticks), where the worker's hiccup task measured them in Python."""
+        self.start()
+        self.poller.start_ticks(tally, period_ns, sample_every)
 
     def close(self) -> None:
         """Stop watching, close every socket (no ``connection_lost``: the run is over); a

@@ -28,6 +28,7 @@ from kvbench.engine.fastpath import (
     PumpFactory,
     drain,
     driver_name,
+    folding,
     loop_reason,
     new_tally,
     python_reason,
@@ -61,9 +62,10 @@ _now = time.monotonic_ns
 T = TypeVar("T")
 PRELOAD_PIPELINE = 64
 # The hiccup task sleeps this long and records how late it wakes (jHiccup's idea): a
-# busy or blocked event loop delays every reply it reads by as much.
+# busy or blocked event loop delays every reply it reads by as much. On the compiled
+# event loop the poller ticks at this period instead, in C (engine/loop.py start_ticks).
 HICCUP_PERIOD_NS = 1_000_000
-# In-flight requests are sampled for Little's law this often.
+# In-flight requests are sampled for Little's law this often (in hiccup periods).
 INFLIGHT_SAMPLE_EVERY = 10
 # The timeout watchdog asks every connection for its oldest request every
 # TIMEOUT_SCAN_NS (a quarter of the timeout when that is shorter), or, with many
@@ -368,8 +370,14 @@ class Worker(LinkKeeper):
         tasks = [
             asyncio.create_task(self._tick()),
             asyncio.create_task(self._watch_timeouts()),
-            asyncio.create_task(self._hiccups()),
         ]
+        if self.loop is not None and folding(self.tally):
+            # The poller measures the hiccups and samples the requests in flight in C;
+            # the replies are folded in C too: no Python wakes up every millisecond.
+            assert not isinstance(self.tally, PyTally)
+            self.loop.start_ticks(self.tally, HICCUP_PERIOD_NS, INFLIGHT_SAMPLE_EVERY)
+        else:
+            tasks.append(asyncio.create_task(self._hiccups()))
         self.dispatcher = self._open_loop(start_ns)
         if self.dispatcher is not None:
             tasks.append(asyncio.create_task(self.dispatcher.run()))
@@ -539,7 +547,7 @@ class Worker(LinkKeeper):
         stats = self.recorder.stats
         samples = stats.pop("inflight_samples", 0)
         inflight_sum = stats.pop("inflight_sum", 0)
-        if samples:
+        if samples and self.phase == "measure":  # (the poller's ticks sample in every phase)
             # Per interval and worker; merging workers adds these up to the run's total.
             stats["inflight_mean"] = inflight_sum / samples
         snapshot = self.recorder.cut(self.phase, self._index, self._interval_start_ns, end_ns)
@@ -635,11 +643,13 @@ class Worker(LinkKeeper):
         """Record event-loop stalls, sample requests in flight every 10th wake-up, and fold
         the replies so far every ``FOLD_EVERY``th (the fold is timed as a stall too)."""
         hiccups = self.recorder.hiccup_ns
+        buffering = not folding(self.tally)  # (a folding tally is drained at the cuts)
         wakes = 0
         while True:
             before = _now()
             if wakes % FOLD_EVERY == 0:
-                drain(self.tally, self.recorder)
+                if buffering:
+                    drain(self.tally, self.recorder)
                 self.recorder.fold()
             await asyncio.sleep(HICCUP_PERIOD_NS / 1e9)
             hiccups.append(max(0, _now() - before - HICCUP_PERIOD_NS))

@@ -309,6 +309,36 @@ class Histogram:
             self._add_scalars(other.total_count, other.min_ns, other.max_ns, other.sum_ns)
 
     @classmethod
+    def from_counts(
+        cls,
+        counts: Any,
+        total_count: int,
+        min_ns: int,
+        max_ns: int,
+        sum_ns: int,
+        out_of_range: int = 0,
+    ) -> Histogram:
+        """A histogram over counts recorded elsewhere in this layout, with their exact
+        scalars: the compiled pumps fold each reply's latency in C (engine/_pump.c) and
+        hand the interval's counters over as they are, with no per-value work here.
+
+        Args:
+            counts: ``COUNTS_LEN`` native int64 counters, writable (a ``bytearray``): the
+                histogram keeps them without a copy.
+
+        Raises:
+            ValueError: if there are not ``COUNTS_LEN`` of them.
+        """
+        array = np.frombuffer(counts, dtype=np.int64)
+        if array.size != COUNTS_LEN:
+            raise ValueError(f"a histogram has {COUNTS_LEN} counters, not {array.size}")
+        result = cls.__new__(cls)
+        result._counts, result._sparse = array, None
+        result.total_count, result.out_of_range = int(total_count), int(out_of_range)
+        result.min_ns, result.max_ns, result.sum_ns = int(min_ns), int(max_ns), int(sum_ns)
+        return result
+
+    @classmethod
     def merged(cls, histograms: Iterable[Histogram]) -> Histogram:
         """Return a new histogram holding the sum of ``histograms`` (empty if none).
 

@@ -8,6 +8,10 @@ Two ways in, both cheap on the hot path:
   outcome: a get's hits and misses apart; ``cut`` merges each op's) and counters; the
   engine calls it every few tens of milliseconds, so that no single fold (about 23 ns per
   reply) stalls the event loop for long, and ``cut`` folds the rest.
+- replies folded already: the compiled pumps record each reply into histograms in C
+  (engine/_pump.c's folding ``Tally``), and the engine hands them over at each cut,
+  per op and outcome (``add_replies``), with an open loop's service times and lags
+  (``add_service``, ``add_lag``) and the event loop's hiccups (``add_hiccups``).
 - engine-observed outcomes (timeout, conn_error), one by one: ``counts[op][outcome]``
   and ``latency_ns[op]`` (a timed-out request enters the histogram at the timeout).
 
@@ -43,6 +47,23 @@ def _fold(values: array[int]) -> Histogram | None:
     return hist
 
 
+def _merged(a: Histogram | None, b: Histogram | None) -> Histogram | None:
+    """``a`` with ``b`` added (either may be None: the other, as it is)."""
+    if a is None or b is None:
+        return a if b is None else b
+    a.merge(b)
+    return a
+
+
+def _merge_into(into: dict[str, Histogram], name: str, hist: Histogram) -> None:
+    """``into[name]`` with ``hist`` added; ``hist`` itself where there was none."""
+    have = into.get(name)
+    if have is None:
+        into[name] = hist
+    else:
+        have.merge(hist)
+
+
 class Recorder:
     """Per-worker measurements for the current interval.
 
@@ -75,6 +96,8 @@ class Recorder:
         self._keys: dict[str, int] = {}
         self._keys_hit: dict[str, int] = {}
         self._reply_counts = np.zeros((len(self.op_names), N_OUTCOMES), dtype=np.int64)
+        self._lag: Histogram | None = None
+        self._hiccup: Histogram | None = None
 
     def add_stat(self, name: str, value: float) -> None:
         """Add to a worker figure of this interval (reconnects, bytes, cpu)."""
@@ -86,9 +109,9 @@ class Recorder:
         by_outcome, service = self._by_outcome, self._service
         keys, keys_hit = self._keys, self._keys_hit
         counts = self._reply_counts.tolist()
+        lag = _merged(_fold(self.lag_ns), self._lag)
+        hiccup = _merged(_fold(self.hiccup_ns), self._hiccup)
         self._new_interval()
-        lag = _fold(self.lag_ns)
-        hiccup = _fold(self.hiccup_ns)
         for op, name in enumerate(self.op_names):
             row = self.counts[op]
             for i, n in enumerate(row):
@@ -126,6 +149,29 @@ class Recorder:
             lag=lag,
             hiccup=hiccup,
         )
+
+    def add_replies(self, op: int, outcome: int, hits: int, latency: Histogram) -> None:
+        """Count ``latency.total_count`` replies of ``op`` with ``outcome``, folded
+        elsewhere into ``latency`` (kept, not copied), which returned ``hits`` keys: as
+        ``fold`` counts the same replies from the buffers."""
+        name = self.op_names[op]
+        self._reply_counts[op, outcome] += latency.total_count
+        _merge_into(self._by_outcome.setdefault(name, {}), OUTCOME_NAMES[outcome], latency)
+        replies = latency.total_count
+        self._keys[name] = self._keys.get(name, 0) + replies * self.keys_per_op[op]
+        self._keys_hit[name] = self._keys_hit.get(name, 0) + hits
+
+    def add_service(self, op: int, service: Histogram) -> None:
+        """Add an open loop's service times of ``op``'s replies, folded elsewhere."""
+        _merge_into(self._service, self.op_names[op], service)
+
+    def add_lag(self, lag: Histogram) -> None:
+        """Add an open loop's send lags, folded elsewhere (as ``lag_ns`` holds them)."""
+        self._lag = _merged(self._lag, lag)
+
+    def add_hiccups(self, hiccups: Histogram) -> None:
+        """Add event-loop stalls measured elsewhere (as ``hiccup_ns`` holds them)."""
+        self._hiccup = _merged(self._hiccup, hiccups)
 
     def fold(self) -> None:
         """Fold the bulk reply buffers into this interval's counters and histograms; empty them.

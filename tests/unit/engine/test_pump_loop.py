@@ -346,3 +346,65 @@ def test_a_callback_that_raises_in_a_wait_is_raised() -> None:
         with pytest.raises(ValueError, match="from the reader"):
             poller.wait(60_000)
     poller.shutdown()
+
+
+# -- ticks: the loop's hiccups, measured in C ----------------------------------------------
+
+
+def wait_readable(poller: _pump.Poller) -> None:
+    """Block until the poller's epoll fd is readable (a tick due), as the event loop does."""
+    import select
+
+    ready, _, _ = select.select([poller.fileno()], [], [], 10)
+    assert ready, "the poller's fd was not readable within 10 s"
+
+
+def test_ticks_record_how_late_each_poll_woke_and_sample_the_requests_in_flight() -> None:
+    poller = _pump.Poller()
+    tally = _pump.Tally(fold=True)
+    poller.start_ticks(tally, 1_000_000, 3)
+    polls = 0
+    while poller.ticks < 9:  # (each tick read by a poll that found the timer expired)
+        assert polls < 10_000
+        wait_readable(poller)
+        assert poller.poll() >= 0
+        polls += 1
+    _, _, _, hiccups, inflight_sum, samples = tally.take_folded()
+    assert hiccups is not None
+    _, total, low, _, _, out_of_range = hiccups
+    assert total == poller.ticks == 9 and low >= 0 and out_of_range == 0
+    assert samples == 3 and inflight_sum == 0  # every 3rd tick; nothing in flight
+    assert tally.take_folded()[3] is None  # (taken: the next interval starts empty)
+    poller.stop_ticks()
+    assert poller.ticks == 9
+    poller.shutdown()
+
+
+def test_a_stalled_loop_is_one_hiccup_as_long_as_the_stall() -> None:
+    """The loop does not poll for 20 ms: the poll after finds some 20 expiries, and
+    records one hiccup, at least as late as the first expiry it missed (1 ms in)."""
+    poller = _pump.Poller()
+    tally = _pump.Tally()  # (ticks go to any tally, folding or not)
+    poller.start_ticks(tally, 1_000_000, 10)
+    start = time.monotonic_ns()
+    time.sleep(0.02)  # the stall measured (not a wait for anything)
+    stalled = time.monotonic_ns() - start
+    poller.poll()
+    hiccups = tally.take_folded()[3]
+    assert hiccups is not None and poller.ticks == 1
+    _, total, _, high, _, _ = hiccups
+    assert total == 1 and high >= stalled - 1_000_000
+    poller.shutdown()
+    assert poller.ticks == 1
+
+
+def test_ticks_refuse_what_is_not_a_tally_or_a_period() -> None:
+    poller = _pump.Poller()
+    with pytest.raises(TypeError, match="Tally"):
+        poller.start_ticks(object(), 1_000_000, 10)
+    with pytest.raises(ValueError, match="positive"):
+        poller.start_ticks(_pump.Tally(), 0, 10)
+    poller.stop_ticks()  # (none: nothing)
+    poller.shutdown()
+    with pytest.raises(ValueError, match="closed"):
+        poller.start_ticks(_pump.Tally(), 1_000_000, 10)
