@@ -11,8 +11,10 @@
  *                        from the server's Stream (the workload's chunks of op, key and
  *                        value) and encoded here, in one write.
  *   Pump.issue_scheduled(intended)
- *                        open loop: the dispatcher (engine/open_loop.py) hands the pump
- *                        the due times of the requests it may send; they go out in one
+ *                        open loop: the dispatcher (engine/open_loop.py; on the compiled
+ *                        event loop its schedule in C, _pump_loop.c, through
+ *                        pump_send_scheduled) hands the pump the due times of the
+ *                        requests it may send; they go out in one
  *                        write, each send's lag is recorded, and replies are accounted
  *                        from those times (coordinated omission) with their service time
  *                        beside; a reply sends nothing (the schedule does).

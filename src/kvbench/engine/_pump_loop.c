@@ -22,6 +22,10 @@
  * is the slot's index and a generation: a stale handle (a connection ended and its slot
  * reused) names nothing, and calls with it do nothing.
  *
+ * An open loop's schedule (schedule(), below) runs here too: a timerfd in the same set,
+ * serviced before the sockets of a poll and between them once a send is due, the due
+ * requests sent in C through the pumps' issue_scheduled code.
+ *
  * Level-triggered epoll: a socket read only in part (one recv of less than asked means
  * the kernel had no more, so no second recv is spent to see EAGAIN; a full scratch buffer
  * waits for the next poll) is reported again.
@@ -69,6 +73,7 @@ typedef struct {
     Py_ssize_t n_lanes, turn;
     long long *times;     /* times[head:head + len]: of requests next .. next + len - 1 */
     Py_ssize_t head, len, cap;
+    Py_ssize_t counted;   /* times[head:head + counted] were due at the last dispatch */
     long long next;       /* requests sent or dropped so far */
     long long wake_ns;    /* dispatch once the clock reaches this, between reads too */
     long long periodic;   /* the timer fires every this many ns; 0: once (or not armed) */
@@ -384,7 +389,7 @@ sched_clear(Poller *self)
     q->n_lanes = q->turn = 0;
     PyMem_Free(q->times);
     q->times = NULL;
-    q->head = q->len = q->cap = 0;
+    q->head = q->len = q->cap = q->counted = 0;
     q->periodic = 0;
     Py_CLEAR(q->tally);
     Py_CLEAR(q->feed);
@@ -440,6 +445,7 @@ sched_feed(Sched *q)
 static void
 sched_skip(Sched *q, long long n)
 {
+    q->counted = n < q->counted ? q->counted - (Py_ssize_t)n : 0;
     if (n >= q->len) {
         q->next += n;
         q->head = q->len = 0;
@@ -480,8 +486,10 @@ sched_send_due(Sched *q, long long now)
         if (stop)
             return 0;
     }
-    /* How many are due: counted in the times held, more fed while all of them are. */
-    Py_ssize_t due = 0;
+    /* How many are due: counted in the times held, more fed while all of them are; from
+     * where the last dispatch stopped counting (a backlog is not counted again each time:
+     * the times are in order, and the clock does not go back). */
+    Py_ssize_t due = q->counted < q->len ? q->counted : q->len;
     for (;;) {
         while (due < q->len && due < SCHED_MAX_DUE && q->times[q->head + due] <= now)
             due++;
@@ -493,6 +501,7 @@ sched_send_due(Sched *q, long long now)
         if (fed == 0)
             break;
     }
+    q->counted = due;
     if (*budget >= 0 && due > *budget)
         due = (Py_ssize_t)*budget;
     Py_ssize_t count = q->n_lanes, start = q->turn, last = -1;
@@ -514,6 +523,7 @@ sched_send_due(Sched *q, long long now)
         q->head += n;
         q->len -= n;
         q->next += n;
+        q->counted -= n;
         due -= n;
         last = k;
     }
@@ -963,6 +973,7 @@ Poller_schedule(Poller *self, PyObject *args)
     q->period_ns = period_ns;
     q->tick_ns = tick_ns;
     q->next = 0;
+    q->counted = 0;
     q->wake_ns = 0;
     q->active = 1;
     if (sched_arm(q, 1, 0) < 0) { /* at once */

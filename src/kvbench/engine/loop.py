@@ -7,7 +7,8 @@ connections are not asyncio transports: each is a non-blocking socket connected 
 poller's epoll fd (``loop.add_reader(epfd, poller.poll)``): one Python call per wake-up,
 in which C reads every ready socket, runs each connection's compiled pump (scan, tally,
 issue) and sends its requests with one ``send``, with no Python frame per read, write or
-request. Timers (interval cuts, hiccups, timeouts, the open-loop dispatcher) stay
+request. An open loop's schedule (``--rate``) runs in the poller too, on a timerfd of its
+own (engine/loop_dispatch.py); the other timers (interval cuts, hiccups, timeouts) stay
 asyncio's.
 
 A ``LoopTransport`` is what the connection (a ``Link``) sees: the few transport methods it

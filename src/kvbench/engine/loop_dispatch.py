@@ -76,6 +76,7 @@ class LoopDispatcher(OpenLoopDispatcher):
         self._route = self.routes[0]
         self._lanes = {id(conn): index for index, conn in enumerate(connections)}
         self._started = False
+        self._lanes_open = False  # set_lane is taken: from schedule() to unschedule()
 
     @property
     def next_index(self) -> int:
@@ -98,13 +99,14 @@ class LoopDispatcher(OpenLoopDispatcher):
             PERIOD_NS,
             TICK_NS,
         )
-        self._started = True
+        self._started = self._lanes_open = True
         try:
             for conn in route.connections:
                 conn.on_lane = self.lane_changed
                 self.lane_changed(conn)
             await self._done
         finally:
+            self._lanes_open = False
             for conn in route.connections:
                 conn.on_lane = None
             route.next_index = poller.scheduled
@@ -114,6 +116,8 @@ class LoopDispatcher(OpenLoopDispatcher):
     def lane_changed(self, conn: Connection) -> None:
         """``conn``'s pump or state changed: the poller sends with its compiled pump while
         it is connected, else not at all."""
+        if not self._lanes_open or self._driver.closed:  # (the run is over)
+            return
         pump = conn.pump
         up = conn.connected and conn.transport_open
         compiled = pump if up and _pump is not None and isinstance(pump, _pump.Pump) else None

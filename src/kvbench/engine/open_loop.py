@@ -14,6 +14,10 @@ request's intended time; service time from its actual send; the lag of every sen
 into its own histogram, and a send more than ``LATE_NS`` (engine/pacing.py) behind is
 counted ``late``. A connection's ``issue_scheduled`` does the sending: in Python, or in C
 when the worker runs the compiled pumps (engine/fastpath.py); the dispatch is the same.
+On the compiled event loop a ``--rate`` schedule is dispatched by the loop's poller in C
+instead, by these rules (engine/loop_dispatch.py: it feeds the poller this module's
+schedule times and drops with ``_drop_behind``); this dispatcher is the reference, and
+runs the transports', the Python driver's and the timed replays' open loops.
 
 A run at ``--rate`` has one schedule its connections share (a route of all of them). A
 timed replay (``kvbench replay --speed S``) has one route per connection: each its own

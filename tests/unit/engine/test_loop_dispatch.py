@@ -110,7 +110,7 @@ def host() -> Any:
 
 def driver(poller: _pump.Poller) -> Any:
     """A LoopDriver's part the dispatcher uses (the test watches the poller itself)."""
-    return SimpleNamespace(poller=poller, start=lambda: None)
+    return SimpleNamespace(poller=poller, start=lambda: None, closed=False)
 
 
 async def run_until(dispatcher: LoopDispatcher, poller: _pump.Poller, stop: Callable[[], bool]):
