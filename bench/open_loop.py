@@ -7,8 +7,9 @@ bench/peers.py does; 50 connections, 100-byte values, set:get 1:1):
 
 1. the compiled closed loop at pipeline 1: the core's throughput T;
 2. the open loop at 0.8 T (uniform arrivals unless ``--arrival poisson``) on the compiled
-   driver (its event loop), with ``--transports`` on uvloop's transports too
-   (``KVBENCH_DRIVER=transports``), then
+   driver (its event loop, whose poller runs the schedule in C), with ``--transports``
+   on uvloop's transports too (``KVBENCH_DRIVER=transports``: the Python dispatcher
+   over the same compiled pumps), then
    on the Python one (``KVBENCH_PURE_PYTHON=1``), at most ``--pipeline`` in flight per
    connection (room for a 1 ms tick's worth of due requests; the connections
    are not meant to queue).

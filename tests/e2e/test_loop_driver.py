@@ -192,3 +192,123 @@ def test_the_open_loop_runs_on_the_loop_alike(tmp_path: Path, scheme: str) -> No
     ]
     assert without_late[0] == without_late[1]
     assert docs[True]["totals"]["ops"] == 3000 and docs[True]["totals"]["errors"] == 0
+
+
+def run_open(tmp_path: Path, url: str, arrival: str, loop: bool) -> dict[str, Any]:
+    """--rate over 8 connections: on the loop the poller runs the schedule in C
+    (engine/loop_dispatch.py); on the transports the Python dispatcher does."""
+    out = tmp_path / f"open-{arrival}-{'loop' if loop else 'transports'}.json"
+    result = run_kvbench(
+        "run",
+        url,
+        "--rate",
+        "3000",
+        "--arrival",
+        arrival,
+        "-n",
+        "3000",
+        "--max-lag",
+        "10s",
+        "-c",
+        "8",
+        "-P",
+        "4",
+        "--processes",
+        "1",
+        "--ratio",
+        "set=1,get=3,mget=1",
+        "--multiget",
+        "4",
+        "--keys",
+        "500",
+        "--preload",
+        "--seed",
+        "7",
+        "--json",
+        str(out),
+        "--no-save",
+        "--no-live",
+        env={fastpath.DRIVER_ENV: fastpath.LOOP if loop else fastpath.TRANSPORTS},
+    )
+    assert result.code == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return read_json(out)
+
+
+@pytest.mark.parametrize("arrival", ["uniform", "poisson"])
+@pytest.mark.parametrize("scheme", ["memcached", "redis"])
+def test_the_pollers_schedule_counts_what_the_python_dispatcher_counts(
+    tmp_path: Path, live_servers: dict[str, Server], scheme: str, arrival: str
+) -> None:
+    """The same schedule (seed, rate, arrival) over 8 connections, every key preloaded (an
+    outcome does not depend on which connection's request reaches the server first): the
+    same counts per op and outcome (``late`` is the machine's doing), nothing dropped, and
+    the same server counters, whether the poller or the Python dispatcher sends."""
+    if not fastpath.compiled():
+        pytest.skip("the compiled pump is not built")
+    url = f"{scheme}://{live_servers[scheme].address}"
+    docs, sent = {}, {}
+    for loop in (False, True):
+        before = servers.counters(url)
+        docs[loop] = run_open(tmp_path, url, arrival, loop)
+        after = servers.counters(url)
+        sent[loop] = {name: after.get(name, 0) - before.get(name, 0) for name in COUNTERS[scheme]}
+    assert docs[False]["environment"]["driver"] == "compiled (transports)"
+    assert docs[True]["environment"]["driver"] == "compiled loop"
+    without_late = [
+        {
+            op: {k: n for k, n in row["outcomes"].items() if k != "late"}
+            for op, row in d["ops"].items()
+        }
+        for d in (docs[False], docs[True])
+    ]
+    assert without_late[0] == without_late[1]
+    assert sent[True] == sent[False]
+    for doc in docs.values():
+        assert doc["mode"] == "open"
+        assert doc["totals"]["ops"] == 3000 and doc["totals"]["errors"] == 0
+        rows = doc["server"]["reconciliation"]
+        assert rows and all(row["matches"] for row in rows), rows
+
+
+def test_the_pollers_schedule_skips_a_connection_the_server_ended_until_reopened(
+    tmp_path: Path,
+) -> None:
+    """An open loop on the loop against a server that hangs up on each connection after
+    200 answers: each end counted, the connection reopened, and the schedule sends on
+    through the others meanwhile and through the new one after, until all are sent."""
+    if not fastpath.compiled():
+        pytest.skip("the compiled pump is not built")
+    out = tmp_path / "run.json"
+    with fake_servers.hanging_up(after=200) as port:
+        result = run_kvbench(
+            "run",
+            f"memcached://127.0.0.1:{port}",
+            "--rate",
+            "3000",
+            "-n",
+            "3000",
+            "--max-lag",
+            "10s",
+            "-c",
+            "2",
+            "-P",
+            "4",
+            "--processes",
+            "1",
+            "--json",
+            str(out),
+            "--no-save",
+            "--no-live",
+            env={fastpath.DRIVER_ENV: fastpath.LOOP},
+        )
+    assert "Traceback" not in result.stderr and "Exception" not in result.stderr
+    doc = read_json(out)
+    assert doc["environment"]["driver"] == "compiled loop" and doc["mode"] == "open"
+    found = re.search(r"\bconn_lost ([\d,]+)", " ".join(doc["errors"]))
+    assert found, doc["errors"]
+    lost = int(found.group(1).replace(",", ""))
+    assert lost >= doc["totals"]["succeeded"] // 200 - 2, doc["errors"]
+    assert doc["connections"]["reconnects"] >= lost - 2
+    assert doc["totals"]["ops"] == 3000  # every request sent (or failed with its connection)
+    assert doc["ops"]["get"]["outcomes"].get("dropped", 0) == 0

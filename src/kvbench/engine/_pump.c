@@ -11,8 +11,10 @@
  *                        from the server's Stream (the workload's chunks of op, key and
  *                        value) and encoded here, in one write.
  *   Pump.issue_scheduled(intended)
- *                        open loop: the dispatcher (engine/open_loop.py) hands the pump
- *                        the due times of the requests it may send; they go out in one
+ *                        open loop: the dispatcher (engine/open_loop.py; on the compiled
+ *                        event loop its schedule in C, _pump_loop.c, through
+ *                        pump_send_scheduled) hands the pump the due times of the
+ *                        requests it may send; they go out in one
  *                        write, each send's lag is recorded, and replies are accounted
  *                        from those times (coordinated omission) with their service time
  *                        beside; a reply sends nothing (the schedule does).
@@ -56,33 +58,6 @@
 #include <structmember.h>
 #include <time.h>
 
-#if PY_VERSION_HEX < 0x030C0000
-/* Python 3.12's one-object exception API, on 3.11. */
-static PyObject *
-PyErr_GetRaisedException(void)
-{
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    if (type == NULL)
-        return NULL;
-    PyErr_NormalizeException(&type, &value, &traceback);
-    if (traceback != NULL)
-        PyException_SetTraceback(value, traceback);
-    Py_DECREF(type);
-    Py_XDECREF(traceback);
-    return value;
-}
-
-static void
-PyErr_SetRaisedException(PyObject *exc)
-{
-    if (exc == NULL)
-        return;
-    PyObject *type = (PyObject *)Py_TYPE(exc);
-    Py_INCREF(type);
-    PyErr_Restore(type, exc, PyException_GetTraceback(exc));
-}
-#endif
 
 static const Wire *const WIRES[P_COUNT] = {
     [P_TEXT] = &text_wire, [P_RESP2] = &resp2_wire, [P_BINARY] = &binary_wire,
@@ -1596,25 +1571,25 @@ fifo_reserve(Pump *self, Py_ssize_t more)
  * a stream with nothing more to send (a replay's lane at its end) sends what it has: none
  * is PUMP_IDLE (the worker may be finished), as the Python driver's Connection.issue
  * does. Returns PUMP_OK, PUMP_IDLE or -1 with an exception. */
-static int pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended);
+static int pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *times);
 
 /* Its callers refused a call into a busy pump (pump_ready, Pump_received): the send holds
  * the output buffer and the FIFO's next slots in locals across the refill it may call,
  * then calls the transport's write; a call back into the pump from either is refused.
  * (The shared tally is reserved for after the refills: another pump may fill it there.) */
 static int
-pump_send(Pump *self, Py_ssize_t n, PyObject *intended)
+pump_send(Pump *self, Py_ssize_t n, PyObject *intended, const long long *times)
 {
     if (Stream_check_lists(self->stream) < 0)
         return -1;
     self->busy = 1;
-    int status = pump_send_busy(self, n, intended);
+    int status = pump_send_busy(self, n, intended, times);
     self->busy = 0;
     return status;
 }
 
 static int
-pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended)
+pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *times)
 {
     Tally *tally = self->tally;
     Stream *stream = self->stream;
@@ -1644,12 +1619,14 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended)
             if (due == -1 && PyErr_Occurred())
                 break;
         }
+        else if (times != NULL) /* the event loop's schedule (_pump_loop.c) */
+            due = times[i];
         if (stream->pos == stream->size) {
             int loaded = Stream_next_chunk(stream);
             if (loaded < 0)
                 break;
             if (loaded == 0) { /* nothing more to send (a replay's lane at its end) */
-                if (intended == NULL) {
+                if (intended == NULL && times == NULL) {
                     empty = 1;
                     break;
                 }
@@ -1684,13 +1661,14 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended)
     /* On the event loop (a poller): the bytes go to its socket from the buffer, no
      * Python object or call; else one bytes object to the transport's write. */
     Poller *poller = self->poller;
-    int reserved = intended == NULL ||
+    int scheduled = intended != NULL || times != NULL;
+    int reserved = !scheduled ||
                    (tally->fold ? (tally->lag_hdr.counts != NULL || hdr_ready(&tally->lag_hdr) == 0)
                                 : i64s_reserve(&tally->lag, i) == 0);
     PyObject *bytes = reserved && poller == NULL ? PyBytes_FromStringAndSize(o.p, o.len) : NULL;
     PyObject *result = NULL;
     if (bytes != NULL || (reserved && poller != NULL)) {
-        if (intended != NULL) {
+        if (scheduled) {
             for (Py_ssize_t k = 0; k < i; k++) {
                 const Pending *request = fifo_at(self, self->fifo_len + k);
                 long long lag = sent - request->intended_ns;
@@ -1749,7 +1727,7 @@ pump_issue(Pump *self, Py_ssize_t n)
         if (n <= 0)
             return PUMP_IDLE;
     }
-    return pump_send(self, n, NULL);
+    return pump_send(self, n, NULL, NULL);
 }
 
 static void
@@ -1989,7 +1967,7 @@ Pump_issue_scheduled(Pump *self, PyObject *intended)
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(intended);
-    if (n && pump_send(self, n, intended) < 0)
+    if (n && pump_send(self, n, intended, NULL) < 0)
         return NULL;
     return PyLong_FromLong(PUMP_OK);
 }
@@ -2142,6 +2120,63 @@ PyObject *
 pump_on_stopped(PyObject *obj)
 {
     return ((Pump *)obj)->on_stopped;
+}
+
+/* -- what the event loop's schedule (_pump_loop.c) asks of a pump and a tally ------------ */
+
+int
+pump_check_scheduled(PyObject *obj)
+{
+    if (!PyObject_TypeCheck(obj, &PumpType)) {
+        PyErr_Format(PyExc_TypeError, "a lane's pump must be a Pump, not %.50s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (((Pump *)obj)->tally == NULL)
+        return not_initialized("Pump");
+    if (!((Pump *)obj)->open_loop) {
+        PyErr_SetString(PyExc_ValueError, "a lane's pump must be an open loop's");
+        return -1;
+    }
+    return 0;
+}
+
+Py_ssize_t
+pump_inflight(PyObject *obj)
+{
+    return ((Pump *)obj)->fifo_len;
+}
+
+int
+pump_send_scheduled(PyObject *obj, Py_ssize_t n, const long long *times)
+{
+    Pump *self = (Pump *)obj;
+    if (pump_ready(self, "Pump.issue_scheduled()") < 0)
+        return -1;
+    return pump_send(self, n, NULL, times) < 0 ? -1 : 0;
+}
+
+int
+tally_check(PyObject *obj)
+{
+    if (!PyObject_TypeCheck(obj, &TallyType)) {
+        PyErr_Format(PyExc_TypeError, "a schedule's tally must be a Tally, not %.50s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return ((Tally *)obj)->on_cut == NULL ? not_initialized("Tally") : 0;
+}
+
+int
+tally_issuing(PyObject *obj)
+{
+    return ((Tally *)obj)->issuing;
+}
+
+long long *
+tally_budget(PyObject *obj)
+{
+    return &((Tally *)obj)->budget;
 }
 
 /* -- a scanner entry point for tests ---------------------------------------------------- */

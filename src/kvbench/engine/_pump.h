@@ -22,6 +22,34 @@
 #include <stdint.h>
 #include <string.h>
 
+#if PY_VERSION_HEX < 0x030C0000
+/* Python 3.12's one-object exception API, on 3.11. */
+static inline PyObject *
+PyErr_GetRaisedException(void)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (type == NULL)
+        return NULL;
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL)
+        PyException_SetTraceback(value, traceback);
+    Py_DECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+}
+
+static inline void
+PyErr_SetRaisedException(PyObject *exc)
+{
+    if (exc == NULL)
+        return;
+    PyObject *type = (PyObject *)Py_TYPE(exc);
+    Py_INCREF(type);
+    PyErr_Restore(type, exc, PyException_GetTraceback(exc));
+}
+#endif
+
 /* protocols.base.ReplyKind values (a test compares them with the enum). */
 enum {
     K_HIT = 1,
@@ -482,5 +510,18 @@ void pump_detach(PyObject *pump);
 int pump_feed(PyObject *pump, const char *buf, Py_ssize_t n);
 /* The pump's ``on_stopped`` (borrowed; NULL or None: none). */
 PyObject *pump_on_stopped(PyObject *pump);
+
+/* The event loop's open-loop schedule (_pump_loop.c): */
+/* 0 when ``pump`` is an initialized open-loop Pump; else -1 with an exception. */
+int pump_check_scheduled(PyObject *pump);
+/* Requests in flight on a Pump. */
+Py_ssize_t pump_inflight(PyObject *pump);
+/* Pump.issue_scheduled() with the intended times times[0:n]: 0, or -1 with an exception. */
+int pump_send_scheduled(PyObject *pump, Py_ssize_t n, const long long *times);
+/* 0 when ``tally`` is an initialized Tally; else -1 with an exception. */
+int tally_check(PyObject *tally);
+/* A Tally's ``issuing``, and where its ``budget`` is (-1: no limit). */
+int tally_issuing(PyObject *tally);
+long long *tally_budget(PyObject *tally);
 
 #endif

@@ -22,6 +22,10 @@
  * is the slot's index and a generation: a stale handle (a connection ended and its slot
  * reused) names nothing, and calls with it do nothing.
  *
+ * An open loop's schedule (schedule(), below) runs here too: a timerfd in the same set,
+ * serviced before the sockets of a poll and between them once a send is due, the due
+ * requests sent in C through the pumps' issue_scheduled code.
+ *
  * Level-triggered epoll: a socket read only in part (one recv of less than asked means
  * the kernel had no more, so no second recv is spent to see EAGAIN; a full scratch buffer
  * waits for the next poll) is reported again.
@@ -40,7 +44,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <structmember.h>
-#include <time.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -50,8 +53,11 @@
 /* Events taken per epoll_wait, and the bytes read from one socket per poll. */
 #define POLL_EVENTS 256
 #define SCRATCH_BYTES (256 * 1024)
-/* The tick timer's epoll data: no slot's handle (a slot index is below 2**32 - 1). */
+/* The epoll data of the poller's own descriptors, none a slot's handle (a slot index is
+ * below 2**32 - 3): the ticks' timerfd, the wake fd (wake_on), the schedule's timerfd. */
 #define TICK_HANDLE UINT64_MAX
+#define WAKE_TAG (UINT64_MAX - 1)
+#define TIMER_HANDLE (UINT64_MAX - 2)
 
 typedef struct {
     int fd;          /* -1: a free slot */
@@ -64,8 +70,34 @@ typedef struct {
     Py_ssize_t out_pos, out_len, out_cap;
 } Slot;
 
+/* One connection of the open loop's schedule: its pump (strong; NULL: down, or not set up
+ * yet: it is skipped) and its pipeline depth. */
+typedef struct {
+    PyObject *pump;
+    Py_ssize_t pipeline;
+} Lane;
+
+/* The open loop's schedule (schedule()): the intended times of the requests not yet sent or
+ * dropped, fed by Python, and the connections they go to, round robin. */
+typedef struct {
+    int active;
+    int tfd;              /* the timerfd in the epoll set, or -1 */
+    int dispatching;      /* in dispatch: schedule() and unschedule() are refused */
+    PyObject *tally, *feed, *on_behind, *on_stop; /* strong while active */
+    long long max_lag_ns, period_ns, tick_ns;
+    Lane *lanes;
+    Py_ssize_t n_lanes, turn;
+    long long *times;     /* times[head:head + len]: of requests next .. next + len - 1 */
+    Py_ssize_t head, len, cap;
+    Py_ssize_t counted;   /* times[head:head + counted] were due at the last dispatch */
+    long long next;       /* requests sent or dropped so far */
+    long long wake_ns;    /* dispatch once the clock reaches this, between reads too */
+    long long periodic;   /* the timer fires every this many ns; 0: once (or not armed) */
+} Sched;
+
 struct Poller {
     PyObject_HEAD
+    Sched sched;
     int epfd;
     Slot *slots;
     Py_ssize_t n_slots, cap, live;
@@ -307,6 +339,290 @@ service_read(Poller *self, Py_ssize_t i)
     return 0;
 }
 
+/* -- the open loop's schedule -------------------------------------------------------------
+ *
+ * The dispatcher of engine/open_loop.py, in C (engine/loop_dispatch.py is its Python
+ * side): a timerfd in the poller's own epoll set is armed for the next send, and poll()
+ * services it before any socket, and again between ready sockets once the clock passes the
+ * wake-up (a long batch of reads does not hold a due send back). A dispatch sends what is
+ * due, round robin from the last connection given requests, to the lanes with room below
+ * their pipeline, each lane's share in one write with its intended times (the pumps'
+ * issue_scheduled code: lags recorded, late ones counted). The intended times are Python's
+ * (``feed``: the same Schedule, so the same times for a seed), taken SCHED_FEED at a time;
+ * a backlog behind ``max_lag_ns`` goes to Python (``on_behind``), which drops it as the
+ * Python dispatcher does. The wake-ups are the Python dispatcher's: at the next request's
+ * slot, no sooner than ``period_ns`` after the last, at least every ``tick_ns``.
+ */
+
+/* Intended times asked of feed() at a time, and the most requests one dispatch counts due
+ * (a lane's room bounds each send anyway: the next dispatch sends the rest). */
+#define SCHED_FEED 4096
+#define SCHED_MAX_DUE (1 << 16)
+
+static long long
+clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Arm the timer: periodically every ``period`` ns from now, else once at ``when``. */
+static int
+sched_arm(Sched *q, long long when, long long period)
+{
+    struct itimerspec spec = {0};
+    int flags = 0;
+    if (period) {
+        if (q->periodic == period)
+            return 0;
+        spec.it_value.tv_sec = spec.it_interval.tv_sec = (time_t)(period / 1000000000LL);
+        spec.it_value.tv_nsec = spec.it_interval.tv_nsec = (long)(period % 1000000000LL);
+    }
+    else {
+        if (when < 1) /* an it_value of 0 disarms */
+            when = 1;
+        spec.it_value.tv_sec = (time_t)(when / 1000000000LL);
+        spec.it_value.tv_nsec = (long)(when % 1000000000LL);
+        flags = TFD_TIMER_ABSTIME;
+    }
+    if (timerfd_settime(q->tfd, flags, &spec, NULL) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    q->periodic = period;
+    return 0;
+}
+
+/* Everything the schedule holds let go, the timer closed (out of the set). */
+static void
+sched_clear(Poller *self)
+{
+    Sched *q = &self->sched;
+    if (q->tfd >= 0) {
+        if (self->epfd >= 0)
+            epoll_ctl(self->epfd, EPOLL_CTL_DEL, q->tfd, NULL);
+        close(q->tfd);
+    }
+    q->tfd = -1;
+    q->active = 0;
+    for (Py_ssize_t i = 0; i < q->n_lanes; i++)
+        Py_CLEAR(q->lanes[i].pump);
+    PyMem_Free(q->lanes);
+    q->lanes = NULL;
+    q->n_lanes = q->turn = 0;
+    PyMem_Free(q->times);
+    q->times = NULL;
+    q->head = q->len = q->cap = q->counted = 0;
+    q->periodic = 0;
+    Py_CLEAR(q->tally);
+    Py_CLEAR(q->feed);
+    Py_CLEAR(q->on_behind);
+    Py_CLEAR(q->on_stop);
+}
+
+/* Ask feed(first, count) for the intended times after those held: the number added (0:
+ * the schedule has no more), or -1 with an exception. */
+static Py_ssize_t
+sched_feed(Sched *q)
+{
+    pump_python_calls++;
+    PyObject *data = PyObject_CallFunction(q->feed, "Ln", q->next + q->len, (Py_ssize_t)SCHED_FEED);
+    if (data == NULL)
+        return -1;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(data);
+        return -1;
+    }
+    Py_ssize_t n = view.len / (Py_ssize_t)sizeof(long long);
+    int failed = view.len % (Py_ssize_t)sizeof(long long) != 0;
+    if (failed)
+        PyErr_SetString(PyExc_ValueError, "feed() must return native int64 times");
+    if (!failed && q->head) { /* the sent ones go first */
+        memmove(q->times, q->times + q->head, (size_t)q->len * sizeof(long long));
+        q->head = 0;
+    }
+    if (!failed && q->len + n > q->cap) {
+        Py_ssize_t cap = q->cap ? q->cap : SCHED_FEED;
+        while (cap < q->len + n)
+            cap *= 2;
+        long long *times = PyMem_Realloc(q->times, (size_t)cap * sizeof(long long));
+        if (times == NULL) {
+            PyErr_NoMemory();
+            failed = 1;
+        }
+        else {
+            q->times = times;
+            q->cap = cap;
+        }
+    }
+    if (!failed) {
+        memcpy(q->times + q->len, view.buf, (size_t)n * sizeof(long long));
+        q->len += n;
+    }
+    PyBuffer_Release(&view);
+    Py_DECREF(data);
+    return failed ? -1 : n;
+}
+
+/* Requests that Python dropped (``on_behind``): their times go. */
+static void
+sched_skip(Sched *q, long long n)
+{
+    q->counted = n < q->counted ? q->counted - (Py_ssize_t)n : 0;
+    if (n >= q->len) {
+        q->next += n;
+        q->head = q->len = 0;
+        return;
+    }
+    q->head += (Py_ssize_t)n;
+    q->len -= (Py_ssize_t)n;
+    q->next += n;
+}
+
+/* Send (or drop) what is due by ``now``: the Python dispatcher's _dispatch_route. */
+static int
+sched_send_due(Sched *q, long long now)
+{
+    if (q->len == 0 && sched_feed(q) < 0)
+        return -1;
+    if (q->len == 0 || q->times[q->head] > now)
+        return 0;
+    long long *budget = tally_budget(q->tally);
+    if (q->times[q->head] < now - q->max_lag_ns) {
+        /* Behind by more than max_lag: Python drops them (counted by op, taken from the
+         * shards' sources in turn) and says how many, and whether to send now. */
+        pump_python_calls++;
+        PyObject *result = PyObject_CallFunction(q->on_behind, "LL", now, q->next);
+        long long dropped;
+        int stop;
+        if (result == NULL)
+            return -1;
+        if (!PyArg_ParseTuple(result, "Lp", &dropped, &stop)) {
+            Py_DECREF(result);
+            return -1;
+        }
+        Py_DECREF(result);
+        if (dropped < 0) {
+            PyErr_SetString(PyExc_ValueError, "on_behind() dropped fewer than none");
+            return -1;
+        }
+        sched_skip(q, dropped);
+        if (stop)
+            return 0;
+    }
+    /* How many are due: counted in the times held, more fed while all of them are; from
+     * where the last dispatch stopped counting (a backlog is not counted again each time:
+     * the times are in order, and the clock does not go back). */
+    Py_ssize_t due = q->counted < q->len ? q->counted : q->len;
+    for (;;) {
+        while (due < q->len && due < SCHED_MAX_DUE && q->times[q->head + due] <= now)
+            due++;
+        if (due < q->len || due >= SCHED_MAX_DUE)
+            break;
+        Py_ssize_t fed = sched_feed(q);
+        if (fed < 0)
+            return -1;
+        if (fed == 0)
+            break;
+    }
+    q->counted = due;
+    if (*budget >= 0 && due > *budget)
+        due = (Py_ssize_t)*budget;
+    Py_ssize_t count = q->n_lanes, start = q->turn, last = -1;
+    for (Py_ssize_t k = 0; k < count && due; k++) {
+        Lane *lane = &q->lanes[(start + k) % count];
+        if (lane->pump == NULL)
+            continue;
+        Py_ssize_t room = lane->pipeline - pump_inflight(lane->pump);
+        if (room <= 0)
+            continue;
+        Py_ssize_t n = room < due ? room : due;
+        if (*budget >= 0)
+            *budget -= n;
+        PyObject *pump = Py_NewRef(lane->pump); /* (a refill runs Python code) */
+        int sent = pump_send_scheduled(pump, n, q->times + q->head);
+        Py_DECREF(pump);
+        if (sent < 0)
+            return -1;
+        q->head += n;
+        q->len -= n;
+        q->next += n;
+        q->counted -= n;
+        due -= n;
+        last = k;
+    }
+    q->turn = count ? (start + last + 1) % count : 0;
+    return 0;
+}
+
+static void sched_drain(Sched *q);
+
+/* Stop the schedule and tell Python (``on_stop(exc)``; None: the worker stopped issuing, or
+ * its budget is spent). -1 with on_stop's own exception. */
+static int
+sched_stop(Poller *self, PyObject *exc)
+{
+    Sched *q = &self->sched;
+    PyObject *on_stop = Py_NewRef(q->on_stop);
+    q->active = 0;
+    struct itimerspec off = {0};
+    timerfd_settime(q->tfd, 0, &off, NULL);
+    sched_drain(q); /* (a fired timer stays readable: epoll would report it for ever) */
+    q->periodic = 0;
+    pump_python_calls++;
+    PyObject *result = PyObject_CallOneArg(on_stop, exc != NULL ? exc : Py_None);
+    Py_DECREF(on_stop);
+    if (result == NULL)
+        return -1;
+    Py_DECREF(result);
+    return 0;
+}
+
+/* One dispatch (the Python dispatcher's _tick): send what is due, then arm the timer for
+ * the next. A failure stops the schedule and goes to on_stop; -1 only with on_stop's own. */
+static int
+sched_run(Poller *self)
+{
+    Sched *q = &self->sched;
+    long long *budget = tally_budget(q->tally);
+    if (!tally_issuing(q->tally) || *budget == 0)
+        return sched_stop(self, NULL);
+    q->dispatching = 1;
+    long long now = clock_ns();
+    int failed = sched_send_due(q, now) < 0;
+    if (!failed && q->len == 0)
+        failed = sched_feed(q) < 0;
+    if (!failed) {
+        long long first_due = q->len ? q->times[q->head] : LLONG_MAX;
+        if (first_due - now <= q->period_ns) {
+            failed = sched_arm(q, 0, q->period_ns) < 0;
+            q->wake_ns = now + q->period_ns;
+        }
+        else {
+            q->wake_ns = first_due < now + q->tick_ns ? first_due : now + q->tick_ns;
+            failed = sched_arm(q, q->wake_ns, 0) < 0;
+        }
+    }
+    q->dispatching = 0;
+    if (!failed)
+        return 0;
+    PyObject *exc = PyErr_GetRaisedException();
+    int status = sched_stop(self, exc);
+    Py_DECREF(exc);
+    return status;
+}
+
+/* The timerfd fired: its expiry count read (it is level-triggered in the set). */
+static void
+sched_drain(Sched *q)
+{
+    uint64_t expiries;
+    while (read(q->tfd, &expiries, sizeof expiries) < 0 && errno == EINTR)
+        ; /* (EAGAIN: re-armed since it fired, or not fired) */
+}
+
 /* -- the Python type ---------------------------------------------------------------------- */
 
 static int
@@ -344,7 +660,7 @@ Poller_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     Poller *self = (Poller *)type->tp_alloc(type, 0);
     if (self != NULL)
-        self->epfd = self->wake_fd = self->tick_fd = -1;
+        self->epfd = self->wake_fd = self->tick_fd = self->sched.tfd = -1;
     return (PyObject *)self;
 }
 
@@ -353,6 +669,13 @@ Poller_traverse(Poller *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->on_end);
     Py_VISIT(self->tick_tally);
+    const Sched *q = &self->sched;
+    Py_VISIT(q->tally);
+    Py_VISIT(q->feed);
+    Py_VISIT(q->on_behind);
+    Py_VISIT(q->on_stop);
+    for (Py_ssize_t i = 0; i < q->n_lanes; i++)
+        Py_VISIT(q->lanes[i].pump);
     for (Py_ssize_t i = 0; i < self->n_slots; i++) {
         Py_VISIT(self->slots[i].pump);
         Py_VISIT(self->slots[i].reader);
@@ -382,18 +705,11 @@ stop_ticks(Poller *self)
 static int
 Poller_clear(Poller *self)
 {
+    sched_clear(self);
     close_all(self);
     stop_ticks(self);
     Py_CLEAR(self->on_end);
     return 0;
-}
-
-static long long
-clock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 /* The timer expired (one or more times since the last read): one hiccup, how late the
@@ -564,10 +880,6 @@ Poller_close(Poller *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* The epoll tag of the wake fd (wake_on): no handle is it (a slot index of 2^32 - 2; the
- * ticks' timerfd is 2^32 - 1). */
-#define WAKE_TAG (UINT64_MAX - 1)
-
 /* Service the ``n`` events of the last epoll_wait: reads handed to their pumps or
  * readers, tails sent, then the ends that are due reported to ``on_end``; ``*woken`` set
  * when the wake fd was among them. -1 with a callback's exception (the sockets not
@@ -582,11 +894,27 @@ service(Poller *self, int n, int *woken)
             if (self->events[k].data.u64 == TICK_HANDLE)
                 failed = tick(self, clock_ns()) < 0;
     }
+    Sched *q = &self->sched;
+    if (q->active && !failed) { /* the schedule next: a due send waits for no read */
+        int fired = 0;
+        for (int k = 0; k < n; k++)
+            fired |= self->events[k].data.u64 == TIMER_HANDLE;
+        if (fired)
+            sched_drain(q);
+        if (fired || clock_ns() >= q->wake_ns)
+            failed = sched_run(self) < 0;
+    }
     for (int k = 0; k < n && !failed; k++) {
-        if (self->events[k].data.u64 == TICK_HANDLE)
+        uint64_t tag = self->events[k].data.u64;
+        if (tag == TICK_HANDLE)
             continue;
-        if (self->events[k].data.u64 == WAKE_TAG) {
+        if (tag == WAKE_TAG) {
             *woken = 1;
+            continue;
+        }
+        if (tag == TIMER_HANDLE) {
+            if (!q->active && q->tfd >= 0)
+                sched_drain(q);
             continue;
         }
         Py_ssize_t i = slot_of(self, self->events[k].data.u64);
@@ -597,6 +925,9 @@ service(Poller *self, int n, int *woken)
             flush(self, i);
         if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
             failed = service_read(self, i) < 0;
+        /* Between ready sockets: a send that came due meanwhile goes now. */
+        if (!failed && q->active && clock_ns() >= q->wake_ns)
+            failed = sched_run(self) < 0;
     }
     /* The sends that failed (here, or in write() since the last poll). */
     for (Py_ssize_t i = 0; self->ends_due && !failed && i < self->n_slots; i++)
@@ -755,6 +1086,7 @@ Poller_shutdown(Poller *self, PyObject *unused)
         PyErr_SetString(PyExc_RuntimeError, "Poller.shutdown() from inside poll()");
         return NULL;
     }
+    sched_clear(self);
     close_all(self);
     stop_ticks(self);
     if (self->epfd >= 0)
@@ -811,6 +1143,112 @@ Poller_start_ticks(Poller *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+
+PyDoc_STRVAR(Poller_schedule_doc,
+"schedule(tally, lanes, feed, on_behind, on_stop, max_lag_ns, period_ns, tick_ns) -> None\n\n"
+"Run an open loop's schedule in poll() (engine/loop_dispatch.py): a timerfd in the set\n"
+"wakes it for the next send; due requests go round robin to the ``lanes`` connections\n"
+"(set with set_lane; none at first) with room below their pipeline, each lane's in one\n"
+"write with its intended times. ``feed(first, count)`` gives the intended times of\n"
+"requests first .. first + count - 1 (native int64 bytes; fewer: no more);\n"
+"``on_behind(now, next)`` drops a backlog beyond ``max_lag_ns`` and returns (dropped,\n"
+"stop): stop, send nothing now; ``on_stop(exc)`` hears that it stopped: None when the\n"
+"tally stopped issuing or its budget is spent, else what failed. The first dispatch is\n"
+"in the next poll().");
+
+static PyObject *
+Poller_schedule(Poller *self, PyObject *args)
+{
+    PyObject *tally, *feed, *on_behind, *on_stop;
+    Py_ssize_t lanes;
+    long long max_lag_ns, period_ns, tick_ns;
+    if (ready(self) < 0 ||
+        !PyArg_ParseTuple(args, "OnOOOLLL", &tally, &lanes, &feed, &on_behind, &on_stop,
+                          &max_lag_ns, &period_ns, &tick_ns) ||
+        tally_check(tally) < 0)
+        return NULL;
+    Sched *q = &self->sched;
+    if (q->dispatching || q->tfd >= 0) {
+        PyErr_SetString(PyExc_RuntimeError, "the poller has a schedule already");
+        return NULL;
+    }
+    if (lanes < 0 || period_ns <= 0 || tick_ns <= 0 || max_lag_ns < 0) {
+        PyErr_SetString(PyExc_ValueError, "schedule(): lanes, max_lag_ns >= 0; periods > 0");
+        return NULL;
+    }
+    q->lanes = PyMem_Calloc((size_t)(lanes ? lanes : 1), sizeof(Lane));
+    if (q->lanes == NULL)
+        return PyErr_NoMemory();
+    q->n_lanes = lanes;
+    q->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TIMER_HANDLE};
+    if (q->tfd < 0 || epoll_ctl(self->epfd, EPOLL_CTL_ADD, q->tfd, &ev) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        sched_clear(self);
+        return NULL;
+    }
+    q->tally = Py_NewRef(tally);
+    q->feed = Py_NewRef(feed);
+    q->on_behind = Py_NewRef(on_behind);
+    q->on_stop = Py_NewRef(on_stop);
+    q->max_lag_ns = max_lag_ns;
+    q->period_ns = period_ns;
+    q->tick_ns = tick_ns;
+    q->next = 0;
+    q->counted = 0;
+    q->wake_ns = 0;
+    q->active = 1;
+    if (sched_arm(q, 1, 0) < 0) { /* at once */
+        sched_clear(self);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(Poller_set_lane_doc,
+"set_lane(index, pump, pipeline) -> None\n\n"
+"The schedule's connection ``index`` sends with ``pump`` (an open loop's Pump) up to\n"
+"``pipeline`` requests in flight; None: it is down (skipped).");
+
+static PyObject *
+Poller_set_lane(Poller *self, PyObject *args)
+{
+    Py_ssize_t index, pipeline;
+    PyObject *pump;
+    if (!PyArg_ParseTuple(args, "nOn", &index, &pump, &pipeline))
+        return NULL;
+    Sched *q = &self->sched;
+    if (q->lanes == NULL || index < 0 || index >= q->n_lanes) {
+        PyErr_Format(PyExc_IndexError, "no lane %zd in the schedule", index);
+        return NULL;
+    }
+    if (pump != Py_None && pump_check_scheduled(pump) < 0)
+        return NULL;
+    q->lanes[index].pipeline = pipeline;
+    Py_XSETREF(q->lanes[index].pump, pump == Py_None ? NULL : Py_NewRef(pump));
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(Poller_unschedule_doc,
+"unschedule() -> None\n\nDrop the schedule (no on_stop); none: nothing to do.");
+
+static PyObject *
+Poller_unschedule(Poller *self, PyObject *unused)
+{
+    if (self->sched.dispatching) {
+        PyErr_SetString(PyExc_RuntimeError, "Poller.unschedule() from inside a dispatch");
+        return NULL;
+    }
+    sched_clear(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Poller_scheduling(Poller *self, void *closure)
+{
+    return PyBool_FromLong(self->sched.active);
+}
+
 static PyObject *
 Poller_stop_ticks(Poller *self, PyObject *unused)
 {
@@ -821,6 +1259,13 @@ Poller_stop_ticks(Poller *self, PyObject *unused)
 static PyMemberDef Poller_members[] = {
     {"live", T_PYSSIZET, offsetof(Poller, live), READONLY, "connections open"},
     {"ticks", T_LONGLONG, offsetof(Poller, ticks), READONLY, "ticks seen since start_ticks"},
+    {"scheduled", T_LONGLONG, offsetof(Poller, sched.next), READONLY,
+     "the schedule's requests sent or dropped so far"},
+    {NULL},
+};
+
+static PyGetSetDef Poller_getset[] = {
+    {"scheduling", (getter)Poller_scheduling, NULL, "a schedule is running", NULL},
     {NULL},
 };
 
@@ -838,6 +1283,9 @@ static PyMethodDef Poller_methods[] = {
     {"start_ticks", (PyCFunction)Poller_start_ticks, METH_VARARGS, Poller_start_ticks_doc},
     {"stop_ticks", (PyCFunction)Poller_stop_ticks, METH_NOARGS,
      PyDoc_STR("stop_ticks() -> None\n\nNo more ticks (none: nothing).")},
+    {"schedule", (PyCFunction)Poller_schedule, METH_VARARGS, Poller_schedule_doc},
+    {"set_lane", (PyCFunction)Poller_set_lane, METH_VARARGS, Poller_set_lane_doc},
+    {"unschedule", (PyCFunction)Poller_unschedule, METH_NOARGS, Poller_unschedule_doc},
     {NULL},
 };
 
@@ -854,6 +1302,7 @@ static PyTypeObject PollerType = {
     .tp_traverse = (traverseproc)Poller_traverse,
     .tp_clear = (inquiry)Poller_clear,
     .tp_members = Poller_members,
+    .tp_getset = Poller_getset,
     .tp_methods = Poller_methods,
 };
 

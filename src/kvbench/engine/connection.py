@@ -128,6 +128,9 @@ class Connection(Link):
         self._reader: PumpReader | None = None
         # No transport yet: a pump that sends nothing.
         self.pump: Pump | PyPump = self.python_driver(None)
+        # The compiled loop's open-loop dispatch (engine/loop_dispatch.py): told whenever
+        # the pump or the state the dispatcher sends by changes (None: no one to tell).
+        self.on_lane: Callable[[Connection], None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -154,6 +157,21 @@ class Connection(Link):
         """A fresh Python pump for the transport just made (or none, once it is gone)."""
         transport = self._transport
         self.pump = self.python_driver(transport.write if transport is not None else None)
+        self._lane_changed()
+
+    def _lane_changed(self) -> None:
+        """The pump, or whether the dispatcher may send here, changed: tell ``on_lane``."""
+        if self.on_lane is not None:
+            self.on_lane(self)
+
+    @property
+    def transport_open(self) -> bool:
+        """A transport is there to send on (``issue_scheduled`` sends nothing without)."""
+        return self._transport is not None
+
+    def _abort(self) -> None:
+        super()._abort()
+        self._lane_changed()  # not connected: the dispatcher sends nothing more here
 
     def _became_ready(self) -> None:
         ttl = self.cursor.chunk.ttl_s  # a replay's chunk TTL, for this connection's new codec
@@ -175,6 +193,7 @@ class Connection(Link):
         self._close_expected = True
         self._closed_here = True
         self.connected = False  # as Link._abort: the dispatcher sends nothing more here
+        self._lane_changed()
         if self._transport is not None:
             self._transport.close()
 
@@ -194,6 +213,7 @@ class Connection(Link):
             self._reader = None
             transport.set_protocol(self)
         self.pump = self._host.pumps.pump(self, transport.write)
+        self._lane_changed()
 
     def take_cursor(self, cursor: Cursor) -> None:
         """Send from ``cursor`` from now on (the preload's sets, then the run's source

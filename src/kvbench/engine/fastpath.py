@@ -2,8 +2,9 @@
 
 ``engine/_pump.c`` runs a connection's closed loop in C (classify replies, account them,
 send the next requests in one write) for memcached text, binary and meta and for RESP2,
-and its open loop: the dispatcher (engine/open_loop.py) stays in Python and hands each
-pump the intended times of the requests it may send; the pump encodes and writes them,
+and its open loop: the dispatcher hands each pump the intended times of the requests it
+may send (in C, from the compiled event loop's poll: engine/loop_dispatch.py; on the
+transports, from Python: engine/open_loop.py); the pump encodes and writes them,
 records each send's lag, and measures each reply from its intended time (service time
 beside it), as ``Connection.issue_scheduled`` and ``_account`` do in Python.
 The connections of a server share a ``Stream``: the workload's chunks of ops, keys and

@@ -11,10 +11,10 @@ requests with one ``send``, and waits again, with no Python frame per read, writ
 request or wake-up, until the loop's own descriptors are ready, a callback into Python
 was made, or its next timer is due. The hiccup timer is the poller's too
 (``start_ticks``: a periodic timerfd in its epoll set, read in C, each tick's lateness
-and a sample of the requests in flight recorded into the worker's tally); the other
-timers (interval cuts, timeouts, the open-loop dispatcher) stay asyncio's. On any other
-loop (a test's uvloop) the loop watches the poller's epoll fd and calls ``poll`` once per
-wake-up.
+and a sample of the requests in flight recorded into the worker's tally), and so is an
+open loop's schedule (``--rate``: a timerfd of its own, engine/loop_dispatch.py); the
+other timers (interval cuts, timeouts) stay asyncio's. On any other loop (a test's
+uvloop) the loop watches the poller's epoll fd and calls ``poll`` once per wake-up.
 
 A ``LoopTransport`` is what the connection (a ``Link``) sees: the few transport methods it
 uses, over the poller. Until the connection's reads are its compiled pump's (the setup,

@@ -14,6 +14,10 @@ request's intended time; service time from its actual send; the lag of every sen
 into its own histogram, and a send more than ``LATE_NS`` (engine/pacing.py) behind is
 counted ``late``. A connection's ``issue_scheduled`` does the sending: in Python, or in C
 when the worker runs the compiled pumps (engine/fastpath.py); the dispatch is the same.
+On the compiled event loop a ``--rate`` schedule is dispatched by the loop's poller in C
+instead, by these rules (engine/loop_dispatch.py: it feeds the poller this module's
+schedule times and drops with ``_drop_behind``); this dispatcher is the reference, and
+runs the transports', the Python driver's and the timed replays' open loops.
 
 A run at ``--rate`` has one schedule its connections share (a route of all of them). A
 timed replay (``kvbench replay --speed S``) has one route per connection: each its own
@@ -179,20 +183,32 @@ class OpenLoopDispatcher:
         for route in self.routes:
             self._dispatch_route(route, now)
 
-    def _dispatch_route(self, route: Route, now: int) -> None:
-        schedule = route.schedule
-        due = schedule.due_by(now)
+    def _due(self, route: Route, now: int) -> int:
+        """How many of the route's requests may have gone by ``now``: those due, within
+        the budget."""
+        due = route.schedule.due_by(now)
         budget = self._tally.budget
         if budget >= 0:  # -1: no limit
             due = min(due, route.next_index + budget)
+        return due
+
+    def _drop_behind(self, route: Route, now: int, due: int) -> bool:
+        """Drop the requests of the ``due`` more than ``max_lag`` behind at ``now`` (at most
+        ``MAX_DROPS_PER_TICK``); True: more are, so the next tick drops on and nothing
+        is sent now. (The compiled loop's dispatch asks this too: engine/loop_dispatch.py.)"""
+        oldest_ok_ns = now - self._max_lag_ns
+        behind = min(due, route.schedule.due_by(oldest_ok_ns - 1)) - route.next_index
+        self._drop(route, min(behind, MAX_DROPS_PER_TICK))
+        return behind > MAX_DROPS_PER_TICK
+
+    def _dispatch_route(self, route: Route, now: int) -> None:
+        schedule = route.schedule
+        due = self._due(route, now)
         if due <= route.next_index:
             return
-        oldest_ok_ns = now - self._max_lag_ns
-        if schedule.intended_ns(route.next_index) < oldest_ok_ns:
-            behind = min(due, schedule.due_by(oldest_ok_ns - 1)) - route.next_index
-            self._drop(route, min(behind, MAX_DROPS_PER_TICK))
-            if behind > MAX_DROPS_PER_TICK:  # the next tick drops on: nothing is due yet
-                return
+        behind = schedule.intended_ns(route.next_index) < now - self._max_lag_ns
+        if behind and self._drop_behind(route, now, due):  # nothing is due yet: drops go on
+            return
         # Round robin from this tick's turn, asking only until everything due has a place:
         # at 10k/s the dispatcher wakes about every 100 us with one request due, and asking
         # each of 50 connections for its room every time cost about 40% of a core. The next

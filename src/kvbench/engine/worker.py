@@ -35,6 +35,7 @@ from kvbench.engine.fastpath import (
 )
 from kvbench.engine.link import Link, SetupWriter
 from kvbench.engine.loop import LoopDriver
+from kvbench.engine.loop_dispatch import LoopDispatcher
 from kvbench.engine.open_loop import OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule, TraceSchedule
 from kvbench.engine.py_pump import PumpMaker, PyPumps, PyTally
@@ -421,6 +422,19 @@ class Worker(LinkKeeper):
             return None
         for conn in self.connections:
             conn.to_open_loop()
+        if self.loop is not None and isinstance(schedule, Schedule):
+            # On the compiled event loop the poller runs the schedule (engine/loop_dispatch.py)
+            assert not isinstance(self.tally, PyTally), "a compiled run has the C tally"
+            return LoopDispatcher(
+                self,
+                self.tally,
+                self.recorder,
+                self.connections,
+                self.shards,
+                schedule,
+                self.spec.config.load.max_lag_ns,
+                self.loop,
+            )
         return OpenLoopDispatcher(
             self,
             self.tally,

@@ -261,20 +261,33 @@ def test_a_reopened_connection_waits_for_the_dispatcher() -> None:
     assert link.filled
 
 
-@pytest.mark.parametrize("wakeups", ["timerfd", "loop timers"])
+@pytest.mark.parametrize("wakeups", ["timerfd", "loop timers", "poller"])
 def test_a_dispatcher_that_raises_ends_the_run_and_says_why(
     monkeypatch: pytest.MonkeyPatch, wakeups: str
 ) -> None:
     """A bug in the dispatcher ends the worker's run (its summary names the error); the
     worker never waits for ever for the requests the dead task would have sent. Whether
-    the dispatch runs in the timerfd's callback or in the loop-timer fallback."""
+    the dispatch runs in the timerfd's callback or in the loop-timer fallback (the
+    transports' Python dispatcher), or in the compiled loop's poll (the schedule's feed)."""
     import asyncio
     import time
 
+    from kvbench.engine import fastpath
+    from kvbench.engine.loop_dispatch import LoopDispatcher
     from kvbench.engine.timer import Timer
 
     if wakeups == "loop timers":
         monkeypatch.setattr(Timer, "open", classmethod(lambda cls, on_fire: None))
+    if wakeups == "poller":
+        if not fastpath.compiled():
+            pytest.skip("the compiled pump is not built")
+
+        def no_times(self: LoopDispatcher, first: int, count: int) -> bytes:
+            raise RuntimeError("a scheduled request was not in its source")
+
+        monkeypatch.setattr(LoopDispatcher, "_feed", no_times)
+    else:
+        monkeypatch.setenv(fastpath.DRIVER_ENV, fastpath.TRANSPORTS)
 
     config = load_config(
         None,
