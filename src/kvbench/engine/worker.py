@@ -126,7 +126,7 @@ class Worker(LinkKeeper):
             names += config.replay.commands
             keys += (1,) * len(config.replay.commands)
         recorder = Recorder(names, keys)
-        super().__init__(recorder, config.load.connect_timeout_ns)
+        super().__init__(recorder, config.load.connect_timeout_ns, config.load.server_gone_ns)
         self.verifier = (
             Verifier(self.recorder, value_check(config.workload))
             if config.workload.verify
@@ -179,6 +179,7 @@ class Worker(LinkKeeper):
         # A replay's trace reader and lanes (one per connection), made when connecting.
         self.feed: ReplayFeed | MonitorFeed | None = None
         self._spool_failed = False  # a replay's spool could not be read back
+        self._gone: set[int] = set()  # servers (shard indices) found gone (_server_gone)
 
     # -- send state, shared with the compiled pumps -------------------------------------
 
@@ -675,6 +676,30 @@ class Worker(LinkKeeper):
             conn.check_timeout(now, timeout_ns)
 
     # -- connection events: counted and reopened by LinkKeeper ---------------------------
+
+    def _server_gone(self, link: Link, text: str) -> None:
+        """``link``'s server is gone: noted once as a ``target_lost`` error and counted in
+        the ``server<i>_lost`` stat, which makes the run failed (results/status.py). A run
+        with a window goes on to its end, reopening (the server may come back); a
+        preload, and a run that ends when its work is done (a replay, ``--requests``),
+        end now as when stopped: what was sent and answered so far is kept. In the drain
+        the run is ending anyway: nothing is decided there."""
+        shard = link.shard if isinstance(link, Connection) else self.shards[0]
+        if shard.index in self._gone or self.phase not in ("preload", "warmup", "measure"):
+            return
+        self._gone.add(shard.index)
+        self.recorder.add_stat(f"server{shard.index}_lost", 1)
+        if self.phase == "preload":
+            text += ": the preload ends here"
+            self._preload_stopped = True
+            if self._finished is not None and not self._finished.is_set():
+                self.budget = 0
+                self.maybe_finished()
+        elif self._measure_end_ns == NEVER:  # (in its warm-up too)
+            text += ": gave up on it, the run ends here"
+            self._cut_short()
+        self.note_error("target_lost", text)
+        self.final_error = text
 
     def _link_ready(self, link: Link) -> None:
         # Open loop: the dispatcher sends on the reopened link when requests are due.
