@@ -205,6 +205,12 @@ class Link(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
+    def abandon(self) -> None:
+        """Close it now, what is in flight counted as ``conn_error`` at once: the run ends
+        without waiting for their replies (``close`` counts them when the transport
+        reports its end, a turn of the loop later)."""
+        self._abort()
+
     def _abort(self) -> None:
         """Close it after a failure, failing what is in flight at once."""
         self._fail_inflight(_CONN_ERROR)

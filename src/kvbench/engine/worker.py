@@ -568,6 +568,13 @@ class Worker(LinkKeeper):
 
     def _finish(self, now: int) -> None:
         if self.phase in ("measure", "drain", "warmup"):
+            # Cut short in the drain (Ctrl-C, a spool that broke) the run ends with requests
+            # in flight: they are abandoned now, counted as conn_error in the last snapshot.
+            # Left to the close after the run, their count came after that snapshot and
+            # was lost, while the server may have counted them.
+            for conn in self.connections:
+                if conn.inflight:
+                    conn.abandon()
             self._emit_interval(now)
         self.phase = "done"
         self.next_cut_ns = NEVER

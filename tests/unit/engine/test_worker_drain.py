@@ -3,9 +3,12 @@ connection has a request in flight, it walks them once over the drain, not once 
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 from kvbench.engine.worker import Worker
+from kvbench.metrics.snapshot import IntervalSnapshot
+from tests.unit.engine.test_connection import cut, make
 
 
 class Counted:
@@ -47,3 +50,28 @@ def test_a_request_sent_behind_the_scan_is_still_waited_for() -> None:
     assert not Worker._all_idle(worker)
     conns[2]._inflight = 0
     assert Worker._all_idle(worker)
+
+
+def test_requests_in_flight_when_a_drain_is_cut_short_are_in_the_last_snapshot(
+    driver: str,
+) -> None:
+    """Ctrl-C (or a spool that broke) in the drain ends the run with requests in flight:
+    each is counted, as conn_error, in the drain's snapshot. Before, they were counted
+    when the connection's close reported its end, after that last snapshot: lost, while
+    the server may have counted them (its sets then outnumbered the client's)."""
+    worker, conn, transport = make(driver, pipeline=3, ratio="1:0")  # sets only
+    snapshots: list[IntervalSnapshot] = []
+    worker._emit = snapshots.append
+
+    async def scenario() -> None:
+        worker._finished = asyncio.Event()
+        worker.phase, worker.issuing = "drain", False
+        assert conn.inflight == 3
+        worker.stop()  # the second Ctrl-C's Stop, or a spool failure, in the drain
+        assert worker._finished.is_set() and conn.inflight == 0 and transport.aborted
+        conn.connection_lost(None)  # the close's report, a turn later: nothing more
+
+    asyncio.run(scenario())
+    [last] = snapshots
+    assert (last.phase, last.counts) == ("drain", {"set": {"conn_error": 3}})
+    assert cut(worker).counts == {}  # nothing left behind it
