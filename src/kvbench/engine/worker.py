@@ -509,7 +509,31 @@ class Worker(LinkKeeper):
         self.next_cut_ns = min(self._measure_start_ns + load.interval_ns, self._measure_end_ns)
 
     def cut(self, now: int) -> None:
-        """Cut every interval whose boundary ``now`` has passed (called on the hot path)."""
+        """Cut every interval whose boundary ``now`` has passed (called on the hot path).
+
+        A cut that raises ends the run as failed (``_cut_broke``), whoever called it: from
+        a pump's read, the exception went only into the event loop's log (the pump
+        dropped its read, the run went on, its counts short and its status ok)."""
+        try:
+            self._cut(now)
+        except Exception as exc:
+            self._cut_broke(exc)
+
+    def _cut_broke(self, exc: Exception) -> None:
+        """An interval could not be cut (a bug: a ``BufferError`` of the recorder's buffers
+        was one): the run ends now, failed, naming it; what was emitted before is kept,
+        the rest of this worker's share is missing (the run is partial)."""
+        if self.phase == "done":
+            return
+        self.note_error("bug", f"an interval could not be cut: {type(exc).__name__}: {exc}")
+        self._failed = True
+        self.issuing = False
+        self.phase = "done"
+        self.next_cut_ns = NEVER
+        if self._finished is not None:
+            self._finished.set()
+
+    def _cut(self, now: int) -> None:
         interval_ns = self.spec.config.load.interval_ns
         while now >= self.next_cut_ns:
             boundary = self.next_cut_ns
@@ -575,7 +599,11 @@ class Worker(LinkKeeper):
             for conn in self.connections:
                 if conn.inflight:
                     conn.abandon()
-            self._emit_interval(now)
+            try:
+                self._emit_interval(now)
+            except Exception as exc:  # (as in cut: from a pump's read, only logged)
+                self._cut_broke(exc)
+                return
         self.phase = "done"
         self.next_cut_ns = NEVER
         assert self._finished is not None

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+import pytest
+
 from kvbench.engine.worker import Worker
 from kvbench.metrics.snapshot import IntervalSnapshot
 from tests.unit.engine.test_connection import cut, make
@@ -75,3 +77,33 @@ def test_requests_in_flight_when_a_drain_is_cut_short_are_in_the_last_snapshot(
     [last] = snapshots
     assert (last.phase, last.counts) == ("drain", {"set": {"conn_error": 3}})
     assert cut(worker).counts == {}  # nothing left behind it
+
+
+def test_a_cut_that_raises_on_a_read_ends_the_run_failed_not_silently(
+    driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pump's read past the interval's boundary cuts it; an exception there went only
+    into the event loop's log (the pump dropped its read, the run went on with its counts
+    short and its status ok: a BufferError of the recorder's buffers in a Dask worker was
+    one). Now the run ends there, failed, the error named."""
+    worker, conn, transport = make(driver, pipeline=2, ratio="0:1")
+    requests = transport.take_requests()
+
+    def broken_cut(*args: object) -> IntervalSnapshot:
+        raise BufferError("cannot resize an array that is exporting buffers")
+
+    async def scenario() -> None:
+        worker._finished = asyncio.Event()
+        worker.phase, worker._measure_end_ns = "measure", 10**18
+        worker.next_cut_ns = 0  # the boundary has passed: the next read cuts
+        monkeypatch.setattr(worker.recorder, "cut", broken_cut)
+        conn.data_received(b"END\r\n" * len(requests))  # does not raise
+        assert worker._finished.is_set() and worker.phase == "done" and not worker.issuing
+
+    asyncio.run(scenario())
+    summary = worker.summary_fields()
+    assert summary["status"] == "failed" and summary["errors"] == {"bug": 1}
+    assert summary["last_error"] == (
+        "an interval could not be cut: BufferError: cannot resize an array that is "
+        "exporting buffers"
+    )
