@@ -102,7 +102,19 @@ def test_a_sweep_across_namespaces_adds_up_per_worker_and_to_the_server(
         if lab.lab.delay_ms:  # every request crossed two delayed links (5%: bucket width)
             p50_us = doc["totals"]["latency_us"]["p50"]
             assert p50_us >= 0.95 * 2000 * lab.lab.delay_ms, doc["totals"]["latency_us"]
-    evidence = [[(w["address"], w["ops"], w["start_skew_ms"]) for w in d["workers"]] for d in docs]
+    evidence = [
+        {
+            "workers": [(w["address"], w["ops"], w["start_skew_ms"]) for w in d["workers"]],
+            # which level was off, by kvbench's own before/after samples, and what became
+            # of its ops and connections (a one-off miscount beside a busy loop, 2026-12-02)
+            "reconciliation": d["server"].get("reconciliation"),
+            "outcomes": {op: v["outcomes"] for op, v in d["ops"].items()},
+            "phases": {name: p["counts"] for name, p in d["phases"].items()},
+            "connections": d["connections"],
+            "errors": d["errors"],
+        }
+        for d in docs
+    ]
     for op, counter in (("set", "cmd_set"), ("get", "cmd_get")):
         client = sum(all_phase_counts(doc, op) for doc in docs)
         assert client == after[counter] - before[counter], (op, evidence)

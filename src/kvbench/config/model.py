@@ -217,6 +217,19 @@ class LoadConfig:
     cluster: str | None = None
     cluster_listen: str | None = None
 
+    @property
+    def server_gone_ns(self) -> int:
+        """How long a server may have no live connection, its reconnects failing, before
+        it is taken for gone (engine/reconnect.py): ``SERVER_GONE_TIMEOUTS`` x ``timeout_ns``."""
+        return SERVER_GONE_TIMEOUTS * self.timeout_ns
+
+
+# A server none of whose connections has been live for this many --timeouts (10 s by
+# default), every reconnect failing, is gone: the run is failed, and a run that ends when
+# its work is done (a replay, --requests) or a preload ends then, instead of reconnecting
+# for ever (docs/measurement.md, "How a run can end").
+SERVER_GONE_TIMEOUTS = 2
+
 
 @dataclass(frozen=True, slots=True)
 class ReportConfig:

@@ -98,6 +98,8 @@ class Link(asyncio.Protocol):
         self._read_once = False
         self._refused = False
         self._closed_here = False
+        # Requests of ours (the setup's included) were unanswered when the server closed it.
+        self._unanswered = False
         self.reconnect_delay_ns = 0
         self.opener: Callable[[Link], Awaitable[None]] | None = None
 
@@ -152,6 +154,7 @@ class Link(asyncio.Protocol):
         close: HTTP ``Connection: close``), ``was_live`` (set up: a link that never was is
         a failed attempt, counted where the attempt was made) and ``refused`` (the server
         refused it right after accepting it)."""
+        self._unanswered = self._setup_left > 0 or self.inflight > 0
         self.connected = False
         self._transport = None
         self._fail_inflight(_CONN_ERROR)
@@ -169,10 +172,17 @@ class Link(asyncio.Protocol):
 
     @property
     def refused_at_accept(self) -> bool:
-        """The server refused this connection after accepting it: it closed it before any
-        reply, or its first read was one error line (memcached over ``-c``, Redis over
-        ``maxclients``) and nothing followed."""
-        return self._refused or (not self._read_once and not self._closed_here)
+        """The server refused this connection after accepting it: its first read was one
+        error line (memcached over ``-c``, Redis over ``maxclients``) and nothing followed,
+        or it closed the connection with requests of ours unanswered before any reply (the
+        reset of a server closing on unread requests loses its error line).
+
+        A connection that sent nothing and heard nothing was not refused when the server
+        closed it: it was idle (a replay's lane with no rows, an open loop between sends),
+        and the server went away or hung up on it. Counted as a refusal, a server killed
+        mid-replay read as one over its connection limit ("the server refused 1 right after
+        accepting them (its limit: maxconns 1024)") while nothing listened any more."""
+        return self._refused or (not self._read_once and not self._closed_here and self._unanswered)
 
     def _watch_read(self, data: bytes) -> None:
         """The first reads of a connection: is this a server refusing it?"""
@@ -194,6 +204,12 @@ class Link(asyncio.Protocol):
         self._closed_here = True
         if self._transport is not None:
             self._transport.abort()
+
+    def abandon(self) -> None:
+        """Close it now, what is in flight counted as ``conn_error`` at once: the run ends
+        without waiting for their replies (``close`` counts them when the transport
+        reports its end, a turn of the loop later)."""
+        self._abort()
 
     def _abort(self) -> None:
         """Close it after a failure, failing what is in flight at once."""

@@ -12,11 +12,18 @@ Counted per interval in the recorder's stats (added up across workers): ``connec
 ``connect_resets_before`` before the run), ``reconnect_attempts``, ``reconnects``
 (connections lost while running, then reopened) and ``connections_live_min``. Failures
 and resets while running are errors of their interval (report/connections.py).
+
+A server none of whose links has been live for ``gone_ns`` (twice ``--timeout``), at
+the first reopening that fails after that, is gone (``_server_gone``): a load worker counts
+it, which fails the run, and a run that ends when its work is done (a replay,
+``--requests``, a preload), not at a window's end, ends then: it would otherwise reopen
+the links of a server that is gone for ever (engine/worker.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from itertools import zip_longest
 from typing import Any, TypeVar
@@ -125,20 +132,31 @@ class LinkKeeper:
     Args:
         recorder: the worker's recorder (the counts go into its stats).
         connect_timeout_ns: how long one reopening attempt may take.
+        gone_ns: how long a server may have no live link, its reopenings failing,
+            before it is taken for gone (``_server_gone``); None: never.
 
     Attributes:
         live_connections: links set up and usable now.
         errors: problem kind -> count; last_error: the latest one's text.
     """
 
-    def __init__(self, recorder: Recorder, connect_timeout_ns: int) -> None:
+    def __init__(
+        self, recorder: Recorder, connect_timeout_ns: int, gone_ns: int | None = None
+    ) -> None:
         self.recorder = recorder
         self._connect_timeout_ns = connect_timeout_ns
+        self._gone_ns = gone_ns
+        # Live links per server URL, and since when a server has had none (monotonic ns).
+        self._live_by_url: dict[str, int] = {}
+        self._down_since_ns: dict[str, int] = {}
         self._running = False
         self._interrupted = False
         self._failed = False  # a bug ended the run early (engine/worker.py)
         self.errors: dict[str, int] = {}
         self.last_error: str | None = None
+        # The problem that ended the work (``_server_gone``): the summary's line whatever the
+        # reopenings still under way noted after it.
+        self.final_error: str | None = None
         self.live_connections = 0
         self._live_min = 0
         self._reopening: set[asyncio.Task[None]] = set()
@@ -155,6 +173,10 @@ class LinkKeeper:
     def _link_ready(self, link: Link) -> None:
         link.fill()
 
+    def _server_gone(self, link: Link, text: str) -> None:
+        """``link``'s server has had no live link for ``gone_ns`` and the last reopening
+        failed (``text`` says so). Nothing by default (engine/worker.py counts it)."""
+
     # -- LinkHost ------------------------------------------------------------------------
 
     def connection_opened(self) -> None:
@@ -162,6 +184,9 @@ class LinkKeeper:
 
     def connection_ready(self, link: Link) -> None:
         self.live_connections += 1
+        url = link.target.url
+        self._live_by_url[url] = self._live_by_url.get(url, 0) + 1
+        self._down_since_ns.pop(url, None)
         self._link_ready(link)
 
     def connection_broken(self, link: Link, announced: bool, was_live: bool, refused: bool) -> None:
@@ -170,6 +195,10 @@ class LinkKeeper:
         if was_live:
             self.live_connections -= 1
             self._live_min = min(self._live_min, self.live_connections)
+            url = link.target.url
+            self._live_by_url[url] -= 1
+            if not self._live_by_url[url]:
+                self._down_since_ns.setdefault(url, time.monotonic_ns())
         if was_live and refused:
             name = "connect_resets" if self._running else "connect_resets_before"
             self.recorder.add_stat(name, 1)
@@ -193,7 +222,8 @@ class LinkKeeper:
         ``interrupted``: stopped before its work was done, or ``failed``: a bug ended it
         early) and the problems it went on after (``errors`` by kind, ``last_error``)."""
         status = "failed" if self._failed else "interrupted" if self._interrupted else "ok"
-        return {"status": status, "errors": dict(self.errors), "last_error": self.last_error}
+        last = self.final_error or self.last_error
+        return {"status": status, "errors": dict(self.errors), "last_error": last}
 
     # -- the live count and reopening ----------------------------------------------------
 
@@ -222,7 +252,30 @@ class LinkKeeper:
                 await open_link(link, self._connect_timeout_ns)
             except (OSError, TimeoutError, SetupRefused) as exc:
                 self.recorder.add_stat("connect_failures", 1)
-                self.note_error(
-                    "connect_error", f"reconnect to {link.target.url}: {connect_error_text(exc)}"
-                )
+                reason = connect_error_text(exc)
+                self.note_error("connect_error", f"reconnect to {link.target.url}: {reason}")
+                self._reopen_failed(link, reason)
                 delay_ns = backoff(delay_ns)
+
+    def _reopen_failed(self, link: Link, reason: str) -> None:
+        """A reopening failed: the server is gone when it has had no live link for
+        ``gone_ns``."""
+        url = link.target.url
+        since = self._down_since_ns.get(url)
+        if since is None or self._gone_ns is None:
+            return
+        down_ns = time.monotonic_ns() - since
+        if down_ns >= self._gone_ns:
+            self._server_gone(
+                link,
+                f"{url}: no connection to it for {down_ns / 1e9:.1f}s, reconnects failing "
+                f"({describe_failure(reason)})",
+            )
+
+
+def describe_failure(reason: str) -> str:
+    """A failed connect's text with what it tells: a refused connect means nothing listens
+    at the address (the server is gone), not that a server refused the connection."""
+    if reason == "connection refused":
+        return "connection refused: nothing listens there"
+    return reason

@@ -140,7 +140,7 @@ class Worker(LinkKeeper):
             names += config.replay.commands
             keys += (1,) * len(config.replay.commands)
         recorder = Recorder(names, keys)
-        super().__init__(recorder, config.load.connect_timeout_ns)
+        super().__init__(recorder, config.load.connect_timeout_ns, config.load.server_gone_ns)
         self.verifier = (
             Verifier(self.recorder, value_check(config.workload))
             if config.workload.verify
@@ -180,6 +180,7 @@ class Worker(LinkKeeper):
         # A replay's trace reader and lanes (one per connection), made when connecting.
         self.feed: ReplayFeed | MonitorFeed | None = None
         self._spool_failed = False  # a replay's spool could not be read back
+        self._gone: set[int] = set()  # servers (shard indices) found gone (_server_gone)
 
     # -- send state, shared with the compiled pumps -------------------------------------
 
@@ -528,7 +529,31 @@ class Worker(LinkKeeper):
         self.next_cut_ns = min(self._measure_start_ns + load.interval_ns, self._measure_end_ns)
 
     def cut(self, now: int) -> None:
-        """Cut every interval whose boundary ``now`` has passed (called on the hot path)."""
+        """Cut every interval whose boundary ``now`` has passed (called on the hot path).
+
+        A cut that raises ends the run as failed (``_cut_broke``), whoever called it: from
+        a pump's read, the exception went only into the event loop's log (the pump
+        dropped its read, the run went on, its counts short and its status ok)."""
+        try:
+            self._cut(now)
+        except Exception as exc:
+            self._cut_broke(exc)
+
+    def _cut_broke(self, exc: Exception) -> None:
+        """An interval could not be cut (a bug: a ``BufferError`` of the recorder's buffers
+        was one): the run ends now, failed, naming it; what was emitted before is kept,
+        the rest of this worker's share is missing (the run is partial)."""
+        if self.phase == "done":
+            return
+        self.note_error("bug", f"an interval could not be cut: {type(exc).__name__}: {exc}")
+        self._failed = True
+        self.issuing = False
+        self.phase = "done"
+        self.next_cut_ns = NEVER
+        if self._finished is not None:
+            self._finished.set()
+
+    def _cut(self, now: int) -> None:
         interval_ns = self.spec.config.load.interval_ns
         while now >= self.next_cut_ns:
             boundary = self.next_cut_ns
@@ -587,7 +612,18 @@ class Worker(LinkKeeper):
 
     def _finish(self, now: int) -> None:
         if self.phase in ("measure", "drain", "warmup"):
-            self._emit_interval(now)
+            # Cut short in the drain (Ctrl-C, a spool that broke) the run ends with requests
+            # in flight: they are abandoned now, counted as conn_error in the last snapshot.
+            # Left to the close after the run, their count came after that snapshot and
+            # was lost, while the server may have counted them.
+            for conn in self.connections:
+                if conn.inflight:
+                    conn.abandon()
+            try:
+                self._emit_interval(now)
+            except Exception as exc:  # (as in cut: from a pump's read, only logged)
+                self._cut_broke(exc)
+                return
         self.phase = "done"
         self.next_cut_ns = NEVER
         assert self._finished is not None
@@ -697,6 +733,30 @@ class Worker(LinkKeeper):
             conn.check_timeout(now, timeout_ns)
 
     # -- connection events: counted and reopened by LinkKeeper ---------------------------
+
+    def _server_gone(self, link: Link, text: str) -> None:
+        """``link``'s server is gone: noted once as a ``target_lost`` error and counted in
+        the ``server<i>_lost`` stat, which makes the run failed (results/status.py). A run
+        with a window goes on to its end, reopening (the server may come back); a
+        preload, and a run that ends when its work is done (a replay, ``--requests``),
+        end now as when stopped: what was sent and answered so far is kept. In the drain
+        the run is ending anyway: nothing is decided there."""
+        shard = link.shard if isinstance(link, Connection) else self.shards[0]
+        if shard.index in self._gone or self.phase not in ("preload", "warmup", "measure"):
+            return
+        self._gone.add(shard.index)
+        self.recorder.add_stat(f"server{shard.index}_lost", 1)
+        if self.phase == "preload":
+            text += ": the preload ends here"
+            self._preload_stopped = True
+            if self._finished is not None and not self._finished.is_set():
+                self.budget = 0
+                self.maybe_finished()
+        elif self._measure_end_ns == NEVER:  # (in its warm-up too)
+            text += ": gave up on it, the run ends here"
+            self._cut_short()
+        self.note_error("target_lost", text)
+        self.final_error = text
 
     def _link_ready(self, link: Link) -> None:
         # Open loop: the dispatcher sends on the reopened link when requests are due.

@@ -258,9 +258,10 @@ class Histogram:
         """Record every value of a batch.
 
         Args:
-            values: an ``array.array('q')`` (read in place, without a copy), a numpy
+            values: an ``array.array`` (copied: ``_as_int64`` says why), a numpy
                 integer array, or anything ``np.asarray`` turns into integers. No
-                reference to it is kept, so an ``array.array`` may be cleared afterwards.
+                reference to it or view of it is kept, so an ``array.array`` may be
+                cleared or grown afterwards.
 
         Raises:
             TypeError: if the values are not integers.
@@ -635,9 +636,12 @@ class Histogram:
 
 
 def _as_int64(values: Any) -> Int64Array:
-    if isinstance(values, array.array) and values.typecode == "q":
-        return np.frombuffer(values, dtype=np.int64)
-    raw = np.asarray(values)
+    # An array.array is copied, not viewed: a view outlives this call in any frame of it a
+    # sampling profiler holds (a Dask worker samples its tasks' frames every 10 ms, and a
+    # frame held past its return keeps its locals), and while it lives the array cannot
+    # be resized: the recorder's next append or clear raised BufferError, and a worker's
+    # counts were lost with the interval it was cutting.
+    raw = np.array(values) if isinstance(values, array.array) else np.asarray(values)
     if raw.size == 0:
         return np.empty(0, dtype=np.int64)
     if raw.dtype.kind not in "iu":

@@ -182,11 +182,15 @@ class Recorder:
         if not self.reply_ops:
             return
         n_ops = len(self.op_names)
-        ops = np.frombuffer(self.reply_ops, dtype=np.int64)
-        codes = np.frombuffer(self.reply_codes, dtype=np.int64)
-        values = np.frombuffer(self.reply_latency_ns, dtype=np.int64)
+        # Copies, not views of the buffers: a view handed to a histogram (or held in any
+        # frame a sampling profiler keeps: Dask's samples its tasks every 10 ms) would
+        # outlive this fold, and the buffers could not grow or be cleared while it lives
+        # (BufferError in the next drain, replies lost with it).
+        ops = np.array(self.reply_ops, dtype=np.int64)
+        codes = np.array(self.reply_codes, dtype=np.int64)
+        values = np.array(self.reply_latency_ns, dtype=np.int64)
         service_values = (
-            np.frombuffer(self.reply_service_ns, dtype=np.int64) if self.reply_service_ns else None
+            np.array(self.reply_service_ns, dtype=np.int64) if self.reply_service_ns else None
         )
         kinds = codes & KIND_MASK
         pair_ids = ops * N_OUTCOMES + kinds
@@ -213,7 +217,5 @@ class Recorder:
                 self._service.setdefault(name, Histogram()).record_many(service_values[ops == op])
             self._keys[name] = self._keys.get(name, 0) + replies_by_op[op] * self.keys_per_op[op]
             self._keys_hit[name] = self._keys_hit.get(name, 0) + int(hits_by_op[op])
-        # The numpy views export the arrays' buffers; drop them before resizing.
-        del ops, codes, values, kinds, pair_ids, service_values
         del self.reply_ops[:], self.reply_codes[:], self.reply_latency_ns[:]
         del self.reply_service_ns[:]

@@ -9,10 +9,12 @@ and nowhere else.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kvbench.config.model import SERVER_GONE_TIMEOUTS, LoadConfig
 from kvbench.metrics.outcome import ERROR_OUTCOMES
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.results.model import RunResult
@@ -232,6 +234,36 @@ def connection_shortfall(run: RunResult) -> str | None:
     )
 
 
+# A worker gave up on server <i> (the run's i-th target): gone for good (engine/worker.py).
+_LOST = re.compile(r"server(\d+)_lost")
+
+
+def lost_servers(run: RunResult) -> str | None:
+    """A run during which a server was gone (no connection to it live for twice
+    ``--timeout``, every reconnect failing; a replay, a ``--requests`` run and a preload
+    end then), in words naming the servers; None otherwise. What it measured is kept,
+    but it did not measure the server it was asked to for all of its run: failed."""
+    snaps = [*run.intervals, *run.phases.values()]
+    lost = sorted(
+        {
+            int(match.group(1))
+            for snap in snaps
+            for name, n in snap.stats.items()
+            if n and (match := _LOST.fullmatch(name))
+        }
+    )
+    if not lost:
+        return None
+    urls = [str(t.get("url", "")) for t in run.config.get("targets") or []]
+    names = ", ".join(urls[i] if i < len(urls) else f"server {i}" for i in lost)
+    timeout_ns = (run.config.get("load") or {}).get("timeout_ns") or LoadConfig().timeout_ns
+    gone_s = SERVER_GONE_TIMEOUTS * int(timeout_ns) / 1e9
+    return (
+        f"{names} went away: none of its connections was live for {gone_s:g}s, every "
+        "reconnect failing (what was measured until then is kept)"
+    )
+
+
 def run_status(run: RunResult, counts: Tally | None = None) -> Status:
     """The status of any run: a load run, a sweep's level, a compared target, a queue run
     (judged by its delivery, not by an error rate).
@@ -242,8 +274,12 @@ def run_status(run: RunResult, counts: Tally | None = None) -> Status:
     counts = counts if counts is not None else tally(run.total(), set_then_get(run.config))
     if run.queue is not None:
         return judge(run.status, counts, None, delivery_problem(run.queue, run.errors))
+    problems = [p for p in (lost_servers(run), connection_shortfall(run)) if p]
     return judge(
-        run.status, counts, max_error_rate(run.config), connection_problem=connection_shortfall(run)
+        run.status,
+        counts,
+        max_error_rate(run.config),
+        connection_problem="; ".join(problems) or None,
     )
 
 

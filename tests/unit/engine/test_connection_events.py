@@ -41,6 +41,18 @@ def test_a_close_before_any_reply_is_a_refusal(driver: str) -> None:
     assert stats(worker) == {"connects": 1, "connect_resets_before": 1}
 
 
+def test_an_idle_connection_the_server_closed_was_lost_not_refused(driver: str) -> None:
+    """Nothing sent, nothing read (a replay's lane with no rows): the server's close is a
+    lost connection. Counted as a refusal, a server killed mid-replay read as one over its
+    connection limit ("refused 1 right after accepting them (its limit: maxconns 1024)")."""
+    worker, conn, transport = make(driver, pipeline=2, ratio="0:1", budget=0)
+    assert conn.inflight == 0 and not transport.written
+    conn.connection_lost(None)
+    assert stats(worker) == {"connects": 1}
+    assert worker.errors == {"conn_lost": 1}
+    assert worker.last_error == "memcached://127.0.0.1:1: connection lost: closed by the server"
+
+
 def test_a_connection_that_answered_and_then_broke_was_not_refused(driver: str) -> None:
     worker, conn, _ = make(driver, pipeline=2, ratio="0:1")
     conn.data_received(b"ERROR\r\n")  # an error reply to a request, and the next ones

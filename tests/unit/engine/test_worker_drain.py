@@ -3,9 +3,14 @@ connection has a request in flight, it walks them once over the drain, not once 
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
+import pytest
+
 from kvbench.engine.worker import Worker
+from kvbench.metrics.snapshot import IntervalSnapshot
+from tests.unit.engine.test_connection import cut, make
 
 
 class Counted:
@@ -47,3 +52,58 @@ def test_a_request_sent_behind_the_scan_is_still_waited_for() -> None:
     assert not Worker._all_idle(worker)
     conns[2]._inflight = 0
     assert Worker._all_idle(worker)
+
+
+def test_requests_in_flight_when_a_drain_is_cut_short_are_in_the_last_snapshot(
+    driver: str,
+) -> None:
+    """Ctrl-C (or a spool that broke) in the drain ends the run with requests in flight:
+    each is counted, as conn_error, in the drain's snapshot. Before, they were counted
+    when the connection's close reported its end, after that last snapshot: lost, while
+    the server may have counted them (its sets then outnumbered the client's)."""
+    worker, conn, transport = make(driver, pipeline=3, ratio="1:0")  # sets only
+    snapshots: list[IntervalSnapshot] = []
+    worker._emit = snapshots.append
+
+    async def scenario() -> None:
+        worker._finished = asyncio.Event()
+        worker.phase, worker.issuing = "drain", False
+        assert conn.inflight == 3
+        worker.stop()  # the second Ctrl-C's Stop, or a spool failure, in the drain
+        assert worker._finished.is_set() and conn.inflight == 0 and transport.aborted
+        conn.connection_lost(None)  # the close's report, a turn later: nothing more
+
+    asyncio.run(scenario())
+    [last] = snapshots
+    assert (last.phase, last.counts) == ("drain", {"set": {"conn_error": 3}})
+    assert cut(worker).counts == {}  # nothing left behind it
+
+
+def test_a_cut_that_raises_on_a_read_ends_the_run_failed_not_silently(
+    driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pump's read past the interval's boundary cuts it; an exception there went only
+    into the event loop's log (the pump dropped its read, the run went on with its counts
+    short and its status ok: a BufferError of the recorder's buffers in a Dask worker was
+    one). Now the run ends there, failed, the error named."""
+    worker, conn, transport = make(driver, pipeline=2, ratio="0:1")
+    requests = transport.take_requests()
+
+    def broken_cut(*args: object) -> IntervalSnapshot:
+        raise BufferError("cannot resize an array that is exporting buffers")
+
+    async def scenario() -> None:
+        worker._finished = asyncio.Event()
+        worker.phase, worker._measure_end_ns = "measure", 10**18
+        worker.next_cut_ns = 0  # the boundary has passed: the next read cuts
+        monkeypatch.setattr(worker.recorder, "cut", broken_cut)
+        conn.data_received(b"END\r\n" * len(requests))  # does not raise
+        assert worker._finished.is_set() and worker.phase == "done" and not worker.issuing
+
+    asyncio.run(scenario())
+    summary = worker.summary_fields()
+    assert summary["status"] == "failed" and summary["errors"] == {"bug": 1}
+    assert summary["last_error"] == (
+        "an interval could not be cut: BufferError: cannot resize an array that is "
+        "exporting buffers"
+    )

@@ -164,3 +164,25 @@ def test_protocol_errors_are_their_own_error_kind() -> None:
     assert found.kinds == {"protocol_error": 5, "conn_error": 1}
     status = run_status(run_of(counts))
     assert status.name == "failed" and "protocol_error 5, conn_error 1" in status.reasons[0]
+
+
+def test_a_server_gone_fails_the_run_naming_it() -> None:
+    """A worker found server 1 gone (no live connection for twice --timeout, reconnects
+    failing): failed, whatever the error rate, the reason naming that server's URL."""
+    snap = IntervalSnapshot(
+        "measure", 0, 0, S, {"get": {"hit": 9_000}}, {},
+        stats={"connect_failures": 3.0, "server1_lost": 1.0},
+    )  # fmt: skip
+    config = {
+        "load": {"timeout_ns": 500_000_000},
+        "targets": [{"url": "memcached://10.0.0.1:11211"}, {"url": "memcached://10.0.0.2:11211"}],
+    }
+    run = RunResult("r", "t", "ok", "closed", "0", config, [], 0, S, [snap])
+    status = run_status(run)
+    assert (status.name, status.exit_code) == ("failed", 1)
+    assert status.reasons == (
+        "memcached://10.0.0.2:11211 went away: none of its connections was live for 1s, "
+        "every reconnect failing (what was measured until then is kept)",
+    )
+    snap.stats["server1_lost"] = 0.0
+    assert run_status(run).name == "ok"
