@@ -33,6 +33,7 @@ import math
 import os
 import selectors
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -121,9 +122,12 @@ class LoopDriver:
     ``LoopTransport``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_error: Callable[[Exception], object] | None = None) -> None:
         assert _pump is not None
         self.poller: Poller = _pump.Poller(self._ended)
+        # Told of an exception a callback raised inside the poller (the worker ends the
+        # run failed); None: the event loop's exception handler logs it.
+        self._on_error = on_error
         self.transports: dict[int, LoopTransport] = {}
         self._addresses: dict[tuple[str, int], asyncio.Task[list[Any]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -135,9 +139,17 @@ class LoopDriver:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
             if isinstance(self._loop, PollerLoop):
-                self._loop.attach(self.poller)
+                self._loop.attach(self.poller, self._on_error)
             else:
-                self._loop.add_reader(self.poller.fileno(), self.poller.poll)
+                self._loop.add_reader(self.poller.fileno(), self._poll)
+
+    def _poll(self) -> None:
+        try:
+            self.poller.poll()
+        except Exception as exc:
+            if self._on_error is None:
+                raise
+            self._on_error(exc)
 
     def start_ticks(self, tally: Tally, period_ns: int, sample_every: int) -> None:
         """Measure the loop's hiccups in C from now on: how late the poll wakes for a timer
@@ -241,9 +253,9 @@ class _PollerSelector(selectors.EpollSelector):
     def __init__(self) -> None:
         super().__init__()
         self._poller: Poller | None = None
-        self._on_error: Any = None
+        self._on_error: Callable[[Exception], object] = lambda exc: None
 
-    def attach(self, poller: Poller, on_error: Any) -> None:
+    def attach(self, poller: Poller, on_error: Callable[[Exception], object]) -> None:
         poller.wake_on(self.fileno())
         self._poller = poller
         self._on_error = on_error
@@ -276,9 +288,10 @@ class PollerLoop(asyncio.SelectorEventLoop):
         self._poller_selector = _PollerSelector()
         super().__init__(self._poller_selector)
 
-    def attach(self, poller: Poller) -> None:
-        """Wait in ``poller`` from now on."""
-        self._poller_selector.attach(poller, self._poller_failed)
+    def attach(self, poller: Poller, on_error: Callable[[Exception], object] | None = None) -> None:
+        """Wait in ``poller`` from now on; ``on_error`` hears what a callback inside it
+        raised (None: the loop's exception handler)."""
+        self._poller_selector.attach(poller, on_error or self._poller_failed)
 
     def detach(self, poller: Poller) -> None:
         """Wait in the selector alone again."""

@@ -152,7 +152,9 @@ class Worker(LinkKeeper):
         # the connections' sockets are the loop's: engine/loop.py).
         self.python_reason, self.loop_reason = driver_reasons(config)
         self.loop = (
-            LoopDriver() if self.python_reason is None and self.loop_reason is None else None
+            LoopDriver(self._loop_broke)
+            if self.python_reason is None and self.loop_reason is None
+            else None
         )
         # Send state shared with the pumps: see the properties below.
         self.tally: Tally | PyTally = new_tally(self.cut, self.python_reason is None)
@@ -541,11 +543,21 @@ class Worker(LinkKeeper):
 
     def _cut_broke(self, exc: Exception) -> None:
         """An interval could not be cut (a bug: a ``BufferError`` of the recorder's buffers
-        was one): the run ends now, failed, naming it; what was emitted before is kept,
-        the rest of this worker's share is missing (the run is partial)."""
+        was one): ``_broke``."""
+        self._broke("an interval could not be cut", exc)
+
+    def _loop_broke(self, exc: Exception) -> None:
+        """A callback of the compiled loop raised (a refill, a reader, an end's): the read
+        it was serving is lost, so ``_broke`` (was: only the event loop's log)."""
+        self._broke("the compiled loop's callback raised", exc)
+
+    def _broke(self, what: str, exc: Exception) -> None:
+        """A bug stopped this worker's accounting: the run ends now, failed, naming it;
+        what was emitted before is kept, the rest of this worker's share is missing (the
+        run is partial)."""
         if self.phase == "done":
             return
-        self.note_error("bug", f"an interval could not be cut: {type(exc).__name__}: {exc}")
+        self.note_error("bug", f"{what}: {type(exc).__name__}: {exc}")
         self._failed = True
         self.issuing = False
         self.phase = "done"

@@ -158,3 +158,34 @@ def test_a_poller_loop_runs_its_timers_and_readers_while_it_waits_in_the_poller(
         await server.wait_closed()
 
     on_each_loop("poller", main)
+
+
+@pytest.mark.parametrize("name", LOOPS)
+def test_what_a_callback_raises_inside_the_poller_reaches_on_error(name: str) -> None:
+    """A read's callback that raises goes to the driver's ``on_error`` (the worker ends the
+    run failed), whichever loop runs: not only to the event loop's log."""
+
+    class RaisingLink(FakeLink):
+        def data_received(self, data: bytes) -> None:
+            raise ValueError("from the reader")
+
+    async def main() -> None:
+        peers: list[asyncio.StreamWriter] = []
+
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            peers.append(writer)
+
+        server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        errors: list[Exception] = []
+        driver = LoopDriver(errors.append)
+        await driver.open(RaisingLink(f"memcached://127.0.0.1:{port}"))  # type: ignore[arg-type]
+        await until(lambda: bool(peers), "the accept")
+        peers[0].write(b"x")
+        await until(lambda: bool(errors), "the error")
+        assert isinstance(errors[0], ValueError) and "from the reader" in str(errors[0])
+        driver.close()
+        server.close()
+        await server.wait_closed()
+
+    on_each_loop(name, main)
