@@ -87,6 +87,11 @@ _MAX_LAG = click.option(
     "--max-lag", help="Open loop: drop (count, never send) a request this far behind. [1s]"
 )
 _TIMEOUT = click.option("--timeout", help="Per-request timeout, e.g. 500ms. [5s]")
+_BUSY_POLL = click.option(
+    "--busy-poll",
+    help="Compiled loop: poll this long for replies before sleeping, e.g. 50us (costs client "
+    "CPU; spares a server on the same host waking the client). [0: sleep at once]",
+)
 _MAX_ERROR_RATE = click.option(
     "--max-error-rate",
     help="Errors above this share of the ops make the run failed (exit 1): 1%, 0.1% or 0.01. [1%]",
@@ -210,6 +215,7 @@ _OPTIONS: list[Callable[[Any], Any]] = [
     ),
     _MAX_LAG,
     _TIMEOUT,
+    _BUSY_POLL,
     _MAX_ERROR_RATE,
     _INTERVAL,
     click.option(
@@ -264,6 +270,7 @@ _REPLAY: list[Callable[[Any], Any]] = [
     _SEED,
     _MAX_LAG,
     _TIMEOUT,
+    _BUSY_POLL,
     _MAX_ERROR_RATE,
     _INTERVAL,
     *_FILES,

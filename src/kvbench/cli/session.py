@@ -96,6 +96,7 @@ OPTION_PATHS = {
     "rate": "load.rate",
     "arrival": "load.arrival",
     "max_lag": "load.max_lag",
+    "busy_poll": "load.busy_poll",
     "rounds": "load.rounds",
     "max_error_rate": "load.max_error_rate",
     "cluster": "load.cluster",

@@ -96,6 +96,19 @@ def _duration(default_unit: str = "s", minimum_ns: int = 1) -> Callable[[Any, st
     return lambda value, where: parse_duration_ns(value, where, default_unit, minimum_ns)
 
 
+# Polling longer than this before sleeping is a typo: it would spin through idle periods.
+MAX_BUSY_POLL_NS = 100_000_000
+
+
+def _busy_poll(value: Any, where: str) -> int:
+    """``load.busy_poll``: 0 (sleep at once) up to ``MAX_BUSY_POLL_NS``; a bare number is
+    microseconds."""
+    ns = parse_duration_ns(value, where, "us", 0)
+    if ns > MAX_BUSY_POLL_NS:
+        raise ConfigError(where, f"{value!r} is more than 100ms: the loop would spin while idle")
+    return ns
+
+
 def _urls(value: Any, where: str) -> list[str]:
     """``target.urls``: one URL or a list of them; an empty list is refused, not ignored
     (no target at all means a throwaway memcached: that must be asked for by omission)."""
@@ -195,6 +208,7 @@ _field("load.interval")(_duration(minimum_ns=MIN_INTERVAL_NS))
 _field("load.rate")(lambda v, w: _rate(v, w))
 _field("load.arrival")(lambda v, w: _choice(v, w, ARRIVALS))
 _field("load.max_lag")(_duration("ms"))
+_field("load.busy_poll")(lambda v, w: _busy_poll(v, w))
 _field("load.max_error_rate")(parse_fraction)
 _field("load.cluster")(parse_scheduler_url)
 _field("load.cluster_listen")(parse_listen_address)
@@ -376,6 +390,7 @@ _LOAD_AS_GIVEN = {
     "load.rate": "rate_per_s",
     "load.arrival": "arrival",
     "load.max_lag": "max_lag_ns",
+    "load.busy_poll": "busy_poll_ns",
     "load.rounds": "rounds",
     "load.max_error_rate": "max_error_rate",
     "load.cluster_listen": "cluster_listen",

@@ -190,6 +190,8 @@ class LoadConfig:
         arrival: open loop: ``uniform`` (fixed gaps), ``poisson`` (exponential gaps) or
             ``fb-etc`` (generalized Pareto gaps of Facebook's ETC model, mean 1 / rate).
         max_lag_ns: open loop: a request this far behind its slot is dropped, not sent.
+        busy_poll_ns: the compiled loop polls this long for events before it sleeps
+            (``Poller.busy_poll_ns``; 0: it sleeps at once).
         rounds: how many times the measurement is repeated, each with fresh processes.
         max_error_rate: a run whose errors exceed this share of its ops is ``failed``
             (docs/measurement.md, "Status").
@@ -212,6 +214,7 @@ class LoadConfig:
     rate_per_s: float | None = None
     arrival: str = "uniform"
     max_lag_ns: int = 10**9
+    busy_poll_ns: int = 0
     rounds: int = 1
     max_error_rate: float = 0.01
     cluster: str | None = None

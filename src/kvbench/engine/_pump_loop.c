@@ -109,6 +109,7 @@ struct Poller {
     int polling;      /* in poll(): poll() again is refused */
     int ends_due;     /* a slot's err is set: poll() ends it */
     int wake_fd;      /* wait() returns when it is readable; -1: none */
+    long long spin_ns; /* wait() polls this long before it sleeps (busy_poll_ns) */
     /* Ticks: the timerfd (-1: none), the tally they go to, the period, the first expiry
      * not read yet, the ticks seen, and every how many a sample of requests in flight. */
     int tick_fd;
@@ -988,6 +989,25 @@ Poller_poll(Poller *self, PyObject *unused)
     return PyLong_FromLong(n);
 }
 
+/* Events, waiting up to ``wait_ms``: polled for up to ``spin_ns`` first, then slept for. */
+static int
+wait_events(Poller *self, int wait_ms)
+{
+    if (wait_ms != 0 && self->spin_ns > 0) {
+        /* (never past the wait's own limit: the event loop's next timer) */
+        long long spin = wait_ms > 0 && wait_ms * 1000000LL < self->spin_ns
+                             ? wait_ms * 1000000LL
+                             : self->spin_ns;
+        long long until = clock_ns() + spin;
+        do {
+            int n = epoll_wait_for(self, 0);
+            if (n != 0)
+                return n;
+        } while (clock_ns() < until);
+    }
+    return epoll_wait_for(self, wait_ms);
+}
+
 static long long
 monotonic_ms(void)
 {
@@ -1022,7 +1042,7 @@ Poller_wait(Poller *self, PyObject *arg)
     int wait_ms = (int)timeout_ms, woken = 0;
     long total = 0;
     for (;;) {
-        int n = epoll_wait_for(self, wait_ms);
+        int n = wait_events(self, wait_ms);
         if (n < 0 || service(self, n, &woken) < 0)
             return NULL;
         total += n;
@@ -1259,6 +1279,8 @@ Poller_stop_ticks(Poller *self, PyObject *unused)
 static PyMemberDef Poller_members[] = {
     {"live", T_PYSSIZET, offsetof(Poller, live), READONLY, "connections open"},
     {"ticks", T_LONGLONG, offsetof(Poller, ticks), READONLY, "ticks seen since start_ticks"},
+    {"busy_poll_ns", T_LONGLONG, offsetof(Poller, spin_ns), 0,
+     "wait() polls this long for events before it sleeps (0: it sleeps at once)"},
     {"scheduled", T_LONGLONG, offsetof(Poller, sched.next), READONLY,
      "the schedule's requests sent or dropped so far"},
     {NULL},

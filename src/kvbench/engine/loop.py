@@ -122,9 +122,12 @@ class LoopDriver:
     ``LoopTransport``.
     """
 
-    def __init__(self, on_error: Callable[[Exception], object] | None = None) -> None:
+    def __init__(
+        self, on_error: Callable[[Exception], object] | None = None, busy_poll_ns: int = 0
+    ) -> None:
         assert _pump is not None
         self.poller: Poller = _pump.Poller(self._ended)
+        self.poller.busy_poll_ns = busy_poll_ns
         # Told of an exception a callback raised inside the poller (the worker ends the
         # run failed); None: the event loop's exception handler logs it.
         self._on_error = on_error

@@ -152,7 +152,7 @@ class Worker(LinkKeeper):
         # the connections' sockets are the loop's: engine/loop.py).
         self.python_reason, self.loop_reason = driver_reasons(config)
         self.loop = (
-            LoopDriver(self._loop_broke)
+            LoopDriver(self._loop_broke, config.load.busy_poll_ns)
             if self.python_reason is None and self.loop_reason is None
             else None
         )

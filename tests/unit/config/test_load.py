@@ -195,6 +195,7 @@ def test_max_error_rate_in_a_scenario_names_its_key(tmp_path: Path) -> None:
         ("[load]\nconnect_timeout = 0\n", r"load\.connect_timeout in .*: must be above 0"),
         ('[load]\ninterval = "1ms"\n', r"load\.interval in .*: must be at least 10ms"),
         ("[load]\nmax_lag = 0\n", r"load\.max_lag in .*: must be above 0"),
+        ('[load]\nbusy_poll = "1s"\n', r"load\.busy_poll in .*: '1s' is more than 100ms"),
         ("[workload]\nttl_s = -5\n", r"workload\.ttl_s in .*: '-5': a ttl cannot be negative"),
         ("[workload]\nvalue_size = -3\n", r"workload\.value_size in .*: '-3': a value size"),
         ("[target]\nurls = []\n", r"target\.urls in .*: an empty list"),
@@ -227,3 +228,12 @@ def test_op_order_is_random_unless_cycle_is_asked_for() -> None:
     bad = {"target.urls": URL, "workload.op_order": ("alternate", "--op-order")}
     with pytest.raises(ConfigError, match=r"^--op-order: 'alternate' is not one of random, cycle"):
         load_config(None, bad, 1)
+
+
+def test_busy_poll_is_microseconds_and_off_by_default(tmp_path: Path) -> None:
+    assert load_config(None, {"target.urls": URL}, 1).load.busy_poll_ns == 0
+    flag = {"target.urls": URL, "load.busy_poll": ("50", "--busy-poll")}
+    assert load_config(None, flag, 1).load.busy_poll_ns == 50_000  # a bare number: us
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[load]\nbusy_poll = "2ms"\n')
+    assert load_config(str(scenario), {"target.urls": URL}, 1).load.busy_poll_ns == 2_000_000

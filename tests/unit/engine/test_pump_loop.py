@@ -408,3 +408,18 @@ def test_ticks_refuse_what_is_not_a_tally_or_a_period() -> None:
     poller.shutdown()
     with pytest.raises(ValueError, match="closed"):
         poller.start_ticks(_pump.Tally(), 1_000_000, 10)
+
+
+def test_a_busy_poll_finds_what_arrives_and_keeps_to_the_wait_limit() -> None:
+    """With ``busy_poll_ns`` the wait polls before it sleeps: a read that is there is
+    served as before, and with nothing ready it still returns at its timeout."""
+    poller = _pump.Poller(Ends())
+    assert poller.busy_poll_ns == 0
+    poller.busy_poll_ns = 50_000_000  # longer than the wait: the wait's limit bounds it
+    reads: list[bytes] = []
+    _, theirs = owned_pair(poller, reads.append)
+    with theirs:
+        assert poller.wait(5) == 0  # nothing ready: back (polled 5 ms, not 50)
+        theirs.sendall(b"x")
+        assert poller.wait(60_000) == 1 and reads == [b"x"]
+    poller.shutdown()
