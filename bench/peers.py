@@ -173,8 +173,9 @@ def memtier_side(protocol: str, pipeline: int, threads: int = 1) -> Side:
     return Side("memtier_benchmark", MEMTIER_KEYS, run, threads)
 
 
-def cells() -> tuple[list[Cell], list[str]]:
-    """Every cell whose peer is installed, and a note for each that is not."""
+def cells(more: tuple[str, ...] = ()) -> tuple[list[Cell], list[str]]:
+    """Every cell whose peer is installed, and a note for each that is not; ``more``:
+    options every kvbench run takes too (``--kvbench-arg``)."""
     found: list[Cell] = []
     missing: list[str] = []
     if shutil.which("memtier_benchmark"):
@@ -188,14 +189,14 @@ def cells() -> tuple[list[Cell], list[str]]:
             for p in (1, 16):
                 found.append(
                     Cell(f"{name}-p{p}", f"{title}, P{p}{vs_text}", server_kind, 1,
-                         kvbench_side(scheme, KVBENCH_KEYS, p, extra=IN_TURN),
+                         kvbench_side(scheme, KVBENCH_KEYS, p, extra=(*IN_TURN, *more)),
                          memtier_side(protocol, p))
                 )  # fmt: skip
         # Issue item 5: two client processes (threads) against a two-thread memcached.
         found.append(
             Cell("mc-text-p1-2proc", "memcached -t 2 text, P1, 2 processes / memtier -t 2",
                  "memcached", 2,
-                 kvbench_side("memcached", KVBENCH_KEYS, 1, processes=2, extra=IN_TURN),
+                 kvbench_side("memcached", KVBENCH_KEYS, 1, processes=2, extra=(*IN_TURN, *more)),
                  memtier_side("memcache_text", 1, threads=2))
         )  # fmt: skip
     else:
@@ -205,7 +206,7 @@ def cells() -> tuple[list[Cell], list[str]]:
             rb = RedisBenchmark(p)
             found.append(
                 Cell(f"redis-p{p}-rb", f"Redis, P{p} (redis-benchmark)", "redis", 1,
-                     kvbench_side("redis", rb.keys, p), Side("redis-benchmark", rb.keys, rb))
+                     kvbench_side("redis", rb.keys, p, extra=more), Side("redis-benchmark", rb.keys, rb))
             )  # fmt: skip
     else:
         missing.append("redis-benchmark is not installed (redis-tools): its cells are left out")
@@ -213,7 +214,7 @@ def cells() -> tuple[list[Cell], list[str]]:
         keys = KeySpace("kvbench:", 0, MEMASLAP_KEY_BYTES - len("kvbench:"))
         found.append(
             Cell("mc-text-p1-memaslap", "memcached text, P1 (memaslap)", "memcached", 1,
-                 kvbench_side("memcached", keys, 1), Side("memaslap", None, memaslap))
+                 kvbench_side("memcached", keys, 1, extra=more), Side("memaslap", None, memaslap))
         )  # fmt: skip
     else:
         missing.append("memaslap is not installed (libmemcached-tools): its cell is left out")
@@ -345,6 +346,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="print the cells' names and exit")
     parser.add_argument("--server-cpus", default="0", help="taskset list for servers [0]")
     parser.add_argument("--client-cpus", default="1", help="taskset list for clients [1]")
+    parser.add_argument(
+        "--kvbench-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more argument for every kvbench run, again for each (--kvbench-arg=--busy-poll "
+        "--kvbench-arg=50us)",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.seconds < 1:
         parser.error("--rounds and --seconds must be at least 1")
@@ -369,7 +378,7 @@ def selected(all_cells: list[Cell], patterns: list[str] | None) -> list[Cell]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cpus = Cpus(args.server_cpus, args.client_cpus)
-    all_cells, missing = cells()
+    all_cells, missing = cells(tuple(args.kvbench_arg))
     if args.list:
         print("\n".join([f"{c.name:20} {c.title}" for c in all_cells] + ["rss"]))
         return 0

@@ -165,3 +165,25 @@ def test_only_selects_cells_by_name_or_glob() -> None:
         "redis-p16-rb",
     }
     assert peers.selected(every, None) == every
+
+
+def test_kvbench_args_reach_every_kvbench_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--kvbench-arg`` is added to each cell's kvbench run (after memtier's op order)."""
+    seen: list[tuple[str, ...]] = []
+
+    def fake_kvbench(url: str, keys: Any, processes: int, pipeline: int, *rest: Any) -> Any:
+        seen.append(tuple(rest[-1]))
+        return None
+
+    monkeypatch.setattr(peers, "kvbench", fake_kvbench)
+    monkeypatch.setattr(peers.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert peers.parse_args(["--kvbench-arg=--busy-poll", "--kvbench-arg=50us"]).kvbench_arg == [
+        "--busy-poll",
+        "50us",
+    ]
+    found, missing = peers.cells(("--busy-poll", "50us"))
+    assert not missing
+    for cell in found:
+        cell.ours.run(1, 1, None)
+    assert len(seen) == len(found) and all(s[-2:] == ("--busy-poll", "50us") for s in seen)
+    assert seen[0][:2] == peers.IN_TURN
