@@ -662,19 +662,40 @@ hdr_free(Hdr *h)
     *h = (Hdr){0};
 }
 
+/* The histogram's non-empty buckets and scalars, (indexes, counts, total, min, max, sum,
+ * out_of_range) with indexes and counts native int64 bytes, ascending; None when it is
+ * empty. Emptied: the buckets read are zeroed in place, so the counters stay allocated
+ * for the next interval. One pass in C over the counters: handing them over whole cost
+ * the interval's cut a numpy ``nonzero`` per histogram, a cut stalled the loop ~1.7 ms,
+ * and an open loop sent what fell due meanwhile late. */
 PyObject *
 hdr_take(Hdr *h)
 {
     if (h->total == 0)
         Py_RETURN_NONE;
-    PyObject *counts = PyByteArray_FromStringAndSize(
-        (const char *)h->counts, HDR_COUNTS_LEN * (Py_ssize_t)sizeof(long long));
-    if (counts == NULL)
+    Py_ssize_t used = 0;
+    for (Py_ssize_t i = 0; i < HDR_COUNTS_LEN; i++)
+        used += h->counts[i] != 0;
+    PyObject *indexes = PyBytes_FromStringAndSize(NULL, used * (Py_ssize_t)sizeof(long long));
+    PyObject *counts = PyBytes_FromStringAndSize(NULL, used * (Py_ssize_t)sizeof(long long));
+    if (indexes == NULL || counts == NULL) {
+        Py_XDECREF(indexes);
+        Py_XDECREF(counts);
         return NULL;
-    PyObject *out = Py_BuildValue("(NLLLLL)", counts, h->total, h->min, h->max, h->sum,
-                                  h->out_of_range);
-    if (out != NULL) /* the counters go: the next interval's are allocated when used */
-        hdr_free(h);
+    }
+    long long *at = (long long *)PyBytes_AS_STRING(indexes);
+    long long *n = (long long *)PyBytes_AS_STRING(counts);
+    for (Py_ssize_t i = 0, k = 0; k < used; i++)
+        if (h->counts[i] != 0) {
+            at[k] = i;
+            n[k++] = h->counts[i];
+            h->counts[i] = 0;
+        }
+    PyObject *out = Py_BuildValue("(NNLLLLL)", indexes, counts, h->total, h->min, h->max,
+                                  h->sum, h->out_of_range);
+    long long *kept = h->counts;
+    *h = (Hdr){0};
+    h->counts = kept;
     return out;
 }
 
@@ -928,8 +949,9 @@ PyDoc_STRVAR(Tally_take_folded_doc,
 "(hits: the keys those replies returned); ``service`` a list of (op, histogram) (an open\n"
 "loop's service times); ``lag`` the open loop's sends' lags (a histogram or None); then the\n"
 "ticks' (Poller.tick), folding or not: ``hiccups`` (a histogram or None) and the requests\n"
-"in flight summed over ``inflight_samples`` samples. A histogram is (counts, total, min,\n"
-"max, sum, out_of_range): counts a bytearray of HDR_COUNTS_LEN native int64. Emptied.");
+"in flight summed over ``inflight_samples`` samples. A histogram is (indexes, counts,\n"
+"total, min, max, sum, out_of_range): its non-empty buckets, native int64 bytes, indexes\n"
+"ascending. Emptied.");
 
 static PyObject *
 Tally_take_folded(Tally *self, PyObject *unused)
@@ -2246,7 +2268,7 @@ scan_replies(PyObject *module, PyObject *args)
 }
 
 PyDoc_STRVAR(hdr_fold_doc,
-"hdr_fold(values) -> (counts, total, min, max, sum, out_of_range) | None\n\n"
+"hdr_fold(values) -> (indexes, counts, total, min, max, sum, out_of_range) | None\n\n"
 "Record ``values`` (native int64: bytes, an array('q'), a numpy int64 array) into a fresh\n"
 "histogram as a folding Tally records a reply's latency: Histogram's layout, clamping and\n"
 "scalars. For tests that hold the two together.");

@@ -36,9 +36,9 @@ HDR_SUB_BUCKET_HALF_COUNT_MAGNITUDE: int
 HDR_COUNTS_LEN: int
 HDR_HIGHEST_TRACKABLE_NS: int
 
-# A histogram as a folding Tally hands it over: (counts, total, min, max, sum,
-# out_of_range), counts HDR_COUNTS_LEN native int64.
-_Hdr = tuple[bytearray, int, int, int, int, int]
+# A histogram as a folding Tally hands it over: (indexes, counts, total, min, max, sum,
+# out_of_range), its non-empty buckets as native int64s, indexes ascending.
+_Hdr = tuple[bytes, bytes, int, int, int, int, int]
 
 # What a Stream's refill returns: None (nothing now), lists ``(ops, keys, values, start[,
 # ttl])`` or a packed chunk ``(ops, keys, key_starts, key_ends, values, value_starts,

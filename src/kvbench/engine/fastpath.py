@@ -401,9 +401,8 @@ def drain(tally: Tally | PyTally, recorder: Recorder) -> None:
             recorder.counts[op][_LATE] += int(late_by_op[op])
 
 
-def _histogram(parts: tuple[bytearray, int, int, int, int, int]) -> Histogram:
-    counts, total, low, high, total_ns, out_of_range = parts
-    return Histogram.from_counts(counts, total, low, high, total_ns, out_of_range)
+def _histogram(parts: tuple[bytes, bytes, int, int, int, int, int]) -> Histogram:
+    return Histogram.from_buckets(*parts)
 
 
 def _drain_folded(tally: Tally, recorder: Recorder) -> None:

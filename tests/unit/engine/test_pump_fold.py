@@ -49,8 +49,7 @@ def folded(values: list[int]) -> Histogram:
     """``values`` recorded by the C side (``hdr_fold``: a folding tally's recording)."""
     parts = _pump.hdr_fold(array("q", values))
     assert parts is not None
-    counts, total, low, high, total_ns, out_of_range = parts
-    return Histogram.from_counts(counts, total, low, high, total_ns, out_of_range)
+    return Histogram.from_buckets(*parts)
 
 
 def recorded(values: list[int]) -> Histogram:
@@ -333,7 +332,7 @@ def test_a_read_that_breaks_the_protocol_folds_none_of_its_replies() -> None:
     assert pump.received(b"END\r\nEND\r\nNOT A REPLY\r\n") == 2
     assert tally.pending == 1 and pump.inflight == 3  # the second read's taken back
     replies, service, lag, _, _, _ = tally.take_folded()
-    assert [(op, kind, hits, parts[1]) for op, kind, hits, parts in replies] == [
+    assert [(op, kind, hits, parts[2]) for op, kind, hits, parts in replies] == [
         (int(Op.GET), 2, 0, 1)  # one miss
     ]
     assert service == [] and lag is None and tally.pending == 0

@@ -371,7 +371,7 @@ def test_ticks_record_how_late_each_poll_woke_and_sample_the_requests_in_flight(
         polls += 1
     _, _, _, hiccups, inflight_sum, samples = tally.take_folded()
     assert hiccups is not None
-    _, total, low, _, _, out_of_range = hiccups
+    _, _, total, low, _, _, out_of_range = hiccups
     assert total == poller.ticks == 9 and low >= 0 and out_of_range == 0
     assert samples == 3 and inflight_sum == 0  # every 3rd tick; nothing in flight
     assert tally.take_folded()[3] is None  # (taken: the next interval starts empty)
@@ -392,7 +392,7 @@ def test_a_stalled_loop_is_one_hiccup_as_long_as_the_stall() -> None:
     poller.poll()
     hiccups = tally.take_folded()[3]
     assert hiccups is not None and poller.ticks == 1
-    _, total, _, high, _, _ = hiccups
+    _, _, total, _, high, _, _ = hiccups
     assert total == 1 and high >= stalled - 1_000_000
     poller.shutdown()
     assert poller.ticks == 1

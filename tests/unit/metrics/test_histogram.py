@@ -548,3 +548,27 @@ def test_clipped_values_keep_their_size_in_max_above_every_percentile() -> None:
     both.record(2_000)
     both.subtract(Histogram())
     assert both.max_ns == 105_000_000_000
+
+
+def test_from_buckets_takes_non_empty_buckets_and_refuses_what_does_not_fit() -> None:
+    """The compiled pumps hand over only the non-empty buckets (int64 bytes)."""
+    from array import array
+
+    from kvbench.metrics.histogram import COUNTS_LEN
+
+    dense = Histogram()
+    for value in (5, 5, 1_000, 2_000_000):
+        dense.record(value)
+    indexes = [i for i, n in enumerate(dense.counts) if n]
+    counts = [int(dense.counts[i]) for i in indexes]
+    made = Histogram.from_buckets(
+        array("q", indexes).tobytes(), array("q", counts).tobytes(), 4, 5, 2_000_000, 2_001_010
+    )
+    assert list(made.counts) == list(dense.counts)
+    assert made.value_at_percentile(50) == dense.value_at_percentile(50) and made.total_count == 4
+    with pytest.raises(ValueError, match="same length"):
+        Histogram.from_buckets(array("q", [1]).tobytes(), b"", 1, 1, 1, 1)
+    with pytest.raises(ValueError, match="outside"):
+        Histogram.from_buckets(
+            array("q", [COUNTS_LEN]).tobytes(), array("q", [1]).tobytes(), 1, 1, 1, 1
+        )
