@@ -59,6 +59,128 @@ def run_mix(out: Path, url: str, loop: bool, *head: str) -> dict[str, Any]:
     return read_json(out)
 
 
+def outcomes(doc: dict[str, Any]) -> dict[str, dict[str, int]]:
+    return {op: row["outcomes"] for op, row in doc["ops"].items()}
+
+
+@pytest.mark.parametrize("pipeline", [1, 16])
+@pytest.mark.parametrize("scheme", ["memcached", "redis"])
+def test_the_loop_counts_what_the_compiled_driver_counts(
+    tmp_path: Path, live_servers: dict[str, Server], scheme: str, pipeline: int
+) -> None:
+    if not fastpath.compiled():
+        pytest.skip("the compiled pump is not built")
+    url = f"{scheme}://{live_servers[scheme].address}"
+    docs, sent = {}, {}
+    for loop in (False, True):
+        before = servers.counters(url)
+        docs[loop] = run(tmp_path, url, pipeline, loop)
+        after = servers.counters(url)
+        sent[loop] = {name: after.get(name, 0) - before.get(name, 0) for name in COUNTERS[scheme]}
+    compiled, loop = docs[False], docs[True]
+    assert compiled["environment"]["driver"] == "compiled (transports)"
+    assert loop["environment"]["driver"] == "compiled loop"
+    assert [w["driver"] for w in loop["workers"]] == ["compiled loop"]
+    assert outcomes(loop) == outcomes(compiled)
+    assert sent[True] == sent[False]
+    for doc in docs.values():
+        assert doc["totals"]["ops"] == REQUESTS and doc["totals"]["errors"] == 0
+        rows = doc["server"]["reconciliation"]
+        assert rows and all(row["matches"] for row in rows), rows
+
+
+def test_a_connection_the_server_ends_is_counted_and_reopened(tmp_path: Path) -> None:
+    if not fastpath.compiled():
+        pytest.skip("the compiled pump is not built")
+    out = tmp_path / "run.json"
+    with fake_servers.hanging_up(after=200) as port:
+        result = run_kvbench(
+            "run",
+            f"memcached://127.0.0.1:{port}",
+            "-n",
+            "3000",
+            "-c",
+            "2",
+            "-P",
+            "4",
+            "--processes",
+            "1",
+            "--json",
+            str(out),
+            "--no-save",
+            "--no-live",
+            env={fastpath.DRIVER_ENV: fastpath.LOOP},
+        )
+    assert "Traceback" not in result.stderr
+    doc = read_json(out)
+    assert doc["environment"]["driver"] == "compiled loop"
+    connections = doc["connections"]
+    totals = doc["totals"]
+    found = re.search(r"\bconn_lost ([\d,]+)", " ".join(doc["errors"]))
+    assert found, doc["errors"]
+    lost = int(found.group(1).replace(",", ""))
+    # each connection ends at its 200th answer (the last ones maybe as the run ends): each
+    # end counted and a connection reopened in its place, until every request was sent
+    assert lost >= totals["succeeded"] // 200 - 2, doc["errors"]
+    assert connections["reconnects"] >= lost - 2
+    assert connections["connects"] == 2 + connections["reconnect_attempts"]
+    assert totals["ops"] == 3000
+    assert 0 < totals["errors"] <= lost * 4  # the requests in flight at an end: a pipeline's
+
+
+@pytest.mark.parametrize("scheme", ["memcached", "redis"])
+def test_the_open_loop_runs_on_the_loop_alike(tmp_path: Path, scheme: str) -> None:
+    """The open-loop dispatcher hands the loop's pumps their intended times as it hands
+    the transports' (one connection, each run its own fresh server: the same sequence):
+    the same outcomes per op (``late`` is the machine's doing), nothing dropped."""
+    if not fastpath.compiled():
+        pytest.skip("the compiled pump is not built")
+    docs = {}
+    for loop in (False, True):
+        out = tmp_path / f"open-{loop}.json"
+        with (servers.memcached if scheme == "memcached" else servers.redis)() as live:
+            result = run_kvbench(
+                "run",
+                f"{scheme}://{live.address}",
+                "--rate",
+                "3000",
+                "-n",
+                "3000",
+                "--max-lag",
+                "10s",
+                "-c",
+                "1",
+                "-P",
+                "32",
+                "--processes",
+                "1",
+                "--ratio",
+                "set=2,get=3,delete=1,mget=1",
+                "--keys",
+                "300",
+                "--seed",
+                "11",
+                "--json",
+                str(out),
+                "--no-save",
+                "--no-live",
+                env={fastpath.DRIVER_ENV: fastpath.LOOP if loop else fastpath.TRANSPORTS},
+            )
+            assert result.code == 0, result.stderr
+        docs[loop] = read_json(out)
+    assert docs[True]["environment"]["driver"] == "compiled loop"
+    assert docs[True]["mode"] == "open"
+    without_late = [
+        {
+            op: {k: n for k, n in row["outcomes"].items() if k != "late"}
+            for op, row in d["ops"].items()
+        }
+        for d in (docs[False], docs[True])
+    ]
+    assert without_late[0] == without_late[1]
+    assert docs[True]["totals"]["ops"] == 3000 and docs[True]["totals"]["errors"] == 0
+
+
 def run_open(tmp_path: Path, url: str, arrival: str, loop: bool) -> dict[str, Any]:
     """--rate over 8 connections: on the loop the poller runs the schedule in C
     (engine/loop_dispatch.py); on the transports the Python dispatcher does."""
