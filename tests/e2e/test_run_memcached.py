@@ -380,3 +380,37 @@ def test_op_order_from_a_config_file_is_run_stored_and_reported(
     assert bad.stderr.strip().splitlines() == [
         f"kvbench: error: workload.op_order in {config}: 'cyclic' is not one of random, cycle"
     ]
+
+
+def test_a_busy_poll_is_said_and_recorded_and_counts_what_the_server_counts(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    """--busy-poll: the workers poll before they sleep; the run's header, its document and
+    the HTML report's facts say so, and its counts are the server's; a bad value is one
+    line naming the option (exit 2)."""
+    out, page = tmp_path / "run.json", tmp_path / "run.html"
+    before = stats(fresh_memcached)
+    result = run_kvbench(
+        "run", f"memcached://{fresh_memcached.address}", "-n", "2200", "--ratio", "1:10",
+        "-c", "4", "--processes", "2", "-P", "4", "--busy-poll", "20us", "--json", str(out),
+        "--report", str(page), "--no-save",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    after = stats(fresh_memcached)
+    doc = read_json(out)
+    assert doc["config"]["load"]["busy_poll_ns"] == 20_000
+    assert doc["environment"]["event_loop"] == "poller"
+    assert ", busy poll 20.0us," in result.stdout
+    assert "<dt>busy poll</dt><dd>20.0us</dd>" in page.read_text()
+    sets, gets = doc["ops"]["set"]["count"], doc["ops"]["get"]["count"]
+    assert sets + gets == 2200
+    assert (after["cmd_set"] - before["cmd_set"], after["cmd_get"] - before["cmd_get"]) == (
+        sets,
+        gets,
+    )
+
+    bad = run_kvbench("run", f"memcached://{fresh_memcached.address}", "--busy-poll", "1s")
+    assert bad.code == 2
+    assert bad.stderr.strip().splitlines() == [
+        "kvbench: error: --busy-poll: '1s' is more than 100ms: the loop would spin while idle"
+    ]

@@ -56,6 +56,7 @@ from kvbench.runner import interrupts
 from kvbench.runner.coordinator import Coordinator
 from kvbench.runner.embedded import throwaway_memcached
 from kvbench.runner.limits import check_limits
+from kvbench.units import format_duration_ns
 from kvbench.workload.models import model_figures
 
 if TYPE_CHECKING:
@@ -190,6 +191,7 @@ def measure(console: Console, config: RunConfig) -> RunResult:
         )
         + (f" x {load.rounds} rounds" if load.rounds > 1 else "")
         + (f", open loop {load.rate_per_s:,.0f}/s" if load.rate_per_s else "")
+        + (f", busy poll {format_duration_ns(load.busy_poll_ns)}" if load.busy_poll_ns else "")
         + f", seed {config.workload.seed}",
     )
     for line in model_lines(config):

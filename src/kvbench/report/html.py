@@ -149,6 +149,8 @@ def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:
             facts.append(("rounds", str(load["rounds"])))
         if load.get("warmup_ns"):
             facts.append(("warm-up", format_duration_ns(load["warmup_ns"])))
+        if load.get("busy_poll_ns"):  # (the client polled before sleeping: docs/options.md)
+            facts.append(("busy poll", format_duration_ns(load["busy_poll_ns"])))
     facts.append(("window", f"{doc['window_s']:.2f} s"))
     trace = doc.get("trace")
     if trace is not None:  # a replay: its keys, values and mix are the trace's
