@@ -495,6 +495,34 @@ packed_request(const Packed *k, const Wire *wire, Py_ssize_t i, int op, Out *o, 
     return out_reserve(o, r->key_len + r->value_len + FRAME_BYTES);
 }
 
+/* Bring the line at ``p`` into the cache, a hint that never faults. On x86 the
+ * instruction itself: gcc 12 removed __builtin_prefetch from packed_prefetch's caller at
+ * -O2 (no prefetch in the object), though not an asm statement. */
+static inline void
+prefetch_read(const char *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("prefetcht0 %0" : : "m"(*p));
+#else
+    __builtin_prefetch(p);
+#endif
+}
+
+/* Request ``i``'s key and value (of a loaded packed chunk, ``i`` < its size) fetched
+ * ahead of their copy into the request. Keys are drawn at random from a table larger
+ * than the caches: at 100,000 keys the copy of each waited for memory, 2-3% of a
+ * pipeline-1 run's client CPU by perf (0.7% at 1,000 keys), 0.4% once fetched ahead. A
+ * bound past its table (written since the load) is left for packed_request to refuse. */
+static inline void
+packed_prefetch(const Packed *k, Py_ssize_t i)
+{
+    uint32_t start = u32_at(k->key_starts, i), from = u32_at(k->value_starts, i);
+    if (start < k->keys_len)
+        prefetch_read(k->keys + start);
+    if (from < k->values_len)
+        prefetch_read(k->values + from);
+}
+
 /* Whether ``wire`` can write requests with ``e``'s settings: a ttl of 0 or more seconds
  * and flags of 32 bits in every protocol, and what the wire's own check asks; -1 with a
  * ValueError. */
@@ -1846,6 +1874,10 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
             return not_initialized("Pump");
         return PUMP_ERROR;
     }
+    /* The request this read's replies will send next, fetched while they are read. */
+    Stream *stream = self->stream;
+    if (stream->ops == NULL && stream->pos < stream->size)
+        packed_prefetch(&stream->packed, stream->pos);
     long long now = monotonic_ns();
     Tally *tally = self->tally;
     if (now >= tally->next_cut_ns && tally->on_cut != Py_None) {
