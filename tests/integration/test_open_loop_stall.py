@@ -121,3 +121,16 @@ def test_requests_behind_max_lag_are_dropped_not_sent(
     assert get["latency_us"]["max"] < 1_200_000
     assert doc["status"] == "failed" and doc["totals"]["error_kinds"]["dropped"] == dropped
     assert get["throughput_per_s"] == pytest.approx(get["succeeded"] / doc["window_s"], abs=0.1)
+
+
+def test_requests_the_stall_holds_past_the_timeout_count_as_timeouts(
+    tmp_path: Path, driver_env: dict[str, str]
+) -> None:
+    # On the compiled loop the poller finds them (Poller.overdue, one scan in C); on the
+    # Python driver the worker asks each connection. Either way each of the 10 connections
+    # had its request caught in the 1 s stall, counted at the 300 ms timeout, and reopened.
+    doc = run_with_stall(tmp_path, driver_env, "-P", "1", "--timeout", "300ms")
+    get = doc["ops"]["get"]
+    assert get["outcomes"].get("timeout", 0) >= 10
+    assert get["latency_us"]["max"] < 800_000  # none waited out the stall: cut at 300 ms
+    assert doc["connections"]["connects"] > 10  # the timed-out ones were reopened

@@ -2202,6 +2202,16 @@ pump_inflight(PyObject *obj)
 }
 
 int
+pump_oldest_sent(PyObject *obj, long long *sent_ns)
+{
+    Pump *self = (Pump *)obj;
+    if (self->fifo_len == 0)
+        return 0;
+    *sent_ns = fifo_at(self, 0)->sent_ns;
+    return 1;
+}
+
+int
 pump_send_scheduled(PyObject *obj, Py_ssize_t n, const long long *times)
 {
     Pump *self = (Pump *)obj;

@@ -505,6 +505,8 @@ int loop_add_types(PyObject *module);
 int pump_attach(PyObject *pump, Poller *poller, Py_ssize_t slot);
 /* ``pump`` writes with its ``write`` again. */
 void pump_detach(PyObject *pump);
+/* 1 and when the oldest request in flight on ``pump`` (a Pump) was sent; 0: none. */
+int pump_oldest_sent(PyObject *pump, long long *sent_ns);
 /* A read's bytes: Pump.received() without a bytes object; the status, or -1 with an
  * exception. */
 int pump_feed(PyObject *pump, const char *buf, Py_ssize_t n);

@@ -53,6 +53,9 @@ class LoopTransport(asyncio.Transport):
         super().__init__()
         self._driver = driver
         self._protocol = protocol
+        # The protocol it was opened for (its Link), whichever protocol reads it now (a
+        # compiled pump's PumpReader, once the run starts).
+        self.link = protocol
         self._closed = False
         try:
             self.handle = driver.poller.add(fd, protocol.data_received)
@@ -160,6 +163,17 @@ class LoopDriver:
         ``sample_every`` ticks), where the worker's hiccup task measured them in Python."""
         self.start()
         self.poller.start_ticks(tally, period_ns, sample_every)
+
+    def overdue(self, before_ns: int) -> list[asyncio.Protocol]:
+        """The links (each transport's ``link``) that may have a request timed out: those
+        whose pump has one in flight sent at or before ``before_ns``, and those whose reads
+        go to Python (``Poller.overdue``: one scan in C instead of a call per link)."""
+        transports = self.transports
+        return [
+            transports[handle].link
+            for handle in self.poller.overdue(before_ns)
+            if handle in transports
+        ]
 
     def close(self) -> None:
         """Stop watching, close every socket (no ``connection_lost``: the run is over); a

@@ -72,8 +72,10 @@ INFLIGHT_SAMPLE_EVERY = 10
 # TIMEOUT_SCAN_NS (a quarter of the timeout when that is shorter), or, with many
 # connections, every TIMEOUT_SCAN_PER_CONNECTION_NS per connection: at 10,000
 # connections a scan every 100 ms was 10^5 Python calls a second, one scan a second is
-# 10^4. A timed-out request counts at the timeout whenever a scan finds it: a later scan
-# only reopens its connection later.
+# 10^4. On the compiled loop the poller scans its pumps in C and names the few that may
+# be late (LoopDriver.overdue): at 10,000 connections the Python scan had stalled the loop
+# 10 ms a second. A timed-out request counts at the timeout whenever a scan finds it: a
+# later scan only reopens its connection later.
 TIMEOUT_SCAN_NS = 100_000_000
 TIMEOUT_SCAN_PER_CONNECTION_NS = 100_000
 # Replies are folded into the interval's histograms this often (in hiccup periods, so
@@ -741,8 +743,14 @@ class Worker(LinkKeeper):
 
     def _check_timeouts(self, now: int) -> None:
         timeout_ns = self.spec.config.load.timeout_ns
-        for conn in self.connections:
-            conn.check_timeout(now, timeout_ns)
+        if self.loop is None:
+            for conn in self.connections:
+                conn.check_timeout(now, timeout_ns)
+            return
+        # On the compiled loop its poller scans the pumps in C: only these can be late.
+        for link in self.loop.overdue(now - timeout_ns):
+            if isinstance(link, Connection):
+                link.check_timeout(now, timeout_ns)
 
     # -- connection events: counted and reopened by LinkKeeper ---------------------------
 

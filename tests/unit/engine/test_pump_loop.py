@@ -116,6 +116,37 @@ def test_a_pump_reads_and_sends_in_c_never_through_its_write() -> None:
     poller.shutdown()
 
 
+def test_overdue_names_the_pumps_whose_oldest_request_was_sent_by_then_and_every_reader() -> None:
+    poller = _pump.Poller(Ends())
+    idle, idle_peer = owned_pair(poller, lambda data: None)  # a pump with nothing in flight
+    busy, busy_peer = owned_pair(poller, lambda data: None)
+    reader, reader_peer = owned_pair(poller, lambda data: None)  # Python reads it
+    closed, closed_peer = owned_pair(poller, lambda data: None)
+    tally = _pump.Tally()
+    tally.issuing = True
+    pumps = [
+        _pump.Pump(tally, _pump.Stream(gets(4), TEXT), None, TEXT, FAMILIES, 1 << 20)
+        for _ in range(2)
+    ]
+    poller.set_pump(idle, pumps[0])
+    poller.set_pump(busy, pumps[1])
+    poller.close(closed)
+    with idle_peer, busy_peer, reader_peer, closed_peer:
+        before = time.monotonic_ns()  # the pumps' clock (clock.py: CLOCK_MONOTONIC)
+        assert pumps[1].issue(2) == 0
+        recv_exactly(busy_peer, 16)
+        sent = pumps[1].oldest_sent_ns()
+        assert sent is not None and sent >= before
+        assert poller.overdue(sent - 1) == [reader]  # sent after that: not late yet
+        assert poller.overdue(sent) == [busy, reader]
+        busy_peer.sendall(b"END\r\nEND\r\n")  # both answered: the next two sent later
+        poll_until(poller, lambda: pumps[1].oldest_sent_ns() != sent, "the replies")
+        assert poller.overdue(sent) == [reader]
+    poller.shutdown()
+    with pytest.raises(ValueError):
+        poller.overdue(0)
+
+
 def test_a_pump_status_goes_to_its_on_stopped() -> None:
     poller = _pump.Poller(Ends())
     handle, theirs = owned_pair(poller, lambda data: None)
