@@ -415,10 +415,16 @@ is_error_line(const char *p, Py_ssize_t n)
 #define HDR_HIGHEST 60000000000LL
 #define HDR_COUNTS_LEN 27648
 
-/* One histogram's counters and scalars, as a Histogram keeps them. */
+/* Counters per block of the used-block bitmap, and the bitmap's 64-bit words. */
+#define HDR_BLOCK_SHIFT 6
+#define HDR_BLOCK_WORDS ((HDR_COUNTS_LEN >> HDR_BLOCK_SHIFT) / 64 + 1)
+
+/* One histogram's counters and scalars, as a Histogram keeps them, and which blocks of
+ * 64 counters a value went into since the last hdr_take (it reads only those). */
 typedef struct {
     long long *counts; /* HDR_COUNTS_LEN counters; NULL until the first value */
     long long total, min, max, sum, out_of_range;
+    uint64_t used[HDR_BLOCK_WORDS];
 } Hdr;
 
 /* Histogram's counts_index_for, for 0 <= v <= HDR_HIGHEST:
@@ -445,7 +451,9 @@ hdr_add(Hdr *h, long long given)
         h->out_of_range++;
         v = v < 0 ? 0 : HDR_HIGHEST;
     }
-    h->counts[hdr_index(v)]++;
+    Py_ssize_t at = hdr_index(v);
+    h->counts[at]++;
+    h->used[at >> (HDR_BLOCK_SHIFT + 6)] |= 1ULL << ((at >> HDR_BLOCK_SHIFT) & 63);
     long long high = given > v ? given : v;
     if (h->total++ == 0) {
         h->min = v;

@@ -396,6 +396,25 @@ def test_an_unpickled_histogram_stays_sparse_until_its_counts_are_read() -> None
         assert np.array_equal(doubled.counts, 2 * a.counts)
 
 
+def test_sparse_histograms_merge_bucket_by_bucket_as_dense_ones_do() -> None:
+    """Merged over the span of buckets they use: overlapping and apart, with an empty one,
+    and one alone (a copy: the sum's arrays are not its part's)."""
+    parts = [Histogram() for _ in range(4)]
+    parts[0].record_many([5, 5, 1_000, 70_000])
+    parts[1].record_many([1_000, 1_000, 2_000_000, 59_000_000_000])
+    parts[2].record_many([7] * 3 + [123_456_789])
+    sparse = [pickle.loads(pickle.dumps(h)) for h in parts]  # parts[3] empty
+    assert all(h._counts is None for h in sparse)
+    merged = Histogram.merged(sparse)
+    assert merged._counts is None and merged == Histogram.merged(parts)
+    assert merged.total_count == 12 and int(merged.counts[merged.counts.nonzero()].sum()) == 12
+    alone = Histogram.merged([sparse[1]])
+    assert alone._sparse is not None and sparse[1]._sparse is not None
+    assert alone._sparse[1] is not sparse[1]._sparse[1]
+    assert alone == parts[1]  # (reading its counts makes it dense)
+    assert Histogram.merged([sparse[3]]) == Histogram()
+
+
 def test_pickle_keeps_counts_beyond_32_bits_and_a_total_beyond_int64_sums() -> None:
     hist = Histogram()
     hist.record_many(latencies(100))
