@@ -2055,9 +2055,10 @@ Pump_oldest_sent_ns(Pump *self, PyObject *unused)
         not_initialized("Pump");
         return NULL;
     }
-    if (self->fifo_len == 0)
+    long long sent;
+    if (!pump_oldest_sent((PyObject *)self, &sent))
         Py_RETURN_NONE;
-    return PyLong_FromLongLong(fifo_at(self, 0)->sent_ns);
+    return PyLong_FromLongLong(sent);
 }
 
 PyDoc_STRVAR(Pump_expire_doc,
