@@ -72,7 +72,8 @@ SANITIZE_CFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 SANITIZE_TESTS := $(wildcard tests/unit/engine/test_pump*.py) tests/unit/engine/test_fastpath.py \
 	tests/unit/engine/test_connection.py tests/unit/engine/test_replay_connection.py \
 	tests/unit/workload/test_trace_source.py tests/unit/engine/test_loop.py \
-	tests/unit/engine/test_loop_dispatch.py tests/e2e/test_loop_driver.py tests/e2e/test_replay_drivers.py
+	tests/unit/engine/test_loop_dispatch.py tests/e2e/test_loop_driver.py tests/e2e/test_replay_drivers.py \
+	tests/e2e/test_run_verify.py
 SANITIZE_SEEDS ?= 2000
 SANITIZE_ENV = LD_PRELOAD="$$($(SANITIZE_CC) -print-file-name=libasan.so) $$($(SANITIZE_CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

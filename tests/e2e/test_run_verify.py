@@ -1,4 +1,5 @@
-"""``kvbench run --verify`` against real servers: clean runs find nothing, interference is caught."""
+"""``kvbench run --verify`` against real servers: clean runs find nothing, interference is
+caught; on the compiled loop (the pumps check in C) and on the Python driver alike."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ from tests.support.servers import Server
 pytestmark = pytest.mark.integration
 
 
-def _run(url: str, tmp_path: Path, *extra: str) -> dict:  # type: ignore[type-arg]
+# The driver a run takes by default, and the Python one (its codecs check the values).
+COMPILED, PYTHON = "compiled loop", "python (KVBENCH_PURE_PYTHON is set)"
+DRIVERS = [COMPILED, PYTHON]
+
+
+def _run(url: str, tmp_path: Path, *extra: str, driver: str = COMPILED) -> dict:  # type: ignore[type-arg]
     out = tmp_path / "run.json"
     result = run_kvbench(
         "run",
@@ -31,16 +37,19 @@ def _run(url: str, tmp_path: Path, *extra: str) -> dict:  # type: ignore[type-ar
         "--no-save",
         "--no-live",
         *extra,
+        env={"KVBENCH_PURE_PYTHON": "1"} if driver == PYTHON else {},
     )
     assert result.code == 0, result.stderr + result.stdout
     doc = read_json(out)
+    assert doc["environment"]["driver"] == driver
     doc["_stdout"] = result.stdout
     return doc
 
 
+@pytest.mark.parametrize("driver", DRIVERS)
 @pytest.mark.parametrize("scheme", ["memcached", "memcached+binary", "memcached+meta"])
 def test_a_clean_memcached_run_finds_no_mismatch(
-    fresh_memcached: Server, tmp_path: Path, scheme: str
+    fresh_memcached: Server, tmp_path: Path, scheme: str, driver: str
 ) -> None:
     doc = _run(
         f"{scheme}://{fresh_memcached.address}",
@@ -54,6 +63,7 @@ def test_a_clean_memcached_run_finds_no_mismatch(
         "set=1,get=4,delete=1",
         "--duration",
         "1s",
+        driver=driver,
     )
     verify = doc["verify"]
     assert verify["mismatches"] == 0 and verify["example_keys"] == []
@@ -63,7 +73,10 @@ def test_a_clean_memcached_run_finds_no_mismatch(
     assert not [v for v in doc["verdicts"] if v["id"] == "verify.mismatch"]
 
 
-def test_a_clean_redis_run_finds_no_mismatch(fresh_redis: Server, tmp_path: Path) -> None:
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_clean_redis_run_finds_no_mismatch(
+    fresh_redis: Server, tmp_path: Path, driver: str
+) -> None:
     doc = _run(
         f"redis://{fresh_redis.address}",
         tmp_path,
@@ -72,6 +85,7 @@ def test_a_clean_redis_run_finds_no_mismatch(fresh_redis: Server, tmp_path: Path
         "1000",
         "--duration",
         "1s",
+        driver=driver,
     )
     assert doc["verify"]["mismatches"] == 0
     assert doc["verify"]["checked"] == all_phase_counts(doc, "get", "hit") > 1000
@@ -94,15 +108,24 @@ class GarbageWriter(threading.Thread):
                 self.writes += 1
 
 
+@pytest.mark.parametrize(
+    ("scheme", "driver"),
+    [
+        ("memcached", COMPILED),
+        ("memcached", PYTHON),
+        ("memcached+binary", COMPILED),
+        ("memcached+meta", COMPILED),
+    ],
+)
 def test_values_overwritten_behind_kvbench_s_back_are_caught(
-    fresh_memcached: Server, tmp_path: Path
+    fresh_memcached: Server, tmp_path: Path, scheme: str, driver: str
 ) -> None:
     keys = [b"kvbench:%d" % i for i in range(200)]
     writer = GarbageWriter(fresh_memcached, keys)
     writer.start()
     try:
         doc = _run(
-            f"memcached://{fresh_memcached.address}",
+            f"{scheme}://{fresh_memcached.address}",
             tmp_path,
             "--keys",
             "200",
@@ -110,6 +133,7 @@ def test_values_overwritten_behind_kvbench_s_back_are_caught(
             "set=1,get=9",
             "--duration",
             "2s",
+            driver=driver,
         )
     finally:
         writer.stop.set()

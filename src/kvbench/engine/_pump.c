@@ -784,6 +784,10 @@ typedef struct {
      * flight sampled every few ticks (folding or not). */
     Hdr hiccups;
     long long inflight_sum, inflight_samples;
+    /* --verify: get hits checked, those whose value was not ours, and the keys of the
+     * first few of those (a list of bytes; NULL: none yet) since take_verified(). */
+    long long verified, mismatches;
+    PyObject *mismatch_keys;
 } Tally;
 
 static int
@@ -877,6 +881,7 @@ static int
 Tally_traverse(Tally *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->on_cut);
+    Py_VISIT(self->mismatch_keys);
     return 0;
 }
 
@@ -884,6 +889,7 @@ static int
 Tally_clear(Tally *self)
 {
     Py_CLEAR(self->on_cut);
+    Py_CLEAR(self->mismatch_keys);
     return 0;
 }
 
@@ -987,6 +993,25 @@ Tally_take_bytes(Tally *self, PyObject *unused)
     return Py_BuildValue("(NN)", tx, rx);
 }
 
+PyDoc_STRVAR(Tally_take_verified_doc,
+"take_verified() -> (verified, mismatches, keys)\n\n"
+"--verify's checks since the last take: the get hits whose value was checked, those whose\n"
+"value kvbench did not write for their key, and the keys of those (bytes, distinct, the\n"
+"first ten found). Emptied.");
+
+static PyObject *
+Tally_take_verified(Tally *self, PyObject *unused)
+{
+    PyObject *keys = self->mismatch_keys != NULL ? self->mismatch_keys : PyList_New(0);
+    if (keys == NULL)
+        return NULL;
+    self->mismatch_keys = NULL;
+    PyObject *result = Py_BuildValue("(LLN)", self->verified, self->mismatches, keys);
+    if (result != NULL)
+        self->verified = self->mismatches = 0;
+    return result;
+}
+
 PyDoc_STRVAR(Tally_take_folded_doc,
 "take_folded() -> (replies, service, lag, hiccups, inflight_sum, inflight_samples)\n\n"
 "What a folding tally (fold=True) recorded since the last take, in Histogram's layout:\n"
@@ -1086,6 +1111,7 @@ static PyMethodDef Tally_methods[] = {
     {"take_open", (PyCFunction)Tally_take_open, METH_NOARGS, Tally_take_open_doc},
     {"take_bytes", (PyCFunction)Tally_take_bytes, METH_NOARGS, Tally_take_bytes_doc},
     {"take_folded", (PyCFunction)Tally_take_folded, METH_NOARGS, Tally_take_folded_doc},
+    {"take_verified", (PyCFunction)Tally_take_verified, METH_NOARGS, Tally_take_verified_doc},
     {NULL},
 };
 
@@ -1464,6 +1490,7 @@ typedef struct {
     long long sent_ns, intended_ns;
     Py_ssize_t reply_len;
     uint32_t tag, keys;
+    uint32_t key_at, key_len; /* --verify: a get's key in the pump's ``keys`` */
     unsigned char op;
 } Pending;
 
@@ -1497,22 +1524,29 @@ typedef struct {
      * go to the loop's socket in C instead of to ``write``. */
     Poller *poller;
     Py_ssize_t slot;
+    /* --verify: how a get hit's value is checked (VERIFY_*), a timestamp's window (low
+     * -1: none), and the keys of the gets in flight end to end, in the order sent. */
+    int verify;
+    long long window_low_ms, window_high_ms;
+    char *keys;
+    Py_ssize_t keys_len, keys_cap;
 } Pump;
 
 static int
 Pump_init(Pump *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"tally", "stream", "write", "protocol", "families", "max_reply",
-                             "open_loop", "late_ns", NULL};
+                             "open_loop", "late_ns", "verify", "window_ms", NULL};
     PyObject *tally, *stream, *write;
     Py_buffer families;
-    int protocol, open_loop = 0;
-    long long max_reply, late_ns = 0;
+    int protocol, open_loop = 0, verify = VERIFY_NONE;
+    long long max_reply, late_ns = 0, window_low = -1, window_high = -1;
     if (self->tally != NULL)
         return initialized_already("Pump");
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Oiy*L|pL", kwlist, &TallyType, &tally,
-                                     &StreamType, &stream, &write, &protocol, &families,
-                                     &max_reply, &open_loop, &late_ns))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Oiy*L|pLi(LL)", kwlist, &TallyType,
+                                     &tally, &StreamType, &stream, &write, &protocol, &families,
+                                     &max_reply, &open_loop, &late_ns, &verify, &window_low,
+                                     &window_high))
         return -1;
     if (self->tally != NULL) { /* (reading an int may run Python code) */
         PyBuffer_Release(&families);
@@ -1533,6 +1567,12 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
     if (families.len > MAX_OPS) {
         PyBuffer_Release(&families);
         PyErr_Format(PyExc_ValueError, "at most %d ops", MAX_OPS);
+        return -1;
+    }
+    if (verify < VERIFY_NONE || verify >= VERIFY_COUNT ||
+        (window_low >= 0 && (window_low > window_high || verify != VERIFY_TIMESTAMP))) {
+        PyBuffer_Release(&families);
+        PyErr_SetString(PyExc_ValueError, "verify is 0, 1 or 2; a window (low <= high) is 2's");
         return -1;
     }
     self->out = PyMem_Malloc(PUMP_OUT_FIRST); /* (out_reserve's first size is larger) */
@@ -1560,6 +1600,9 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
     self->max_reply = max_reply;
     self->open_loop = open_loop;
     self->late_ns = late_ns;
+    self->verify = verify;
+    self->window_low_ms = window_low < 0 ? -1 : window_low;
+    self->window_high_ms = window_high;
     /* As a fresh codec: the first request gets opaque 0, and "the last one answered" is
      * the one before it (protocols/memcache_binary.py). */
     self->opaque = 0;
@@ -1600,6 +1643,7 @@ Pump_dealloc(Pump *self)
     PyMem_Free(self->fifo);
     PyMem_Free(self->in);
     PyMem_Free(self->out);
+    PyMem_Free(self->keys);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1631,6 +1675,35 @@ fifo_reserve(Pump *self, Py_ssize_t more)
     self->fifo = fifo;
     self->fifo_cap = cap;
     self->fifo_head = 0;
+    return 0;
+}
+
+/* --verify: the keys of the requests in flight move to the front of ``keys`` (what the
+ * oldest did not need goes), their FIFO entries with them. */
+static void
+keys_compact(Pump *self)
+{
+    Py_ssize_t oldest = self->fifo_len ? fifo_at(self, 0)->key_at : self->keys_len;
+    if (oldest == 0)
+        return;
+    memmove(self->keys, self->keys + oldest, (size_t)(self->keys_len - oldest));
+    self->keys_len -= oldest;
+    for (Py_ssize_t i = 0; i < self->fifo_len; i++)
+        fifo_at(self, i)->key_at -= (uint32_t)oldest;
+}
+
+/* --verify: keep a get's key until its reply is checked; -1 with an exception. */
+static int
+keys_put(Pump *self, const char *key, Py_ssize_t n)
+{
+    if (self->keys_len + n > (Py_ssize_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "more than 4 GiB of keys in flight");
+        return -1;
+    }
+    if (grow(&self->keys, &self->keys_cap, self->keys_len + n, 256, 1) < 0)
+        return -1;
+    memcpy(self->keys + self->keys_len, key, (size_t)n);
+    self->keys_len += n;
     return 0;
 }
 
@@ -1670,6 +1743,9 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
     Tags tags = {self->opaque, 0, 0};
     Py_ssize_t i = 0;
     int empty = 0;
+    if (self->verify)
+        keys_compact(self);
+    Py_ssize_t keys_mark = self->keys_len; /* what the keys were, if nothing is sent */
     for (; i < n; i++) {
         long long due = sent;
         if (intended != NULL) {
@@ -1707,12 +1783,21 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
         long op = Stream_op(stream, at);
         Py_ssize_t before = o.len;
         Request r;
-        if (op < 0 || Stream_request(stream, wire, at, op, &o, &r) < 0 ||
-            wire->encode(&stream->encoding, (int)op, &r, &tags, &o) < 0)
+        if (op < 0 || Stream_request(stream, wire, at, op, &o, &r) < 0)
             break;
+        uint32_t key_at = (uint32_t)self->keys_len, key_len = 0;
+        if (self->verify && op == OP_GET) {
+            if (keys_put(self, r.key, r.key_len) < 0)
+                break;
+            key_len = (uint32_t)r.key_len;
+        }
+        if (wire->encode(&stream->encoding, (int)op, &r, &tags, &o) < 0) {
+            self->keys_len = key_at;
+            break;
+        }
         tally->tx[op] += o.len - before;
-        *fifo_at(self, self->fifo_len + i) = (Pending){sent, due, 0, tags.tag, tags.keys,
-                                                       (unsigned char)op};
+        *fifo_at(self, self->fifo_len + i) = (Pending){
+            sent, due, 0, tags.tag, tags.keys, key_at, key_len, (unsigned char)op};
         stream->pos++;
     }
     self->out = o.p;
@@ -1722,6 +1807,7 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
      * others, and the error is raised after the write. */
     PyObject *failure = i < n && !empty ? PyErr_GetRaisedException() : NULL;
     if (i == 0) {
+        self->keys_len = keys_mark;
         if (empty)
             return PUMP_IDLE;
         PyErr_SetRaisedException(failure);
@@ -1736,7 +1822,8 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
                                 : i64s_reserve(&tally->lag, i) == 0);
     PyObject *bytes = reserved && poller == NULL ? PyBytes_FromStringAndSize(o.p, o.len) : NULL;
     PyObject *result = NULL;
-    if (bytes != NULL || (reserved && poller != NULL)) {
+    int in_flight = bytes != NULL || (reserved && poller != NULL);
+    if (in_flight) {
         if (scheduled) {
             for (Py_ssize_t k = 0; k < i; k++) {
                 const Pending *request = fifo_at(self, self->fifo_len + k);
@@ -1767,6 +1854,8 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
         }
     }
     if (result == NULL) { /* the write's own error; the earlier one is its context */
+        if (!in_flight)
+            self->keys_len = keys_mark;
         if (failure != NULL) {
             PyObject *error = PyErr_GetRaisedException();
             PyException_SetContext(error, failure);
@@ -1870,6 +1959,65 @@ PyDoc_STRVAR(Pump_received_doc,
 
 static int pump_take(Pump *self, const char *buf, Py_ssize_t n);
 
+/* --verify: one read's checks, counted in the tally once the read is accounted whole (a
+ * read that breaks the protocol attributes none of its replies, checks included). */
+#define MISMATCH_KEYS 10
+typedef struct {
+    long long checked, mismatches;
+    int named;
+    uint32_t key_at[MISMATCH_KEYS], key_len[MISMATCH_KEYS];
+} Checks;
+
+static inline void
+check_value(const Pump *self, const Pending *request, const char *value, Py_ssize_t n,
+            Checks *c)
+{
+    c->checked++;
+    int good = self->verify == VERIFY_TIMESTAMP
+                   ? verify_timestamp(value, n, self->window_low_ms, self->window_high_ms)
+                   : verify_derived(self->keys + request->key_at, request->key_len, value, n);
+    if (good)
+        return;
+    c->mismatches++;
+    if (c->named < MISMATCH_KEYS) {
+        c->key_at[c->named] = request->key_at;
+        c->key_len[c->named++] = request->key_len;
+    }
+}
+
+/* Add a read's checks to the tally, with the keys of its mismatches that the tally does
+ * not name yet (MISMATCH_KEYS at most); -1 with an exception. */
+static int
+checks_count(Pump *self, Tally *tally, const Checks *c)
+{
+    tally->verified += c->checked;
+    tally->mismatches += c->mismatches;
+    for (int i = 0; i < c->named; i++) {
+        if (tally->mismatch_keys == NULL && (tally->mismatch_keys = PyList_New(0)) == NULL)
+            return -1;
+        PyObject *keys = tally->mismatch_keys;
+        Py_ssize_t count = PyList_GET_SIZE(keys), j = 0;
+        if (count == MISMATCH_KEYS)
+            return 0;
+        const char *key = self->keys + c->key_at[i];
+        for (; j < count; j++) {
+            PyObject *known = PyList_GET_ITEM(keys, j);
+            if (PyBytes_GET_SIZE(known) == c->key_len[i] &&
+                memcmp(PyBytes_AS_STRING(known), key, c->key_len[i]) == 0)
+                break;
+        }
+        if (j < count)
+            continue;
+        PyObject *named = PyBytes_FromStringAndSize(key, c->key_len[i]);
+        if (named == NULL || PyList_Append(keys, named) < 0) {
+            Py_XDECREF(named);
+            return -1;
+        }
+        Py_DECREF(named);
+    }
+    return 0;
+}
+
 static PyObject *
 Pump_received(Pump *self, PyObject *data)
 {
@@ -1927,15 +2075,20 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
         return -1;
     Py_ssize_t pos = 0, done = 0;
     Scan scan = {.answered = self->answered};
+    Checks checks = {0};
     while (pos < n) {
         Pending *request = self->fifo_len ? fifo_at(self, 0) : NULL;
         Head head;
         if (request != NULL)
             head = (Head){request->op, self->family[request->op], request->tag, request->keys};
+        scan.value_at = -1;
         Py_ssize_t k = scan_reply(self->wire, buf + pos, n - pos, request ? &head : NULL,
                                   self->max_reply, &scan);
         if (k <= 0)
             break;
+        if (self->verify && request->op == OP_GET && scan.value_at >= 0 &&
+            (scan.code & (FOLD_KINDS - 1)) == K_HIT)
+            check_value(self, request, buf + pos + scan.value_at, scan.value_len, &checks);
         account(self, tally, request, scan.code, k, now);
         pos += k;
         done++;
@@ -1950,6 +2103,9 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
             return -1;
         return PUMP_ERROR;
     }
+    /* (before a send moves the keys the mismatches name) */
+    if (checks.checked && checks_count(self, tally, &checks) < 0)
+        return -1;
     self->stream->completed += done;
     /* Keep the incomplete rest for the next read. */
     Py_ssize_t rest = n - pos;
@@ -2391,6 +2547,10 @@ static PyMethodDef module_methods[] = {
     {"scan_replies", scan_replies, METH_VARARGS, scan_replies_doc},
     {"hdr_fold", hdr_fold, METH_O, hdr_fold_doc},
     {"_set_clock", set_clock, METH_O, set_clock_doc},
+    {"check_value", verify_check_value, METH_VARARGS,
+     PyDoc_STR("check_value(key, value) -> bool: workload.verify.check_value in C.")},
+    {"derive_value", verify_derive_value, METH_VARARGS,
+     PyDoc_STR("derive_value(key, version, size) -> bytes: workload.verify.derive_value in C.")},
     {NULL},
 };
 

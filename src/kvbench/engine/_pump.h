@@ -105,6 +105,10 @@ typedef struct {
     Py_ssize_t quote_len;
     /* binary: the opaque of the last response consumed; read, and written with a reply */
     uint32_t answered;
+    /* A reply that carries one value (a single get's hit; meta's incr too): where the
+     * value is in it, for ``--verify``. Set for that reply only (the pump resets
+     * value_at to -1 before each scan). */
+    Py_ssize_t value_at, value_len;
 } Scan;
 
 /* The request a reply answers: the head of the pending FIFO. */
@@ -402,6 +406,20 @@ is_error_line(const char *p, Py_ssize_t n)
            is_word(p, n, "SERVER_ERROR") || starts(p, n, "ERROR ") ||
            starts(p, n, "CLIENT_ERROR ") || starts(p, n, "SERVER_ERROR ");
 }
+
+/* -- --verify (_pump_verify.c) ----------------------------------------------------------- */
+
+/* How a pump checks a get hit's value: not, as a value derived from its key, or as a
+ * timestamp (engine/fastpath.py's VERIFY_* mirror them). */
+enum { VERIFY_NONE = 0, VERIFY_DERIVED = 1, VERIFY_TIMESTAMP = 2, VERIFY_COUNT };
+/* Whether value[0:n] is a value workload/verify.py's derive_value gives for the key. */
+int verify_derived(const char *key, Py_ssize_t key_len, const char *value, Py_ssize_t n);
+/* Whether value[0:n] is a timestamp in [low_ms, high_ms], or with ``low_ms`` < 0 one after
+ * the epoch and not after now (workload/verify.py's timestamp_check). */
+int verify_timestamp(const char *value, Py_ssize_t n, long long low_ms, long long high_ms);
+/* The module's check_value(key, value) and derive_value(key, version, size). */
+PyObject *verify_check_value(PyObject *module, PyObject *args);
+PyObject *verify_derive_value(PyObject *module, PyObject *args);
 
 /* -- HDR histograms, in kvbench.metrics.histogram's layout (_pump.c) --------------------- */
 

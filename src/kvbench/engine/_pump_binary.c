@@ -226,6 +226,10 @@ scan_binary(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *
         }
         if (completion(&k, head, hits, s) < 0)
             return BAD;
+        if (head->family == F_GET && k.status == STATUS_OK) { /* the value after the extras */
+            s->value_at = pos + HEADER_BYTES + k.extlen + k.keylen;
+            s->value_len = (Py_ssize_t)(k.body - k.extlen - k.keylen);
+        }
         s->answered = k.opaque;
         return pos + size;
     }

@@ -132,6 +132,8 @@ meta_value(const char *p, Py_ssize_t n, const Token *token, long long code, long
     if (memcmp(p + end, "\r\n", 2) != 0)
         return scan_fail(s, "data block not followed by CRLF");
     s->code = code;
+    s->value_at = eol + 2;
+    s->value_len = (Py_ssize_t)end - (eol + 2);
     return (Py_ssize_t)end + 2;
 }
 

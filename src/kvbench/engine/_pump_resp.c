@@ -115,6 +115,10 @@ scan_resp2(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s
     case F_GET:
         if (type == '$' || type == '+') {
             s->code = null ? K_MISS : (K_HIT | 1 << KEYS_SHIFT);
+            if (!null) { /* the bulk string's bytes, or the simple string's */
+                s->value_len = type == '$' ? (Py_ssize_t)len : r - 3;
+                s->value_at = r - 2 - s->value_len;
+            }
             return r;
         }
         if (null) {

@@ -58,11 +58,11 @@ value_size(const char *p, Py_ssize_t n)
 }
 
 /* One VALUE block at p ("VALUE k f b [c]\r\n<data>"): the offset just past <data> in
- * *block_end, NEED, or BAD. Checks the bound on what the reply will take (``before`` bytes
- * of it precede p, ``tail`` follow the block). */
+ * *block_end (and where <data> starts in *data_at), NEED, or BAD. Checks the bound on what
+ * the reply will take (``before`` bytes of it precede p, ``tail`` follow the block). */
 static Py_ssize_t
 value_block(const char *p, Py_ssize_t n, long long max, Py_ssize_t before, Py_ssize_t tail,
-            Py_ssize_t *block_end, Scan *s)
+            Py_ssize_t *block_end, Py_ssize_t *data_at, Scan *s)
 {
     Py_ssize_t eol = find_crlf(p, n);
     if (eol < 0) {
@@ -77,6 +77,7 @@ value_block(const char *p, Py_ssize_t n, long long max, Py_ssize_t before, Py_ss
     if (before + end + tail > max)
         return scan_fail(s, "get reply larger than the reply bound");
     *block_end = (Py_ssize_t)end;
+    *data_at = eol + 2;
     return 1;
 }
 
@@ -128,8 +129,8 @@ static Py_ssize_t
 text_get(const char *p, Py_ssize_t n, long long max, Scan *s)
 {
     if (starts(p, n, "VALUE ")) {
-        Py_ssize_t end;
-        Py_ssize_t r = value_block(p, n, max, 0, 7, &end, s);
+        Py_ssize_t end, data;
+        Py_ssize_t r = value_block(p, n, max, 0, 7, &end, &data, s);
         if (r <= 0)
             return r;
         if (n < end + 7) {
@@ -141,6 +142,8 @@ text_get(const char *p, Py_ssize_t n, long long max, Scan *s)
         if (memcmp(p + end, "\r\nEND\r\n", 7) != 0)
             return scan_fail(s, "get: data block not followed by CRLF END CRLF");
         s->code = K_HIT | 1 << KEYS_SHIFT;
+        s->value_at = data;
+        s->value_len = end - data;
         return end + 7;
     }
     if (starts(p, n, "END\r\n")) {
@@ -159,8 +162,8 @@ text_mget(const char *p, Py_ssize_t n, long long max, Scan *s)
         const char *q = p + pos;
         Py_ssize_t left = n - pos;
         if (starts(q, left, "VALUE ")) {
-            Py_ssize_t end;
-            Py_ssize_t r = value_block(q, left, max, pos, 2 + 5, &end, s);
+            Py_ssize_t end, data;
+            Py_ssize_t r = value_block(q, left, max, pos, 2 + 5, &end, &data, s);
             if (r <= 0)
                 return r;
             if (left < end + 2)

@@ -49,7 +49,14 @@ histograms; everything after the fold is the same whichever path counted the rep
 bucket). A tally made without ``fold`` buffers each reply instead (``take``), which the
 recorder folds with numpy, as the Python driver's replies are.
 
-Everything else stays in Python: ``--verify``, ``--command``, read-modify-writes
+``--verify`` runs in C as well (``pump_verify``): each pump keeps the keys of its gets in
+flight and checks every get hit's value as it reads it (_pump_verify.c: the derived value
+recomputed with SHAKE-128, or a timestamp checked against its window), and the tally
+counts the checks, the mismatches and the first mismatched keys, which ``drain`` hands to
+the worker's ``Verifier`` at the cuts.
+
+Everything else stays in Python: ``--ratio set-then-get`` (with or without ``--verify``:
+each connection its own keys), ``--command``, read-modify-writes
 (``rmw`` in the ratio), ``--ttl`` ranges, RESP3,
 HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any build
 without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
@@ -64,10 +71,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kvbench.config.model import RMW
+from kvbench.config.model import RMW, WorkloadConfig
 from kvbench.engine.pacing import LATE_NS
 from kvbench.engine.py_pump import Pumped, PyTally, Write
 from kvbench.engine.spec import COMPILED_LOOP
+from kvbench.engine.verify import Verifier
 from kvbench.metrics.histogram import COUNTS_LEN, HIGHEST_TRACKABLE_NS, Histogram
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
@@ -198,8 +206,6 @@ def python_reason(config: RunConfig) -> str | None:
         # Each connection's pump sends its own lane of the trace (PumpFactory), each chunk
         # with its own TTL: compiled when the C side encodes every op the trace may send.
         return _replay_reason(config)
-    if config.workload.verify:
-        return "--verify"
     if config.workload.set_then_get:  # pumps share a server's stream; pairs need their own
         return "--ratio set-then-get"
     if any(name == RMW for name, _ in config.workload.ratio):
@@ -246,6 +252,24 @@ def replay_ops(protocol: str) -> list[Op]:
     return sorted({Op(code) for code in OpMapping(protocol).codes if code != SKIPPED})
 
 
+# How a pump checks get hits (_pump.h's VERIFY_*): not, as values derived from their
+# key, or as timestamps.
+VERIFY_NONE, VERIFY_DERIVED, VERIFY_TIMESTAMP = 0, 1, 2
+# A pump's --verify settings: (mode, a timestamp's window in ms or None).
+Verify = tuple[int, tuple[int, int] | None]
+NO_VERIFY: Verify = (VERIFY_NONE, None)
+
+
+def pump_verify(workload: WorkloadConfig) -> Verify:
+    """How a run's pumps check the values its gets return (workload/verify.py's
+    ``value_check``, in C)."""
+    if not workload.verify:
+        return NO_VERIFY
+    if workload.value_kind == "timestamp":
+        return VERIFY_TIMESTAMP, workload.verify_window_ms
+    return VERIFY_DERIVED, None
+
+
 def folds() -> bool:
     """The compiled tally records replies in ``metrics.histogram``'s layout (its bucket
     layout and range are this build's ``Histogram``'s), so a compiled run folds in C."""
@@ -283,12 +307,19 @@ class PumpFactory:
         tally: the worker's ``_pump.Tally``.
         ttl_s: the ttl requests carry (a chunk that says its own replaces it).
         open_loop: the pumps send only what the open-loop dispatcher hands them.
+        verify: how the pumps check get hits (``pump_verify``).
     """
 
-    def __init__(self, tally: Tally, ttl_s: int, open_loop: bool = False) -> None:
+    def __init__(
+        self, tally: Tally, ttl_s: int, open_loop: bool = False, verify: Verify = NO_VERIFY
+    ) -> None:
         assert _pump is not None
         self.tally = tally
         self._open_loop = open_loop
+        mode, window = verify
+        self._verify: dict[str, Any] = {"verify": mode} if mode != VERIFY_NONE else {}
+        if window is not None:
+            self._verify["window_ms"] = window
         self._ttl_s = ttl_s  # no ttl range (python_reason); a replay's chunks carry theirs
         options = CodecOptions()
         self._flags = options.flags
@@ -321,6 +352,7 @@ class PumpFactory:
             self._max_reply,
             open_loop=self._open_loop,
             late_ns=LATE_NS,
+            **self._verify,
         )
 
     def skip(self, cursor: Cursor, n: int) -> bytes | None:
@@ -366,7 +398,7 @@ def _chunks(cursor: Cursor) -> Callable[[], _Refilled | None]:
 _LATE = int(Outcome.LATE)
 
 
-def drain(tally: Tally | PyTally, recorder: Recorder) -> None:
+def drain(tally: Tally | PyTally, recorder: Recorder, verifier: Verifier | None = None) -> None:
     """Move the replies the pumps accounted into the recorder's reply buffers, and an open
     loop's service times, lags, late sends and send count where the Python driver puts
     them (``Connection._account`` and ``issue_scheduled``); the bytes by op into stats.
@@ -376,9 +408,14 @@ def drain(tally: Tally | PyTally, recorder: Recorder) -> None:
     where its poller ticks (engine/loop.py). Copying out and merging a histogram's
     counters costs ~0.1 ms whatever the replies, so a folding tally is drained at the
     interval's cuts only (``folding``), a buffering one every few ms as well.
+
+    ``--verify``'s checks in C go to ``verifier``, the worker's (the Python driver's codecs
+    count theirs there as they read).
     """
     if not isinstance(tally, PyTally):
         _drain_folded(tally, recorder)
+        if verifier is not None:
+            verifier.absorb(*tally.take_verified())
     ops, codes, latency = tally.take()
     service, lag, late, sent = tally.take_open()
     by_op = tally.take_bytes()

@@ -1,4 +1,5 @@
-"""``--verify``: a codec wrapper that checks the payload of every get hit.
+"""``--verify``: a codec wrapper that checks the payload of every get hit (the Python
+driver's; the compiled pumps check theirs in C and ``Verifier.absorb`` counts them).
 
 Selected once per connection, so the normal path stays as it is: the wrapper remembers
 the key of every request it encodes (one reply per request, in order), parses replies
@@ -68,6 +69,19 @@ class Verifier:
         ):
             return
         self.recorder.counts[_GET][_MISMATCH] += 1
+        self._name(key)
+
+    def absorb(self, checked: int, mismatches: int, keys: Sequence[bytes]) -> None:
+        """Count checks made elsewhere (the compiled pumps': fastpath.drain): ``checked``
+        get hits, ``mismatches`` of them wrong, some of their ``keys``."""
+        if checked:
+            self.recorder.add_stat("verified", checked)
+        self.recorder.counts[_GET][_MISMATCH] += mismatches
+        for key in keys:
+            self._name(key)
+
+    def _name(self, key: bytes) -> None:
+        """Keep ``key`` as an example of a mismatch, if it is new and there is room."""
         text = key.decode("utf-8", "backslashreplace")
         if len(self.examples) < EXAMPLE_KEYS and text not in self.examples:
             self.examples.append(text)

@@ -31,6 +31,7 @@ from kvbench.engine.fastpath import (
     folding,
     loop_reason,
     new_tally,
+    pump_verify,
     python_reason,
 )
 from kvbench.engine.link import Link, SetupWriter
@@ -367,6 +368,7 @@ class Worker(LinkKeeper):
                 self.tally,
                 self.spec.config.workload.ttl_s,
                 open_loop=load.rate_per_s is not None or timed,
+                verify=pump_verify(self.spec.config.workload),
             )
             for conn in self.connections:
                 conn.attach()
@@ -582,7 +584,7 @@ class Worker(LinkKeeper):
                 self.next_cut_ns = min(boundary + interval_ns, self._measure_end_ns)
 
     def _emit_interval(self, end_ns: int) -> None:
-        drain(self.tally, self.recorder)
+        drain(self.tally, self.recorder, self.verifier)
         for shard in self.shards:
             shard.completed += self.pumps.completed(shard)
         cpu, wait = time.process_time_ns(), cpu_wait_ns()
@@ -713,7 +715,7 @@ class Worker(LinkKeeper):
             before = _now()
             if wakes % FOLD_EVERY == 0:
                 if buffering:
-                    drain(self.tally, self.recorder)
+                    drain(self.tally, self.recorder, self.verifier)
                 self.recorder.fold()
             await asyncio.sleep(HICCUP_PERIOD_NS / 1e9)
             hiccups.append(max(0, _now() - before - HICCUP_PERIOD_NS))

@@ -47,7 +47,12 @@ _COMMANDS = "arbitrary commands (--command)"
         ("memcached://127.0.0.1:1", {}, None),
         ("redis://127.0.0.1:1/0", {"workload.ratio": "set=1,get=1,delete=1,incr=1,mget=1"}, None),
         ("memcached://127.0.0.1:1", {"load.rate": "1000"}, None),
-        ("memcached://127.0.0.1:1", {"workload.verify": True}, "--verify"),
+        ("memcached://127.0.0.1:1", {"workload.verify": True}, None),
+        (
+            "memcached://127.0.0.1:1",
+            {"workload.verify": True, "workload.ratio": "set-then-get"},
+            "--ratio set-then-get",
+        ),
         ("memcached://127.0.0.1:1", {"workload.ttl_s": "10-20"}, "a --ttl range"),
         ("memcached://127.0.0.1:1", {"workload.ttl_s": "10"}, None),
         ("memcached://127.0.0.1:1", {"workload.commands": ["touch __key__ 1"]}, _COMMANDS),
@@ -122,7 +127,7 @@ def test_the_loop_is_taken_unless_the_transports_are_asked_for_or_the_run_needs_
         assert fastpath.loop_reason(run) == reason
         expected = "compiled loop" if reason is None else f"compiled (transports: {reason})"
         assert fastpath.driver_name(None, reason) == expected
-        assert fastpath.driver_name("--verify", reason) == "python (--verify)"
+        assert fastpath.driver_name("a --ttl range", reason) == "python (a --ttl range)"
 
 
 @pytest.mark.parametrize(
@@ -200,3 +205,15 @@ def test_a_replay_op_the_pump_lacks_keeps_the_replay_in_python_and_is_named(
     reason = fastpath.python_reason(run)
     assert reason == "a replay's append on memcache-binary has no compiled scanner"
     assert fastpath.python_reason(config("memcached+binary://127.0.0.1:1")) is None
+
+
+def test_pumps_check_get_hits_as_the_workload_s_values_are_checked() -> None:
+    """Derived values by their key, timestamps against the set phase's window if any."""
+    assert fastpath.pump_verify(config().workload) == fastpath.NO_VERIFY
+    assert fastpath.pump_verify(config(**{"workload.verify": True}).workload) == (
+        fastpath.VERIFY_DERIVED,
+        None,
+    )
+    for window in [None, (5, 9)]:
+        stamps = SimpleNamespace(verify=True, value_kind="timestamp", verify_window_ms=window)
+        assert fastpath.pump_verify(stamps) == (fastpath.VERIFY_TIMESTAMP, window)  # type: ignore[arg-type]
