@@ -101,7 +101,12 @@ def test_random_96_byte_keys_with_weighted_compressible_values(
     assert small / len(sizes) == pytest.approx(0.7, abs=0.06)
     value = get_value(fresh_memcached, items[0]["key"].encode())
     assert len(value) in (100, 1000)
-    assert len(value) / len(zlib.compress(value)) > (2 if len(value) == 1000 else 1.2)
+    # Raw deflate, without zlib's 6 bytes of framing: a 100-byte value compresses about
+    # 1.7:1 (1.16:1 the least of 3,000 drawn; with the framing 1.09:1, and 1 in 90 below
+    # 1.2:1, which failed this test once); random bytes do not compress at all.
+    deflate = zlib.compressobj(wbits=-15)
+    packed = deflate.compress(value) + deflate.flush()
+    assert len(value) / len(packed) > (2 if len(value) == 1000 else 1.1)
 
 
 def test_timestamp_values_are_the_send_time_in_milliseconds(
