@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import all_phase_counts, read_json, run_kvbench
-from tests.support.servers import Server
+from tests.support.servers import Server, counters
 
 pytestmark = pytest.mark.integration
 
@@ -89,6 +89,27 @@ def test_a_clean_redis_run_finds_no_mismatch(
     )
     assert doc["verify"]["mismatches"] == 0
     assert doc["verify"]["checked"] == all_phase_counts(doc, "get", "hit") > 1000
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("scheme", ["memcached", "memcached+binary"])
+def test_set_then_get_pairs_read_back_exactly_what_each_set_wrote(
+    fresh_memcached: Server, tmp_path: Path, scheme: str, driver: str
+) -> None:
+    """Each get right after the set of its key (a key per connection), checked against
+    that set's value; the server's counters agree: every get a hit."""
+    url = f"{scheme}://{fresh_memcached.address}"
+    before = counters(url)
+    doc = _run(url, tmp_path, "--ratio", "set-then-get", "-n", "4000", driver=driver)
+    after = counters(url)
+    sets, gets = all_phase_counts(doc, "set"), all_phase_counts(doc, "get")
+    hits = all_phase_counts(doc, "get", "hit")
+    assert sets + gets == 4000 and hits == gets > 1000
+    assert after["cmd_set"] - before["cmd_set"] == sets
+    assert after["get_hits"] - before["get_hits"] == hits
+    assert after["get_misses"] == before["get_misses"]
+    assert doc["verify"] == {"checked": hits, "mismatches": 0, "example_keys": []}
+    assert doc["status"] == "ok"
 
 
 class GarbageWriter(threading.Thread):

@@ -1492,6 +1492,9 @@ typedef struct {
     uint32_t tag, keys;
     uint32_t key_at, key_len; /* --verify: a get's key in the pump's ``keys`` */
     unsigned char op;
+    /* --verify, exact: the get follows a set of its key, whose value's first EXACT_HEAD
+     * bytes follow the key in ``keys`` (the value must be that set's) */
+    unsigned char expect;
 } Pending;
 
 typedef struct {
@@ -1530,23 +1533,29 @@ typedef struct {
     long long window_low_ms, window_high_ms;
     char *keys;
     Py_ssize_t keys_len, keys_cap;
+    /* --verify, exact (set-then-get): a get right after the set of its key must return
+     * that set's value. The last set's key and its value's first EXACT_HEAD bytes, end
+     * to end (last_set_len: the key's length; -1: no set yet). */
+    int exact;
+    char *last_set;
+    Py_ssize_t last_set_len, last_set_cap;
 } Pump;
 
 static int
 Pump_init(Pump *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"tally", "stream", "write", "protocol", "families", "max_reply",
-                             "open_loop", "late_ns", "verify", "window_ms", NULL};
+                             "open_loop", "late_ns", "verify", "window_ms", "exact", NULL};
     PyObject *tally, *stream, *write;
     Py_buffer families;
-    int protocol, open_loop = 0, verify = VERIFY_NONE;
+    int protocol, open_loop = 0, verify = VERIFY_NONE, exact = 0;
     long long max_reply, late_ns = 0, window_low = -1, window_high = -1;
     if (self->tally != NULL)
         return initialized_already("Pump");
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Oiy*L|pLi(LL)", kwlist, &TallyType,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Oiy*L|pLi(LL)p", kwlist, &TallyType,
                                      &tally, &StreamType, &stream, &write, &protocol, &families,
                                      &max_reply, &open_loop, &late_ns, &verify, &window_low,
-                                     &window_high))
+                                     &window_high, &exact))
         return -1;
     if (self->tally != NULL) { /* (reading an int may run Python code) */
         PyBuffer_Release(&families);
@@ -1570,9 +1579,11 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     if (verify < VERIFY_NONE || verify >= VERIFY_COUNT ||
-        (window_low >= 0 && (window_low > window_high || verify != VERIFY_TIMESTAMP))) {
+        (window_low >= 0 && (window_low > window_high || verify != VERIFY_TIMESTAMP)) ||
+        (exact && verify == VERIFY_NONE)) {
         PyBuffer_Release(&families);
-        PyErr_SetString(PyExc_ValueError, "verify is 0, 1 or 2; a window (low <= high) is 2's");
+        PyErr_SetString(PyExc_ValueError,
+                        "verify is 0, 1 or 2; a window (low <= high) is 2's; exact needs 1 or 2");
         return -1;
     }
     self->out = PyMem_Malloc(PUMP_OUT_FIRST); /* (out_reserve's first size is larger) */
@@ -1603,6 +1614,8 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
     self->verify = verify;
     self->window_low_ms = window_low < 0 ? -1 : window_low;
     self->window_high_ms = window_high;
+    self->exact = exact;
+    self->last_set_len = -1;
     /* As a fresh codec: the first request gets opaque 0, and "the last one answered" is
      * the one before it (protocols/memcache_binary.py). */
     self->opaque = 0;
@@ -1644,6 +1657,7 @@ Pump_dealloc(Pump *self)
     PyMem_Free(self->in);
     PyMem_Free(self->out);
     PyMem_Free(self->keys);
+    PyMem_Free(self->last_set);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1705,6 +1719,34 @@ keys_put(Pump *self, const char *key, Py_ssize_t n)
     memcpy(self->keys + self->keys_len, key, (size_t)n);
     self->keys_len += n;
     return 0;
+}
+
+/* The bytes of a value an exact check compares (verify_derived: the header, the rest
+ * derived from it and the key; a timestamp: all of it). */
+#define EXACT_HEAD 8
+
+/* --verify, exact: remember set ``r`` as the last one sent (a value too short to compare
+ * is no expectation); -1 with an exception. */
+static int
+exact_set(Pump *self, const Request *r)
+{
+    self->last_set_len = -1;
+    if (r->value_len < EXACT_HEAD)
+        return 0;
+    if (grow(&self->last_set, &self->last_set_cap, r->key_len + EXACT_HEAD, 64, 1) < 0)
+        return -1;
+    memcpy(self->last_set, r->key, (size_t)r->key_len);
+    memcpy(self->last_set + r->key_len, r->value, EXACT_HEAD);
+    self->last_set_len = r->key_len;
+    return 0;
+}
+
+/* --verify, exact: whether get ``r`` follows a set of its key (remembered by exact_set). */
+static int
+exact_get(const Pump *self, const Request *r)
+{
+    return self->last_set_len == r->key_len &&
+           memcmp(self->last_set, r->key, (size_t)r->key_len) == 0;
 }
 
 /* Send n requests from the stream in one write. ``intended`` (open loop) is a list of
@@ -1786,18 +1828,27 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
         if (op < 0 || Stream_request(stream, wire, at, op, &o, &r) < 0)
             break;
         uint32_t key_at = (uint32_t)self->keys_len, key_len = 0;
+        unsigned char expect = 0;
         if (self->verify && op == OP_GET) {
-            if (keys_put(self, r.key, r.key_len) < 0)
+            expect = self->exact && exact_get(self, &r);
+            if (keys_put(self, r.key, r.key_len) < 0 ||
+                (expect && keys_put(self, self->last_set + r.key_len, EXACT_HEAD) < 0)) {
+                self->keys_len = key_at;
                 break;
+            }
             key_len = (uint32_t)r.key_len;
         }
-        if (wire->encode(&stream->encoding, (int)op, &r, &tags, &o) < 0) {
+        Tags before_tags = tags;
+        if (wire->encode(&stream->encoding, (int)op, &r, &tags, &o) < 0 ||
+            (self->exact && op == OP_SET && exact_set(self, &r) < 0)) {
+            o.len = before; /* (a failed encode appended nothing, used no opaque) */
+            tags = before_tags;
             self->keys_len = key_at;
             break;
         }
         tally->tx[op] += o.len - before;
         *fifo_at(self, self->fifo_len + i) = (Pending){
-            sent, due, 0, tags.tag, tags.keys, key_at, key_len, (unsigned char)op};
+            sent, due, 0, tags.tag, tags.keys, key_at, key_len, (unsigned char)op, expect};
         stream->pos++;
     }
     self->out = o.p;
@@ -1973,16 +2024,27 @@ check_value(const Pump *self, const Pending *request, const char *value, Py_ssiz
             Checks *c)
 {
     c->checked++;
-    int good = self->verify == VERIFY_TIMESTAMP
+    const char *key = self->keys + request->key_at;
+    int good;
+    if (request->expect) /* the set's value, as engine/verify.py compares it: exactly */
+        good = n >= EXACT_HEAD && memcmp(value, key + request->key_len, EXACT_HEAD) == 0 &&
+               (self->verify == VERIFY_TIMESTAMP ? n == EXACT_HEAD
+                                                 : verify_derived(key, request->key_len, value, n));
+    else
+        good = self->verify == VERIFY_TIMESTAMP
                    ? verify_timestamp(value, n, self->window_low_ms, self->window_high_ms)
-                   : verify_derived(self->keys + request->key_at, request->key_len, value, n);
+                   : verify_derived(key, request->key_len, value, n);
     if (good)
         return;
     c->mismatches++;
-    if (c->named < MISMATCH_KEYS) {
-        c->key_at[c->named] = request->key_at;
-        c->key_len[c->named++] = request->key_len;
-    }
+    if (c->named == MISMATCH_KEYS)
+        return;
+    for (int i = 0; i < c->named; i++) /* (each key once: a read may fail one many times) */
+        if (c->key_len[i] == request->key_len &&
+            memcmp(self->keys + c->key_at[i], key, request->key_len) == 0)
+            return;
+    c->key_at[c->named] = request->key_at;
+    c->key_len[c->named++] = request->key_len;
 }
 
 /* Add a read's checks to the tally, with the keys of its mismatches that the tally does

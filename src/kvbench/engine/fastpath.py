@@ -55,8 +55,12 @@ recomputed with SHAKE-128, or a timestamp checked against its window), and the t
 counts the checks, the mismatches and the first mismatched keys, which ``drain`` hands to
 the worker's ``Verifier`` at the cuts.
 
-Everything else stays in Python: ``--ratio set-then-get`` (with or without ``--verify``:
-each connection its own keys), ``--command``, read-modify-writes
+Under ``--ratio set-then-get`` each connection has a cursor of its own (its own keys),
+so its pump has a ``Stream`` of its own, as a replay's lane does; with ``--verify`` a get
+right after the set of its key must return that set's value (``exact``: the pump keeps
+the set's value header beside the get's key).
+
+Everything else stays in Python: ``--command``, read-modify-writes
 (``rmw`` in the ratio), ``--ttl`` ranges, RESP3,
 HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any build
 without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
@@ -206,8 +210,6 @@ def python_reason(config: RunConfig) -> str | None:
         # Each connection's pump sends its own lane of the trace (PumpFactory), each chunk
         # with its own TTL: compiled when the C side encodes every op the trace may send.
         return _replay_reason(config)
-    if config.workload.set_then_get:  # pumps share a server's stream; pairs need their own
-        return "--ratio set-then-get"
     if any(name == RMW for name, _ in config.workload.ratio):
         # A read-modify-write is a get and a set timed as one op: a codec wrapper's
         # (engine/rmw.py); the C side sends and times the fixed ops one by one.
@@ -255,19 +257,21 @@ def replay_ops(protocol: str) -> list[Op]:
 # How a pump checks get hits (_pump.h's VERIFY_*): not, as values derived from their
 # key, or as timestamps.
 VERIFY_NONE, VERIFY_DERIVED, VERIFY_TIMESTAMP = 0, 1, 2
-# A pump's --verify settings: (mode, a timestamp's window in ms or None).
-Verify = tuple[int, tuple[int, int] | None]
-NO_VERIFY: Verify = (VERIFY_NONE, None)
+# A pump's --verify settings: (mode, a timestamp's window in ms or None, exact: a get
+# right after the set of its key must return that set's value, as engine/verify.py's
+# ``exact``).
+Verify = tuple[int, tuple[int, int] | None, bool]
+NO_VERIFY: Verify = (VERIFY_NONE, None, False)
 
 
 def pump_verify(workload: WorkloadConfig) -> Verify:
     """How a run's pumps check the values its gets return (workload/verify.py's
-    ``value_check``, in C)."""
+    ``value_check``, in C; exactly under ``--ratio set-then-get``)."""
     if not workload.verify:
         return NO_VERIFY
     if workload.value_kind == "timestamp":
-        return VERIFY_TIMESTAMP, workload.verify_window_ms
-    return VERIFY_DERIVED, None
+        return VERIFY_TIMESTAMP, workload.verify_window_ms, workload.set_then_get
+    return VERIFY_DERIVED, None, workload.set_then_get
 
 
 def folds() -> bool:
@@ -316,8 +320,8 @@ class PumpFactory:
         assert _pump is not None
         self.tally = tally
         self._open_loop = open_loop
-        mode, window = verify
-        self._verify: dict[str, Any] = {"verify": mode} if mode != VERIFY_NONE else {}
+        mode, window, exact = verify
+        self._verify: dict[str, Any] = {"verify": mode, "exact": exact} if mode else {}
         if window is not None:
             self._verify["window_ms"] = window
         self._ttl_s = ttl_s  # no ttl range (python_reason); a replay's chunks carry theirs

@@ -48,10 +48,11 @@ _COMMANDS = "arbitrary commands (--command)"
         ("redis://127.0.0.1:1/0", {"workload.ratio": "set=1,get=1,delete=1,incr=1,mget=1"}, None),
         ("memcached://127.0.0.1:1", {"load.rate": "1000"}, None),
         ("memcached://127.0.0.1:1", {"workload.verify": True}, None),
+        ("memcached://127.0.0.1:1", {"workload.ratio": "set-then-get"}, None),
         (
             "memcached://127.0.0.1:1",
             {"workload.verify": True, "workload.ratio": "set-then-get"},
-            "--ratio set-then-get",
+            None,
         ),
         ("memcached://127.0.0.1:1", {"workload.ttl_s": "10-20"}, "a --ttl range"),
         ("memcached://127.0.0.1:1", {"workload.ttl_s": "10"}, None),
@@ -208,12 +209,18 @@ def test_a_replay_op_the_pump_lacks_keeps_the_replay_in_python_and_is_named(
 
 
 def test_pumps_check_get_hits_as_the_workload_s_values_are_checked() -> None:
-    """Derived values by their key, timestamps against the set phase's window if any."""
+    """Derived values by their key, timestamps against the set phase's window if any;
+    under set-then-get, exactly the value of the set before the get."""
     assert fastpath.pump_verify(config().workload) == fastpath.NO_VERIFY
     assert fastpath.pump_verify(config(**{"workload.verify": True}).workload) == (
         fastpath.VERIFY_DERIVED,
         None,
+        False,
     )
+    pairs = config(**{"workload.verify": True, "workload.ratio": "set-then-get"}).workload
+    assert fastpath.pump_verify(pairs) == (fastpath.VERIFY_DERIVED, None, True)
     for window in [None, (5, 9)]:
-        stamps = SimpleNamespace(verify=True, value_kind="timestamp", verify_window_ms=window)
-        assert fastpath.pump_verify(stamps) == (fastpath.VERIFY_TIMESTAMP, window)  # type: ignore[arg-type]
+        stamps = SimpleNamespace(
+            verify=True, value_kind="timestamp", verify_window_ms=window, set_then_get=False
+        )
+        assert fastpath.pump_verify(stamps) == (fastpath.VERIFY_TIMESTAMP, window, False)  # type: ignore[arg-type]

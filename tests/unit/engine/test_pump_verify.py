@@ -58,12 +58,17 @@ def other(name: str, op: int, opaque: int) -> bytes:
 
 
 def verifying_pump(
-    name: str, ops: list[int], keys: list[bytes], verify: int = 1, **kwargs: Any
+    name: str,
+    ops: list[int],
+    keys: list[bytes],
+    verify: int = 1,
+    values: list[bytes] | None = None,
+    **kwargs: Any,
 ) -> tuple[Any, Any]:
-    """A tally and a pump of protocol ``name`` that sends ``ops`` on ``keys`` once, all
-    of them at once, checking get hits as ``verify`` says."""
+    """A tally and a pump of protocol ``name`` that sends ``ops`` on ``keys`` (the sets
+    ``values``) once, all of them at once, checking get hits as ``verify`` says."""
     number, families = fastpath.PROTOCOLS[name]
-    chunks = iter([(ops, keys, [b"v"] * len(ops), 0)])
+    chunks = iter([(ops, keys, values or [b"v"] * len(ops), 0)])
     tally = _pump.Tally()
     tally.issuing = True
     stream = _pump.Stream(lambda: next(chunks, None), number)
@@ -74,11 +79,20 @@ def verifying_pump(
     return tally, pump
 
 
-def reference(name: str, ops: list[int], keys: list[bytes], replies: bytes) -> Verifier:
+def reference(
+    name: str,
+    ops: list[int],
+    keys: list[bytes],
+    replies: bytes,
+    values: list[bytes] | None = None,
+    exact: bool = False,
+) -> Verifier:
     """The Python driver's verifier after reading ``replies`` to ``ops`` on ``keys``."""
     verifier = Verifier(Recorder(OP_NAMES))
-    codec = VerifyingCodec(CODECS[name].factory(CodecOptions(keep_payload=True)), verifier)
-    codec.encode_many(ops, keys, [b"v"] * len(ops), 0, len(ops), bytearray())
+    inner = CODECS[name].factory(CodecOptions(keep_payload=True))
+    codec = VerifyingCodec(inner, verifier, exact)
+    values = values or [b"v"] * len(ops)
+    codec.encode_many(ops, keys, values, 0, len(ops), bytearray())  # type: ignore[arg-type]
     codec.feed(replies)
     kinds: list[int] = []
     assert codec.read_kinds(kinds) == len(ops)
@@ -131,6 +145,56 @@ def test_the_pump_checks_every_get_hit_as_the_python_driver_does(name: str, seed
     assert tally.take_verified() == (0, 0, [])  # taken
 
 
+def pairs(name: str, seed: int) -> tuple[list[int], list[bytes], list[bytes], bytes]:
+    """Set-then-get pairs (a get now and then without its set) and the server's replies:
+    the value just set, an older version of it (stale: derived from the key, but not
+    that set's), garbage, a miss. Returns the ops, keys, values and replies."""
+    rng = random.Random(seed)
+    ops, keys, values, replies = [], [], [], []
+    opaque = 0
+    for version in range(rng.randint(1, 30)):
+        key = b"pair:%d" % rng.randrange(8)
+        value = derive_value(key, version + 10, rng.choice([12, 100, 300]))
+        if rng.random() < 0.8:
+            ops.append(SET), keys.append(key), values.append(value)
+            replies.append(other(name, SET, opaque))
+            opaque += 1
+        ops.append(GET), keys.append(key), values.append(b"")
+        answer = rng.choice(
+            [value, value, derive_value(key, version, len(value)), b"garbage!!!!!!", None]
+        )
+        reply = other(name, GET, opaque) if answer is None else hit(name, opaque, key, answer)
+        replies.append(reply)
+        opaque += 1
+    return ops, keys, values, b"".join(replies)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("seed", range(8))
+def test_a_get_right_after_its_set_must_return_that_set_s_value(name: str, seed: int) -> None:
+    """Exact mode (--ratio set-then-get): a stale version of the key is a mismatch too."""
+    ops, keys, values, replies = pairs(name, seed)
+    tally, pump = verifying_pump(name, ops, keys, values=values, exact=True)
+    assert pump.received(replies) in (0, 1)
+    verifier = reference(name, ops, keys, replies, values, exact=True)
+    checked, mismatches, named = tally.take_verified()
+    assert checked == verifier.recorder.stats["verified"]
+    assert mismatches == verifier.recorder.counts[GET][Outcome.MISMATCH]
+    assert [key.decode() for key in named] == verifier.examples
+
+
+def test_exact_mode_tells_a_stale_version_from_the_value_just_set() -> None:
+    key = b"k"
+    fresh, stale = derive_value(key, 2, 40), derive_value(key, 1, 40)
+    ops, keys, values = [SET, GET, SET, GET], [key] * 4, [fresh, b"", fresh, b""]
+    replies = b"STORED\r\n" + hit("memcache-text", 0, key, fresh)
+    replies += b"STORED\r\n" + hit("memcache-text", 0, key, stale)
+    for exact, expected in [(True, (2, 1, [key])), (False, (2, 0, []))]:
+        tally, pump = verifying_pump("memcache-text", ops, keys, values=values, exact=exact)
+        pump.received(replies)
+        assert tally.take_verified() == expected
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_a_read_that_breaks_the_protocol_counts_none_of_its_checks(name: str) -> None:
     tally, pump = verifying_pump(name, [GET, GET], [b"a", b"b"])
@@ -173,6 +237,7 @@ def test_settings_the_pump_cannot_use_are_refused() -> None:
         {"verify": 3},
         {"verify": 1, "window_ms": (1, 2)},
         {"verify": 2, "window_ms": (2, 1)},
+        {"verify": 0, "exact": True},
     ]:
         with pytest.raises(ValueError, match="verify is 0, 1 or 2"):
             verifying_pump("memcache-text", [GET], [b"k"], **settings)
