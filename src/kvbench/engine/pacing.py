@@ -18,8 +18,6 @@ times (wrk2), so a stalled server cannot hide its queue by slowing the client do
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator
-from itertools import islice
 from typing import Protocol
 
 import numpy as np
@@ -179,7 +177,7 @@ class TimedLane(Protocol):
     @property
     def taken(self) -> int: ...
 
-    def offsets_from(self, first: int) -> Iterator[int]: ...
+    def offsets(self, first: int, stop: int) -> npt.NDArray[np.int64]: ...
 
     def due_count(self, offset_ns: int) -> int: ...
 
@@ -196,7 +194,7 @@ class TraceSchedule:
     Counts are over the lane's requests from the start of the replay.
 
     Args:
-        lane: the connection's lane (``Lane``: ``due_count``, ``offsets_from``, ``feed``).
+        lane: the connection's lane (``Lane``: ``due_count``, ``offsets``, ``feed``).
         start_ns: when the replay's time 0 is.
     """
 
@@ -206,18 +204,17 @@ class TraceSchedule:
 
     def intended_ns(self, i: int) -> int:
         """When lane request ``i`` is due (``NEVER`` past the lane's last request)."""
-        for offset in self.lane.offsets_from(i):
-            return self.start_ns + int(offset)
-        return NEVER
+        offsets = self.lane.offsets(i, i + 1)
+        return self.start_ns + int(offsets[0]) if len(offsets) else NEVER
 
     def intended_range(self, first: int, stop: int) -> list[int]:
         """The intended times of lane requests ``first .. stop - 1`` (all in the lane)."""
-        start = self.start_ns
-        out = [start + offset for offset in islice(self.lane.offsets_from(first), stop - first)]
-        if len(out) != stop - first:
+        offsets = self.lane.offsets(first, stop)
+        if len(offsets) != stop - first:
             raise ValueError(
                 f"intended_range: requests {first}..{stop - 1} are not all in the lane"
             )
+        out: list[int] = (offsets + self.start_ns).tolist()
         return out
 
     def due_by(self, now_ns: int) -> int:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -324,9 +324,10 @@ class MonitorLane:
     def _offsets(self) -> npt.NDArray[np.int64]:
         return self._waiting[2] if self._waiting is not None else self._offsets_ns
 
-    def offsets_from(self, first: int) -> Iterator[int]:
-        """Timed replays: the send offsets of this lane's requests from ``first`` on."""
-        yield from self._offsets()[first:].tolist()
+    def offsets(self, first: int, stop: int) -> npt.NDArray[np.int64]:
+        """Timed replays: the send offsets of this lane's requests ``first .. stop - 1``
+        (fewer at its end)."""
+        return self._offsets()[first:stop]
 
     def due_count(self, offset_ns: int) -> int:
         """Timed replays: how many of this lane's requests are due by ``offset_ns``."""

@@ -228,18 +228,27 @@ class Lane:
             return self._next[1]
         return self.feed.spool.read(segment)
 
-    def offsets_from(self, first: int) -> Iterator[int]:
-        """Timed replays: the offsets of this lane's requests from lane index ``first``
-        on (at or after the current segment's start), a few at a time as asked."""
-        skip = first - self.taken
-        arrays = chain([self._offsets_ns], map(self._waiting_offsets, self._waiting))
-        for offsets in arrays:
+    def offsets(self, first: int, stop: int) -> npt.NDArray[np.int64]:
+        """Timed replays: the offsets of this lane's requests ``first .. stop - 1`` (lane
+        indexes, at or after the current segment's start; fewer at the lane's end). A
+        view of the segment's column where they are in one (the dispatcher asks for the
+        next one or few, each tick, of each connection)."""
+        skip, want = first - self.taken, stop - first
+        current = self._offsets_ns
+        if skip >= 0 and skip + want <= len(current):
+            return current[skip : skip + want]
+        parts = []
+        for offsets in chain([current], map(self._waiting_offsets, self._waiting)):
             if skip >= len(offsets):
                 skip -= len(offsets)
                 continue
-            for at in range(skip, len(offsets), _OFFSETS_PER_STEP):
-                yield from offsets[at : at + _OFFSETS_PER_STEP].tolist()
+            part = offsets[skip : skip + want]
+            parts.append(part)
+            want -= len(part)
             skip = 0
+            if want == 0:
+                break
+        return np.concatenate(parts) if parts else _NO_OFFSETS
 
     def due_count(self, offset_ns: int) -> int:
         """Timed replays: how many of this lane's requests (counted over the whole
@@ -273,8 +282,6 @@ class Lane:
 
 
 _NO_OFFSETS = np.zeros(0, dtype=np.int64)
-# Offsets converted to ints at a time (a schedule mostly asks for the next few).
-_OFFSETS_PER_STEP = 256
 
 
 def _ttl_runs(ttls: list[int]) -> Iterator[tuple[int, int]]:

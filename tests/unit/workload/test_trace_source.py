@@ -295,7 +295,7 @@ def test_replay_flags_are_checked() -> None:
 
 
 def test_trace_schedule_answers_from_the_lane(tmp_path: Path) -> None:
-    from kvbench.engine.pacing import TraceSchedule
+    from kvbench.engine.pacing import NEVER, TraceSchedule
 
     rows = [(i // 4, f"k{i}", 3, 0, 1, "get", 0) for i in range(40)]
     feed = feed_for(write_trace(tmp_path / "t.csv", rows), lanes=1, block=64, speed=1.0)
@@ -311,6 +311,15 @@ def test_trace_schedule_answers_from_the_lane(tmp_path: Path) -> None:
     assert cursor.advance()
     assert schedule.intended_ns(sent) == 1_000 + sent * 250_000_000
     assert schedule.due_by(1_000 + 10**12) == 40
+    # Ranges within the current segment and across the waiting ones, to the lane's end.
+    assert len(lane._waiting) >= 2  # (the ranges below span segments)
+    for first in range(sent, 40):
+        for stop in (first + 1, min(first + 7, 40), 40):
+            expected = [1_000 + i * 250_000_000 for i in range(first, stop)]
+            assert schedule.intended_range(first, stop) == expected
+    assert schedule.intended_ns(40) == NEVER
+    with pytest.raises(ValueError, match="not all in the lane"):
+        schedule.intended_range(38, 41)
 
 
 def test_the_rate_series_span_is_the_traces_seconds_whatever_the_buckets() -> None:
