@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvbench.config.limits import DISPATCH_PERIOD_NS
+from kvbench.engine.clock import NEVER
 from kvbench.engine.pacing import Schedule, TraceSchedule
 from kvbench.engine.timer import Timer
 from kvbench.metrics.outcome import Outcome
@@ -85,6 +86,18 @@ class Route:
     dropped: int = 0
     # Requests the schedule had put before the last interval boundary (``offered``).
     offered_mark: int = 0
+    # When request ``next_due_of`` is due (``next_due``): a tick asks each route when its
+    # next request is due, and a timed replay has one route per connection.
+    next_due: int = NEVER
+    next_due_of: int = -1
+
+    def due_next(self) -> int:
+        """When the route's next request (``next_index``) is due; ``NEVER``: none yet."""
+        if self.next_due_of != self.next_index:
+            self.next_due = self.schedule.intended_ns(self.next_index)
+            # (NEVER is not kept: a lane may get rows later)
+            self.next_due_of = self.next_index if self.next_due != NEVER else -1
+        return self.next_due
 
 
 class OpenLoopDispatcher:
@@ -157,7 +170,7 @@ class OpenLoopDispatcher:
                 return
             now = _now()
             self.dispatch(now)
-            first_due = min(r.schedule.intended_ns(r.next_index) for r in self.routes)
+            first_due = min(route.due_next() for route in self.routes)
             if first_due - now <= PERIOD_NS:
                 timer.every(PERIOD_NS)
             else:
@@ -170,7 +183,7 @@ class OpenLoopDispatcher:
         tally = self._tally
         while tally.issuing and not self.exhausted():
             self.dispatch(_now())
-            first_due = min(r.schedule.intended_ns(r.next_index) for r in self.routes)
+            first_due = min(route.due_next() for route in self.routes)
             wait_ns = min(first_due - _now(), TICK_NS)
             await asyncio.sleep(max(wait_ns, 0) / 1e9)
 
@@ -202,6 +215,8 @@ class OpenLoopDispatcher:
         return behind > MAX_DROPS_PER_TICK
 
     def _dispatch_route(self, route: Route, now: int) -> None:
+        if route.due_next() > now:  # nothing due (the schedule's times are in order)
+            return
         schedule = route.schedule
         due = self._due(route, now)
         if due <= route.next_index:

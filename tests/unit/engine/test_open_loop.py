@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from kvbench.config import load_config
+from kvbench.engine.clock import NEVER
 from kvbench.engine.open_loop import MAX_DROPS_PER_TICK, OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule
 from kvbench.engine.worker import Worker, WorkerSpec
@@ -333,3 +334,50 @@ def test_a_worker_far_behind_drops_a_bounded_number_per_tick() -> None:
     assert sink.sent == 0
     assert sum(row[DROPPED] for row in worker.recorder.counts) == route.dropped
     assert route.next_index == route.dropped
+
+
+class _Lane:
+    """A timed replay lane's schedule (``TraceSchedule``'s interface), its times given,
+    counting how often it is asked when a request is due; rows may come later."""
+
+    def __init__(self, times: list[int]) -> None:
+        self.times = times
+        self.asked = 0
+
+    def intended_ns(self, i: int) -> int:
+        self.asked += 1
+        return self.times[i] if i < len(self.times) else NEVER
+
+    def intended_range(self, first: int, stop: int) -> list[int]:
+        return self.times[first:stop]
+
+    def due_by(self, now: int) -> int:
+        return sum(1 for t in self.times if t <= now)
+
+    def release(self, below: int) -> None:
+        pass
+
+    def finished(self) -> bool:
+        return False
+
+
+def test_a_tick_asks_a_lane_when_its_next_request_is_due_once_per_request() -> None:
+    """A timed replay has a route per connection and each tick wants the first due time of
+    all of them: a route keeps its next request's time until that request is sent, so 50
+    idle lanes are asked once, not at every tick (a third of a core at 60,000/s); a lane
+    with no rows yet is asked again, and sends the rows that came."""
+    worker = _open_loop_worker(1000)
+    sinks = [_Sink() for _ in range(50)]
+    lanes = [_Lane([10 * S]) for _ in range(49)] + [_Lane([])]
+    worker.connections = sinks  # type: ignore[assignment]
+    dispatcher = OpenLoopDispatcher(*_parts(worker), lanes, S)  # type: ignore[arg-type]
+    for now in range(0, 5 * MS, MS):
+        dispatcher.dispatch(now)
+        assert min(route.due_next() for route in dispatcher.routes) == 10 * S
+    assert [lane.asked for lane in lanes[:49]] == [1] * 49
+    assert lanes[49].asked == 10  # (NEVER is asked again: dispatch, then the min)
+    lanes[49].times.append(5 * MS)
+    dispatcher.dispatch(6 * MS)
+    assert sinks[49].sent == 1 and sum(s.sent for s in sinks) == 1
+    dispatcher.dispatch(10 * S)
+    assert sum(s.sent for s in sinks) == 50
