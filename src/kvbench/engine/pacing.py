@@ -177,7 +177,7 @@ class TimedLane(Protocol):
     @property
     def taken(self) -> int: ...
 
-    def offsets(self, first: int, stop: int) -> npt.NDArray[np.int64]: ...
+    def offsets(self, first: int, stop: int) -> list[int]: ...
 
     def due_count(self, offset_ns: int) -> int: ...
 
@@ -205,7 +205,7 @@ class TraceSchedule:
     def intended_ns(self, i: int) -> int:
         """When lane request ``i`` is due (``NEVER`` past the lane's last request)."""
         offsets = self.lane.offsets(i, i + 1)
-        return self.start_ns + int(offsets[0]) if len(offsets) else NEVER
+        return self.start_ns + offsets[0] if offsets else NEVER
 
     def intended_range(self, first: int, stop: int) -> list[int]:
         """The intended times of lane requests ``first .. stop - 1`` (all in the lane)."""
@@ -214,8 +214,8 @@ class TraceSchedule:
             raise ValueError(
                 f"intended_range: requests {first}..{stop - 1} are not all in the lane"
             )
-        out: list[int] = (offsets + self.start_ns).tolist()
-        return out
+        start = self.start_ns
+        return [start + offset for offset in offsets]
 
     def due_by(self, now_ns: int) -> int:
         """How many lane requests are due at or before ``now_ns``."""

@@ -324,10 +324,11 @@ class MonitorLane:
     def _offsets(self) -> npt.NDArray[np.int64]:
         return self._waiting[2] if self._waiting is not None else self._offsets_ns
 
-    def offsets(self, first: int, stop: int) -> npt.NDArray[np.int64]:
+    def offsets(self, first: int, stop: int) -> list[int]:
         """Timed replays: the send offsets of this lane's requests ``first .. stop - 1``
         (fewer at its end)."""
-        return self._offsets()[first:stop]
+        out: list[int] = self._offsets()[first:stop].tolist()
+        return out
 
     def due_count(self, offset_ns: int) -> int:
         """Timed replays: how many of this lane's requests are due by ``offset_ns``."""

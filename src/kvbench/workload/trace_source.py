@@ -27,6 +27,7 @@ lane (and, timed, the next one's offsets).
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -147,6 +148,10 @@ class Lane:
         self._next: tuple[Segment, Columns] | None = None  # a waiting segment, read
         self.waiting_rows = 0
         self._offsets_ns: npt.NDArray[np.int64] = _NO_OFFSETS  # the current segment's
+        # The same as ints, made when a schedule first asks (a timed replay's dispatcher
+        # asks for one or a few at a time: a list's slice and bisect cost a fraction of
+        # numpy's for so few).
+        self._offsets_list: list[int] | None = None
         self._current_rows = 0  # requests of the current segment
         self.taken = 0  # requests of earlier segments
         self.holders: list[Held] = []
@@ -180,6 +185,7 @@ class Lane:
         self.taken += self._current_rows
         self._current_rows = 0
         self._offsets_ns = _NO_OFFSETS
+        self._offsets_list = None
         if not self._waiting:
             return None
         segment = self._waiting.popleft()
@@ -196,6 +202,7 @@ class Lane:
         offsets = columns.offsets_ns
         if offsets is not None:
             self._offsets_ns = offsets
+            self._offsets_list = None
         self._current_rows = segment.rows
         if self._packed:
             packed = (
@@ -228,17 +235,20 @@ class Lane:
             return self._next[1]
         return self.feed.spool.read(segment)
 
-    def offsets(self, first: int, stop: int) -> npt.NDArray[np.int64]:
+    def _current_offsets(self) -> list[int]:
+        if self._offsets_list is None:
+            self._offsets_list = self._offsets_ns.tolist()
+        return self._offsets_list
+
+    def offsets(self, first: int, stop: int) -> list[int]:
         """Timed replays: the offsets of this lane's requests ``first .. stop - 1`` (lane
-        indexes, at or after the current segment's start; fewer at the lane's end). A
-        view of the segment's column where they are in one (the dispatcher asks for the
-        next one or few, each tick, of each connection)."""
+        indexes, at or after the current segment's start; fewer at the lane's end). The
+        dispatcher asks for the next one or few, each tick, of each connection."""
         skip, want = first - self.taken, stop - first
-        current = self._offsets_ns
-        if skip >= 0 and skip + want <= len(current):
-            return current[skip : skip + want]
+        if skip >= 0 and skip + want <= len(self._offsets_ns):
+            return self._current_offsets()[skip : skip + want]
         parts = []
-        for offsets in chain([current], map(self._waiting_offsets, self._waiting)):
+        for offsets in chain([self._offsets_ns], map(self._waiting_offsets, self._waiting)):
             if skip >= len(offsets):
                 skip -= len(offsets)
                 continue
@@ -248,7 +258,8 @@ class Lane:
             skip = 0
             if want == 0:
                 break
-        return np.concatenate(parts) if parts else _NO_OFFSETS
+        out: list[int] = np.concatenate(parts).tolist() if parts else []
+        return out
 
     def due_count(self, offset_ns: int) -> int:
         """Timed replays: how many of this lane's requests (counted over the whole
@@ -257,7 +268,7 @@ class Lane:
         count = self.taken
         if len(current):
             if current[-1] > offset_ns:
-                return count + int(np.searchsorted(current, offset_ns, side="right"))
+                return count + bisect_right(self._current_offsets(), offset_ns)
             count += len(current)
         for segment in self._waiting:
             if segment.last_ns <= offset_ns:

@@ -188,7 +188,7 @@ def test_timed_offsets_are_the_captured_times_scaled(tmp_path: Path) -> None:
     config = replace(config, commands=tuple(scan.names), clients=2)
     feed = MonitorFeed(config, 0, 1, 2, seed=1)
     feed.prepare()
-    assert [lane.offsets(0, 10**6).tolist() for lane in feed.lanes] == [
+    assert [lane.offsets(0, 10**6) for lane in feed.lanes] == [
         [0, 1_000_000_000],
         [250_000_000],
     ]
