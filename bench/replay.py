@@ -3,6 +3,7 @@
     python bench/replay.py [--rows 1000000] [--connections 50]          # the feed alone
     python bench/replay.py --end-to-end [--rounds 3] [--pipeline 8]     # against a run
     python bench/replay.py --end-to-end --transports                    # + uvloop's
+    python bench/replay.py --timed 5,10 [--rounds 3]                    # at the trace's times
 
 The feed alone: ns per row to prepare a generated trace (plain and zstd), at --speed max
 and timed, without sockets (read, parse, profile, map, fan out and spool: before the
@@ -22,6 +23,14 @@ does. Both are also measured on the Python driver (``KVBENCH_PURE_PYTHON=1``), f
 the feed costs beside each driver, and with ``--transports`` the replay on uvloop's
 transports too (``KVBENCH_DRIVER=transports``, the path the loop replaced). Every line
 says the driver the run recorded (``environment.driver``). Take it on a quiet machine.
+
+Timed (``--timed SPEEDS``): ``kvbench replay --speed S`` of a generated 600,000-row trace
+(100 s of trace time, 6,000 rows/s, 5,000 clients over 50 connections), 10 s of it at each
+speed (S x 6,000 requests/s), on a fresh memcached pinned as above, pipeline 64 (the
+replay's default at the trace's times): per round and speed the rate achieved, the share
+of requests sent more than 2 ms behind their trace time (``late``), latency p50 and p99
+from the trace's times; then the medians. A replay at the trace's times is an open loop
+with a schedule per connection (engine/open_loop.py).
 
 The trace has a fixed mix and sizes (90% get, 10% set of 100-byte values, 14-byte keys,
 one TTL) and, end to end, 5,000 clients, so the 50 connections' lanes are about even, as
@@ -202,6 +211,69 @@ def end_to_end(
         print(f"{line}  [{', '.join(drivers)}]")
 
 
+TIMED_ROWS = 600_000
+TIMED_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One timed replay's figures."""
+
+    ops_per_s: float
+    late_percent: float
+    p50_us: float
+    p99_us: float
+    driver: str
+
+
+def timed_round(trace: Path, speed: float, cpus: Cpus) -> Timed:
+    """``kvbench replay --speed speed`` of TIMED_SECONDS of ``trace`` on a fresh memcached."""
+    limit = round(TIMED_ROWS * speed * TIMED_SECONDS / 100)
+    with server("memcached", 1, cpus) as srv, tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.json"
+        command = [
+            sys.executable, "-m", "kvbench", "replay", str(trace),
+            f"memcached://127.0.0.1:{srv.port}", "--speed", str(speed), "--limit", str(limit),
+            "-c", "50", "--processes", "1", "--no-save", "-q", "--json", str(out),
+        ]  # fmt: skip
+        done = subprocess.run(
+            pinned(cpus.client, command), capture_output=True, text=True, timeout=900, check=False
+        )
+        if done.returncode not in (0, 1) or not out.exists():
+            raise BenchError(f"replay at {speed}x exited {done.returncode}: {done.stderr[-300:]}")
+        doc = json.loads(out.read_text())
+    late = sum(int(op["outcomes"].get("late", 0)) for op in doc["ops"].values())
+    ops = int(doc["totals"]["ops"])
+    latency = doc["totals"]["latency_us"]
+    return Timed(
+        float(doc["totals"]["throughput_per_s"]),
+        100.0 * late / max(1, ops),
+        float(latency["p50"]),
+        float(latency["p99"]),
+        str(doc["environment"]["driver"]),
+    )
+
+
+def timed(speeds: list[float], rounds: int, cpus: Cpus) -> None:
+    """Timed replays at each speed, rounds in turn; then each speed's medians."""
+    results: dict[float, list[Timed]] = {speed: [] for speed in speeds}
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = generate(Path(tmp) / "t.csv", TIMED_ROWS, compress=False, clients=5000)
+        for index in range(rounds):
+            for speed in speeds:
+                got = timed_round(trace, speed, cpus)
+                results[speed].append(got)
+                print(f"round {index + 1} speed {speed:g}x: {got.ops_per_s:9,.0f} ops/s  "
+                      f"late {got.late_percent:6.2f}%  p50 {got.p50_us:8.1f} us  "
+                      f"p99 {got.p99_us:8.1f} us  [{got.driver}]", flush=True)  # fmt: skip
+    for speed, got_all in results.items():
+        print(f"speed {speed:g}x ({speed * TIMED_ROWS / 100:,.0f}/s offered): median "
+              f"{statistics.median(r.ops_per_s for r in got_all):9,.0f} ops/s  late "
+              f"{statistics.median(r.late_percent for r in got_all):6.2f}%  p50 "
+              f"{statistics.median(r.p50_us for r in got_all):8.1f} us  p99 "
+              f"{statistics.median(r.p99_us for r in got_all):8.1f} us")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -216,7 +288,20 @@ def main() -> None:
         action="store_true",
         help="end to end: the replay on uvloop's transports too (KVBENCH_DRIVER=transports)",
     )
+    parser.add_argument(
+        "--timed", metavar="SPEEDS", help="timed replays at these speeds (e.g. 5,10)"
+    )
     args = parser.parse_args()
+    if args.timed:
+        try:
+            timed(
+                [float(s) for s in args.timed.split(",")],
+                args.rounds,
+                Cpus(args.server_cpus, args.client_cpus),
+            )
+        except (BenchError, ValueError) as exc:
+            raise SystemExit(f"bench/replay.py: {exc}") from None
+        return
     if args.end_to_end:
         cpus = Cpus(args.server_cpus, args.client_cpus)
         try:
