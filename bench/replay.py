@@ -242,6 +242,12 @@ def timed_round(trace: Path, speed: float, cpus: Cpus) -> Timed:
         if done.returncode not in (0, 1) or not out.exists():
             raise BenchError(f"replay at {speed}x exited {done.returncode}: {done.stderr[-300:]}")
         doc = json.loads(out.read_text())
+    return timed_of(doc)
+
+
+def timed_of(doc: dict[str, Any]) -> Timed:
+    """A timed replay's figures from its result document: late is the share of its
+    requests (every op's ``late`` outcome, over the ops)."""
     late = sum(int(op["outcomes"].get("late", 0)) for op in doc["ops"].values())
     ops = int(doc["totals"]["ops"])
     latency = doc["totals"]["latency_us"]

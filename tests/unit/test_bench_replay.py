@@ -38,3 +38,18 @@ def test_a_round_says_the_driver_its_run_recorded() -> None:
     assert got.driver == "compiled loop"
     assert got.ops_per_s == 1500.0 and got.cpu_us_per_op == 250.0
     assert round(got.hit_percent, 6) == 90.0
+
+
+def test_a_timed_replay_s_late_share_is_every_op_s_late_sends_over_the_ops() -> None:
+    doc: dict[str, Any] = {
+        "environment": {"driver": "compiled loop"},
+        "ops": {"get": {"outcomes": {"hit": 80, "late": 3}}, "set": {"outcomes": {"late": 1}}},
+        "totals": {
+            "throughput_per_s": 59_000.0,
+            "ops": 200,
+            "latency_us": {"p50": 380.5, "p99": 3600.0},
+        },
+    }
+    got = replay.timed_of(doc)
+    assert (got.late_percent, got.p50_us, got.p99_us) == (2.0, 380.5, 3600.0)
+    assert got.ops_per_s == 59_000.0 and got.driver == "compiled loop"
