@@ -1148,26 +1148,32 @@ typedef struct {
     Encoding encoding;
     long long completed; /* replies since the last take_completed() */
     int refilling;       /* in refill() or loading what it returned (reentrant()) */
+    /* --verify: each set's value is derived here from its key and the next version (the
+     * chunk gives its size; -1: sets send the chunk's values), into ``derived``. */
+    long long version;
+    char *derived;
+    Py_ssize_t derived_cap;
 } Stream;
 
 /* (Checked again once the arguments are read: reading an int may run Python code.) */
 static int
 Stream_init(Stream *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"refill", "protocol", "ttl", "flags", NULL};
+    static char *kwlist[] = {"refill", "protocol", "ttl", "flags", "derive_from", NULL};
     PyObject *refill;
     int protocol;
-    long long ttl = 0, flags = 0;
+    long long ttl = 0, flags = 0, derive_from = -1;
     Encoding encoding;
     if (self->refill != NULL)
         return initialized_already("Stream");
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oi|LL", kwlist, &refill, &protocol, &ttl,
-                                     &flags) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oi|LL$L", kwlist, &refill, &protocol, &ttl,
+                                     &flags, &derive_from) ||
         encoding_from(protocol, ttl, flags, &encoding) < 0)
         return -1;
     if (self->refill != NULL)
         return initialized_already("Stream");
     self->encoding = encoding;
+    self->version = derive_from < 0 ? -1 : derive_from;
     Py_INCREF(refill);
     self->refill = refill;
     return 0;
@@ -1207,6 +1213,7 @@ Stream_dealloc(Stream *self)
 {
     PyObject_GC_UnTrack(self);
     Stream_clear(self);
+    PyMem_Free(self->derived);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1366,6 +1373,23 @@ Stream_request(Stream *self, const Wire *wire, Py_ssize_t at, long op, Out *o, R
         return packed_request(&self->packed, wire, at, (int)op, o, r);
     return listed_request(wire, op, PyList_GET_ITEM(self->keys, at),
                           PyList_GET_ITEM(self->values, at), o, r);
+}
+
+/* --verify: set ``r``'s value derived from its key and the stream's next version, of
+ * the size the chunk gave it (workload/verify.py's derive_value, as the Python source
+ * derives them for lists); -1 with an exception. */
+static int
+Stream_derive(Stream *self, Request *r)
+{
+    if (r->value_len <= 8 || r->value_len > (Py_ssize_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a derived value is 9 bytes to 4 GiB");
+        return -1;
+    }
+    if (grow(&self->derived, &self->derived_cap, r->value_len, 256, 1) < 0)
+        return -1;
+    verify_derive(r->key, r->key_len, (uint32_t)++self->version, self->derived, r->value_len);
+    r->value = self->derived;
+    return 0;
 }
 
 /* A list-form chunk's lists are still its owner's, who may cut them short after the
@@ -1825,7 +1849,8 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
         long op = Stream_op(stream, at);
         Py_ssize_t before = o.len;
         Request r;
-        if (op < 0 || Stream_request(stream, wire, at, op, &o, &r) < 0)
+        if (op < 0 || Stream_request(stream, wire, at, op, &o, &r) < 0 ||
+            (stream->version >= 0 && op == OP_SET && Stream_derive(stream, &r) < 0))
             break;
         uint32_t key_at = (uint32_t)self->keys_len, key_len = 0;
         unsigned char expect = 0;

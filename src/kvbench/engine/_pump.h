@@ -417,6 +417,9 @@ int verify_derived(const char *key, Py_ssize_t key_len, const char *value, Py_ss
 /* Whether value[0:n] is a timestamp in [low_ms, high_ms], or with ``low_ms`` < 0 one after
  * the epoch and not after now (workload/verify.py's timestamp_check). */
 int verify_timestamp(const char *value, Py_ssize_t n, long long low_ms, long long high_ms);
+/* workload/verify.py's derive_value(key, version, size) into out[0:size]; size > 8. */
+void verify_derive(const char *key, Py_ssize_t key_len, uint32_t version, char *out,
+                   Py_ssize_t size);
 /* The module's check_value(key, value) and derive_value(key, version, size). */
 PyObject *verify_check_value(PyObject *module, PyObject *args);
 PyObject *verify_derive_value(PyObject *module, PyObject *args);

@@ -214,6 +214,19 @@ verify_check_value(PyObject *module, PyObject *args)
     return PyBool_FromLong(good);
 }
 
+void
+verify_derive(const char *key, Py_ssize_t key_len, uint32_t version, char *out, Py_ssize_t size)
+{
+    unsigned char *p = (unsigned char *)out;
+    uint32_t fields[2] = {version, (uint32_t)size};
+    for (int f = 0; f < 2; f++)
+        for (int i = 0; i < 4; i++)
+            p[4 * f + i] = (unsigned char)(fields[f] >> (24 - 8 * i));
+    Sponge s;
+    value_sponge(&s, key, key_len, p);
+    squeeze(&s, p + HEADER_BYTES, size - HEADER_BYTES);
+}
+
 PyObject *
 verify_derive_value(PyObject *module, PyObject *args)
 {
@@ -228,16 +241,8 @@ verify_derive_value(PyObject *module, PyObject *args)
         return NULL;
     }
     PyObject *out = PyBytes_FromStringAndSize(NULL, size);
-    if (out != NULL) {
-        unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
-        uint32_t fields[2] = {(uint32_t)version, (uint32_t)size};
-        for (int f = 0; f < 2; f++)
-            for (int i = 0; i < 4; i++)
-                p[4 * f + i] = (unsigned char)(fields[f] >> (24 - 8 * i));
-        Sponge s;
-        value_sponge(&s, key.buf, key.len, p);
-        squeeze(&s, p + HEADER_BYTES, size - HEADER_BYTES);
-    }
+    if (out != NULL)
+        verify_derive(key.buf, key.len, (uint32_t)version, PyBytes_AS_STRING(out), size);
     PyBuffer_Release(&key);
     return out;
 }

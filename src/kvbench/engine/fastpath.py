@@ -85,6 +85,7 @@ from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
 from kvbench.workload.mix import WORKLOAD_TO_OP
+from kvbench.workload.plan import RequestSource
 from kvbench.workload.trace_ops import SKIPPED, OpMapping
 
 if TYPE_CHECKING:
@@ -312,10 +313,18 @@ class PumpFactory:
         ttl_s: the ttl requests carry (a chunk that says its own replaces it).
         open_loop: the pumps send only what the open-loop dispatcher hands them.
         verify: how the pumps check get hits (``pump_verify``).
+        derive_from: ``--verify``'s values are derived from their keys: the streams of
+            the run's own sources derive each set's (from this version on, a version a
+            set), so its chunks go packed (``RequestSource.pack``); None: they are not.
     """
 
     def __init__(
-        self, tally: Tally, ttl_s: int, open_loop: bool = False, verify: Verify = NO_VERIFY
+        self,
+        tally: Tally,
+        ttl_s: int,
+        open_loop: bool = False,
+        verify: Verify = NO_VERIFY,
+        derive_from: int | None = None,
     ) -> None:
         assert _pump is not None
         self.tally = tally
@@ -324,6 +333,7 @@ class PumpFactory:
         self._verify: dict[str, Any] = {"verify": mode, "exact": exact} if mode else {}
         if window is not None:
             self._verify["window_ms"] = window
+        self._derive_from = derive_from
         self._ttl_s = ttl_s  # no ttl range (python_reason); a replay's chunks carry theirs
         options = CodecOptions()
         self._flags = options.flags
@@ -341,12 +351,20 @@ class PumpFactory:
         protocol, families = PROTOCOLS[shard.target.protocol]
         stream = self._by_cursor.get(id(cursor))
         if stream is None:
+            # Packed chunks where they can be (bounds into the source's tables); verified
+            # values derived by the stream where the source packs them.
+            source = cursor.source
+            derive: dict[str, int] = {}
+            if self._derive_from is not None and isinstance(source, RequestSource):
+                if source.pack(derives=True):
+                    derive["derive_from"] = self._derive_from
+            else:
+                source.pack()
             stream = self._by_cursor[id(cursor)] = _pump.Stream(
-                _chunks(cursor), protocol, self._ttl_s, self._flags
+                _chunks(cursor), protocol, self._ttl_s, self._flags, **derive
             )
             self._of_shard.setdefault(shard.index, []).append(stream)
-            cursor.source.pack()  # packed chunks where they can be (bounds into its tables)
-            cursor.source.hold(stream)
+            source.hold(stream)
         return _pump.Pump(
             self.tally,
             stream,

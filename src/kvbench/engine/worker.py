@@ -25,6 +25,7 @@ from kvbench.engine.clock import NEVER, cpu_wait_ns
 from kvbench.engine.codec_choice import connection_codec_factories
 from kvbench.engine.connection import Connection
 from kvbench.engine.fastpath import (
+    VERIFY_DERIVED,
     PumpFactory,
     drain,
     driver_name,
@@ -55,7 +56,7 @@ from kvbench.workload.monitor_feed import MonitorFeed
 from kvbench.workload.plan import RequestSource, WorkloadPlan, own_key_plans
 from kvbench.workload.trace_source import ReplayFeed
 from kvbench.workload.trace_spool import SpoolUnreadable
-from kvbench.workload.verify import value_check
+from kvbench.workload.verify import first_version, value_check
 
 if TYPE_CHECKING:
     from kvbench.engine._pump import Tally
@@ -369,6 +370,7 @@ class Worker(LinkKeeper):
                 self.spec.config.workload.ttl_s,
                 open_loop=load.rate_per_s is not None or timed,
                 verify=pump_verify(self.spec.config.workload),
+                derive_from=self._derive_from(),
             )
             for conn in self.connections:
                 conn.attach()
@@ -420,6 +422,14 @@ class Worker(LinkKeeper):
             trace=self.feed.report() if self.feed is not None else None,
             **self.summary_fields(),
         )
+
+    def _derive_from(self) -> int | None:
+        """Where this worker's ``--verify`` versions start, when its pumps' streams derive
+        the values (plain runs' sources: workload/plan.py's, numbered as it numbers them);
+        None when there are none to derive (no ``--verify``, or timestamps)."""
+        if pump_verify(self.spec.config.workload)[0] != VERIFY_DERIVED:
+            return None
+        return first_version(self.spec.worker_index)
 
     def _open_loop(self, start_ns: int) -> OpenLoopDispatcher | None:
         """The dispatcher of an open-loop run (``--rate``, or a replay at the trace's

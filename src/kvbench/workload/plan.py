@@ -27,7 +27,7 @@ from kvbench.workload.keys import KeyPicker, KeyTable, LatestPicker, build_key_t
 from kvbench.workload.mix import OpMix
 from kvbench.workload.models import model_key_sizes
 from kvbench.workload.values import slice_bounds, timestamp_value, value_table_for
-from kvbench.workload.verify import derive_value
+from kvbench.workload.verify import derive_value, first_version
 
 # Requests drawn per refill: large enough that numpy's per-call cost vanishes, small
 # enough that a refill (~0.5 ms) does not stall the loop.
@@ -173,7 +173,10 @@ class RequestSource:
         # Verified values are derived from their key; timestamps are checked as times.
         self._verify = config.verify and not self._timestamps
         # Verified values carry a version: this worker's sets count up from worker << 24.
-        self._version = plan.worker_index << 24
+        self._version = first_version(plan.worker_index)
+        # Verified values are derived by whoever takes the chunks (``pack``): packed
+        # chunks carry the sizes drawn, not the values.
+        self._taker_derives = False
         self._rng = rng
         self._keys = self._picker(plan)
         self._key_objects: npt.NDArray[np.object_] | None = None  # _key_array()
@@ -195,26 +198,33 @@ class RequestSource:
 
     def can_pack(self) -> bool:
         """Every request of this source can go as a packed chunk: no multi-gets (a tuple
-        of keys), no ``--command`` (rendered requests), no values made per chunk (verified,
-        timestamps), no set-then-get pairs, and keys to draw."""
+        of keys), no ``--command`` (rendered requests), no values made per chunk
+        (timestamps; verified ones unless the taker derives them: ``pack``), no set-then-get
+        pairs, and keys to draw."""
         return not (
             self._templates
             or self._rmw  # the compiled pump sends fixed ops only
-            or self._verify
+            or (self._verify and not self._taker_derives)
             or self._timestamps
             or self._pairs
             or int(Op.MGET) in self._special
             or self._keys is None
         )
 
-    def pack(self) -> bool:
+    def pack(self, derives: bool = False) -> bool:
         """Draw packed chunks from the next one on (a compiled pump's stream takes
         them), where ``can_pack`` and the tables' bounds fit 32 bits (a key or value table
         over 4 GiB stays lists).
 
+        Args:
+            derives: the taker derives ``--verify``'s values itself, each set's from its
+                key and the size drawn (a compiled ``Stream`` made with ``derive_from``),
+                so verified sets can go packed too. Lists still carry derived values.
+
         Returns:
             Whether it packs.
         """
+        self._taker_derives = derives
         if self.can_pack():
             self._tables = _PackedTables.of(self._plan)
         return self._tables is not None

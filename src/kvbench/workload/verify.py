@@ -31,6 +31,12 @@ def derive_value(key: bytes, version: int, size: int) -> bytes:
     return head + hashlib.shake_128(_TAG + key + head).digest(size - HEADER.size)
 
 
+def first_version(worker_index: int) -> int:
+    """The version a worker's sets count up from (each takes the next one): the worker's
+    index in the top byte, so workers write versions of their own."""
+    return worker_index << 24
+
+
 def check_value(key: bytes, payload: bytes | bytearray | memoryview) -> bool:
     """True when ``payload`` is a value ``derive_value`` gives for ``key`` (any version)."""
     if len(payload) <= HEADER.size:

@@ -13,6 +13,7 @@ import random
 import struct
 from typing import Any
 
+import numpy as np
 import pytest
 
 from kvbench.engine import fastpath
@@ -257,3 +258,54 @@ def test_values_are_derived_and_checked_as_workload_verify_does() -> None:
         assert not _pump.check_value(key, damaged) and not check_value(key, damaged)
         assert not _pump.check_value(key + b"x", value)
     assert not _pump.check_value(b"k", b"") and not _pump.check_value(b"k", b"\0" * 8)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_stream_derives_each_set_s_value_as_the_python_source_does(name: str) -> None:
+    """Packed sets under --verify carry sizes; the stream derives their values (the next
+    version each) and writes the bytes a list chunk of Python-derived values writes."""
+    rng = random.Random(3)
+    ops = [rng.choice([SET, GET, SET]) for _ in range(40)]
+    keys = [b"key:%d" % rng.randrange(10) for _ in ops]
+    sizes = [rng.choice([12, 100, 169, 400]) for _ in ops]
+    first = 5 << 24
+    version, values = first, []
+    for op, key, size in zip(ops, keys, sizes, strict=True):
+        if op == SET:
+            version += 1
+            values.append(derive_value(key, version, size))
+        else:
+            values.append(b"")
+    number, families = fastpath.PROTOCOLS[name]
+    starts = np.cumsum([0, *map(len, keys)], dtype=np.uint32)
+    value_starts = np.cumsum([0, *sizes], dtype=np.uint32)
+    packed = (
+        bytes(ops), b"".join(keys), starts[:-1], starts[1:],
+        b"\0" * int(value_starts[-1]), value_starts[:-1], value_starts[1:], 0, None,
+    )  # fmt: skip
+    written = []
+    for chunk, derive in [((ops, keys, values, 0), {}), (packed, {"derive_from": first})]:
+        chunks = iter([chunk])
+        stream = _pump.Stream(lambda: next(chunks, None), number, **derive)  # noqa: B023
+        out: list[bytes] = []
+        tally = _pump.Tally()
+        tally.issuing = True
+        _pump.Pump(tally, stream, out.append, number, families, MAX).issue(len(ops))
+        written.append(b"".join(out))
+    assert written[0] == written[1]
+
+
+def test_a_derived_value_too_small_to_hold_its_header_is_refused() -> None:
+    number, _ = fastpath.PROTOCOLS["memcache-text"]
+    starts, ends = np.array([0], dtype=np.uint32), np.array([1], dtype=np.uint32)
+    value_ends = np.array([8], dtype=np.uint32)
+    chunk = (bytes([SET]), b"k", starts, ends, b"\0" * 8, starts, value_ends, 0, None)
+    chunks = iter([chunk])
+    stream = _pump.Stream(lambda: next(chunks, None), number, derive_from=0)
+    tally = _pump.Tally()
+    tally.issuing = True
+    families = fastpath.PROTOCOLS["memcache-text"][1]
+    pump = _pump.Pump(tally, stream, lambda data: None, number, families, MAX)
+    with pytest.raises(ValueError, match="a derived value is 9 bytes to 4 GiB"):
+        pump.issue(1)
+    assert pump.inflight == 0
