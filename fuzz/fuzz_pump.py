@@ -12,8 +12,9 @@ The first input byte chooses the mode: grammar-aware (even: replies drawn from e
 family's grammar, tests/support/reply_grammar.py, by the rest of the input, then mutated)
 or raw (odd: the next bytes choose the protocol, up to 8 of the ops the pump sends on it
 (a replay's too), the read size, the reply
-bound, closed or open loop and lists or a packed chunk (a replay's lane's form, when no
-multi-get is among the ops); the rest is the server's byte stream as it is).
+bound, closed or open loop, lists or a packed chunk (a replay's lane's form, when no
+multi-get is among the ops), and whether both pumps check get hits (``--verify``); the
+rest is the server's byte stream as it is).
 
 With atheris, by hand, from the repository root:
 ``pip install atheris && python fuzz/fuzz_pump.py corpus/`` (libFuzzer flags such as
@@ -63,8 +64,9 @@ def test_one_input(data: bytes) -> None:
     if data[4] // (2 * len(MAX_REPLY)) % 2 == 1 and Op.MGET not in ops:
         kinds = pump_oracle.OFFSET_KINDS
         packed = (kinds[data[3] % len(kinds)], data[2])
+    verify = data[4] // (4 * len(MAX_REPLY)) % 2 == 1
     pump_oracle.check(
-        pump_oracle.Exchange(protocol, ops, keys, wire, cuts, max_reply, open_loop, packed)
+        pump_oracle.Exchange(protocol, ops, keys, wire, cuts, max_reply, open_loop, packed, verify)
     )
 
 

@@ -13,7 +13,9 @@ listed in ``disagreement``, each with its reason). Half the exchanges send the r
 as an open loop does (``issue_scheduled``, intended times in the past): the same bytes
 and codes, each reply's latency from its intended time. Half of those without a
 multi-get reach the compiled pump as a packed chunk (``pack``: a replay's lane's form)
-instead of lists: the same bytes again.
+instead of lists: the same bytes again. Half of all exchanges verify (``--verify``): both
+pumps check every get hit's value, and where they account the same replies they count the
+same checks, mismatches and mismatched keys (the hostile values are mostly mismatches).
 
 ``require_compiled`` is how a test of the compiled pump says it cannot run here;
 ``examples`` how many examples its property tests draw.
@@ -34,7 +36,9 @@ import pytest
 
 from kvbench.engine import fastpath
 from kvbench.engine.py_pump import PyPump, PyTally
+from kvbench.engine.verify import Verifier, VerifyingCodec
 from kvbench.errors import ProtocolError
+from kvbench.metrics.outcome import Outcome as ReplyOutcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
 from kvbench.protocols.registry import CODECS
@@ -204,6 +208,9 @@ class Exchange:
     # multi-get), its offsets of this kind (OFFSET_KINDS) and values laid out by this
     # seed (``pack``); None: as lists.
     packed: tuple[str, int] | None = None
+    # --verify: both pumps check every get hit's value (engine/verify.py's codec wrapper,
+    # the pump's checks in C) and count the same checks, mismatches and keys.
+    verify: bool = False
 
     @property
     def values(self) -> list[Any]:
@@ -232,7 +239,8 @@ def exchange(draw: Draw, protocol: str | None = None) -> Exchange:
     packed = None
     if draw(0, 1) and Op.MGET not in ops:
         packed = (pick(draw, OFFSET_KINDS), draw(0, 2**16))
-    return Exchange(protocol, ops, keys, wire, cuts, max_reply, open_loop, packed)
+    verify = draw(0, 1) == 1
+    return Exchange(protocol, ops, keys, wire, cuts, max_reply, open_loop, packed, verify)
 
 
 def pieces(ex: Exchange) -> list[bytes]:
@@ -253,6 +261,8 @@ class Outcome:
     # Compared by ``disagreement``, which knows where they may differ.
     tx: list[int] | None = field(default=None, compare=False)
     rx: list[int] | None = field(default=None, compare=False)
+    # --verify: (get hits checked, mismatches, the mismatched keys named), when verifying.
+    checks: tuple[int, int, list[str]] | None = field(default=None, compare=False)
 
 
 def python_outcome(ex: Exchange, as_driver: bool = False) -> Outcome:
@@ -303,10 +313,14 @@ def py_pump_outcome(ex: Exchange) -> Outcome:
     accounted are those sent, in order; in an open loop one lag per send and each reply's
     latency at least its service time plus how long before its send it was due.
     """
-    codec: Any = CODECS[ex.protocol].factory(CodecOptions(max_reply_bytes=ex.max_reply))
+    options = CodecOptions(max_reply_bytes=ex.max_reply, keep_payload=ex.verify)
+    codec: Any = CODECS[ex.protocol].factory(options)
     tally = PyTally()
     tally.issuing, tally.budget = True, len(ex.ops)  # exactly these requests, no more
     recorder = Recorder([op.name.lower() for op in Op])
+    verifier = Verifier(recorder)
+    if ex.verify:
+        codec = VerifyingCodec(codec, verifier)
     written: list[bytes] = []
     # An exchange's requests as a pump's source: one chunk of lists, then nothing.
     cursor = Cursor(FixedSource(ex.ops, ex.keys, ex.values))
@@ -340,7 +354,11 @@ def py_pump_outcome(ex: Exchange) -> Outcome:
     # (RESP's reply sizes are recomputed from hiredis' values: on bytes Redis never sends,
     # they may add up to more than arrived)
     tx, rx = _check_bytes(ex, tally, written[0], ops, exact_rx=ex.protocol != "resp2")
-    return Outcome(written[0], codes, pump.error, statuses, tx, rx)
+    checks = None
+    if ex.verify:
+        mismatches = recorder.counts[int(Op.GET)][int(ReplyOutcome.MISMATCH)]
+        checks = (int(recorder.stats.get("verified", 0)), mismatches, verifier.examples)
+    return Outcome(written[0], codes, pump.error, statuses, tx, rx, checks)
 
 
 def pump_outcome(ex: Exchange) -> Outcome:
@@ -369,6 +387,7 @@ def pump_outcome(ex: Exchange) -> Outcome:
         families,
         ex.max_reply,
         open_loop=ex.open_loop,
+        verify=int(ex.verify),
     )
     behind = BEHIND_NS
     if ex.open_loop:
@@ -395,7 +414,11 @@ def pump_outcome(ex: Exchange) -> Outcome:
     error = pump.error
     assert error is None or (isinstance(error, str) and error.isprintable()), repr(error)
     tx, rx = _check_bytes(ex, tally, written[0], ops)
-    return Outcome(written[0], codes, error, statuses, tx, rx)
+    checks = None
+    if ex.verify:
+        checked, mismatches, named = tally.take_verified()
+        checks = (checked, mismatches, [k.decode("utf-8", "backslashreplace") for k in named])
+    return Outcome(written[0], codes, error, statuses, tx, rx, checks)
 
 
 def _check_bytes(
@@ -475,6 +498,11 @@ def disagreement(ex: Exchange, py: Outcome, c: Outcome) -> str | None:
         lower = len(py_rx) <= len(c_rx) and all(a <= b for a, b in zip(py_rx, c_rx, strict=False))
         if not (ex.protocol == "memcache-binary" and lower):
             return f"reply bytes by op differ: python {py.rx}, compiled {c.rx}"
+    # --verify: the same replies accounted, the same values checked (where a driver stopped
+    # on an error, the codec checked the replies of the broken read as it went; the pump
+    # counts none of them, as it accounts none).
+    if same_replies and py.checks != c.checks:
+        return f"--verify's checks differ: python {py.checks}, compiled {c.checks}"
     statuses = py.statuses is None or py.statuses == c.statuses
     if py.codes == c.codes and (py.error is None) == (c.error is None) and statuses:
         return None
