@@ -8,12 +8,19 @@ window), and every phase's Ctrl-C path (``except KeyboardInterrupt``) ends the r
 there. Once the measurement is over (``disarm``) a signal is only recorded: the result is
 built, printed, stored and written whole, and the exit code says which signal came
 (128 + its number: 130, 143, 129). Standard library only.
+
+Python runs a signal's handler in the main thread between two bytecodes, wherever that is:
+inside a weakref callback or a ``__del__`` (importlib's module locks have one), the
+``Interrupted`` it raises is one Python ignores, printing "Exception ignored in" with a
+traceback. ``catching`` takes those (``sys.unraisablehook``): nothing is printed, and
+``raise_lost`` raises the interrupt again where the coordinator next waits.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
@@ -37,6 +44,8 @@ class _State:
 
     received: int | None = None  # the first signal, until ``reset``
     armed = True  # raise on a signal (a measurement runs), or only record it
+    # A signal whose Interrupted was raised where Python ignores exceptions (``raise_lost``).
+    lost: int | None = None
 
 
 _state = _State()
@@ -63,11 +72,30 @@ def catching() -> Iterator[None]:
     previous: dict[int, Any] = {}
     for signum in SIGNALS:
         previous[signum] = signal.signal(signum, _on_signal)
+    hook = sys.unraisablehook
+
+    def unraisable(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, Interrupted):
+            _state.lost = unraisable.exc_value.signum
+            return
+        hook(unraisable)
+
+    sys.unraisablehook = unraisable
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for signum, handler in previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def raise_lost() -> None:
+    """Raise again the ``Interrupted`` a signal raised where Python ignored it (see the
+    module's docstring), if one was, and the run is still armed: the coordinator's waits
+    call it, so the run ends within a wait's poll (0.2 s) of the signal, as any other."""
+    signum, _state.lost = _state.lost, None
+    if signum is not None and _state.armed:
+        raise Interrupted(signum)
 
 
 def record(signum: int) -> None:
@@ -104,6 +132,7 @@ def reset() -> None:
     """Forget what was received and raise again (a new command in the same process)."""
     _state.received = None
     _state.armed = True
+    _state.lost = None
 
 
 @contextlib.contextmanager

@@ -43,3 +43,35 @@ def test_without_a_signal_the_exit_code_is_the_runs() -> None:
     with interrupts.catching():
         assert interrupts.received() is None
         assert interrupts.exit_code(4) == 4
+
+
+class _Collected:
+    """An object whose weakref callback runs when it goes: where Python ignores exceptions."""
+
+
+def test_a_signal_handled_where_python_ignores_exceptions_is_raised_again_unprinted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A signal whose handler ran inside a weakref callback (importlib's module locks have
+    one, met in a run's start-up): its Interrupted is ignored there, so Python printed a
+    traceback and the run went on to its end; now nothing is printed and ``raise_lost``
+    raises it where the coordinator next waits."""
+    import weakref
+
+    with interrupts.catching():
+        collected = _Collected()
+        ref = weakref.ref(collected, lambda _: signal.raise_signal(signal.SIGHUP))
+        del collected  # the callback runs now, the handler inside it
+        assert ref() is None
+        assert interrupts.received() == signal.SIGHUP
+        with pytest.raises(interrupts.Interrupted) as caught:
+            interrupts.raise_lost()
+        assert caught.value.signum == signal.SIGHUP
+        interrupts.raise_lost()  # raised once
+        interrupts.disarm()
+        other = _Collected()
+        ref = weakref.ref(other, lambda _: signal.raise_signal(signal.SIGINT))  # insisting
+        del other
+        assert ref() is None
+        interrupts.raise_lost()  # disarmed: the result is being written, nothing raised
+    assert "Exception ignored" not in capsys.readouterr().err
