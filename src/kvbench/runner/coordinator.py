@@ -387,7 +387,6 @@ class Coordinator:
 
     def _receive(self, heard: _RoundReports) -> list[m.Message]:
         """Wait up to 0.2 s for messages and handle them (a dead worker is a Failed one)."""
-        interrupts.raise_lost()  # (a signal's interrupt that Python ignored where it came)
         received = [message for _, message in self._pool.receive(0.2)]
         for message in received:
             self._handle(heard, message)

@@ -13,7 +13,8 @@ Python runs a signal's handler in the main thread between two bytecodes, whereve
 inside a weakref callback or a ``__del__`` (importlib's module locks have one), the
 ``Interrupted`` it raises is one Python ignores, printing "Exception ignored in" with a
 traceback. ``catching`` takes those (``sys.unraisablehook``): nothing is printed, and
-``raise_lost`` raises the interrupt again where the coordinator next waits.
+``raise_lost`` raises the interrupt again where a coordinator next waits for its workers
+(runner/pool.py's ``receive``).
 """
 
 from __future__ import annotations
@@ -91,8 +92,8 @@ def catching() -> Iterator[None]:
 
 def raise_lost() -> None:
     """Raise again the ``Interrupted`` a signal raised where Python ignored it (see the
-    module's docstring), if one was, and the run is still armed: the coordinator's waits
-    call it, so the run ends within a wait's poll (0.2 s) of the signal, as any other."""
+    module's docstring), if one was, and the run is still armed: the workers' pool calls it
+    at every wait, so the run ends within a wait's poll (0.2 s) of the signal."""
     signum, _state.lost = _state.lost, None
     if signum is not None and _state.armed:
         raise Interrupted(signum)

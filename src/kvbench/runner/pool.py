@@ -17,6 +17,7 @@ from multiprocessing.connection import Connection as Pipe
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING
 
+from kvbench.runner import interrupts
 from kvbench.runner import messages as m
 from kvbench.runner.launcher import WorkerLauncher
 
@@ -66,7 +67,11 @@ class WorkerPool:
 
         Raises:
             MessageError: a worker sent something that is not a message of this version.
+            Interrupted: a signal came where Python ignored the interrupt its handler
+                raised (runner/interrupts.py): both coordinators wait here, so it ends
+                the run from their next wait, as a signal anywhere else does.
         """
+        interrupts.raise_lost()
         received: list[tuple[int, m.Message]] = []
         live = {pipe: i for i, pipe in enumerate(self._pipes) if i not in self._over}
         for pipe in wait(list(live), timeout=timeout_s):

@@ -349,7 +349,6 @@ class QueueCoordinator:
         (runner/held_signals.py): a report is folded in whole, never half, and none read
         from a pipe is dropped; the signal comes out of here right after.
         """
-        interrupts.raise_lost()  # (a signal's interrupt that Python ignored where it came)
         with held_signals():
             received = self._pool.receive(POLL_S)
             for number, message in received:
