@@ -72,7 +72,8 @@ SANITIZE_CFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 SANITIZE_TESTS := $(wildcard tests/unit/engine/test_pump*.py) tests/unit/engine/test_fastpath.py \
 	tests/unit/engine/test_connection.py tests/unit/engine/test_replay_connection.py \
 	tests/unit/workload/test_trace_source.py tests/unit/engine/test_loop.py \
-	tests/unit/engine/test_loop_dispatch.py tests/e2e/test_loop_driver.py tests/e2e/test_replay_drivers.py
+	tests/unit/engine/test_loop_dispatch.py tests/unit/engine/test_loop_dispatch_lanes.py \
+	tests/e2e/test_loop_driver.py tests/e2e/test_replay_drivers.py
 # --verify's runs against real servers, the compiled driver's only (the Python driver's
 # have no C to check).
 SANITIZE_RUNS := tests/e2e/test_run_verify.py -k compiled

@@ -164,11 +164,15 @@ def test_a_replay_counts_alike_on_the_loop_the_transports_and_the_python_driver(
     assert moved["loop"]["cmd_get" if family == "memcached" else "get"] > 0
 
 
-def test_a_lane_goes_on_where_it_stopped_after_the_server_hangs_up(tmp_path: Path) -> None:
+@pytest.mark.parametrize("speed", ["max", "6"])
+def test_a_lane_goes_on_where_it_stopped_after_the_server_hangs_up(
+    tmp_path: Path, speed: str
+) -> None:
     """A server that closes each connection after 150 answers: on every driver each end
     is counted, the connection reopened with its own lane's stream, and the replay ends
     with every row sent once (the ones in flight at an end counted as connection errors,
-    not sent again)."""
+    not sent again). Timed too (the trace's 3 s in 0.5 s): a lane's requests due while
+    its connection is down wait for it (max-lag 10 s: none dropped)."""
     pump_oracle.require_compiled()
     rows: list[Row] = [
         (i // 1000, f"k:{i % 300}", 5, 20 if i % 4 == 0 else 0, f"c{i % 5}",
@@ -181,8 +185,9 @@ def test_a_lane_goes_on_where_it_stopped_after_the_server_hangs_up(tmp_path: Pat
         out = tmp_path / f"{driver}.json"
         with fake_servers.hanging_up(after=150) as port:
             result = run_kvbench(
-                "replay", str(trace), f"memcached://127.0.0.1:{port}", "--speed", "max",
+                "replay", str(trace), f"memcached://127.0.0.1:{port}", "--speed", speed,
                 "-c", "3", "-P", "4", "--processes", "1", "--max-error-rate", "100%",
+                "--max-lag", "10s",
                 "--no-save", "--no-live", "--json", str(out), env=env,
             )  # fmt: skip
         assert "Traceback" not in result.stderr, result.stderr
@@ -194,4 +199,6 @@ def test_a_lane_goes_on_where_it_stopped_after_the_server_hangs_up(tmp_path: Pat
         # every connection ended at its 150th answer and was reopened until all was sent
         assert doc["connections"]["reconnects"] >= totals["succeeded"] // 150 - 3, driver
         assert totals["succeeded"] + totals["errors"] == 3000, driver
-        assert 0 < totals["errors"] <= doc["connections"]["reconnects"] * 4 + 12, driver
+        # (closed, each end finds 4 in flight; timed, it may find none)
+        least = 1 if speed == "max" else 0
+        assert least <= totals["errors"] <= doc["connections"]["reconnects"] * 4 + 12, driver

@@ -187,14 +187,18 @@ class Poller:
         self,
         tally: Tally,
         lanes: int,
-        feed: Callable[[int, int], Buffer],
-        on_behind: Callable[[int, int], tuple[int, bool]],
+        # (first, count); per_lane: (lane, first, count)
+        feed: Callable[..., Buffer],
+        # (now, next); per_lane: (lane, now, next)
+        on_behind: Callable[..., tuple[int, bool]],
         on_stop: Callable[[BaseException | None], object],
         max_lag_ns: int,
         period_ns: int,
         tick_ns: int,
         /,
+        per_lane: bool = False,
     ) -> None: ...
     def set_lane(self, index: int, pump: Pump | None, pipeline: int, /) -> None: ...
+    def scheduled_of(self, index: int, /) -> int: ...
     def unschedule(self) -> None: ...
     def overdue(self, before_ns: int, /) -> list[int]: ...

@@ -97,27 +97,44 @@ typedef struct {
     Py_ssize_t out_pos, out_len, out_cap;
 } Slot;
 
+/* Intended times not sent or dropped yet: times[head:head + len] are of requests next ..
+ * next + len - 1 (of the schedule, or of a lane's own); times[head:head + counted] were due
+ * at the last dispatch (shared: a backlog is not counted again). */
+typedef struct {
+    long long *times;
+    Py_ssize_t head, len, cap, counted;
+    long long next;       /* requests sent or dropped so far */
+} Times;
+
 /* One connection of the open loop's schedule: its pump (strong; NULL: down, or not set up
- * yet: it is skipped) and its pipeline depth. */
+ * yet: it is skipped) and its pipeline depth; with a schedule per lane, its own times and
+ * its place in the heap. */
 typedef struct {
     PyObject *pump;
     Py_ssize_t pipeline;
+    Times own;
+    Py_ssize_t at;        /* its index in the heap; -1: not in it */
+    int fed_all;          /* feed() had no more for it */
+    int ended;            /* and it sent or dropped the last of them */
 } Lane;
 
 /* The open loop's schedule (schedule()): the intended times of the requests not yet sent or
- * dropped, fed by Python, and the connections they go to, round robin. */
+ * dropped, fed by Python, and the connections they go to: the shared times round robin, or
+ * each lane its own (per_lane), the lanes holding times in a min-heap by the next one. */
 typedef struct {
     int active;
     int tfd;              /* the timerfd in the epoll set, or -1 */
     int dispatching;      /* in dispatch: schedule() and unschedule() are refused */
+    int per_lane;         /* each lane its own times (a timed replay) */
+    int primed;           /* per_lane: every lane was fed once */
     PyObject *tally, *feed, *on_behind, *on_stop; /* strong while active */
     long long max_lag_ns, period_ns, tick_ns;
     Lane *lanes;
     Py_ssize_t n_lanes, turn;
-    long long *times;     /* times[head:head + len]: of requests next .. next + len - 1 */
-    Py_ssize_t head, len, cap;
-    Py_ssize_t counted;   /* times[head:head + counted] were due at the last dispatch */
-    long long next;       /* requests sent or dropped so far */
+    Times shared;
+    long long next;       /* requests sent or dropped so far, every lane's */
+    Py_ssize_t *heap, *due; /* per_lane: the heap of lanes; a dispatch's due ones */
+    Py_ssize_t n_heap, ended;
     long long wake_ns;    /* dispatch once the clock reaches this, between reads too */
     long long periodic;   /* the timer fires every this many ns; 0: once (or not armed) */
 } Sched;
@@ -371,19 +388,32 @@ service_read(Poller *self, Py_ssize_t i)
  * The dispatcher of engine/open_loop.py, in C (engine/loop_dispatch.py is its Python
  * side): a timerfd in the poller's own epoll set is armed for the next send, and poll()
  * services it before any socket, and again between ready sockets once the clock passes the
- * wake-up (a long batch of reads does not hold a due send back). A dispatch sends what is
- * due, round robin from the last connection given requests, to the lanes with room below
- * their pipeline, each lane's share in one write with its intended times (the pumps'
- * issue_scheduled code: lags recorded, late ones counted). The intended times are Python's
- * (``feed``: the same Schedule, so the same times for a seed), taken SCHED_FEED at a time;
- * a backlog behind ``max_lag_ns`` goes to Python (``on_behind``), which drops it as the
- * Python dispatcher does. The wake-ups are the Python dispatcher's: at the next request's
- * slot, no sooner than ``period_ns`` after the last, at least every ``tick_ns``.
+ * wake-up (a long batch of reads does not hold a due send back). The intended times are
+ * Python's (``feed``), and a backlog behind ``max_lag_ns`` goes to Python (``on_behind``),
+ * which drops it as the Python dispatcher does. The wake-ups are the Python dispatcher's:
+ * at the next request's slot, no sooner than ``period_ns`` after the last, at least every
+ * ``tick_ns``. Two kinds of schedule, as the Python dispatcher's routes:
+ *
+ * Shared (``--rate``): one schedule for every lane. A dispatch sends what is due, round
+ * robin from the last connection given requests, to the lanes with room below their
+ * pipeline, each lane's share in one write with its intended times (the pumps'
+ * issue_scheduled code: lags recorded, late ones counted). The times are the Python
+ * Schedule's (the same for a seed), taken SCHED_FEED at a time.
+ *
+ * Own (a timed replay, ``per_lane``): each lane its own times, its connection's requests
+ * at their trace times, taken LANE_FEED at a time, and a min-heap of the lanes by their
+ * next request's time: a dispatch takes from the heap the lanes with a request due (not
+ * every lane: at 10,000 connections most have nothing due), sends each one's due
+ * requests (as many as its room) in one write, and puts it back at its next time. A lane
+ * whose feed has no more ends; once every lane has, the schedule stops as when the budget
+ * is spent.
  */
 
-/* Intended times asked of feed() at a time, and the most requests one dispatch counts due
- * (a lane's room bounds each send anyway: the next dispatch sends the rest). */
+/* Intended times asked of feed() at a time (shared; each lane's own), and the most
+ * requests one dispatch counts due (a lane's room bounds each send anyway: the next
+ * dispatch sends the rest). */
 #define SCHED_FEED 4096
+#define LANE_FEED 128
 #define SCHED_MAX_DUE (1 << 16)
 
 static long long
@@ -421,6 +451,13 @@ sched_arm(Sched *q, long long when, long long period)
     return 0;
 }
 
+static void
+times_clear(Times *t)
+{
+    PyMem_Free(t->times);
+    *t = (Times){0};
+}
+
 /* Everything the schedule holds let go, the timer closed (out of the set). */
 static void
 sched_clear(Poller *self)
@@ -433,28 +470,37 @@ sched_clear(Poller *self)
     }
     q->tfd = -1;
     q->active = 0;
-    for (Py_ssize_t i = 0; i < q->n_lanes; i++)
+    for (Py_ssize_t i = 0; i < q->n_lanes; i++) {
         Py_CLEAR(q->lanes[i].pump);
+        times_clear(&q->lanes[i].own);
+    }
     PyMem_Free(q->lanes);
     q->lanes = NULL;
     q->n_lanes = q->turn = 0;
-    PyMem_Free(q->times);
-    q->times = NULL;
-    q->head = q->len = q->cap = q->counted = 0;
-    q->periodic = 0;
+    times_clear(&q->shared);
+    PyMem_Free(q->heap);
+    PyMem_Free(q->due);
+    q->heap = q->due = NULL;
+    q->n_heap = q->ended = 0;
+    q->per_lane = q->primed = 0;
+    q->periodic = 0; /* (next is kept: scheduled reads it after the schedule ends) */
     Py_CLEAR(q->tally);
     Py_CLEAR(q->feed);
     Py_CLEAR(q->on_behind);
     Py_CLEAR(q->on_stop);
 }
 
-/* Ask feed(first, count) for the intended times after those held: the number added (0:
- * the schedule has no more), or -1 with an exception. */
+/* Ask Python for the intended times after those ``t`` holds (shared: feed(first, count);
+ * a lane's own: feed(lane, first, count)): the number added (0: no more), or -1 with an
+ * exception. */
 static Py_ssize_t
-sched_feed(Sched *q)
+times_feed(Sched *q, Times *t, Py_ssize_t lane)
 {
     pump_python_calls++;
-    PyObject *data = PyObject_CallFunction(q->feed, "Ln", q->next + q->len, (Py_ssize_t)SCHED_FEED);
+    Py_ssize_t want = lane < 0 ? SCHED_FEED : LANE_FEED;
+    PyObject *data = lane < 0
+                         ? PyObject_CallFunction(q->feed, "Ln", t->next + t->len, want)
+                         : PyObject_CallFunction(q->feed, "nLn", lane, t->next + t->len, want);
     if (data == NULL)
         return -1;
     Py_buffer view;
@@ -466,95 +512,122 @@ sched_feed(Sched *q)
     int failed = view.len % (Py_ssize_t)sizeof(long long) != 0;
     if (failed)
         PyErr_SetString(PyExc_ValueError, "feed() must return native int64 times");
-    if (!failed && q->head) { /* the sent ones go first */
-        memmove(q->times, q->times + q->head, (size_t)q->len * sizeof(long long));
-        q->head = 0;
+    if (!failed && t->head) { /* the sent ones go first */
+        memmove(t->times, t->times + t->head, (size_t)t->len * sizeof(long long));
+        t->head = 0;
     }
-    if (!failed && q->len + n > q->cap) {
-        Py_ssize_t cap = q->cap ? q->cap : SCHED_FEED;
-        while (cap < q->len + n)
+    if (!failed && t->len + n > t->cap) {
+        Py_ssize_t cap = t->cap ? t->cap : want;
+        while (cap < t->len + n)
             cap *= 2;
-        long long *times = PyMem_Realloc(q->times, (size_t)cap * sizeof(long long));
+        long long *times = PyMem_Realloc(t->times, (size_t)cap * sizeof(long long));
         if (times == NULL) {
             PyErr_NoMemory();
             failed = 1;
         }
         else {
-            q->times = times;
-            q->cap = cap;
+            t->times = times;
+            t->cap = cap;
         }
     }
-    if (!failed) {
-        memcpy(q->times + q->len, view.buf, (size_t)n * sizeof(long long));
-        q->len += n;
+    if (!failed && n) { /* (none: a lane's may never have been given a buffer) */
+        memcpy(t->times + t->len, view.buf, (size_t)n * sizeof(long long));
+        t->len += n;
     }
     PyBuffer_Release(&view);
     Py_DECREF(data);
     return failed ? -1 : n;
 }
 
-/* Requests that Python dropped (``on_behind``): their times go. */
+/* Requests gone from ``t``: sent (n <= len), or dropped by Python (maybe more than held). */
 static void
-sched_skip(Sched *q, long long n)
+times_skip(Sched *q, Times *t, long long n)
 {
-    q->counted = n < q->counted ? q->counted - (Py_ssize_t)n : 0;
-    if (n >= q->len) {
-        q->next += n;
-        q->head = q->len = 0;
-        return;
+    t->counted = n < t->counted ? t->counted - (Py_ssize_t)n : 0;
+    if (n >= t->len)
+        t->head = t->len = 0;
+    else {
+        t->head += (Py_ssize_t)n;
+        t->len -= (Py_ssize_t)n;
     }
-    q->head += (Py_ssize_t)n;
-    q->len -= (Py_ssize_t)n;
-    q->next += n;
+    t->next += n;
+    q->next += n; /* (every lane's: the shared times' own count, when shared) */
 }
 
-/* Send (or drop) what is due by ``now``: the Python dispatcher's _dispatch_route. */
+/* A backlog behind max_lag: Python drops it (counted by op, taken from the sources in
+ * turn) and says how many, and whether to send nothing now (1). -1 with an exception. */
 static int
-sched_send_due(Sched *q, long long now)
+times_behind(Sched *q, Times *t, Py_ssize_t lane, long long now)
 {
-    if (q->len == 0 && sched_feed(q) < 0)
+    pump_python_calls++;
+    PyObject *result = lane < 0
+                           ? PyObject_CallFunction(q->on_behind, "LL", now, t->next)
+                           : PyObject_CallFunction(q->on_behind, "nLL", lane, now, t->next);
+    long long dropped;
+    int stop;
+    if (result == NULL)
         return -1;
-    if (q->len == 0 || q->times[q->head] > now)
+    if (!PyArg_ParseTuple(result, "Lp", &dropped, &stop)) {
+        Py_DECREF(result);
+        return -1;
+    }
+    Py_DECREF(result);
+    if (dropped < 0) {
+        PyErr_SetString(PyExc_ValueError, "on_behind() dropped fewer than none");
+        return -1;
+    }
+    times_skip(q, t, dropped);
+    return stop;
+}
+
+/* Send ``n`` of the times ``t`` holds with ``lane``'s pump. -1 with an exception. */
+static int
+lane_send(Sched *q, Times *t, Lane *lane, Py_ssize_t n)
+{
+    long long *budget = tally_budget(q->tally);
+    if (*budget >= 0)
+        *budget -= n;
+    PyObject *pump = Py_NewRef(lane->pump); /* (a refill runs Python code) */
+    int sent = pump_send_scheduled(pump, n, t->times + t->head);
+    Py_DECREF(pump);
+    if (sent < 0)
+        return -1;
+    times_skip(q, t, n);
+    return 0;
+}
+
+/* A shared schedule: send (or drop) what is due by ``now``, the Python dispatcher's
+ * _dispatch_route over a route of every lane. */
+static int
+shared_send_due(Sched *q, long long now)
+{
+    Times *t = &q->shared;
+    if (t->len == 0 && times_feed(q, t, -1) < 0)
+        return -1;
+    if (t->len == 0 || t->times[t->head] > now)
         return 0;
     long long *budget = tally_budget(q->tally);
-    if (q->times[q->head] < now - q->max_lag_ns) {
-        /* Behind by more than max_lag: Python drops them (counted by op, taken from the
-         * shards' sources in turn) and says how many, and whether to send now. */
-        pump_python_calls++;
-        PyObject *result = PyObject_CallFunction(q->on_behind, "LL", now, q->next);
-        long long dropped;
-        int stop;
-        if (result == NULL)
-            return -1;
-        if (!PyArg_ParseTuple(result, "Lp", &dropped, &stop)) {
-            Py_DECREF(result);
-            return -1;
-        }
-        Py_DECREF(result);
-        if (dropped < 0) {
-            PyErr_SetString(PyExc_ValueError, "on_behind() dropped fewer than none");
-            return -1;
-        }
-        sched_skip(q, dropped);
+    if (t->times[t->head] < now - q->max_lag_ns) {
+        int stop = times_behind(q, t, -1, now);
         if (stop)
-            return 0;
+            return stop < 0 ? -1 : 0;
     }
     /* How many are due: counted in the times held, more fed while all of them are; from
      * where the last dispatch stopped counting (a backlog is not counted again each time:
      * the times are in order, and the clock does not go back). */
-    Py_ssize_t due = q->counted < q->len ? q->counted : q->len;
+    Py_ssize_t due = t->counted < t->len ? t->counted : t->len;
     for (;;) {
-        while (due < q->len && due < SCHED_MAX_DUE && q->times[q->head + due] <= now)
+        while (due < t->len && due < SCHED_MAX_DUE && t->times[t->head + due] <= now)
             due++;
-        if (due < q->len || due >= SCHED_MAX_DUE)
+        if (due < t->len || due >= SCHED_MAX_DUE)
             break;
-        Py_ssize_t fed = sched_feed(q);
+        Py_ssize_t fed = times_feed(q, t, -1);
         if (fed < 0)
             return -1;
         if (fed == 0)
             break;
     }
-    q->counted = due;
+    t->counted = due;
     if (*budget >= 0 && due > *budget)
         due = (Py_ssize_t)*budget;
     Py_ssize_t count = q->n_lanes, start = q->turn, last = -1;
@@ -566,22 +639,166 @@ sched_send_due(Sched *q, long long now)
         if (room <= 0)
             continue;
         Py_ssize_t n = room < due ? room : due;
-        if (*budget >= 0)
-            *budget -= n;
-        PyObject *pump = Py_NewRef(lane->pump); /* (a refill runs Python code) */
-        int sent = pump_send_scheduled(pump, n, q->times + q->head);
-        Py_DECREF(pump);
-        if (sent < 0)
+        if (lane_send(q, t, lane, n) < 0)
             return -1;
-        q->head += n;
-        q->len -= n;
-        q->next += n;
-        q->counted -= n;
         due -= n;
         last = k;
     }
     q->turn = count ? (start + last + 1) % count : 0;
     return 0;
+}
+
+/* -- the lanes' heap: by each lane's next request's time (a lane is in it while it holds
+ * times: one that holds none has ended) -- */
+
+static inline long long
+lane_due(const Sched *q, Py_ssize_t lane)
+{
+    const Times *t = &q->lanes[lane].own;
+    return t->times[t->head];
+}
+
+static void
+heap_place(Sched *q, Py_ssize_t at, Py_ssize_t lane)
+{
+    q->heap[at] = lane;
+    q->lanes[lane].at = at;
+}
+
+/* Put ``lane`` in the heap (it holds times). */
+static void
+heap_push(Sched *q, Py_ssize_t lane)
+{
+    long long due = lane_due(q, lane);
+    Py_ssize_t at = q->n_heap++;
+    while (at > 0) {
+        Py_ssize_t parent = (at - 1) / 2;
+        if (lane_due(q, q->heap[parent]) <= due)
+            break;
+        heap_place(q, at, q->heap[parent]);
+        at = parent;
+    }
+    heap_place(q, at, lane);
+}
+
+/* Take the earliest lane out of the heap (it is not empty). */
+static Py_ssize_t
+heap_pop(Sched *q)
+{
+    Py_ssize_t top = q->heap[0], lane = q->heap[--q->n_heap];
+    q->lanes[top].at = -1;
+    if (q->n_heap == 0)
+        return top;
+    long long due = lane_due(q, lane);
+    Py_ssize_t at = 0;
+    for (;;) {
+        Py_ssize_t child = 2 * at + 1;
+        if (child >= q->n_heap)
+            break;
+        if (child + 1 < q->n_heap && lane_due(q, q->heap[child + 1]) < lane_due(q, q->heap[child]))
+            child++;
+        if (lane_due(q, q->heap[child]) >= due)
+            break;
+        heap_place(q, at, q->heap[child]);
+        at = child;
+    }
+    heap_place(q, at, lane);
+    return top;
+}
+
+/* Feed a lane that holds fewer than ``want`` times until it holds as many or has no more
+ * (``ended``, counted once its last time is gone). -1 with an exception. */
+static int
+lane_fill(Sched *q, Py_ssize_t i, Py_ssize_t want)
+{
+    Lane *lane = &q->lanes[i];
+    while (!lane->fed_all && lane->own.len < want) {
+        Py_ssize_t fed = times_feed(q, &lane->own, i);
+        if (fed < 0)
+            return -1;
+        if (fed == 0)
+            lane->fed_all = 1;
+    }
+    return 0;
+}
+
+/* After a lane's send (or drops): back in the heap at its next time, or ended. */
+static int
+lane_settle(Sched *q, Py_ssize_t i)
+{
+    Lane *lane = &q->lanes[i];
+    if (lane_fill(q, i, 1) < 0)
+        return -1;
+    if (lane->own.len)
+        heap_push(q, i);
+    else if (!lane->ended) {
+        lane->ended = 1;
+        q->ended++;
+    }
+    return 0;
+}
+
+/* Lane ``i`` (out of the heap) has a request due by ``now``: drop its backlog behind
+ * max_lag, send what is due, as much as its room, in one write: the Python dispatcher's
+ * _dispatch_route over the lane's own route. */
+static int
+lane_send_due(Sched *q, Py_ssize_t i, long long now)
+{
+    Lane *lane = &q->lanes[i];
+    Times *t = &lane->own;
+    if (t->times[t->head] < now - q->max_lag_ns) {
+        int stop = times_behind(q, t, i, now);
+        if (stop < 0 || lane_fill(q, i, 1) < 0)
+            return -1;
+        if (stop || t->len == 0 || t->times[t->head] > now)
+            return 0;
+    }
+    if (lane->pump == NULL)
+        return 0;
+    Py_ssize_t room = lane->pipeline - pump_inflight(lane->pump);
+    long long budget = *tally_budget(q->tally);
+    if (budget >= 0 && room > budget)
+        room = (Py_ssize_t)budget;
+    if (room <= 0)
+        return 0;
+    if (lane_fill(q, i, room) < 0)
+        return -1;
+    Py_ssize_t n = 0;
+    while (n < room && n < t->len && t->times[t->head + n] <= now)
+        n++;
+    return lane->pump != NULL && n ? lane_send(q, t, lane, n) : 0;
+}
+
+/* Each lane its own schedule: every lane with a request due by ``now`` sends (or drops)
+ * it, earliest first. The first dispatch feeds every lane and fills the heap. */
+static int
+own_send_due(Sched *q, long long now)
+{
+    if (!q->primed) {
+        q->primed = 1;
+        for (Py_ssize_t i = 0; i < q->n_lanes; i++)
+            if (lane_settle(q, i) < 0)
+                return -1;
+    }
+    /* The due lanes leave the heap first (a lane with no room stays due: it is put back
+     * below, to be asked again at the next dispatch), then each sends and goes back. */
+    Py_ssize_t taken = 0;
+    while (q->n_heap && lane_due(q, q->heap[0]) <= now)
+        q->due[taken++] = heap_pop(q);
+    int failed = 0;
+    for (Py_ssize_t k = 0; k < taken; k++) {
+        Py_ssize_t i = q->due[k];
+        if (!failed)
+            failed = lane_send_due(q, i, now) < 0;
+        /* (after a failure the rest go back unsent: the schedule stops, whole) */
+        if (failed) {
+            if (q->lanes[i].own.len)
+                heap_push(q, i);
+        }
+        else
+            failed = lane_settle(q, i) < 0;
+    }
+    return failed ? -1 : 0;
 }
 
 static void sched_drain(Sched *q);
@@ -607,6 +824,22 @@ sched_stop(Poller *self, PyObject *exc)
     return 0;
 }
 
+/* When the next request is due (LLONG_MAX: none is held), feeding the shared schedule's
+ * times if it holds none. -1 with an exception (then ``*first`` is not set). */
+static int
+sched_first_due(Sched *q, long long *first)
+{
+    if (q->per_lane) {
+        *first = q->n_heap ? lane_due(q, q->heap[0]) : LLONG_MAX;
+        return 0;
+    }
+    Times *t = &q->shared;
+    if (t->len == 0 && times_feed(q, t, -1) < 0)
+        return -1;
+    *first = t->len ? t->times[t->head] : LLONG_MAX;
+    return 0;
+}
+
 /* One dispatch (the Python dispatcher's _tick): send what is due, then arm the timer for
  * the next. A failure stops the schedule and goes to on_stop; -1 only with on_stop's own. */
 static int
@@ -614,15 +847,15 @@ sched_run(Poller *self)
 {
     Sched *q = &self->sched;
     long long *budget = tally_budget(q->tally);
-    if (!tally_issuing(q->tally) || *budget == 0)
+    if (!tally_issuing(q->tally) || *budget == 0 ||
+        (q->per_lane && q->primed && q->ended == q->n_lanes))
         return sched_stop(self, NULL);
     q->dispatching = 1;
-    long long now = clock_ns();
-    int failed = sched_send_due(q, now) < 0;
-    if (!failed && q->len == 0)
-        failed = sched_feed(q) < 0;
+    long long now = clock_ns(), first_due = LLONG_MAX;
+    int failed = (q->per_lane ? own_send_due(q, now) : shared_send_due(q, now)) < 0;
+    if (!failed)
+        failed = sched_first_due(q, &first_due) < 0;
     if (!failed) {
-        long long first_due = q->len ? q->times[q->head] : LLONG_MAX;
         if (first_due - now <= q->period_ns) {
             failed = sched_arm(q, 0, q->period_ns) < 0;
             q->wake_ns = now + q->period_ns;
@@ -1191,7 +1424,8 @@ Poller_start_ticks(Poller *self, PyObject *args)
 
 
 PyDoc_STRVAR(Poller_schedule_doc,
-"schedule(tally, lanes, feed, on_behind, on_stop, max_lag_ns, period_ns, tick_ns) -> None\n\n"
+"schedule(tally, lanes, feed, on_behind, on_stop, max_lag_ns, period_ns, tick_ns,\n"
+"         per_lane=False) -> None\n\n"
 "Run an open loop's schedule in poll() (engine/loop_dispatch.py): a timerfd in the set\n"
 "wakes it for the next send; due requests go round robin to the ``lanes`` connections\n"
 "(set with set_lane; none at first) with room below their pipeline, each lane's in one\n"
@@ -1199,18 +1433,24 @@ PyDoc_STRVAR(Poller_schedule_doc,
 "requests first .. first + count - 1 (native int64 bytes; fewer: no more);\n"
 "``on_behind(now, next)`` drops a backlog beyond ``max_lag_ns`` and returns (dropped,\n"
 "stop): stop, send nothing now; ``on_stop(exc)`` hears that it stopped: None when the\n"
-"tally stopped issuing or its budget is spent, else what failed. The first dispatch is\n"
-"in the next poll().");
+"tally stopped issuing or its budget is spent (or, per lane, every lane's feed ended),\n"
+"else what failed. ``per_lane``: each lane its own times, in order: ``feed(lane, first,\n"
+"count)`` (none: the lane has no more) and ``on_behind(lane, now, next)``, counted over\n"
+"the lane's requests. The first dispatch is in the next poll().");
 
 static PyObject *
-Poller_schedule(Poller *self, PyObject *args)
+Poller_schedule(Poller *self, PyObject *args, PyObject *kwds)
 {
+    static char *kwlist[] = {"tally", "lanes", "feed", "on_behind", "on_stop", "max_lag_ns",
+                             "period_ns", "tick_ns", "per_lane", NULL};
     PyObject *tally, *feed, *on_behind, *on_stop;
     Py_ssize_t lanes;
     long long max_lag_ns, period_ns, tick_ns;
+    int per_lane = 0;
     if (ready(self) < 0 ||
-        !PyArg_ParseTuple(args, "OnOOOLLL", &tally, &lanes, &feed, &on_behind, &on_stop,
-                          &max_lag_ns, &period_ns, &tick_ns) ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OnOOOLLL|p", kwlist, &tally, &lanes, &feed,
+                                     &on_behind, &on_stop, &max_lag_ns, &period_ns, &tick_ns,
+                                     &per_lane) ||
         tally_check(tally) < 0)
         return NULL;
     Sched *q = &self->sched;
@@ -1222,10 +1462,18 @@ Poller_schedule(Poller *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "schedule(): lanes, max_lag_ns >= 0; periods > 0");
         return NULL;
     }
-    q->lanes = PyMem_Calloc((size_t)(lanes ? lanes : 1), sizeof(Lane));
-    if (q->lanes == NULL)
+    size_t slots = (size_t)(lanes ? lanes : 1);
+    q->lanes = PyMem_Calloc(slots, sizeof(Lane));
+    q->heap = per_lane ? PyMem_Calloc(slots, sizeof(Py_ssize_t)) : NULL;
+    q->due = per_lane ? PyMem_Calloc(slots, sizeof(Py_ssize_t)) : NULL;
+    if (q->lanes == NULL || (per_lane && (q->heap == NULL || q->due == NULL))) {
+        sched_clear(self);
         return PyErr_NoMemory();
+    }
     q->n_lanes = lanes;
+    for (Py_ssize_t i = 0; i < lanes; i++)
+        q->lanes[i].at = -1;
+    q->per_lane = per_lane;
     q->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TIMER_HANDLE};
     if (q->tfd < 0 || epoll_ctl(self->epfd, EPOLL_CTL_ADD, q->tfd, &ev) < 0) {
@@ -1241,7 +1489,6 @@ Poller_schedule(Poller *self, PyObject *args)
     q->period_ns = period_ns;
     q->tick_ns = tick_ns;
     q->next = 0;
-    q->counted = 0;
     q->wake_ns = 0;
     q->active = 1;
     if (sched_arm(q, 1, 0) < 0) { /* at once */
@@ -1273,6 +1520,25 @@ Poller_set_lane(Poller *self, PyObject *args)
     q->lanes[index].pipeline = pipeline;
     Py_XSETREF(q->lanes[index].pump, pump == Py_None ? NULL : Py_NewRef(pump));
     Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(Poller_scheduled_of_doc,
+"scheduled_of(index) -> int\n\n"
+"A schedule per lane: lane ``index``'s requests sent or dropped so far (``scheduled``\n"
+"counts every lane's).");
+
+static PyObject *
+Poller_scheduled_of(Poller *self, PyObject *arg)
+{
+    Py_ssize_t index = PyLong_AsSsize_t(arg);
+    if (index == -1 && PyErr_Occurred())
+        return NULL;
+    Sched *q = &self->sched;
+    if (q->lanes == NULL || !q->per_lane || index < 0 || index >= q->n_lanes) {
+        PyErr_Format(PyExc_IndexError, "no lane %zd with a schedule of its own", index);
+        return NULL;
+    }
+    return PyLong_FromLongLong(q->lanes[index].own.next);
 }
 
 PyDoc_STRVAR(Poller_unschedule_doc,
@@ -1369,8 +1635,10 @@ static PyMethodDef Poller_methods[] = {
     {"start_ticks", (PyCFunction)Poller_start_ticks, METH_VARARGS, Poller_start_ticks_doc},
     {"stop_ticks", (PyCFunction)Poller_stop_ticks, METH_NOARGS,
      PyDoc_STR("stop_ticks() -> None\n\nNo more ticks (none: nothing).")},
-    {"schedule", (PyCFunction)Poller_schedule, METH_VARARGS, Poller_schedule_doc},
+    {"schedule", (PyCFunction)(void (*)(void))Poller_schedule, METH_VARARGS | METH_KEYWORDS,
+     Poller_schedule_doc},
     {"set_lane", (PyCFunction)Poller_set_lane, METH_VARARGS, Poller_set_lane_doc},
+    {"scheduled_of", (PyCFunction)Poller_scheduled_of, METH_O, Poller_scheduled_of_doc},
     {"unschedule", (PyCFunction)Poller_unschedule, METH_NOARGS, Poller_unschedule_doc},
     {"overdue", (PyCFunction)Poller_overdue, METH_O, Poller_overdue_doc},
     {NULL},

@@ -16,8 +16,9 @@ counted ``late``. A connection's ``issue_scheduled`` does the sending: in Python
 when the worker runs the compiled pumps (engine/fastpath.py); the dispatch is the same.
 On the compiled event loop a ``--rate`` schedule is dispatched by the loop's poller in C
 instead, by these rules (engine/loop_dispatch.py: it feeds the poller this module's
-schedule times and drops with ``_drop_behind``); this dispatcher is the reference, and
-runs the transports', the Python driver's and the timed replays' open loops.
+schedule times and drops with ``_drop_behind``), a timed replay's schedules too (a
+schedule per lane there); this dispatcher is the reference, and runs the transports' and
+the Python driver's open loops.
 
 A run at ``--rate`` has one schedule its connections share (a route of all of them). A
 timed replay (``kvbench replay --speed S``) has one route per connection: each its own

@@ -217,6 +217,12 @@ class TraceSchedule:
         start = self.start_ns
         return [start + offset for offset in offsets]
 
+    def intended_from(self, first: int, count: int) -> list[int]:
+        """The intended times of up to ``count`` lane requests from ``first`` on (fewer at
+        the lane's end, none past it)."""
+        start = self.start_ns
+        return [start + offset for offset in self.lane.offsets(first, first + count)]
+
     def due_by(self, now_ns: int) -> int:
         """How many lane requests are due at or before ``now_ns``."""
         if now_ns < self.start_ns:

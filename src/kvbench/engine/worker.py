@@ -439,8 +439,9 @@ class Worker(LinkKeeper):
             return None
         for conn in self.connections:
             conn.to_open_loop()
-        if self.loop is not None and isinstance(schedule, Schedule):
-            # On the compiled event loop the poller runs the schedule (engine/loop_dispatch.py)
+        if self.loop is not None:
+            # On the compiled event loop the poller runs the schedule, a timed replay's
+            # per-connection ones too (engine/loop_dispatch.py)
             assert not isinstance(self.tally, PyTally), "a compiled run has the C tally"
             return LoopDispatcher(
                 self,

@@ -1,0 +1,242 @@
+"""A timed replay's schedules run by the compiled event loop's ``Poller`` (``per_lane``: each
+connection its own times, engine/_pump_loop.c), held to the Python dispatcher's routes
+(engine/open_loop.py).
+
+Over socket pairs, no server: each lane is handed the same intended times, in the same
+order, by the poller as by the Python dispatcher, across its feeds of 128 and through a
+lane with none; no request goes before its time, whichever lane's comes next; a lane
+that is down keeps its times, and its backlog beyond max_lag is that lane's to drop
+(``on_behind`` with its index) while the others send on; the schedule stops by itself
+once every lane's feed has ended; a failing feed reaches ``on_stop``. ``make sanitize``
+runs these under AddressSanitizer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from array import array
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+import pytest
+
+from kvbench.engine import fastpath
+from kvbench.engine.open_loop import OpenLoopDispatcher
+from kvbench.engine.pacing import TraceSchedule
+from tests.support import pump_oracle
+
+if not fastpath.compiled():
+    pump_oracle.require_compiled(module=True)
+
+from kvbench.engine import _pump  # type: ignore[attr-defined]
+from kvbench.engine.loop_dispatch import LoopDispatcher
+from tests.unit.engine.test_loop_dispatch import Lanes, Reference, driver, host, run_until
+
+pytestmark = pytest.mark.unit
+
+S = 1_000_000_000
+MS = 1_000_000
+LANE_FEED = 128  # (engine/_pump_loop.c: the times a lane is fed at a time)
+
+
+@dataclass
+class Done:
+    done: bool = True
+
+
+@dataclass
+class ListLane:
+    """A timed lane whose offsets are a list (workload/trace_source.py ``Lane``'s
+    questions), all of them read before the replay, as a feed's are."""
+
+    times: list[int]
+    feed: Done = field(default_factory=Done)
+    taken: int = 0
+
+    def offsets(self, first: int, stop: int) -> list[int]:
+        return self.times[first:stop]
+
+    def due_count(self, offset_ns: int) -> int:
+        return bisect_right(self.times, offset_ns)
+
+    def pending(self) -> int:
+        return 0
+
+
+def schedules(lanes: list[list[int]], start: int) -> list[TraceSchedule]:
+    return [TraceSchedule(ListLane(offsets), start) for offsets in lanes]
+
+
+def test_each_lane_gets_its_own_times_as_the_python_dispatcher_hands_them() -> None:
+    """Lanes of 300, 129 and no requests, every one due (their trace began 1 s ago), none
+    behind max_lag: each connection gets its lane's times, in order, in one write (its
+    feeds of 128 joined first), as the Python dispatcher's route of that connection hands
+    them; then every lane has ended and the schedule stops by itself (no budget)."""
+    start = time.monotonic_ns() - S
+    offsets = [[i * 1_000_000 for i in range(300)], [7 * i for i in range(129)], []]
+    pipeline = 1000
+
+    refs = [Reference(pipeline) for _ in offsets]
+    reference_tally = _pump.Tally()
+    python = OpenLoopDispatcher(
+        host(), reference_tally, None, refs, [], schedules(offsets, start), 10 * S
+    )  # type: ignore[arg-type]
+    python.dispatch(time.monotonic_ns())
+    assert [len(ref.intended) for ref in refs] == [300, 129, 0]
+
+    poller = _pump.Poller()
+    tally = _pump.Tally()
+    tally.issuing = True
+    lanes = Lanes(poller, tally, len(offsets), pipeline)
+    dispatcher = LoopDispatcher(
+        host(), tally, None, lanes.conns, [], schedules(offsets, start), 10 * S, driver(poller)
+    )  # type: ignore[arg-type]
+    try:
+        asyncio.run(run_until(dispatcher, poller, lambda: not poller.scheduling))
+        assert lanes.intended() == [ref.intended for ref in refs]
+        assert [route.next_index for route in dispatcher.routes] == [300, 129, 0]
+        assert dispatcher.next_index == 429 and tally.budget == -1
+        _, lag, _, sent = tally.take_open()
+        assert sent == 429 and min(memoryview(lag).cast("q")) >= 0
+    finally:
+        lanes.close()
+        poller.shutdown()
+
+
+def test_no_request_goes_before_its_time_whichever_lane_is_next() -> None:
+    """Two lanes whose times interleave over 40 ms from now (the heap's order), one with
+    times that come in a burst: every send's lag is at least 0, each lane sends all its
+    requests, and the schedule ends when both have."""
+    start = time.monotonic_ns() + 5 * MS
+    offsets = [
+        [i * 4 * MS for i in range(10)],
+        [2 * MS + i * 4 * MS for i in range(5)] + [30 * MS] * 20,
+    ]
+    poller = _pump.Poller()
+    tally = _pump.Tally()
+    tally.issuing = True
+    lanes = Lanes(poller, tally, 2, 1000)
+    dispatcher = LoopDispatcher(
+        host(), tally, None, lanes.conns, [], schedules(offsets, start), 10 * S, driver(poller)
+    )  # type: ignore[arg-type]
+    try:
+        asyncio.run(run_until(dispatcher, poller, lambda: not poller.scheduling))
+        assert [conn.pump.inflight for conn in lanes.conns] == [10, 25]
+        _, lag, _, sent = tally.take_open()
+        lags = memoryview(lag).cast("q")
+        assert sent == 35 and len(lags) == 35 and min(lags) >= 0
+    finally:
+        lanes.close()
+        poller.shutdown()
+
+
+def test_a_lane_that_is_down_keeps_its_times_and_drops_only_its_own_backlog() -> None:
+    """Lane 1 is down (no pump) and its first 40 requests are far behind max_lag (1 s):
+    ``on_behind`` is asked for lane 1 only, drops them, and lane 1, once up, sends on from
+    the 41st (due, within max_lag); lane 0, due within max_lag, sends all its own
+    meanwhile."""
+    now = time.monotonic_ns()
+    times = [
+        [now - 5 * MS + i for i in range(20)],
+        [now - 2 * S + i * MS for i in range(40)]
+        + [now - 100 * MS + i for i in range(10)]
+        + [now + 2 * MS + i for i in range(10)],
+    ]
+    poller = _pump.Poller()
+    tally = _pump.Tally()
+    tally.issuing = True
+    lanes = Lanes(poller, tally, 2, 1000)
+    stopped: list[BaseException | None] = []
+    behind: list[tuple[int, int]] = []
+
+    def feed(lane: int, first: int, count: int) -> bytes:
+        return array("q", times[lane][first : first + count]).tobytes()
+
+    def on_behind(lane: int, now: int, next_index: int) -> tuple[int, bool]:
+        behind.append((lane, next_index))
+        return 40, False
+
+    poller.schedule(tally, 2, feed, on_behind, stopped.append, S, 100_000, MS, per_lane=True)
+    poller.set_lane(0, lanes.conns[0].pump, 1000)
+    try:
+        deadline = time.monotonic() + 10
+        while poller.scheduled_of(0) < 20:
+            assert time.monotonic() < deadline
+            poller.poll()
+        assert behind == [(1, 0)]  # asked once: the next is within max_lag
+        assert poller.scheduled_of(1) == 40 and lanes.conns[1].pump.inflight == 0
+        poller.set_lane(1, lanes.conns[1].pump, 1000)
+        while not stopped:
+            assert time.monotonic() < deadline
+            poller.poll()
+        assert stopped == [None] and behind == [(1, 0)]
+        assert [poller.scheduled_of(i) for i in (0, 1)] == [20, 60] and poller.scheduled == 80
+        assert [conn.pump.inflight for conn in lanes.conns] == [20, 20]
+        assert lanes.intended()[1][:10] == times[1][40:50]  # (its first write's)
+    finally:
+        lanes.close()
+        poller.shutdown()
+
+
+def test_a_lane_feed_that_raises_stops_the_schedule_and_reaches_on_stop() -> None:
+    poller = _pump.Poller()
+    tally = _pump.Tally()
+    tally.issuing = True
+    stopped: list[BaseException | None] = []
+
+    def feed(lane: int, first: int, count: int) -> bytes:
+        if lane == 2:
+            raise RuntimeError("lane 2 unreadable")
+        return array("q", [0] * min(count, 5 - first)).tobytes()
+
+    poller.schedule(
+        tally, 3, feed, lambda *a: (0, False), stopped.append, S, 100_000, MS, per_lane=True
+    )
+    deadline = time.monotonic() + 10
+    while not stopped:
+        assert time.monotonic() < deadline
+        poller.poll()
+    assert isinstance(stopped[0], RuntimeError) and str(stopped[0]) == "lane 2 unreadable"
+    assert not poller.scheduling
+    with pytest.raises(IndexError):
+        poller.scheduled_of(3)
+    poller.unschedule()
+    with pytest.raises(IndexError):  # a shared schedule has no lanes of their own
+        poller.scheduled_of(0)
+    poller.shutdown()
+
+
+def test_a_dispatch_sends_every_due_lane_and_no_lane_early() -> None:
+    """Seven lanes, three of whose next request is an hour away (the heap's top must be
+    the earliest lane, or the due ones wait behind it): the due lanes send all theirs,
+    the others nothing, and the schedule runs on."""
+    now = time.monotonic_ns()
+    later = now + 3600 * S
+    times = [[now - (lane + 1) * MS + i for i in range(3)] for lane in range(7)]
+    for lane in (1, 3, 4):
+        times[lane] = [later + lane]
+    poller = _pump.Poller()
+    tally = _pump.Tally()
+    tally.issuing = True
+    lanes = Lanes(poller, tally, 7, 1000)
+    stopped: list[BaseException | None] = []
+
+    def feed(lane: int, first: int, count: int) -> bytes:
+        return array("q", times[lane][first : first + count]).tobytes()
+
+    poller.schedule(
+        tally, 7, feed, lambda *a: (0, False), stopped.append, S, 100_000, MS, per_lane=True
+    )
+    for index, conn in enumerate(lanes.conns):
+        poller.set_lane(index, conn.pump, 1000)
+    try:
+        deadline = time.monotonic() + 10
+        while poller.scheduled < 12:
+            assert time.monotonic() < deadline
+            poller.poll()
+        assert [conn.pump.inflight for conn in lanes.conns] == [3, 0, 3, 0, 0, 3, 3]
+        assert poller.scheduling and not stopped
+    finally:
+        lanes.close()
+        poller.shutdown()
