@@ -114,6 +114,17 @@ def run(live: Server, connections: int, seconds: int, cpus: Cpus, round_: int) -
         ]  # fmt: skip
         run_tool("kvbench", pinned(cpus.client, argv), seconds + 1 + connections / 1000)
         doc: dict[str, Any] = json.loads(out.read_text())
+    return run_of(doc, connections, round_)
+
+
+def run_of(doc: dict[str, Any], connections: int, round_: int) -> Run:
+    """A run's figures from its result document: the ops completed in the measured window
+    (``totals.ops``; an interval's ``total`` is the count so far, not its own) and the
+    worker's CPU in it (the intervals' ``cpu_s``).
+
+    Raises:
+        BenchError: it did not end ok, had errors, or had fewer connections live than asked.
+    """
     asked, live_min = doc["connections"]["asked"], doc["connections"]["live_min"]
     errors = doc["totals"]["errors"]
     if doc["status"] != "ok" or errors or live_min is None or live_min < asked:
@@ -128,7 +139,7 @@ def run(live: Server, connections: int, seconds: int, cpus: Cpus, round_: int) -
         live_min=int(live_min),
         connects=int(doc["connections"]["connects"]),
         ops_per_s=float(doc["totals"]["throughput_per_s"]),
-        ops=sum(int(row["total"]) for row in doc["intervals"]),
+        ops=int(doc["totals"]["ops"]),
         cpu_s=sum(float(row["cpu_s"]) for row in doc["intervals"]),
         peak_rss_bytes=int(doc["workers"][0]["peak_rss_bytes"]),
     )
