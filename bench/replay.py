@@ -224,6 +224,7 @@ class Timed:
     p50_us: float
     p99_us: float
     driver: str
+    cpu_us_per_op: float  # the worker's CPU in the window over the ops
 
 
 def timed_round(trace: Path, speed: float, cpus: Cpus) -> Timed:
@@ -247,16 +248,19 @@ def timed_round(trace: Path, speed: float, cpus: Cpus) -> Timed:
 
 def timed_of(doc: dict[str, Any]) -> Timed:
     """A timed replay's figures from its result document: late is the share of its
-    requests (every op's ``late`` outcome, over the ops)."""
+    requests (every op's ``late`` outcome, over the ops); the client's CPU per op is the
+    measured intervals' CPU over the ops."""
     late = sum(int(op["outcomes"].get("late", 0)) for op in doc["ops"].values())
     ops = int(doc["totals"]["ops"])
     latency = doc["totals"]["latency_us"]
+    cpu_s = sum(float(row["cpu_s"]) for row in doc["intervals"])
     return Timed(
         float(doc["totals"]["throughput_per_s"]),
         100.0 * late / max(1, ops),
         float(latency["p50"]),
         float(latency["p99"]),
         str(doc["environment"]["driver"]),
+        1e6 * cpu_s / max(1, ops),
     )
 
 
@@ -271,13 +275,15 @@ def timed(speeds: list[float], rounds: int, cpus: Cpus) -> None:
                 results[speed].append(got)
                 print(f"round {index + 1} speed {speed:g}x: {got.ops_per_s:9,.0f} ops/s  "
                       f"late {got.late_percent:6.2f}%  p50 {got.p50_us:8.1f} us  "
-                      f"p99 {got.p99_us:8.1f} us  [{got.driver}]", flush=True)  # fmt: skip
+                      f"p99 {got.p99_us:8.1f} us  CPU {got.cpu_us_per_op:5.2f} us/op  "
+                      f"[{got.driver}]", flush=True)  # fmt: skip
     for speed, got_all in results.items():
         print(f"speed {speed:g}x ({speed * TIMED_ROWS / 100:,.0f}/s offered): median "
               f"{statistics.median(r.ops_per_s for r in got_all):9,.0f} ops/s  late "
               f"{statistics.median(r.late_percent for r in got_all):6.2f}%  p50 "
               f"{statistics.median(r.p50_us for r in got_all):8.1f} us  p99 "
-              f"{statistics.median(r.p99_us for r in got_all):8.1f} us")  # fmt: skip
+              f"{statistics.median(r.p99_us for r in got_all):8.1f} us  CPU "
+              f"{statistics.median(r.cpu_us_per_op for r in got_all):5.2f} us/op")  # fmt: skip
 
 
 def main() -> None:

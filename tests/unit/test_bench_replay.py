@@ -49,7 +49,9 @@ def test_a_timed_replay_s_late_share_is_every_op_s_late_sends_over_the_ops() -> 
             "ops": 200,
             "latency_us": {"p50": 380.5, "p99": 3600.0},
         },
+        "intervals": [{"cpu_s": 0.001}, {"cpu_s": 0.002}],
     }
     got = replay.timed_of(doc)
     assert (got.late_percent, got.p50_us, got.p99_us) == (2.0, 380.5, 3600.0)
+    assert got.cpu_us_per_op == 15.0  # 3 ms over 200 ops
     assert got.ops_per_s == 59_000.0 and got.driver == "compiled loop"
