@@ -17,6 +17,7 @@ import asyncio
 import time
 from array import array
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -62,6 +63,14 @@ class ListLane:
 
     def pending(self) -> int:
         return 0
+
+
+def poll_until(poller: _pump.Poller, done: Callable[[], bool]) -> None:
+    """Poll until ``done()`` (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while not done():
+        assert time.monotonic() < deadline, "waited 10 s"
+        poller.poll()
 
 
 def schedules(lanes: list[list[int]], start: int) -> list[TraceSchedule]:
@@ -160,16 +169,11 @@ def test_a_lane_that_is_down_keeps_its_times_and_drops_only_its_own_backlog() ->
     poller.schedule(tally, 2, feed, on_behind, stopped.append, S, 100_000, MS, per_lane=True)
     poller.set_lane(0, lanes.conns[0].pump, 1000)
     try:
-        deadline = time.monotonic() + 10
-        while poller.scheduled_of(0) < 20:
-            assert time.monotonic() < deadline
-            poller.poll()
+        poll_until(poller, lambda: poller.scheduled_of(0) == 20)
         assert behind == [(1, 0)]  # asked once: the next is within max_lag
         assert poller.scheduled_of(1) == 40 and lanes.conns[1].pump.inflight == 0
         poller.set_lane(1, lanes.conns[1].pump, 1000)
-        while not stopped:
-            assert time.monotonic() < deadline
-            poller.poll()
+        poll_until(poller, lambda: bool(stopped))
         assert stopped == [None] and behind == [(1, 0)]
         assert [poller.scheduled_of(i) for i in (0, 1)] == [20, 60] and poller.scheduled == 80
         assert [conn.pump.inflight for conn in lanes.conns] == [20, 20]
@@ -193,10 +197,7 @@ def test_a_lane_feed_that_raises_stops_the_schedule_and_reaches_on_stop() -> Non
     poller.schedule(
         tally, 3, feed, lambda *a: (0, False), stopped.append, S, 100_000, MS, per_lane=True
     )
-    deadline = time.monotonic() + 10
-    while not stopped:
-        assert time.monotonic() < deadline
-        poller.poll()
+    poll_until(poller, lambda: bool(stopped))
     assert isinstance(stopped[0], RuntimeError) and str(stopped[0]) == "lane 2 unreadable"
     assert not poller.scheduling
     with pytest.raises(IndexError):
@@ -231,10 +232,7 @@ def test_a_dispatch_sends_every_due_lane_and_no_lane_early() -> None:
     for index, conn in enumerate(lanes.conns):
         poller.set_lane(index, conn.pump, 1000)
     try:
-        deadline = time.monotonic() + 10
-        while poller.scheduled < 12:
-            assert time.monotonic() < deadline
-            poller.poll()
+        poll_until(poller, lambda: poller.scheduled == 12)
         assert [conn.pump.inflight for conn in lanes.conns] == [3, 0, 3, 0, 0, 3, 3]
         assert poller.scheduling and not stopped
     finally:
