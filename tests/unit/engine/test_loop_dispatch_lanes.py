@@ -14,6 +14,7 @@ runs these under AddressSanitizer.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from array import array
 from bisect import bisect_right
@@ -235,6 +236,65 @@ def test_a_dispatch_sends_every_due_lane_and_no_lane_early() -> None:
         poll_until(poller, lambda: poller.scheduled == 12)
         assert [conn.pump.inflight for conn in lanes.conns] == [3, 0, 3, 0, 0, 3, 3]
         assert poller.scheduling and not stopped
+    finally:
+        lanes.close()
+        poller.shutdown()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_lanes_get_what_the_python_dispatchers_routes_hand_them(seed: int) -> None:
+    """Seeded: 1-120 lanes of 0-400 requests each, their offsets in order with repeats,
+    every one due, each lane with a pipeline of 1-500 (so some lanes fill up, and their
+    feeds of 128 are crossed at every place): each connection is handed the times the
+    Python dispatcher's route hands it, in order, and no more than its room."""
+    rng = random.Random(seed)
+    start = time.monotonic_ns() - 2 * S
+    offsets = [
+        sorted(
+            rng.randrange(S) for _ in range(rng.choice((0, 1, 127, 128, 129, rng.randrange(400))))
+        )
+        for _ in range(rng.randrange(1, 121))
+    ]
+    pipelines = [rng.randrange(1, 501) for _ in offsets]
+
+    refs = [Reference(pipeline) for pipeline in pipelines]
+    python = OpenLoopDispatcher(
+        host(), _pump.Tally(), None, refs, [], schedules(offsets, start), 10 * S
+    )  # type: ignore[arg-type]
+    python.dispatch(time.monotonic_ns())
+    expected = [ref.intended for ref in refs]
+    assert [len(e) for e in expected] == [
+        min(len(o), p) for o, p in zip(offsets, pipelines, strict=True)
+    ]
+
+    poller = _pump.Poller()
+    tally = _pump.Tally()
+    tally.issuing = True
+    lanes = Lanes(poller, tally, len(offsets), 1)
+    for conn, pipeline in zip(lanes.conns, pipelines, strict=True):
+        conn.pipeline = pipeline
+    dispatcher = LoopDispatcher(
+        host(), tally, None, lanes.conns, [], schedules(offsets, start), 10 * S, driver(poller)
+    )  # type: ignore[arg-type]
+    sent = sum(len(e) for e in expected)
+    try:
+
+        async def until_sent() -> None:
+            loop = asyncio.get_running_loop()
+            loop.add_reader(poller.fileno(), poller.poll)
+            task = asyncio.create_task(dispatcher.run())
+            try:
+                deadline = time.monotonic() + 10
+                while poller.scheduled < sent:
+                    assert time.monotonic() < deadline, "waited 10 s"
+                    await asyncio.sleep(0.001)
+            finally:
+                loop.remove_reader(poller.fileno())
+                task.cancel()
+
+        asyncio.run(until_sent())
+        assert [conn.pump.inflight for conn in lanes.conns] == [len(e) for e in expected]
+        assert lanes.intended() == expected
     finally:
         lanes.close()
         poller.shutdown()
