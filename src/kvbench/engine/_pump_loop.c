@@ -107,13 +107,12 @@ typedef struct {
 } Times;
 
 /* One connection of the open loop's schedule: its pump (strong; NULL: down, or not set up
- * yet: it is skipped) and its pipeline depth; with a schedule per lane, its own times and
- * its place in the heap. */
+ * yet: it is skipped) and its pipeline depth; with a schedule per lane, its own times (it
+ * is in the heap while it holds any). */
 typedef struct {
     PyObject *pump;
     Py_ssize_t pipeline;
     Times own;
-    Py_ssize_t at;        /* its index in the heap; -1: not in it */
     int fed_all;          /* feed() had no more for it */
     int ended;            /* and it sent or dropped the last of them */
 } Lane;
@@ -658,13 +657,6 @@ lane_due(const Sched *q, Py_ssize_t lane)
     return t->times[t->head];
 }
 
-static void
-heap_place(Sched *q, Py_ssize_t at, Py_ssize_t lane)
-{
-    q->heap[at] = lane;
-    q->lanes[lane].at = at;
-}
-
 /* Put ``lane`` in the heap (it holds times). */
 static void
 heap_push(Sched *q, Py_ssize_t lane)
@@ -675,10 +667,10 @@ heap_push(Sched *q, Py_ssize_t lane)
         Py_ssize_t parent = (at - 1) / 2;
         if (lane_due(q, q->heap[parent]) <= due)
             break;
-        heap_place(q, at, q->heap[parent]);
+        q->heap[at] = q->heap[parent];
         at = parent;
     }
-    heap_place(q, at, lane);
+    q->heap[at] = lane;
 }
 
 /* Take the earliest lane out of the heap (it is not empty). */
@@ -686,7 +678,6 @@ static Py_ssize_t
 heap_pop(Sched *q)
 {
     Py_ssize_t top = q->heap[0], lane = q->heap[--q->n_heap];
-    q->lanes[top].at = -1;
     if (q->n_heap == 0)
         return top;
     long long due = lane_due(q, lane);
@@ -699,10 +690,10 @@ heap_pop(Sched *q)
             child++;
         if (lane_due(q, q->heap[child]) >= due)
             break;
-        heap_place(q, at, q->heap[child]);
+        q->heap[at] = q->heap[child];
         at = child;
     }
-    heap_place(q, at, lane);
+    q->heap[at] = lane;
     return top;
 }
 
@@ -759,14 +750,18 @@ lane_send_due(Sched *q, Py_ssize_t i, long long now)
     long long budget = *tally_budget(q->tally);
     if (budget >= 0 && room > budget)
         room = (Py_ssize_t)budget;
-    if (room <= 0)
-        return 0;
-    if (lane_fill(q, i, room) < 0)
-        return -1;
+    /* The due ones among the times held, more fed only while every one held is due and
+     * there is room for more (times due later are not fetched early). */
     Py_ssize_t n = 0;
-    while (n < room && n < t->len && t->times[t->head + n] <= now)
-        n++;
-    return lane->pump != NULL && n ? lane_send(q, t, lane, n) : 0;
+    for (;;) {
+        while (n < room && n < t->len && t->times[t->head + n] <= now)
+            n++;
+        if (n < t->len || n == room || lane->fed_all)
+            break;
+        if (lane_fill(q, i, t->len + 1) < 0)
+            return -1;
+    }
+    return lane->pump != NULL && n > 0 ? lane_send(q, t, lane, n) : 0;
 }
 
 /* Each lane its own schedule: every lane with a request due by ``now`` sends (or drops)
@@ -1471,8 +1466,6 @@ Poller_schedule(Poller *self, PyObject *args, PyObject *kwds)
         return PyErr_NoMemory();
     }
     q->n_lanes = lanes;
-    for (Py_ssize_t i = 0; i < lanes; i++)
-        q->lanes[i].at = -1;
     q->per_lane = per_lane;
     q->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TIMER_HANDLE};

@@ -209,13 +209,12 @@ class TraceSchedule:
 
     def intended_range(self, first: int, stop: int) -> list[int]:
         """The intended times of lane requests ``first .. stop - 1`` (all in the lane)."""
-        offsets = self.lane.offsets(first, stop)
-        if len(offsets) != stop - first:
+        times = self.intended_from(first, stop - first)
+        if len(times) != stop - first:
             raise ValueError(
                 f"intended_range: requests {first}..{stop - 1} are not all in the lane"
             )
-        start = self.start_ns
-        return [start + offset for offset in offsets]
+        return times
 
     def intended_from(self, first: int, count: int) -> list[int]:
         """The intended times of up to ``count`` lane requests from ``first`` on (fewer at

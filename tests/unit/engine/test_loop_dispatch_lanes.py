@@ -298,3 +298,39 @@ def test_random_lanes_get_what_the_python_dispatchers_routes_hand_them(seed: int
     finally:
         lanes.close()
         poller.shutdown()
+
+
+def test_a_lane_is_fed_more_only_while_every_time_it_holds_is_due() -> None:
+    """A lane of 1,000 requests, 3 due now and the rest an hour away, with room for 500:
+    it sends the 3 from its first feed of 128 and asks for no more (times due later are
+    not fetched early); a lane of 300 all due asks until it has them all, and sends them
+    in one write."""
+    now = time.monotonic_ns()
+    times = [
+        [now - 3 * MS + i for i in range(3)] + [now + 3600 * S + i for i in range(997)],
+        [now - 3 * MS + i for i in range(300)],
+    ]
+    asked: list[tuple[int, int]] = []
+
+    def feed(lane: int, first: int, count: int) -> bytes:
+        asked.append((lane, first))
+        return array("q", times[lane][first : first + count]).tobytes()
+
+    poller = _pump.Poller()
+    tally = _pump.Tally()
+    tally.issuing = True
+    lanes = Lanes(poller, tally, 2, 500)
+    poller.schedule(
+        tally, 2, feed, lambda *a: (0, False), lambda exc: None, S, 100_000, MS, per_lane=True
+    )
+    for index, conn in enumerate(lanes.conns):
+        poller.set_lane(index, conn.pump, 500)
+    try:
+        poll_until(poller, lambda: poller.scheduled == 303)
+        assert [first for lane, first in asked if lane == 0] == [0]
+        assert [first for lane, first in asked if lane == 1] == [0, 128, 256, 300]
+        assert [conn.pump.inflight for conn in lanes.conns] == [3, 300]
+        assert lanes.intended()[1] == times[1]  # (one write)
+    finally:
+        lanes.close()
+        poller.shutdown()
