@@ -3,6 +3,7 @@ node's own INFO commandstats, and slots moved before and during the run."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -36,6 +37,17 @@ def calls(node: Node) -> Counter[str]:
 
 def deltas(before: list[Counter[str]], cluster: Cluster) -> list[Counter[str]]:
     return [calls(node) - old for node, old in zip(cluster.nodes, before, strict=True)]
+
+
+def await_refusal(node: Node, proc: subprocess.Popen[str], timeout_s: float = 10.0) -> None:
+    """Wait until ``node`` refuses one more of the load's requests (a redirect), while the
+    run still runs."""
+    before = calls(node)["rejected"]
+    deadline = time.monotonic() + timeout_s
+    while calls(node)["rejected"] == before:
+        assert proc.poll() is None, "the run ended before the slot's key was asked for"
+        assert time.monotonic() < deadline, f"no redirect from {node.address} in {timeout_s} s"
+        time.sleep(0.01)
 
 
 def node_rows(doc: dict[str, Any], node: Node) -> dict[str, dict[str, Any]]:
@@ -115,12 +127,15 @@ def test_a_slot_moved_mid_run_is_followed_with_ask_and_moved_and_no_errors(
             "--json", str(out), "--no-save", *loop,
         )  # fmt: skip
         lines = read_until(proc, "ops/s")  # the first interval: the load is on
-        # Live resharding as redis-cli does it, a key at a time with pauses, so that
-        # requests meet the slot while its keys are on both sides (ASK), then MOVED.
+        # Live resharding as redis-cli does it, a key at a time, so that requests meet the
+        # slot while its keys are on both sides (ASK), then MOVED. Each step waits until
+        # the source has refused a request of the load (its own count), not for a fixed
+        # time: the slot holds one key, and a busy machine may not ask for it in 0.5 s.
         cluster.begin_migration(slot, source, target)
         while cluster.move_keys(slot, source, target, batch=1):
-            time.sleep(0.5)
+            await_refusal(source, proc)  # an ASK
         cluster.end_migration(slot, source, target)
+        await_refusal(source, proc)  # a MOVED
         stdout, stderr = proc.communicate(timeout=60)
         served = deltas(before, cluster)
         on_target = int(target.call("CLUSTER", "COUNTKEYSINSLOT", slot))
