@@ -2,8 +2,8 @@
 
 The rate it finds on a shared 2-core machine depends on what else runs, so the test holds
 the search to its own rules, whatever the figure: passes below fails (a monotone bracket),
-the bracket within --precision when it says so, a client limit only as its last and highest
-step, every verdict matching the figures printed beside it, each step a stored run at its
+the bracket within --precision when it says so, a client limit only as its last step and
+inside the bracket, every verdict matching the figures printed beside it, each step a stored run at its
 rate, and the answer printed, stored and shown again alike. (docs/search.md gives the rerun
 check done by hand: kvbench run --rate at the rate found, and at 1.2x it.)
 """
@@ -67,9 +67,12 @@ def test_search_ramps_bisects_and_stops_by_its_rules(tmp_path: Path) -> None:
             result.stdout
         )
     clients = [s for s in steps if s["verdict"] == "client"]
-    if clients:  # the search never goes past a rate the client could not offer
+    if clients:  # the search stops at a rate the client could not offer
         assert doc["stop"] == "client_limit" and clients == [steps[-1]]
-        assert steps[-1]["rate_per_s"] == max(s["rate_per_s"] for s in steps)
+        # ... tried inside the bracket, like any step: above every pass, below every fail
+        # (not always the highest: on a busy machine a fail at 4,000/s was bisected, and
+        # the client could not offer 2,000/s)
+        assert max(passes, default=0) < steps[-1]["rate_per_s"] < min(fails, default=1e12)
         assert "client" in doc["answer"]["sentence"]
     if doc["stop"] == "bracketed":
         low, high = max(passes), min(fails)
