@@ -4,9 +4,22 @@ Kept light on purpose: every worker process re-imports the main module (multipro
 does, for a script), so it must not import the CLI at module level; ``main`` imports it.
 """
 
+import os
+from collections.abc import MutableMapping
+
+
+def quiet_blas(environ: MutableMapping[str, str]) -> None:
+    """One BLAS thread, unless the user chose: numpy's OpenBLAS otherwise starts a thread
+    for each core but one when numpy is imported (in the coordinator and the fork server,
+    at every run), and each spins about 0.1 s of CPU before it sleeps, beside the load.
+    kvbench does no linear algebra. Set before numpy is imported; the fork server inherits
+    it."""
+    environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 
 def main() -> None:
     """Entry point of the ``kvbench`` console script."""
+    quiet_blas(os.environ)
     try:
         from kvbench.cli import main as cli_main
     except KeyboardInterrupt:  # Ctrl-C while the CLI imports (a second or two when busy)

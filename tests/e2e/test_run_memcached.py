@@ -167,6 +167,55 @@ def test_worker_cpu_is_the_measured_windows(fresh_memcached: Server, tmp_path: P
     assert sum(w["cpu_s"] for w in doc["workers"]) == pytest.approx(intervals_cpu, abs=0.01)
 
 
+def fork_server_of(coordinator: int) -> int:
+    """The pid of the fork server a running coordinator started its workers from."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent == coordinator and b"forkserver" in cmdline:
+                return int(entry)
+    raise AssertionError(f"no fork server under pid {coordinator}")
+
+
+@pytest.mark.parametrize("chosen", [None, "2"], ids=["default", "users-choice"])
+def test_numpy_starts_no_blas_threads_unless_the_user_chose(
+    fresh_memcached: Server, chosen: str | None
+) -> None:
+    """Was: numpy's OpenBLAS started a thread for each core but one in the coordinator
+    and in the fork server, and each spun about 0.1 s of CPU at every run. The fork server
+    (it imported numpy for the workers) now runs one thread; a value set by the user is
+    passed on as it is."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if chosen:
+        env["OPENBLAS_NUM_THREADS"] = chosen
+    proc = subprocess.Popen(
+        kvbench_argv(
+            "run", f"memcached://{fresh_memcached.address}", "-c", "2", "--processes", "1",
+            "--duration", "3s", "--no-save",
+        ),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "ops/s" in line:  # the window runs: its worker was forked
+                break
+        server = fork_server_of(proc.pid)
+        environ = Path(f"/proc/{server}/environ").read_bytes().split(b"\0")
+        threads = len(os.listdir(f"/proc/{server}/task"))
+    finally:
+        proc.send_signal(signal.SIGINT)  # ends as interrupted, its processes with it
+        proc.communicate(timeout=30)
+    if chosen is None:
+        assert threads == 1
+    assert f"OPENBLAS_NUM_THREADS={chosen or 1}".encode() in environ
+
+
 def test_preload_makes_gets_hit(fresh_memcached: Server, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     result = run_kvbench(
