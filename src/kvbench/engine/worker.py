@@ -349,19 +349,9 @@ class Worker(LinkKeeper):
             self._measure_start_ns + load.duration_ns if load.duration_ns is not None else NEVER
         )
         self._finished = asyncio.Event()
-        await asyncio.sleep(max(0, start_ns - _now()) / 1e9)
-        self._began_ns = _now()
-        self._interval_start_ns = start_ns
-        self._cpu_mark_ns, self._wait_mark_ns = time.process_time_ns(), cpu_wait_ns()
-        self.restart_live_min()
-        for shard in self.shards:  # preload's replies are not the run's
-            shard.completed = 0
-        if load.warmup_ns > 0:
-            self.phase, self.next_cut_ns = "warmup", self._measure_start_ns
-        else:
-            self._enter_measure()
-        self._running = True
-        self.issuing = True
+        # Set up before the start instant, not inside the window: the run's pumps, every
+        # connection attached to one, and a full collection (docs/benchmarks.md: over
+        # 10,000 connections, an open loop's first interval).
         if self.python_reason is None:
             assert not isinstance(self.tally, PyTally), "a compiled run has the C tally"
             timed = self.feed is not None and self.feed.config.timed  # a replay at its times
@@ -377,6 +367,19 @@ class Worker(LinkKeeper):
         gc.collect()
         gc.freeze()
         gc.disable()
+        await asyncio.sleep(max(0, start_ns - _now()) / 1e9)
+        self._began_ns = _now()
+        self._interval_start_ns = start_ns
+        self._cpu_mark_ns, self._wait_mark_ns = time.process_time_ns(), cpu_wait_ns()
+        self.restart_live_min()
+        for shard in self.shards:  # preload's replies are not the run's
+            shard.completed = 0
+        if load.warmup_ns > 0:
+            self.phase, self.next_cut_ns = "warmup", self._measure_start_ns
+        else:
+            self._enter_measure()
+        self._running = True
+        self.issuing = True
         tasks = [
             asyncio.create_task(self._tick()),
             asyncio.create_task(self._watch_timeouts()),
