@@ -50,7 +50,17 @@ def held_signals() -> Iterator[None]:
     try:
         yield
     finally:
+        # (``signal.signal`` runs a pending signal's handler first: ``hold`` still takes it)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         for signum in caught:
-            signal.raise_signal(signum)  # its own handler runs now (KeyboardInterrupt)
+            handler = previous[signum]
+            if callable(handler):
+                # Called here, so that it raises here (KeyboardInterrupt, Interrupted). Was:
+                # raise_signal, whose handler Python runs at a bytecode boundary of its own
+                # choosing, which may be inside a __del__ that a collection runs, where the
+                # exception is dropped (the likely way CI twice lost the interrupt in
+                # tests/unit/runner/test_queue_accounting.py).
+                handler(signum, None)
+            else:
+                signal.raise_signal(signum)  # SIG_DFL: the default action
