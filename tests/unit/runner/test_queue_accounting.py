@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 from array import array
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -67,8 +68,12 @@ def receipts(taken_ns: int, received: int, pairs: list[tuple[int, int]]) -> m.Re
 
 
 @pytest.fixture
-def ctrl_c_inside_the_fold(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Ctrl-C arrives right after the first producer's receipts are folded in."""
+def ctrl_c_inside_the_fold(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Ctrl-C arrives right after the first producer's receipts are folded in, to
+    Python's own handler, installed here: a test worker's SIGINT may be left to another
+    handler at the system's level by what ran before in it (three fresh-clone CI runs
+    lost these interrupts, on one worker each; Python's record still said the default)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
     original = DeliveryLedger._add_stream
     calls: list[int] = []
 
@@ -79,7 +84,8 @@ def ctrl_c_inside_the_fold(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             signal.raise_signal(signal.SIGINT)
 
     monkeypatch.setattr(DeliveryLedger, "_add_stream", add_stream)
-    return calls
+    yield calls
+    signal.signal(signal.SIGINT, old)
 
 
 def test_ctrl_c_inside_a_fold_leaves_every_report_read_folded_whole(
