@@ -59,8 +59,7 @@ def held_signals() -> Iterator[None]:
                 # Called here, so that it raises here (KeyboardInterrupt, Interrupted). Was:
                 # raise_signal, whose handler Python runs at a bytecode boundary of its own
                 # choosing, which may be inside a __del__ that a collection runs, where the
-                # exception is dropped (the likely way CI twice lost the interrupt in
-                # tests/unit/runner/test_queue_accounting.py).
+                # exception is dropped.
                 handler(signum, None)
             else:
                 signal.raise_signal(signum)  # SIG_DFL: the default action
