@@ -205,6 +205,8 @@ def test_numpy_starts_no_blas_threads_unless_the_user_chose(
         for line in proc.stdout:
             if "ops/s" in line:  # the window runs: its worker was forked
                 break
+        else:  # it ended before its window: say why, not "no fork server"
+            raise AssertionError(proc.communicate(timeout=30)[1])
         server = fork_server_of(proc.pid)
         environ = Path(f"/proc/{server}/environ").read_bytes().split(b"\0")
         threads = len(os.listdir(f"/proc/{server}/task"))
