@@ -63,7 +63,9 @@ def role(proc: psutil.Process, root: psutil.Process) -> str:
         line = " ".join(proc.cmdline())
         if "resource_tracker" in line:
             return "resource tracker"
-        if "forkserver" in line and proc.ppid() == root.pid:  # workers: the server's children
+        # workers are the server's children; the server is exec'd ("forkserver" in its
+        # command) or a fork of the coordinator (its command the same)
+        if proc.ppid() == root.pid and ("forkserver" in line or proc.cmdline() == root.cmdline()):
             return "fork server"
         return f"forked by the server (pid {proc.pid})"  # the workers, and any brief child
     return f"pid {proc.pid}"

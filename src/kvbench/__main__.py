@@ -5,7 +5,11 @@ does, for a script), so it must not import the CLI at module level; ``main`` imp
 """
 
 import os
-from collections.abc import MutableMapping
+import sys
+from collections.abc import MutableMapping, Sequence
+
+# The commands that run load from this machine's worker processes.
+LOAD_COMMANDS = frozenset({"run", "sweep", "compare", "search", "replay", "queue"})
 
 
 def quiet_blas(environ: MutableMapping[str, str]) -> None:
@@ -17,14 +21,26 @@ def quiet_blas(environ: MutableMapping[str, str]) -> None:
     environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+def starts_workers(args: Sequence[str]) -> bool:
+    """Whether the command line ``args`` (without the program) runs load from local
+    workers: then their fork server is started before the CLI is imported
+    (runner/forkserver.py, ``start_in_place``). A wrong guess costs no correctness: a
+    command guessed not to gets its server when its workers start."""
+    if not args or args[0] not in LOAD_COMMANDS:
+        return False
+    return not any(arg in ("-h", "--help", "--cluster") for arg in args[1:])
+
+
 def main() -> None:
     """Entry point of the ``kvbench`` console script."""
     quiet_blas(os.environ)
     try:
+        if starts_workers(sys.argv[1:]):
+            from kvbench.runner import forkserver
+
+            forkserver.start_in_place()
         from kvbench.cli import main as cli_main
     except KeyboardInterrupt:  # Ctrl-C while the CLI imports (a second or two when busy)
-        import sys
-
         sys.stderr.write("kvbench: interrupted before the measurement started; nothing to save\n")
         sys.exit(130)
     cli_main()

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from kvbench.config.targets import parse_target
@@ -168,7 +169,10 @@ def test_worker_cpu_is_the_measured_windows(fresh_memcached: Server, tmp_path: P
 
 
 def fork_server_of(coordinator: int) -> int:
-    """The pid of the fork server a running coordinator started its workers from."""
+    """The pid of the fork server a running coordinator started its workers from: its
+    child that is a fork of it (its command line the same: runner/forkserver.py) or, if
+    it was exec'd, multiprocessing's fork server."""
+    own = Path(f"/proc/{coordinator}/cmdline").read_bytes()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -177,7 +181,7 @@ def fork_server_of(coordinator: int) -> int:
             except OSError:
                 continue
             parent = int(stat.rsplit(")", 1)[1].split()[1])
-            if parent == coordinator and b"forkserver" in cmdline:
+            if parent == coordinator and (cmdline == own or b"forkserver import" in cmdline):
                 return int(entry)
     raise AssertionError(f"no fork server under pid {coordinator}")
 
@@ -188,8 +192,8 @@ def test_numpy_starts_no_blas_threads_unless_the_user_chose(
 ) -> None:
     """Was: numpy's OpenBLAS started a thread for each core but one in the coordinator
     and in the fork server, and each spun about 0.1 s of CPU at every run. The fork server
-    (it imported numpy for the workers) now runs one thread; a value set by the user is
-    passed on as it is."""
+    (it imported numpy for the workers, or was forked from the coordinator after that
+    imported it) now runs one thread; a value set by the user is passed on as it is."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if chosen:
         env["OPENBLAS_NUM_THREADS"] = chosen
@@ -215,7 +219,8 @@ def test_numpy_starts_no_blas_threads_unless_the_user_chose(
         proc.communicate(timeout=30)
     if chosen is None:
         assert threads == 1
-    assert f"OPENBLAS_NUM_THREADS={chosen or 1}".encode() in environ
+    else:  # numpy's threads run in the coordinator: its server is exec'd, with the value
+        assert f"OPENBLAS_NUM_THREADS={chosen}".encode() in environ
 
 
 def test_preload_makes_gets_hit(fresh_memcached: Server, tmp_path: Path) -> None:
@@ -310,6 +315,38 @@ def test_no_target_starts_a_throwaway_memcached_on_cores_of_its_own(tmp_path: Pa
     server_cpus = max(1, cpus // 2)
     assert doc["config"]["load"]["processes"] == max(1, cpus - server_cpus)
     assert int(doc["server"]["settings"]["num_threads"]) == server_cpus
+
+
+def test_the_throwaway_memcacheds_cores_are_not_its_workers(tmp_path: Path) -> None:
+    """Was (with the fork server forked before the CLI): the coordinator kept to the
+    client's cores, but its workers came from a server made before it did, and ran on
+    every core, memcached's too. Each worker now takes its coordinator's CPUs at its
+    start (runner/local.py, ``Inherited``)."""
+    servers.require_binary("memcached", "memcached")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: the server and the client share it")
+    proc = subprocess.Popen(
+        kvbench_argv("run", "--duration", "5s", "-c", "2", "--no-save"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "ops/s" in line:  # the window runs: its workers were forked
+                break
+        else:
+            raise AssertionError(proc.communicate(timeout=30)[1])
+        server = fork_server_of(proc.pid)
+        workers = [p.pid for p in psutil.Process(server).children()]
+        memcached = [p.pid for p in psutil.Process(proc.pid).children() if p.name() == "memcached"]
+        client_cpus = os.sched_getaffinity(proc.pid)
+        worker_cpus = [os.sched_getaffinity(pid) for pid in workers]
+        server_cpus = os.sched_getaffinity(memcached[0])
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    assert workers and worker_cpus == [client_cpus] * len(workers)
+    assert not client_cpus & server_cpus
 
 
 def test_no_target_without_memcached_says_how_to_install(tmp_path: Path) -> None:

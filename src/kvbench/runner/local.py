@@ -1,22 +1,29 @@
 """Local workers: fresh processes (multiprocessing ``forkserver``) with a duplex pipe each.
 
-Each worker is forked from a fork server (runner/forkserver.py): a process exec'd clean,
-as ``spawn`` starts one (pyperf also starts workers clean), that only imported the
-worker's modules. So no worker inherits the coordinator's state, and none pays the
-imports again: a spawned worker re-imported the ``kvbench`` script, and with it the whole
-CLI, numpy, asyncio and the codecs, before its first request (1-4 s on a busy 2-core
-machine), in every round and level of a sweep; a forked one starts in milliseconds, and
-the script it re-imports (kvbench/__main__.py) imports nothing. Workers share the host's
-monotonic clock with the coordinator, so a start time needs no conversion. They ignore
-the signals that end a run from their first instruction (the fork server does, and its
-children keep its dispositions): the coordinator stops them. And they end with it: each
-watches a lifeline (runner/process.py), so none outlives a coordinator that was killed.
+Each worker is forked from a fork server (runner/forkserver.py) that holds only the
+worker's modules: forked from the kvbench command before its CLI was imported, or exec'd
+clean, as ``spawn`` starts one (pyperf also starts workers clean). So no worker inherits
+the coordinator's state, and none pays the imports again: a spawned worker re-imported
+the ``kvbench`` script, and with it the whole CLI, numpy, asyncio and the codecs, before
+its first request (1-4 s on a busy 2-core machine), in every round and level of a sweep;
+a forked one starts in milliseconds, and the script it re-imports (kvbench/__main__.py)
+imports nothing. What a worker must share with the coordinator as it is when the worker
+starts (its open-files limit, its CPUs), the worker takes at its start (``Inherited``):
+the server was made before the coordinator set them. Workers share the host's monotonic
+clock with the coordinator, so a start time needs no conversion. They ignore the signals
+that end a run from their first instruction (the fork server does, and its children keep
+its dispositions): the coordinator stops them. And they end with it: each watches a
+lifeline (runner/process.py), so none outlives a coordinator that was killed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import resource
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection as Pipe
 from typing import TYPE_CHECKING, Any
 
@@ -26,12 +33,46 @@ if TYPE_CHECKING:
     from kvbench.runner.process import ProcessSpec
 
 
-def worker_entry(spec: ProcessSpec, pipe: Pipe, lifeline: Pipe | None) -> None:
+@dataclass(frozen=True)
+class Inherited:
+    """What a worker takes from its coordinator as it starts, as a process started from
+    the coordinator then would have inherited: the soft open-files limit
+    (runner/limits.py raises it for the run's connections) and the CPUs (a throwaway
+    memcached keeps its own: runner/embedded.py). A fork server forked before the
+    coordinator set them (runner/forkserver.py) passes on what it had then."""
+
+    open_files: int  # the soft RLIMIT_NOFILE
+    cpus: frozenset[int] | None  # None: the platform has no CPU affinity
+
+    @classmethod
+    def now(cls) -> Inherited:
+        """The calling process's, now."""
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        affinity = getattr(os, "sched_getaffinity", None)
+        return cls(soft, frozenset(affinity(0)) if affinity else None)
+
+    def take(self) -> None:
+        """Make them this process's (the hard limit is the same: neither side lowers it)."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if self.open_files != soft and (
+            hard == resource.RLIM_INFINITY or 0 <= self.open_files <= hard
+        ):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, hard))
+        if self.cpus is not None:
+            with contextlib.suppress(OSError):  # CPUs taken away meanwhile: run on the rest
+                os.sched_setaffinity(0, self.cpus)
+
+
+def worker_entry(
+    spec: ProcessSpec, pipe: Pipe, lifeline: Pipe | None, inherited: Inherited | None = None
+) -> None:
     """A worker process's target: runner/process.py's ``worker_main``, imported here, in
     the worker (the fork server preloaded it), so the coordinator, which names this
     function to the server, never imports the engine."""
     from kvbench.runner.process import worker_main
 
+    if inherited is not None:
+        inherited.take()
     worker_main(spec, pipe, lifeline)
 
 
@@ -60,11 +101,12 @@ class LocalLauncher:
             self._lifeline_reader, self._lifeline = context.Pipe(duplex=False)
         pipes: list[Pipe] = []
         self._procs = []
+        inherited = Inherited.now()
         for spec in specs:
             parent, child = context.Pipe(duplex=True)
             proc = context.Process(
                 target=worker_entry,
-                args=(spec, child, self._lifeline_reader),
+                args=(spec, child, self._lifeline_reader, inherited),
                 name=spec.process_name,
                 daemon=True,
             )

@@ -56,3 +56,26 @@ def test_a_runs_coordinator_imports_none_of_the_workers_modules() -> None:
     modules = set(json.loads(done.stdout))
     assert "kvbench.runner.coordinator" in modules and "numpy" in modules  # it ran
     assert sorted(modules & set(NOT_IN_A_RUN)) == []
+
+
+def test_what_the_fork_server_shares_with_the_coordinator_is_the_coordinators_anyway() -> None:
+    """The kvbench command imports ``forkserver.SHARED`` before it forks its fork server
+    (runner/forkserver.py): modules the server needs and a run's coordinator imports
+    anyway. None may be one the coordinator would not import: it would hold it for
+    nothing (the memory this file keeps out)."""
+    code = (
+        "import json, sys, importlib\n"
+        "from kvbench.runner import forkserver\n"
+        "for name in forkserver.SHARED: importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    shared, coordinator = (
+        set(json.loads(done.stdout))
+        for done in (
+            subprocess.run([sys.executable, "-c", source], capture_output=True, text=True,
+                           timeout=120, check=True)
+            for source in (code, _PROBE)
+        )
+    )  # fmt: skip
+    assert "kvbench.protocols.registry" in shared  # it ran
+    assert sorted(shared - coordinator) == []
