@@ -5,8 +5,12 @@ does, for a script), so it must not import the CLI at module level; ``main`` imp
 """
 
 import os
+import signal
 import sys
 from collections.abc import MutableMapping, Sequence
+
+# The signals that end a run (runner/interrupts.py's SIGNALS: not imported, see above).
+_ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 # The commands that run load from this machine's worker processes.
 LOAD_COMMANDS = frozenset({"run", "sweep", "compare", "search", "replay", "queue"})
@@ -32,15 +36,26 @@ def starts_workers(args: Sequence[str]) -> bool:
 
 
 def main() -> None:
-    """Entry point of the ``kvbench`` console script."""
+    """Entry point of the ``kvbench`` console script.
+
+    The signals that end a run wait while the modules are imported (a second or two when
+    the machine is busy): a Ctrl-C inside an import surfaced as that import's error (numpy
+    raises ImportError, "PyCapsule_Import could not import module"), and one inside the
+    import machinery could end the process by the signal after its message. Held, it is
+    delivered once they are imported, and ends the command in its one line.
+    """
     quiet_blas(os.environ)
     try:
-        if starts_workers(sys.argv[1:]):
-            from kvbench.runner import forkserver
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
+        try:
+            if starts_workers(sys.argv[1:]):
+                from kvbench.runner import forkserver
 
-            forkserver.start_in_place()
-        from kvbench.cli import main as cli_main
-    except KeyboardInterrupt:  # Ctrl-C while the CLI imports (a second or two when busy)
+                forkserver.start_in_place()
+            from kvbench.cli import main as cli_main
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one held is delivered here
+    except KeyboardInterrupt:  # Ctrl-C while the modules were imported
         sys.stderr.write("kvbench: interrupted before the measurement started; nothing to save\n")
         sys.exit(130)
     cli_main()

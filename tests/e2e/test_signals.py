@@ -126,6 +126,41 @@ def test_a_signal_in_any_phase_ends_the_run_keeping_it(
         assert doc["totals"]["ops"] > 0  # what was measured is kept
 
 
+def kvbench_code_runs(pid: int, timeout_s: float = 60) -> None:
+    """Wait until process ``pid`` runs kvbench's own code: its first import, numpy, is
+    mapped (the interpreter's start before it is CPython's: a Ctrl-C while ``site`` is
+    imported is a fatal error there, before any code of kvbench's), bounded."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if "_multiarray_umath" in Path(f"/proc/{pid}/maps").read_text():
+            return
+        time.sleep(0.002)
+    raise AssertionError(f"pid {pid} never imported numpy")
+
+
+@pytest.mark.parametrize("after_s", [0.0, 0.1, 0.2, 0.4])
+def test_a_ctrl_c_at_any_instant_of_start_up_ends_in_a_line_leaving_no_process(
+    fresh_memcached: Server, tmp_path: Path, after_s: float
+) -> None:
+    """The kvbench command forks its fork server before it imports its CLI
+    (runner/forkserver.py). A Ctrl-C at any instant from its first import on (numpy and
+    the other shared imports, that fork, the CLI's imports, the preflight; which one each
+    delay meets is the scheduler's) ends the command with 130, one line on stderr at
+    most, no traceback, and no process of its session left (the server ends with it)."""
+    db = str(tmp_path / "h.db")
+    proc = start_in_session(
+        "run", f"memcached://{fresh_memcached.address}", "--duration", "30s", "-c", "2",
+        "--processes", "2", "--db", db,
+    )  # fmt: skip
+    kvbench_code_runs(proc.pid)
+    time.sleep(after_s)
+    _, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) <= 1, stderr
+    assert took_s < END_WITHIN_S, took_s
+    assert wait_session_empty(proc.pid) == []
+
+
 def test_ctrl_c_while_a_replay_reads_its_trace(fresh_memcached: Server, tmp_path: Path) -> None:
     trace = tmp_path / "trace.csv"
     with trace.open("w") as f:
