@@ -35,6 +35,18 @@ def starts_workers(args: Sequence[str]) -> bool:
     return not any(arg in ("-h", "--help", "--cluster") for arg in args[1:])
 
 
+class _Ended(KeyboardInterrupt):
+    """SIGTERM or SIGHUP before the CLI handles signals: ends the start as Ctrl-C does."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _end(signum: int, frame: object) -> None:
+    raise _Ended(signum)
+
+
 def main() -> None:
     """Entry point of the ``kvbench`` console script.
 
@@ -42,9 +54,15 @@ def main() -> None:
     the machine is busy): a Ctrl-C inside an import surfaced as that import's error (numpy
     raises ImportError, "PyCapsule_Import could not import module"), and one inside the
     import machinery could end the process by the signal after its message. Held, it is
-    delivered once they are imported, and ends the command in its one line.
+    delivered once they are imported, and ends the command in its one line, with 128 +
+    the signal (SIGTERM and SIGHUP too, where their action is the default one).
     """
     quiet_blas(os.environ)
+    previous = {
+        signum: signal.signal(signum, _end)
+        for signum in _ENDING_SIGNALS[1:]
+        if signal.getsignal(signum) == signal.SIG_DFL
+    }
     try:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
         try:
@@ -55,9 +73,12 @@ def main() -> None:
             from kvbench.cli import main as cli_main
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one held is delivered here
-    except KeyboardInterrupt:  # Ctrl-C while the modules were imported
+    except KeyboardInterrupt as stop:  # a signal while the modules were imported
         sys.stderr.write("kvbench: interrupted before the measurement started; nothing to save\n")
-        sys.exit(130)
+        sys.exit(128 + getattr(stop, "signum", signal.SIGINT))
+    finally:
+        for signum, handler in previous.items():  # the CLI installs its own (interrupts)
+            signal.signal(signum, handler)
     cli_main()
 
 

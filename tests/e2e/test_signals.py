@@ -138,15 +138,28 @@ def kvbench_code_runs(pid: int, timeout_s: float = 60) -> None:
     raise AssertionError(f"pid {pid} never imported numpy")
 
 
-@pytest.mark.parametrize("after_s", [0.0, 0.1, 0.2, 0.4])
-def test_a_ctrl_c_at_any_instant_of_start_up_ends_in_a_line_leaving_no_process(
-    fresh_memcached: Server, tmp_path: Path, after_s: float
+START_UP_SIGNALS = [
+    (signal.SIGINT, 0.0), (signal.SIGINT, 0.1), (signal.SIGINT, 0.2), (signal.SIGINT, 0.4),
+    (signal.SIGTERM, 0.0), (signal.SIGTERM, 0.2),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("signum", "after_s"),
+    START_UP_SIGNALS,
+    ids=[f"{signal.Signals(s).name}-{after}s" for s, after in START_UP_SIGNALS],
+)
+def test_a_signal_at_any_instant_of_start_up_ends_in_a_line_leaving_no_process(
+    fresh_memcached: Server, tmp_path: Path, signum: int, after_s: float
 ) -> None:
     """The kvbench command forks its fork server before it imports its CLI
-    (runner/forkserver.py). A Ctrl-C at any instant from its first import on (numpy and
-    the other shared imports, that fork, the CLI's imports, the preflight; which one each
-    delay meets is the scheduler's) ends the command with 130, one line on stderr at
-    most, no traceback, and no process of its session left (the server ends with it)."""
+    (runner/forkserver.py). A Ctrl-C or SIGTERM at any instant from its first import on
+    (numpy and the other shared imports, that fork, the CLI's imports, the preflight;
+    which one each delay meets is the scheduler's) ends the command with 128 + the
+    signal, one line on stderr at most, no traceback, and no process of its session left
+    (the server ends with it). Was: inside numpy's import, numpy's ImportError and its
+    traceback; inside the import machinery, death by SIGINT (-2) after the line; a
+    SIGTERM before the CLI, no line at all."""
     db = str(tmp_path / "h.db")
     proc = start_in_session(
         "run", f"memcached://{fresh_memcached.address}", "--duration", "30s", "-c", "2",
@@ -154,9 +167,10 @@ def test_a_ctrl_c_at_any_instant_of_start_up_ends_in_a_line_leaving_no_process(
     )  # fmt: skip
     kvbench_code_runs(proc.pid)
     time.sleep(after_s)
-    _, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
-    assert proc.returncode == 130, stderr
+    stdout, stderr, took_s = signal_and_finish(proc, signum)
+    assert proc.returncode == 128 + signum, stderr
     assert "Traceback" not in stderr and len(stderr.strip().splitlines()) <= 1, stderr
+    assert "interrupted" in stdout + stderr  # said, on stderr before the run, else with it
     assert took_s < END_WITHIN_S, took_s
     assert wait_session_empty(proc.pid) == []
 
