@@ -36,7 +36,7 @@ def starts_workers(args: Sequence[str]) -> bool:
 
 
 class _Ended(KeyboardInterrupt):
-    """SIGTERM or SIGHUP before the CLI handles signals: ends the start as Ctrl-C does."""
+    """A signal that ends a run, before the CLI handles them: ends the start."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -55,14 +55,12 @@ def main() -> None:
     raises ImportError, "PyCapsule_Import could not import module"), and one inside the
     import machinery could end the process by the signal after its message. Held, it is
     delivered once they are imported, and ends the command in its one line, with 128 +
-    the signal (SIGTERM and SIGHUP too, where their action is the default one).
+    the signal. Handled from the start whatever the command inherited, as the CLI
+    handles them (runner/interrupts.py): started with SIGINT ignored (a background job
+    of a script), a SIGINT before the CLI was lost, and the run went on to its end.
     """
     quiet_blas(os.environ)
-    previous = {
-        signum: signal.signal(signum, _end)
-        for signum in _ENDING_SIGNALS[1:]
-        if signal.getsignal(signum) == signal.SIG_DFL
-    }
+    previous = {signum: signal.signal(signum, _end) for signum in _ENDING_SIGNALS}
     try:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
         try:
@@ -75,10 +73,10 @@ def main() -> None:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one held is delivered here
     except KeyboardInterrupt as stop:  # a signal while the modules were imported
         sys.stderr.write("kvbench: interrupted before the measurement started; nothing to save\n")
-        sys.exit(128 + getattr(stop, "signum", signal.SIGINT))
+        sys.exit(128 + stop.signum if isinstance(stop, _Ended) else 130)
     finally:
         for signum, handler in previous.items():  # the CLI installs its own (interrupts)
-            signal.signal(signum, handler)
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
     cli_main()
 
 
