@@ -35,6 +35,8 @@ MAX_OPS: int
 HDR_SUB_BUCKET_HALF_COUNT_MAGNITUDE: int
 HDR_COUNTS_LEN: int
 HDR_HIGHEST_TRACKABLE_NS: int
+# How many of a timed replay's lane's times a Poller asks its feed for at a time.
+LANE_FEED: int
 
 # A histogram as a folding Tally hands it over: (indexes, counts, total, min, max, sum,
 # out_of_range), its non-empty buckets as native int64s, indexes ascending.

@@ -1664,5 +1664,6 @@ loop_add_types(PyObject *module)
         Py_DECREF(&PollerType);
         return -1;
     }
-    return 0;
+    /* (a lane's feed is asked for this many at a time: Python primes that many) */
+    return PyModule_AddIntConstant(module, "LANE_FEED", LANE_FEED);
 }

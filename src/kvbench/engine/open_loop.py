@@ -145,6 +145,10 @@ class OpenLoopDispatcher:
         """Requests sent or dropped so far, every route's."""
         return sum(route.next_index for route in self.routes)
 
+    def prime(self) -> None:
+        """Before the start instant: what the dispatch can prepare (nothing here; the
+        compiled loop's, engine/loop_dispatch.py)."""
+
     async def run(self) -> None:
         """Dispatch until the worker stops issuing."""
         self._timer = Timer.open(self._tick)

@@ -350,8 +350,9 @@ class Worker(LinkKeeper):
         )
         self._finished = asyncio.Event()
         # Set up before the start instant, not inside the window: the run's pumps, every
-        # connection attached to one, and a full collection (docs/benchmarks.md: over
-        # 10,000 connections, an open loop's first interval).
+        # connection attached to one, an open loop's dispatcher (its connections' pumps
+        # made open-loop ones, a timed replay's first times primed), and a full collection
+        # (docs/benchmarks.md: over 10,000 connections, an open loop's first interval).
         if self.python_reason is None:
             assert not isinstance(self.tally, PyTally), "a compiled run has the C tally"
             timed = self.feed is not None and self.feed.config.timed  # a replay at its times
@@ -362,6 +363,10 @@ class Worker(LinkKeeper):
                 verify=pump_verify(self.spec.config.workload),
                 derive_from=self._derive_from(),
             )
+        self.dispatcher = self._open_loop(start_ns)  # (attaches its connections' pumps)
+        if self.dispatcher is not None:
+            self.dispatcher.prime()
+        elif self.python_reason is None:
             for conn in self.connections:
                 conn.attach()
         gc.collect()
@@ -391,7 +396,6 @@ class Worker(LinkKeeper):
             self.loop.start_ticks(self.tally, HICCUP_PERIOD_NS, INFLIGHT_SAMPLE_EVERY)
         else:
             tasks.append(asyncio.create_task(self._hiccups()))
-        self.dispatcher = self._open_loop(start_ns)
         if self.dispatcher is not None:
             tasks.append(asyncio.create_task(self.dispatcher.run()))
         for task in tasks:
