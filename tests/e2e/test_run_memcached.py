@@ -168,6 +168,19 @@ def test_worker_cpu_is_the_measured_windows(fresh_memcached: Server, tmp_path: P
     assert sum(w["cpu_s"] for w in doc["workers"]) == pytest.approx(intervals_cpu, abs=0.01)
 
 
+def start_until_window(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``kvbench ARGS`` started, once its window runs (its live line: its workers were
+    forked); if it ends before, the test fails with its stderr (not "no fork server")."""
+    proc = subprocess.Popen(
+        kvbench_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "ops/s" in line:
+            return proc
+    raise AssertionError(proc.communicate(timeout=30)[1])
+
+
 def fork_server_of(coordinator: int) -> int:
     """The pid of the fork server a running coordinator started its workers from: its
     child that is a fork of it (its command line the same: runner/forkserver.py) or, if
@@ -197,20 +210,11 @@ def test_numpy_starts_no_blas_threads_unless_the_user_chose(
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if chosen:
         env["OPENBLAS_NUM_THREADS"] = chosen
-    proc = subprocess.Popen(
-        kvbench_argv(
-            "run", f"memcached://{fresh_memcached.address}", "-c", "2", "--processes", "1",
-            "--duration", "3s", "--no-save",
-        ),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    proc = start_until_window(
+        "run", f"memcached://{fresh_memcached.address}", "-c", "2", "--processes", "1",
+        "--duration", "3s", "--no-save", env=env,
     )  # fmt: skip
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if "ops/s" in line:  # the window runs: its worker was forked
-                break
-        else:  # it ended before its window: say why, not "no fork server"
-            raise AssertionError(proc.communicate(timeout=30)[1])
         server = fork_server_of(proc.pid)
         environ = Path(f"/proc/{server}/environ").read_bytes().split(b"\0")
         threads = len(os.listdir(f"/proc/{server}/task"))
@@ -325,17 +329,8 @@ def test_the_throwaway_memcacheds_cores_are_not_its_workers(tmp_path: Path) -> N
     servers.require_binary("memcached", "memcached")
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU: the server and the client share it")
-    proc = subprocess.Popen(
-        kvbench_argv("run", "--duration", "5s", "-c", "2", "--no-save"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = start_until_window("run", "--duration", "5s", "-c", "2", "--no-save")
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if "ops/s" in line:  # the window runs: its workers were forked
-                break
-        else:
-            raise AssertionError(proc.communicate(timeout=30)[1])
         server = fork_server_of(proc.pid)
         workers = [p.pid for p in psutil.Process(server).children()]
         memcached = [p.pid for p in psutil.Process(proc.pid).children() if p.name() == "memcached"]
