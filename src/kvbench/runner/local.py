@@ -59,7 +59,7 @@ class Inherited:
         ):
             resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, hard))
         if self.cpus is not None:
-            with contextlib.suppress(OSError):  # CPUs taken away meanwhile: run on the rest
+            with contextlib.suppress(OSError):  # (none of them left to it: it keeps its own)
                 os.sched_setaffinity(0, self.cpus)
 
 
