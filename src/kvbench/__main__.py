@@ -9,9 +9,6 @@ import signal
 import sys
 from collections.abc import MutableMapping, Sequence
 
-# The signals that end a run (runner/interrupts.py's SIGNALS: not imported, see above).
-_ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
 # The commands that run load from this machine's worker processes.
 LOAD_COMMANDS = frozenset({"run", "sweep", "compare", "search", "replay", "queue"})
 
@@ -35,18 +32,6 @@ def starts_workers(args: Sequence[str]) -> bool:
     return not any(arg in ("-h", "--help", "--cluster") for arg in args[1:])
 
 
-class _Ended(KeyboardInterrupt):
-    """A signal that ends a run, before the CLI handles them: ends the start."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _end(signum: int, frame: object) -> None:
-    raise _Ended(signum)
-
-
 def main() -> None:
     """Entry point of the ``kvbench`` console script.
 
@@ -60,9 +45,14 @@ def main() -> None:
     of a script), a SIGINT before the CLI was lost, and the run went on to its end.
     """
     quiet_blas(os.environ)
-    previous = {signum: signal.signal(signum, _end) for signum in _ENDING_SIGNALS}
+    from kvbench.runner import interrupts  # (standard library only: no CLI, no numpy)
+
+    def end(signum: int, frame: object) -> None:
+        raise interrupts.Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, end) for signum in interrupts.SIGNALS}
     try:
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)
         try:
             if starts_workers(sys.argv[1:]):
                 from kvbench.runner import forkserver
@@ -73,7 +63,7 @@ def main() -> None:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one held is delivered here
     except KeyboardInterrupt as stop:  # a signal while the modules were imported
         sys.stderr.write("kvbench: interrupted before the measurement started; nothing to save\n")
-        sys.exit(128 + stop.signum if isinstance(stop, _Ended) else 130)
+        sys.exit(128 + stop.signum if isinstance(stop, interrupts.Interrupted) else 130)
     finally:
         for signum, handler in previous.items():  # the CLI installs its own (interrupts)
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
