@@ -29,8 +29,8 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
     Cluster: keys go to the master of their hash slot, MOVED and ASK are followed.
 
     Runs on memcached (text, binary, meta) and Redis RESP2, closed or open loop (--rate),
-    --verify included, use the compiled driver; the rest (RESP3, HTTP, Redis Cluster,
-    --command, rmw, --ttl ranges, and every run with KVBENCH_PURE_PYTHON=1) the Python
+    --verify and --ttl ranges included, use the compiled driver; the rest (RESP3, HTTP,
+    Redis Cluster, --command, rmw, and every run with KVBENCH_PURE_PYTHON=1) the Python
     one. Each run records which, and why.
 
     \b

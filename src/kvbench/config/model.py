@@ -170,6 +170,11 @@ class WorkloadConfig:
     verify_window_ms: tuple[int, int] | None = None
     allow_oversize: bool = False
 
+    @property
+    def ttl_range(self) -> bool:
+        """Each connection draws its own ttl (``--ttl low-high``, low < high)."""
+        return self.ttl_max_s is not None and self.ttl_max_s != self.ttl_s
+
 
 @dataclass(frozen=True, slots=True)
 class LoadConfig:

@@ -1530,6 +1530,9 @@ typedef struct {
     PyObject *on_stopped; /* data_received's caller of a non-zero status, or None */
     const Wire *wire;
     long long max_reply;
+    /* The ttl this connection's stores carry in place of the stream's (a --ttl range:
+     * each connection draws its own, as its codec does), or -1: the stream's. */
+    long long ttl;
     /* Open loop: requests are sent only by issue_scheduled, latency is measured from
      * their intended times, and a send more than late_ns behind its slot is late. */
     int open_loop;
@@ -1568,18 +1571,19 @@ typedef struct {
 static int
 Pump_init(Pump *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"tally", "stream", "write", "protocol", "families", "max_reply",
-                             "open_loop", "late_ns", "verify", "window_ms", "exact", NULL};
+    static char *kwlist[] = {"tally",   "stream", "write",     "protocol", "families",
+                             "max_reply", "open_loop", "late_ns", "verify", "window_ms",
+                             "exact",   "ttl",    NULL};
     PyObject *tally, *stream, *write;
     Py_buffer families;
     int protocol, open_loop = 0, verify = VERIFY_NONE, exact = 0;
-    long long max_reply, late_ns = 0, window_low = -1, window_high = -1;
+    long long max_reply, late_ns = 0, window_low = -1, window_high = -1, ttl = -1;
     if (self->tally != NULL)
         return initialized_already("Pump");
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Oiy*L|pLi(LL)p", kwlist, &TallyType,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Oiy*L|pLi(LL)pL", kwlist, &TallyType,
                                      &tally, &StreamType, &stream, &write, &protocol, &families,
                                      &max_reply, &open_loop, &late_ns, &verify, &window_low,
-                                     &window_high, &exact))
+                                     &window_high, &exact, &ttl))
         return -1;
     if (self->tally != NULL) { /* (reading an int may run Python code) */
         PyBuffer_Release(&families);
@@ -1601,6 +1605,14 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
         PyBuffer_Release(&families);
         PyErr_Format(PyExc_ValueError, "at most %d ops", MAX_OPS);
         return -1;
+    }
+    if (ttl != -1) { /* one the protocol carries, as a stream's */
+        Encoding own = ((Stream *)stream)->encoding;
+        own.ttl = ttl;
+        if (encoding_check(wire, &own) < 0) {
+            PyBuffer_Release(&families);
+            return -1;
+        }
     }
     if (verify < VERIFY_NONE || verify >= VERIFY_COUNT ||
         (window_low >= 0 && (window_low > window_high || verify != VERIFY_TIMESTAMP)) ||
@@ -1633,6 +1645,7 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
     self->error = Py_None;
     self->wire = wire;
     self->max_reply = max_reply;
+    self->ttl = ttl;
     self->open_loop = open_loop;
     self->late_ns = late_ns;
     self->verify = verify;
@@ -1806,6 +1819,11 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
     long long sent = monotonic_ns();
     Out o = {self->out, 0, self->out_cap};
     const Wire *wire = self->wire;
+    /* The stream's encoding (a replay's chunk may change its ttl in the loop), or the
+     * connection's own ttl with the stream's other settings. */
+    Encoding own = stream->encoding;
+    own.ttl = self->ttl;
+    const Encoding *encoding = self->ttl == -1 ? &stream->encoding : &own;
     Tags tags = {self->opaque, 0, 0};
     Py_ssize_t i = 0;
     int empty = 0;
@@ -1864,7 +1882,7 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
             key_len = (uint32_t)r.key_len;
         }
         Tags before_tags = tags;
-        if (wire->encode(&stream->encoding, (int)op, &r, &tags, &o) < 0 ||
+        if (wire->encode(encoding, (int)op, &r, &tags, &o) < 0 ||
             (self->exact && op == OP_SET && exact_set(self, &r) < 0)) {
             o.len = before; /* (a failed encode appended nothing, used no opaque) */
             tags = before_tags;
@@ -2387,7 +2405,9 @@ static PyTypeObject PumpType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "kvbench.engine._pump.Pump",
     .tp_doc = PyDoc_STR("Pump(tally, stream, write, protocol, families, max_reply, "
-                        "open_loop=False, late_ns=0)"),
+                        "open_loop=False, late_ns=0, verify=0, window_ms=None, exact=False, "
+                        "ttl=-1): one connection's loop; ttl: its stores' own (-1: the "
+                        "stream's)"),
     .tp_basicsize = sizeof(Pump),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,

@@ -5,11 +5,13 @@ Codecs take the expiry from ``CodecOptions`` (fixed for a connection's life), so
 range (``--ttl 60-120``) is realised per connection: each draws its ttl uniformly from
 the range (seeded by the run's seed and the worker), and every store it sends carries
 that one ttl. With many connections the ttls cover the range; per request they do not.
+The compiled driver does the same: each connection's pump is given its ttl
+(engine/fastpath.py ``PumpFactory``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -33,15 +35,15 @@ def connection_ttls(config: WorkloadConfig, worker_index: int, count: int) -> li
 def connection_codec_factories(
     target: TargetConfig,
     config: WorkloadConfig,
-    worker_index: int,
-    count: int,
+    ttls: Sequence[int],
     verifier: Verifier | None,
 ) -> list[Callable[[], ClientCodec]]:
-    """One codec factory per connection (a reconnect builds a fresh codec from it)."""
+    """One codec factory per connection, each sending its ttl from ``ttls``
+    (``connection_ttls``): a reconnect builds a fresh codec from it."""
     factories: dict[int, Callable[[], ClientCodec]] = {}
     out = []
     rmw = any(name == RMW for name, _ in config.ratio)
-    for ttl in connection_ttls(config, worker_index, count):
+    for ttl in ttls:
         if ttl not in factories:
             options = CodecOptions(ttl_s=ttl, keep_payload=verifier is not None)
             factory = codec_factory_for(target, options)

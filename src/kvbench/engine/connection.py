@@ -122,6 +122,9 @@ class Connection(Link):
         self.shard = shard
         # Where requests come from: the shared workload's cursor, or a replay lane's.
         self.cursor: Cursor = shard.cursor
+        # The ttl its stores carry when it drew one from a --ttl range (its codec's,
+        # engine/codec_choice.py; a compiled pump is given it); None: the run's.
+        self.ttl_s: int | None = None
         self.pipeline = pipeline
         self.closed_loop = True
         # The transport's reader once the reads are the pump's (None: they are ours).

@@ -60,8 +60,11 @@ so its pump has a ``Stream`` of its own, as a replay's lane does; with ``--verif
 right after the set of its key must return that set's value (``exact``: the pump keeps
 the set's value header beside the get's key).
 
+Under a ``--ttl`` range each connection's pump is given the ttl its connection drew
+(engine/codec_choice.py), which its stores carry in place of the stream's.
+
 Everything else stays in Python: ``--command``, read-modify-writes
-(``rmw`` in the ratio), ``--ttl`` ranges, RESP3,
+(``rmw`` in the ratio), RESP3,
 HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any build
 without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
 path too); ``python_reason`` names the reason, and the run records it.
@@ -218,9 +221,6 @@ def python_reason(config: RunConfig) -> str | None:
     if config.workload.commands:
         # The C side encodes and scans the fixed ops only.
         return "arbitrary commands (--command)"
-    if config.workload.ttl_max_s is not None and config.workload.ttl_max_s != config.workload.ttl_s:
-        # Each connection has its own ttl, written into its requests; pumps share a stream.
-        return "a --ttl range"
     for target in config.targets:
         if target.family == "http" or target.protocol not in PROTOCOLS:
             return f"{target.protocol} has no compiled scanner"
@@ -310,7 +310,8 @@ class PumpFactory:
 
     Args:
         tally: the worker's ``_pump.Tally``.
-        ttl_s: the ttl requests carry (a chunk that says its own replaces it).
+        ttl_s: the ttl requests carry (a chunk that says its own replaces it; a
+            connection with a ttl of its own, ``Pumped.ttl_s``, sends that one).
         open_loop: the pumps send only what the open-loop dispatcher hands them.
         verify: how the pumps check get hits (``pump_verify``).
         derive_from: ``--verify``'s values are derived from their keys: the streams of
@@ -334,7 +335,7 @@ class PumpFactory:
         if window is not None:
             self._verify["window_ms"] = window
         self._derive_from = derive_from
-        self._ttl_s = ttl_s  # no ttl range (python_reason); a replay's chunks carry theirs
+        self._ttl_s = ttl_s  # a replay's chunks carry theirs
         options = CodecOptions()
         self._flags = options.flags
         self._max_reply = options.max_reply_bytes
@@ -375,6 +376,7 @@ class PumpFactory:
             open_loop=self._open_loop,
             late_ns=LATE_NS,
             **self._verify,
+            ttl=-1 if conn.ttl_s is None else conn.ttl_s,  # -1: the stream's
         )
 
     def skip(self, cursor: Cursor, n: int) -> bytes | None:

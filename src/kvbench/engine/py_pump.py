@@ -125,6 +125,8 @@ class Pumped(Protocol):
 
     shard: Shard
     cursor: Cursor
+    # The ttl its stores carry, drawn for it from a --ttl range; None: the run's.
+    ttl_s: int | None
 
     def python_driver(self, write: Write | None) -> PyPump:
         """A Python pump for this connection's current transport."""

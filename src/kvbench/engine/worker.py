@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from kvbench.config.model import RunConfig, TargetConfig
 from kvbench.config.replay import MONITOR_FORMAT
 from kvbench.engine.clock import NEVER, cpu_wait_ns
-from kvbench.engine.codec_choice import connection_codec_factories
+from kvbench.engine.codec_choice import connection_codec_factories, connection_ttls
 from kvbench.engine.connection import Connection
 from kvbench.engine.fastpath import (
     VERIFY_DERIVED,
@@ -236,13 +236,16 @@ class Worker(LinkKeeper):
         for shard, count in zip(
             self.shards, share_out(spec.connections, len(self.shards)), strict=True
         ):
-            factories = connection_codec_factories(
-                shard.target, spec.config.workload, spec.worker_index, count, self.verifier
-            )
+            workload = spec.config.workload
+            ttls = connection_ttls(workload, spec.worker_index, count)
+            factories = connection_codec_factories(shard.target, workload, ttls, self.verifier)
             setup = setup_for(shard.target)
             made = [
                 self.make_connection(factory, setup, load.pipeline, shard) for factory in factories
             ]
+            if workload.ttl_range:  # each sends its own (its pump too)
+                for connection, ttl in zip(made, ttls, strict=True):
+                    connection.ttl_s = ttl
             if spec.config.workload.set_then_get:  # each connection sends keys of its own
                 for connection, plan in zip(made, own_key_plans(shard.plan, count), strict=True):
                     connection.cursor = Cursor(RequestSource(plan))

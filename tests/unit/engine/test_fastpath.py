@@ -54,7 +54,7 @@ _COMMANDS = "arbitrary commands (--command)"
             {"workload.verify": True, "workload.ratio": "set-then-get"},
             None,
         ),
-        ("memcached://127.0.0.1:1", {"workload.ttl_s": "10-20"}, "a --ttl range"),
+        ("memcached://127.0.0.1:1", {"workload.ttl_s": "10-20"}, None),  # each pump its ttl
         ("memcached://127.0.0.1:1", {"workload.ttl_s": "10"}, None),
         ("memcached://127.0.0.1:1", {"workload.commands": ["touch __key__ 1"]}, _COMMANDS),
         (
@@ -128,7 +128,7 @@ def test_the_loop_is_taken_unless_the_transports_are_asked_for_or_the_run_needs_
         assert fastpath.loop_reason(run) == reason
         expected = "compiled loop" if reason is None else f"compiled (transports: {reason})"
         assert fastpath.driver_name(None, reason) == expected
-        assert fastpath.driver_name("a --ttl range", reason) == "python (a --ttl range)"
+        assert fastpath.driver_name("rmw", reason) == "python (rmw)"
 
 
 @pytest.mark.parametrize(
@@ -151,17 +151,45 @@ def test_a_pump_sends_what_the_connections_codec_would(url: str, ttl_bytes: byte
     written: list[bytes] = []
     tally = _pump.Tally()
     tally.issuing = True
-    conn: Any = SimpleNamespace(shard=ours, cursor=ours.cursor)
+    conn: Any = SimpleNamespace(shard=ours, cursor=ours.cursor, ttl_s=None)
     pump = fastpath.PumpFactory(tally, run.workload.ttl_s).pump(conn, written.append)
     pump.issue(3000)  # across a chunk boundary
-    source = reference.source
-    codec = codec_factory_for(reference.target, CodecOptions(ttl_s=30))()
-    expected = bytearray()
-    while len(expected) < len(written[0]):
-        chunk = source.next_chunk()
-        codec.encode_many(chunk.ops, chunk.keys, chunk.values, 0, chunk.size, expected)
-    assert written[0] == bytes(expected[: len(written[0])])
+    assert written[0] == codec_writes(reference, CodecOptions(ttl_s=30), len(written[0]))
     assert ttl_bytes in written[0]
+
+
+def codec_writes(shard: Any, options: CodecOptions, size: int) -> bytes:
+    """The first ``size`` bytes a fresh codec writes for ``shard``'s source."""
+    codec = codec_factory_for(shard.target, options)()
+    expected = bytearray()
+    while len(expected) < size:
+        chunk = shard.source.next_chunk()
+        codec.encode_many(chunk.ops, chunk.keys, chunk.values, 0, chunk.size, expected)
+    return bytes(expected[:size])
+
+
+def test_under_a_ttl_range_each_connections_pump_sends_the_ttl_it_drew() -> None:
+    """The glue gives a pump its connection's own ttl (engine/codec_choice.py's draw), and
+    the stores of two connections on the shard's one stream carry theirs."""
+    pump_oracle.require_compiled()
+    from kvbench.engine import _pump  # type: ignore[attr-defined]
+
+    run = config(**{"workload.ttl_s": "30-60", "workload.ratio": "set=1,get=1"})
+    assert run.workload.ttl_range and fastpath.python_reason(run) is None
+    ours, reference = build_shards(run, 0, 1)[0], build_shards(run, 0, 1)[0]
+    tally = _pump.Tally()
+    tally.issuing = True
+    factory = fastpath.PumpFactory(tally, run.workload.ttl_s)
+    writes: list[bytes] = []
+    for ttl in (45, 59):
+        conn: Any = SimpleNamespace(shard=ours, cursor=ours.cursor, ttl_s=ttl)
+        written: list[bytes] = []
+        factory.pump(conn, written.append).issue(500)
+        assert b" 0 %d " % ttl in written[0] and b" 0 30 " not in written[0]
+        writes.append(written[0])
+    # The first pump's requests, byte for byte, are those of a codec with its ttl.
+    expected = codec_writes(reference, CodecOptions(ttl_s=45), len(writes[0]))
+    assert writes[0] == expected
 
 
 @pytest.mark.parametrize(

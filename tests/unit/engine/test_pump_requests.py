@@ -313,6 +313,36 @@ def test_a_packed_chunk_without_a_ttl_keeps_the_streams() -> None:
     assert written == [b"set a 0 5 1\r\nx\r\nset b 0 5 1\r\ny\r\n"]
 
 
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_pumps_on_one_stream_send_each_its_own_ttl(name: str) -> None:
+    """Under a --ttl range each connection's pump is given the ttl its connection drew,
+    over the stream its shard's connections share: its stores carry that ttl, as its
+    codec's would, and a pump given none carries the stream's (5)."""
+    number, families = fastpath.PROTOCOLS[name]
+    ops = [int(Op.SET), int(Op.GET), int(Op.SET)]
+    names, values = [b"a", b"b", b"c"], [b"x", None, b"zz"]
+    tally = _pump.Tally()
+    tally.issuing = True
+    stream = _pump.Stream(Chunks([(ops * 3, names * 3, values * 3, 0)]), number, 5)
+    for ttl in (90, None, 3600):
+        written: list[bytes] = []
+        own = {} if ttl is None else {"ttl": ttl}
+        p = _pump.Pump(tally, stream, written.append, number, families, 1 << 20, **own)
+        assert p.issue(3) == 0
+        expected = codec_requests(
+            name, CodecOptions(ttl_s=5 if ttl is None else ttl), ops, names, values, 0
+        )
+        assert written == [expected]
+
+
+def test_a_pumps_own_ttl_is_one_its_protocol_carries() -> None:
+    number, families = fastpath.PROTOCOLS["memcache-binary"]
+    stream = _pump.Stream(list, number, 5)
+    for ttl in (-2, 2**32):
+        with pytest.raises(ValueError, match=r"0 to 4294967295|a ttl is 0 \(no expiry\)"):
+            _pump.Pump(_pump.Tally(), stream, print, number, families, 1 << 20, ttl=ttl)
+
+
 # -- a packed chunk is checked once, when it is loaded ------------------------------------
 
 

@@ -50,7 +50,7 @@ def test_an_error_in_either_half_makes_the_rmw_an_error_reply() -> None:
 
 def test_connections_get_the_wrapper_only_when_the_ratio_has_rmw() -> None:
     target = parse_target("memcached://127.0.0.1:11211", "t")
-    plain = connection_codec_factories(target, WorkloadConfig(), 0, 1, None)[0]()
+    plain = connection_codec_factories(target, WorkloadConfig(), [0], None)[0]()
     mixed = WorkloadConfig(ratio=(("get", 1), ("rmw", 1)))
-    wrapped = connection_codec_factories(target, mixed, 0, 1, None)[0]()
+    wrapped = connection_codec_factories(target, mixed, [0], None)[0]()
     assert not isinstance(plain, RmwCodec) and isinstance(wrapped, RmwCodec)

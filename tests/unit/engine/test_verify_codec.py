@@ -101,13 +101,14 @@ def test_a_ttl_range_gives_each_connection_its_own_ttl_seeded() -> None:
 def test_codec_factories_carry_the_ttl_and_wrap_only_under_verify() -> None:
     target = parse_target("memcached://127.0.0.1:11211", "TARGET")
     config = WorkloadConfig(ttl_s=60, ttl_max_s=61, seed=1)
-    plain = [f() for f in connection_codec_factories(target, config, 0, 8, None)]
+    ttls = connection_ttls(config, 0, 8)
+    plain = [f() for f in connection_codec_factories(target, config, ttls, None)]
     assert all(isinstance(c, MemcacheTextCodec) for c in plain)
     out = bytearray()
     plain[0].encode(Op.SET, b"k", b"v", out)
     assert out.split(b"\r\n")[0] in (b"set k 0 60 1", b"set k 0 61 1")
     verifier = Verifier(Recorder(OP_NAMES))
-    checked = [f() for f in connection_codec_factories(target, config, 0, 2, verifier)]
+    checked = [f() for f in connection_codec_factories(target, config, [60, 61], verifier)]
     assert all(isinstance(c, VerifyingCodec) for c in checked)
 
 

@@ -174,11 +174,11 @@ def test_a_worker_that_waited_for_its_core_is_flagged_with_both_shares() -> None
 
 
 def test_a_busy_worker_on_the_python_driver_says_why_it_ran_it() -> None:
-    workers = [{"index": 0, "cpu_s": 0.97, "driver": "python (a --ttl range)"}]
+    workers = [{"index": 0, "cpu_s": 0.97, "driver": "python (read-modify-write (rmw))"}]
     (verdict,) = [
         v for v in all_verdicts(evidence(run([], workers=workers))) if v.id == "client.cpu"
     ]
-    assert verdict.message.endswith("; it ran the python (a --ttl range) driver")
+    assert verdict.message.endswith("; it ran the python (read-modify-write (rmw)) driver")
     compiled = [{"index": 0, "cpu_s": 0.97, "driver": "compiled"}]
     (verdict,) = [
         v for v in all_verdicts(evidence(run([], workers=compiled))) if v.id == "client.cpu"
