@@ -153,24 +153,25 @@ def test_memcached_counters_equal_the_requests_sent(
     assert all(r["matches"] for r in doc["server"]["reconciliation"])
 
 
+@pytest.mark.parametrize("resp", [2, 3])
 def test_redis_counters_equal_the_requests_sent(
-    fresh_redis: Server, tmp_path: Path, driver: str
+    fresh_redis: Server, tmp_path: Path, driver: str, resp: int
 ) -> None:
     """On Redis: gets is a GET, add and replace SET NX/XX; cas and prepend have no form
-    and are skipped and counted; each command's calls grew by the requests sent as it."""
+    and are skipped and counted; each command's calls grew by the requests sent as it.
+    Over RESP3 too, where a refused SET NX/XX is answered by RESP3's null."""
     rows = every_op_rows(3000)
     trace = write_trace(tmp_path / "t.csv", rows)
     before = redis_calls(fresh_redis)
-    doc = replay_max(
-        trace, f"redis://{fresh_redis.address}", tmp_path, "-c", "4", "-P", "8", driver=driver
-    )
+    url = f"redis://{fresh_redis.address}/0?resp={resp}"
+    doc = replay_max(trace, url, tmp_path, "-c", "4", "-P", "8", driver=driver)
     after = redis_calls(fresh_redis)
     ops = {name: row["count"] for name, row in doc["ops"].items()}
     trace_ops = Counter(r[5] for r in rows)
     sent = doc["trace"]["sent"]
     assert sent["skipped"] == {
-        "cas has no resp2 form": trace_ops["cas"],
-        "prepend has no resp2 form": trace_ops["prepend"],
+        f"cas has no resp{resp} form": trace_ops["cas"],
+        f"prepend has no resp{resp} form": trace_ops["prepend"],
     }
     assert sent["total"] == len(rows) - trace_ops["cas"] - trace_ops["prepend"]
     assert ops["get"] == trace_ops["get"] + trace_ops["gets"]

@@ -34,7 +34,8 @@ def command_calls(url: str) -> dict[str, int]:
     [
         ("", False, "compiled loop"),
         ("", True, "python (KVBENCH_PURE_PYTHON is set)"),
-        ("?resp=3", False, "python (resp3 has no compiled scanner)"),
+        ("?resp=3", False, "compiled loop"),
+        ("?resp=3", True, "python (KVBENCH_PURE_PYTHON is set)"),
     ],
 )
 def test_client_counts_equal_commandstats(

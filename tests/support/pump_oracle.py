@@ -4,7 +4,8 @@ The oracle of the differential test (tests/unit/engine/test_pump_replies.py) and
 atheris harness (fuzz/fuzz_pump.py): requests of every op the pump sends on the protocol
 (a replay's gets, add, replace, append, prepend and cas besides a mix's) on a fresh
 connection, the replies a hostile server may send them (tests/support/reply_grammar.py:
-memcached text, binary and meta, RESP2), and a comparison of what the compiled ``Pump``
+memcached text, binary and meta, RESP2, and RESP3 with push messages between replies),
+and a comparison of what the compiled ``Pump``
 and the Python driver's ``PyPump`` (engine/py_pump.py, over the codec) make of them, call
 for call: the same send, then the same reads in the same random pieces. Both must write
 the same requests (opaques included), account the same reply codes, return the same
@@ -106,7 +107,9 @@ def examples(n: int) -> int:
 # The ops a compiled run of a workload mix sends (every protocol's pump encodes them).
 OPS = (Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.DECR, Op.MGET)
 # The protocols the pump speaks, by their codec's name.
-PROTOCOLS = ("memcache-text", "resp2", "memcache-binary", "memcache-meta")
+PROTOCOLS = ("memcache-text", "resp2", "memcache-binary", "memcache-meta", "resp3")
+# The protocols whose codec's parser is hiredis (the exceptions below are theirs).
+RESP = frozenset({"resp2", "resp3"})
 # The ops whose request carries a value.
 STORES = frozenset({Op.SET, Op.ADD, Op.REPLACE, Op.APPEND, Op.PREPEND, Op.CAS})
 
@@ -353,7 +356,7 @@ def py_pump_outcome(ex: Exchange) -> Outcome:
         assert "sent" not in recorder.stats and not service_ns
     # (RESP's reply sizes are recomputed from hiredis' values: on bytes Redis never sends,
     # they may add up to more than arrived)
-    tx, rx = _check_bytes(ex, tally, written[0], ops, exact_rx=ex.protocol != "resp2")
+    tx, rx = _check_bytes(ex, tally, written[0], ops, exact_rx=ex.protocol not in RESP)
     checks = None
     if ex.verify:
         mismatches = recorder.counts[int(Op.GET)][int(ReplyOutcome.MISMATCH)]
@@ -448,7 +451,8 @@ def _trimmed(counts: list[int]) -> list[int]:
 # Where the two drivers may part, each for a reason (the oracle's exceptions). The codes
 # both accounted always agree; these are the ways one may stop while the other goes on.
 #
-# RESP2 (the codec's parser is hiredis):
+# RESP2 and RESP3 (the codec's parser is hiredis; a RESP3 push message, which both skip,
+# is held to RESP2's items in C):
 # - the scanner refuses a reply at its head where the codec waits for the rest: an array
 #   header answering a request no array answers, a non-bulk MGET element, bytes with no
 #   request pending, a declared length past the reply bound. Equal codes, the codec
@@ -459,7 +463,10 @@ def _trimmed(counts: list[int]) -> list[int]:
 # - hiredis reads past what RESP2 allows, so the codec may count replies the scanner
 #   refused: hiredis does not check the CRLF after a bulk string's data; it parses the
 #   RESP3-only types ("(" "=" "~" "|" "#" "," "%" ">") on a RESP2 connection, some as
-#   bulk strings or arrays; and its reply bound counts the bytes of one read without a
+#   bulk strings or arrays, and on a RESP3 one in a reply or a push message, where the
+#   scanner takes only the null "_" and the push ">" of them (no other answers these
+#   commands; "|", an attribute, hiredis even returns as a reply of its own); and its
+#   reply bound counts the bytes of one read without a
 #   complete reply (resp.py), so a reply past the bound that arrives in one read passes.
 #   The codec's codes then run on past the scanner's.
 #
@@ -493,7 +500,7 @@ def disagreement(ex: Exchange, py: Outcome, c: Outcome) -> str | None:
     # codec gives its bytes to no op (in a --noreply run such a packet is a quiet
     # request's failure, not the next reply's): there the codec's figures may be lower.)
     same_replies = py.codes == c.codes and py.error is None and c.error is None
-    if same_replies and ex.protocol != "resp2" and py.rx != c.rx:
+    if same_replies and ex.protocol not in RESP and py.rx != c.rx:
         py_rx, c_rx = py.rx or [], c.rx or []
         lower = len(py_rx) <= len(c_rx) and all(a <= b for a, b in zip(py_rx, c_rx, strict=False))
         if not (ex.protocol == "memcache-binary" and lower):

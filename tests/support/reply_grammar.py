@@ -176,6 +176,31 @@ def resp_reply(draw: Draw, op: Op, key: Any) -> bytes:
     return b":" + number + b"\r\n"
 
 
+def resp3_reply(draw: Draw, op: Op, key: Any) -> bytes:
+    """One RESP3 reply to ``op``, now and then after push messages (which answer no
+    request); a null is RESP3's ``_`` more often than RESP2's forms."""
+    pushes = b"".join(push_message(draw) for _ in range(draw(0, 2) if draw(0, 3) == 0 else 0))
+    reply = resp_reply(draw, op, key)
+    if draw(0, 1):
+        reply = reply.replace(b"$-1\r\n", b"_\r\n").replace(b"*-1\r\n", b"_\r\n")
+    return pushes + reply
+
+
+def push_message(draw: Draw) -> bytes:
+    """A push message, as Redis sends them (client tracking's invalidations, pub/sub
+    messages) or holding any RESP2 value."""
+    kind = draw(0, 3)
+    if kind == 0:  # a key invalidated, or (a flush) all of them: a null
+        keys = b"*1\r\n" + bulk(draw) if draw(0, 3) else b"_\r\n"
+        return b">2\r\n$10\r\ninvalidate\r\n" + keys
+    if kind == 1:
+        return b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n" + bulk(draw)
+    if kind == 2:
+        return b">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:%d\r\n" % draw(0, 9)
+    items = [resp_value(draw, depth=1) for _ in range(draw(0, 3))]
+    return b">%d\r\n" % len(items) + b"".join(items)
+
+
 def bulk(draw: Draw) -> bytes:
     """A bulk string, sometimes with a length that lies, is huge or is negative."""
     data = some_bytes(draw, 24)
@@ -448,6 +473,7 @@ Grammar = Callable[[Draw, Op, Any, int], bytes]
 GRAMMARS: dict[str, Grammar] = {
     "memcache-text": lambda draw, op, key, opaque: text_reply(draw, op, key),
     "resp2": lambda draw, op, key, opaque: resp_reply(draw, op, key),
+    "resp3": lambda draw, op, key, opaque: resp3_reply(draw, op, key),
     "memcache-binary": binary_reply,
     "memcache-meta": meta_reply,
 }
@@ -462,4 +488,6 @@ def replies(draw: Draw, protocol: str, ops: Sequence[int], keys: Sequence[Any]) 
     for op, key in zip(ops, keys, strict=True):
         wire += grammar(draw, Op(op), key, opaque)
         opaque += opaques_taken(protocol, op, key)
+    if protocol == "resp3" and draw(0, 7) == 0:  # a push after the last reply
+        wire += push_message(draw)
     return wire

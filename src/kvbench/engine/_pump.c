@@ -3,7 +3,7 @@
  * At pipeline 1 every op is one read, one write and one event-loop callback; the Python
  * driver spent about 5 us per op around them (parse, account, encode, FIFO), more than
  * the syscalls. This module does that work in C for memcached text, binary and meta and
- * for RESP2:
+ * for RESP2 and RESP3:
  *
  *   Pump.received(data)  one read: classify every complete reply (the Python codecs'
  *                        read_kinds codes, same values), account op / code / latency
@@ -61,7 +61,7 @@
 
 static const Wire *const WIRES[P_COUNT] = {
     [P_TEXT] = &text_wire, [P_RESP2] = &resp2_wire, [P_BINARY] = &binary_wire,
-    [P_META] = &meta_wire};
+    [P_META] = &meta_wire, [P_RESP3] = &resp3_wire};
 
 /* The wire of ``protocol``, or NULL with a ValueError. */
 static const Wire *
@@ -2187,10 +2187,15 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
         if (request != NULL)
             head = (Head){request->op, self->family[request->op], request->tag, request->keys};
         scan.value_at = -1;
+        scan.skipped = 0;
         Py_ssize_t k = scan_reply(self->wire, buf + pos, n - pos, request ? &head : NULL,
                                   self->max_reply, &scan);
         if (k <= 0)
             break;
+        if (scan.skipped) { /* a push message: no request's reply */
+            pos += k;
+            continue;
+        }
         if (self->verify && request->op == OP_GET && scan.value_at >= 0 &&
             (scan.code & (FOLD_KINDS - 1)) == K_HIT)
             check_value(self, request, buf + pos + scan.value_at, scan.value_len, &checks);
@@ -2563,10 +2568,15 @@ scan_replies(PyObject *module, PyObject *args)
                 wire->tag(op, count, &tags);
             head = (Head){op, op < MAX_OPS ? family[op] : F_NONE, tags.tag, tags.keys};
         }
+        scan.skipped = 0;
         Py_ssize_t k = scan_reply(wire, p + pos, data.len - pos, i < ops.len ? &head : NULL,
                                   max, &scan);
         if (k <= 0)
             break;
+        if (scan.skipped) { /* a push message: no request's reply */
+            pos += k;
+            continue;
+        }
         PyObject *code = PyLong_FromLongLong(scan.code);
         if (code == NULL || PyList_Append(codes, code) < 0)
             Py_CLEAR(codes);
@@ -2665,7 +2675,7 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "kvbench.engine._pump",
     .m_doc = PyDoc_STR("The compiled hot path, closed and open loop (memcached text, binary, "
-                       "meta; RESP2)."),
+                       "meta; RESP2, RESP3)."),
     .m_size = -1,
     .m_methods = module_methods,
 };
@@ -2686,6 +2696,7 @@ PyInit__pump(void)
         long value;
     } constants[] = {
         {"TEXT", P_TEXT}, {"RESP2", P_RESP2}, {"BINARY", P_BINARY}, {"META", P_META},
+        {"RESP3", P_RESP3},
         {"F_GET", F_GET}, {"F_MGET", F_MGET},
         {"F_STORE", F_STORE}, {"F_DELETE", F_DELETE}, {"F_ARITH", F_ARITH},
         {"F_APPEND", F_APPEND},

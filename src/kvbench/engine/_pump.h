@@ -68,7 +68,9 @@ enum {
  * F_APPEND: RESP's APPEND, answered by the value's new length (an integer: stored). */
 enum { F_NONE = 0, F_GET, F_MGET, F_STORE, F_DELETE, F_ARITH, F_APPEND, F_COUNT };
 /* The protocols, as engine/fastpath.py numbers them. */
-enum { P_TEXT = 1, P_RESP2 = 2, P_BINARY = 3, P_META = 4, P_COUNT };
+/* RESP3: RESP2's requests and scanner (a connection is switched to it by HELLO 3, which
+ * the Python link sends and reads before the pump has it), its push messages skipped. */
+enum { P_TEXT = 1, P_RESP2 = 2, P_BINARY = 3, P_META = 4, P_RESP3 = 5, P_COUNT };
 /* protocols.base.Op: the ops a workload mix sends, and those a replay adds (the only
  * ones encoded here; each wire encodes the ones its protocol sends). */
 enum {
@@ -109,6 +111,9 @@ typedef struct {
      * value is in it, for ``--verify``. Set for that reply only (the pump resets
      * value_at to -1 before each scan). */
     Py_ssize_t value_at, value_len;
+    /* The bytes consumed answer no request: a RESP3 push message, which the server may
+     * send at any time (the pump resets it before each scan). */
+    int skipped;
 } Scan;
 
 /* The request a reply answers: the head of the pending FIFO. */
@@ -171,7 +176,7 @@ wire_encodes(const Wire *wire, long op)
     return op >= 0 && op < MAX_OPS && (wire->ops & OP_BIT(op)) != 0;
 }
 
-extern const Wire text_wire, resp2_wire, binary_wire, meta_wire;
+extern const Wire text_wire, resp2_wire, resp3_wire, binary_wire, meta_wire;
 
 /* -- failures (_pump.c) ---------------------------------------------------------------- */
 

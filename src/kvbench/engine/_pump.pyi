@@ -10,6 +10,7 @@ from typing_extensions import Buffer
 # Protocols (a Stream's and a Pump's ``protocol``).
 TEXT: int
 RESP2: int
+RESP3: int
 BINARY: int
 META: int
 # Reply families (a Pump's ``families``: one per op; 0 keeps the op in Python).

@@ -1,10 +1,16 @@
-/* RESP2 for the pump (the Redis protocol specification): the reply scanner and the request
- * encoder, mirroring protocols/resp.py (the reference; its parser is hiredis).
+/* RESP2 and RESP3 for the pump (the Redis protocol specification): the reply scanner and
+ * the request encoder, mirroring protocols/resp.py (the reference; its parser is hiredis).
  *
  * Requests are arrays of bulk strings: GET, SET [EX ttl], DEL, INCR, DECR, MGET, and a
  * replay's SET NX|XX [EX ttl] (add, replace) and APPEND (answered by a length). Replies
  * take hiredis's grammar for numbers and lengths; where hiredis reads past RESP2 (no CRLF
  * check after a bulk string, RESP3 types) the scanner refuses.
+ *
+ * RESP3 (a connection the Python link switched with HELLO 3) sends the same requests and
+ * gets the same replies to them, a null as "_" (which RESP2's scanner reads already). What
+ * it adds is the push message (">"), which the server may send at any time, between
+ * replies: it answers no request, so the scanner skips it whole (Scan.skipped), as the
+ * codec does. No other RESP3 type answers these commands: the scanner refuses them.
  */
 #include "_pump.h"
 
@@ -182,6 +188,42 @@ scan_resp2(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s
     return scan_failf(s, NULL, 0, "a reply of type %c cannot answer %s", type, what[family]);
 }
 
+/* RESP3: a push message at p ('>' and its count, then that many items: RESP2's, arrays
+ * nested) is consumed whole, answering no request; anything else is a RESP2 reply. The
+ * messages Redis pushes (pub/sub, client tracking's invalidations) are arrays of bulk
+ * strings, integers and nulls; the other RESP3 types are refused in them too. */
+static Py_ssize_t
+scan_resp3(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
+{
+    if (n < 1 || p[0] != '>')
+        return scan_resp2(p, n, head, max, s);
+    Py_ssize_t eol = find_crlf(p, n);
+    if (eol < 0)
+        return n > max ? scan_fail(s, "RESP reply larger than the reply bound") : NEED;
+    long long left;
+    if (parse_ll(p + 1, eol - 1, &left) < 0 || left < 0 || left > MAX_ARRAY_ELEMENTS)
+        return scan_fail(s, "RESP protocol error: bad push message length");
+    Py_ssize_t pos = eol + 2;
+    while (left > 0) {
+        char type;
+        long long len = 0;
+        Py_ssize_t k = resp_item(p + pos, n - pos, max - pos, &type, &len, s);
+        if (k == NEED && n > max) /* complete items of a message that never ends */
+            return scan_fail(s, "RESP reply larger than the reply bound");
+        if (k <= 0)
+            return k;
+        pos += k;
+        left--;
+        if (type == '*' && len > 0) { /* its items follow; bounded by the reply bound */
+            if (len > max - left)
+                return scan_fail(s, "RESP reply larger than the reply bound");
+            left += len;
+        }
+    }
+    s->skipped = 1;
+    return pos;
+}
+
 /* -- requests ------------------------------------------------------------------------ */
 
 /* A multi-get: "*<n+1>" "MGET" then each key as a bulk string. */
@@ -242,7 +284,9 @@ static const Encoder resp2_encoder = {
 DEFINE_ENCODE(encode_resp2, resp2_encoder)
 
 /* No opaques, no settings to check; no Redis form for gets, prepend and cas. */
-const Wire resp2_wire = {
-    scan_resp2, encode_resp2, NULL, NULL,
-    OP_BIT(OP_GET) | OP_BIT(OP_SET) | OP_BIT(OP_DELETE) | OP_BIT(OP_INCR) | OP_BIT(OP_DECR) |
-        OP_BIT(OP_MGET) | OP_BIT(OP_ADD) | OP_BIT(OP_REPLACE) | OP_BIT(OP_APPEND)};
+#define RESP_OPS                                                                          \
+    (OP_BIT(OP_GET) | OP_BIT(OP_SET) | OP_BIT(OP_DELETE) | OP_BIT(OP_INCR) | OP_BIT(OP_DECR) | \
+     OP_BIT(OP_MGET) | OP_BIT(OP_ADD) | OP_BIT(OP_REPLACE) | OP_BIT(OP_APPEND))
+const Wire resp2_wire = {scan_resp2, encode_resp2, NULL, NULL, RESP_OPS};
+/* The same requests: RESP3 changes replies only. */
+const Wire resp3_wire = {scan_resp3, encode_resp2, NULL, NULL, RESP_OPS};

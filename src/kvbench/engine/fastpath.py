@@ -1,7 +1,8 @@
 """The compiled hot path: when a run uses it, and the glue between it and the worker.
 
 ``engine/_pump.c`` runs a connection's closed loop in C (classify replies, account them,
-send the next requests in one write) for memcached text, binary and meta and for RESP2,
+send the next requests in one write) for memcached text, binary and meta and for RESP2
+and RESP3 (its HELLO 3 sent and answered before the pump has the connection),
 and its open loop: the dispatcher hands each pump the intended times of the requests it
 may send (in C, from the compiled event loop's poll: engine/loop_dispatch.py; on the
 transports, from Python: engine/open_loop.py); the pump encodes and writes them,
@@ -63,11 +64,10 @@ the set's value header beside the get's key).
 Under a ``--ttl`` range each connection's pump is given the ttl its connection drew
 (engine/codec_choice.py), which its stores carry in place of the stream's.
 
-Everything else stays in Python: ``--command``, read-modify-writes
-(``rmw`` in the ratio), RESP3,
-HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any build
-without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that
-path too); ``python_reason`` names the reason, and the run records it.
+Everything else stays in Python: ``--command``, read-modify-writes (``rmw`` in the
+ratio), HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any
+build without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that path too);
+``python_reason`` names the reason, and the run records it.
 """
 
 from __future__ import annotations
@@ -157,6 +157,8 @@ PROTOCOLS: dict[str, tuple[int, bytes]] = (
         "memcache-binary": (int(_pump.BINARY), _families(_BINARY_FAMILIES)),
         "memcache-meta": (int(_pump.META), _families(_META_FAMILIES)),
         "resp2": (int(_pump.RESP2), _families(_RESP2_FAMILIES)),
+        # (the same requests and replies; push messages skipped: _pump_resp.c)
+        "resp3": (int(_pump.RESP3), _families(_RESP2_FAMILIES)),
     }
     if _pump is not None
     else {}

@@ -73,7 +73,8 @@ _COMMANDS = "arbitrary commands (--command)"
         ("memcached+meta://127.0.0.1:1", {"load.rate": "1000"}, None),
         ("redis://127.0.0.1:1/0", {"load.rate": "1000", "load.arrival": "poisson"}, None),
         ("memcached+binary://127.0.0.1:1", {"load.rate": "1000"}, None),
-        ("redis://127.0.0.1:1/0?resp=3", {}, "resp3 has no compiled scanner"),
+        ("redis://127.0.0.1:1/0?resp=3", {}, None),
+        ("redis+cluster://127.0.0.1:1?resp=3", {}, "Redis Cluster"),
         ("http+memc://127.0.0.1:1/memc", {}, "http-memc has no compiled scanner"),
     ],
 )
@@ -199,7 +200,7 @@ def test_under_a_ttl_range_each_connections_pump_sends_the_ttl_it_drew() -> None
         ("redis://127.0.0.1:1/0", None),
         ("memcached+binary://127.0.0.1:1", None),
         ("memcached+meta://127.0.0.1:1", None),
-        ("redis://127.0.0.1:1/0?resp=3", "resp3 has no compiled scanner"),
+        ("redis://127.0.0.1:1/0?resp=3", None),
     ],
 )
 def test_a_replay_is_compiled_where_the_pump_sends_every_op_its_mapping_can(

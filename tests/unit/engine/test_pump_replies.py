@@ -32,6 +32,7 @@ from kvbench.engine import _pump  # type: ignore[attr-defined]
 MAX = CodecOptions().max_reply_bytes
 TEXT, TEXT_FAMILIES = fastpath.PROTOCOLS["memcache-text"]
 RESP, RESP_FAMILIES = fastpath.PROTOCOLS["resp2"]
+RESP3, RESP3_FAMILIES = fastpath.PROTOCOLS["resp3"]
 BINARY, BINARY_FAMILIES = fastpath.PROTOCOLS["memcache-binary"]
 META, META_FAMILIES = fastpath.PROTOCOLS["memcache-meta"]
 PROTOCOLS = pump_oracle.PROTOCOLS
@@ -127,6 +128,26 @@ def resp_exchange(draw: Any) -> tuple[int, Any, bytes]:
     # INCR answers with any signed 64-bit value; DEL with a count
     number = draw(st.integers(-(2**63), 2**63 - 1)) if op == Op.INCR else draw(st.integers(0, 3))
     return int(op), draw(keys), b":%d\r\n" % number
+
+
+@st.composite
+def resp3_exchange(draw: Any) -> tuple[int, Any, bytes]:
+    """One RESP3 request's reply: RESP2's, its nulls as ``_``, now and then after a push
+    message (a tracking invalidation, a pub/sub message), which answers no request."""
+    op, key, reply = draw(resp_exchange())
+    reply = reply.replace(b"$-1\r\n", b"_\r\n").replace(b"*-1\r\n", b"_\r\n")
+    push = draw(st.sampled_from(RESP3_PUSHES + (b"",) * len(RESP3_PUSHES)))
+    return op, key, push + reply
+
+
+RESP3_PUSHES = (
+    b">2\r\n$10\r\ninvalidate\r\n*1\r\n$2\r\nk1\r\n",
+    b">2\r\n$10\r\ninvalidate\r\n_\r\n",
+    b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$5\r\nhello\r\n",
+    b">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
+    b">1\r\n*2\r\n*1\r\n:1\r\n*-1\r\n",
+    b">0\r\n",
+)
 
 
 # Replies that carry their request's opaque are built once it is known: (op, key or keys,
@@ -228,6 +249,7 @@ CASES = {  # protocol name -> a generator of well-formed replies
     "resp2": fixed(resp_exchange()),
     "memcache-binary": binary_exchange(),
     "memcache-meta": meta_exchange(),
+    "resp3": fixed(resp3_exchange()),
 }
 
 
@@ -307,6 +329,12 @@ def test_any_bytes_give_codes_or_an_error_never_a_crash(name: str, wire: bytes, 
         (RESP, RESP_FAMILIES, Op.GET, b"$abc\r\n", "bad bulk string length"),
         (RESP, RESP_FAMILIES, Op.GET, b"$1\r\nab\r\n", "not followed by CRLF"),
         (RESP, RESP_FAMILIES, Op.NOOP, b"+PONG\r\n", "no compiled scanner"),
+        (RESP, RESP_FAMILIES, Op.GET, b">1\r\n+x\r\n$1\r\nv\r\n", "unknown reply type"),
+        (RESP3, RESP3_FAMILIES, Op.GET, b",1.5\r\n", "unknown reply type"),
+        (RESP3, RESP3_FAMILIES, Op.GET, b"!3\r\nERR\r\n", "unknown reply type"),
+        (RESP3, RESP3_FAMILIES, Op.GET, b">1\r\n#t\r\n$1\r\nv\r\n", "unknown reply type"),
+        (RESP3, RESP3_FAMILIES, Op.GET, b">x\r\n", "bad push message length"),
+        (RESP3, RESP3_FAMILIES, Op.GET, b">99\r\n" + b":1\r\n" * 20, "reply bound"),
     ],
 )
 def test_replies_that_cannot_answer_the_request_are_grammar_errors(
@@ -315,6 +343,24 @@ def test_replies_that_cannot_answer_the_request_are_grammar_errors(
     codes, consumed, error = _pump.scan_replies(protocol, families, bytes([op]), wire, 64)
     assert codes == [] and consumed == 0
     assert error is not None and message in error
+
+
+def test_a_resp3_push_message_answers_no_request() -> None:
+    """Between replies, before the first, after the last with none pending, or alone: a
+    push is consumed whole and accounted to no request; cut short, it waits for the rest."""
+    push = RESP3_PUSHES[0]
+    ops = bytes([Op.GET, Op.SET])
+    for wire in (
+        push + b"$1\r\nv\r\n" + push + b"+OK\r\n" + push,
+        b"_\r\n" + push + push + b"+OK\r\n",
+    ):
+        codes, consumed, error = _pump.scan_replies(RESP3, RESP3_FAMILIES, ops, wire, MAX)
+        assert (len(codes), consumed, error) == (2, len(wire), None)
+        assert [c & 0xFF for c in codes][1] == ReplyKind.STORED
+    assert _pump.scan_replies(RESP3, RESP3_FAMILIES, b"", push, MAX) == ([], len(push), None)
+    cut = push + b"$1\r\nv\r\n"
+    for end in range(1, len(push)):  # (the push is not consumed until it is whole)
+        assert _pump.scan_replies(RESP3, RESP3_FAMILIES, ops, cut[:end], MAX) == ([], 0, None)
 
 
 HEADER = reply_grammar.HEADER

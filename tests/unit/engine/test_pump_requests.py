@@ -28,7 +28,10 @@ if not fastpath.compiled():
 
 from kvbench.engine import _pump  # type: ignore[attr-defined]
 
-TEXT, RESP, BINARY, META = (fastpath.PROTOCOLS[name][0] for name in pump_oracle.PROTOCOLS)
+TEXT, RESP, BINARY, META = (
+    fastpath.PROTOCOLS[name][0]
+    for name in ("memcache-text", "resp2", "memcache-binary", "memcache-meta")
+)
 PROTOCOLS = pump_oracle.PROTOCOLS
 
 keys = st.binary(min_size=1, max_size=12).map(lambda b: b"k" + b.hex().encode())
