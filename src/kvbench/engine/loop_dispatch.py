@@ -157,8 +157,9 @@ class LoopDispatcher(OpenLoopDispatcher):
         route = self.routes[0]
         route.next_index = self._poller.scheduled
         schedule = route.schedule
+        assert isinstance(schedule, Schedule)  # (a timed replay's lanes: _feed_lane)
         schedule.release(min(route.next_index, route.offered_mark))
-        return array("q", schedule.intended_range(first, first + count)).tobytes()
+        return schedule.intended_array(first, first + count).tobytes()
 
     def _feed_lane(self, lane: int, first: int, count: int) -> bytes:
         """Per lane: the intended times of up to ``count`` of lane ``lane``'s requests from

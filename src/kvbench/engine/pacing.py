@@ -31,6 +31,10 @@ ARRIVALS = ("uniform", "poisson", "fb-etc")
 
 # Intended times are drawn this many at a time for Poisson (and fb-etc) arrivals.
 POISSON_CHUNK = 8192
+# Uniform intended times are computed in int64 this many at a time (Schedule._uniform:
+# times 1e12 stays below 2**63).
+UNIFORM_BLOCK = 1 << 20
+INT64_MAX = 2**63 - 1
 # A send this far behind its slot is counted late: beyond what timer granularity explains.
 LATE_NS = 2_000_000
 
@@ -84,20 +88,45 @@ class Schedule:
 
     def intended_range(self, first: int, stop: int) -> list[int]:
         """The intended times of requests ``first .. stop - 1``, in order."""
-        if self.arrival == "uniform":
-            start, milli_rate = self.start_ns, self._milli_rate
+        if self.arrival == "uniform" and stop > first and self.intended_ns(stop - 1) > INT64_MAX:
+            start, milli_rate = self.start_ns, self._milli_rate  # (past int64: Python ints)
             return [start - (-(i * 1_000_000_000_000) // milli_rate) for i in range(first, stop)]
+        times: list[int] = self.intended_array(first, stop).tolist()
+        return times
+
+    def intended_array(self, first: int, stop: int) -> npt.NDArray[np.int64]:
+        """``intended_range`` as int64s: what the compiled loop's schedule is fed
+        (``SCHED_FEED``, 4,096, at a time), computed without a Python int per request.
+        A list of 4,096 uniform times cost 2-3 ms of Python: every 55 ms at 75,000/s, a
+        pause of the loop's sends that made 1-3% of them more than 2 ms late."""
         if stop <= first:
-            return []
+            return np.empty(0, dtype=np.int64)
+        if self.arrival == "uniform":
+            if self.intended_ns(stop - 1) > INT64_MAX:
+                raise OverflowError(f"request {stop - 1} is due past 2**63 ns")
+            out = []
+            for low in range(first, stop, UNIFORM_BLOCK):
+                out.append(self._uniform(low, min(stop, low + UNIFORM_BLOCK)))
+            return out[0] if len(out) == 1 else np.concatenate(out)
         self._locate(stop - 1)  # draws the times up to stop - 1
-        out: list[int] = []
+        parts = []
         i = first
         while i < stop:
             chunk, offset = self._locate(i)
             take = min(stop - i, POISSON_CHUNK - offset)
-            out += self._chunks[chunk][offset : offset + take].tolist()
+            parts.append(self._chunks[chunk][offset : offset + take])
             i += take
-        return out
+        return parts[0].copy() if len(parts) == 1 else np.concatenate(parts)
+
+    def _uniform(self, first: int, stop: int) -> npt.NDArray[np.int64]:
+        """Uniform times ``first .. stop - 1`` (at most ``UNIFORM_BLOCK``), exactly
+        ``intended_ns``'s: ``ceil(i * 1e12 / milli_rate)`` after the start, with ``first``'s
+        share of the quotient taken out in Python ints and the rest in int64, which holds
+        it (``UNIFORM_BLOCK * 1e12`` plus a remainder below the rate)."""
+        scaled = 1_000_000_000 * 1000
+        whole, rest = divmod(first * scaled, self._milli_rate)
+        steps = np.arange(stop - first, dtype=np.int64) * scaled + rest
+        return (self.start_ns + whole) - (-steps // self._milli_rate)
 
     def due_by(self, now_ns: int) -> int:
         """How many requests (counting from 0) are due at or before ``now_ns``.

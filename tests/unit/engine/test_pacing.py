@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kvbench.engine.pacing import POISSON_CHUNK, Schedule, lag_outcome
+from kvbench.engine.pacing import POISSON_CHUNK, UNIFORM_BLOCK, Schedule, lag_outcome
 
 S = 1_000_000_000
 
@@ -78,6 +80,36 @@ def test_intended_range_is_intended_ns_over_chunk_boundaries(arrival: str) -> No
         reference.intended_ns(i) for i in range(first, stop)
     ]
     assert schedule.intended_range(stop, stop) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.floats(0.01, 2e9),
+    st.integers(0, 10**15),
+    st.one_of(st.integers(0, 10**4), st.integers(0, 10**12), st.just(UNIFORM_BLOCK - 3)),
+    st.integers(0, 5000),
+)
+def test_uniform_int64_times_are_intended_ns_exactly(
+    rate: float, start: int, first: int, count: int
+) -> None:
+    """What the compiled loop is fed (``intended_array``, int64 without a Python int per
+    request) is ``intended_ns``'s exact arithmetic, across a block's edge; times past
+    int64 are refused there and kept as Python ints by ``intended_range``."""
+    schedule = Schedule(rate, start)
+    expected = [schedule.intended_ns(i) for i in range(first, first + count)]
+    assert schedule.intended_range(first, first + count) == expected
+    if expected and expected[-1] >= 2**63:
+        with pytest.raises(OverflowError):
+            schedule.intended_array(first, first + count)
+        return
+    times = schedule.intended_array(first, first + count)
+    assert times.dtype == np.int64 and times.tolist() == expected
+
+
+def test_poisson_int64_times_are_its_chunks() -> None:
+    schedule, again = Schedule(75_000, 10**14, "poisson", 3), Schedule(75_000, 10**14, "poisson", 3)
+    times = schedule.intended_array(100, 3 * POISSON_CHUNK)
+    assert times.tolist() == [again.intended_ns(i) for i in range(100, 3 * POISSON_CHUNK)]
 
 
 def test_poisson_due_by_is_exact_across_released_chunks() -> None:
