@@ -6,12 +6,12 @@ prefilled with the keys (the server pinned to its core, the client to its own, a
 bench/peers.py does; 50 connections, 100-byte values, set:get 1:1):
 
 1. the compiled closed loop at pipeline 1: the core's throughput T;
-2. the open loop at 0.8 T (uniform arrivals unless ``--arrival poisson``) on the compiled
-   driver (its event loop, whose poller runs the schedule in C), with ``--transports``
-   on uvloop's transports too (``KVBENCH_DRIVER=transports``: the Python dispatcher
-   over the same compiled pumps), then
-   on the Python one (``KVBENCH_PURE_PYTHON=1``), at most ``--pipeline`` in flight per
-   connection (room for a 1 ms tick's worth of due requests; the connections
+2. the open loop at 0.8 T (``--fraction``; uniform arrivals unless ``--arrival poisson``)
+   on the compiled driver (its event loop, whose poller runs the schedule in C), with
+   ``--transports`` on uvloop's transports too (``KVBENCH_DRIVER=transports``: the
+   Python dispatcher over the same compiled pumps), then on the Python one
+   (``KVBENCH_PURE_PYTHON=1``; not with ``--no-python``), at most ``--pipeline`` in
+   flight per connection (room for a 1 ms tick's worth of due requests; the connections
    are not meant to queue).
 
 For each open-loop run: late % (sends more than 2 ms behind their slot, over the requests
@@ -96,27 +96,35 @@ def open_run(protocol: str, closed_per_s: float, doc: dict[str, Any]) -> OpenRun
     )
 
 
-def drivers(transports: bool) -> list[tuple[str, ...]]:
+def drivers(transports: bool, python: bool = True) -> list[tuple[str, ...]]:
     """The environments of the open-loop runs: the compiled pumps on the compiled event
-    loop (the default), on uvloop's transports (``transports``), the Python driver."""
+    loop (the default), on uvloop's transports (``transports``), the Python driver
+    (``python``)."""
     return [
         (),
         *([("KVBENCH_DRIVER=transports",)] if transports else []),
-        ("KVBENCH_PURE_PYTHON=1",),
+        *([("KVBENCH_PURE_PYTHON=1",)] if python else []),
     ]
 
 
 def measure(
-    protocol: str, seconds: int, cpus: Cpus, pipeline: int, arrival: str, transports: bool = False
+    protocol: str,
+    seconds: int,
+    cpus: Cpus,
+    pipeline: int,
+    arrival: str,
+    environments: list[tuple[str, ...]],
+    fraction: float = FRACTION,
 ) -> list[OpenRun]:
-    """The closed-loop P1 throughput, then the open loop at 80% of it on each driver."""
+    """The closed-loop P1 throughput, then the open loop at ``fraction`` of it in each
+    of ``environments`` (``drivers``)."""
     kind, scheme = PROTOCOLS[protocol]
     with server(kind, 1, cpus) as live:
         live.prefill(KEYS)
         closed = kvbench_report(kvbench_doc(live.url(scheme), KEYS, 1, 1, seconds, cpus))
-    rate = FRACTION * closed.ops_per_s
+    rate = fraction * closed.ops_per_s
     runs = []
-    for env in drivers(transports):
+    for env in environments:
         with server(kind, 1, cpus) as live:
             live.prefill(KEYS)
             extra = ("--rate", f"{rate:.0f}", "--arrival", arrival, "--max-lag", "10s")
@@ -149,6 +157,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--only", default=",".join(PROTOCOLS), help=f"protocols [{','.join(PROTOCOLS)}]"
     )
     parser.add_argument("--pipeline", type=int, default=8, help="open loop's -P [8]")
+    parser.add_argument(
+        "--fraction",
+        type=float,
+        default=FRACTION,
+        help=f"the open loop's rate, a fraction of the closed loop's [{FRACTION}]",
+    )
+    parser.add_argument(
+        "--no-python", action="store_true", help="not on the Python driver (it cannot keep up)"
+    )
     parser.add_argument("--arrival", choices=("uniform", "poisson"), default="uniform")
     parser.add_argument(
         "--transports",
@@ -172,8 +189,15 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[OpenRun] = []
     for protocol in protocols:
         try:
+            environments = drivers(args.transports, not args.no_python)
             runs += measure(
-                protocol, args.seconds, cpus, args.pipeline, args.arrival, args.transports
+                protocol,
+                args.seconds,
+                cpus,
+                args.pipeline,
+                args.arrival,
+                environments,
+                args.fraction,
             )
         except BenchError as exc:
             print(f"{protocol}: {exc}", file=sys.stderr)

@@ -45,6 +45,7 @@ def test_a_run_off_either_target_is_missed(completed: int, late: int) -> None:
 
 def test_the_loop_is_measured_only_when_asked() -> None:
     assert open_loop.drivers(False) == [(), ("KVBENCH_PURE_PYTHON=1",)]
+    assert open_loop.drivers(False, python=False) == [()]
     assert open_loop.drivers(True) == [
         (),
         ("KVBENCH_DRIVER=transports",),
