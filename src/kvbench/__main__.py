@@ -29,7 +29,28 @@ def starts_workers(args: Sequence[str]) -> bool:
     command guessed not to gets its server when its workers start."""
     if not args or args[0] not in LOAD_COMMANDS:
         return False
-    return not any(arg in ("-h", "--help", "--cluster") for arg in args[1:])
+    if any(arg in ("-h", "--help", "--cluster") for arg in args[1:]):
+        return False
+    preset = option_value(args[1:], "--preset")
+    if preset is not None:
+        from kvbench.config.presets import PRESETS  # (config only: no numpy, no CLI)
+
+        # put-get-batches times its clients in this process (runner/batches.py)
+        found = PRESETS.get(preset)
+        return found is None or found.shape != "batches"
+    return True
+
+
+def option_value(args: Sequence[str], name: str) -> str | None:
+    """The value of option ``name`` in ``args`` (``NAME VALUE`` or ``NAME=VALUE``; the
+    last one given), or None."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg[len(name) + 1 :]
+    return value
 
 
 def main() -> None:

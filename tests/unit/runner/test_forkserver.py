@@ -169,3 +169,8 @@ def test_the_command_starts_a_fork_server_first_only_for_what_runs_workers() -> 
     assert not starts_workers([])
     assert not starts_workers(["run", "--help"])
     assert not starts_workers(["run", "--cluster", "127.0.0.1:8786"])  # Dask's workers
+    # put-get-batches runs its clients in the coordinator; other presets run workers
+    assert not starts_workers(["run", "--preset", "put-get-batches"])
+    assert not starts_workers(["run", "-q", "--preset=put-get-batches", "memcached://h"])
+    assert starts_workers(["run", "--preset", "ycsb-a"])
+    assert starts_workers(["run", "--preset", "no-such-preset"])  # (the CLI's error)
