@@ -11,7 +11,7 @@ import pytest
 from kvbench.config.targets import parse_target
 from kvbench.engine import fastpath
 from kvbench.runner.probe import fetch_stats
-from tests.support import servers
+from tests.support import fake_servers, pump_oracle, servers
 from tests.support.cli import all_phase_counts, read_json, run_kvbench
 from tests.support.servers import Server
 
@@ -187,3 +187,30 @@ def test_open_loop_after_a_preload_counts_every_reply(fresh_redis: Server, tmp_p
     assert all_phase_counts(doc, "set") == after["set"] - before.get("set", 0)
     hist = sum(op["count"] for op in doc["ops"].values())
     assert hist == doc["totals"]["ops"] > 0
+
+
+@pytest.mark.parametrize("driver", ["compiled", "python"])
+def test_resp3_push_messages_answer_no_request(tmp_path: Path, driver: str) -> None:
+    """A RESP3 server may push a message at any time, between replies: both drivers skip
+    it, attribute no reply to the wrong request, and count every reply the server sent
+    (only a fake server pushes to a client that did not ask)."""
+    if driver == "compiled":
+        pump_oracle.require_compiled()
+    out = tmp_path / "run.json"
+    with fake_servers.pushing() as (port, counts):
+        result = run_kvbench(
+            "run",
+            f"redis://127.0.0.1:{port}/0?resp=3",
+            *("--duration", "1s", "-c", "2", "-P", "4", "--processes", "1", "--ratio", "1:1"),
+            *("--no-save", "--json", str(out)),
+            env={fastpath.PURE_PYTHON_ENV: "1"} if driver == "python" else {},
+        )
+    assert result.code == 0, result.stderr + result.stdout
+    doc = read_json(out)
+    assert doc["environment"]["driver"].startswith(
+        "compiled loop" if driver == "compiled" else "python"
+    )
+    assert doc["status"] == "ok" and doc["totals"]["errors"] == 0
+    assert counts[b"PUSH"] > 100
+    assert all_phase_counts(doc, "get", "miss") == all_phase_counts(doc, "get") == counts[b"GET"]
+    assert all_phase_counts(doc, "set", "stored") == all_phase_counts(doc, "set") == counts[b"SET"]

@@ -8,7 +8,9 @@ is a Redis Cluster node that sends every key elsewhere; ``doubling`` answers eve
 twice; ``admitting`` passes connections through to a real server and, after a given
 number of them, stops listening (the server gone at a point the test chooses);
 ``hanging_up`` answers memcached text as one that stores nothing and closes each
-connection after a given number of answers (a server ending connections mid-run).
+connection after a given number of answers (a server ending connections mid-run);
+``pushing`` is a RESP3 server that sends push messages between its replies, which Redis
+does only to a client that asked for them (client tracking, pub/sub).
 """
 
 from __future__ import annotations
@@ -288,6 +290,48 @@ def doubling(resp: bool = False) -> contextlib.AbstractContextManager[int]:
             await writer.drain()
 
     return serving(handle)
+
+
+# A RESP3 push message: client tracking's invalidation of a key.
+PUSH = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$5\r\nkey:1\r\n"
+
+
+@contextlib.contextmanager
+def pushing(every: int = 3) -> Iterator[tuple[int, dict[bytes, int]]]:
+    """A RESP3 server that stores nothing (GET: a null, SET: OK) and sends a push message
+    before every ``every``-th reply and after the last of each read. Yields its port and
+    the commands it answered by name (``b"PUSH"``: the pushes sent), read once the block
+    ends."""
+    counts: dict[bytes, int] = {}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):  # the client discards the connection
+            await answer(reader, writer)
+        writer.close()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        parser = hiredis.Reader()
+        while data := await reader.read(65536):
+            parser.feed(data)
+            out = bytearray()
+            while (command := parser.gets()) is not False:
+                verb = command[0].upper()
+                counts[verb] = counts.get(verb, 0) + 1
+                if verb == b"HELLO":  # a RESP3 map (the codec takes any as its OK)
+                    out += b"%1\r\n$6\r\nserver\r\n$5\r\nredis\r\n"
+                    continue
+                if verb in (b"GET", b"SET") and counts[verb] % every == 0:
+                    out += PUSH
+                    counts[b"PUSH"] = counts.get(b"PUSH", 0) + 1
+                out += {b"GET": b"_\r\n", b"SET": b"+OK\r\n"}.get(verb) or _resp_answer(command)[0]
+            if out:
+                out += PUSH  # (none pending after it, or the next reply not yet sent)
+                counts[b"PUSH"] = counts.get(b"PUSH", 0) + 1
+                writer.write(bytes(out))
+                await writer.drain()
+
+    with serving(handle) as port:
+        yield port, counts
 
 
 def hanging_up(after: int) -> contextlib.AbstractContextManager[int]:
