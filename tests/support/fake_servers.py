@@ -181,6 +181,18 @@ _BINARY_MISS = 0x0001  # key not found
 _BINARY_STORED = {0x01, 0x02, 0x03}  # set, add, replace
 
 
+def _until_closed(answer: Handler) -> Handler:
+    """``answer`` a connection until either side ends it: the client discarding it is no
+    error of the server's."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            await answer(reader, writer)
+        writer.close()
+
+    return handle
+
+
 def _binary_answer(header: bytes) -> tuple[bytes, bool]:
     """The reply to one binary request (its 24-byte header), and whether to send it twice."""
     opcode, opaque = header[1], int.from_bytes(header[12:16], "big")
@@ -261,11 +273,6 @@ def doubling(resp: bool = False) -> contextlib.AbstractContextManager[int]:
     (tokens echoed) and binary (opaques echoed; the first byte of a connection decides),
     or RESP with ``resp``. Both copies go out in one write."""
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError):  # the client discards the connection
-            await answer(reader, writer)
-        writer.close()
-
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         parser = hiredis.Reader()
         buffer = bytearray()
@@ -289,7 +296,7 @@ def doubling(resp: bool = False) -> contextlib.AbstractContextManager[int]:
             writer.write(bytes(out))
             await writer.drain()
 
-    return serving(handle)
+    return serving(_until_closed(answer))
 
 
 # A RESP3 push message: client tracking's invalidation of a key.
@@ -303,11 +310,6 @@ def pushing(every: int = 3) -> Iterator[tuple[int, dict[bytes, int]]]:
     the commands it answered by name (``b"PUSH"``: the pushes sent), read once the block
     ends."""
     counts: dict[bytes, int] = {}
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError):  # the client discards the connection
-            await answer(reader, writer)
-        writer.close()
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         parser = hiredis.Reader()
@@ -330,7 +332,7 @@ def pushing(every: int = 3) -> Iterator[tuple[int, dict[bytes, int]]]:
                 writer.write(bytes(out))
                 await writer.drain()
 
-    with serving(handle) as port:
+    with serving(_until_closed(answer)) as port:
         yield port, counts
 
 

@@ -97,6 +97,18 @@ resp_item(const char *p, Py_ssize_t n, long long max, char *type, long long *len
     }
 }
 
+/* The item of an array (an MGET's reply, a push message) at p + pos: resp_item's result,
+ * or BAD once the items that arrived pass the reply bound (an array that never ends). */
+static Py_ssize_t
+resp_element(const char *p, Py_ssize_t n, Py_ssize_t pos, long long max, char *type,
+             long long *len, Scan *s)
+{
+    Py_ssize_t k = resp_item(p + pos, n - pos, max - pos, type, len, s);
+    if (k == NEED && n > max)
+        return scan_fail(s, "RESP reply larger than the reply bound");
+    return k;
+}
+
 static Py_ssize_t
 scan_resp2(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
 {
@@ -169,9 +181,7 @@ scan_resp2(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s
             for (long long i = 0; i < len; i++) {
                 char item_type;
                 long long item_len = 0;
-                Py_ssize_t k = resp_item(p + pos, n - pos, max - pos, &item_type, &item_len, s);
-                if (k == NEED && n > max) /* complete elements of an array that never ends */
-                    return scan_fail(s, "RESP reply larger than the reply bound");
+                Py_ssize_t k = resp_element(p, n, pos, max, &item_type, &item_len, s);
                 if (k <= 0)
                     return k;
                 if (item_type == '$' || item_type == '+')
@@ -207,9 +217,7 @@ scan_resp3(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s
     while (left > 0) {
         char type;
         long long len = 0;
-        Py_ssize_t k = resp_item(p + pos, n - pos, max - pos, &type, &len, s);
-        if (k == NEED && n > max) /* complete items of a message that never ends */
-            return scan_fail(s, "RESP reply larger than the reply bound");
+        Py_ssize_t k = resp_element(p, n, pos, max, &type, &len, s);
         if (k <= 0)
             return k;
         pos += k;
