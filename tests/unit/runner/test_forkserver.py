@@ -63,6 +63,27 @@ def test_a_worker_starts_with_the_servers_objects_frozen() -> None:
     assert forkserver.PRELOAD[-1] == "kvbench.runner._server_frozen"
 
 
+def test_a_worker_whose_start_the_coordinator_cut_short_ends_without_a_traceback() -> None:
+    """A Ctrl-C while the coordinator hands a new worker its preparation data: the worker
+    reads EOFError, and the fork server printed that traceback under the coordinator's
+    one line (about once in 60 start-up Ctrl-Cs). The server's hook keeps that quiet, and
+    only that: a bug still prints."""
+    import subprocess
+
+    code = (
+        "import sys, kvbench.runner._server_quiet\n"
+        "for error in (EOFError('Ran out of input'), BrokenPipeError(32), ValueError('a bug')):\n"
+        "    try:\n"
+        "        raise error\n"
+        "    except Exception:\n"
+        "        sys.excepthook(*sys.exc_info())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "EOFError" not in done.stderr and "BrokenPipeError" not in done.stderr
+    assert "ValueError: a bug" in done.stderr
+    assert "kvbench.runner._server_quiet" in forkserver.PRELOAD
+
+
 def test_the_main_module_a_worker_reimports_imports_no_cli() -> None:
     """A worker re-imports the coordinator's main module (multiprocessing): the kvbench
     script's is kvbench/__main__.py, which must not pull in the CLI (was: the whole CLI,
