@@ -40,6 +40,9 @@ from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
+
 from kvbench.engine.open_loop import PERIOD_NS, TICK_NS, OpenLoopDispatcher
 from kvbench.engine.pacing import Schedule, TraceSchedule
 
@@ -89,7 +92,8 @@ class LoopDispatcher(OpenLoopDispatcher):
         self._lanes = {id(conn): index for index, conn in enumerate(self._lane_conns)}
         self._started = False
         self._lanes_open = False  # set_lane is taken: from schedule() to unschedule()
-        self._primed: dict[int, bytes] = {}  # per lane: its first times, asked before
+        # per lane: its first times, asked before (shifted with the schedules)
+        self._primed: dict[int, npt.NDArray[np.int64]] = {}
 
     def prime(self) -> None:
         """Before the start instant: each lane's first times (``_feed_lane``'s answer to
@@ -97,8 +101,16 @@ class LoopDispatcher(OpenLoopDispatcher):
         lanes that took 0.32 s of the window (a lane's few rows lie across many of the
         feed's segments), and the window's first requests waited behind it."""
         if self._per_lane and _pump is not None:
-            for lane in range(len(self.routes)):
-                self._primed[lane] = self._feed_lane(lane, 0, _pump.LANE_FEED)
+            for lane, route in enumerate(self.routes):
+                schedule = route.schedule
+                assert isinstance(schedule, TraceSchedule)
+                self._primed[lane] = np.array(schedule.intended_from(0, _pump.LANE_FEED), np.int64)
+
+    def shift(self, delta_ns: int) -> None:
+        """``OpenLoopDispatcher.shift``, the primed times with the schedules."""
+        super().shift(delta_ns)
+        for lane, times in self._primed.items():
+            self._primed[lane] = times + delta_ns
 
     @property
     def next_index(self) -> int:
@@ -166,7 +178,7 @@ class LoopDispatcher(OpenLoopDispatcher):
         ``first`` on (none: the lane has no more); the first ask's were primed."""
         primed = self._primed.pop(lane, None)
         if primed is not None and first == 0 and _pump is not None and count == _pump.LANE_FEED:
-            return primed  # (a lane's times are fixed once the trace is spooled)
+            return primed.tobytes()  # (a lane's times are fixed once the trace is spooled)
         schedule = self.routes[lane].schedule
         assert isinstance(schedule, TraceSchedule)
         return array("q", schedule.intended_from(first, count)).tobytes()

@@ -149,6 +149,12 @@ class OpenLoopDispatcher:
         """Before the start instant: what the dispatch can prepare (nothing here; the
         compiled loop's, engine/loop_dispatch.py)."""
 
+    def shift(self, delta_ns: int) -> None:
+        """Move the schedules ``delta_ns`` later, before the dispatch starts: they were
+        made from time 0, before the start instant was known (``Worker.prepare``)."""
+        for route in self.routes:
+            route.schedule.shift(delta_ns)
+
     async def run(self) -> None:
         """Dispatch until the worker stops issuing."""
         self._timer = Timer.open(self._tick)

@@ -128,6 +128,18 @@ class Schedule:
         steps = np.arange(stop - first, dtype=np.int64) * scaled + rest
         return (self.start_ns + whole) - (-steps // self._milli_rate)
 
+    def shift(self, delta_ns: int) -> None:
+        """Move every time ``delta_ns`` later: the schedule was made before its start
+        instant was known (``Worker.prepare``), and no time of it was drawn yet.
+
+        Raises:
+            RuntimeError: Poisson times were drawn already (they would keep the old start).
+        """
+        if self._chunks:
+            raise RuntimeError("shift: times were drawn from the schedule already")
+        self.start_ns += delta_ns
+        self._last_ns += delta_ns
+
     def due_by(self, now_ns: int) -> int:
         """How many requests (counting from 0) are due at or before ``now_ns``.
 
@@ -250,6 +262,11 @@ class TraceSchedule:
         the lane's end, none past it)."""
         start = self.start_ns
         return [start + offset for offset in self.lane.offsets(first, first + count)]
+
+    def shift(self, delta_ns: int) -> None:
+        """Move every time ``delta_ns`` later (``Schedule.shift``): the trace's time 0 is
+        then the start instant."""
+        self.start_ns += delta_ns
 
     def due_by(self, now_ns: int) -> int:
         """How many lane requests are due at or before ``now_ns``."""

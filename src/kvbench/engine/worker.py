@@ -177,6 +177,7 @@ class Worker(LinkKeeper):
         self._idle_upto = 0  # connections[:this] were found idle while nothing was sent
         self._preload_stopped = False  # an interrupt ended the preload: no more shards
         self.dispatcher: OpenLoopDispatcher | None = None
+        self._prepared = False  # prepare() ran: the run's setup, before its start instant
         # A Redis Cluster run: where each slot is served now, and redirects followed.
         self.router = (
             ClusterRouter(self, placement, whole, config.load.timeout_ns / 1e9)
@@ -352,29 +353,9 @@ class Worker(LinkKeeper):
             self._measure_start_ns + load.duration_ns if load.duration_ns is not None else NEVER
         )
         self._finished = asyncio.Event()
-        # Set up before the start instant, not inside the window: the run's pumps, every
-        # connection attached to one, an open loop's dispatcher (its connections' pumps
-        # made open-loop ones, a timed replay's first times primed), and a full collection
-        # (docs/benchmarks.md: over 10,000 connections, an open loop's first interval).
-        if self.python_reason is None:
-            assert not isinstance(self.tally, PyTally), "a compiled run has the C tally"
-            timed = self.feed is not None and self.feed.config.timed  # a replay at its times
-            self.pumps = PumpFactory(
-                self.tally,
-                self.spec.config.workload.ttl_s,
-                open_loop=load.rate_per_s is not None or timed,
-                verify=pump_verify(self.spec.config.workload),
-                derive_from=self._derive_from(),
-            )
-        self.dispatcher = self._open_loop(start_ns)  # (attaches its connections' pumps)
+        self.prepare()  # (done already, before the worker said it was ready: a no-op)
         if self.dispatcher is not None:
-            self.dispatcher.prime()
-        elif self.python_reason is None:
-            for conn in self.connections:
-                conn.attach()
-        gc.collect()
-        gc.freeze()
-        gc.disable()
+            self.dispatcher.shift(start_ns)  # its schedule was made from time 0
         await asyncio.sleep(max(0, start_ns - _now()) / 1e9)
         self._began_ns = _now()
         self._interval_start_ns = start_ns
@@ -440,6 +421,42 @@ class Worker(LinkKeeper):
         if pump_verify(self.spec.config.workload)[0] != VERIFY_DERIVED:
             return None
         return first_version(self.spec.worker_index)
+
+    def prepare(self) -> None:
+        """Set the run up, before its start instant is known: the run's pumps, every
+        connection attached to one, an open loop's dispatcher (its connections' pumps made
+        open-loop ones, a timed replay's first times primed) on a schedule from time 0,
+        which ``run`` shifts to the start instant, and a full collection.
+
+        The worker does this before it reports ready (after its preload, with one), so
+        the coordinator's start instant, 50 ms after the last report, does not have to
+        cover it. Over 10,000 connections it took 0.55 s: done after the Start message,
+        a timed replay began 0.5 s behind its start, and sent most of its first second
+        late in a burst (docs/benchmarks.md). Done once; ``run`` calls it if no one did.
+        """
+        if self._prepared:
+            return
+        self._prepared = True
+        load = self.spec.config.load
+        if self.python_reason is None:
+            assert not isinstance(self.tally, PyTally), "a compiled run has the C tally"
+            timed = self.feed is not None and self.feed.config.timed  # a replay at its times
+            self.pumps = PumpFactory(
+                self.tally,
+                self.spec.config.workload.ttl_s,
+                open_loop=load.rate_per_s is not None or timed,
+                verify=pump_verify(self.spec.config.workload),
+                derive_from=self._derive_from(),
+            )
+        self.dispatcher = self._open_loop(0)  # (attaches its connections' pumps)
+        if self.dispatcher is not None:
+            self.dispatcher.prime()
+        elif self.python_reason is None:
+            for conn in self.connections:
+                conn.attach()
+        gc.collect()
+        gc.freeze()
+        gc.disable()
 
     def _open_loop(self, start_ns: int) -> OpenLoopDispatcher | None:
         """The dispatcher of an open-loop run (``--rate``, or a replay at the trace's

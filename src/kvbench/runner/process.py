@@ -211,12 +211,19 @@ async def serve(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
     except ConfigError as exc:  # a replay's bad trace row or unwritable spool: nothing sent
         pipe.send(m.Failed(index, "config", exc.message, exc.path))
         return
+    # The run's setup before Ready (after the preload, with one): the start instant the
+    # coordinator picks once every worker is ready need not cover it (Worker.prepare).
+    # (A later round of a preloading run gets no Preload: it sets up after Start.)
+    if isinstance(worker, Worker) and not worker.spec.config.workload.preload:
+        worker.prepare()
     _settle_gc()
     pipe.send(m.Ready(index, socket.gethostname(), os.getpid(), _link_address(pipe), offset_ns))
     watch_pipe(pipe, on_readable)
     command = await inbox.get()
     if isinstance(command, m.Preload) and isinstance(worker, Worker):
         preloaded, stop = await _preload(inbox, worker)
+        if stop is None:
+            worker.prepare()
         release_freed_memory()  # the preload's lists and buffers
         pipe.send(m.Snapshot(index, _on_coordinator_clock(preloaded, offset_ns)))
         command = stop or await inbox.get()
