@@ -44,12 +44,9 @@ from kvbench.runner.interrupts import SIGNALS
 # the engine, the codecs, numpy and uvloop: 1-1.5 s that a spawned worker paid each time;
 # ``runner.local`` holds the target the coordinator names, ``worker_entry``).
 # ``_server_signals`` comes first: it makes the server ignore the signals that end a run;
-# ``_server_quiet``: a worker whose start the coordinator cut short ends without a
-# traceback; ``_server_frozen`` last: it freezes what the others made, so the workers
-# share it.
+# ``_server_frozen`` last: it freezes what the others made, so the workers share it.
 PRELOAD = [
     "kvbench.runner._server_signals",
-    "kvbench.runner._server_quiet",
     "kvbench.runner.process",
     "kvbench.runner.local",
     "kvbench.runner._server_frozen",

@@ -110,10 +110,15 @@ class LocalLauncher:
                 name=spec.process_name,
                 daemon=True,
             )
-            proc.start()
-            child.close()
-            pipes.append(parent)
-            self._procs.append(proc)
+            # A Ctrl-C while the worker is handed its preparation data (the pickled spec)
+            # cut it short: the worker read EOFError and the fork server printed that
+            # traceback under the run's one line. Held, it ends the run once the worker
+            # has the whole of it and is on the list the run stops.
+            with forkserver.signals_held():
+                proc.start()
+                child.close()
+                pipes.append(parent)
+                self._procs.append(proc)
         return pipes
 
     def exited(self) -> dict[int, str]:
