@@ -211,6 +211,7 @@ def test_resp3_push_messages_answer_no_request(tmp_path: Path, driver: str) -> N
         "compiled loop" if driver == "compiled" else "python"
     )
     assert doc["status"] == "ok" and doc["totals"]["errors"] == 0
-    assert counts[b"PUSH"] > 100
+    # (the fake's rule: a push before every third GET and SET, and after each read)
+    assert counts[b"GET"] >= 3 and counts[b"PUSH"] >= counts[b"GET"] // 3
     assert all_phase_counts(doc, "get", "miss") == all_phase_counts(doc, "get") == counts[b"GET"]
     assert all_phase_counts(doc, "set", "stored") == all_phase_counts(doc, "set") == counts[b"SET"]
