@@ -37,6 +37,7 @@ import pytest
 
 from kvbench.engine import fastpath
 from kvbench.engine.py_pump import PyPump, PyTally
+from kvbench.engine.rmw import RmwCodec
 from kvbench.engine.verify import Verifier, VerifyingCodec
 from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome as ReplyOutcome
@@ -44,6 +45,7 @@ from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
 from kvbench.protocols.registry import CODECS
 from kvbench.workload.chunk import Cursor
+from kvbench.workload.mix import RMW_CODE
 from kvbench.workload.plan import FixedSource
 from tests.support.reply_grammar import (
     Draw,
@@ -69,6 +71,8 @@ __all__ = [
     "ops_of",
     "pack",
     "seeded",
+    "sent_ops",
+    "unverified",
 ]
 
 
@@ -112,6 +116,10 @@ PROTOCOLS = ("memcache-text", "resp2", "memcache-binary", "memcache-meta", "resp
 RESP = frozenset({"resp2", "resp3"})
 # The ops whose request carries a value.
 STORES = frozenset({Op.SET, Op.ADD, Op.REPLACE, Op.APPEND, Op.PREPEND, Op.CAS})
+# A read-modify-write's code (a get and a set of one key, answered as one op: engine/rmw.py).
+RMW = RMW_CODE
+# The codes whose request is given a value: the stores', and an rmw's (its set's).
+VALUED = STORES | {RMW}
 
 
 def ops_of(protocol: str) -> tuple[Op, ...]:
@@ -119,6 +127,16 @@ def ops_of(protocol: str) -> tuple[Op, ...]:
     a workload mix's, and those a replay adds where the C side has them."""
     families = fastpath.PROTOCOLS[protocol][1]
     return tuple(op for op in Op if families[op])
+
+
+def sent_ops(protocol: str) -> tuple[int, ...]:
+    """The codes an exchange draws on ``protocol``: ``ops_of``'s and the rmw."""
+    return (*ops_of(protocol), RMW)
+
+
+def unverified(ops: list[int]) -> bool:
+    """The requests cannot be verified: config refuses ``--verify`` beside an rmw."""
+    return RMW in ops
 
 
 # -- packed chunks ---------------------------------------------------------------------
@@ -159,7 +177,7 @@ def pack(
         kind: the uint32 columns' type (OFFSET_KINDS).
     """
     rng = random.Random(layout)
-    stores = [i for i, op in enumerate(ops) if op in STORES]
+    stores = [i for i, op in enumerate(ops) if op in VALUED]
     rng.shuffle(stores)
     blob = bytearray()
     starts, ends = [0] * len(ops), [0] * len(ops)
@@ -169,7 +187,7 @@ def pack(
         blob += bytes(values[i])
         ends[i] = len(blob)
     for i, op in enumerate(ops):
-        if op not in STORES:
+        if op not in VALUED:
             starts[i] = ends[i] = rng.randrange(len(blob) + 1)
     key_blob = bytearray()
     key_starts, key_ends = [0] * len(ops), [0] * len(ops)
@@ -217,7 +235,7 @@ class Exchange:
 
     @property
     def values(self) -> list[Any]:
-        return [b"vvv" if op in STORES else None for op in self.ops]
+        return [b"vvv" if op in VALUED else None for op in self.ops]
 
 
 def exchange(draw: Draw, protocol: str | None = None) -> Exchange:
@@ -225,7 +243,7 @@ def exchange(draw: Draw, protocol: str | None = None) -> Exchange:
     bytes, or as the grammar wrote them), read in pieces."""
     if protocol is None:
         protocol = pick(draw, PROTOCOLS)
-    ops = [int(pick(draw, ops_of(protocol))) for _ in range(draw(1, 8))]
+    ops = [int(pick(draw, sent_ops(protocol))) for _ in range(draw(1, 8))]
     keys = [
         tuple(key_for(draw) for _ in range(draw(1, 4))) if op == Op.MGET else key_for(draw)
         for op in ops
@@ -242,7 +260,7 @@ def exchange(draw: Draw, protocol: str | None = None) -> Exchange:
     packed = None
     if draw(0, 1) and Op.MGET not in ops:
         packed = (pick(draw, OFFSET_KINDS), draw(0, 2**16))
-    verify = draw(0, 1) == 1
+    verify = draw(0, 1) == 1 and not unverified(ops)
     return Exchange(protocol, ops, keys, wire, cuts, max_reply, open_loop, packed, verify)
 
 
@@ -268,12 +286,18 @@ class Outcome:
     checks: tuple[int, int, list[str]] | None = field(default=None, compare=False)
 
 
+def _codec(ex: Exchange, options: CodecOptions) -> Any:
+    """The Python driver's codec for ``ex``: the protocol's, wrapped to send rmws if any."""
+    codec = CODECS[ex.protocol].factory(options)
+    return RmwCodec(codec) if RMW in ex.ops else codec
+
+
 def python_outcome(ex: Exchange, as_driver: bool = False) -> Outcome:
     """The codec's ``encode_many`` and ``read_kinds``, fed the pieces (the Python driver).
 
     ``as_driver``: the codes the drivers account, not the codec's: after a protocol error
     none of the replies of the piece (the read) that held it, as both drivers do."""
-    codec: Any = CODECS[ex.protocol].factory(CodecOptions(max_reply_bytes=ex.max_reply))
+    codec: Any = _codec(ex, CodecOptions(max_reply_bytes=ex.max_reply))
     requests = bytearray()
     codec.encode_many(ex.ops, ex.keys, ex.values, 0, len(ex.ops), requests)
     codes: list[int] = []
@@ -317,10 +341,10 @@ def py_pump_outcome(ex: Exchange) -> Outcome:
     latency at least its service time plus how long before its send it was due.
     """
     options = CodecOptions(max_reply_bytes=ex.max_reply, keep_payload=ex.verify)
-    codec: Any = CODECS[ex.protocol].factory(options)
+    codec: Any = _codec(ex, options)
     tally = PyTally()
     tally.issuing, tally.budget = True, len(ex.ops)  # exactly these requests, no more
-    recorder = Recorder([op.name.lower() for op in Op])
+    recorder = Recorder([*(op.name.lower() for op in Op), "rmw"])
     verifier = Verifier(recorder)
     if ex.verify:
         codec = VerifyingCodec(codec, verifier)

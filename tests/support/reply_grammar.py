@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kvbench.protocols.base import Op
+from kvbench.workload.mix import RMW_CODE
 
 INT64 = 2**63
 
@@ -463,7 +464,10 @@ def meta_mget(draw: Draw, keys: Sequence[bytes], token: int) -> bytes:
 
 
 def opaques_taken(protocol: str, op: int, key: Any) -> int:
-    """How many opaques (binary) or tokens (meta) a request takes, as the codecs number them."""
+    """How many opaques (binary) or tokens (meta) a request takes, as the codecs number them
+    (an rmw: its get's and its set's)."""
+    if op == RMW_CODE:
+        return 2
     if op != Op.MGET:
         return 1
     return len(key) + (protocol == "memcache-binary")
@@ -486,7 +490,10 @@ def replies(draw: Draw, protocol: str, ops: Sequence[int], keys: Sequence[Any]) 
     wire = b""
     opaque = 0
     for op, key in zip(ops, keys, strict=True):
-        wire += grammar(draw, Op(op), key, opaque)
+        if op == RMW_CODE:  # a get's reply, then a set's (engine/rmw.py)
+            wire += grammar(draw, Op.GET, key, opaque) + grammar(draw, Op.SET, key, opaque + 1)
+        else:
+            wire += grammar(draw, Op(op), key, opaque)
         opaque += opaques_taken(protocol, op, key)
     if protocol == "resp3" and draw(0, 7) == 0:  # a push after the last reply
         wire += push_message(draw)

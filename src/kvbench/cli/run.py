@@ -29,8 +29,8 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
     Cluster: keys go to the master of their hash slot, MOVED and ASK are followed.
 
     Runs on memcached (text, binary, meta) and Redis (RESP2, RESP3), closed or open loop
-    (--rate), --verify and --ttl ranges included, use the compiled driver; the rest (HTTP,
-    Redis Cluster, --command, rmw, and every run with KVBENCH_PURE_PYTHON=1) the Python
+    (--rate), --verify, --ttl ranges and rmw included, use the compiled driver; the rest
+    (HTTP, Redis Cluster, --command, and every run with KVBENCH_PURE_PYTHON=1) the Python
     one. Each run records which, and why.
 
     \b

@@ -281,6 +281,34 @@ no_encoding(int op)
     return -1;
 }
 
+/* Room in ``o`` for single-key request ``r`` of ``op`` (an rmw: its get and its set);
+ * -1 with a MemoryError. */
+static inline int
+request_reserve(int op, const Request *r, Out *o)
+{
+    Py_ssize_t room = r->key_len + r->value_len + FRAME_BYTES;
+    return out_reserve(o, op == OP_RMW ? room + r->key_len + FRAME_BYTES : room);
+}
+
+/* Append request ``r`` of ``op`` as ``wire`` writes it, room reserved (request_reserve);
+ * an rmw as a get of its key, then a set of it (engine/rmw.py writes them so), the get's
+ * tag in ``*get_tag`` (the set's in ``t->tag``). -1 with an exception: ``o`` and ``t``
+ * may hold the get then, and the caller puts them back. */
+static inline int
+encode_request(const Wire *wire, const Encoding *e, int op, const Request *r, Tags *t, Out *o,
+               uint32_t *get_tag)
+{
+    if (op != OP_RMW)
+        return wire->encode(e, op, r, t, o);
+    Request get = *r;
+    get.value = ""; /* (a get's encoder writes no value, but its size may count it) */
+    get.value_len = 0;
+    if (wire->encode(e, OP_GET, &get, t, o) < 0)
+        return -1;
+    *get_tag = t->tag;
+    return wire->encode(e, OP_SET, r, t, o);
+}
+
 /* Request ``op`` of a list-form chunk (its key and value objects) resolved for ``wire``,
  * room reserved; -1 with an exception (a ValueError for an op the wire does not encode). */
 static inline int
@@ -296,9 +324,9 @@ listed_request(const Wire *wire, long op, PyObject *key, PyObject *value, Out *o
     r->value = ""; /* none: nothing to put */
     r->value_len = 0;
     if (view_of(key, &r->key, &r->key_len) < 0 ||
-        (op_stores((int)op) && view_of(value, &r->value, &r->value_len) < 0))
+        (op_has_value((int)op) && view_of(value, &r->value, &r->value_len) < 0))
         return -1;
-    return out_reserve(o, r->key_len + r->value_len + FRAME_BYTES);
+    return request_reserve((int)op, r, o);
 }
 
 /* -- packed chunks ------------------------------------------------------------------- */
@@ -481,7 +509,7 @@ packed_request(const Packed *k, const Wire *wire, Py_ssize_t i, int op, Out *o, 
     r->key = k->keys + start;
     r->key_len = (Py_ssize_t)(end - start);
     r->keys = NULL;
-    if (op_stores(op)) {
+    if (op_has_value(op)) {
         uint32_t from = u32_at(k->value_starts, i), to = u32_at(k->value_ends, i);
         if (from > to || to > k->values_len)
             return packed_changed(i);
@@ -492,7 +520,7 @@ packed_request(const Packed *k, const Wire *wire, Py_ssize_t i, int op, Out *o, 
         r->value = "";
         r->value_len = 0;
     }
-    return out_reserve(o, r->key_len + r->value_len + FRAME_BYTES);
+    return request_reserve(op, r, o);
 }
 
 /* Bring the line at ``p`` into the cache, a hint that never faults. On x86 the
@@ -579,13 +607,14 @@ encode(PyObject *module, PyObject *args)
     const Wire *wire = WIRES[protocol];
     Out o = {NULL, 0, 0};
     Tags tags = {opaque, 0, 0};
+    uint32_t get_tag;
     for (Py_ssize_t i = start; i < stop; i++) {
         long op = PyLong_AsLong(PyList_GET_ITEM(ops, i));
         Request r;
         if ((op == -1 && PyErr_Occurred()) ||
             listed_request(wire, op, PyList_GET_ITEM(keys, i), PyList_GET_ITEM(values, i), &o,
                            &r) < 0 ||
-            wire->encode(&e, (int)op, &r, &tags, &o) < 0) {
+            encode_request(wire, &e, (int)op, &r, &tags, &o, &get_tag) < 0) {
             PyMem_Free(o.p);
             return NULL;
         }
@@ -627,12 +656,13 @@ encode_packed(PyObject *module, PyObject *args)
     }
     Out o = {NULL, 0, 0};
     Tags tags = {opaque, 0, 0};
+    uint32_t get_tag;
     PyObject *out = NULL;
     for (Py_ssize_t i = start; i < stop; i++) {
         Request r;
         int op = k.ops[i];
         if (packed_request(&k, wire, i, op, &o, &r) < 0 ||
-            wire->encode(&e, op, &r, &tags, &o) < 0)
+            encode_request(wire, &e, op, &r, &tags, &o, &get_tag) < 0)
             goto done;
     }
     out = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
@@ -1519,6 +1549,8 @@ typedef struct {
     /* --verify, exact: the get follows a set of its key, whose value's first EXACT_HEAD
      * bytes follow the key in ``keys`` (the value must be that set's) */
     unsigned char expect;
+    /* An rmw's set's tag (``tag`` is its get's). */
+    uint32_t set_tag;
 } Pending;
 
 typedef struct {
@@ -1566,6 +1598,10 @@ typedef struct {
     int exact;
     char *last_set;
     Py_ssize_t last_set_len, last_set_cap;
+    /* The rmw at the FIFO's head once its get's reply is read: that reply's code and
+     * length, until its set's completes it (half_code -1: none read). */
+    long long half_code;
+    Py_ssize_t half_len;
 } Pump;
 
 static int
@@ -1653,6 +1689,7 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
     self->window_high_ms = window_high;
     self->exact = exact;
     self->last_set_len = -1;
+    self->half_code = -1;
     /* As a fresh codec: the first request gets opaque 0, and "the last one answered" is
      * the one before it (protocols/memcache_binary.py). */
     self->opaque = 0;
@@ -1882,7 +1919,8 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
             key_len = (uint32_t)r.key_len;
         }
         Tags before_tags = tags;
-        if (wire->encode(encoding, (int)op, &r, &tags, &o) < 0 ||
+        uint32_t get_tag = 0;
+        if (encode_request(wire, encoding, (int)op, &r, &tags, &o, &get_tag) < 0 ||
             (self->exact && op == OP_SET && exact_set(self, &r) < 0)) {
             o.len = before; /* (a failed encode appended nothing, used no opaque) */
             tags = before_tags;
@@ -1890,8 +1928,10 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
             break;
         }
         tally->tx[op] += o.len - before;
-        *fifo_at(self, self->fifo_len + i) = (Pending){
-            sent, due, 0, tags.tag, tags.keys, key_at, key_len, (unsigned char)op, expect};
+        *fifo_at(self, self->fifo_len + i) =
+            op == OP_RMW ? (Pending){sent, due, 0, get_tag, 0, key_at, key_len, OP_RMW, 0, tags.tag}
+                         : (Pending){sent, due, 0, tags.tag, tags.keys, key_at, key_len,
+                                     (unsigned char)op, expect, 0};
         stream->pos++;
     }
     self->out = o.p;
@@ -1980,6 +2020,17 @@ pump_issue(Pump *self, Py_ssize_t n)
             return PUMP_IDLE;
     }
     return pump_send(self, n, NULL, NULL);
+}
+
+/* An rmw's reply code from its get's and its set's (engine/rmw.py's fold): the get's,
+ * or an error reply (with the get's keys) when either half was one. */
+static inline long long
+rmw_fold(long long get_code, long long set_code)
+{
+    long long mask = (1LL << KEYS_SHIFT) - 1;
+    if ((get_code & mask) == K_ERROR || (set_code & mask) == K_ERROR)
+        return K_ERROR | (get_code & ~mask);
+    return get_code;
 }
 
 static void
@@ -2185,7 +2236,10 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
         Pending *request = self->fifo_len ? fifo_at(self, 0) : NULL;
         Head head;
         if (request != NULL)
-            head = (Head){request->op, self->family[request->op], request->tag, request->keys};
+            head = request->op != OP_RMW ? (Head){request->op, self->family[request->op],
+                                                  request->tag, request->keys}
+                   : self->half_code < 0 ? (Head){OP_GET, F_GET, request->tag, 0}
+                                         : (Head){OP_SET, F_STORE, request->set_tag, 0};
         scan.value_at = -1;
         scan.skipped = 0;
         Py_ssize_t k = scan_reply(self->wire, buf + pos, n - pos, request ? &head : NULL,
@@ -2199,8 +2253,18 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
         if (self->verify && request->op == OP_GET && scan.value_at >= 0 &&
             (scan.code & (FOLD_KINDS - 1)) == K_HIT)
             check_value(self, request, buf + pos + scan.value_at, scan.value_len, &checks);
-        account(self, tally, request, scan.code, k, now);
         pos += k;
+        if (request->op == OP_RMW) {
+            if (self->half_code < 0) { /* its get's reply: the set's completes it */
+                self->half_code = scan.code;
+                self->half_len = k;
+                continue;
+            }
+            scan.code = rmw_fold(self->half_code, scan.code);
+            k += self->half_len;
+            self->half_code = -1;
+        }
+        account(self, tally, request, scan.code, k, now);
         done++;
     }
     self->answered = scan.answered;
@@ -2363,6 +2427,7 @@ Pump_expire(Pump *self, PyObject *args)
         self->fifo_head = (self->fifo_head + k) % self->fifo_cap;
         self->fifo_len -= k;
         self->tally->inflight -= k;
+        self->half_code = -1; /* (an rmw at the head, its get's reply read, went too) */
     }
     return Py_BuildValue("(NN)", ops, late_by);
 }
@@ -2384,6 +2449,7 @@ Pump_drop(Pump *self, PyObject *unused)
     self->tally->inflight -= self->fifo_len;
     self->fifo_head = self->fifo_len = 0;
     self->in_len = 0;
+    self->half_code = -1;
     return ops;
 }
 
@@ -2704,6 +2770,7 @@ PyInit__pump(void)
         {"K_NOT_STORED", K_NOT_STORED}, {"K_EXISTS", K_EXISTS}, {"K_NOT_FOUND", K_NOT_FOUND},
         {"K_DELETED", K_DELETED}, {"K_VALUE", K_VALUE},
         {"K_ERROR_REPLY", K_ERROR}, {"KEYS_SHIFT", KEYS_SHIFT}, {"MAX_OPS", MAX_OPS},
+        {"OP_RMW", OP_RMW},
         {"HDR_SUB_BUCKET_HALF_COUNT_MAGNITUDE", HDR_HALF_MAGNITUDE},
         {"HDR_COUNTS_LEN", HDR_COUNTS_LEN},
         {"HDR_HIGHEST_TRACKABLE_NS", HDR_HIGHEST}, /* (a long is 64 bits here: Linux) */

@@ -76,6 +76,11 @@ enum { P_TEXT = 1, P_RESP2 = 2, P_BINARY = 3, P_META = 4, P_RESP3 = 5, P_COUNT }
 enum {
     OP_GET = 0, OP_SET = 1, OP_DELETE = 2, OP_INCR = 3, OP_DECR = 4, OP_MGET = 5,
     OP_ADD = 6, OP_REPLACE = 7, OP_APPEND = 8, OP_PREPEND = 9, OP_CAS = 10, OP_GETS = 12,
+    /* A read-modify-write (workload.mix.RMW_CODE, the first code after Op's): a get of
+     * its key then a set of it, written together and answered by both, timed and
+     * counted as one op (engine/rmw.py). No wire encodes it: the pump writes its two
+     * requests (encode_request) and folds their replies into one. */
+    OP_RMW = 16,
 };
 
 /* The ops whose request carries a value (the storage commands). */
@@ -83,6 +88,13 @@ static inline int
 op_stores(int op)
 {
     return op == OP_SET || (op >= OP_ADD && op <= OP_CAS);
+}
+
+/* The ops whose chunk gives a value: the stores', and an rmw's (its set's). */
+static inline int
+op_has_value(int op)
+{
+    return op_stores(op) || op == OP_RMW;
 }
 
 /* A ValueError for an op the wire does not encode; -1. */
@@ -169,10 +181,12 @@ typedef struct {
 
 #define OP_BIT(op) (1ULL << (op))
 
-/* Whether ``wire`` encodes ``op`` (any int). */
+/* Whether ``wire`` encodes ``op`` (any int): an rmw where it encodes gets and sets. */
 static inline int
 wire_encodes(const Wire *wire, long op)
 {
+    if (op == OP_RMW)
+        return (wire->ops & (OP_BIT(OP_GET) | OP_BIT(OP_SET))) == (OP_BIT(OP_GET) | OP_BIT(OP_SET));
     return op >= 0 && op < MAX_OPS && (wire->ops & OP_BIT(op)) != 0;
 }
 

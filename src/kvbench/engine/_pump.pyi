@@ -32,6 +32,7 @@ K_VALUE: int
 K_ERROR_REPLY: int
 KEYS_SHIFT: int
 MAX_OPS: int
+OP_RMW: int
 # metrics.histogram's layout, as a folding Tally records it (a test holds them together).
 HDR_SUB_BUCKET_HALF_COUNT_MAGNITUDE: int
 HDR_COUNTS_LEN: int

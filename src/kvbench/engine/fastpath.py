@@ -64,8 +64,12 @@ the set's value header beside the get's key).
 Under a ``--ttl`` range each connection's pump is given the ttl its connection drew
 (engine/codec_choice.py), which its stores carry in place of the stream's.
 
-Everything else stays in Python: ``--command``, read-modify-writes (``rmw`` in the
-ratio), HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any
+A read-modify-write (``rmw`` in the ratio: ``OP_RMW``, workload.mix's ``RMW_CODE``) is
+written by the pump as its get then its set (the bytes engine/rmw.py's wrapper writes)
+in one pipeline slot; the pump scans the get's reply, keeps its code, and accounts the
+pair as one op when the set's completes it, folded as ``rmw.fold`` folds them.
+
+Everything else stays in Python: ``--command``, HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any
 build without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that path too);
 ``python_reason`` names the reason, and the run records it.
 """
@@ -216,10 +220,6 @@ def python_reason(config: RunConfig) -> str | None:
         # Each connection's pump sends its own lane of the trace (PumpFactory), each chunk
         # with its own TTL: compiled when the C side encodes every op the trace may send.
         return _replay_reason(config)
-    if any(name == RMW for name, _ in config.workload.ratio):
-        # A read-modify-write is a get and a set timed as one op: a codec wrapper's
-        # (engine/rmw.py); the C side sends and times the fixed ops one by one.
-        return "read-modify-write (rmw)"
     if config.workload.commands:
         # The C side encodes and scans the fixed ops only.
         return "arbitrary commands (--command)"
@@ -234,8 +234,11 @@ def python_reason(config: RunConfig) -> str | None:
 
 
 def config_ops(config: RunConfig) -> list[Op]:
-    """The ops a run's mix sends."""
-    return [WORKLOAD_TO_OP[name] for name, _ in config.workload.ratio]
+    """The ops a run's mix sends (an rmw: a get and a set)."""
+    ops = [WORKLOAD_TO_OP[name] for name, _ in config.workload.ratio if name != RMW]
+    if any(name == RMW for name, _ in config.workload.ratio):
+        ops += [Op.GET, Op.SET]
+    return ops
 
 
 def _replay_reason(config: RunConfig) -> str | None:

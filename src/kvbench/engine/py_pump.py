@@ -2,8 +2,8 @@
 
 A ``Connection`` (engine/connection.py) holds one pump and hands it every read and every
 send; which pump it is, it never asks. ``engine/_pump.c`` is the compiled one (memcached
-text, binary and meta, RESP2, fed by a shared ``Stream``); ``PyPump`` here does the same
-for everything else (HTTP, RESP3, Redis Cluster, rmw, ``--command``, any
+text, binary and meta, RESP2 and RESP3, fed by a shared ``Stream``); ``PyPump`` here does
+the same for everything else (HTTP, Redis Cluster, ``--command``, any
 build without the extension) and for every connection until its run starts (the setup
 and the preload). Same methods, same results:
 

@@ -1,7 +1,9 @@
 """Read-modify-write (``rmw`` in the ratio): a get then a set of one key, timed as one op.
 
-A codec wrapper, selected per connection only when the mix has read-modify-writes, so
-the normal path stays as it is. The request source draws an rmw as ``RMW_CODE``; the
+The Python driver's: a codec wrapper, selected per connection only when the mix has
+read-modify-writes, so the normal path stays as it is. The compiled pump does the same
+in C (engine/_pump.c's ``OP_RMW``: the same bytes, the same folded reply; the pump
+oracle, tests/support/pump_oracle.py, holds the two together). The request source draws an rmw as ``RMW_CODE``; the
 wrapper writes it as a get of the key followed by a set of it in the same write, takes
 one pipeline slot for the pair, and folds the two replies into one: the driver then
 times the op from the get's send to the set's reply, as YCSB times its

@@ -190,7 +190,6 @@ class RequestSource:
         self._codec_ops = np.array([*range(COMMAND_BASE), *[int(Op.COMMAND)] * len(entries)])
         self._record_ops = np.array([*range(COMMAND_BASE), *(COMMAND_BASE + j for j in entries)])
         self._mget_width = config.multiget_keys
-        self._rmw = self._mix.rmw
         self._special = {int(Op.MGET), int(Op.INCR)} & {int(op) for op in self._mix.ops}
         # set-then-get: the chunk is (set K, get K) pairs, K drawn once per pair.
         self._pairs = config.set_then_get
@@ -203,7 +202,6 @@ class RequestSource:
         pairs, and keys to draw."""
         return not (
             self._templates
-            or self._rmw  # the compiled pump sends fixed ops only
             or (self._verify and not self._taker_derives)
             or self._timestamps
             or self._pairs

@@ -13,6 +13,7 @@ from kvbench.config import load_config
 from kvbench.config.model import RunConfig
 from kvbench.config.replay import ReplayConfig
 from kvbench.engine import fastpath
+from kvbench.engine.rmw import RmwCodec
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.shards import build_shards
 from kvbench.protocols.base import CodecOptions, Op
@@ -74,6 +75,10 @@ _COMMANDS = "arbitrary commands (--command)"
         ("redis://127.0.0.1:1/0", {"load.rate": "1000", "load.arrival": "poisson"}, None),
         ("memcached+binary://127.0.0.1:1", {"load.rate": "1000"}, None),
         ("redis://127.0.0.1:1/0?resp=3", {}, None),
+        # a read-modify-write: its get and set written, its replies folded, in C
+        ("memcached://127.0.0.1:1", {"workload.ratio": "get=1,rmw=1"}, None),
+        ("memcached+binary://127.0.0.1:1", {"workload.ratio": "rmw=1"}, None),
+        ("redis://127.0.0.1:1/0?resp=3", {"workload.ratio": "set=1,rmw=1", "load.rate": "9"}, None),
         ("redis+cluster://127.0.0.1:1?resp=3", {}, "Redis Cluster"),
         ("http+memc://127.0.0.1:1/memc", {}, "http-memc has no compiled scanner"),
     ],
@@ -141,13 +146,17 @@ def test_the_loop_is_taken_unless_the_transports_are_asked_for_or_the_run_needs_
         ("memcached+meta://127.0.0.1:1", b" T30 F0 "),
     ],
 )
-def test_a_pump_sends_what_the_connections_codec_would(url: str, ttl_bytes: bytes) -> None:
+@pytest.mark.parametrize("ratio", ["set=2,get=1,mget=1,incr=1", "set=1,get=1,rmw=2"])
+def test_a_pump_sends_what_the_connections_codec_would(
+    url: str, ttl_bytes: bytes, ratio: str
+) -> None:
     """The glue passes the run's ttl (and the codecs' flags) to the C encoder, and a pump
-    numbers opaques as a fresh codec does."""
+    numbers opaques as a fresh codec does; an rmw is the get and the set the Python
+    driver's wrapper (engine/rmw.py) writes, from a packed chunk."""
     pump_oracle.require_compiled()
     from kvbench.engine import _pump  # type: ignore[attr-defined]
 
-    run = config(url, **{"workload.ttl_s": "30", "workload.ratio": "set=2,get=1,mget=1,incr=1"})
+    run = config(url, **{"workload.ttl_s": "30", "workload.ratio": ratio})
     ours, reference = build_shards(run, 0, 1)[0], build_shards(run, 0, 1)[0]
     written: list[bytes] = []
     tally = _pump.Tally()
@@ -155,13 +164,18 @@ def test_a_pump_sends_what_the_connections_codec_would(url: str, ttl_bytes: byte
     conn: Any = SimpleNamespace(shard=ours, cursor=ours.cursor, ttl_s=None)
     pump = fastpath.PumpFactory(tally, run.workload.ttl_s).pump(conn, written.append)
     pump.issue(3000)  # across a chunk boundary
-    assert written[0] == codec_writes(reference, CodecOptions(ttl_s=30), len(written[0]))
+    expected = codec_writes(reference, CodecOptions(ttl_s=30), len(written[0]), "rmw" in ratio)
+    assert written[0] == expected
     assert ttl_bytes in written[0]
+    assert ours.source.can_pack() == ("mget" not in ratio)
 
 
-def codec_writes(shard: Any, options: CodecOptions, size: int) -> bytes:
-    """The first ``size`` bytes a fresh codec writes for ``shard``'s source."""
-    codec = codec_factory_for(shard.target, options)()
+def codec_writes(shard: Any, options: CodecOptions, size: int, rmw: bool = False) -> bytes:
+    """The first ``size`` bytes a fresh codec writes for ``shard``'s source (``rmw``:
+    wrapped as a run with read-modify-writes wraps it)."""
+    codec: Any = codec_factory_for(shard.target, options)()
+    if rmw:
+        codec = RmwCodec(codec)
     expected = bytearray()
     while len(expected) < size:
         chunk = shard.source.next_chunk()

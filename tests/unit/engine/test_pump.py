@@ -649,3 +649,52 @@ def test_a_connection_at_pipeline_1_holds_a_small_request_buffer_and_ring() -> N
     finally:
         tracemalloc.stop()
     assert grown < 1024, f"{grown:.0f} bytes per connection"
+
+
+def rmw_pump() -> tuple[Any, Any, list[bytes]]:
+    """A text pump whose stream serves read-modify-writes of k0, k1, ..."""
+    served = [0]
+
+    def refill() -> tuple[list[int], list[bytes], list[bytes], int]:
+        names = [b"k%d" % (served[0] + i) for i in range(4)]
+        served[0] += 4
+        return [_pump.OP_RMW] * 4, names, [b"v"] * 4, 0
+
+    tally = _pump.Tally()
+    tally.issuing = True
+    writes: list[bytes] = []
+    stream = _pump.Stream(refill, TEXT)
+    return tally, _pump.Pump(tally, stream, writes.append, TEXT, TEXT_FAMILIES, MAX), writes
+
+
+def test_an_rmw_is_its_get_and_its_set_in_one_slot_and_one_reply() -> None:
+    """Its get's reply is kept until its set's completes it, across reads; the two are
+    one op, of both replies' bytes, with the get's outcome (engine/rmw.py's fold)."""
+    tally, p, writes = rmw_pump()
+    assert p.issue(1) == 0 and p.inflight == 1
+    assert writes == [b"get k0\r\nset k0 0 0 1\r\nv\r\n"]
+    hit = b"VALUE k0 0 1\r\nx\r\nEND\r\n"
+    assert p.received(hit) == 0 and p.inflight == 1 and len(writes) == 1  # half: no send
+    assert p.received(b"STORED\r\n") == 0 and p.inflight == 1  # one op done, one sent
+    assert writes[-1] == b"get k1\r\nset k1 0 0 1\r\nv\r\n"
+    assert p.received(b"END\r\nSERVER_ERROR out of memory\r\n") == 0  # a miss, set refused
+    ops, codes, _ = (memoryview(b).cast("q").tolist() for b in tally.take())
+    assert ops == [_pump.OP_RMW] * 2
+    assert codes == [int(ReplyKind.HIT) | 1 << KEYS_SHIFT, int(ReplyKind.ERROR_REPLY)]
+    _, rx = (memoryview(b).cast("q").tolist() for b in tally.take_bytes())
+    assert rx[_pump.OP_RMW] == len(hit) + len(b"STORED\r\n") + len(
+        b"END\r\nSERVER_ERROR out of memory\r\n"
+    )
+
+
+def test_a_dropped_rmw_whose_get_was_answered_leaves_no_half_behind() -> None:
+    """drop() (the connection ends) forgets the get's reply it held: the next
+    connection's first rmw starts from its own get."""
+    tally, p, _ = rmw_pump()
+    p.issue(1)
+    assert p.received(b"END\r\n") == 0 and p.inflight == 1
+    assert p.drop() == bytes([_pump.OP_RMW])
+    p.issue(1)
+    assert p.received(b"VALUE k1 0 1\r\nx\r\nEND\r\nSTORED\r\n") == 0
+    _, codes, _ = (memoryview(b).cast("q").tolist() for b in tally.take())
+    assert codes == [int(ReplyKind.HIT) | 1 << KEYS_SHIFT]

@@ -45,6 +45,7 @@ def test_reply_kinds_are_the_protocol_layer_values() -> None:
             assert getattr(_pump, name) == int(kind), name
     assert _pump.KEYS_SHIFT == KEYS_SHIFT
     assert len(Op) <= _pump.MAX_OPS
+    assert _pump.OP_RMW == pump_oracle.RMW < _pump.MAX_OPS  # workload.mix.RMW_CODE
 
 
 # -- replies, built with what each op may get back -------------------------------------
