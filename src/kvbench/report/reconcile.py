@@ -277,7 +277,15 @@ def reconcile(
         server_count = round(_delta(pairs, *sorted(row.counters)))
         extra = sum(scripted.get(name, 0) for name in row.names)
         if row.sure or row.unsure or server_count:
-            sent = [n for n in row.names if total.ops(n.removesuffix(" (keys)"))] or row.names
+            # (a row the rmws are counted in keeps the name of the op they are counted as,
+            # plain ones sent or not: "set + rmw"; Redis counts an rmw's halves in two
+            # rows, which "rmw" alone would name alike)
+            rmw = RMW in row.names and total.ops(RMW)
+            sent = [
+                n
+                for n in row.names
+                if total.ops(n.removesuffix(" (keys)")) or (rmw and n in _RMW_COUNTED_AS)
+            ] or row.names
             name = " + ".join(sent) + (f" (+{extra:,} run by scripts)" if extra else "")
             result.append(Reconciled(name, row.sure + extra, server_count, row.unsure))
         if row.names == ["get (keys)"] and family != "redis":

@@ -71,10 +71,16 @@ def test_an_rmw_counts_one_get_and_one_set_on_the_server() -> None:
     }
     rows = {r.name: r for r in reconcile("memcache", snap, server)}
     assert (rows["get (keys)"].client, rows["get (keys)"].server) == (9, 9)
-    assert (rows["rmw"].client, rows["rmw"].server) == (4, 4)  # the sets were all rmw
+    # the sets were all rmw: named by the server's counter and the rmw all the same
+    assert (rows["set + rmw"].client, rows["set + rmw"].server) == (4, 4)
     assert rows["get hits"].client == 8 and rows["get misses"].client == 1
     redis = {
         "before": sample(cmdstat_get="calls=0", cmdstat_set="calls=0"),
         "after": sample(cmdstat_get="calls=9", cmdstat_set="calls=4"),
     }
     assert all(r.matches for r in reconcile("redis", snap, redis))
+    # rmw alone: one row per counter, each with its own name (not "rmw" twice)
+    only = IntervalSnapshot("measure", 0, 0, S, {"rmw": {"hit": 4}}, {})
+    redis["after"] = sample(cmdstat_get="calls=4", cmdstat_set="calls=4")
+    names = [r.name for r in reconcile("redis", only, redis)]
+    assert names == ["get + rmw", "set + rmw"]
