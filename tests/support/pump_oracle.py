@@ -2,7 +2,8 @@
 
 The oracle of the differential test (tests/unit/engine/test_pump_replies.py) and of the
 atheris harness (fuzz/fuzz_pump.py): requests of every op the pump sends on the protocol
-(a replay's gets, add, replace, append, prepend and cas besides a mix's) on a fresh
+(a replay's gets, add, replace, append, prepend and cas besides a mix's, and
+read-modify-writes: the Python side's codec wrapped in engine/rmw.py's) on a fresh
 connection, the replies a hostile server may send them (tests/support/reply_grammar.py:
 memcached text, binary and meta, RESP2, and RESP3 with push messages between replies),
 and a comparison of what the compiled ``Pump``

@@ -69,9 +69,10 @@ written by the pump as its get then its set (the bytes engine/rmw.py's wrapper w
 in one pipeline slot; the pump scans the get's reply, keeps its code, and accounts the
 pair as one op when the set's completes it, folded as ``rmw.fold`` folds them.
 
-Everything else stays in Python: ``--command``, HTTP, Redis Cluster (redirects are followed by engine/redirect.py), and any
-build without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that path too);
-``python_reason`` names the reason, and the run records it.
+Everything else stays in Python: ``--command``, HTTP, Redis Cluster (redirects are
+followed by engine/redirect.py), and any build without a C compiler
+(``KVBENCH_PURE_PYTHON=1`` forces that path too); ``python_reason`` names the reason, and
+the run records it.
 """
 
 from __future__ import annotations
