@@ -317,7 +317,7 @@ def _with_inserts(workload: WorkloadConfig, load: LoadConfig) -> WorkloadConfig:
 def _check_rmw(workload: WorkloadConfig, settings: Settings) -> None:
     """A read-modify-write is recorded as an op of its own after the fixed ones: not
     beside commands (whose op numbers start there too) nor set-then-get pairs."""
-    if not any(op == RMW for op, _ in workload.ratio):
+    if not workload.rmw:
         return
     where = _origin(settings, "workload.ratio")
     if workload.commands:

@@ -175,6 +175,11 @@ class WorkloadConfig:
         """Each connection draws its own ttl (``--ttl low-high``, low < high)."""
         return self.ttl_max_s is not None and self.ttl_max_s != self.ttl_s
 
+    @property
+    def rmw(self) -> bool:
+        """The ratio has read-modify-writes (``rmw``: a get and a set timed as one op)."""
+        return any(name == RMW for name, _ in self.ratio)
+
 
 @dataclass(frozen=True, slots=True)
 class LoadConfig:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from kvbench.config.model import RMW, TargetConfig, WorkloadConfig
+from kvbench.config.model import TargetConfig, WorkloadConfig
 from kvbench.engine.rmw import rmw_codecs
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.verify import Verifier, verifying
@@ -42,7 +42,6 @@ def connection_codec_factories(
     (``connection_ttls``): a reconnect builds a fresh codec from it."""
     factories: dict[int, Callable[[], ClientCodec]] = {}
     out = []
-    rmw = any(name == RMW for name, _ in config.ratio)
     for ttl in ttls:
         if ttl not in factories:
             options = CodecOptions(ttl_s=ttl, keep_payload=verifier is not None)
@@ -52,7 +51,7 @@ def connection_codec_factories(
                 if verifier is not None
                 else factory
             )
-            if rmw:  # (config refuses --verify beside it)
+            if config.rmw:  # (config refuses --verify beside it)
                 factories[ttl] = rmw_codecs(factories[ttl])
         out.append(factories[ttl])
     return out

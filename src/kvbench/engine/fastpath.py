@@ -237,7 +237,7 @@ def python_reason(config: RunConfig) -> str | None:
 def config_ops(config: RunConfig) -> list[Op]:
     """The ops a run's mix sends (an rmw: a get and a set)."""
     ops = [WORKLOAD_TO_OP[name] for name, _ in config.workload.ratio if name != RMW]
-    if any(name == RMW for name, _ in config.workload.ratio):
+    if config.workload.rmw:
         ops += [Op.GET, Op.SET]
     return ops
 

@@ -64,7 +64,7 @@ class WorkloadPlan:
     @property
     def rmw(self) -> bool:
         """The mix has read-modify-writes, recorded as op number ``RMW_CODE`` (``rmw``)."""
-        return any(name == RMW for name, _ in self.config.ratio)
+        return self.config.rmw
 
     def op_names(self) -> tuple[str, ...]:
         """The recorder's op names, indexed by recorded op number: ``Op``'s, then the
