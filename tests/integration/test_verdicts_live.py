@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kvbench.engine import clock, fastpath
-from kvbench.report.verdicts import SERVER_CPU_SHARE
+from kvbench.report.verdicts import CLIENT_CPU_LIMIT, CLIENT_CPU_WAIT_SHARE, SERVER_CPU_SHARE
 from tests.support import servers
 from tests.support.cli import kvbench_argv, read_json, run_kvbench
 
@@ -73,9 +73,38 @@ def test_a_worker_whose_core_another_process_takes_is_flagged_with_its_wait(
 ) -> None:
     """kvbench and a busy loop pinned to one CPU: the worker gets about half the core, so
     its own CPU share says nothing; the time its loop waited for the core (Linux's run
-    delay) says it was client-bound. (Was: no client verdict at all.)"""
+    delay) says it was client-bound. (Was: no client verdict at all.)
+
+    The rule flags a worker runnable (on the core or waiting for it) for more than
+    CLIENT_CPU_LIMIT of the window. Whether it was depends on the server keeping it busy,
+    which the rest of a loaded machine decides (one CI run: Redis slowed, the worker
+    runnable 87% of the window): each run's verdict must follow the figures it measured,
+    and a run that met the rule's condition ends the test."""
     if clock.cpu_wait_ns() is None:
         pytest.skip("this kernel keeps no scheduler statistics")
+    measured = []
+    for attempt in range(3):
+        doc = run_beside_a_busy_loop(tmp_path / f"run{attempt}.json")
+        [worker] = doc["workers"]
+        window = doc["window_s"]
+        busy, waited = worker["cpu_s"] / window, worker["cpu_wait_s"] / window
+        assert waited > 0.2  # the busy loop took a good part of the core
+        starved = waited >= CLIENT_CPU_WAIT_SHARE and busy + waited > CLIENT_CPU_LIMIT
+        flagged = [v for v in doc["verdicts"] if v["id"] == "client.cpu"]
+        assert len(flagged) == (1 if starved else 0), (worker, doc["verdicts"])
+        if starved:
+            message = flagged[0]["message"]
+            assert "of the window for one (other processes ran on its core)" in message
+            share = flagged[0]["evidence"]["cpu_wait_share"]
+            assert share == pytest.approx(waited, abs=0.002)
+            assert f"waited {share:.0%} of the window" in message
+            return
+        measured.append((busy, waited))
+    pytest.fail(f"no run was runnable above {CLIENT_CPU_LIMIT:.0%}: (busy, waited) {measured}")
+
+
+def run_beside_a_busy_loop(out: Path) -> dict[str, Any]:
+    """A Python-driver run against Redis, pinned to one CPU beside a busy loop."""
     cpu = max(os.sched_getaffinity(0))
 
     def pin() -> None:
@@ -83,7 +112,6 @@ def test_a_worker_whose_core_another_process_takes_is_flagged_with_its_wait(
 
     busy_loop = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"
     hog = subprocess.Popen([sys.executable, "-c", busy_loop], preexec_fn=pin)
-    out = tmp_path / "run.json"
     try:
         with servers.redis() as server:
             argv = kvbench_argv(
@@ -98,16 +126,7 @@ def test_a_worker_whose_core_another_process_takes_is_flagged_with_its_wait(
         hog.kill()
         hog.wait()
     assert done.returncode == 0, done.stderr
-    doc = read_json(out)
-    [worker] = doc["workers"]
-    window = doc["window_s"]
-    assert worker["cpu_wait_s"] > 0.2 * window  # the busy loop took a good part of the core
-    assert worker["cpu_s"] + worker["cpu_wait_s"] > 0.9 * window  # runnable all along
-    [verdict] = [v for v in doc["verdicts"] if v["id"] == "client.cpu"]
-    assert "of the window for one (other processes ran on its core)" in verdict["message"]
-    share = verdict["evidence"]["cpu_wait_share"]
-    assert share == pytest.approx(worker["cpu_wait_s"] / window, abs=0.002)
-    assert f"waited {share:.0%} of the window" in verdict["message"]
+    return read_json(out)
 
 
 def test_single_threaded_memcached_pipelined_is_server_bound(tmp_path: Path) -> None:
