@@ -110,6 +110,8 @@ def test_open_loop_latency_shows_the_stall_and_service_time_does_not(
     assert get["service_time_us"]["p99"] < 250_000
     assert get["outcomes"].get("late", 0) > 100  # sends queued behind the stall
     assert get["outcomes"].get("dropped", 0) == 0
+    # each interval says how many of its requests were sent late: the seconds add up
+    assert sum(row["late"] for row in doc["intervals"]) == get["outcomes"]["late"]
 
 
 def test_closed_loop_hides_the_same_stall(tmp_path: Path, driver_env: dict[str, str]) -> None:

@@ -43,6 +43,7 @@ CSV_COLUMNS = (
     "errors",
     "offered_per_s",
     "cpu_s",
+    "late",
 )
 # Decimal places per CSV column, the same as the result document's intervals.
 _CSV_DIGITS = {"per_s": 1, "avg_per_s": 1, "p50_us": 3, "p99_us": 3, "offered_per_s": 1, "cpu_s": 4}
@@ -134,8 +135,8 @@ def interval_csv(run: RunResult, model: ReportModel | None = None) -> str:
 
     ``count``, ``per_s``, ``p50_us`` and ``p99_us`` are the op's, ``total`` its count so
     far in the round and ``avg_per_s`` that total over ``t_s`` (the running average); ``errors``,
-    ``offered_per_s`` and ``cpu_s`` are the whole interval's (all ops), repeated on each
-    of its rows. ``round`` is 0-based and ``t_s`` is the interval's end from its round's
+    ``offered_per_s``, ``cpu_s`` and ``late`` are the whole interval's (all ops), repeated
+    on each of its rows. ``round`` is 0-based and ``t_s`` is the interval's end from its round's
     window start, as in the result document's ``intervals``. A figure with too few
     samples (or none) is an empty cell.
 

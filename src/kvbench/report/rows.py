@@ -43,6 +43,7 @@ class IntervalRow(TypedDict):
     per_s: float  # successes per second (a queue run's: puts and messages)
     cpu_s: float
     offered_per_s: float | None  # open loop: what the schedule offered
+    late: int | None  # open loop: requests sent late (``late``), counted as they ended
     reconnects: int
     connection_errors: int
     connections_live: int | None  # the fewest open at once, where the workers counted

@@ -177,16 +177,18 @@ PER_OP_COLUMNS = "per-op /s, p50, p99"
 
 def live_table(rows: Sequence[IntervalRow], unit_rates: bool = False, wide: bool = False) -> Table:
     """The live view's latest intervals (the summary's interval rows): a sweep's level,
-    rates, errors, CPU, and per op its rate, p50 and p99; ``unit_rates``: the interval's
+    rates (an open loop's offered rate and late sends too), errors, CPU, and per op its
+    rate, p50 and p99; ``unit_rates``: the interval's
     and the run's ops and the rate per second, minute and hour instead of per op.
 
     Rates are whole ops per second, exact (``10,843``, not ``10.8k``), so the seconds add
     up to the ``total``; no figure is cut: the columns that do not fit are left out
     (``FittedTable``), the per-op ones all together, unless ``wide``."""
     levels = any("level" in row for row in rows)
-    offered = any(row.get("offered_per_s") is not None for row in rows)  # open loop
+    # open loop: what the schedule offered, and the requests sent behind their slots
+    offered = any(row.get("offered_per_s") is not None for row in rows)
     names = ("level",) * levels + ("round", "t", "ops/s", "total", "avg/s") + (
-        "offered/s",) * offered + ("errors", "cpu")  # fmt: skip
+        "offered/s", "late") * offered + ("errors", "cpu")  # fmt: skip
     if unit_rates:
         names = ("level",) * levels + ("round", "t", "ops", "total", "per s", "per min",
                  "per hour", "errors")  # fmt: skip
@@ -221,7 +223,10 @@ def live_table(rows: Sequence[IntervalRow], unit_rates: bool = False, wide: bool
             f"{row['total']:,}" if "total" in row else "",
             whole_rate(row["avg_per_s"]) if "avg_per_s" in row else "",
             *(
-                ["" if (rate := row.get("offered_per_s")) is None else whole_rate(rate)]
+                [
+                    "" if (rate := row.get("offered_per_s")) is None else whole_rate(rate),
+                    "" if (late := row.get("late")) is None else f"{late:,}",
+                ]
                 if offered
                 else []
             ),

@@ -57,6 +57,8 @@ def live_line(row: IntervalRow, width: int | None = None) -> str:
     if "total" in row:  # so far in this round, and ops so far / time so far
         tail.append(f"total {row['total']:,} avg {whole_rate(row['avg_per_s'])}/s")
     tail.append(f"err {row['errors']}")
+    if (late := row.get("late")) is not None:  # open loop: sent behind their slots
+        tail.append(f"late {late:,}")
     if row.get("length_s"):
         tail.append(f"cpu {row['cpu_s'] / row['length_s']:.0%}")
     if row.get("reconnects"):

@@ -163,6 +163,33 @@ def test_csv_has_one_row_per_interval_per_op_from_the_summary() -> None:
         assert row["offered_per_s"] == ""  # closed loop: nothing offered
 
 
+def open_loop_run(late: list[dict[str, int]]) -> RunResult:
+    """``two_round_run("open")`` with an offered rate, and ``late[i]`` (op -> requests
+    sent late) noted in its i-th interval."""
+    run = two_round_run("open")
+    for interval, noted in zip(run.intervals, late, strict=True):
+        interval.stats["offered"] = 1200
+        for op, n in noted.items():
+            interval.counts[op]["late"] = n
+    return run
+
+
+def test_an_open_loops_late_sends_are_in_each_interval_and_add_up_to_the_runs() -> None:
+    late = [{"get": 7, "set": 1}, {}, {"get": 1_500}, {"set": 2}]
+    run = open_loop_run(late)
+    model = summarize(run)
+    assert [row["late"] for row in model.intervals] == [8, 0, 1_500, 2]
+    assert sum(row["late"] or 0 for row in model.intervals) == sum(
+        op.outcomes.get("late", 0) for op in model.ops
+    )
+    rows = list(csv.DictReader(io.StringIO(interval_csv(run, model))))
+    # the whole interval's, repeated on each op's row, as errors are
+    assert [r["late"] for r in rows] == ["8", "8", "0", "0", "1500", "1500", "2", "2"]
+    closed = summarize(two_round_run())
+    assert all(row["late"] is None for row in closed.intervals)
+    assert {r["late"] for r in csv.DictReader(io.StringIO(interval_csv(two_round_run())))} == {""}
+
+
 def test_csv_leaves_a_percentile_with_too_few_samples_empty() -> None:
     rows = list(csv.DictReader(io.StringIO(interval_csv(two_round_run()))))
     sets = [r for r in rows if r["op"] == "set"]

@@ -117,6 +117,20 @@ def test_the_live_line_gives_exact_rates_and_collapses_per_op_parts() -> None:
         assert ("get 10,843/s" in line) == (len(full) <= width)
 
 
+def test_an_open_loops_live_line_and_table_give_its_late_sends() -> None:
+    row = {**_row({"get": 10_843, "set": 1_084}), "offered_per_s": 12_000.0, "late": 4_959}
+    for width in (None, *WIDTHS):
+        line = live_line(row, width)
+        assert "(offered 12,000/s)" in line and "late 4,959" in line
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(live_table([row]))
+    header, cells = out.getvalue().splitlines()[:2]
+    assert header.split()[5:7] == ["offered/s", "late"]
+    assert cells.split()[5:7] == ["12,000", "4,959"]
+    closed = _row({"get": 10_843})
+    assert "late" not in live_line(closed)
+
+
 def test_a_replays_eleven_ops_collapse_into_the_total_in_the_live_table() -> None:
     ops = ["add", "append", "cas", "decr", "delete", "get", "gets", "incr", "prepend"]
     row = _row({op: 1_000 + i for i, op in enumerate([*ops, "replace", "set"])})
