@@ -88,6 +88,10 @@ class IntervalSnapshot:
     def count(self, op: str, outcome: Outcome) -> int:
         return self.counts.get(op, {}).get(outcome.name.lower(), 0)
 
+    def counted(self, outcome: Outcome) -> int:
+        """Requests of every op counted under ``outcome`` (a note such as ``LATE`` too)."""
+        return sum(self.count(op, outcome) for op in self.counts)
+
 
 def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:
     for key, value in other.items():

@@ -218,8 +218,7 @@ def _verdict_markers(
         if errors:
             out.append(Marker(VERDICT, f"{verdict} {errors:,} errors"))
     if LATE_VERDICT in fired:
-        late = sum(snap.count(op, Outcome.LATE) for op in snap.counts)
-        dropped = sum(snap.count(op, Outcome.DROPPED) for op in snap.counts)
+        late, dropped = snap.counted(Outcome.LATE), snap.counted(Outcome.DROPPED)
         if late or dropped:
             what = [f"{late:,} late" if late else "", f"{dropped:,} dropped" if dropped else ""]
             out.append(Marker(VERDICT, f"{LATE_VERDICT} {' '.join(w for w in what if w)}"))

@@ -206,9 +206,7 @@ def interval_row(snap: IntervalSnapshot, window_start_ns: int) -> IntervalRow:
         "per_s": snap.succeeded() / length_s,
         "cpu_s": snap.stats.get("cpu_ns", 0) / 1e9,
         "offered_per_s": snap.stats["offered"] / length_s if "offered" in snap.stats else None,
-        "late": sum(snap.count(op, Outcome.LATE) for op in snap.counts)
-        if "offered" in snap.stats
-        else None,
+        "late": snap.counted(Outcome.LATE) if "offered" in snap.stats else None,
         "reconnects": int(snap.stats.get("reconnects", 0)),
         "connection_errors": connection_failures(snap),
         "connections_live": int(snap.stats["connections_live_min"])

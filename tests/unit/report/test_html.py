@@ -236,6 +236,18 @@ def test_run_spectrum_has_service_time_in_open_loop_and_all_ops() -> None:
     assert ("get", "service") in opened and (ALL_OPS, "service") in opened
 
 
+def test_an_open_loop_run_has_a_chart_of_its_late_sends_per_interval() -> None:
+    closed, opened = make_run(), make_run("20261129-130000-bbbb", mode="open")
+    for snap in opened.intervals:
+        snap.counts["get"]["late"] = 30 + snap.index
+    for run, late_charts in ((closed, 0), (opened, 1)):
+        page = parse(render([run]))
+        assert [f.get("data-chart") for f in page.figures].count("late") == late_charts
+    # the chart draws the document's own per-interval figures
+    embedded = document(summarize(opened))["intervals"]
+    assert [row["late"] for row in embedded] == [30 + s.index for s in opened.intervals]
+
+
 def test_server_series_are_counter_deltas_over_time() -> None:
     rows = server_series(make_run(intervals=3))
     assert [r["t_s"] for r in rows] == [1.0, 2.0, 3.0]

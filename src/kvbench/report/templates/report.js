@@ -494,6 +494,17 @@
       var drawn = lineChart(plot, { series: throughputSeries(run, kept.rows), marks: roundMarks(run.document), x: TIME, y: RATE_AXIS });
       leftOutNote(plot, kept.left, drawn);
     },
+    // An open loop's requests sent late, per interval (a count: a short last interval's too).
+    late: function (plot, run) {
+      var doc = run.document, at = elapsed(doc);
+      lineChart(plot, {
+        none: "no interval counted its late sends",
+        series: [{ name: "sent late", color: COLORS[1], points: doc.intervals.filter(function (r) {
+          return r.late !== null && r.late !== undefined;
+        }).map(function (r) { return [at(r.round, r.t_s), r.late]; }) }],
+        marks: roundMarks(doc), x: TIME, y: { label: "requests sent late", fmt: fmtPlain }
+      });
+    },
     p99: function (plot, run) {
       var doc = run.document, at = elapsed(doc), ops = Object.keys(doc.ops), kept = fullIntervals(doc);
       var drawn = lineChart(plot, {
