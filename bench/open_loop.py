@@ -15,7 +15,8 @@ bench/peers.py does; 50 connections, 100-byte values, set:get 1:1):
    are not meant to queue).
 
 For each open-loop run: late % (sends more than 2 ms behind their slot, over the requests
-completed in the window), achieved / offered (requests completed in the measured window
+completed in the window), the most late sends in one interval (``worst s``: when it holds
+most of the run's, one stall made them), achieved / offered (requests completed in the measured window
 over those the schedule put in it), dropped requests, and the client's CPU per wall second.
 Targets (issue 12): late < 1% and achieved within 1% of offered.
 
@@ -62,6 +63,7 @@ class OpenRun:
     late: int
     dropped: int
     client_cores: float
+    worst_late: int  # the most late sends in one interval: a stall's, when it holds most
 
     @property
     def late_fraction(self) -> float:
@@ -93,6 +95,7 @@ def open_run(protocol: str, closed_per_s: float, doc: dict[str, Any]) -> OpenRun
         late=sum(o.get("late", 0) for o in outcomes),
         dropped=sum(o.get("dropped", 0) for o in outcomes),
         client_cores=cpu_s / float(doc["window_s"]),
+        worst_late=max((row.get("late") or 0 for row in measured), default=0),
     )
 
 
@@ -136,15 +139,16 @@ def measure(
 def table(runs: list[OpenRun]) -> list[str]:
     head = (
         f"{'protocol':<8} {'driver':<34} {'closed P1/s':>11} {'offered/s':>10} "
-        f"{'achieved/s':>10} {'achieved/offered':>16} {'late %':>7} {'dropped':>8} "
-        f"{'cores':>5}  target"
+        f"{'achieved/s':>10} {'achieved/offered':>16} {'late %':>7} {'worst s':>7} "
+        f"{'dropped':>8} {'cores':>5}  target"
     )
     lines = [head, "-" * len(head)]
     for r in runs:
         lines.append(
             f"{r.protocol:<8} {r.driver[:34]:<34} {r.closed_p1_per_s:>11,.0f} "
             f"{r.offered_per_s:>10,.0f} {r.achieved_per_s:>10,.0f} {r.achieved_ratio:>16.4f} "
-            f"{100 * r.late_fraction:>6.2f}% {r.dropped:>8,} {r.client_cores:>5.2f}  "
+            f"{100 * r.late_fraction:>6.2f}% {r.worst_late:>7,} {r.dropped:>8,} "
+            f"{r.client_cores:>5.2f}  "
             f"{'met' if r.on_target else 'missed'}"
         )
     return lines

@@ -36,6 +36,18 @@ def test_late_and_achieved_are_recomputed_from_the_document() -> None:
     assert "0.9950" in row and "0.50%" in row and row.endswith("met")
 
 
+def test_the_worst_interval_is_the_most_late_sends_in_one() -> None:
+    document = doc(completed=1990, late=10)
+    document["intervals"] = [
+        {**row, "late": late} for row, late in zip(document["intervals"], (2, 8), strict=True)
+    ]
+    run = open_loop.open_run("text", 2500.0, document)
+    assert run.worst_late == 8
+    header, _, row = open_loop.table([run])
+    at = header.index("worst s")
+    assert row[at : at + len("worst s")].strip() == "8"  # under its header, right-aligned
+
+
 @pytest.mark.parametrize(("completed", "late"), [(1970, 0), (2000, 20)])
 def test_a_run_off_either_target_is_missed(completed: int, late: int) -> None:
     run = open_loop.open_run("redis", 2500.0, doc(completed, late))
