@@ -178,8 +178,8 @@ PER_OP_COLUMNS = "per-op /s, p50, p99"
 def live_table(rows: Sequence[IntervalRow], unit_rates: bool = False, wide: bool = False) -> Table:
     """The live view's latest intervals (the summary's interval rows): a sweep's level,
     rates (an open loop's offered rate and late sends too), errors, CPU, and per op its
-    rate, p50 and p99; ``unit_rates``: the interval's
-    and the run's ops and the rate per second, minute and hour instead of per op.
+    rate, p50 and p99; ``unit_rates``: the interval's and the run's ops and the rate per
+    second, minute and hour instead of per op.
 
     Rates are whole ops per second, exact (``10,843``, not ``10.8k``), so the seconds add
     up to the ``total``; no figure is cut: the columns that do not fit are left out
