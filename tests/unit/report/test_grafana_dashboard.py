@@ -60,3 +60,10 @@ def test_the_error_panels_name_every_error_outcome() -> None:
     text = DASHBOARD.read_text()
     for outcome in ERROR_OUTCOMES:
         assert outcome.name.lower() in text
+
+
+def test_the_open_loop_panel_draws_the_late_sends_beside_offered_and_achieved() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    [panel] = [p for p in dashboard["panels"] if "kvbench_offered_ops_per_second" in str(p)]
+    exprs = queries(panel)
+    assert any('note="late"' in e and "kvbench_ops_noted_total" in e for e in exprs), exprs
