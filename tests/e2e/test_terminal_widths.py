@@ -121,6 +121,25 @@ def test_a_real_terminal_of_each_width(
         assert "left out" not in text
 
 
+def test_an_open_loops_header_and_live_table_fit_the_terminal(
+    memcached_server: Server, tmp_path: Path
+) -> None:
+    """The run's first line (an open loop on 2 processes: 123 characters) breaks between
+    words at 80 columns, its seed whole (it was left to the terminal, which cut it); the
+    live table has the open loop's offered/s and late columns."""
+    out = tmp_path / "run.json"
+    url = f"memcached://{memcached_server.address}"
+    args = ("--duration", "1s", "-c", "4", "--processes", "2", "--rate", "2000", "--no-save")
+    code, text = in_terminal(80, "run", url, *args, "--json", str(out))
+    assert code == 0, text
+    seed = read_json(out)["config"]["workload"]["seed"]
+    lines = text.splitlines()
+    head = lines[: next(i for i, line in enumerate(lines) if line.startswith("measuring"))]
+    assert head[0].startswith("kvbench: ") and all(len(line) <= 80 for line in head), head
+    assert f"seed {seed}" in " ".join(head)  # whole, on one line
+    assert any(line.split()[5:7] == ["offered/s", "late"] for line in lines), text
+
+
 def test_json_dash_writes_the_document_to_stdout(memcached_server: Server) -> None:
     url = f"memcached://{memcached_server.address}"
     result = run_kvbench("run", url, *QUICK, "--no-live", "--json", "-")

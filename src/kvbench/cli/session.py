@@ -193,9 +193,12 @@ def measure(console: Console, config: RunConfig) -> RunResult:
         + (f", open loop {load.rate_per_s:,.0f}/s" if load.rate_per_s else "")
         + (f", busy poll {format_duration_ns(load.busy_poll_ns)}" if load.busy_poll_ns else "")
         + f", seed {config.workload.seed}",
+        # a terminal's width breaks it between words (never inside the seed); a pipe or
+        # file keeps it one line, for grep, as the summary does
+        soft_wrap=not console.is_terminal,
     )
     for line in model_lines(config):
-        console.print(line)
+        console.print(line, soft_wrap=not console.is_terminal)
     with LiveView(console, config) as view:
         result = Coordinator(config, view.interval, view.note).run()
     sys.stdout.flush()
