@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     is kept, and the exit code is 128 + the signal's number (130, 143, 129).
     """
     with interrupts.catching():
-        code = _run(argv)
-    sys.exit(interrupts.exit_code(code))
+        code = interrupts.exit_code(_run(argv))
+    sys.exit(code)
 
 
 def _run(argv: list[str] | None) -> int:

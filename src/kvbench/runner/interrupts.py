@@ -65,7 +65,12 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 @contextlib.contextmanager
 def catching() -> Iterator[None]:
     """Handle ``SIGNALS`` as one interrupt while inside (main thread only; elsewhere
-    nothing changes), the previous handlers restored after."""
+    nothing changes), the previous handlers restored after.
+
+    What was received inside is forgotten on leaving (take ``exit_code`` inside): a
+    signal one command received must not stop the next run in the same process (a
+    library caller's, a test's) at its ``arm``.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -88,6 +93,7 @@ def catching() -> Iterator[None]:
         sys.unraisablehook = hook
         for signum, handler in previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        reset()
 
 
 def raise_lost() -> None:

@@ -75,3 +75,16 @@ def test_a_signal_handled_where_python_ignores_exceptions_is_raised_again_unprin
         assert ref() is None
         interrupts.raise_lost()  # disarmed: the result is being written, nothing raised
     assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_a_signal_received_inside_does_not_outlive_the_command() -> None:
+    """A command that got SIGTERM leaves nothing behind: the next run in the same process (a
+    library caller's, the next test's) arms without raising. Before, a signal recorded by one
+    test stopped a later test's Coordinator.run at its start."""
+    with interrupts.catching():
+        interrupts.disarm()
+        signal.raise_signal(signal.SIGTERM)
+        assert interrupts.exit_code(0) == 143
+    assert interrupts.received() is None
+    assert interrupts.exit_code(0) == 0
+    interrupts.arm()  # raised Interrupted(SIGTERM) before
