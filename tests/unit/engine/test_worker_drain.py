@@ -4,7 +4,9 @@ connection has a request in flight, it walks them once over the drain, not once 
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -106,4 +108,57 @@ def test_a_cut_that_raises_on_a_read_ends_the_run_failed_not_silently(
     assert summary["last_error"] == (
         "an interval could not be cut: BufferError: cannot resize an array that is "
         "exporting buffers"
+    )
+
+
+def _cut_by_a_read(worker: Worker, conn: Any, replies: int) -> None:
+    """A read past the interval's boundary (one interval's worth: the next is 1 s on)."""
+    worker.phase, worker._measure_end_ns = "measure", 10**18
+    worker.next_cut_ns = time.monotonic_ns() - 1
+    conn.data_received(b"END\r\n" * replies)
+
+
+def test_while_the_run_is_on_a_cut_is_sent_on_the_loops_next_turn_in_order(driver: str) -> None:
+    """The cut is made at the boundary, from the read that passed it; the snapshot is
+    pickled and written a turn later, so the poller sends what is due in between (sent
+    from the cut, it stalled the compiled loop 1.4-2.6 ms once a second)."""
+    worker, conn, transport = make(driver, pipeline=2, ratio="0:1")
+    sent: list[IntervalSnapshot] = []
+    worker._emit = sent.append
+
+    async def scenario() -> None:
+        worker._finished = asyncio.Event()
+        worker._running = True
+        _cut_by_a_read(worker, conn, len(transport.take_requests()))
+        assert sent == [] and [s.index for s in worker._outbox] == [0]  # cut, not sent
+        conn.fill()
+        _cut_by_a_read(worker, conn, len(transport.take_requests()))  # before that turn
+        await asyncio.sleep(0)
+        assert [s.index for s in sent] == [0, 1] and worker._outbox == []
+        # a read past the boundary cuts first: its replies are the next interval's
+        assert [s.ops() for s in sent] == [0, 2]
+
+    asyncio.run(scenario())
+
+
+def test_a_snapshot_that_cannot_be_sent_ends_the_run_failed(driver: str) -> None:
+    worker, conn, transport = make(driver, pipeline=2, ratio="0:1")
+
+    def broken_pipe(snapshot: IntervalSnapshot) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    worker._emit = broken_pipe
+
+    async def scenario() -> None:
+        worker._finished = asyncio.Event()
+        worker._running = True
+        _cut_by_a_read(worker, conn, len(transport.take_requests()))
+        await asyncio.sleep(0)
+        assert worker._finished.is_set() and worker.phase == "done" and not worker._outbox
+
+    asyncio.run(scenario())
+    summary = worker.summary_fields()
+    assert summary["status"] == "failed"
+    assert summary["last_error"] == (
+        "an interval could not be cut: BrokenPipeError: [Errno 32] Broken pipe"
     )
