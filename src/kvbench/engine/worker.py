@@ -653,13 +653,12 @@ class Worker(LinkKeeper):
         """Send ``snapshot`` on the event loop's next turn while the run is on, else now.
 
         The cut itself (the tally taken, the histograms made) must be made at the
-        boundary; sending it need not. Pickled and written from the cut, a snapshot
-        stalled the compiled loop 1.4-2.6 ms once a second (about 0.4 ms to pickle, and a
-        write that woke the coordinator, which on a shared core ran before the write
-        returned), and an open loop at 99,000/s sent the requests due in the stall's
-        last milliseconds more than 2 ms late: in a run whose loop lagged no more than
-        that, those were most of its late sends. Sent on the next turn, the poller sends
-        what is due between the two halves. Snapshots go in the order they were cut, all
+        boundary; sending it need not. Pickled and written from the cut, a snapshot held
+        the compiled loop 1.55-2.2 ms once a second on average (the pickle 0.2-0.6 ms,
+        and a write that woke the coordinator, which on a shared core ran before the
+        write returned); sent on the next turn, the poller sends what is due between the
+        two halves, and the cut holds the loop 0.89-1.04 ms (docs/benchmarks.md, "The
+        interval cut, taken apart"). Snapshots go in the order they were cut, all
         of them before the run's summary (``run`` sends what is left as it ends).
         """
         self._outbox.append(snapshot)
