@@ -650,14 +650,14 @@ class Worker(LinkKeeper):
         self._post(snapshot)
 
     def _post(self, snapshot: IntervalSnapshot) -> None:
-        """Send ``snapshot`` on the event loop's next turn while the run is on, else now.
+        """Send ``snapshot`` after the event loop's next poll while the run is on, else now.
 
         The cut itself (the tally taken, the histograms made) must be made at the
         boundary; sending it need not. Pickled and written from the cut, a snapshot held
         the compiled loop 1.55-2.2 ms once a second on average (the pickle 0.2-0.6 ms,
         and a write that woke the coordinator, which on a shared core ran before the
-        write returned); sent on the next turn, the poller sends what is due between the
-        two halves, and the cut holds the loop 0.89-1.04 ms (docs/benchmarks.md, "The
+        write returned). Sent after the next poll, the poller sends what fell due in
+        between, and the cut holds the loop 0.89-1.04 ms (docs/benchmarks.md, "The
         interval cut, taken apart"). Snapshots go in the order they were cut, all
         of them before the run's summary (``run`` sends what is left as it ends).
         """
@@ -665,7 +665,11 @@ class Worker(LinkKeeper):
         if not self._running:
             self._send_posted()
         elif len(self._outbox) == 1:
-            asyncio.get_running_loop().call_soon(self._send_posted)
+            # Two hops: a callback scheduled from inside the poller's wait (a read's cut)
+            # runs as soon as that wait returns, before the loop polls again; one scheduled
+            # from that callback runs after the next poll, which sends what fell due.
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, self._send_posted)
 
     def _send_posted(self) -> None:
         """Send the snapshots cut and not yet sent, in order; one that cannot be sent

@@ -120,8 +120,9 @@ def _cut_by_a_read(worker: Worker, conn: Any, replies: int) -> None:
 
 def test_while_the_run_is_on_a_cut_is_sent_on_the_loops_next_turn_in_order(driver: str) -> None:
     """The cut is made at the boundary, from the read that passed it; the snapshot is
-    pickled and written a turn later, so the poller sends what is due in between (sent
-    from the cut, it held the compiled loop 1.55-2.2 ms once a second on average)."""
+    pickled and written after the loop's next poll, so the poller sends what fell due in
+    between (sent from the cut, it held the compiled loop 1.55-2.2 ms once a second on
+    average)."""
     worker, conn, transport = make(driver, pipeline=2, ratio="0:1")
     sent: list[IntervalSnapshot] = []
     worker._emit = sent.append
@@ -133,7 +134,9 @@ def test_while_the_run_is_on_a_cut_is_sent_on_the_loops_next_turn_in_order(drive
         assert sent == [] and [s.index for s in worker._outbox] == [0]  # cut, not sent
         conn.fill()
         _cut_by_a_read(worker, conn, len(transport.take_requests()))  # before that turn
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the turn the cuts were made in: the loop polls first
+        assert sent == []
+        await asyncio.sleep(0)  # after the poll
         assert [s.index for s in sent] == [0, 1] and worker._outbox == []
         # a read past the boundary cuts first: its replies are the next interval's
         assert [s.ops() for s in sent] == [0, 2]
@@ -153,6 +156,7 @@ def test_a_snapshot_that_cannot_be_sent_ends_the_run_failed(driver: str) -> None
         worker._finished = asyncio.Event()
         worker._running = True
         _cut_by_a_read(worker, conn, len(transport.take_requests()))
+        await asyncio.sleep(0)
         await asyncio.sleep(0)
         assert worker._finished.is_set() and worker.phase == "done" and not worker._outbox
 
