@@ -118,7 +118,7 @@ def _cut_by_a_read(worker: Worker, conn: Any, replies: int) -> None:
     conn.data_received(b"END\r\n" * replies)
 
 
-def test_while_the_run_is_on_a_cut_is_sent_on_the_loops_next_turn_in_order(driver: str) -> None:
+def test_while_the_run_is_on_a_cut_is_sent_after_the_loops_next_poll_in_order(driver: str) -> None:
     """The cut is made at the boundary, from the read that passed it; the snapshot is
     pickled and written after the loop's next poll, so the poller sends what fell due in
     between (sent from the cut, it held the compiled loop 1.55-2.2 ms once a second on
