@@ -29,9 +29,16 @@ from kvbench.workload.models import model_key_sizes
 from kvbench.workload.values import slice_bounds, timestamp_value, value_table_for
 from kvbench.workload.verify import derive_value, first_version
 
-# Requests drawn per refill: large enough that numpy's per-call cost vanishes, small
-# enough that a refill (~0.5 ms) does not stall the loop.
-CHUNK = 1024
+# Requests drawn per refill: large enough that its fixed cost vanishes, small enough
+# that a refill does not stall the loop. In a loaded worker that fixed cost is most of
+# it (its code and tables cold after the kernel's work between two refills): a packed
+# refill of 1,024 took 230-250 us of CPU there (41 us drawn back to back), one of 4,096
+# 310 us, so at 99,000 requests/s the refills' share of the core fell from 2.3% to 0.8%,
+# and the longest refill from 1.2-2.3 ms to 0.7-0.8 ms (docs/benchmarks.md).
+CHUNK = 4096
+# Chunks of timestamp values stay this small: a chunk's timestamp is read when it is
+# drawn, and grows as old as the time its requests take to send (docs/measurement.md).
+TIMESTAMP_CHUNK = 1024
 # The most bytes a packed chunk's table may hold: its bounds are uint32 (engine/_pump.c).
 MAX_PACKED_BYTES = (1 << 32) - 1
 # A chunk's keys and values as the plan draws them: a key each (a multi-get's tuple of
@@ -154,9 +161,9 @@ class RequestSource:
     keys.
 
     Its chunks carry no TTL (each connection's codec sends its own) and hold ``CHUNK``
-    requests: lists, or after ``pack()`` packed columns (bounds into the key and value
-    tables laid end to end, no Python object per request). Commands' requests are
-    recorded per command name (``Chunk.record_ops``).
+    requests (``TIMESTAMP_CHUNK`` of timestamp values): lists, or after ``pack()`` packed
+    columns (bounds into the key and value tables laid end to end, no Python object per
+    request). Commands' requests are recorded per command name (``Chunk.record_ops``).
     """
 
     def __init__(
@@ -309,11 +316,12 @@ class RequestSource:
         assert self._keys is not None, "an empty source draws nothing"
         if self._tables is not None:
             return self._refill_packed(self._tables)
+        size = TIMESTAMP_CHUNK if self._timestamps else CHUNK
         if self._pairs:  # (set K, get K) pairs: no --command templates (config refuses them)
-            codes = np.array([int(Op.SET), int(Op.GET)] * (CHUNK // 2), dtype=np.int64)
-            indexes = np.repeat(self._keys.draw(CHUNK // 2), 2)
+            codes = np.array([int(Op.SET), int(Op.GET)] * (size // 2), dtype=np.int64)
+            indexes = np.repeat(self._keys.draw(size // 2), 2)
         else:
-            codes = self._mix.draw(CHUNK)
+            codes = self._mix.draw(size)
             indexes = self._indexes(codes)
         if self._templates:
             ops = self._codec_ops[codes].tolist()
@@ -328,9 +336,9 @@ class RequestSource:
         values: ValueList
         if self._timestamps:
             # One wall-clock reading per chunk: every value of the chunk carries it.
-            values = [timestamp_value(self._wall_clock_ns())] * CHUNK
+            values = [timestamp_value(self._wall_clock_ns())] * size
         else:
-            picks = self._rng.integers(0, len(self._value_array), CHUNK)
+            picks = self._rng.integers(0, len(self._value_array), size)
             values = self._value_array.take(picks).tolist()
         if self._verify:
             self._derive_values(ops, keys, values)

@@ -9,6 +9,7 @@ from kvbench.config.model import WorkloadConfig
 from kvbench.protocols.base import Op
 from kvbench.workload import CHUNK, RequestSource, compile_plan
 from kvbench.workload.keys import KeyTable
+from kvbench.workload.plan import TIMESTAMP_CHUNK
 
 
 def test_plan_is_deterministic_in_seed_and_worker() -> None:
@@ -169,7 +170,8 @@ def test_what_cannot_be_packed_stays_lists(config: WorkloadConfig) -> None:
     source = RequestSource(compile_plan(config, 0, 1))
     assert not source.can_pack() and not source.pack()
     chunk = source.next_chunk()
-    assert chunk.packed is None and len(chunk.keys) == CHUNK
+    size = TIMESTAMP_CHUNK if config.value_kind == "timestamp" else CHUNK
+    assert chunk.packed is None and len(chunk.keys) == size
 
 
 def test_packed_tables_are_the_plans_key_table_not_a_copy() -> None:
@@ -191,13 +193,14 @@ def test_packed_tables_are_the_plans_key_table_not_a_copy() -> None:
 
 def test_the_preload_comes_a_chunk_at_a_time() -> None:
     """Its keys made bytes objects a chunk at a time, not all at once: the same sets."""
-    plan = compile_plan(WorkloadConfig(keys=5000, seed=1), 0, 1)
-    source = RequestSource(plan).preload(range(1000, 3500))
+    first, stop = 1000, 1000 + 2 * CHUNK + 452
+    plan = compile_plan(WorkloadConfig(keys=stop, seed=1), 0, 1)
+    source = RequestSource(plan).preload(range(first, stop))
     chunks = []
     while (chunk := source.next_chunk()) is not None:
         chunks.append(chunk)
-    assert [c.size for c in chunks] == [CHUNK, CHUNK, 2500 - 2 * CHUNK]
-    assert [k for c in chunks for k in c.keys] == [b"kvbench:%d" % i for i in range(1000, 3500)]
+    assert [c.size for c in chunks] == [CHUNK, CHUNK, 452]
+    assert [k for c in chunks for k in c.keys] == [b"kvbench:%d" % i for i in range(first, stop)]
     assert all(op == int(Op.SET) for c in chunks for op in c.ops)
 
 

@@ -12,6 +12,7 @@ from scipy import stats
 from kvbench.config.model import WorkloadConfig
 from kvbench.protocols.base import Op
 from kvbench.workload import CHUNK, RequestSource, compile_plan
+from kvbench.workload.plan import TIMESTAMP_CHUNK
 from kvbench.workload.values import (
     VALUE_TABLE_SIZE,
     build_value_table,
@@ -96,7 +97,9 @@ def test_timestamp_values_are_taken_once_per_chunk() -> None:
     clock = iter(range(10**15, 10**16, 10**9))  # one second later at every reading
     config = WorkloadConfig(value_kind="timestamp", ratio=(("set", 1),), seed=1)
     source = RequestSource(compile_plan(config, 0, 1), wall_clock_ns=lambda: next(clock))
-    first = {bytes(v) for v in source.next_chunk().values}
+    chunk = source.next_chunk()
+    assert chunk.size == TIMESTAMP_CHUNK < CHUNK  # (a reading grows as old as its chunk)
+    first = {bytes(v) for v in chunk.values}
     second = {bytes(v) for v in source.next_chunk().values}
     assert len(first) == len(second) == 1
     (a,), (b,) = first, second
