@@ -1,4 +1,4 @@
-"""contrib/grafana-dashboard.json asks only for series and labels --prometheus serves."""
+"""docs/grafana/kvbench-dashboard.json asks only for series and labels --prometheus serves."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kvbench.metrics.outcome import ERROR_OUTCOMES
 from tests.unit.report.test_prometheus import TARGET, exposition, snapshot
 
-DASHBOARD = Path(__file__).parents[3] / "contrib" / "grafana-dashboard.json"
+DASHBOARD = Path(__file__).parents[3] / "docs" / "grafana" / "kvbench-dashboard.json"
 
 
 def served() -> dict[str, set[str]]:
