@@ -85,6 +85,8 @@ TIMEOUT_SCAN_PER_CONNECTION_NS = 100_000
 # 17-39 ms and showed up as a 39 ms max in a 4 s Redis run (pipeline 16); folding as the
 # interval runs kept that run's max at 4.5 ms.
 FOLD_EVERY = 10
+# What a run that could not send an interval's snapshot says (``Worker._send_posted``).
+_UNSENT = "an interval could not be sent"
 
 
 def driver_reasons(config: RunConfig) -> tuple[str | None, str | None]:
@@ -672,15 +674,20 @@ class Worker(LinkKeeper):
             loop.call_soon(loop.call_soon, self._send_posted)
 
     def _send_posted(self) -> None:
-        """Send the snapshots cut and not yet sent, in order; one that cannot be sent
-        ends the run as a cut that failed does (``_cut_broke``)."""
+        """Send the snapshots cut and not yet sent, in order. One that cannot be sent
+        ends the run failed, naming it (``_broke``); at the run's end (``run`` sends the
+        last ones after the phase is done) the summary still says so."""
         try:
             while self._outbox:
                 self._emit(self._outbox[0])
                 del self._outbox[0]
         except Exception as exc:
             self._outbox.clear()
-            self._cut_broke(exc)
+            if self.phase == "done":
+                self.note_error("bug", f"{_UNSENT}: {type(exc).__name__}: {exc}")
+                self._failed = True
+            else:
+                self._broke(_UNSENT, exc)
 
     def _shard_stats(self) -> None:
         """Each server's replies (and a cluster's redirects) since the last cut, as stats."""

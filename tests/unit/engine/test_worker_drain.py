@@ -164,5 +164,27 @@ def test_a_snapshot_that_cannot_be_sent_ends_the_run_failed(driver: str) -> None
     summary = worker.summary_fields()
     assert summary["status"] == "failed"
     assert summary["last_error"] == (
-        "an interval could not be cut: BrokenPipeError: [Errno 32] Broken pipe"
+        "an interval could not be sent: BrokenPipeError: [Errno 32] Broken pipe"
     )
+
+
+def test_a_last_snapshot_that_cannot_be_sent_at_the_runs_end_fails_the_run(
+    driver: str,
+) -> None:
+    """The run's last snapshots are sent after its phase is done (``run``'s end): one that
+    cannot be sent is not dropped in silence, the summary says the run failed."""
+    worker, _conn, _transport = make(driver, pipeline=2, ratio="0:1")
+
+    def unpicklable(snapshot: IntervalSnapshot) -> None:
+        raise TypeError("cannot pickle 'generator' object")
+
+    worker._emit = unpicklable
+    worker._outbox.append(cut(worker))
+    worker.phase = "done"
+    worker._send_posted()
+    summary = worker.summary_fields()
+    assert summary["status"] == "failed" and summary["errors"] == {"bug": 1}
+    assert summary["last_error"] == (
+        "an interval could not be sent: TypeError: cannot pickle 'generator' object"
+    )
+    assert worker._outbox == []
