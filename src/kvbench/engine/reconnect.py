@@ -56,20 +56,27 @@ async def open_link(link: Link, timeout_ns: int) -> None:
     loop = asyncio.get_running_loop()
     link.ready = loop.create_future()
     target, context = link.target, link.ssl_context
-    async with asyncio.timeout(timeout_ns / 1e9):
-        if link.opener is not None:  # the compiled event loop's sockets (engine/loop.py)
-            await link.opener(link)
-        elif target.socket_path is not None:
-            await loop.create_unix_connection(lambda: link, target.socket_path)
-        else:
-            await loop.create_connection(
-                lambda: link,
-                target.host,
-                target.port,
-                ssl=context,
-                server_hostname=target.host if context else None,
-            )
-        await link.ready
+    try:
+        async with asyncio.timeout(timeout_ns / 1e9):
+            if link.opener is not None:  # the compiled event loop's sockets (engine/loop.py)
+                await link.opener(link)
+            elif target.socket_path is not None:
+                await loop.create_unix_connection(lambda: link, target.socket_path)
+            else:
+                await loop.create_connection(
+                    lambda: link,
+                    target.host,
+                    target.port,
+                    ssl=context,
+                    server_hostname=target.host if context else None,
+                )
+            await link.ready
+    except BaseException:
+        # A connection this attempt made and did not set up (its setup unanswered in
+        # time, or the attempt cancelled) is closed here: the next attempt's would
+        # otherwise share the link with it, and its replies be read as the new one's.
+        link.close()
+        raise
 
 
 # Connects in flight at once to one server while a run's workers open their links. A
@@ -202,7 +209,11 @@ class LinkKeeper:
         if was_live and refused:
             name = "connect_resets" if self._running else "connect_resets_before"
             self.recorder.add_stat(name, 1)
-        if self._running and self._wants_links():
+        # A link that was not live yet was lost in the middle of an attempt to open it:
+        # that attempt's failure is counted, and retried, where it was made (``_reopen``,
+        # or the run's ``open_links``); reopening it here too made two reopenings of one
+        # link, each with its own connection (``_reopen``).
+        if was_live and self._running and self._wants_links():
             self.recorder.add_stat("reconnects", 1)
             if refused:
                 link.reconnect_delay_ns = backoff(link.reconnect_delay_ns)
@@ -243,6 +254,16 @@ class LinkKeeper:
         task.add_done_callback(self._reopening.discard)
 
     async def _reopen(self, link: Link, delay_ns: int) -> None:
+        """Open ``link`` again, after ``delay_ns`` and a growing wait after each failed
+        attempt; done once an attempt has opened it.
+
+        A link has one reopening at a time: one per loss of the link while live, done
+        once it has opened the link. The link's next loss can come before the attempt
+        that opened it returns here (the first reply read can break the protocol), and
+        starts the next reopening. This one then must not go on: when it did (it went on
+        while the link was not connected), two reopenings each opened a connection for
+        the one link, and the replies read on the connection it forgot were taken for
+        the other's requests."""
         while self._running and self._wants_links() and not link.connected:
             await asyncio.sleep(delay_ns / 1e9)
             if not (self._running and self._wants_links()):
@@ -256,6 +277,8 @@ class LinkKeeper:
                 self.note_error("connect_error", f"reconnect to {link.target.url}: {reason}")
                 self._reopen_failed(link, reason)
                 delay_ns = backoff(delay_ns)
+            else:
+                return
 
     def _reopen_failed(self, link: Link, reason: str) -> None:
         """A reopening failed: the server is gone when it has had no live link for

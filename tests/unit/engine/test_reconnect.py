@@ -11,11 +11,15 @@ import ssl
 
 import pytest
 
+from kvbench.config.load import load_config
 from kvbench.config.model import ReportConfig
 from kvbench.config.queue import build_queue_config
 from kvbench.engine import reconnect
+from kvbench.engine.link import Link
 from kvbench.engine.queue_worker import QueueWorker, QueueWorkerSpec
 from kvbench.engine.reconnect import RECONNECT_FIRST_NS, backoff, connect_error_text
+from kvbench.engine.setup import codec_factory_for, setup_for
+from kvbench.engine.worker import Worker, WorkerSpec
 from kvbench.errors import SetupRefused, TargetUnreachable
 from tests.unit.engine.test_connection import ScriptedTransport
 
@@ -106,3 +110,57 @@ def test_links_open_to_their_servers_in_turn() -> None:
     a, b, c = ["a1", "a2", "a3"], ["b1"], ["c1", "c2"]
     order = reconnect.interleaved([a, b, c])
     assert order == ["a1", "b1", "c1", "a2", "c2", "a3"]
+
+
+def test_a_link_lost_before_its_reopening_returns_is_reopened_once() -> None:
+    """The first reply read on a reopened connection can break the protocol before the
+    attempt that opened it has returned. That loss starts the next reopening, and the
+    one that opened the link is done: when it went on too, two reopenings each opened
+    a connection for the one link, and a reply read on one was taken for the other's
+    request (a fault counted twice, under load, in the hostile-replies e2e test)."""
+    worker = _producer()
+    link = worker.link
+    opened: list[bool] = []  # per attempt: was the link connected already?
+
+    async def opener(link: Link) -> None:
+        opened.append(link.connected)
+        link.connection_made(ScriptedTransport())
+        if len(opened) < 3:  # lost at once, before this attempt returns
+            link.connection_lost(None)
+
+    async def scenario() -> None:
+        link.opener = opener
+        link.connection_made(ScriptedTransport())
+        worker._running = True
+        link.connection_lost(None)
+        async with asyncio.timeout(10):
+            while len(opened) < 3 or worker._reopening:
+                await asyncio.sleep(0.01)
+        worker._running = False
+
+    asyncio.run(scenario())
+    assert opened == [False, False, False] and link.connected
+    stats = worker.recorder.cut("measure", 0, 0, 1).stats
+    assert (stats["reconnects"], stats["reconnect_attempts"], stats["connects"]) == (3, 3, 4)
+
+
+def test_an_attempt_that_fails_after_connecting_closes_its_connection() -> None:
+    """A connection whose setup is not answered in time is closed by the attempt that
+    made it, before the next attempt makes another for the same link."""
+    config = load_config(None, {"target.urls": (["redis://127.0.0.1:1/0?resp=3"], "T")}, 1)
+    target = config.targets[0]
+    worker = Worker(WorkerSpec(config, 0, 1, 1, None), lambda snap: None)
+    link = worker.make_connection(codec_factory_for(target), setup_for(target), 1, worker.shards[0])
+    transport = ScriptedTransport()
+
+    async def opener(link: Link) -> None:
+        link.connection_made(transport)  # HELLO 3 written; never answered
+
+    async def scenario() -> None:
+        link.opener = opener
+        with pytest.raises(TimeoutError):
+            await reconnect.open_link(link, 20_000_000)
+
+    asyncio.run(scenario())
+    assert transport.written.startswith(b"*2\r\n$5\r\nHELLO")
+    assert transport.aborted
