@@ -164,3 +164,20 @@ def test_an_attempt_that_fails_after_connecting_closes_its_connection() -> None:
     asyncio.run(scenario())
     assert transport.written.startswith(b"*2\r\n$5\r\nHELLO")
     assert transport.aborted
+
+
+def test_a_link_lost_before_it_was_live_is_left_to_the_attempt_that_opened_it() -> None:
+    """Lost during its setup (refused there, or its socket closed): the attempt that
+    opened it counts the failure and tries again; the loss starts no second reopening
+    and is no reconnect."""
+    worker = _producer()
+
+    async def scenario() -> int:
+        worker._running = True
+        worker.connection_broken(worker.link, announced=False, was_live=False, refused=True)
+        reopenings = len(worker._reopening)
+        worker._running = False
+        return reopenings
+
+    assert asyncio.run(scenario()) == 0
+    assert worker.recorder.cut("measure", 0, 0, 1).stats.get("reconnects", 0) == 0
