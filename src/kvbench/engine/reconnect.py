@@ -255,15 +255,12 @@ class LinkKeeper:
 
     async def _reopen(self, link: Link, delay_ns: int) -> None:
         """Open ``link`` again, after ``delay_ns`` and a growing wait after each failed
-        attempt; done once an attempt has opened it.
+        attempt; done once an attempt has opened it, whatever happens to the link next.
 
-        A link has one reopening at a time: one per loss of the link while live, done
-        once it has opened the link. The link's next loss can come before the attempt
-        that opened it returns here (the first reply read can break the protocol), and
-        starts the next reopening. This one then must not go on: when it did (it went on
-        while the link was not connected), two reopenings each opened a connection for
-        the one link, and the replies read on the connection it forgot were taken for
-        the other's requests."""
+        One reopening per loss of a live link, so a link is never in two: its next loss
+        (the first reply can break the protocol, before the attempt returns here) starts
+        the next one. Going on while the link was not connected gave one link two
+        sockets, and the replies read on the forgotten one were taken for the other's."""
         while self._running and self._wants_links() and not link.connected:
             await asyncio.sleep(delay_ns / 1e9)
             if not (self._running and self._wants_links()):
