@@ -110,3 +110,26 @@ def test_a_run_of_a_killed_server_ends_at_its_window_failed_naming_it(tmp_path: 
     check_gone(doc, stdout, stderr, address)
     assert len(doc["intervals"]) == 5  # it ran its whole window, reconnecting
     assert "the run ends here" not in " ".join(doc["errors"])
+
+
+def test_a_short_run_whose_server_dies_and_stays_down_ends_failed(tmp_path: Path) -> None:
+    """A 3 s window, the server killed after its first second, the gone rule's 10 s far
+    off: the window ends with the server down, failed, naming it and how long it was down
+    (was: ``ok``, two thirds of the window sent nowhere)."""
+    out = tmp_path / "run.json"
+    code, stdout, stderr, address = run_and_kill(
+        ["run", "memcached://{address}", "-c", "2", "--processes", "1", "--duration", "3s",
+         "--json", str(out), "--no-save"]
+    )  # fmt: skip
+    assert code == 1, stdout + stderr
+    assert "Traceback" not in stderr
+    doc = read_json(out)
+    url = f"memcached://{address}"
+    assert doc["status"] == "failed" and len(doc["intervals"]) == 3
+    [reason] = doc["status_reasons"]
+    prefix = f"{url} was down when the window ended: none of its connections live for the last "
+    assert reason.startswith(prefix), reason
+    down_s = float(reason.removeprefix(prefix).split("s,")[0])
+    assert 0 < down_s <= 2.0  # killed once the first second was printed
+    assert f"status: failed - {prefix}" in stdout
+    assert doc["connections"]["connect_failures"] > 0

@@ -17,7 +17,9 @@ A server none of whose links has been live for ``gone_ns`` (twice ``--timeout``)
 the first reopening that fails after that, is gone (``_server_gone``): a load worker counts
 it, which fails the run, and a run that ends when its work is done (a replay,
 ``--requests``, a preload), not at a window's end, ends then: it would otherwise reopen
-the links of a server that is gone for ever (engine/worker.py).
+the links of a server that is gone for ever (engine/worker.py). A run with a window counts,
+at its end, the servers down then, gone or not (``servers_down``): what it measured after
+they went down was no load on them.
 """
 
 from __future__ import annotations
@@ -156,6 +158,8 @@ class LinkKeeper:
         # Live links per server URL, and since when a server has had none (monotonic ns).
         self._live_by_url: dict[str, int] = {}
         self._down_since_ns: dict[str, int] = {}
+        # Servers with no live link whose reopening has failed since (``servers_down``).
+        self._reopen_failing: set[str] = set()
         self._running = False
         self._interrupted = False
         self._failed = False  # a bug ended the run early (engine/worker.py)
@@ -194,6 +198,7 @@ class LinkKeeper:
         url = link.target.url
         self._live_by_url[url] = self._live_by_url.get(url, 0) + 1
         self._down_since_ns.pop(url, None)
+        self._reopen_failing.discard(url)
         self._link_ready(link)
 
     def connection_broken(self, link: Link, announced: bool, was_live: bool, refused: bool) -> None:
@@ -247,6 +252,16 @@ class LinkKeeper:
         fewest, self._live_min = self._live_min, self.live_connections
         return fewest
 
+    def servers_down(self, now_ns: int) -> dict[str, int]:
+        """The servers down at ``now_ns``: none of their links live and a reopening failed
+        since (a link lost a moment ago, its reopening not yet tried, is not), each with
+        how long it has had no live link (ns)."""
+        return {
+            url: now_ns - since
+            for url, since in self._down_since_ns.items()
+            if url in self._reopen_failing
+        }
+
     def reopen(self, link: Link, first_delay_ns: int = RECONNECT_FIRST_NS) -> None:
         """Reopen ``link`` in the background until it is open or no longer wanted."""
         task = asyncio.get_running_loop().create_task(self._reopen(link, first_delay_ns))
@@ -282,6 +297,8 @@ class LinkKeeper:
         ``gone_ns``."""
         url = link.target.url
         since = self._down_since_ns.get(url)
+        if since is not None:
+            self._reopen_failing.add(url)
         if since is None or self._gone_ns is None:
             return
         down_ns = time.monotonic_ns() - since

@@ -641,6 +641,8 @@ class Worker(LinkKeeper):
         self._cpu_mark_ns, self.bytes_in, self.bytes_out = cpu, 0, 0
         self.recorder.add_stat("connections_live_min", self.take_live_min())
         self._shard_stats()
+        if self.phase == "measure" and end_ns >= self._measure_end_ns:
+            self._down_at_end(end_ns)
         stats = self.recorder.stats
         samples = stats.pop("inflight_samples", 0)
         inflight_sum = stats.pop("inflight_sum", 0)
@@ -697,6 +699,18 @@ class Worker(LinkKeeper):
                 shard.completed = 0
         if self.router is not None:
             self.router.take_stats(self.recorder)
+
+    def _down_at_end(self, end_ns: int) -> None:
+        """The servers down when the window ended (``servers_down``), counted in its last
+        interval: ``server<i>_down_at_end`` (1 per worker) and ``server<i>_down_at_end_ns``
+        (how long it had been down), which make the run failed (results/status.py). Gone
+        or not: a short window ends before the gone rule's twice ``--timeout``, and what
+        it measured after the server went down was no load on it."""
+        index = {shard.target.url: shard.index for shard in self.shards}
+        for url, down_ns in self.servers_down(end_ns).items():
+            i = index.get(url, self.shards[0].index)
+            self.recorder.add_stat(f"server{i}_down_at_end", 1)
+            self.recorder.add_stat(f"server{i}_down_at_end_ns", down_ns)
 
     def _enter_drain(self, boundary: int) -> None:
         self.phase = "drain"

@@ -238,20 +238,23 @@ def connection_shortfall(run: RunResult) -> str | None:
 _LOST = re.compile(r"server(\d+)_lost")
 
 
+def _lost_indices(run: RunResult) -> set[int]:
+    """The indices of the servers a worker gave up on (``server<i>_lost``)."""
+    snaps = [*run.intervals, *run.phases.values()]
+    return {
+        int(match.group(1))
+        for snap in snaps
+        for name, n in snap.stats.items()
+        if n and (match := _LOST.fullmatch(name))
+    }
+
+
 def lost_servers(run: RunResult) -> str | None:
     """A run during which a server was gone (no connection to it live for twice
     ``--timeout``, every reconnect failing; a replay, a ``--requests`` run and a preload
     end then), in words naming the servers; None otherwise. What it measured is kept,
     but it did not measure the server it was asked to for all of its run: failed."""
-    snaps = [*run.intervals, *run.phases.values()]
-    lost = sorted(
-        {
-            int(match.group(1))
-            for snap in snaps
-            for name, n in snap.stats.items()
-            if n and (match := _LOST.fullmatch(name))
-        }
-    )
+    lost = sorted(_lost_indices(run))
     if not lost:
         return None
     urls = [str(t.get("url", "")) for t in run.config.get("targets") or []]
@@ -264,6 +267,48 @@ def lost_servers(run: RunResult) -> str | None:
     )
 
 
+# Server <i> was down when the window ended, in this many workers, for this long summed
+# over them (engine/worker.py).
+_DOWN_AT_END = re.compile(r"server(\d+)_down_at_end")
+
+
+def down_at_end(run: RunResult) -> str | None:
+    """A run with a window that ended while a server was down (none of its connections
+    live, every reconnect since failing), not yet gone (``lost_servers`` says those), in
+    words naming each server and how long it had been down; None otherwise. What the run
+    measured after the server went down was no load on it: failed. (Was: a 6 s run whose
+    server died at its second second and stayed down ended ``ok``, two thirds of its window
+    sent nowhere, as the gone rule takes twice ``--timeout``.)"""
+    snaps = [*run.intervals, *run.phases.values()]
+    workers: dict[int, int] = {}  # server -> workers that found it down
+    down_ns: dict[int, int] = {}  # server -> how long, summed over them
+    reporting: dict[int, int] = {}  # server -> workers in the interval that says so
+    for snap in snaps:
+        for name, n in snap.stats.items():
+            if n and (match := _DOWN_AT_END.fullmatch(name)):
+                i = int(match.group(1))
+                workers[i] = workers.get(i, 0) + int(n)
+                down_ns[i] = down_ns.get(i, 0) + int(snap.stats.get(f"{name}_ns", 0))
+                reporting[i] = max(reporting.get(i, 0), snap.workers)
+    lost = _lost_indices(run)
+    urls = [str(t.get("url", "")) for t in run.config.get("targets") or []]
+    said = []
+    for i in sorted(set(workers) - lost):
+        name = urls[i] if i < len(urls) else f"server {i}"
+        # Down to some of the workers only (a load machine that lost its route): said so.
+        seen = (
+            f", as {workers[i]} of the {reporting[i]} workers saw it"
+            if workers[i] < reporting[i]
+            else ""
+        )
+        said.append(
+            f"{name} was down when the window ended{seen}: none of its connections live for "
+            f"the last {down_ns[i] / workers[i] / 1e9:.1f}s, every reconnect failing (what "
+            "was measured until then is kept)"
+        )
+    return "; ".join(said) or None
+
+
 def run_status(run: RunResult, counts: Tally | None = None) -> Status:
     """The status of any run: a load run, a sweep's level, a compared target, a queue run
     (judged by its delivery, not by an error rate).
@@ -274,7 +319,7 @@ def run_status(run: RunResult, counts: Tally | None = None) -> Status:
     counts = counts if counts is not None else tally(run.total(), set_then_get(run.config))
     if run.queue is not None:
         return judge(run.status, counts, None, delivery_problem(run.queue, run.errors))
-    problems = [p for p in (lost_servers(run), connection_shortfall(run)) if p]
+    problems = [p for p in (lost_servers(run), down_at_end(run), connection_shortfall(run)) if p]
     return judge(
         run.status,
         counts,

@@ -71,3 +71,40 @@ def test_a_server_down_for_less_than_the_limit_is_not_gone(driver: str) -> None:
     worker, snapshots = lose_the_server(driver, NEVER, gone_ns=10**15)
     assert worker.phase == "measure" and not snapshots
     assert "target_lost" not in worker.errors
+
+
+def test_a_window_that_ends_with_its_server_down_counts_it_down_at_the_end(driver: str) -> None:
+    """Not yet gone (its limit far off), the server is down when the window ends: its
+    last interval counts it, with how long it had been down (was: a short run whose server
+    died and stayed down ended ``ok``)."""
+    worker, snapshots = lose_the_server(driver, 10**18, gone_ns=10**15)
+    since = worker._down_since_ns[URL]
+    worker._measure_end_ns = since + 2_000_000_000
+    worker._emit_interval(worker._measure_end_ns)
+    assert stat(snapshots, "server0_down_at_end") == 1
+    assert stat(snapshots, "server0_down_at_end_ns") == 2_000_000_000
+    assert stat(snapshots, "server0_lost") == 0
+
+
+def test_an_interval_before_the_windows_end_counts_no_server_down(driver: str) -> None:
+    worker, snapshots = lose_the_server(driver, 10**18, gone_ns=10**15)
+    worker._emit_interval(worker._down_since_ns[URL] + 1)
+    assert stat(snapshots, "server0_down_at_end") == 0
+
+
+def test_a_link_lost_whose_reopening_has_not_failed_is_not_down(driver: str) -> None:
+    """A link lost a moment before the window's end, its reopening not yet tried, is a
+    connection being reopened, not a server down; one live again is not down either."""
+    worker, conn, _ = make(driver, pipeline=2, ratio="0:1")
+
+    async def scenario() -> None:
+        conn.data_received(b"END\r\nEND\r\n")
+        conn.connection_lost(None)
+        assert worker._down_since_ns.keys() == {URL}
+        assert worker.servers_down(worker._down_since_ns[URL] + 5) == {}
+        worker._reopen_failed(conn, "connection refused")
+        assert worker.servers_down(worker._down_since_ns[URL] + 5) == {URL: 5}
+        worker.connection_ready(conn)
+        assert worker.servers_down(10**18) == {}
+
+    asyncio.run(scenario())
