@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -167,57 +166,49 @@ def test_protocol_errors_are_their_own_error_kind() -> None:
     assert status.name == "failed" and "protocol_error 5, conn_error 1" in status.reasons[0]
 
 
-def test_a_server_gone_fails_the_run_naming_it() -> None:
-    """A worker found server 1 gone (no live connection for twice --timeout, reconnects
-    failing): failed, whatever the error rate, the reason naming that server's URL."""
+def two_servers_run(stats: dict[str, float], workers: int = 1) -> RunResult:
+    """A one-interval run of 9,000 hits against two servers, with these worker stats."""
     snap = IntervalSnapshot(
-        "measure", 0, 0, S, {"get": {"hit": 9_000}}, {},
-        stats={"connect_failures": 3.0, "server1_lost": 1.0},
-    )  # fmt: skip
+        "measure", 0, 0, S, {"get": {"hit": 9_000}}, {}, stats=stats, workers=workers
+    )
     config = {
         "load": {"timeout_ns": 500_000_000},
         "targets": [{"url": "memcached://10.0.0.1:11211"}, {"url": "memcached://10.0.0.2:11211"}],
     }
-    run = RunResult("r", "t", "ok", "closed", "0", config, [], 0, S, [snap])
-    status = run_status(run)
+    return RunResult("r", "t", "ok", "closed", "0", config, [], 0, S, [snap])
+
+
+def test_a_server_gone_fails_the_run_naming_it() -> None:
+    """A worker found server 1 gone (no live connection for twice --timeout, reconnects
+    failing): failed, whatever the error rate, the reason naming that server's URL."""
+    stats = {"connect_failures": 3.0, "server1_lost": 1.0}
+    status = run_status(two_servers_run(stats))
     assert (status.name, status.exit_code) == ("failed", 1)
     assert status.reasons == (
         "memcached://10.0.0.2:11211 went away: none of its connections was live for 1s, "
         "every reconnect failing (what was measured until then is kept)",
     )
-    snap.stats["server1_lost"] = 0.0
-    assert run_status(run).name == "ok"
+    assert run_status(two_servers_run({**stats, "server1_lost": 0.0})).name == "ok"
 
 
 def test_a_server_down_when_the_window_ended_fails_the_run_naming_it() -> None:
     """Two workers found server 1 down at the window's end (3.0 s and 2.0 s), not yet
     gone: failed, whatever the error rate, the reason naming it and how long it had been
     down on average; a server also gone is said once, as gone."""
-    snap = IntervalSnapshot(
-        "measure", 0, 0, S, {"get": {"hit": 9_000}}, {},
-        stats={"connect_failures": 3.0, "server1_down_at_end": 2.0,
-               "server1_down_at_end_ns": 5.0 * S}, workers=2,
-    )  # fmt: skip
-    config = {
-        "load": {"timeout_ns": 5 * S},
-        "targets": [{"url": "memcached://10.0.0.1:11211"}, {"url": "memcached://10.0.0.2:11211"}],
-    }
-    run = RunResult("r", "t", "ok", "closed", "0", config, [], 0, S, [snap])
-    status = run_status(run)
+    stats = {"connect_failures": 3.0, "server1_down_at_end": 2.0, "server1_down_at_end_ns": 5.0 * S}
+    status = run_status(two_servers_run(stats, workers=2))
     assert (status.name, status.exit_code) == ("failed", 1)
     assert status.reasons == (
         "memcached://10.0.0.2:11211 was down when the window ended: none of its connections "
         "live for the last 2.5s, every reconnect failing (what was measured until then is kept)",
     )
     # the third could reach it: a route lost, not a server
-    three = RunResult("r", "t", "ok", "closed", "0", config, [], 0, S, [replace(snap, workers=3)])
-    [reason] = run_status(three).reasons
+    [reason] = run_status(two_servers_run(stats, workers=3)).reasons
     assert reason.startswith(
         "memcached://10.0.0.2:11211 was down when the window ended, as 2 of the 3 workers "
         "saw it: none of its connections live for the last 2.5s"
     )
-    snap.stats["server1_lost"] = 1.0
-    [reason] = run_status(run).reasons
+    [reason] = run_status(two_servers_run({**stats, "server1_lost": 1.0}, workers=2)).reasons
     assert reason.startswith("memcached://10.0.0.2:11211 went away: ")
-    snap.stats["server1_lost"] = snap.stats["server1_down_at_end"] = 0.0
-    assert run_status(run).name == "ok"
+    quiet = {**stats, "server1_down_at_end": 0.0}
+    assert run_status(two_servers_run(quiet, workers=2)).name == "ok"
