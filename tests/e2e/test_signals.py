@@ -274,3 +274,35 @@ def test_ctrl_c_while_the_server_is_stalled_ends_the_run(
     assert doc["server"]["sample_errors"]
     asked = doc["server"]["side_requests"][url]
     assert asked < len(doc["intervals"]) / 2, (asked, len(doc["intervals"]))
+
+
+def test_a_worker_killed_mid_run_leaves_a_partial_run_saying_how_it_ended(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    """One worker SIGKILLed in the window (as the kernel's out-of-memory killer does):
+    the run goes on to its end with the other, partial (exit 4), stored, the worker named
+    with the signal that ended it and where an OOM kill shows; nothing left behind. Was:
+    "worker process exited", never how."""
+    url = f"memcached://{fresh_memcached.address}"
+    out, db = tmp_path / "run.json", str(tmp_path / "h.db")
+    proc = start_in_session(
+        "run", url, "--duration", "3s", "-c", "4", "--processes", "2", "--json", str(out),
+        "--db", db,
+    )  # fmt: skip
+    wait_for_line(proc, "[   1.0s]")
+    coordinator = psutil.Process(proc.pid)
+    workers = [p for p in coordinator.children(recursive=True) if p.ppid() != proc.pid]
+    assert len(workers) == 2, workers  # the fork server's children
+    workers[0].kill()
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 4, stderr
+    assert "Traceback" not in stderr
+    doc = read_json(out)
+    assert doc["status"] == "partial"
+    killed = [e for e in doc["errors"] if "worker process was killed by SIGKILL" in e]
+    assert len(killed) == 1, doc["errors"]
+    assert "dmesg or journalctl -k says whether it did" in killed[0]
+    assert "status: partial - a worker failed" in stdout
+    with Store(db) as store:
+        assert {r["run_id"]: r["status"] for r in store.list_runs()} == {doc["run_id"]: "partial"}
+    assert wait_session_empty(proc.pid) == []

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -123,7 +124,7 @@ class LocalLauncher:
 
     def exited(self) -> dict[int, str]:
         return {
-            index: f"worker process exited with code {proc.exitcode}"
+            index: describe_exit(proc.exitcode)
             for index, proc in enumerate(self._procs)
             if proc.exitcode is not None
         }
@@ -145,3 +146,21 @@ class LocalLauncher:
             if end is not None:
                 end.close()
         self._lifeline = self._lifeline_reader = None
+
+
+def describe_exit(exitcode: int) -> str:
+    """How a worker process ended, from its exit code (``Process.exitcode``: minus the
+    signal that killed it). A SIGKILL nobody sent by hand is most often the kernel's
+    out-of-memory killer: said, with where to look."""
+    if exitcode >= 0:
+        return f"worker process exited with code {exitcode}"
+    try:
+        name = signal.Signals(-exitcode).name
+    except ValueError:
+        name = f"signal {-exitcode}"
+    if -exitcode == signal.SIGKILL:
+        return (
+            f"worker process was killed by {name} (the kernel's out-of-memory killer sends "
+            "it: dmesg or journalctl -k says whether it did)"
+        )
+    return f"worker process was killed by {name}"

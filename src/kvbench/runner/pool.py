@@ -12,6 +12,7 @@ handle deaths where they handle everything else.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection as Pipe
 from multiprocessing.connection import wait
@@ -25,6 +26,9 @@ if TYPE_CHECKING:  # the worker entry and the engine: not in the coordinator
     from kvbench.runner.process import ProcessSpec
 
 EXITED = "exited"
+# How long to wait, once a worker's pipe has closed, for its exit status to say how it
+# ended (a process's files are closed as it exits, just before it can be waited for).
+EXIT_STATUS_WAIT_S = 0.5
 
 
 class WorkerPool:
@@ -83,7 +87,7 @@ class WorkerPool:
                         break
                     message = m.check(pipe.recv())
                 except (EOFError, OSError):
-                    received.append(self._gone(index, "worker process exited"))
+                    received.append(self._gone(index, self._exit_reason(index)))
                     break
                 received.append((index, message))
                 if isinstance(message, m.Done | m.Failed):
@@ -92,6 +96,19 @@ class WorkerPool:
             if index not in self._over and not self._pipes[index].poll():
                 received.append(self._gone(index, reason))
         return received
+
+    def _exit_reason(self, index: int) -> str:
+        """How worker ``index``, whose pipe just closed, ended: its process closes its
+        pipe as it exits, a moment before its exit status can be read (was: "worker process
+        exited", never that the kernel had killed it)."""
+        deadline = time.monotonic() + EXIT_STATUS_WAIT_S
+        while True:
+            reason = self._launcher.exited().get(index)
+            if reason is not None:
+                return reason
+            if time.monotonic() >= deadline:
+                return "worker process exited"
+            time.sleep(EXIT_STATUS_WAIT_S / 50)
 
     def _gone(self, index: int, reason: str) -> tuple[int, m.Message]:
         self._over.add(index)

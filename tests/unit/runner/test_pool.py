@@ -80,3 +80,28 @@ def test_a_worker_that_said_done_is_not_counted_dead_when_it_ends() -> None:
     assert pool.receive(0.05) == []
     pool.stop()
     assert launcher.stopped
+
+
+class SlowToReap(FakeLauncher):
+    """Says worker 0 ended only at the third look: its pipe closes as its process exits,
+    a moment before its exit status can be read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looks = 0
+
+    def exited(self) -> dict[int, str]:
+        self.looks += 1
+        return {0: "worker process was killed by SIGKILL (...)"} if self.looks >= 3 else {}
+
+
+def test_a_closed_pipe_waits_for_the_exit_status_to_say_how_the_worker_ended() -> None:
+    """Was: "worker process exited", whatever had ended it (the kernel's OOM killer
+    included), as the pipe's end came before the process could be waited for."""
+    launcher = SlowToReap()
+    pool = WorkerPool(launcher)
+    pool.start([object()])
+    launcher.children[0].close()
+    [(index, msg)] = pool.receive(1.0)
+    assert isinstance(msg, m.Failed) and (index, msg.kind) == (0, EXITED)
+    assert msg.message == "worker process was killed by SIGKILL (...)"
