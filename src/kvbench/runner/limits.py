@@ -45,6 +45,10 @@ SMALLEST_VALUE_LIMIT = {"memcache": 1024, "redis": 1024 * 1024}
 # Redis's bulk string limit when CONFIG GET is refused: its default (redis.conf,
 # proto-max-bulk-len 512mb).
 REDIS_DEFAULT_MAX_BULK_BYTES = 512 * 1024 * 1024
+# Where cgroups are mounted, and a limit this large is none (cgroup v1 says "no limit" as
+# the largest page-aligned 64-bit number).
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+UNLIMITED_CGROUP_BYTES = 1 << 62
 # The local port range Linux hands out to connect() (net.ipv4.ip_local_port_range).
 PORT_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
@@ -71,7 +75,7 @@ def check_limits(config: RunConfig, *, server: bool = True) -> None:
     check_rate(config, _flag)
     if config.load.cluster is None:  # Dask workers run on other hosts, with their limits
         raise_open_files(open_files_needed(config), config.load.processes)
-        check_memory(config, psutil.virtual_memory().available)
+        check_memory(config, *memory_room(), process_room=address_space_room())
     check_local_ports(config, local_port_range())
     if server:
         check_server_values(config)
@@ -162,8 +166,20 @@ def worker_memory_bytes(config: RunConfig) -> tuple[int, int]:
     return blob, keys
 
 
-def check_memory(config: RunConfig, available_bytes: int) -> None:
-    """Refuse a run whose workers would allocate more than the host has available.
+def check_memory(
+    config: RunConfig,
+    available_bytes: int,
+    where: str = "of memory is available",
+    process_room: int | None = None,
+) -> None:
+    """Refuse a run whose workers would allocate more than the host has available (all
+    of them together), or than one process may map (``process_room``).
+
+    Args:
+        available_bytes: what the workers may take together (``memory_room``), ``where``
+            saying what sets it.
+        process_room: what one worker may still map under its address-space limit
+            (``address_space_room``), or None: no such limit.
 
     Raises:
         ConfigError: naming --value-size or --keys (the larger part).
@@ -171,22 +187,77 @@ def check_memory(config: RunConfig, available_bytes: int) -> None:
     blob, keys = worker_memory_bytes(config)
     processes = config.load.processes
     needed = (blob + keys) * processes
-    if needed <= available_bytes:
+    if process_room is not None and blob + keys > process_room:
+        # (one worker alone does not fit: how many there are changes nothing)
+        each, room = "in each worker process", f"{_size(process_room)} is left to one process"
+        room += " under the address-space limit (ulimit -v)"
+    elif needed <= available_bytes:
         return
+    else:
+        each = f"in each of {processes} worker process(es) ({_size(needed)} in all"
+        each += " while built)" if blob >= keys else ")"
+        room = f"{_size(available_bytes)} {where}"
     if blob >= keys:
         largest = config.workload.value_size_max_bytes
         raise ConfigError(
             _flag("workload.value_size"),
             f"values of up to {_size(largest)} need a {_size(blob // BLOB_COPIES)} value blob "
-            f"in each of {processes} worker process(es) ({_size(needed)} in all while built); "
-            f"{_size(available_bytes)} of memory is available",
+            f"{each}; {room}",
         )
     raise ConfigError(
         _flag("workload.keys"),
-        f"{config.workload.keys:,} keys make a {_size(keys)} key table in each of {processes} "
-        f"worker process(es) ({_size(needed)} in all); {_size(available_bytes)} of memory is "
-        "available",
+        f"{config.workload.keys:,} keys make a {_size(keys)} key table {each}; {room}",
     )
+
+
+def memory_room() -> tuple[int, str]:
+    """What the run's workers may take together, and what sets it: the host's available
+    memory, or less left under this process's cgroup memory limit (a container's: there
+    the host's figure is not the one the kernel's out-of-memory killer holds it to)."""
+    available = psutil.virtual_memory().available
+    left = cgroup_memory_left()
+    if left is not None and left < available:
+        return left, "is left under the cgroup's memory limit"
+    return available, "of memory is available"
+
+
+def cgroup_memory_left(
+    proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = CGROUP_ROOT
+) -> int | None:
+    """The memory this process's cgroup may still charge (its limit less its usage), by
+    cgroup v2 (``memory.max``, ``memory.current``) or v1 (``memory.limit_in_bytes``,
+    ``memory.usage_in_bytes``); None when it has no limit or none can be read."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            names, base = ("memory.max", "memory.current"), root
+        elif "memory" in controllers.split(","):
+            names, base = ("memory.limit_in_bytes", "memory.usage_in_bytes"), root / "memory"
+        else:
+            continue
+        for directory in (base / path.lstrip("/"), base):  # (a cgroup namespace: its root)
+            try:
+                limit, usage = ((directory / name).read_text().strip() for name in names)
+            except OSError:
+                continue
+            if limit == "max" or int(limit) >= UNLIMITED_CGROUP_BYTES:
+                break
+            return max(0, int(limit) - int(usage))
+    return None
+
+
+def address_space_room() -> int | None:
+    """What one worker may still map under the address-space limit (``ulimit -v``), its
+    start taken as this process's mappings now (a worker is forked with the same
+    modules); None when there is no such limit."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return max(0, soft - int(psutil.Process().memory_info().vms))
 
 
 def _size(n: int) -> str:

@@ -55,7 +55,8 @@ class Ready(_Versioned):
 class Failed(_Versioned):
     """Worker -> coordinator: the worker cannot go on. ``kind`` is ``unreachable``,
     ``config`` (a replay's trace has a bad row, or its spool cannot be written: ``path``
-    names the file and line, or ``TMPDIR``) or ``bug``;
+    names the file and line, or ``TMPDIR``), ``memory`` (a MemoryError: a limit, said in
+    one line) or ``bug``;
     the coordinator's pool (runner/pool.py) says ``exited`` for a worker gone without a
     word."""
 

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import gc
 import os
+import resource
 import socket
 import threading
 import traceback
@@ -116,6 +117,11 @@ def run_worker(spec: ProcessSpec, pipe: Pipe, offset_ns: int = 0) -> None:
             uvloop.run(serve(spec, pipe, offset_ns))
         else:
             asyncio.run(serve(spec, pipe, offset_ns))
+    except MemoryError:
+        # A limit, not a bug: one line, and no traceback on the terminal (runner/limits.py
+        # refuses the runs it can tell will not fit before any worker starts).
+        with contextlib.suppress(OSError):  # (the coordinator gone: nobody to tell)
+            pipe.send(m.Failed(spec.worker_index, "memory", out_of_memory()))
     except Exception:
         try:
             pipe.send(m.Failed(spec.worker_index, "bug", traceback.format_exc()))
@@ -303,3 +309,18 @@ async def _follow(inbox: asyncio.Queue[m.Message], worker: ServedWorker) -> None
             worker.stop()
         elif isinstance(message, m.Consume) and isinstance(worker, QueueWorker):
             worker.begin_consuming()
+
+
+def out_of_memory() -> str:
+    """A worker's MemoryError in words, with the limit it most likely met."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    limit = (
+        f"this process's address-space limit (ulimit -v) is {soft / 2**30:.1f} GiB"
+        if soft != resource.RLIM_INFINITY
+        else "the machine's (or its container's) memory is used up"
+    )
+    return (
+        f"ran out of memory (MemoryError): {limit}; every worker holds the whole key table "
+        "and a value blob twice the largest value: fewer --keys or a smaller --value-size "
+        "need less"
+    )

@@ -245,3 +245,69 @@ def test_a_sharded_runs_connections_need_local_ports_per_server() -> None:
     with pytest.raises(ConfigError, match="2,501 connections to one server"):
         limits.check_local_ports(config, (60000, 62000))
     assert limits.open_files_needed(config) == 2_501 + limits.WORKER_SPARE_FILES
+
+
+def test_a_key_table_over_the_address_space_limit_is_refused_before_any_worker(
+    listener: socket.socket,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under ``ulimit -v`` a worker that cannot map its key table raised MemoryError: a
+    traceback per worker and "preflight: worker 1: MemoryError". Each worker must fit
+    alone, however many there are."""
+    monkeypatch.setattr(limits, "address_space_room", lambda: 512 << 20)
+    err = run_refused(capsys, listener, tmp_path, "--keys", "20M", "--processes", "2")
+    assert err.startswith("kvbench: error: --keys: 20,000,000 keys make a ")
+    assert err.endswith(
+        "key table in each worker process; 512.0 MiB is left to one process under the "
+        "address-space limit (ulimit -v)\n"
+    )
+
+
+def test_a_key_table_over_the_cgroups_memory_limit_is_refused(
+    listener: socket.socket,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a container the host's available memory is not what the OOM killer holds the
+    run to: its cgroup's limit is."""
+    monkeypatch.setattr(limits.psutil, "virtual_memory", lambda: FakeMemory(16 << 30))
+    monkeypatch.setattr(limits, "cgroup_memory_left", lambda: 1 << 30)
+    err = run_refused(capsys, listener, tmp_path, "--keys", "20M", "--processes", "2")
+    assert err.startswith("kvbench: error: --keys: 20,000,000 keys make a ")
+    assert " in each of 2 worker process(es) (" in err
+    assert err.endswith("; 1.0 GiB is left under the cgroup's memory limit\n")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_cgroups_memory_left_is_read_from_either_version(tmp_path: Path, version: int) -> None:
+    if version == 2:
+        proc_cgroup, group = "0::/user.slice/run-1.scope\n", tmp_path / "user.slice/run-1.scope"
+        names = ("memory.max", "memory.current")
+    else:
+        proc_cgroup = "5:cpu,cpuacct:/x\n4:memory:/docker/abc\n0::/\n"
+        group, names = (
+            tmp_path / "memory/docker/abc",
+            ("memory.limit_in_bytes", "memory.usage_in_bytes"),
+        )
+    group.mkdir(parents=True)
+    cgroup = tmp_path / "cgroup"
+    cgroup.write_text(proc_cgroup)
+    (group / names[0]).write_text(f"{4 << 30}\n")
+    (group / names[1]).write_text(f"{1 << 30}\n")
+    assert limits.cgroup_memory_left(cgroup, tmp_path) == 3 << 30
+    (group / names[0]).write_text("max\n" if version == 2 else "9223372036854771712\n")
+    assert limits.cgroup_memory_left(cgroup, tmp_path) is None  # no limit
+    assert limits.cgroup_memory_left(tmp_path / "absent", tmp_path) is None
+
+
+def test_a_cgroup_namespace_shows_the_limit_at_the_root(tmp_path: Path) -> None:
+    """Inside a cgroup namespace /proc/self/cgroup names a path the mount does not have:
+    the group's own files are at the mount's root."""
+    cgroup = tmp_path / "cgroup"
+    cgroup.write_text("0::/seen/from/outside\n")
+    (tmp_path / "memory.max").write_text(f"{2 << 30}\n")
+    (tmp_path / "memory.current").write_text(f"{1 << 30}\n")
+    assert limits.cgroup_memory_left(cgroup, tmp_path) == 1 << 30

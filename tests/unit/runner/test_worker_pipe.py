@@ -86,3 +86,33 @@ def test_a_worker_bug_is_still_reported_and_raised(monkeypatch: pytest.MonkeyPat
         process.run_worker(_Spec(), worker_end)  # type: ignore[arg-type]
     failed = coordinator_end.recv()
     assert (failed.worker, failed.kind) == (3, "bug") and "BrokenPipeError" in failed.message
+
+
+def _serve_out_of_memory(*args: object) -> object:
+    async def serve() -> None:
+        raise MemoryError  # as a key table too big for the address-space limit
+
+    return serve()
+
+
+def test_a_worker_out_of_memory_reports_one_line_and_raises_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A limit, not a bug: the coordinator gets one line saying which limit, and the
+    worker ends without the traceback multiprocessing printed for each worker (was:
+    "preflight: worker 1: MemoryError" under two tracebacks)."""
+    import resource
+
+    from kvbench.runner import process
+
+    monkeypatch.setattr(process, "serve", _serve_out_of_memory)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (3 << 30, resource.RLIM_INFINITY))
+    worker_end, coordinator_end = multiprocessing.Pipe()
+    process.run_worker(_Spec(), worker_end)  # type: ignore[arg-type]
+    failed = coordinator_end.recv()
+    assert (failed.worker, failed.kind) == (3, "memory")
+    assert failed.message.startswith(
+        "ran out of memory (MemoryError): this process's address-space limit (ulimit -v) is "
+        "3.0 GiB; every worker holds the whole key table"
+    )
+    assert "\n" not in failed.message
