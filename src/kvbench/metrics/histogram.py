@@ -373,7 +373,11 @@ class Histogram:
             used = np.flatnonzero(span)
             indexes, sums = used + low, span[used]
         result = cls.__new__(cls)
-        result._counts, result._sparse = None, (indexes.astype(np.int64), sums)
+        # Held as an unpickled one is (2-byte indexes, the narrowest counts): as int64s the
+        # coordinator's merged intervals took 16 bytes a bucket, ~300 KB per second of a
+        # 2-worker run's result (1 GB an hour); so, 3-6 bytes.
+        result._counts = None
+        result._sparse = (indexes.astype(np.uint16), sums.astype(_narrowest(sums)))
         result.total_count = result.min_ns = result.max_ns = result.sum_ns = 0
         result.out_of_range = sum(h.out_of_range for h in parts)
         for histogram in parts:

@@ -591,3 +591,25 @@ def test_from_buckets_takes_non_empty_buckets_and_refuses_what_does_not_fit() ->
         Histogram.from_buckets(
             array("q", [COUNTS_LEN]).tobytes(), array("q", [1]).tobytes(), 1, 1, 1, 1
         )
+
+
+def test_a_merge_of_unpickled_histograms_is_held_as_compactly_as_they_are() -> None:
+    """The coordinator holds an interval's merge until the run ends: 2-byte indexes and
+    the narrowest counts, as an unpickled histogram's, not 16 bytes a bucket (~300 KB a
+    second of a 2-worker run). The figures are the same as a dense merge's."""
+    rng = np.random.default_rng(7)
+    parts = []
+    for _ in range(2):
+        h = Histogram()
+        h.record_many(rng.integers(20_000, 2_000_000, 50_000))
+        parts.append(pickle.loads(pickle.dumps(h)))
+    merged = Histogram.merged(parts)
+    assert merged._sparse is not None
+    indexes, counts = merged._sparse
+    assert indexes.dtype == np.uint16 and counts.dtype.itemsize < 8
+    dense = Histogram()
+    for part in parts:
+        dense.merge(part)
+    assert merged == dense and merged.total_count == 100_000
+    assert merged.percentiles([50, 99, 99.9]) == dense.percentiles([50, 99, 99.9])
+    assert merged.mean_ns() == dense.mean_ns() and merged.stddev_ns() == dense.stddev_ns()

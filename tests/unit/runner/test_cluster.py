@@ -14,7 +14,6 @@ from kvbench.config import RunConfig, Settings, load_config
 from kvbench.config import cluster as cluster_config
 from kvbench.engine.worker import WorkerSummary
 from kvbench.errors import ConfigError
-from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.runner import messages as m
 from kvbench.runner.cluster import (
     ClockReference,
@@ -157,7 +156,7 @@ def test_start_skews_are_from_the_earliest_worker_and_a_lost_one_is_placed_too()
     tally = _RoundReports(3)
     tally.summaries[0] = WorkerSummary("ok", 1_000, 2_000, began_ns=1_000_000)
     tally.summaries[1] = WorkerSummary("ok", 1_000, 2_000, began_ns=3_000_000)
-    tally.intervals[0] = {2: IntervalSnapshot("measure", 0, 1_500_000, 9_000_000, {}, {})}
+    tally.first_start_ns[2] = 1_500_000  # (its first measure part's start, as received)
     workers = {i: _WorkerTotals(i, None) for i in range(3)}
     _start_skews(workers, [tally])
     assert [w.start_skew_ms for w in workers.values()] == [0.0, 2.0, 0.5]
