@@ -91,6 +91,9 @@ def test_a_failing_level_is_reported_not_skipped(tmp_path: Path) -> None:
     doc = read_json(out)
     assert [row["status"] for row in doc["levels"]] == ["failed", "failed"]
     assert "connection refused" in doc["levels"][0]["reason"]
+    # why, under the table, a line a level (in the status cell it folded over many lines)
+    for level, row in zip((1, 2), doc["levels"], strict=True):
+        assert f"pipeline {level}: failed - {row['reason']}" in result.stdout
     # seen: every level refused, exit 0
     assert doc["status"] == "failed" and result.code == 1
     assert "sweep status: failed" in result.stdout

@@ -46,7 +46,7 @@ from kvbench.report.levels import (
     target_column,
 )
 from kvbench.report.summary import queue_interval_row
-from kvbench.report.tables import level_table
+from kvbench.report.tables import level_reasons, level_table
 from kvbench.report.terminal import print_summary, queue_live_line, unit_rates_sentence
 from kvbench.results.model import RunResult
 from kvbench.results.queue import QueueInterval
@@ -489,6 +489,8 @@ def sweep_and_report(
     runs = [o.result for o in outcomes if o.result is not None]
     unsaved = save_runs(config.report, runs)
     console.print(level_table(rows, axis, config.report.wide))
+    for line in level_reasons(rows, axis):  # (wrapped between words, as the summary's)
+        console.print(line, markup=False, highlight=False, soft_wrap=False)
     if unit_rates:  # the original's figure per level, in its units
         for row in rows:
             if row.throughput is not None:

@@ -52,7 +52,9 @@ def presets_table(rows: Iterable[tuple[str, str, str, str]]) -> Table:
 
 def level_table(rows: Sequence[LevelRow], axis: str, wide: bool = False) -> Table:
     """A sweep: per level its status, throughput with its CI, p50, p99, errors, SLO, and
-    under --verify its bad values (get hits that were not the value stored)."""
+    under --verify its bad values (get hits that were not the value stored). Why a level
+    is not ``ok`` is said under the table (``level_reasons``): in its cell, a reason of a
+    hundred characters folded into a column of seven lines at 100 columns."""
     verified = any(row.bad_values is not None for row in rows)
     names = (axis, "status", "ops/s", "95% CI", "p50", "p99", "errors", "SLO")
     table = figures_table(
@@ -71,7 +73,7 @@ def level_table(rows: Sequence[LevelRow], axis: str, wide: bool = False) -> Tabl
             ci = f"needs {MIN_CI_SAMPLES} rounds"
         table.add_row(
             f"{row.level:g}",
-            row.status if not row.reason else f"{row.status}: {row.reason}",
+            row.status,
             format_rate(t.mean) if t else "",
             ci,
             fmt_us(row.latency_us.get("p50")),
@@ -81,6 +83,12 @@ def level_table(rows: Sequence[LevelRow], axis: str, wide: bool = False) -> Tabl
             *([f"{row.bad_values:,}" if row.bad_values is not None else ""] if verified else []),
         )
     return table
+
+
+def level_reasons(rows: Sequence[LevelRow], axis: str) -> list[str]:
+    """A line per level that has a reason for its status, under the sweep's table:
+    ``connections 4: failed - memcached://... was down when the window ended: ...``."""
+    return [f"{axis} {row.level:g}: {row.status} - {row.reason}" for row in rows if row.reason]
 
 
 def figures_table(

@@ -94,6 +94,23 @@ def test_a_sweep_table_shows_bad_values_when_replies_were_checked() -> None:
     assert "bad values" not in render(level_table([plain], "connections"))
 
 
+def test_a_sweep_says_why_a_level_failed_under_its_table_not_in_a_cell() -> None:
+    """A reason in the status cell folded into seven lines at 100 columns (2026-12-05)."""
+    from kvbench.report.levels import LevelRow
+    from kvbench.report.tables import level_reasons, level_table
+
+    reason = "memcached://127.0.0.1:11211 was down when the window ended: none of its connections"
+    rows = [
+        LevelRow(2, "ok", None, None, {}, 0, None),
+        LevelRow(4, "failed", reason, None, {}, 20, None),
+    ]
+    text = render(level_table(rows, "connections"))
+    assert "was down" not in text
+    assert len([line for line in text.splitlines() if line.startswith("│")]) == 2  # one each
+    assert columns(text)[:2] == ["24", "okfailed"]
+    assert level_reasons(rows, "connections") == [f"connections 4: failed - {reason}"]
+
+
 def test_the_batches_table_keeps_every_figure_whole_at_80_columns() -> None:
     from kvbench.report.batches import batches_table
 
