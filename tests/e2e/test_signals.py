@@ -306,3 +306,29 @@ def test_a_worker_killed_mid_run_leaves_a_partial_run_saying_how_it_ended(
     with Store(db) as store:
         assert {r["run_id"]: r["status"] for r in store.list_runs()} == {doc["run_id"]: "partial"}
     assert wait_session_empty(proc.pid) == []
+
+
+def test_a_signal_in_the_drain_ends_it_keeping_the_whole_window(
+    fresh_redis: Server, tmp_path: Path
+) -> None:
+    """Every request a BLPOP that never returns: the 2 s window ends with one in flight on
+    each connection, and the drain would wait --timeout (60 s) for them. SIGINT there ends
+    the run at once: interrupted (exit 130), the four abandoned requests counted in the
+    drain, stored, nothing left behind, and said as what it was: the window was measured
+    whole (was: "the window was cut short", "figures cover 2.00s of the planned window")."""
+    out, db = tmp_path / "run.json", str(tmp_path / "h.db")
+    proc = start_in_session(
+        "run", f"redis://{fresh_redis.address}", "--command", "BLPOP kvbench:never:__key__ 0",
+        "--duration", "2s", "-c", "4", "--processes", "1", "--timeout", "60s",
+        "--json", str(out), "--db", db,
+    )  # fmt: skip
+    wait_for_line(proc, "[   2.0s]")  # the window's last interval: the drain is on
+    stdout, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
+    doc = assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
+    assert doc["window_s"] == pytest.approx(2.0, abs=0.01)
+    drain = doc["phases"]["drain"]
+    assert drain["ops"] == drain["errors"] == 4, drain
+    assert doc["status_reasons"][0] == (
+        "interrupted (Ctrl-C, SIGTERM or SIGHUP) in the drain: the window was measured whole"
+    )
+    assert "the run is interrupted in its drain: its 2.00s window was measured whole" in stdout

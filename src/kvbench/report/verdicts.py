@@ -17,7 +17,14 @@ from kvbench.report.latency import min_samples
 from kvbench.report.queue_figures import QueueFigures
 from kvbench.report.reconcile import Reconciled, Restart, ServerCpu
 from kvbench.results.model import RunResult
-from kvbench.results.status import DEFAULT_MAX_ERROR_RATE, Tally, describe_kinds, format_share
+from kvbench.results.status import (
+    DEFAULT_MAX_ERROR_RATE,
+    INTERRUPTED,
+    Tally,
+    describe_kinds,
+    format_share,
+    window_whole,
+)
 
 # A worker above this share of one core was likely the bottleneck (DESIGN.md §3)...
 CLIENT_CPU_LIMIT = 0.9
@@ -287,11 +294,16 @@ def measurement_verdicts(ev: Evidence) -> list[Verdict]:
     out: list[Verdict] = []
     run = ev.run
     if run.status != "ok":
+        whole = run.status == INTERRUPTED and window_whole(run)
         out.append(
             Verdict(
                 "run.incomplete",
                 "warning",
-                f"the run is {run.status}: figures cover {run.window_s:.2f}s of the planned window",
+                f"the run is {run.status} in its drain: its {run.window_s:.2f}s window was "
+                "measured whole"
+                if whole
+                else f"the run is {run.status}: figures cover {run.window_s:.2f}s of the "
+                "planned window",
                 {"status": run.status},
             )
         )

@@ -29,6 +29,8 @@ EXIT_CODES = {OK: 0, FAILED: 1, PARTIAL: 4, INTERRUPTED: 130}
 # Errors above this share of the attempted ops make a run failed (DESIGN.md §3), unless
 # its config (--max-error-rate, load.max_error_rate) says otherwise.
 DEFAULT_MAX_ERROR_RATE = 0.01
+# A window this close to its planned length was measured whole (its end is a timer's).
+WHOLE_WINDOW_SLACK_NS = 1_000_000
 # Error kinds named in a status reason or verdict; the rest are summed as "others".
 NAMED_KINDS = 3
 
@@ -134,6 +136,7 @@ def judge(
     max_error_rate: float | None,
     delivery_problem: str | None = None,
     connection_problem: str | None = None,
+    window_whole: bool = False,
 ) -> Status:
     """The status from what happened to the processes, to the ops and to the messages.
 
@@ -146,11 +149,15 @@ def judge(
         delivery_problem: a queue run's lost or duplicated messages, in words, or None.
         connection_problem: the connections the run asked for and could not keep open
             (``connection_shortfall``), in words, or None.
+        window_whole: the planned window was measured to its end (``window_whole``): an
+            interruption cut the drain, not the window.
     """
     found: dict[str, list[str]] = {}
     if process_status == INTERRUPTED:
         found.setdefault(INTERRUPTED, []).append(
-            "interrupted (Ctrl-C, SIGTERM or SIGHUP): the window was cut short"
+            "interrupted (Ctrl-C, SIGTERM or SIGHUP) in the drain: the window was measured whole"
+            if window_whole
+            else "interrupted (Ctrl-C, SIGTERM or SIGHUP): the window was cut short"
         )
     elif process_status != OK:
         found.setdefault(PARTIAL, []).append("a worker failed: its share of the load is missing")
@@ -309,6 +316,19 @@ def down_at_end(run: RunResult) -> str | None:
     return "; ".join(said) or None
 
 
+def window_whole(run: RunResult) -> bool:
+    """The run measured every second of the window it planned (``--duration`` times
+    ``--rounds``): a run interrupted after that was cut in its drain, and its figures are
+    whole (was: "the window was cut short" for a Ctrl-C in the drain). False for a run of
+    a count of requests, which plans no window."""
+    load = run.config.get("load") or {}
+    duration_ns = load.get("duration_ns")
+    if not duration_ns:
+        return False
+    planned_ns = int(duration_ns) * int(load.get("rounds") or 1)
+    return run.window_s * 1e9 >= planned_ns - WHOLE_WINDOW_SLACK_NS
+
+
 def run_status(run: RunResult, counts: Tally | None = None) -> Status:
     """The status of any run: a load run, a sweep's level, a compared target, a queue run
     (judged by its delivery, not by an error rate).
@@ -325,6 +345,7 @@ def run_status(run: RunResult, counts: Tally | None = None) -> Status:
         counts,
         max_error_rate(run.config),
         connection_problem="; ".join(problems) or None,
+        window_whole=run.status == INTERRUPTED and window_whole(run),
     )
 
 
