@@ -11,7 +11,12 @@ import click
 @click.option("--target", help="Only runs whose target URL contains this text.")
 @click.option("--last", default=20, show_default=True, help="How many runs to list.")
 @click.option("--db", type=click.Path(dir_okay=False), help="History database.")
-def history(target: str | None, last: int, db: str | None) -> None:
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Every column of the table whatever the terminal's width (it wraps).",
+)
+def history(target: str | None, last: int, db: str | None, wide: bool) -> None:
     """List stored runs, newest first; a sweep's levels and a preset's steps by their label;
     then stored searches (kvbench show search-ID).
 
@@ -29,7 +34,7 @@ def history(target: str | None, last: int, db: str | None) -> None:
     with Store(db or default_db_path()) as store:
         rows = store.list_runs(target, last)
         searches = store.list_searches(target, last)
-    console.print(history_table(rows) if rows else "no runs stored yet")
+    console.print(history_table(rows, wide) if rows else "no runs stored yet")
     for found in searches:  # a search's steps are among the runs, labelled "search N/s"
         console.print(
             f"{found['search_id']}  {found['status']}  {found['answer']['sentence']}",

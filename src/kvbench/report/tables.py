@@ -24,10 +24,17 @@ from kvbench.results.store import HistoryRow
 from kvbench.units import format_rate
 
 
-def history_table(rows: Iterable[HistoryRow]) -> Table:
+def history_table(rows: Iterable[HistoryRow], wide: bool = False) -> Table:
     """Stored runs, newest first (``Store.list_runs``): a sweep's levels and a preset's
-    steps are told apart by their label."""
-    table = Table("run", "started", "status", "label", "target", "window", "ops/s")
+    steps are told apart by their label. At a narrow width the columns that do not fit
+    are left out, by priority, never cut: at 80 columns the run id, the one thing to copy
+    for ``kvbench show``, read "20261205-01…", and the start and target were cut too."""
+    table = FittedTable(
+        "run", "started", "status", "label", "target", "window", "ops/s",
+        priority=("run", "status", "ops/s", "window", "target", "label", "started"),
+        wide=wide,
+        see="--wide",
+    )  # fmt: skip
     for row in rows:
         rate = row["throughput_per_s"]
         table.add_row(

@@ -149,3 +149,27 @@ def test_a_target_without_counters_is_said_once_under_the_table_not_on_every_lin
     seen = level(1, {"cmd_set": 1000, "get_hits": 1000, "get_misses": 0})
     assert batch_line(seen).endswith("servers: cmd_set +1000, get_hits +1000, get_misses +0")
     assert "no server counters" not in render(batches_table([seen], ["memcached://h:1"]))
+
+
+def test_the_history_keeps_every_run_id_whole_at_80_columns() -> None:
+    """The run id is what ``kvbench show`` is given: at 80 columns it read
+    "20261205-01…". Columns that do not fit are left out, by priority, and named."""
+    from kvbench.report.tables import history_table
+    from kvbench.results.store import HistoryRow
+
+    row = HistoryRow(
+        run_id="20261205-010545-9c7adf",
+        started_at="2026-12-05T01:05:42+00:00",
+        status="failed",
+        mode="closed",
+        target="memcached://127.0.0.1:23464",
+        window_s=3.0,
+        throughput_per_s=25_797.4,
+        label="connections 64",
+    )
+    narrow = render(history_table([row]), 80)
+    assert "…" not in narrow
+    assert columns(narrow)[:2] == ["20261205-010545-9c7adf", "failed"]
+    assert "25,797" in narrow and "left out at 80 columns: " in narrow
+    assert "left out" not in render(history_table([row], wide=True), 80)  # (it wraps)
+    assert "left out" not in render(history_table([row]), 160)
