@@ -11,6 +11,7 @@ config alone tells are config/limits.py's.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import resource
 from collections.abc import Callable
@@ -49,6 +50,9 @@ REDIS_DEFAULT_MAX_BULK_BYTES = 512 * 1024 * 1024
 # the largest page-aligned 64-bit number).
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 UNLIMITED_CGROUP_BYTES = 1 << 62
+# (limit, usage, the inactive file cache's line in memory.stat) per cgroup version
+_CGROUP_V2_FILES = ("memory.max", "memory.current", "inactive_file")
+_CGROUP_V1_FILES = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
 # The local port range Linux hands out to connect() (net.ipv4.ip_local_port_range).
 PORT_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
@@ -224,30 +228,60 @@ def memory_room() -> tuple[int, str]:
 def cgroup_memory_left(
     proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = CGROUP_ROOT
 ) -> int | None:
-    """The memory this process's cgroup may still charge (its limit less its usage), by
-    cgroup v2 (``memory.max``, ``memory.current``) or v1 (``memory.limit_in_bytes``,
-    ``memory.usage_in_bytes``); None when it has no limit or none can be read."""
+    """What this process's cgroup may still charge before its memory limit, the least over
+    the group and its ancestors (a parent's limit holds its children too), by cgroup v2
+    (``memory.max``) or v1 (``memory.limit_in_bytes``); None when no limit can be read.
+
+    Its usage is counted as the kernel's out-of-memory killer sees it, without the inactive
+    file cache it reclaims first (``memory.stat``; the working set docker and the kubelet
+    show): counted whole, a container's page cache refused runs that fit."""
     try:
         lines = proc_cgroup.read_text().splitlines()
     except OSError:
         return None
+    lefts: list[int] = []
     for line in lines:
-        _, controllers, path = line.split(":", 2)
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        _, controllers, path = fields
         if controllers == "":
-            names, base = ("memory.max", "memory.current"), root
+            files, base = _CGROUP_V2_FILES, root
         elif "memory" in controllers.split(","):
-            names, base = ("memory.limit_in_bytes", "memory.usage_in_bytes"), root / "memory"
+            files, base = _CGROUP_V1_FILES, root / "memory"
         else:
             continue
-        for directory in (base / path.lstrip("/"), base):  # (a cgroup namespace: its root)
-            try:
-                limit, usage = ((directory / name).read_text().strip() for name in names)
-            except OSError:
-                continue
-            if limit == "max" or int(limit) >= UNLIMITED_CGROUP_BYTES:
+        group = base / path.lstrip("/")
+        if not group.is_dir():  # a cgroup namespace: the group is the mount's root
+            group = base
+        while True:
+            left = _cgroup_left(group, *files)
+            if left is not None:
+                lefts.append(left)
+            if group == base or group == group.parent:
                 break
-            return max(0, int(limit) - int(usage))
-    return None
+            group = group.parent
+    return min(lefts) if lefts else None
+
+
+def _cgroup_left(group: Path, limit_file: str, usage_file: str, inactive: str) -> int | None:
+    """``group``'s limit less its working set (usage less inactive file cache), or None:
+    no limit, or none readable."""
+    try:
+        limit = (group / limit_file).read_text().strip()
+        if limit == "max" or int(limit) >= UNLIMITED_CGROUP_BYTES:
+            return None
+        usage = int((group / usage_file).read_text())
+    except (OSError, ValueError):
+        return None
+    cache = 0
+    with contextlib.suppress(OSError, ValueError):
+        for line in (group / "memory.stat").read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == inactive:
+                cache = int(value)
+                break
+    return max(0, int(limit) - max(0, usage - cache))
 
 
 def address_space_room() -> int | None:

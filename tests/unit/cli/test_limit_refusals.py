@@ -311,3 +311,21 @@ def test_a_cgroup_namespace_shows_the_limit_at_the_root(tmp_path: Path) -> None:
     (tmp_path / "memory.max").write_text(f"{2 << 30}\n")
     (tmp_path / "memory.current").write_text(f"{1 << 30}\n")
     assert limits.cgroup_memory_left(cgroup, tmp_path) == 1 << 30
+
+
+def test_the_cgroups_room_leaves_out_its_page_cache_and_heeds_a_tighter_parent(
+    tmp_path: Path,
+) -> None:
+    """Counted whole, a container's reclaimable page cache refused runs that fit; and a
+    parent's limit (a systemd slice's) holds the group inside it too."""
+    cgroup = tmp_path / "cgroup"
+    cgroup.write_text("garbage\n0::/slice/run.scope\n")  # (a line not a cgroup's: passed over)
+    group = tmp_path / "slice/run.scope"
+    group.mkdir(parents=True)
+    (group / "memory.max").write_text(f"{8 << 30}\n")
+    (group / "memory.current").write_text(f"{6 << 30}\n")
+    (group / "memory.stat").write_text(f"anon {1 << 30}\ninactive_file {4 << 30}\n")
+    assert limits.cgroup_memory_left(cgroup, tmp_path) == 6 << 30  # 8 - (6 - 4)
+    (tmp_path / "slice/memory.max").write_text(f"{5 << 30}\n")
+    (tmp_path / "slice/memory.current").write_text(f"{4 << 30}\n")
+    assert limits.cgroup_memory_left(cgroup, tmp_path) == 1 << 30  # the slice's is tighter
