@@ -286,32 +286,31 @@ def down_at_end(run: RunResult) -> str | None:
     measured after the server went down was no load on it: failed. (Was: a 3 s run whose
     memcached was killed in its second second and stayed down ended ``ok``, 0.07% errors,
     its last two seconds sent nowhere: the gone rule takes twice ``--timeout``.)"""
-    snaps = [*run.intervals, *run.phases.values()]
-    workers: dict[int, int] = {}  # server -> workers that found it down
-    down_ns: dict[int, int] = {}  # server -> how long, summed over them
-    reporting: dict[int, int] = {}  # server -> workers in the interval that says so
-    for snap in snaps:
+    # (server, round) -> [workers that found it down, how long summed over them, workers
+    # in the interval that says so]: each round's window has an end of its own
+    found: dict[tuple[int, int], list[int]] = {}
+    for snap in run.intervals:
         for name, n in snap.stats.items():
             if n and (match := _DOWN_AT_END.fullmatch(name)):
-                i = int(match.group(1))
-                workers[i] = workers.get(i, 0) + int(n)
-                down_ns[i] = down_ns.get(i, 0) + int(snap.stats.get(f"{name}_ns", 0))
-                reporting[i] = max(reporting.get(i, 0), snap.workers)
+                counts = found.setdefault((int(match.group(1)), snap.round), [0, 0, 0])
+                counts[0] += int(n)
+                counts[1] += int(snap.stats.get(f"{name}_ns", 0))
+                counts[2] = max(counts[2], snap.workers)
     lost = _lost_indices(run)
     urls = [str(t.get("url", "")) for t in run.config.get("targets") or []]
+    several_rounds = len({snap.round for snap in run.intervals}) > 1
     said = []
-    for i in sorted(set(workers) - lost):
+    for (i, round_index), (down, down_ns, reporting) in sorted(found.items()):
+        if i in lost:
+            continue
         name = urls[i] if i < len(urls) else f"server {i}"
+        when = f"round {round_index + 1}'s window" if several_rounds else "the window"
         # Down to some of the workers only (a load machine that lost its route): said so.
-        seen = (
-            f", as {workers[i]} of the {reporting[i]} workers saw it"
-            if workers[i] < reporting[i]
-            else ""
-        )
+        seen = f", as {down} of the {reporting} workers saw it" if down < reporting else ""
         said.append(
-            f"{name} was down when the window ended{seen}: none of its connections live for "
-            f"the last {down_ns[i] / workers[i] / 1e9:.1f}s, every reconnect failing (what "
-            "was measured until then is kept)"
+            f"{name} was down when {when} ended{seen}: none of its connections live for "
+            f"the last {down_ns / down / 1e9:.1f}s, every reconnect failing (what was "
+            "measured until then is kept)"
         )
     return "; ".join(said) or None
 

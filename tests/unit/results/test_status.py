@@ -212,3 +212,27 @@ def test_a_server_down_when_the_window_ended_fails_the_run_naming_it() -> None:
     assert reason.startswith("memcached://10.0.0.2:11211 went away: ")
     quiet = {**stats, "server1_down_at_end": 0.0}
     assert run_status(two_servers_run(quiet, workers=2)).name == "ok"
+
+
+def test_a_server_down_at_the_end_of_one_round_of_several_names_that_round() -> None:
+    """Each round's window ends on its own: counted over the rounds together, 1 of 2
+    workers down at the end of round 1 and 1 of 2 at the end of round 2 read as "2 of 2"
+    (the same server everywhere), and the round was not named."""
+    stats = {"server0_down_at_end": 1.0, "server0_down_at_end_ns": 1.5 * S}
+    snaps = [
+        IntervalSnapshot(
+            "measure", 0, 0, S, {"get": {"hit": 10}}, {}, stats=stats, workers=2, round=r
+        )
+        for r in (0, 1)
+    ]
+    config = {"load": {}, "targets": [{"url": "memcached://10.0.0.1:11211"}]}
+    run = RunResult("r", "t", "ok", "closed", "0", config, [], 0, 2 * S, snaps)
+    status = run_status(run)
+    assert status.name == "failed"
+    [reason] = status.reasons
+    assert reason.split("; ") == [
+        f"memcached://10.0.0.1:11211 was down when round {r}'s window ended, as 1 of the 2 "
+        "workers saw it: none of its connections live for the last 1.5s, every reconnect "
+        "failing (what was measured until then is kept)"
+        for r in (1, 2)
+    ]
