@@ -113,23 +113,24 @@ def test_a_run_of_a_killed_server_ends_at_its_window_failed_naming_it(tmp_path: 
 
 
 def test_a_short_run_whose_server_dies_and_stays_down_ends_failed(tmp_path: Path) -> None:
-    """A 3 s window, the server killed after its first second, the gone rule's 10 s far
-    off: the window ends with the server down, failed, naming it and how long it was down
-    (was: ``ok``, two thirds of the window sent nowhere)."""
+    """A 5 s window, the server killed once its first second is printed, the gone rule's
+    10 s far off: the window ends with the server down, failed, naming it and how long it
+    was down (was: ``ok``, most of the window sent nowhere). 5 s, not 3: a loaded machine
+    may print the first second late, and the kill must come before the window's end."""
     out = tmp_path / "run.json"
     code, stdout, stderr, address = run_and_kill(
-        ["run", "memcached://{address}", "-c", "2", "--processes", "1", "--duration", "3s",
+        ["run", "memcached://{address}", "-c", "2", "--processes", "1", "--duration", "5s",
          "--json", str(out), "--no-save"]
     )  # fmt: skip
     assert code == 1, stdout + stderr
     assert "Traceback" not in stderr
     doc = read_json(out)
     url = f"memcached://{address}"
-    assert doc["status"] == "failed" and len(doc["intervals"]) == 3
+    assert doc["status"] == "failed" and len(doc["intervals"]) == 5
     [reason] = doc["status_reasons"]
     prefix = f"{url} was down when the window ended: none of its connections live for the last "
     assert reason.startswith(prefix), reason
     down_s = float(reason.removeprefix(prefix).split("s,")[0])
-    assert 0 < down_s <= 2.0  # killed once the first second was printed
+    assert 0 < down_s <= 4.0  # killed once the first second was printed
     assert f"status: failed - {prefix}" in stdout
     assert doc["connections"]["connect_failures"] > 0

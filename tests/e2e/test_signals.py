@@ -286,7 +286,7 @@ def test_a_worker_killed_mid_run_leaves_a_partial_run_saying_how_it_ended(
     url = f"memcached://{fresh_memcached.address}"
     out, db = tmp_path / "run.json", str(tmp_path / "h.db")
     proc = start_in_session(
-        "run", url, "--duration", "3s", "-c", "4", "--processes", "2", "--json", str(out),
+        "run", url, "--duration", "5s", "-c", "4", "--processes", "2", "--json", str(out),
         "--db", db,
     )  # fmt: skip
     wait_for_line(proc, "[   1.0s]")
