@@ -96,7 +96,7 @@ def level_row(
     """A sweep row from a level's run, or a row of ``status`` when the level did not run.
 
     A level's status is its run's (``results.status``); its throughput is the mean over
-    its complete rounds.
+    its complete rounds; its SLO is judged only when it is ``ok`` (None otherwise).
     """
     if run is None:
         return LevelRow(level, status, reason, None, {}, 0, None)
@@ -111,7 +111,9 @@ def level_row(
         latency_us=model.latency_us,
         errors=model.total_errors,
         run_id=run.run_id,
-        slo_met=slo.met(model.latency_us) if slo is not None else None,
+        # Judged on a complete level only: a failed run's percentiles are not an answer
+        # (was: a level whose server went down at its end was "met", and the best level).
+        slo_met=slo.met(model.latency_us) if slo is not None and judged.name == OK else None,
         bad_values=model.verification.mismatches if model.verification is not None else None,
     )
 
@@ -148,7 +150,7 @@ def knee(rows: list[LevelRow]) -> float | None:
 
 
 def best_level(rows: list[LevelRow]) -> float | None:
-    """The highest level whose run met the SLO."""
+    """The highest level whose run was complete (``ok``) and met the SLO."""
     met = [r.level for r in rows if r.slo_met]
     return max(met) if met else None
 

@@ -199,3 +199,20 @@ def test_a_report_of_runs_with_different_workloads_says_which_settings_differ() 
     again = make_run("20261201-120200-cccccc", [ops] * 3,
                      config={"load": {"connections": 50}, "workload": {"seed": 7, "ratio": {"set": 1, "get": 10}}})  # fmt: skip
     assert settings_caveat(gets, again, 2) is None  # another seed is no other workload
+
+
+def test_a_level_that_is_not_ok_is_never_judged_against_the_slo_nor_the_best() -> None:
+    """A level whose run failed (here: a worker lost, partial) had p99 200 us, under the
+    1 ms objective: it was "met" and the sweep's best level, though a failed run's
+    percentiles are not an answer (seen: a level whose server went down at its end)."""
+    from dataclasses import replace
+
+    from kvbench.report.levels import best_level
+
+    objective = parse_slo("p99<1ms")
+    ok = level_row(1.0, level_run("20261129-1", [10_000], 200), None, objective)
+    lost = replace(level_run("20261129-2", [20_000], 200), status="partial")
+    failed = level_row(2.0, lost, None, objective)
+    assert (ok.status, ok.slo_met) == ("ok", True)
+    assert (failed.status, failed.slo_met) == ("partial", None)
+    assert best_level([ok, failed]) == 1.0
