@@ -18,7 +18,7 @@ from importlib import resources
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from kvbench import __version__
 from kvbench.report.diff import differences
@@ -74,8 +74,19 @@ def _environment() -> jinja2.Environment:
         ratio=lambda v: DASH if v is None else f"{v:.3f}{TIMES}",
         value=json.dumps,
         pretty=lambda v: json.dumps(v, indent=2),
+        words=unbroken_words,
     )
     return env
+
+
+def unbroken_words(text: str) -> Markup:
+    """``text`` escaped, each word holding a hyphen kept on one line: a browser breaks
+    after a hyphen, and a sweep's reason at 1280 px read "(--" and "max-error-rate)" on
+    two lines, a flag no longer one to copy."""
+    return Markup(" ").join(
+        Markup('<span class="word">{}</span>').format(word) if "-" in word else escape(word)
+        for word in text.split(" ")
+    )
 
 
 def _asset(name: str) -> str:

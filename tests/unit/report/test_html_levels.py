@@ -98,7 +98,10 @@ def test_the_knee_is_marked_at_its_level() -> None:
 
 def test_a_failed_level_is_shown_with_its_reason() -> None:
     html, page, data = sweep_page()
-    assert ("/sweep/levels/3/status", '"failed"', f"failed: {REFUSED}") in page.refs
+    # the status in one word; why, on a row of its own under the level
+    assert ("/sweep/levels/3/status", '"failed"', "failed") in page.refs
+    assert ("/sweep/levels/3/reason", json.dumps(REFUSED), REFUSED) in page.refs
+    assert re.search(r'<tr class="reason-row"><td></td><td class="bad" colspan="8"', html)
     assert "&lt;errno 111&gt;" in html and "<errno" not in html
     failed = re.search(r'<tr class=" failed">(.*?)</tr>', html, re.S)
     assert failed is not None and "no run" in failed.group(1)
@@ -127,9 +130,11 @@ def test_a_sweep_whose_every_level_failed_still_renders() -> None:
     page = parse(render_sweep("connections", TARGET, rows, []))
     data = json.loads(page.data_text)
     assert data["runs"] == [] and data["sweep"]["knee"] is None
-    assert [ref for ref in page.refs if ref[0].endswith("/status")] == [
-        ("/sweep/levels/0/status", '"failed"', f"failed: {REFUSED}"),
-        ("/sweep/levels/1/status", '"failed"', f"failed: {REFUSED}"),
+    assert [ref for ref in page.refs if ref[0].endswith(("/status", "/reason"))] == [
+        ("/sweep/levels/0/status", '"failed"', "failed"),
+        ("/sweep/levels/0/reason", json.dumps(REFUSED), REFUSED),
+        ("/sweep/levels/1/status", '"failed"', "failed"),
+        ("/sweep/levels/1/reason", json.dumps(REFUSED), REFUSED),
     ]
 
 
@@ -199,6 +204,17 @@ def test_a_report_of_runs_with_different_workloads_says_which_settings_differ() 
     again = make_run("20261201-120200-cccccc", [ops] * 3,
                      config={"load": {"connections": 50}, "workload": {"seed": 7, "ratio": {"set": 1, "get": 10}}})  # fmt: skip
     assert settings_caveat(gets, again, 2) is None  # another seed is no other workload
+
+
+def test_a_reason_keeps_each_hyphenated_word_on_one_line_and_escaped() -> None:
+    """A browser breaks after a hyphen: at 1280 px a sweep's reason read "(--" and
+    "max-error-rate)" on two lines."""
+    from kvbench.report.html import unbroken_words
+
+    html = str(unbroken_words("above the 1% allowed (--max-error-rate): <b> & co"))
+    assert html == (
+        'above the 1% allowed <span class="word">(--max-error-rate):</span> &lt;b&gt; &amp; co'
+    )
 
 
 def test_a_level_that_is_not_ok_is_never_judged_against_the_slo_nor_the_best() -> None:
