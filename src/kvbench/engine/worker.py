@@ -85,6 +85,10 @@ TIMEOUT_SCAN_PER_CONNECTION_NS = 100_000
 # 17-39 ms and showed up as a 39 ms max in a 4 s Redis run (pipeline 16); folding as the
 # interval runs kept that run's max at 4.5 ms.
 FOLD_EVERY = 10
+# Stopped by a signal, a run's drain waits this long for the replies in flight, then
+# abandons them (``Worker.stop``): a healthy server answers within a round trip, and a
+# stalled one held a Ctrl-C for --timeout (59 s of a replay at --timeout 60s).
+STOP_DRAIN_S = 1.0
 # What a run that could not send an interval's snapshot says (``Worker._send_posted``).
 _UNSENT = "an interval could not be sent"
 
@@ -539,7 +543,9 @@ class Worker(LinkKeeper):
         self._cut_short()
 
     def stop(self) -> None:
-        """End the measured window now (Ctrl-C); in-flight requests still drain.
+        """End the measured window now (Ctrl-C); in-flight requests still drain, for at
+        most ``STOP_DRAIN_S``: what is in flight then is abandoned (a stop in the drain
+        abandons it at once).
 
         During a preload: no more sets are sent, the ones in flight drain, and ``preload``
         returns what was stored (a preload of millions of keys ends in a round trip).
@@ -554,6 +560,13 @@ class Worker(LinkKeeper):
             return
         self._interrupted = True
         self._cut_short()
+        if self.phase == "drain" and not self._finished.is_set():
+            asyncio.get_running_loop().call_later(STOP_DRAIN_S, self._end_drain)
+
+    def _end_drain(self) -> None:
+        """A stopped run's drain is over: abandon what is still in flight (``_finish``)."""
+        if self.phase == "drain" and self._finished is not None and not self._finished.is_set():
+            self._finish(_now())
 
     def _cut_short(self) -> None:
         """End the measured window now; in-flight requests still drain."""
