@@ -332,3 +332,46 @@ def test_a_signal_in_the_drain_ends_it_keeping_the_whole_window(
         "interrupted (Ctrl-C, SIGTERM or SIGHUP) in the drain: the window was measured whole"
     )
     assert "the run is interrupted in its drain: its 2.00s window was measured whole" in stdout
+
+
+def test_a_replay_stopped_with_requests_in_flight_counts_them_sent(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    """A timed replay whose server stalls (SIGSTOP) in its first second: what it sends after
+    that stays in flight, and a replay's window waits for every reply, so Ctrl-C ends it
+    with them abandoned in the drain. They were sent all the same: the trace's sent figure
+    counts them and says how many ended in the drain (was: "sent 292 of 300 queued" for
+    a replay that wrote all 300); its figures cover the time it ran, no planned window."""
+    trace = tmp_path / "trace.csv"
+    with trace.open("w") as f:  # 3 s of trace time, 200 rows a second
+        f.write("timestamp_s,key,key_size,value_size,client_id,operation,ttl_s\n")
+        for i in range(600):
+            f.write(f"{i / 200:.3f},k{i % 50},8,{0 if i % 2 else 20},{i % 2},")
+            f.write(f"{'get' if i % 2 else 'set'},0\n")
+    out, db = tmp_path / "run.json", str(tmp_path / "h.db")
+    proc = start_in_session(
+        "replay", str(trace), f"memcached://{fresh_memcached.address}", "-c", "2",
+        "--processes", "1", "--timeout", "60s", "--json", str(out), "--db", db,
+    )  # fmt: skip
+    try:
+        wait_for_line(proc, "[   1.0s]")
+        os.kill(fresh_memcached.proc.pid, signal.SIGSTOP)
+        time.sleep(1.0)  # the schedule sends ~200 more, which stay unanswered
+        stdout, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
+    finally:
+        proc.kill()
+        os.kill(fresh_memcached.proc.pid, signal.SIGCONT)
+    doc = assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
+    sent, drain = doc["trace"]["sent"], doc["phases"]["drain"]
+    assert sent["in_drain"] == drain["ops"] == drain["errors"] > 0, (sent, drain)
+    in_window = sum(
+        n
+        for op in doc["ops"].values()
+        for outcome, n in op["outcomes"].items()
+        if outcome not in ("late", "mismatch", "dropped")
+    )
+    assert sent["total"] == in_window + drain["ops"] == sum(sent["by_op"].values())
+    assert f"sent {sent['total']:,} of 600 queued" in stdout
+    assert f"; {drain['ops']:,} of them in the drain" in stdout
+    assert f"figures cover its first {doc['window_s']:.2f}s" in stdout
+    assert "timed in the drain" in stdout or "Little's law" not in stdout

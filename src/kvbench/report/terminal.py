@@ -468,6 +468,7 @@ def trace_lines(model: ReportModel) -> Text:
     text.append(
         f"  sent {sent['total']:,} of {sent['requests']:,} queued"
         + (f" ({as_})" if as_ else "")
+        + (f"; {sent['in_drain']:,} of them in the drain" if sent["in_drain"] else "")
         + capture
         + (f"; skipped {skipped}" if skipped else "")
         + (f"; {sent['keys_clamped']:,} keys clamped to 250 bytes" if sent["keys_clamped"] else "")

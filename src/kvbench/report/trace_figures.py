@@ -74,6 +74,7 @@ class TraceSent(TypedDict):
     sent_as: dict[str, str]  # trace op -> the op sent
     by_op: dict[str, int]
     total: int
+    in_drain: int  # of ``total``: answered or abandoned in the drain, not in the figures
     dropped: int
     offered_per_s: float | None
     trace_span_s: float
@@ -108,11 +109,16 @@ def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> TraceFigure
     profile = profile_summary(section.profile)
     counts = section.counts
     counted = total.counts if total else {}
+    # A replay has no warm-up and, run to its end, no drain: its window lasts until the
+    # last reply. Stopped (Ctrl-C), the requests in flight are answered or abandoned in
+    # the drain: they were sent all the same (was: "sent 292 of 300 queued" for a replay
+    # whose 300 requests were all written, 8 of them answered in the drain).
+    drained = run.phases["drain"].counts if "drain" in run.phases else {}
+    in_window, in_drain = _sent(counted), _sent(drained)
     sent_by_op = {
-        name: sum(n for outcome, n in row.items() if outcome not in _NOT_SENT)
-        for name, row in sorted(counted.items())
+        name: in_window.get(name, 0) + in_drain.get(name, 0)
+        for name in sorted(in_window.keys() | in_drain.keys())
     }
-    sent_by_op = {name: n for name, n in sent_by_op.items() if n}
     dropped = sum(row.get("dropped", 0) for row in counted.values())
     rate = profile["rate"]
     speed = section.speed
@@ -128,6 +134,7 @@ def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> TraceFigure
         "sent_as": dict(section.sent_as),
         "by_op": sent_by_op,
         "total": sum(sent_by_op.values()),
+        "in_drain": sum(in_drain.values()),
         "dropped": dropped,
         # At --speed S the requests queued to be sent go out over 1/S of the span
         # (rows skipped are not offered: the intervals' ``offered`` counts the same).
@@ -147,6 +154,16 @@ def trace_figures(run: RunResult, total: IntervalSnapshot | None) -> TraceFigure
         "profile": profile,
         "sent": sent,
     }
+
+
+def _sent(counts: dict[str, dict[str, int]]) -> dict[str, int]:
+    """Requests sent per op (its outcomes but the notes and those never sent), ops that
+    sent none left out."""
+    sent = {
+        name: sum(n for outcome, n in row.items() if outcome not in _NOT_SENT)
+        for name, row in counts.items()
+    }
+    return {name: n for name, n in sent.items() if n}
 
 
 def profile_summary(profile: dict[str, Any]) -> ProfileFigures:

@@ -294,19 +294,17 @@ def measurement_verdicts(ev: Evidence) -> list[Verdict]:
     out: list[Verdict] = []
     run = ev.run
     if run.status != "ok":
-        whole = run.status == INTERRUPTED and window_whole(run)
-        out.append(
-            Verdict(
-                "run.incomplete",
-                "warning",
-                f"the run is {run.status} in its drain: its {run.window_s:.2f}s window was "
-                "measured whole"
-                if whole
-                else f"the run is {run.status}: figures cover {run.window_s:.2f}s of the "
-                "planned window",
-                {"status": run.status},
+        window = f"{run.window_s:.2f}s"
+        if run.status == INTERRUPTED and window_whole(run):
+            message = (
+                f"the run is {run.status} in its drain: its {window} window was measured whole"
             )
-        )
+        elif (run.config.get("load") or {}).get("duration_ns"):
+            message = f"the run is {run.status}: figures cover {window} of the planned window"
+        else:  # a replay, a count of requests: no window was planned (was: "of the planned
+            # window", for a replay's 4.13s against a trace of 2.99s)
+            message = f"the run is {run.status}: figures cover its first {window}"
+        out.append(Verdict("run.incomplete", "warning", message, {"status": run.status}))
     if ev.max_error_rate is not None:
         out += error_verdicts(ev.tally, ev.max_error_rate)
     little = littles_law(run.intervals, ev.completed, run.window_s, ev.mean_latency_ns)
@@ -320,13 +318,22 @@ def measurement_verdicts(ev: Evidence) -> list[Verdict]:
         allowed = f"tolerance {tolerance:.0%}"
         if floor:
             allowed += f", at least {floor:.0f} request(s) in an open loop"
+        drained = run.phases["drain"].ops() if "drain" in run.phases else 0
+        why = (
+            # the requests in flight when it was stopped are counted in flight to its
+            # end, and timed in the drain (was: "client queueing?", for a replay
+            # interrupted with 8 requests held by a stopped server)
+            f"the {drained:,} request(s) in flight when the run was stopped are timed in the "
+            "drain, not in these figures"
+            if run.status != "ok" and drained
+            else "time was spent outside the measured span (client queueing?)"
+        )
         out.append(
             Verdict(
                 "little.law",
                 "warning",
                 f"replies/s x mean latency = {little[0]:.1f} requests in flight, but "
-                f"{little[1]:.1f} were measured (Little's law, {allowed}): time was spent "
-                "outside the measured span (client queueing?)",
+                f"{little[1]:.1f} were measured (Little's law, {allowed}): {why}",
                 {
                     "expected_inflight": round(little[0], 2),
                     "measured_inflight": round(little[1], 2),

@@ -17,7 +17,7 @@ from kvbench.results.trace import TraceSection
 def test_a_replay_stopped_before_its_clock_has_a_trace_line_without_a_rate() -> None:
     replay = {"path": "trace.csv", "speed": 1.0}
     section = TraceSection.from_reports(replay, [])  # no worker got to report its feed
-    figures = trace_figures(SimpleNamespace(trace=section), None)  # type: ignore[arg-type]
+    figures = trace_figures(SimpleNamespace(trace=section, phases={}), None)  # type: ignore[arg-type]
     assert figures is not None and figures["sent"]["offered_per_s"] is None
     text = trace_lines(SimpleNamespace(trace=figures)).plain  # type: ignore[arg-type]
     assert "nothing offered: the run ended before its clock started" in text

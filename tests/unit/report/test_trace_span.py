@@ -74,6 +74,7 @@ def test_the_trace_lines_give_the_span_and_the_ttl_profile() -> None:
         "sent_as": {"set": "set"},
         "skipped": {},
         "total": 21_717,
+        "in_drain": 0,
         "requests": 21_717,
         "keys_clamped": 0,
     }

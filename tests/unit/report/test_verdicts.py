@@ -388,3 +388,38 @@ def test_a_server_count_above_the_clients_after_a_lost_worker_names_that_worker(
         "server.reconciliation",
     )
     assert "another client may be using the server" in other.message
+
+
+def messages(ev: Evidence) -> dict[str, str]:
+    return {v.id: v.message for v in all_verdicts(ev)}
+
+
+def test_an_interrupted_run_says_what_its_figures_cover() -> None:
+    """Of a window planned by --duration; of a replay or a count of requests, which plan
+    none, only how long it ran (was: "4.13s of the planned window" for a replay whose
+    trace spanned 2.99s)."""
+    timed = run([snap({"get": {"hit": 1000}})], status="interrupted")
+    timed.config = {"load": {"duration_ns": 10 * S, "rounds": 1}}
+    said = messages(evidence(timed))["run.incomplete"]
+    assert said == "the run is interrupted: figures cover 1.00s of the planned window"
+    counted = run([snap({"get": {"hit": 1000}})], status="interrupted")
+    counted.config = {"load": {"duration_ns": None, "requests": None}}
+    said = messages(evidence(counted))["run.incomplete"]
+    assert said == "the run is interrupted: figures cover its first 1.00s"
+
+
+def test_littles_law_on_a_stopped_run_names_the_requests_timed_in_its_drain() -> None:
+    """Stopped with requests in flight (a server that stalled), the window counted them in
+    flight to its end while their latency went to the drain: the gap is said as that, not
+    as client queueing."""
+    drain = IntervalSnapshot("drain", 0, S, 2 * S, {"get": {"hit": 8}}, {})
+    stopped = run([snap({"get": {"hit": 1000}}, inflight_mean=10.0)], status="interrupted")
+    stopped.phases = {"drain": drain}
+    said = messages(evidence(stopped, mean_latency_ns=1_000_000))["little.law"]
+    assert said.endswith(
+        "the 8 request(s) in flight when the run was stopped are timed in the drain, not in "
+        "these figures"
+    )
+    stopped.status = "ok"  # a run that ended: its drain is the window's edge
+    said = messages(evidence(stopped, mean_latency_ns=1_000_000))["little.law"]
+    assert said.endswith("time was spent outside the measured span (client queueing?)")
