@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from kvbench.engine.worker import PRELOAD_PIPELINE
 from kvbench.results.store import Store
 from tests.support.cli import read_json, start_in_session
 from tests.support.servers import Server, counters
@@ -375,3 +376,30 @@ def test_a_replay_stopped_with_requests_in_flight_counts_them_sent(
     assert f"; {drain['ops']:,} of them in the drain" in stdout
     assert f"figures cover its first {doc['window_s']:.2f}s" in stdout
     assert "timed in the drain" in stdout or "Little's law" not in stdout
+
+
+def test_ctrl_c_in_a_preload_to_a_stalled_server_ends_within_a_second_of_waiting(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    """The server stalls (SIGSTOP) mid-preload, with each connection's preload pipeline
+    full; Ctrl-C then waits 1 s for those sets and abandons them, counted as the preload's
+    errors (was: it waited --timeout, 60 s here, for replies that could not come)."""
+    out, db = tmp_path / "run.json", str(tmp_path / "h.db")
+    proc = start_in_session(
+        "run", f"memcached://{fresh_memcached.address}", "--preload", "--keys", "3000000",
+        "-c", "4", "--processes", "1", "--timeout", "60s", "--json", str(out), "--db", db,
+    )  # fmt: skip
+    try:
+        wait_for_line(proc, "preloading")
+        os.kill(fresh_memcached.proc.pid, signal.SIGSTOP)
+        time.sleep(0.5)
+        stdout, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
+    finally:
+        proc.kill()
+        os.kill(fresh_memcached.proc.pid, signal.SIGCONT)
+    assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
+    preload = read_json(out)["phases"]["preload"]
+    assert f"preload (not in the figures): {preload['ops']:,} ops" in stdout
+    # every connection's pipeline was full when the server stalled: those sets, abandoned
+    assert preload["errors"] == 4 * PRELOAD_PIPELINE, preload
+    assert preload["counts"]["set"]["conn_error"] == preload["errors"]

@@ -555,18 +555,25 @@ class Worker(LinkKeeper):
             if self._finished is not None and not self._finished.is_set():
                 self.budget = 0
                 self.maybe_finished()
-            return
+        elif self._finished is not None and not self._finished.is_set():
+            self._interrupted = True
+            self._cut_short()
+        if self._finished is not None and not self._finished.is_set():
+            asyncio.get_running_loop().call_later(STOP_DRAIN_S, self._end_stopped)
+
+    def _end_stopped(self) -> None:
+        """A stopped run's wait for its replies is over: what is still in flight is
+        abandoned, counted as ``conn_error`` (in the drain's figures, or the preload's:
+        a stopped preload waited --timeout too)."""
         if self._finished is None or self._finished.is_set():
             return
-        self._interrupted = True
-        self._cut_short()
-        if self.phase == "drain" and not self._finished.is_set():
-            asyncio.get_running_loop().call_later(STOP_DRAIN_S, self._end_drain)
-
-    def _end_drain(self) -> None:
-        """A stopped run's drain is over: abandon what is still in flight (``_finish``)."""
-        if self.phase == "drain" and self._finished is not None and not self._finished.is_set():
+        if self.phase == "drain":
             self._finish(_now())
+        elif self.phase == "preload":
+            for conn in self.connections:
+                if conn.inflight:
+                    conn.abandon()
+            self._finished.set()
 
     def _cut_short(self) -> None:
         """End the measured window now; in-flight requests still drain."""
