@@ -403,3 +403,34 @@ def test_ctrl_c_in_a_preload_to_a_stalled_server_ends_within_a_second_of_waiting
     # every connection's pipeline was full when the server stalled: those sets, abandoned
     assert preload["errors"] == 4 * PRELOAD_PIPELINE, preload
     assert preload["counts"]["set"]["conn_error"] == preload["errors"]
+
+
+def test_ctrl_c_in_a_queue_run_to_a_stalled_server_abandons_what_is_in_flight(
+    fresh_redis: Server, tmp_path: Path
+) -> None:
+    """Redis stalls (SIGSTOP) mid-run; Ctrl-C then waits 1 s for the put and the get in
+    flight and abandons them: the put unacknowledged, the get's message of unknown fate,
+    neither counted lost, and the connections not called lost. Was: the run waited
+    --timeout (60 s here) for them, after the coordinator had waited 2 s per interval for
+    the stalled server's backlog."""
+    out, db = tmp_path / "q.json", str(tmp_path / "h.db")
+    proc = start_in_session(
+        "queue", f"redis-queue://{fresh_redis.address}/stall", "-n", "100000000",
+        "--timeout", "60s", "--json", str(out), "--db", db,
+    )  # fmt: skip
+    try:
+        wait_for_line(proc, "[   1.0s]")
+        os.kill(fresh_redis.proc.pid, signal.SIGSTOP)
+        time.sleep(0.5)
+        stdout, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
+    finally:
+        proc.kill()
+        os.kill(fresh_redis.proc.pid, signal.SIGCONT)
+    doc = assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
+    outcomes = {op: doc["ops"][op]["outcomes"] for op in ("put", "get")}
+    # a pipeline of 1: the producer always has its one put in flight; the consumer its
+    # get, unless it was waiting out an empty read
+    assert outcomes["put"].get("conn_error") == 1, outcomes
+    assert doc["queue"]["unanswered_gets"] == outcomes["get"].get("conn_error", 0) <= 1
+    assert doc["queue"]["lost"] == 0
+    assert "connections were lost" not in stdout

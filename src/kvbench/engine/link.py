@@ -31,6 +31,13 @@ _REFUSALS = (b"ERROR", b"SERVER_ERROR", b"CLIENT_ERROR", b"-")
 SetupWriter = Callable[[Any, bytearray], int]
 
 
+# Stopped by a signal, a run waits this long for the replies in flight, then abandons
+# them (``Link.abandon``; engine/worker.py, engine/queue_worker.py): a healthy server
+# answers within a round trip, and a stalled one held a Ctrl-C for --timeout (59 s of a
+# replay at --timeout 60s).
+STOP_DRAIN_S = 1.0
+
+
 class LinkHost(Protocol):
     """What a link tells its worker (engine/worker.py, engine/queue_worker.py)."""
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from kvbench.config.queue import QueueConfig
 from kvbench.engine.clock import NEVER, cpu_wait_ns
+from kvbench.engine.link import STOP_DRAIN_S
 from kvbench.engine.queue_link import QUEUE_OPS, Consumer, Producer, QueueCommands, QueueLink
 from kvbench.engine.reconnect import LinkKeeper, open_links
 from kvbench.metrics.histogram import Histogram
@@ -187,6 +188,7 @@ class QueueWorker(LinkKeeper):
             )
         self._stop_requested = False
         self._finished: asyncio.Event | None = None
+        self._abandoning = False  # stopped, and its wait for replies over (``_end_stopped``)
         self._consume_start_ns: int | None = None
         self._start_ns = 0
         self._next_cut_ns = NEVER
@@ -241,6 +243,11 @@ class QueueWorker(LinkKeeper):
             ticker.cancel()
             self._running = False
         end_ns = _now()
+        if self._abandoning:
+            # In the same turn as the cut: their conn_error counts are in it, and the
+            # link counts as live to the end (its close is reported a turn later), as a
+            # load worker's do (was: "only 0 of the 2 connections were live").
+            self.link.abandon()
         self._cut(end_ns)
         self._emit(self._progress(end_ns, finished=True))
         self.link.close()
@@ -266,7 +273,9 @@ class QueueWorker(LinkKeeper):
         self.link.fill()
 
     def stop(self) -> None:
-        """Stop issuing now; the requests in flight are still answered and counted."""
+        """Stop issuing now; the requests in flight are still answered and counted, for
+        at most ``STOP_DRAIN_S``: then they are abandoned (a get's message of unknown
+        fate, a put neither stored nor refused)."""
         if self._finished is None or self._finished.is_set():
             return
         self._stop_requested = True
@@ -277,6 +286,16 @@ class QueueWorker(LinkKeeper):
             link.stop_issuing()
         link.issuing = False
         self.maybe_finished()
+        if not self._finished.is_set():
+            asyncio.get_running_loop().call_later(STOP_DRAIN_S, self._end_stopped)
+
+    def _end_stopped(self) -> None:
+        """A stopped run's wait for its replies is over (was: --timeout, 60 s against a
+        stalled server, and late answers to timed-out gets after that)."""
+        if self._finished is None or self._finished.is_set():
+            return
+        self._abandoning = True  # (``run`` abandons them, just before its last cut)
+        self._finished.set()
 
     def maybe_finished(self) -> None:
         """End the run once nothing is left to send and nothing is in flight."""

@@ -35,7 +35,7 @@ from kvbench.engine.fastpath import (
     pump_verify,
     python_reason,
 )
-from kvbench.engine.link import Link, SetupWriter
+from kvbench.engine.link import STOP_DRAIN_S, Link, SetupWriter
 from kvbench.engine.loop import LoopDriver
 from kvbench.engine.loop_dispatch import LoopDispatcher
 from kvbench.engine.open_loop import OpenLoopDispatcher
@@ -85,10 +85,6 @@ TIMEOUT_SCAN_PER_CONNECTION_NS = 100_000
 # 17-39 ms and showed up as a 39 ms max in a 4 s Redis run (pipeline 16); folding as the
 # interval runs kept that run's max at 4.5 ms.
 FOLD_EVERY = 10
-# Stopped by a signal, a run's drain waits this long for the replies in flight, then
-# abandons them (``Worker.stop``): a healthy server answers within a round trip, and a
-# stalled one held a Ctrl-C for --timeout (59 s of a replay at --timeout 60s).
-STOP_DRAIN_S = 1.0
 # What a run that could not send an interval's snapshot says (``Worker._send_posted``).
 _UNSENT = "an interval could not be sent"
 

@@ -714,7 +714,7 @@ def _fate_words(queue: QueueFigures, status: str) -> str:
     if queue.get("unknown_fate"):
         words += (
             f", unknown fate {queue['unknown_fate']:,} ({queue['unanswered_gets']:,} gets "
-            "timed out after the server may have dequeued)"
+            "unanswered after the server may have dequeued)"
         )
     if queue.get("in_flight"):
         when = "interrupted" if status == "interrupted" else "the run ended"

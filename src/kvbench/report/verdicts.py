@@ -531,8 +531,9 @@ def _delivery_verdicts(queue: QueueFigures) -> list[Verdict]:
                 "delivery.unknown_fate",
                 "warning",
                 f"unknown fate: {queue['unknown_fate']:,} acknowledged messages not received, "
-                f"as {queue['unanswered_gets']:,} gets timed out (or broke) after the server "
-                "may have dequeued; not counted lost",
+                f"as {queue['unanswered_gets']:,} gets went unanswered (timed out, lost "
+                "with their connection, or abandoned by a stopped run) after the server may "
+                "have dequeued; not counted lost",
                 {"unanswered_gets": queue["unanswered_gets"]},
             )
         )

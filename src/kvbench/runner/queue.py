@@ -58,6 +58,9 @@ POLL_S = 0.01
 REPORT_GRACE_NS = 5_000_000_000
 # The backlog-over-time series in the result: one point per this much time.
 BACKLOG_STEP_NS = 100_000_000
+# The server's backlog is asked for again no sooner than this (or --timeout, if longer)
+# after an ask went unanswered (``QueueRun._backlog``).
+BACKLOG_AGAIN_NS = 2_000_000_000
 # How long spawned processes may take to import, connect and say Ready.
 READY_TIMEOUT_NS = 60_000_000_000
 
@@ -168,6 +171,7 @@ class QueueCoordinator:
         self._stop_reason = ""
         self._drained = True
         self._interrupted = False
+        self._backlog_again_ns = 0
 
     def run(self) -> RunResult:
         """Run the whole queue measurement.
@@ -203,7 +207,7 @@ class QueueCoordinator:
             self._pool.stop()
         interrupts.disarm()  # the result is built and kept whole from here
         if "before" in self._server:  # (not when interrupted while probing: no span)
-            self._server["after"] = server_backlog(self.config)
+            self._server["after"] = self._backlog()
         if self.config.data_dir is not None:
             path = self.config.data_dir
             self._server["data_dir"] = {"path": path, "bytes": data_dir_bytes(path)}
@@ -401,7 +405,7 @@ class QueueCoordinator:
             if latest is not None:
                 stored += latest.stored_total
                 received += latest.received_total
-        sample = server_backlog(self.config)
+        sample = self._backlog()
         if sample is not None:
             self._server["intervals"].append({"index": index, **sample})
         return merge_snapshots(p.snapshot for p in parts), QueueRecord(
@@ -412,6 +416,19 @@ class QueueCoordinator:
             server_backlog=sample["backlog"] if sample is not None else None,
             backlog_base=self._backlog_base,
         )
+
+    def _backlog(self) -> dict[str, Any] | None:
+        """The server's backlog (``server_backlog``), or None: none is asked for within
+        --timeout (at least ``BACKLOG_AGAIN_NS``) of an ask that went unanswered. Each ask
+        of a stalled server waits 2 s while the workers go on cutting intervals: asked at
+        every one, the live line fell behind and a Ctrl-C waited an ask for each (9 s)."""
+        if time.monotonic_ns() < self._backlog_again_ns:
+            return None
+        sample = server_backlog(self.config)
+        if sample is None:
+            wait_ns = max(self.config.timeout_ns, BACKLOG_AGAIN_NS)
+            self._backlog_again_ns = time.monotonic_ns() + wait_ns
+        return sample
 
     # -- result ------------------------------------------------------------------------
 

@@ -165,3 +165,30 @@ def test_a_queue_workers_record_keeps_its_stored_keys_and_order() -> None:
         ("role", "consumer"), ("index", 0), ("ops", 0), ("status", "unknown"),
         ("cpu_s", None), ("peak_rss_bytes", None), ("active_s", None), ("errors", {}),
     ]  # fmt: skip
+
+
+def test_an_unanswered_backlog_ask_is_not_repeated_within_the_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each ask of a stalled server waits 2 s: asked at every interval cut, the live line
+    fell behind and a Ctrl-C waited an ask per interval piled up (9 s in all)."""
+    from kvbench.runner import queue
+
+    asked: list[str] = []
+    answers = iter([{"backlog": 5}, None, {"backlog": 7}])
+
+    def server_backlog(config: Any) -> Any:
+        asked.append("ask")
+        return next(answers)
+
+    now = [10**12]
+    monkeypatch.setattr(queue, "server_backlog", server_backlog)
+    monkeypatch.setattr(queue.time, "monotonic_ns", lambda: now[0])
+    coord = coordinator([])
+    assert coord._backlog() == {"backlog": 5}
+    assert coord._backlog() is None  # unanswered
+    wait_ns = max(coord.config.timeout_ns, queue.BACKLOG_AGAIN_NS)
+    now[0] += wait_ns - 1
+    assert coord._backlog() is None and len(asked) == 2  # not asked again yet
+    now[0] += 1
+    assert coord._backlog() == {"backlog": 7} and len(asked) == 3
