@@ -36,9 +36,25 @@ COORDINATOR_FILES_PER_WORKER = 4
 # numpy's array of it is copied into bytes while it is built: two blobs at the peak.
 VALUE_TABLE_SIZE = 1024
 BLOB_COPIES = 2
-# A key in the table: its bytes, CPython's bytes object header (33 bytes) and the list's
-# pointer to it (8).
-KEY_OVERHEAD_BYTES = 41
+# A key while the table is built, at its peak (workload/keys.py ``KeyTable.packed``):
+# its bytes twice (a block's join, then the whole blob's) and the lengths and
+# bounds (int64 while they are worked out, uint32 kept): 70 bytes a key of 16, measured
+# (so 38 beside the two copies).
+# Random and float-counter keys are made as bytes objects in a list first (and a set, to
+# draw again on a collision): 146 bytes a key of 16, measured.
+KEY_BUILD_BYTES = 38
+KEY_OBJECTS_BUILD_BYTES = 114
+# What a worker takes beside its tables, measured at 2 workers and 100,000 keys
+# (bench/rss.py, docs/benchmarks.md): its private memory, 18 MB of which 2.4 MB were the
+# key table (the rest is its share of the interpreter, numpy, uvloop and the engine); and
+# per connection, its worker's RSS grew 8.5 KiB (bench/connections.py, 50 -> 10,000).
+WORKER_BASE_BYTES = 20 << 20
+CONNECTION_BYTES = 9 << 10
+# A worker maps this much more address space than the coordinator it is forked like
+# (VmSize 272 MB against 117 MB: uvloop, asyncio and the engine, thread stacks, malloc's
+# arenas): under ``ulimit -v`` that is gone before its tables (was: 13,000,000 keys passed
+# the check, then the worker ran out of memory building its table).
+WORKER_EXTRA_ADDRESS_BYTES = 160 << 20
 # The least each server may be configured to store (memcached.c
 # ITEM_SIZE_MAX_LOWER_LIMIT; Redis config.c proto-max-bulk-len's minimum): values up to
 # this need no question to the server, and most runs ask none.
@@ -59,6 +75,7 @@ PORT_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 FLAGS = {
     "load.rate": "--rate",
     "load.connections": "--connections",
+    "load.processes": "--processes",
     "workload.value_size": "--value-size",
     "workload.keys": "--keys",
 }
@@ -161,12 +178,13 @@ def check_local_ports(config: RunConfig, ports: tuple[int, int] | None) -> None:
 
 def worker_memory_bytes(config: RunConfig) -> tuple[int, int]:
     """What one worker allocates before its first request: (value blob at its peak, key
-    table)."""
+    table while it is built)."""
     workload = config.workload
     blob = BLOB_COPIES * (2 * workload.value_size_max_bytes + VALUE_TABLE_SIZE)
     # (``latest`` adds room for the keys its sets insert past the records)
     count = workload.keys + workload.insert_keys
-    keys = count * (longest_key(workload)[0] + KEY_OVERHEAD_BYTES)
+    per_key = KEY_BUILD_BYTES if workload.key_template == "number" else KEY_OBJECTS_BUILD_BYTES
+    keys = count * (2 * longest_key(workload)[0] + per_key)
     return blob, keys
 
 
@@ -186,20 +204,31 @@ def check_memory(
             (``address_space_room``), or None: no such limit.
 
     Raises:
-        ConfigError: naming --value-size or --keys (the larger part).
+        ConfigError: naming --value-size or --keys (the larger part), or --processes
+            where each worker's own memory is the larger.
     """
     blob, keys = worker_memory_bytes(config)
     processes = config.load.processes
-    needed = (blob + keys) * processes
+    connections = math.ceil(config.load.connections / processes)
+    own = WORKER_BASE_BYTES + connections * CONNECTION_BYTES
+    needed = (blob + keys + own) * processes
     if process_room is not None and blob + keys > process_room:
         # (one worker alone does not fit: how many there are changes nothing)
         each, room = "in each worker process", f"{_size(process_room)} is left to one process"
         room += " under the address-space limit (ulimit -v)"
     elif needed <= available_bytes:
         return
+    elif own >= blob + keys:  # (the tables are small: how many workers there are)
+        raise ConfigError(
+            _flag("load.processes"),
+            f"{processes} worker processes need {_size(needed)} in all (each about "
+            f"{_size(WORKER_BASE_BYTES)} of its own, {_size(CONNECTION_BYTES)} per "
+            f"connection, and its tables); {_size(available_bytes)} {where}",
+        )
     else:
         each = f"in each of {processes} worker process(es) ({_size(needed)} in all"
-        each += " while built)" if blob >= keys else ")"
+        each += " while built" if blob >= keys else ""
+        each += f", with each worker's own {_size(own)})"
         room = f"{_size(available_bytes)} {where}"
     if blob >= keys:
         largest = config.workload.value_size_max_bytes
@@ -210,7 +239,7 @@ def check_memory(
         )
     raise ConfigError(
         _flag("workload.keys"),
-        f"{config.workload.keys:,} keys make a {_size(keys)} key table {each}; {room}",
+        f"{config.workload.keys:,} keys take {_size(keys)} to build the key table {each}; {room}",
     )
 
 
@@ -285,13 +314,15 @@ def _cgroup_left(group: Path, limit_file: str, usage_file: str, inactive: str) -
 
 
 def address_space_room() -> int | None:
-    """What one worker may still map under the address-space limit (``ulimit -v``), its
-    start taken as this process's mappings now (a worker is forked with the same
-    modules); None when there is no such limit."""
+    """What one worker may still map for its tables under the address-space limit
+    (``ulimit -v``): the limit less this process's mappings now (a worker is forked with
+    the same modules) and what a worker maps beyond them (``WORKER_EXTRA_ADDRESS_BYTES``);
+    None when there is no such limit."""
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY:
         return None
-    return max(0, soft - int(psutil.Process().memory_info().vms))
+    mapped = int(psutil.Process().memory_info().vms) + WORKER_EXTRA_ADDRESS_BYTES
+    return max(0, soft - mapped)
 
 
 def _size(n: int) -> str:

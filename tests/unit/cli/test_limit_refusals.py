@@ -142,8 +142,8 @@ def test_values_the_workers_have_no_memory_for_are_refused(
     err = run_refused(capsys, listener, tmp_path, "--value-size", "1GB", "--processes", "2")
     assert err == (
         "kvbench: error: --value-size: values of up to 953.7 MiB need a 1.9 GiB value blob in "
-        "each of 2 worker process(es) (7.5 GiB in all while built); 4.0 GiB of memory is "
-        "available\n"
+        "each of 2 worker process(es) (7.5 GiB in all while built, with each worker's own "
+        "20.2 MiB); 4.0 GiB of memory is available\n"
     )
 
 
@@ -155,8 +155,53 @@ def test_a_key_table_the_workers_have_no_memory_for_is_refused(
 ) -> None:
     monkeypatch.setattr(limits.psutil, "virtual_memory", lambda: FakeMemory(1 << 30))
     err = run_refused(capsys, listener, tmp_path, "--keys", "100M", "--processes", "1")
-    assert err.startswith("kvbench: error: --keys: 100,000,000 keys make a ")
+    assert err.startswith("kvbench: error: --keys: 100,000,000 keys take ")
     assert err.endswith("1.0 GiB of memory is available\n")
+
+
+def test_workers_whose_own_memory_does_not_fit_are_refused_naming_processes(
+    listener: socket.socket,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each worker takes about 20 MiB of its own beside its tables (bench/rss.py): 8 of
+    them do not fit in 100 MiB, however small the keyspace (was: the check counted the
+    tables alone, and such a run was killed by the kernel once the workers started)."""
+    monkeypatch.setattr(limits.psutil, "virtual_memory", lambda: FakeMemory(100 << 20))
+    err = run_refused(capsys, listener, tmp_path, "--keys", "1000", "--processes", "8")
+    assert err == (
+        "kvbench: error: --processes: 8 worker processes need 161.0 MiB in all (each about "
+        "20.0 MiB of its own, 9.0 KiB per connection, and its tables); 100.0 MiB of memory "
+        "is available\n"
+    )
+
+
+def test_the_key_table_estimate_is_what_building_it_takes() -> None:
+    """runner/limits.py cannot import the workload: its figure for the key table at its
+    build's peak (two copies of the keys, the lengths and bounds) is held to a build."""
+    import tracemalloc
+
+    from kvbench.workload.keys import build_key_table
+
+    count = 200_000
+    config = load_config(
+        None,
+        {
+            "target.urls": (["memcached://127.0.0.1:1"], "T"),
+            "workload.keys": (str(count), "--keys"),
+            "workload.key_size": ("16", "--key-size"),
+        },
+        1,
+    )
+    _, estimate = limits.worker_memory_bytes(config)
+    tracemalloc.start()
+    try:
+        build_key_table("kvbench:", count, size=16)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert 0.9 * estimate <= peak <= estimate, (peak, estimate)
 
 
 class FakeMemory:
@@ -258,10 +303,10 @@ def test_a_key_table_over_the_address_space_limit_is_refused_before_any_worker(
     alone, however many there are."""
     monkeypatch.setattr(limits, "address_space_room", lambda: 512 << 20)
     err = run_refused(capsys, listener, tmp_path, "--keys", "20M", "--processes", "2")
-    assert err.startswith("kvbench: error: --keys: 20,000,000 keys make a ")
+    assert err.startswith("kvbench: error: --keys: 20,000,000 keys take ")
     assert err.endswith(
-        "key table in each worker process; 512.0 MiB is left to one process under the "
-        "address-space limit (ulimit -v)\n"
+        "to build the key table in each worker process; 512.0 MiB is left to one process "
+        "under the address-space limit (ulimit -v)\n"
     )
 
 
@@ -276,7 +321,7 @@ def test_a_key_table_over_the_cgroups_memory_limit_is_refused(
     monkeypatch.setattr(limits.psutil, "virtual_memory", lambda: FakeMemory(16 << 30))
     monkeypatch.setattr(limits, "cgroup_memory_left", lambda: 1 << 30)
     err = run_refused(capsys, listener, tmp_path, "--keys", "20M", "--processes", "2")
-    assert err.startswith("kvbench: error: --keys: 20,000,000 keys make a ")
+    assert err.startswith("kvbench: error: --keys: 20,000,000 keys take ")
     assert " in each of 2 worker process(es) (" in err
     assert err.endswith("; 1.0 GiB is left under the cgroup's memory limit\n")
 
