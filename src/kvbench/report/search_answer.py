@@ -222,5 +222,12 @@ def search_lines(doc: dict[str, Any]) -> list[str]:
             f"{first['reason']}"
         )
     lines.append(doc["answer"]["sentence"])
-    lines.append(f"search status: {doc['status']} ({doc['stop'].replace('_', ' ')})")
+    lines.append(f"search status: {status_words(doc)}")
     return lines
+
+
+def status_words(doc: dict[str, Any]) -> str:
+    """``ok (bracketed)``: the status, and why the search stopped where that says more
+    (was: ``interrupted (interrupted)``)."""
+    stop = doc["stop"].replace("_", " ")
+    return doc["status"] if stop == doc["status"] else f"{doc['status']} ({stop})"

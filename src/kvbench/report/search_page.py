@@ -17,6 +17,7 @@ from markupsafe import Markup, escape
 from kvbench import __version__
 from kvbench.report.html import _asset, _environment, script_json
 from kvbench.report.search import format_us, parse_objective
+from kvbench.report.search_answer import status_words
 
 # The chart's box, in SVG user units, and its margins (room for the axes' labels).
 WIDTH, HEIGHT = 760, 340
@@ -141,6 +142,7 @@ def render_search(doc: dict[str, Any], run_ids: Sequence[str] = ()) -> str:
             title=f"kvbench search {doc['search_id']} {doc['target']}",
             version=__version__,
             doc=doc,
+            status=status_words(doc),
             curve=curve_svg(doc),
             data=script_json({"generator": f"kvbench {__version__}", "search": doc}),
             style=Markup(_asset("report.css")),

@@ -295,3 +295,12 @@ def test_a_stored_search_is_shown_and_reported_again(
     with pytest.raises(SystemExit):
         main(["history", "--db", db])
     assert "search-20261202-1  ok  max 2,000 ops/s with p99<1ms" in capsys.readouterr().out
+
+
+def test_the_status_line_names_why_it_stopped_only_where_that_says_more() -> None:
+    """Was: ``search status: interrupted (interrupted)`` after a Ctrl-C."""
+    from kvbench.report.search_answer import status_words
+
+    assert status_words({"status": "ok", "stop": "bracketed"}) == "ok (bracketed)"
+    assert status_words({"status": "failed", "stop": "step_error"}) == "failed (step error)"
+    assert status_words({"status": "interrupted", "stop": "interrupted"}) == "interrupted"
