@@ -22,6 +22,7 @@ import sys
 import click
 
 from kvbench import __version__
+from kvbench.cli.console import fitted
 from kvbench.cli.diff import diff
 from kvbench.cli.export import export
 from kvbench.cli.history import history, show
@@ -95,7 +96,7 @@ def _run(argv: list[str] | None) -> int:
         exc.show()
         return exc.exit_code
     except KvbenchError as exc:
-        click.echo(f"kvbench: error: {exc}", err=True)
+        click.echo(fitted(f"kvbench: error: {exc}"), err=True)
         return exit_code(exc)
     except KeyboardInterrupt:
         click.echo("kvbench: interrupted before the measurement started; nothing to save", err=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
-from typing import TYPE_CHECKING
+import textwrap
+from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,6 +45,38 @@ def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else PIPE_WIDTH
     return _Console(highlight=False, soft_wrap=True, width=width, stderr=stderr)
+
+
+def fitted(message: str, stream: TextIO | None = None) -> str:
+    """``message`` as one line, or, on a terminal, folded between words to its width (a
+    terminal folds a long line at its edge, inside a word or a figure: ``872.8 MiB is
+    left to one process under the address-space l`` / ``imit``). The lines after the
+    first are indented two spaces; a word longer than the width stays whole."""
+    stream = stream if stream is not None else sys.stderr
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError):  # (a closed or stand-in stream)
+        terminal = False
+    if not terminal:
+        return message
+    width = shutil.get_terminal_size().columns
+    return fold(message, width)
+
+
+def fold(message: str, width: int) -> str:
+    """``message`` folded between words to ``width`` columns, later lines indented two."""
+    return (
+        "\n".join(
+            textwrap.wrap(
+                message,
+                width=max(width, 20),
+                subsequent_indent="  ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+        or message
+    )
 
 
 _closed_said = False

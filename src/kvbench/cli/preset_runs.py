@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
-from kvbench.cli.console import make_console
+from kvbench.cli.console import fitted, make_console
 from kvbench.cli.live import LiveView
 from kvbench.cli.outputs import (
     Outputs,
@@ -474,6 +474,7 @@ def _batches(run: _Run) -> int:
         extra["unreachable"] = str(unreachable)
     _write_outputs(run.console, preset, done, "clients", run.outputs, extra)
     if unreachable is not None:  # the levels before it are printed and written above
-        print(f"kvbench: error: {unreachable}; stopped, the levels before it kept", file=sys.stderr)
+        message = f"kvbench: error: {unreachable}; stopped, the levels before it kept"
+        print(fitted(message), file=sys.stderr)
         return exit_code(unreachable)
     return EXIT_CODES[worst(statuses)]
