@@ -59,8 +59,18 @@ def fitted(message: str, stream: TextIO | None = None) -> str:
         terminal = False
     if not terminal:
         return message
-    width = shutil.get_terminal_size().columns
-    return fold(message, width)
+    return fold(message, _columns(stream))
+
+
+def _columns(stream: TextIO) -> int:
+    """The width of the terminal ``stream`` writes to (``COLUMNS`` first, as
+    ``shutil.get_terminal_size``; stdout may be a pipe while stderr is the terminal)."""
+    if not os.environ.get("COLUMNS"):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            pass
+    return shutil.get_terminal_size().columns
 
 
 def fold(message: str, width: int) -> str:
