@@ -497,7 +497,7 @@ def summary(model: ReportModel, wide: bool = False, wrap: bool = False) -> Rende
     if model.queue is not None:
         first: list[RenderableType] = [
             queue_table(model, wide),
-            delivery_table(model.queue),
+            delivery_table(model, wide),
             queue_lines(model),
         ]
     else:
@@ -640,10 +640,17 @@ def _percentile_text(value_us: float | None, clipped_at_us: float | None) -> str
     return fmt_us(value_us)
 
 
-def delivery_table(queue: QueueFigures) -> Table:
-    """The delivery ledger: per producer, sent, stored, received, lost, duplicated, late."""
+def delivery_table(model: ReportModel, wide: bool = False) -> Table:
+    """The delivery ledger: per producer, sent, stored, received, lost, duplicated, late
+    (``wide``: every column whatever the width, as the table above; was: "out of order"
+    left out at 80 columns even with --wide, which that line did not offer)."""
+    queue = model.queue
+    assert queue is not None
     table = FittedTable(
-        title="delivery per producer", title_justify="left", see="the JSON (--json)"
+        title="delivery per producer",
+        title_justify="left",
+        wide=wide,
+        see=f"--wide, the JSON (--json), or kvbench show {model.run.run_id} --wide",
     )
     # Not received: acknowledged and not received, whatever became of them (lost in a run
     # that drained, unless a get never answered may have taken them; the line below says).

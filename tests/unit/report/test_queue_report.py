@@ -443,3 +443,18 @@ def test_a_consumer_keeps_the_age_of_a_message_older_than_the_range() -> None:
     e2e.record_many(link.e2e_ns)
     assert e2e.out_of_range == 1 and e2e.max_ns >= 100 * S
     assert e2e.max_ns >= e2e.value_at_percentile(50)
+
+
+def test_wide_shows_every_delivery_column_at_80_and_the_narrow_line_offers_it() -> None:
+    """Was: "out of order" left out of the delivery table at 80 columns even with --wide,
+    and the line naming it offered only the JSON."""
+    model = summarize(result())
+    narrow, wide = io.StringIO(), io.StringIO()
+    print_summary(Console(file=narrow, width=80, color_system=None), model)
+    print_summary(Console(file=wide, width=80, color_system=None, soft_wrap=True), model, wide=True)
+    delivery = narrow.getvalue()[narrow.getvalue().index("delivery per producer") :]
+    assert "out of order" not in delivery.split("left out at 80 columns")[0]
+    line = " ".join(delivery[delivery.index("left out at 80 columns") :].split())
+    assert line.startswith("left out at 80 columns: out of order; every column: --wide")
+    header = wide.getvalue().split("delivery per producer")[1].split("\n")[2]
+    assert "duplicated" in header and "out of order" in header
