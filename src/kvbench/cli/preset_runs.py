@@ -258,7 +258,7 @@ def _queue_steps(run: _Run) -> int:
     code = _in_steps(run, measure_step)
     models = [(label, summarize(result)) for label, result in phases]
     title = f"{preset.name}: each phase in the original's units, and kvbench's checks"
-    run.console.print(queue_phases_table(title, models))
+    run.console.print(queue_phases_table(title, models, run.report.wide))
     return code
 
 

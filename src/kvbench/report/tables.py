@@ -258,12 +258,16 @@ def live_table(rows: Sequence[IntervalRow], unit_rates: bool = False, wide: bool
     return table
 
 
-def queue_phases_table(title: str, phases: Sequence[tuple[str, ReportModel]]) -> Table:
+def queue_phases_table(
+    title: str, phases: Sequence[tuple[str, ReportModel]], wide: bool = False
+) -> Table:
     """A queue experiment's phases (a label and each run's summary): the
     original's figures in its units (puts, puts/s, gets, gets/s over the phase's
     duration) beside kvbench's own (the one ledger's lost and duplicated so far, the
     end-to-end p99, the status)."""
-    table = FittedTable(title=title, title_justify="left", see="the JSON (--json)")
+    table = FittedTable(
+        title=title, title_justify="left", wide=wide, see="--wide, or the JSON (--json)"
+    )
     for name in ("phase", "puts", "puts/s", "gets", "gets/s", "duration"):
         table.add_column(name, justify="left" if name == "phase" else "right")
     for name in ("lost so far", "duplicated so far", "e2e p99", "status"):

@@ -458,3 +458,19 @@ def test_wide_shows_every_delivery_column_at_80_and_the_narrow_line_offers_it() 
     assert line.startswith("left out at 80 columns: out of order; every column: --wide")
     header = wide.getvalue().split("delivery per producer")[1].split("\n")[2]
     assert "duplicated" in header and "out of order" in header
+
+
+def test_a_queue_presets_phase_table_honours_wide() -> None:
+    from kvbench.report.tables import queue_phases_table
+
+    phases = [("write", summarize(result())), ("read", summarize(result()))]
+    narrow, wide = io.StringIO(), io.StringIO()
+    Console(file=narrow, width=80, color_system=None).print(queue_phases_table("t", phases))
+    Console(file=wide, width=80, color_system=None, soft_wrap=True).print(
+        queue_phases_table("t", phases, wide=True)
+    )
+    left = " ".join(narrow.getvalue()[narrow.getvalue().index("left out at 80") :].split())
+    assert "every column: --wide, or the JSON (--json)" in left
+    for name in ("duplicated so far", "e2e p99", "status"):
+        assert name.split()[0] in wide.getvalue(), name
+    assert "left out" not in wide.getvalue()
