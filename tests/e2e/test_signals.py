@@ -72,6 +72,21 @@ def signal_and_finish(proc: subprocess.Popen[str], signum: int) -> tuple[str, st
     return stdout, stderr, time.monotonic() - sent
 
 
+def interrupt_while_stalled(
+    proc: subprocess.Popen[str], server: Server, marker: str, stall_s: float
+) -> tuple[str, str, float]:
+    """Once ``proc`` prints ``marker``, stop ``server`` (SIGSTOP), and ``stall_s`` later
+    send SIGINT; the server goes on (SIGCONT) only after ``proc`` has ended."""
+    try:
+        wait_for_line(proc, marker)
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        time.sleep(stall_s)
+        return signal_and_finish(proc, signal.SIGINT)
+    finally:
+        proc.kill()
+        os.kill(server.proc.pid, signal.SIGCONT)
+
+
 def assert_kept_as_interrupted(
     proc: subprocess.Popen[str], signum: int, out: Path, db: str, stderr: str, took_s: float
 ) -> dict:
@@ -354,14 +369,8 @@ def test_a_replay_stopped_with_requests_in_flight_counts_them_sent(
         "replay", str(trace), f"memcached://{fresh_memcached.address}", "-c", "2",
         "--processes", "1", "--timeout", "60s", "--json", str(out), "--db", db,
     )  # fmt: skip
-    try:
-        wait_for_line(proc, "[   1.0s]")
-        os.kill(fresh_memcached.proc.pid, signal.SIGSTOP)
-        time.sleep(1.0)  # the schedule sends ~200 more, which stay unanswered
-        stdout, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
-    finally:
-        proc.kill()
-        os.kill(fresh_memcached.proc.pid, signal.SIGCONT)
+    # the schedule sends ~200 more, which stay unanswered
+    stdout, stderr, took_s = interrupt_while_stalled(proc, fresh_memcached, "[   1.0s]", 1.0)
     doc = assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
     sent, drain = doc["trace"]["sent"], doc["phases"]["drain"]
     assert sent["in_drain"] == drain["ops"] == drain["errors"] > 0, (sent, drain)
@@ -389,14 +398,7 @@ def test_ctrl_c_in_a_preload_to_a_stalled_server_ends_within_a_second_of_waiting
         "run", f"memcached://{fresh_memcached.address}", "--preload", "--keys", "3000000",
         "-c", "4", "--processes", "1", "--timeout", "60s", "--json", str(out), "--db", db,
     )  # fmt: skip
-    try:
-        wait_for_line(proc, "preloading")
-        os.kill(fresh_memcached.proc.pid, signal.SIGSTOP)
-        time.sleep(0.5)
-        stdout, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
-    finally:
-        proc.kill()
-        os.kill(fresh_memcached.proc.pid, signal.SIGCONT)
+    stdout, stderr, took_s = interrupt_while_stalled(proc, fresh_memcached, "preloading", 0.5)
     assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
     preload = read_json(out)["phases"]["preload"]
     assert f"preload (not in the figures): {preload['ops']:,} ops" in stdout
@@ -418,14 +420,7 @@ def test_ctrl_c_in_a_queue_run_to_a_stalled_server_abandons_what_is_in_flight(
         "queue", f"redis-queue://{fresh_redis.address}/stall", "-n", "100000000",
         "--timeout", "60s", "--json", str(out), "--db", db,
     )  # fmt: skip
-    try:
-        wait_for_line(proc, "[   1.0s]")
-        os.kill(fresh_redis.proc.pid, signal.SIGSTOP)
-        time.sleep(0.5)
-        stdout, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
-    finally:
-        proc.kill()
-        os.kill(fresh_redis.proc.pid, signal.SIGCONT)
+    stdout, stderr, took_s = interrupt_while_stalled(proc, fresh_redis, "[   1.0s]", 0.5)
     doc = assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
     outcomes = {op: doc["ops"][op]["outcomes"] for op in ("put", "get")}
     # a pipeline of 1: the producer always has its one put in flight; the consumer its
