@@ -56,14 +56,18 @@ def option_value(args: Sequence[str], name: str) -> str | None:
 def main() -> None:
     """Entry point of the ``kvbench`` console script.
 
-    The signals that end a run wait while the modules are imported (a second or two when
-    the machine is busy): a Ctrl-C inside an import surfaced as that import's error (numpy
-    raises ImportError, "PyCapsule_Import could not import module"), and one inside the
-    import machinery could end the process by the signal after its message. Held, it is
-    delivered once they are imported, and ends the command in its one line, with 128 +
-    the signal. Handled from the start whatever the command inherited, as the CLI
-    handles them (runner/interrupts.py): started with SIGINT ignored (a background job
-    of a script), a SIGINT before the CLI was lost, and the run went on to its end.
+    The signals that end a run are blocked while the modules are imported, and stay
+    blocked until the CLI has its handlers in place (runner/interrupts.py ``catching``;
+    ``kvbench.cli`` unblocks them first thing): one that comes meanwhile is held, then
+    delivered to the CLI's handler, and ends the command in its one line with 128 + the
+    signal. Held, a Ctrl-C cannot land inside an import (numpy raised ImportError,
+    "PyCapsule_Import could not import module", and the import machinery could end the
+    process by the signal after its message), nor between this function's handlers and
+    the CLI's (restored after an unblocking, a SIGTERM there raised through the restoring:
+    a traceback and exit 1, met in CI). multiprocessing unblocks them while it starts its
+    resource tracker (beside the fork server): there this function's own handler takes
+    one. Handled from the start whatever the command inherited (started with SIGINT
+    ignored, a background job of a script, a SIGINT before the CLI was lost).
     """
     quiet_blas(os.environ)
     from kvbench.runner import interrupts  # (standard library only: no CLI, no numpy)
@@ -73,20 +77,20 @@ def main() -> None:
 
     previous = {signum: signal.signal(signum, end) for signum in interrupts.SIGNALS}
     try:
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)
-        try:
-            if starts_workers(sys.argv[1:]):
-                from kvbench.runner import forkserver
+        signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)
+        if starts_workers(sys.argv[1:]):
+            from kvbench.runner import forkserver
 
-                forkserver.start_in_place()
-            from kvbench.cli import main as cli_main
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one held is delivered here
-    except KeyboardInterrupt as stop:  # a signal while the modules were imported
+            forkserver.start_in_place()
+        from kvbench.cli import main as cli_main
+
+        signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)  # (see above)
+    except KeyboardInterrupt as stop:  # a signal while multiprocessing had them unblocked
+        signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)  # (no second one now)
         sys.stderr.write("kvbench: interrupted before the measurement started; nothing to save\n")
         sys.exit(128 + stop.signum if isinstance(stop, interrupts.Interrupted) else 130)
     finally:
-        for signum, handler in previous.items():  # the CLI installs its own (interrupts)
+        for signum, handler in previous.items():  # blocked: none lands between the two
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
     cli_main()
 

@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> None:
 def _run(argv: list[str] | None) -> int:
     """Run the command; its exit code, library errors printed as one line."""
     try:
+        interrupts.deliver_held()  # (a signal held since the start raises here, handled)
         code = cli.main(args=argv, prog_name="kvbench", standalone_mode=False)
     except click.exceptions.Abort:  # click's own Ctrl-C (an interrupt outside a run)
         click.echo("kvbench: interrupted", err=True)

@@ -162,6 +162,13 @@ def ignore_run_signals() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
+def deliver_held() -> None:
+    """Unblock ``SIGNALS`` in this thread: one held since the command started
+    (``kvbench.__main__`` blocks them until the CLI's handlers are in place) is delivered
+    now. Nothing changes where none were blocked (a library caller, a test)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+
+
 def exit_code(code: int) -> int:
     """The process's exit code: 128 + the signal's number when one interrupted the run
     (130 SIGINT, 143 SIGTERM, 129 SIGHUP), else ``code``."""
