@@ -423,3 +423,14 @@ def test_littles_law_on_a_stopped_run_names_the_requests_timed_in_its_drain() ->
     stopped.status = "ok"  # a run that ended: its drain is the window's edge
     said = messages(evidence(stopped, mean_latency_ns=1_000_000))["little.law"]
     assert said.endswith("time was spent outside the measured span (client queueing?)")
+
+
+def test_a_busy_workers_shares_are_said_as_its_evidence_gives_them() -> None:
+    """Each figure of the message is its evidence's, rounded as stored: a wait share of
+    0.6451 was "65%" in the message and 0.645 in the evidence, which reads "64%" (a live
+    test met it in CI)."""
+    starved = run([], workers=[{"index": 0, "cpu_s": 0.3346, "cpu_wait_s": 0.6451}])
+    (verdict,) = [v for v in all_verdicts(evidence(starved)) if v.id == "client.cpu"]
+    share, busy = verdict.evidence["cpu_wait_share"], verdict.evidence["cpu_share"]
+    assert (share, busy) == (0.645, 0.335)
+    assert verdict.message.startswith(f"worker 0 used {busy:.0%} of a core and waited {share:.0%}")
