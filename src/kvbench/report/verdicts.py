@@ -170,11 +170,12 @@ def _loop_lag(ev: Evidence, p99: float) -> Verdict:
     stalls left the server idle, it would not have been saturated.) An open loop's
     latencies run from intended send times, which a stall delays outright: always a
     warning."""
+    lag_us = round(p99 / 1000, 1)  # (the message says the evidence's figure)
     stalled = (
-        f"the client's event loop stalled {p99 / 1e6:.1f} ms at p99 "
+        f"the client's event loop stalled {lag_us / 1000:.1f} ms at p99 "
         f"(limit {LOOP_LAG_P99_NS / 1e6:.0f} ms)"
     )
-    evidence = {"loop_lag_p99_us": round(p99 / 1000, 1)}
+    evidence = {"loop_lag_p99_us": lag_us}
     if ev.run.mode == "closed" and _server_saturated(ev):
         return Verdict(
             "client.loop_lag",
@@ -238,8 +239,9 @@ def server_verdicts(ev: Evidence) -> list[Verdict]:
     out: list[Verdict] = []
     cpu = ev.server_cpu
     if cpu is not None and _server_saturated(ev):
+        cores = round(cpu.cores, 3)  # (the message says the evidence's figure)
         evidence: dict[str, Any] = {
-            "server_cores": round(cpu.cores, 3),
+            "server_cores": cores,
             "server_threads": cpu.threads,
         }
         busy = [b for b in _busy_workers(ev)[0] if not b.starved]
@@ -248,7 +250,8 @@ def server_verdicts(ev: Evidence) -> list[Verdict]:
             first = busy[0]
             name = f"{first.role} {first.index}" if len(busy) == 1 else f"{len(busy)} {first.role}s"
             beside = (
-                f"; {name} used {_share_range([b.busy for b in busy])} of a core beside it: "
+                f"; {name} used {_share_range([round(b.busy, 3) for b in busy])} of a core "
+                "beside it: "
                 "both sides were near their limit, and the server's is the one reached"
             )
             evidence["client_cpu_share"] = [round(b.busy, 3) for b in busy]
@@ -256,7 +259,7 @@ def server_verdicts(ev: Evidence) -> list[Verdict]:
             Verdict(
                 "server.cpu",
                 "info",
-                f"the server used {cpu.cores:.2f} cores of its {cpu.threads} thread(s): it is "
+                f"the server used {cores:.2f} cores of its {cpu.threads} thread(s): it is "
                 f"saturated, so this throughput is its limit at these settings{beside}",
                 evidence,
             )
@@ -330,16 +333,14 @@ def measurement_verdicts(ev: Evidence) -> list[Verdict]:
             if run.status != "ok" and drained
             else "time was spent outside the measured span (client queueing?)"
         )
+        expected, measured = round(little[0], 2), round(little[1], 2)  # (said as stored)
         out.append(
             Verdict(
                 "little.law",
                 "warning",
-                f"replies/s x mean latency = {little[0]:.1f} requests in flight, but "
-                f"{little[1]:.1f} were measured (Little's law, {allowed}): {why}",
-                {
-                    "expected_inflight": round(little[0], 2),
-                    "measured_inflight": round(little[1], 2),
-                },
+                f"replies/s x mean latency = {expected:.1f} requests in flight, but "
+                f"{measured:.1f} were measured (Little's law, {allowed}): {why}",
+                {"expected_inflight": expected, "measured_inflight": measured},
             )
         )
     if ev.out_of_range:

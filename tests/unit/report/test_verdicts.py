@@ -434,3 +434,17 @@ def test_a_busy_workers_shares_are_said_as_its_evidence_gives_them() -> None:
     share, busy = verdict.evidence["cpu_wait_share"], verdict.evidence["cpu_share"]
     assert (share, busy) == (0.645, 0.335)
     assert verdict.message.startswith(f"worker 0 used {busy:.0%} of a core and waited {share:.0%}")
+
+
+def test_littles_law_is_said_as_its_evidence_stores_it() -> None:
+    """A figure on a rounding boundary: the message formats the stored (rounded) evidence,
+    never the raw value beside it."""
+    r = run([snap({"get": {"hit": 1000}}, inflight_mean=10.0)])
+    (little,) = [
+        v
+        for v in all_verdicts(evidence(r, completed=1000, mean_latency_ns=27_849_600))
+        if v.id == "little.law"
+    ]
+    expected = little.evidence["expected_inflight"]
+    assert expected == 27.85  # (raw 27.8496: "27.8", stored 27.85: "27.9")
+    assert little.message.startswith(f"replies/s x mean latency = {expected:.1f} requests")
