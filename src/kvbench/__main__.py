@@ -62,12 +62,17 @@ def main() -> None:
     delivered to the CLI's handler, and ends the command in its one line with 128 + the
     signal. Held, a Ctrl-C cannot land inside an import (numpy raised ImportError,
     "PyCapsule_Import could not import module", and the import machinery could end the
-    process by the signal after its message), nor between this function's handlers and
-    the CLI's (restored after an unblocking, a SIGTERM there raised through the restoring:
-    a traceback and exit 1, met in CI). multiprocessing unblocks them while it starts its
-    resource tracker (beside the fork server): there this function's own handler takes
-    one. Handled from the start whatever the command inherited (started with SIGINT
-    ignored, a background job of a script, a SIGINT before the CLI was lost).
+    process by the signal after its message). multiprocessing unblocks them for a moment
+    while it starts its resource tracker (beside the fork server): there this function's
+    own handler takes one.
+
+    The handlers the command inherited are never put back before the CLI's: restored
+    after the signals were unblocked, a SIGTERM in that instant raised through the
+    restoring (a traceback and exit 1, met in CI); restored while one was held, an
+    inherited SIG_IGN (a background job of a script ignores SIGINT) discarded it, and the
+    run went on to its end (exit 0, met in CI). The CLI's ``catching`` replaces this
+    function's handler, and puts it back when the command is done: a signal then, as the
+    process exits, ends it with 128 + the signal and nothing more.
     """
     quiet_blas(os.environ)
     from kvbench.runner import interrupts  # (standard library only: no CLI, no numpy)
@@ -75,7 +80,11 @@ def main() -> None:
     def end(signum: int, frame: object) -> None:
         raise interrupts.Interrupted(signum)
 
-    previous = {signum: signal.signal(signum, end) for signum in interrupts.SIGNALS}
+    def code(stop: KeyboardInterrupt) -> int:
+        return 128 + stop.signum if isinstance(stop, interrupts.Interrupted) else 130
+
+    for signum in interrupts.SIGNALS:
+        signal.signal(signum, end)
     try:
         signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)
         if starts_workers(sys.argv[1:]):
@@ -88,11 +97,11 @@ def main() -> None:
     except KeyboardInterrupt as stop:  # a signal while multiprocessing had them unblocked
         signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)  # (no second one now)
         sys.stderr.write("kvbench: interrupted before the measurement started; nothing to save\n")
-        sys.exit(128 + stop.signum if isinstance(stop, interrupts.Interrupted) else 130)
-    finally:
-        for signum, handler in previous.items():  # blocked: none lands between the two
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-    cli_main()
+        sys.exit(code(stop))
+    try:
+        cli_main()
+    except KeyboardInterrupt as stop:  # one after the CLI was done, as the process exits
+        sys.exit(code(stop))
 
 
 if __name__ == "__main__":

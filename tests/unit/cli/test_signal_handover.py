@@ -55,3 +55,27 @@ def test_a_signal_held_until_the_cli_is_delivered_to_its_handler(tmp_path: Path)
     assert held.returncode == 128 + signal.SIGTERM, (held.returncode, held.stderr)
     assert held.stderr == "kvbench: interrupted before the measurement started; nothing to save\n"
     assert held.stdout == ""
+
+
+def test_a_signal_held_while_sigint_was_inherited_ignored_still_ends_the_command(
+    tmp_path: Path,
+) -> None:
+    """Started with SIGINT ignored (a background job of a script), a Ctrl-C while the
+    modules are imported is held, and ends the command once the CLI has its handler (was:
+    the inherited SIG_IGN was put back while it was held, which discards a pending signal:
+    the run went on to its end and exited 0, met in CI)."""
+    db = tmp_path / "h.db"
+    held = python(
+        "import os, signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "import kvbench.__main__ as entry\n"
+        "def starts_workers(args):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)  # held: the imports have them blocked\n"
+        "    return False\n"
+        "entry.starts_workers = starts_workers\n"
+        f"sys.argv = ['kvbench', 'history', '--db', {str(db)!r}]\n"
+        "entry.main()\n"
+    )
+    assert held.returncode == 128 + signal.SIGINT, (held.returncode, held.stderr)
+    assert held.stderr == "kvbench: interrupted before the measurement started; nothing to save\n"
+    assert held.stdout == ""
