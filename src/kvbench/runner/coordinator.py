@@ -171,8 +171,8 @@ class Coordinator:
         self._aborted_round: str | None = None
         self._server: dict[str, Any] = {}
         self._sample_errors: list[str] = []
-        # No interval sample before this (monotonic ns): one failed a moment ago.
-        self._sample_again_ns = 0
+        # Interval samples: none asked again within --timeout of one that failed.
+        self._interval_asks = probe.Unanswered(self.config.load.timeout_ns)
         # Requests this run sent on side connections (probe, stats), by target URL: in the
         # document as server.side_requests, so server request counters reconcile.
         self._ledger: probe.Ledger = {}
@@ -271,15 +271,8 @@ class Coordinator:
 
     def _interval_sample(self) -> dict[str, Any] | None:
         """An interval's server sample, or None; none is asked for within --timeout of
-        one that failed. Each ask of a stalled server waits --timeout, while the workers
-        go on cutting intervals: asked at every one, the intervals piled up behind the
-        asks (the live line fell behind), and a Ctrl-C then waited an ask for each."""
-        if time.monotonic_ns() < self._sample_again_ns:
-            return None
-        sample = self._sample(probe.INTERVAL_STATS)
-        if sample is None:
-            self._sample_again_ns = time.monotonic_ns() + self.config.load.timeout_ns
-        return sample
+        one that failed (``probe.Unanswered``)."""
+        return self._interval_asks.ask(lambda: self._sample(probe.INTERVAL_STATS))
 
     @property
     def _probe_timeout_s(self) -> float:

@@ -43,6 +43,28 @@ class StatsUnavailable(TargetUnreachable):
     (twemproxy closes, others answer ``ERROR``); a run can go ahead without server stats."""
 
 
+class Unanswered:
+    """A side question asked again and again (each interval's server sample or backlog):
+    none is asked within ``wait_ns`` of one that went unanswered. Each ask of a stalled
+    server waits its timeout while the workers go on cutting intervals: asked at every
+    one, the intervals piled up behind the asks (the live line fell behind), and a Ctrl-C
+    then waited an ask for each (runner/coordinator.py, runner/queue.py)."""
+
+    def __init__(self, wait_ns: int) -> None:
+        self.wait_ns = wait_ns
+        self._again_ns = 0
+
+    def ask(self, question: Callable[[], T | None]) -> T | None:
+        """``question()``'s answer, or None: unanswered now, or within ``wait_ns`` of an
+        ask that was (then it is not asked)."""
+        if time.monotonic_ns() < self._again_ns:
+            return None
+        answer = question()
+        if answer is None:
+            self._again_ns = time.monotonic_ns() + self.wait_ns
+        return answer
+
+
 def exchange(sock: socket.socket, codec: Any, out: bytearray, expected: int) -> list[Reply]:
     """Send ``out``; read ``expected`` replies.
 

@@ -171,7 +171,7 @@ class QueueCoordinator:
         self._stop_reason = ""
         self._drained = True
         self._interrupted = False
-        self._backlog_again_ns = 0
+        self._backlog_asks = probe.Unanswered(max(config.timeout_ns, BACKLOG_AGAIN_NS))
 
     def run(self) -> RunResult:
         """Run the whole queue measurement.
@@ -419,16 +419,10 @@ class QueueCoordinator:
 
     def _backlog(self) -> dict[str, Any] | None:
         """The server's backlog (``server_backlog``), or None: none is asked for within
-        --timeout (at least ``BACKLOG_AGAIN_NS``) of an ask that went unanswered. Each ask
-        of a stalled server waits 2 s while the workers go on cutting intervals: asked at
-        every one, the live line fell behind and a Ctrl-C waited an ask for each (9 s)."""
-        if time.monotonic_ns() < self._backlog_again_ns:
-            return None
-        sample = server_backlog(self.config)
-        if sample is None:
-            wait_ns = max(self.config.timeout_ns, BACKLOG_AGAIN_NS)
-            self._backlog_again_ns = time.monotonic_ns() + wait_ns
-        return sample
+        --timeout (at least ``BACKLOG_AGAIN_NS``) of an ask that went unanswered
+        (``probe.Unanswered``; was: 2 s per interval against a stalled server, and 9 s
+        more after a Ctrl-C)."""
+        return self._backlog_asks.ask(lambda: server_backlog(self.config))
 
     # -- result ------------------------------------------------------------------------
 
