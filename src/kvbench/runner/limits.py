@@ -109,10 +109,14 @@ def open_files_needed(config: RunConfig) -> int:
     """Open files the busiest local process of the run needs: a worker's share of the
     connections and its own files, or the coordinator's, whichever is more."""
     load = config.load
-    connections = max_connection_slots(config) // load.pipeline
-    per_worker = math.ceil(connections / load.processes)
     coordinator = WORKER_SPARE_FILES + COORDINATOR_FILES_PER_WORKER * load.processes
-    return max(per_worker + WORKER_SPARE_FILES, coordinator)
+    return max(worker_connections(config) + WORKER_SPARE_FILES, coordinator)
+
+
+def worker_connections(config: RunConfig) -> int:
+    """The connections the busiest worker opens: its share of every server's."""
+    connections = max_connection_slots(config) // config.load.pipeline
+    return math.ceil(connections / config.load.processes)
 
 
 def raise_open_files(needed: int, processes: int) -> None:
@@ -209,8 +213,7 @@ def check_memory(
     """
     blob, keys = worker_memory_bytes(config)
     processes = config.load.processes
-    connections = math.ceil(config.load.connections / processes)
-    own = WORKER_BASE_BYTES + connections * CONNECTION_BYTES
+    own = WORKER_BASE_BYTES + worker_connections(config) * CONNECTION_BYTES
     needed = (blob + keys + own) * processes
     if process_room is not None and blob + keys > process_room:
         # (one worker alone does not fit: how many there are changes nothing)
@@ -221,7 +224,7 @@ def check_memory(
     elif own >= blob + keys:  # (the tables are small: how many workers there are)
         raise ConfigError(
             _flag("load.processes"),
-            f"{processes} worker processes need {_size(needed)} in all (each about "
+            f"{processes} worker process(es) need {_size(needed)} in all (each about "
             f"{_size(WORKER_BASE_BYTES)} of its own, {_size(CONNECTION_BYTES)} per "
             f"connection, and its tables); {_size(available_bytes)} {where}",
         )

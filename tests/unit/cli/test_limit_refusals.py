@@ -171,7 +171,7 @@ def test_workers_whose_own_memory_does_not_fit_are_refused_naming_processes(
     monkeypatch.setattr(limits.psutil, "virtual_memory", lambda: FakeMemory(100 << 20))
     err = run_refused(capsys, listener, tmp_path, "--keys", "1000", "--processes", "8")
     assert err == (
-        "kvbench: error: --processes: 8 worker processes need 161.0 MiB in all (each about "
+        "kvbench: error: --processes: 8 worker process(es) need 161.0 MiB in all (each about "
         "20.0 MiB of its own, 9.0 KiB per connection, and its tables); 100.0 MiB of memory "
         "is available\n"
     )
@@ -374,3 +374,23 @@ def test_the_cgroups_room_leaves_out_its_page_cache_and_heeds_a_tighter_parent(
     (tmp_path / "slice/memory.max").write_text(f"{5 << 30}\n")
     (tmp_path / "slice/memory.current").write_text(f"{4 << 30}\n")
     assert limits.cgroup_memory_left(cgroup, tmp_path) == 1 << 30  # the slice's is tighter
+
+
+def test_the_memory_and_open_files_checks_count_a_workers_connections_alike() -> None:
+    """``--connections`` is the total over every server, shared out over the workers: both
+    checks take a worker's share from ``worker_connections``."""
+    config = load_config(
+        None,
+        {
+            "target.urls": (["memcached://127.0.0.1:1", "memcached://127.0.0.1:2"], "T"),
+            "load.connections": ("51", "-c"),
+        },
+        2,
+    )
+    assert limits.worker_connections(config) == 26  # 51 over 2 workers, rounded up
+    assert limits.open_files_needed(config) == 26 + limits.WORKER_SPARE_FILES
+    blob, keys = limits.worker_memory_bytes(config)
+    needed = 2 * (blob + keys + limits.WORKER_BASE_BYTES + 26 * limits.CONNECTION_BYTES)
+    limits.check_memory(config, needed)  # fits exactly
+    with pytest.raises(ConfigError):
+        limits.check_memory(config, needed - 1)
