@@ -221,9 +221,11 @@ class ResponseFramer:
         scan: where the search for the current head's end resumes, from ``pos``.
         eof: the server closed its side (``feed_eof``): a close-delimited body ends.
         closing: a response said the server closes the connection after it.
+        interim: the bytes of the 1xx responses consumed since the last final one was
+            taken (``take_interim``): they came for the request the next one answers.
     """
 
-    __slots__ = ("_heads", "_max", "_resume", "closing", "data", "eof", "pos", "scan")
+    __slots__ = ("_heads", "_max", "_resume", "closing", "data", "eof", "interim", "pos", "scan")
 
     def __init__(self, max_body_bytes: int) -> None:
         self.data = bytearray()
@@ -231,6 +233,7 @@ class ResponseFramer:
         self.scan = 0
         self.eof = False
         self.closing = False
+        self.interim = 0
         # The current response's chunked body so far: (offset from pos, size, scan state).
         self._resume: tuple[int, int, int] | None = None
         self._heads: dict[bytes, Head] = {}
@@ -282,8 +285,15 @@ class ResponseFramer:
                     self.closing = True
                 return head, pos, body_start, stop
             # 1xx: an interim response (100 Continue, 103 Early Hints) answers nothing.
+            self.interim += stop - pos
             if len(data) == stop:
                 return None
+
+    def take_interim(self) -> int:
+        """The bytes of the 1xx responses before the final one just framed (0: none),
+        counted once: a request's reply is all it was sent back."""
+        interim, self.interim = self.interim, 0
+        return interim
 
     def body(self, head: Head, body_start: int, stop: int) -> bytes:
         """The payload of a response ``frame`` just gave (chunks joined)."""

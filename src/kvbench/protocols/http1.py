@@ -50,6 +50,7 @@ __all__ = [
     "HttpMemcCodec",
     "check_key",
     "host_header",
+    "request_frame",
     "stats_text",
     "url_safe_value",
 ]
@@ -145,12 +146,7 @@ class HttpMemcCodec(CodecBase):
         self._replies: dict[tuple[int, int], Reply] = {}
 
     def _build_templates(self, path: str, host: str, options: CodecOptions) -> None:
-        location = path.lstrip("/").encode("utf-8")
-        if location.translate(None, KEY_SAFE + b"%"):
-            raise ValueError(f"path {path!r} is not URL-safe (percent-encode it)")
-        target = b"GET /" + location + b"?cmd="
-        host_bytes = host.encode("ascii") if host.isascii() else host.encode("idna")
-        self._tail = b" HTTP/1.1\r\nHost: " + host_bytes + b"\r\n\r\n"
+        target, self._tail = request_frame(path, host)
         self._get_head = target + b"get&key="
         self._delete_head = target + b"delete&key="
         self._store_heads = {int(op): target + cmd + b"&key=" for op, cmd in _STORES.items()}
@@ -391,13 +387,13 @@ class HttpMemcCodec(CodecBase):
                     del recent[_RECENT_HEADS:]
             code = pending[index]
             self._head = index + 1
+            sized(stop - start + framer.take_interim())  # (interim responses came for it)
             kind = codes[code].get(head.status, _ERROR_0)
             if kind == _STORED_0 and head.status == 200:
                 kind = int(self._store_kind(body_start, stop, head))
             elif kind == _VALUE_0 and code in _PAYLOAD_CODES:
                 self._reply(code, head, start, body_start, stop)  # server_software
             append(kind)
-            sized(stop - start)
             count += 1
         if self._head >= _COMPACT_AT:
             self._advance(self._head)
@@ -435,7 +431,7 @@ class HttpMemcCodec(CodecBase):
 
     def _reply(self, code: int, head: Head, start: int, body_start: int, stop: int) -> Reply:
         status = head.status
-        nbytes = stop - start
+        nbytes = stop - start + self._framer.take_interim()
         kind = self._kinds[code].get(status)
         if kind is None:
             return Reply(_K.ERROR_REPLY, nbytes, head.status_line)
@@ -458,6 +454,20 @@ class HttpMemcCodec(CodecBase):
             if len(self._replies) < REPLY_CACHE_LIMIT:
                 self._replies[kind, nbytes] = reply
         return reply
+
+
+def request_frame(path: str, host: str) -> tuple[bytes, bytes]:
+    """Every request's start, ``GET /<path>?cmd=``, and its end, `` HTTP/1.1``, the Host
+    field and the empty line (the compiled pump writes its requests between the two too).
+
+    Raises:
+        ValueError: the path is not URL-safe.
+    """
+    location = path.lstrip("/").encode("utf-8")
+    if location.translate(None, KEY_SAFE + b"%"):
+        raise ValueError(f"path {path!r} is not URL-safe (percent-encode it)")
+    host_bytes = host.encode("ascii") if host.isascii() else host.encode("idna")
+    return b"GET /" + location + b"?cmd=", b" HTTP/1.1\r\nHost: " + host_bytes + b"\r\n\r\n"
 
 
 def stats_text(body: bytes) -> bytes:

@@ -355,6 +355,27 @@ def test_interim_responses_are_skipped() -> None:
     assert [r.kind for r in feed_bytewise(c, data)] == [K.MISS]
 
 
+@pytest.mark.parametrize("feeder", FEEDERS)
+def test_interim_responses_count_in_the_size_of_the_reply_they_precede(feeder: Feeder) -> None:
+    """Before: a reply's size left out the 1xx responses before it, so the bytes by op fell
+    short of what the server sent for the request (the compiled pump counted them)."""
+    interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\n"
+    c = codec()
+    c.encode(Op.GET, b"k", None, bytearray())
+    c.encode(Op.GET, b"k", None, bytearray())
+    assert [r.nbytes for r in feeder(c, interim + MISS + MISS)] == [len(interim + MISS), len(MISS)]
+    fast = codec()  # read_kinds, a response head it has seen (framed in place) included
+    for _ in range(3):
+        fast.encode(Op.GET, b"k", None, bytearray())
+    fast.feed(MISS + interim)
+    kinds: list[int] = []
+    sizes: list[int] = []
+    fast.read_kinds(kinds, sizes)
+    fast.feed(MISS + MISS)
+    fast.read_kinds(kinds, sizes)
+    assert sizes == [len(MISS), len(interim + MISS), len(MISS)]
+
+
 def test_close_delimited_body_ends_at_eof() -> None:
     c = codec(keep_payload=True)
     c.encode(Op.GET, b"k", None, bytearray())
