@@ -265,7 +265,7 @@ _REPLAY: list[Callable[[Any], Any]] = [
     click.option(
         "-P",
         "--pipeline",
-        help="Requests in flight per connection. [1 at --speed max; 64 at the trace's times]",
+        help="Requests in flight per connection. [1 at --speed max; 64 at the trace's times, but 1 to an HTTP gateway]",
     ),
     _SEED,
     _MAX_LAG,

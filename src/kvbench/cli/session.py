@@ -305,9 +305,16 @@ def _runs_unsaved(console: Console, error: StoreError | None, runs: int, outputs
 
 # -- a replay --------------------------------------------------------------------------
 
-# Requests in flight per connection of a replay at the trace's times, unless -P says: a
-# client's requests go in order on one connection, and a busy client sends many at once.
+# Requests in flight per connection of a replay at the trace's times, unless -P says (or
+# the target takes one at a time: an HTTP gateway): a client's requests go in order on
+# one connection, and a busy client sends many at once.
 TIMED_REPLAY_PIPELINE = 64
+
+
+def _pipelines(targets: tuple[TargetConfig, ...]) -> bool:
+    """The targets take pipelined requests: not an HTTP gateway without ``?pipeline=1``
+    (a timed replay's default pipeline is 1 there, as a run's)."""
+    return all(target.family != "http" or target.pipelining for target in targets)
 
 
 def replay_once(
@@ -330,9 +337,10 @@ def replay_once(
         section = replace(section, format=detect_format(section.path))
     if section.format == MONITOR_FORMAT:
         section = _monitor_section(section, settings)
-    if section.timed and "load.pipeline" not in settings:
-        settings["load.pipeline"] = (TIMED_REPLAY_PIPELINE, "--pipeline")
     config = load_config(None, settings, 1)
+    if section.timed and "load.pipeline" not in settings and _pipelines(config.targets):
+        settings["load.pipeline"] = (TIMED_REPLAY_PIPELINE, "--pipeline")
+        config = load_config(None, settings, 1)
     if len(config.targets) != 1 or config.targets[0].cluster:
         raise ConfigError("TARGET", "a replay sends to one server (one client, one connection)")
     if section.format == MONITOR_FORMAT:
