@@ -15,7 +15,6 @@ and its lane goes on where its stream stopped, on every driver, until every row 
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -27,7 +26,7 @@ from kvbench.engine import fastpath
 from tests.support import fake_servers, pump_oracle, servers
 from tests.support.cli import read_json, run_kvbench
 from tests.support.servers import Server
-from tests.support.traces import Row, write_trace
+from tests.support.traces import Row, owned_rows, write_trace
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +36,6 @@ DRIVERS = {
     "transports": ({fastpath.DRIVER_ENV: fastpath.TRANSPORTS}, "compiled (transports)"),
     "python": ({fastpath.PURE_PYTHON_ENV: "1"}, f"python ({fastpath.PURE_PYTHON_ENV} is set)"),
 }
-WRITES = ("set", "add", "replace", "cas", "append", "prepend")
 # The server counters each run's requests move (memcached's stats, Redis's commandstats).
 COUNTERS = {
     "memcached": (
@@ -47,38 +45,6 @@ COUNTERS = {
     ),
     "redis": ("get", "set", "append", "del", "incr", "decr", "keyspace_hits", "keyspace_misses"),
 }  # fmt: skip
-
-
-def owned_rows(n: int, *, seconds: int = 2, clients: int = 12, seed: int = 5) -> list[Row]:
-    """``n`` rows of every trace op over ``seconds`` whole seconds, each key used by one
-    client only (its name carries the client's). Counters (incr, decr) are only stored
-    with 4-byte values, digits: the servers count an incr of a number."""
-    rng = random.Random(seed)
-    ops = ("get", "gets", "set", "add", "replace", "cas", "append", "prepend", "delete")
-    rows: list[Row] = []
-    for i in range(n):
-        client = rng.randrange(clients)
-        if rng.random() < 0.2:
-            key = f"c{client}:n:{rng.randrange(4)}"
-            op = rng.choice(("incr", "decr", "set", "get", "delete"))
-            size = 4
-        else:
-            key = f"c{client}:u:{rng.randrange(30):03d}"
-            op = rng.choice(ops)
-            size = rng.choice((10, 100, 1000))
-        writes = op in WRITES
-        rows.append(
-            (
-                i * seconds // n,
-                key,
-                len(key),
-                size if writes else 0,
-                f"c{client}",
-                op,
-                rng.choice((0, 60, 3600)) if writes else 0,
-            )
-        )
-    return rows
 
 
 def replay(

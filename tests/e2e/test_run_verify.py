@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import servers
 from tests.support.cli import all_phase_counts, read_json, run_kvbench
 from tests.support.servers import Server, counters
 
@@ -170,3 +171,47 @@ def test_values_overwritten_behind_kvbench_s_back_are_caught(
     (verdict,) = [v for v in doc["verdicts"] if v["id"] == "verify.mismatch"]
     assert verdict["evidence"]["mismatches"] == verify["mismatches"]
     assert "MISMATCHES, e.g. kvbench:" in doc["_stdout"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_through_a_gateway_each_get_reads_back_the_set_as_the_gateway_stored_it(
+    fresh_memcached: Server, tmp_path: Path, driver: str
+) -> None:
+    """nginx + memc stores each value's bytes mapped to URL-safe ones: a get right after
+    its set must return that set's value so mapped (the compiled pump maps in C)."""
+    with servers.nginx_memc(fresh_memcached) as gateway:
+        stats = f"memcached://{fresh_memcached.address}"
+        url = f"http+memc://{gateway.address}/memc?stats={stats}"
+        before = counters(stats)
+        doc = _run(url, tmp_path, "-P", "1", "--ratio", "set-then-get", "-n", "2000", driver=driver)
+        after = counters(stats)
+    hits = all_phase_counts(doc, "get", "hit")
+    assert hits == all_phase_counts(doc, "get") > 500
+    assert after["get_hits"] - before["get_hits"] == hits
+    assert doc["verify"] == {"checked": hits, "mismatches": 0, "example_keys": []}
+    assert doc["status"] == "ok"
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_through_a_gateway_values_overwritten_behind_its_back_are_caught(
+    fresh_memcached: Server, tmp_path: Path, driver: str
+) -> None:
+    """The backing memcached's values overwritten between a set and its get, through the
+    gateway, on either driver."""
+    keys = [b"kvbench:%d" % i for i in range(40)]
+    writer = GarbageWriter(fresh_memcached, keys)
+    with servers.nginx_memc(fresh_memcached) as gateway:
+        writer.start()
+        try:
+            doc = _run(
+                f"http+memc://{gateway.address}/memc", tmp_path, "-P", "1", "--keys", "40",
+                "--ratio", "set-then-get", "--duration", "2s", "--max-error-rate", "100%",
+                driver=driver,
+            )  # fmt: skip
+        finally:
+            writer.stop.set()
+            writer.join()
+    verify = doc["verify"]
+    assert writer.writes > 10 and verify["mismatches"] > 0
+    assert {k.encode() for k in verify["example_keys"]} <= set(keys)
+    assert verify["checked"] == all_phase_counts(doc, "get", "hit")

@@ -68,7 +68,9 @@ def drive(server: Server, protocol: str, chunks: list[tuple[Any, ...]]) -> list[
     tally.issuing = True
     queue = iter(chunks)
     with socket.create_connection((server.host, server.port), timeout=10) as sock:
-        stream = _pump.Stream(lambda: next(queue, None), number)
+        stream = _pump.Stream(
+            lambda: next(queue, None), number, **pump_oracle.stream_frame(protocol)
+        )
         pump = _pump.Pump(tally, stream, sock.sendall, number, families, 1 << 20)
         pump.issue(16)
         while pump.inflight:  # each read sends as many: bounded by the chunks' requests

@@ -44,6 +44,7 @@ from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome as ReplyOutcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
+from kvbench.protocols.http1 import request_frame
 from kvbench.protocols.registry import CODECS
 from kvbench.workload.chunk import Cursor
 from kvbench.workload.mix import RMW_CODE
@@ -69,10 +70,12 @@ __all__ = [
     "codec_outcome",
     "examples",
     "exchange",
+    "frame_args",
     "ops_of",
     "pack",
     "seeded",
     "sent_ops",
+    "stream_frame",
     "unverified",
 ]
 
@@ -112,7 +115,7 @@ def examples(n: int) -> int:
 # The ops a compiled run of a workload mix sends (every protocol's pump encodes them).
 OPS = (Op.GET, Op.SET, Op.DELETE, Op.INCR, Op.DECR, Op.MGET)
 # The protocols the pump speaks, by their codec's name.
-PROTOCOLS = ("memcache-text", "resp2", "memcache-binary", "memcache-meta", "resp3")
+PROTOCOLS = ("memcache-text", "resp2", "memcache-binary", "memcache-meta", "resp3", "http-memc")
 # The protocols whose codec's parser is hiredis (the exceptions below are theirs).
 RESP = frozenset({"resp2", "resp3"})
 # The ops whose request carries a value.
@@ -409,7 +412,7 @@ def pump_outcome(ex: Exchange) -> Outcome:
     written: list[bytes] = []
     pump = _pump.Pump(
         tally,
-        _pump.Stream(lambda: chunk, number),
+        _pump.Stream(lambda: chunk, number, **stream_frame(ex.protocol)),
         written.append,
         number,
         families,
@@ -425,7 +428,7 @@ def pump_outcome(ex: Exchange) -> Outcome:
     assert len(written) == 1, written
     for piece in pieces(ex):
         status = pump.received(piece)
-        assert status in (0, 1, 2), status
+        assert status in (0, 1, 2, 3), status  # (3: the server announced its close)
         statuses.append(status)
         if status == 2:  # the pump is done: the connection closes and reopens
             break
@@ -447,6 +450,22 @@ def pump_outcome(ex: Exchange) -> Outcome:
         checked, mismatches, named = tally.take_verified()
         checks = (checked, mismatches, [k.decode("utf-8", "backslashreplace") for k in named])
     return Outcome(written[0], codes, error, statuses, tx, rx, checks)
+
+
+def stream_frame(protocol: str) -> dict[str, bytes]:
+    """A Stream's HTTP request start and end (``target``, ``tail``) for ``protocol``'s
+    codec made with its defaults, as fastpath.PumpFactory gives them; none for the rest."""
+    if protocol != "http-memc":
+        return {}
+    target, tail = request_frame("memc", "localhost")  # (HttpMemcCodec's defaults)
+    return {"target": target, "tail": tail}
+
+
+def frame_args(protocol: str) -> tuple[bytes, bytes]:
+    """``_pump.encode``'s and ``encode_packed``'s last two arguments (after the opaque)
+    for ``protocol``: ``stream_frame``'s target and tail, empty for all but HTTP."""
+    frame = stream_frame(protocol)
+    return frame.get("target", b""), frame.get("tail", b"")
 
 
 def _check_bytes(

@@ -460,6 +460,125 @@ def meta_mget(draw: Draw, keys: Sequence[bytes], token: int) -> bytes:
     return wire + (b"MN\r\n" if draw(0, 9) else pick(draw, (b"MN O1\r\n", b"EN\r\n", b"")))
 
 
+# -- HTTP to a memc gateway (RFC 9112; memc's README for what each command gets) --------
+
+# What memc answers each op with (status, body), then statuses any request may get: a
+# gateway's errors, ones no request expects, and ones that never carry a body.
+HTTP_ANSWERS: dict[str, tuple[tuple[int, bytes], ...]] = {
+    "get": ((200, b"vvv"), (200, b""), (404, b"<html>404 Not Found</html>")),
+    "store": ((201, b"STORED\r\n"), (200, b"NOT_STORED\r\n"), (200, b"STORED"), (404, b"")),
+    "delete": ((200, b"DELETED\r\n"), (404, b"NOT_FOUND\r\n")),
+    "counter": ((200, b"43\r\n"), (201, b"1"), (404, b"")),
+}
+HTTP_ANY = (
+    (502, b"Bad Gateway"),
+    (504, b""),
+    (500, b"x"),
+    (414, b""),
+    (204, b""),
+    (304, b""),
+    (301, b"moved"),
+    (101, b""),
+    (100, b""),
+    (999, b""),
+    (99, b""),
+)
+HTTP_OP_ANSWERS = {
+    Op.GET: "get",
+    Op.DELETE: "delete",
+    Op.INCR: "counter",
+    Op.DECR: "counter",
+    **{op: "store" for op in TEXT_STORES},
+}
+HTTP_CONNECTION = (b"close", b"keep-alive", b"Keep-Alive, Upgrade", b" CLOSE ", b"x, close")
+HTTP_LENGTHS = (b"-1", b"abc", b"", b"1000000000000000000", b"99999999999999999999", b"+3")
+
+
+def http_name(draw: Draw, name: bytes) -> bytes:
+    """A field name as a server may case it."""
+    return pick(draw, (name, name.lower(), name.upper()))
+
+
+def http_chunked(draw: Draw, body: bytes) -> bytes:
+    """``body`` in chunks (hex sizes of any case and width, extensions, a trailer), or a
+    near miss (a size that lies, a chunk without its CRLF, a bad size line)."""
+    out = b""
+    while body:
+        size = draw(1, len(body))
+        digits = pick(draw, (b"%x" % size, b"%X" % size, b"%04x" % size))
+        ext = pick(draw, (b"", b"", b";a=1", b" ;x", b"\t"))
+        out += digits + ext + b"\r\n" + body[:size] + b"\r\n"
+        body = body[size:]
+    out += pick(draw, (b"0\r\n", b"000;end\r\n"))
+    out += pick(draw, (b"", b"", b"X-Trailer: 1\r\n", b"bad trailer\r\n"))
+    out += b"\r\n"
+    fault = draw(0, 11)
+    if fault == 0:
+        out = b"1" * draw(16, 18) + b"\r\n" + out  # more hex digits than 64 bits hold
+    elif fault == 1:
+        out = b"zz\r\n" + out
+    elif fault == 2:
+        out = out.replace(b"\r\n", b"\rX", 1)
+    return out
+
+
+def http_reply(draw: Draw, op: Op, key: Any, opaque: int) -> bytes:
+    """A response to a memc request: memc's own answers, a gateway's errors, interim
+    responses before, every framing (Content-Length, chunked, both, none: close-delimited),
+    HTTP/1.0, Connection fields, and broken status lines, fields and lengths."""
+    wire = b""
+    if draw(0, 15) == 0:  # an interim response first
+        wire += pick(
+            draw, (b"HTTP/1.1 100 Continue\r\n\r\n", b"HTTP/1.1 103 Hints\r\nLink: x\r\n\r\n")
+        )
+    answers = HTTP_ANSWERS[HTTP_OP_ANSWERS[op]]
+    status, body = pick(draw, answers) if draw(0, 7) else pick(draw, HTTP_ANY)
+    version = b"1.0" if draw(0, 19) == 0 else b"1.1"  # (1.0 closes without keep-alive)
+    reason = pick(draw, (b" OK", b" Created", b"", b" ", b" Not Found"))
+    line = b"HTTP/%b %d%b\r\n" % (version, status, reason)
+    if draw(0, 29) == 0:
+        line = pick(
+            draw,
+            (
+                b"HTTP/2 200\r\n",
+                b"HTTP/1.1 20\r\n",
+                b"HTTP/1.1 200OK\r\n",
+                b"HTTPS/1.1 200\r\n",
+                b"HTTP/1.1 2000\r\n",
+            ),
+        )
+    fields = [b"Server: nginx/1.22.1", b"Date: Sat, 05 Dec 2026 04:00:00 GMT"]
+    framing = draw(0, 29)
+    if framing < 13:  # Content-Length, as nginx sends it
+        fields.append(http_name(draw, b"Content-Length") + b": %d" % len(body))
+    elif framing < 16:
+        fields.append(http_name(draw, b"Transfer-Encoding") + b": chunked")
+        body = http_chunked(draw, body)
+    elif framing == 16:  # both: Transfer-Encoding wins
+        fields += [b"Content-Length: 3", b"Transfer-Encoding: gzip, chunked"]
+        body = http_chunked(draw, body)
+    elif framing == 17:  # a list of lengths, equal or not, or a bad one
+        fields.append(
+            pick(
+                draw,
+                (
+                    b"Content-Length: %d, %d" % (len(body), len(body)),
+                    b"Content-Length: %d\r\nContent-Length: 1" % len(body),
+                    b"Content-Length: " + pick(draw, HTTP_LENGTHS),
+                ),
+            )
+        )
+    elif framing == 18:  # a coding that is not chunked: close-delimited
+        fields.append(b"Transfer-Encoding: gzip")
+    elif framing > 18:  # Content-Length, as nginx sends it
+        fields.append(b"Content-Length: %d" % len(body))
+    if draw(0, 7) == 0:
+        fields.append(http_name(draw, b"Connection") + b": " + pick(draw, HTTP_CONNECTION))
+    if draw(0, 29) == 0:
+        fields.append(pick(draw, (b" folded", b"Bad Name: x", b": empty", b"X-A:\x00\x7f")))
+    return wire + line + b"".join(f + b"\r\n" for f in fields) + b"\r\n" + body
+
+
 # -- a request's reply, by protocol ----------------------------------------------------------
 
 
@@ -480,6 +599,7 @@ GRAMMARS: dict[str, Grammar] = {
     "resp3": lambda draw, op, key, opaque: resp3_reply(draw, op, key),
     "memcache-binary": binary_reply,
     "memcache-meta": meta_reply,
+    "http-memc": http_reply,
 }
 
 

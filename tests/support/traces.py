@@ -56,3 +56,39 @@ def mixed_rows(
             )
         )
     return rows
+
+
+# The trace ops that carry a value.
+WRITES = ("set", "add", "replace", "cas", "append", "prepend")
+
+
+def owned_rows(n: int, *, seconds: int = 2, clients: int = 12, seed: int = 5) -> list[Row]:
+    """``n`` rows of every trace op over ``seconds`` whole seconds, each key used by one
+    client only (its name carries the client's). Counters (incr, decr) are only stored
+    with 4-byte values, digits: the servers count an incr of a number."""
+    rng = random.Random(seed)
+    ops = ("get", "gets", "set", "add", "replace", "cas", "append", "prepend", "delete")
+    rows: list[Row] = []
+    for i in range(n):
+        client = rng.randrange(clients)
+        if rng.random() < 0.2:
+            key = f"c{client}:n:{rng.randrange(4)}"
+            op = rng.choice(("incr", "decr", "set", "get", "delete"))
+            size = 4
+        else:
+            key = f"c{client}:u:{rng.randrange(30):03d}"
+            op = rng.choice(ops)
+            size = rng.choice((10, 100, 1000))
+        writes = op in WRITES
+        rows.append(
+            (
+                i * seconds // n,
+                key,
+                len(key),
+                size if writes else 0,
+                f"c{client}",
+                op,
+                rng.choice((0, 60, 3600)) if writes else 0,
+            )
+        )
+    return rows

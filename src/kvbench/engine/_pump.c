@@ -61,7 +61,7 @@
 
 static const Wire *const WIRES[P_COUNT] = {
     [P_TEXT] = &text_wire, [P_RESP2] = &resp2_wire, [P_BINARY] = &binary_wire,
-    [P_META] = &meta_wire, [P_RESP3] = &resp3_wire};
+    [P_META] = &meta_wire, [P_RESP3] = &resp3_wire, [P_HTTP] = &http_wire};
 
 /* The wire of ``protocol``, or NULL with a ValueError. */
 static const Wire *
@@ -573,12 +573,14 @@ encoding_check(const Wire *wire, const Encoding *e)
     return wire->check != NULL ? wire->check(e) : 0;
 }
 
-/* ``e`` set to the settings given, all checked; -1 with an exception (``e`` as it was). */
+/* ``e`` set to the settings given, all checked; -1 with an exception (``e`` as it was).
+ * HTTP's target and tail are borrowed: the caller keeps them while ``e`` is used. */
 static int
-encoding_from(int protocol, long long ttl, long long flags, Encoding *e)
+encoding_from(int protocol, long long ttl, long long flags, const char *target,
+              Py_ssize_t target_len, const char *tail, Py_ssize_t tail_len, Encoding *e)
 {
     const Wire *wire = wire_of(protocol);
-    Encoding checked = {protocol, ttl, flags};
+    Encoding checked = {protocol, ttl, flags, target, tail, target_len, tail_len};
     if (wire == NULL || encoding_check(wire, &checked) < 0)
         return -1;
     *e = checked;
@@ -586,9 +588,11 @@ encoding_from(int protocol, long long ttl, long long flags, Encoding *e)
 }
 
 PyDoc_STRVAR(encode_doc,
-"encode(protocol, ttl, flags, ops, keys, values, start, stop, opaque=0) -> bytes\n\n"
+"encode(protocol, ttl, flags, ops, keys, values, start, stop, opaque=0, target=b'',\n"
+"       tail=b'') -> bytes\n\n"
 "Requests ``start`` to ``stop`` as a Stream writes them, numbering opaques (binary, meta)\n"
-"from ``opaque`` (for tests and benchmarks).");
+"from ``opaque``; HTTP's with ``target`` and ``tail`` (as Stream's). For tests and\n"
+"benchmarks.");
 
 static PyObject *
 encode(PyObject *module, PyObject *args)
@@ -598,10 +602,13 @@ encode(PyObject *module, PyObject *args)
     PyObject *ops, *keys, *values;
     Py_ssize_t start, stop;
     unsigned int opaque = 0;
+    const char *target = "", *tail = "";
+    Py_ssize_t target_len = 0, tail_len = 0;
     Encoding e;
-    if (!PyArg_ParseTuple(args, "iLLO!O!O!nn|I", &protocol, &ttl, &flags, &PyList_Type, &ops,
-                          &PyList_Type, &keys, &PyList_Type, &values, &start, &stop, &opaque) ||
-        encoding_from(protocol, ttl, flags, &e) < 0)
+    if (!PyArg_ParseTuple(args, "iLLO!O!O!nn|Iy#y#", &protocol, &ttl, &flags, &PyList_Type,
+                          &ops, &PyList_Type, &keys, &PyList_Type, &values, &start, &stop,
+                          &opaque, &target, &target_len, &tail, &tail_len) ||
+        encoding_from(protocol, ttl, flags, target, target_len, tail, tail_len, &e) < 0)
         return NULL;
     if (start < 0 || stop > PyList_GET_SIZE(ops) || stop > PyList_GET_SIZE(keys) ||
         stop > PyList_GET_SIZE(values)) {
@@ -630,7 +637,7 @@ encode(PyObject *module, PyObject *args)
 
 PyDoc_STRVAR(encode_packed_doc,
 "encode_packed(protocol, ttl, flags, ops, keys, key_starts, key_ends, values, value_starts,\n"
-"              value_ends, start, stop, opaque=0) -> bytes\n\n"
+"              value_ends, start, stop, opaque=0, target=b'', tail=b'') -> bytes\n\n"
 "encode() for a packed chunk's columns (checked as a Stream checks them when it loads\n"
 "one: a ValueError says what is wrong): requests ``start`` to ``stop`` as a Stream\n"
 "writes them (for tests and benchmarks).");
@@ -643,11 +650,14 @@ encode_packed(PyObject *module, PyObject *args)
     PyObject *columns[PACKED_COLUMNS];
     Py_ssize_t start, stop;
     unsigned int opaque = 0;
+    const char *target = "", *tail = "";
+    Py_ssize_t target_len = 0, tail_len = 0;
     Encoding e;
-    if (!PyArg_ParseTuple(args, "iLLOOOOOOOnn|I", &protocol, &ttl, &flags, &columns[0],
+    if (!PyArg_ParseTuple(args, "iLLOOOOOOOnn|Iy#y#", &protocol, &ttl, &flags, &columns[0],
                           &columns[1], &columns[2], &columns[3], &columns[4], &columns[5],
-                          &columns[6], &start, &stop, &opaque) ||
-        encoding_from(protocol, ttl, flags, &e) < 0)
+                          &columns[6], &start, &stop, &opaque, &target, &target_len, &tail,
+                          &tail_len) ||
+        encoding_from(protocol, ttl, flags, target, target_len, tail, tail_len, &e) < 0)
         return NULL;
     const Wire *wire = WIRES[protocol];
     Packed k;
@@ -1180,6 +1190,7 @@ typedef struct {
     Packed packed;                 /* the packed form's (packed.held 0: none) */
     Py_ssize_t size, pos;
     Encoding encoding;
+    PyObject *http_target, *http_tail; /* bytes (HTTP's, held for encoding; else NULL) */
     long long completed; /* replies since the last take_completed() */
     int refilling;       /* in refill() or loading what it returned (reentrant()) */
     /* --verify: each set's value is derived here from its key and the next version (the
@@ -1193,20 +1204,35 @@ typedef struct {
 static int
 Stream_init(Stream *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"refill", "protocol", "ttl", "flags", "derive_from", NULL};
-    PyObject *refill;
+    static char *kwlist[] = {"refill", "protocol", "ttl",    "flags",
+                             "derive_from", "target", "tail", NULL};
+    PyObject *refill, *target = NULL, *tail = NULL;
     int protocol;
     long long ttl = 0, flags = 0, derive_from = -1;
     Encoding encoding;
     if (self->refill != NULL)
         return initialized_already("Stream");
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oi|LL$L", kwlist, &refill, &protocol, &ttl,
-                                     &flags, &derive_from) ||
-        encoding_from(protocol, ttl, flags, &encoding) < 0)
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oi|LL$LOO", kwlist, &refill, &protocol,
+                                     &ttl, &flags, &derive_from, &target, &tail))
+        return -1;
+    target = target == Py_None ? NULL : target;
+    tail = tail == Py_None ? NULL : tail;
+    if ((target != NULL && !PyBytes_Check(target)) || (tail != NULL && !PyBytes_Check(tail))) {
+        PyErr_SetString(PyExc_TypeError, "a Stream's target and tail are bytes or None");
+        return -1;
+    }
+    if (encoding_from(protocol, ttl, flags, target ? PyBytes_AS_STRING(target) : "",
+                      target ? PyBytes_GET_SIZE(target) : 0,
+                      tail ? PyBytes_AS_STRING(tail) : "", tail ? PyBytes_GET_SIZE(tail) : 0,
+                      &encoding) < 0)
         return -1;
     if (self->refill != NULL)
         return initialized_already("Stream");
-    self->encoding = encoding;
+    self->encoding = encoding; /* (its target and tail are the bytes held below) */
+    Py_XINCREF(target);
+    self->http_target = target;
+    Py_XINCREF(tail);
+    self->http_tail = tail;
     self->version = derive_from < 0 ? -1 : derive_from;
     Py_INCREF(refill);
     self->refill = refill;
@@ -1242,11 +1268,23 @@ Stream_clear(Stream *self)
     return 0;
 }
 
+/* (Not in Stream_clear: the encoding borrows their bytes as long as the stream lives;
+ * bytes hold no references, so they cannot be in a cycle.) */
+static void
+Stream_drop_http(Stream *self)
+{
+    self->encoding.http_target = self->encoding.http_tail = "";
+    self->encoding.http_target_len = self->encoding.http_tail_len = 0;
+    Py_CLEAR(self->http_target);
+    Py_CLEAR(self->http_tail);
+}
+
 static void
 Stream_dealloc(Stream *self)
 {
     PyObject_GC_UnTrack(self);
     Stream_clear(self);
+    Stream_drop_http(self);
     PyMem_Free(self->derived);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1516,8 +1554,10 @@ static PyMethodDef Stream_methods[] = {
 static PyTypeObject StreamType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "kvbench.engine._pump.Stream",
-    .tp_doc = PyDoc_STR("Stream(refill, protocol, ttl=0, flags=0): the requests of a server's "
-                        "pumps, or of one pump (a replay's lane)."),
+    .tp_doc = PyDoc_STR("Stream(refill, protocol, ttl=0, flags=0, *, derive_from=-1, "
+                        "target=None, tail=None): the requests of a server's pumps, or of one "
+                        "pump (a replay's lane); HTTP's requests start with ``target`` (GET "
+                        "/<path>?cmd=) and end with ``tail`` ( HTTP/1.1, the Host field)."),
     .tp_basicsize = sizeof(Stream),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
@@ -1539,7 +1579,9 @@ static PyTypeObject StreamType = {
 /* -- Pump: one connection's closed loop ------------------------------------------------- */
 
 /* received() and issue() results besides "nothing to do" (0). */
-enum { PUMP_OK = 0, PUMP_IDLE = 1, PUMP_ERROR = 2 };
+/* PUMP_CLOSING: the server announced that it closes the connection after the reply just
+ * read (HTTP), as py_pump.CLOSING. */
+enum { PUMP_OK = 0, PUMP_IDLE = 1, PUMP_ERROR = 2, PUMP_CLOSING = 3 };
 
 /* A request in flight: its op, when it was sent and when it was due (open loop; the
  * send time in a closed loop), and the tags its reply is checked with; once answered,
@@ -1606,6 +1648,14 @@ typedef struct {
      * length, until its set's completes it (half_code -1: none read). */
     long long half_code;
     Py_ssize_t half_len;
+    /* A reply said the server closes the connection after it: any byte after is an
+     * error, and nothing more is sent. */
+    int closing;
+    /* --verify against an HTTP gateway: what each value byte is stored as (NULL: itself),
+     * and a chunked get hit's value joined (Scan.value_chunked). */
+    const unsigned char *value_map;
+    char *joined;
+    Py_ssize_t joined_cap;
 } Pump;
 
 static int
@@ -1689,6 +1739,7 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
     self->open_loop = open_loop;
     self->late_ns = late_ns;
     self->verify = verify;
+    self->value_map = wire == &http_wire ? http_value_map() : NULL;
     self->window_low_ms = window_low < 0 ? -1 : window_low;
     self->window_high_ms = window_high;
     self->exact = exact;
@@ -1736,6 +1787,7 @@ Pump_dealloc(Pump *self)
     PyMem_Free(self->out);
     PyMem_Free(self->keys);
     PyMem_Free(self->last_set);
+    PyMem_Free(self->joined);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -2126,7 +2178,17 @@ check_value(const Pump *self, const Pending *request, const char *value, Py_ssiz
     c->checked++;
     const char *key = self->keys + request->key_at;
     int good;
-    if (request->expect) /* the set's value, as engine/verify.py compares it: exactly */
+    const unsigned char *map = self->value_map;
+    if (request->expect && map != NULL) { /* as the gateway stored the set's value */
+        const unsigned char *head = (const unsigned char *)key + request->key_len;
+        good = n >= EXACT_HEAD;
+        for (int i = 0; good && i < EXACT_HEAD; i++)
+            good = (unsigned char)value[i] == map[head[i]];
+        good = good && (self->verify == VERIFY_TIMESTAMP
+                            ? n == EXACT_HEAD
+                            : verify_derived_mapped(key, request->key_len, head, value, n, map));
+    }
+    else if (request->expect) /* the set's value, as engine/verify.py compares it: exactly */
         good = n >= EXACT_HEAD && memcmp(value, key + request->key_len, EXACT_HEAD) == 0 &&
                (self->verify == VERIFY_TIMESTAMP ? n == EXACT_HEAD
                                                  : verify_derived(key, request->key_len, value, n));
@@ -2248,8 +2310,14 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
                                                   request->tag, request->keys}
                    : self->half_code < 0 ? (Head){OP_GET, F_GET, request->tag, 0}
                                          : (Head){OP_SET, F_STORE, request->set_tag, 0};
+        if (self->closing) {
+            scan_fail(&scan, "bytes after a response that closed the connection");
+            break;
+        }
         scan.value_at = -1;
+        scan.value_chunked = 0;
         scan.skipped = 0;
+        scan.closing = 0;
         Py_ssize_t k = scan_reply(self->wire, buf + pos, n - pos, request ? &head : NULL,
                                   self->max_reply, &scan);
         if (k <= 0)
@@ -2258,9 +2326,21 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
             pos += k;
             continue;
         }
+        self->closing = scan.closing;
         if (self->verify && request->op == OP_GET && scan.value_at >= 0 &&
-            (scan.code & (FOLD_KINDS - 1)) == K_HIT)
-            check_value(self, request, buf + pos + scan.value_at, scan.value_len, &checks);
+            (scan.code & (FOLD_KINDS - 1)) == K_HIT) {
+            const char *value = buf + pos + scan.value_at;
+            if (scan.value_chunked) { /* its data between chunk lines: joined first */
+                if (grow(&self->joined, &self->joined_cap, scan.value_len + 1, 256, 1) < 0) {
+                    unaccount(self, tally, done);
+                    self->in_len = 0;
+                    return -1;
+                }
+                http_chunked_join(value, k - scan.value_at, self->joined);
+                value = self->joined;
+            }
+            check_value(self, request, value, scan.value_len, &checks);
+        }
         pos += k;
         if (request->op == OP_RMW) {
             if (self->half_code < 0) { /* its get's reply: the set's completes it */
@@ -2301,10 +2381,12 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
         }
     }
     self->in_len = rest;
-    if (!done)
-        return PUMP_OK;
+    if (!done) /* (an rmw's get may have announced the close) */
+        return self->closing ? PUMP_CLOSING : PUMP_OK;
     if (tally->fold && tally_fold(tally) < 0)
         return -1;
+    if (self->closing) /* the server closes after this reply: send nothing more here */
+        return PUMP_CLOSING;
     if (self->open_loop) /* the dispatcher sends; the worker may be finished */
         return !tally->issuing || tally->budget == 0 ? PUMP_IDLE : PUMP_OK;
     return pump_issue(self, done);
@@ -2612,7 +2694,8 @@ PyDoc_STRVAR(scan_replies_doc,
 "Classify the replies in ``data`` answering ``ops`` (bytes, one op per request; ``keys``:\n"
 "each request's key count, for multi-gets) as a Pump would, opaques numbered from 0: the\n"
 "codes of the complete ones, the bytes they took, and the grammar error that stopped the\n"
-"scan (or None). For tests that compare with the Python codecs.");
+"scan (or None; bytes after a reply that announced the connection's close stop it too).\n"
+"For tests that compare with the Python codecs.");
 
 static PyObject *
 scan_replies(PyObject *module, PyObject *args)
@@ -2632,7 +2715,12 @@ scan_replies(PyObject *module, PyObject *args)
     Tags tags = {0, 0, 0};
     Head head = {0};
     const char *p = data.buf;
+    int closing = 0;
     while (codes != NULL && pos < data.len) {
+        if (closing) {
+            scan_fail(&scan, "bytes after a response that closed the connection");
+            break;
+        }
         if (i < ops.len) { /* request i, tagged as the encoder tags it */
             int op = ((const unsigned char *)ops.buf)[i];
             uint32_t count = i < keys.len ? ((const unsigned char *)keys.buf)[i] : 0;
@@ -2643,6 +2731,7 @@ scan_replies(PyObject *module, PyObject *args)
             head = (Head){op, op < MAX_OPS ? family[op] : F_NONE, tags.tag, tags.keys};
         }
         scan.skipped = 0;
+        scan.closing = 0;
         Py_ssize_t k = scan_reply(wire, p + pos, data.len - pos, i < ops.len ? &head : NULL,
                                   max, &scan);
         if (k <= 0)
@@ -2657,6 +2746,7 @@ scan_replies(PyObject *module, PyObject *args)
         Py_XDECREF(code);
         pos += k;
         i++;
+        closing = scan.closing;
     }
     PyObject *error = Py_None;
     if (codes != NULL && scan.error != NULL) /* before data, whose bytes it quotes, goes */
@@ -2770,7 +2860,7 @@ PyInit__pump(void)
         long value;
     } constants[] = {
         {"TEXT", P_TEXT}, {"RESP2", P_RESP2}, {"BINARY", P_BINARY}, {"META", P_META},
-        {"RESP3", P_RESP3},
+        {"RESP3", P_RESP3}, {"HTTP", P_HTTP},
         {"F_GET", F_GET}, {"F_MGET", F_MGET},
         {"F_STORE", F_STORE}, {"F_DELETE", F_DELETE}, {"F_ARITH", F_ARITH},
         {"F_APPEND", F_APPEND},

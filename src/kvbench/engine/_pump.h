@@ -70,7 +70,8 @@ enum { F_NONE = 0, F_GET, F_MGET, F_STORE, F_DELETE, F_ARITH, F_APPEND, F_COUNT 
 /* The protocols, as engine/fastpath.py numbers them. */
 /* RESP3: RESP2's requests and scanner (a connection is switched to it by HELLO 3, which
  * the Python link sends and reads before the pump has it), its push messages skipped. */
-enum { P_TEXT = 1, P_RESP2 = 2, P_BINARY = 3, P_META = 4, P_RESP3 = 5, P_COUNT };
+/* HTTP: a memc-style gateway's keep-alive GETs (_pump_http.c). */
+enum { P_TEXT = 1, P_RESP2 = 2, P_BINARY = 3, P_META = 4, P_RESP3 = 5, P_HTTP = 6, P_COUNT };
 /* protocols.base.Op: the ops a workload mix sends, and those a replay adds (the only
  * ones encoded here; each wire encodes the ones its protocol sends). */
 enum {
@@ -123,9 +124,16 @@ typedef struct {
      * value is in it, for ``--verify``. Set for that reply only (the pump resets
      * value_at to -1 before each scan). */
     Py_ssize_t value_at, value_len;
+    /* The value is an HTTP chunked body at value_at (its chunk lines between its bytes,
+     * value_len of them in all): http_chunked_join copies it out whole. */
+    int value_chunked;
     /* The bytes consumed answer no request: a RESP3 push message, which the server may
      * send at any time (the pump resets it before each scan). */
     int skipped;
+    /* The response says the server closes the connection after it (HTTP: Connection:
+     * close, HTTP/1.0 without keep-alive, a close-delimited body); the pump resets it
+     * before each scan. */
+    int closing;
 } Scan;
 
 /* The request a reply answers: the head of the pending FIFO. */
@@ -141,10 +149,14 @@ typedef struct {
     uint32_t next, tag, keys;
 } Tags;
 
-/* A connection's request settings (the codec's CodecOptions: ttl and flags). */
+/* A connection's request settings (the codec's CodecOptions: ttl and flags; HTTP's
+ * request target's start, "GET /<path>?cmd=", and its tail, " HTTP/1.1\r\nHost: ...
+ * \r\n\r\n", borrowed from the Stream that holds them; empty for the other protocols). */
 typedef struct {
     int protocol;
     long long ttl, flags;
+    const char *http_target, *http_tail;
+    Py_ssize_t http_target_len, http_tail_len;
 } Encoding;
 
 /* A growable output buffer; callers reserve (out_reserve) before they put. */
@@ -190,7 +202,13 @@ wire_encodes(const Wire *wire, long op)
     return op >= 0 && op < MAX_OPS && (wire->ops & OP_BIT(op)) != 0;
 }
 
-extern const Wire text_wire, resp2_wire, resp3_wire, binary_wire, meta_wire;
+extern const Wire text_wire, resp2_wire, resp3_wire, binary_wire, meta_wire, http_wire;
+
+/* HTTP (_pump_http.c): the byte each value byte is sent (and stored) as, http1.VALUE_TABLE;
+ * and the data of a chunked body the scanner found whole at body[0:n] joined into out
+ * (Scan.value_len bytes). */
+const unsigned char *http_value_map(void);
+void http_chunked_join(const char *body, Py_ssize_t n, char *out);
 
 /* -- failures (_pump.c) ---------------------------------------------------------------- */
 
@@ -433,6 +451,11 @@ is_error_line(const char *p, Py_ssize_t n)
 enum { VERIFY_NONE = 0, VERIFY_DERIVED = 1, VERIFY_TIMESTAMP = 2, VERIFY_COUNT };
 /* Whether value[0:n] is a value workload/verify.py's derive_value gives for the key. */
 int verify_derived(const char *key, Py_ssize_t key_len, const char *value, Py_ssize_t n);
+/* Whether value[HEADER:n] is, through ``map`` (a byte each), the body of the value
+ * derived for the key with the 8-byte ``head`` (its version and a length of n): a value
+ * an HTTP gateway stored mapped; the caller compares the mapped head. */
+int verify_derived_mapped(const char *key, Py_ssize_t key_len, const unsigned char *head,
+                          const char *value, Py_ssize_t n, const unsigned char *map);
 /* Whether value[0:n] is a timestamp in [low_ms, high_ms], or with ``low_ms`` < 0 one after
  * the epoch and not after now (workload/verify.py's timestamp_check). */
 int verify_timestamp(const char *value, Py_ssize_t n, long long low_ms, long long high_ms);

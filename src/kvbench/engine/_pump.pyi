@@ -13,6 +13,7 @@ RESP2: int
 RESP3: int
 BINARY: int
 META: int
+HTTP: int
 # Reply families (a Pump's ``families``: one per op; 0 keeps the op in Python).
 F_GET: int
 F_MGET: int
@@ -85,7 +86,17 @@ class Stream:
     def pos(self) -> int: ...
     @property
     def size(self) -> int: ...
-    def __init__(self, refill: _Refill, protocol: int, ttl: int = 0, flags: int = 0) -> None: ...
+    def __init__(
+        self,
+        refill: _Refill,
+        protocol: int,
+        ttl: int = 0,
+        flags: int = 0,
+        *,
+        derive_from: int = -1,
+        target: bytes | None = None,
+        tail: bytes | None = None,
+    ) -> None: ...
     def take_completed(self) -> int: ...
     def skip(self, n: int, /) -> bytes: ...
 
@@ -131,6 +142,8 @@ def encode(
     start: int,
     stop: int,
     opaque: int = 0,
+    target: bytes = b"",
+    tail: bytes = b"",
     /,
 ) -> bytes: ...
 def hdr_fold(values: Buffer, /) -> _Hdr | None: ...
@@ -151,6 +164,8 @@ def encode_packed(
     start: int,
     stop: int,
     opaque: int = 0,
+    target: bytes = b"",
+    tail: bytes = b"",
     /,
 ) -> bytes: ...
 def scan_replies(

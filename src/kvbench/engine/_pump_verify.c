@@ -185,6 +185,32 @@ verify_derived(const char *key, Py_ssize_t key_len, const char *value, Py_ssize_
     return squeezes(&s, v + HEADER_BYTES, n - HEADER_BYTES);
 }
 
+/* squeezes(), each squeezed byte through ``map``. */
+static int
+squeezes_mapped(Sponge *s, const unsigned char *p, Py_ssize_t n, const unsigned char *map)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s->at == RATE) {
+            keccak_f1600(s->a);
+            s->at = 0;
+        }
+        if (map[state_byte(s, s->at++)] != p[i])
+            return 0;
+    }
+    return 1;
+}
+
+int
+verify_derived_mapped(const char *key, Py_ssize_t key_len, const unsigned char *head,
+                      const char *value, Py_ssize_t n, const unsigned char *map)
+{
+    if (n <= HEADER_BYTES || be32_at(head + 4) != (uint64_t)n)
+        return 0;
+    Sponge s;
+    value_sponge(&s, key, key_len, head);
+    return squeezes_mapped(&s, (const unsigned char *)value + HEADER_BYTES, n - HEADER_BYTES, map);
+}
+
 int
 verify_timestamp(const char *value, Py_ssize_t n, long long low_ms, long long high_ms)
 {

@@ -1,9 +1,11 @@
 """The compiled hot path: when a run uses it, and the glue between it and the worker.
 
 ``engine/_pump.c`` runs a connection's closed loop in C (classify replies, account them,
-send the next requests in one write) for memcached text, binary and meta and for RESP2
-and RESP3 (its HELLO 3 sent and answered before the pump has the connection),
-and its open loop: the dispatcher hands each pump the intended times of the requests it
+send the next requests in one write) for memcached text, binary and meta, for RESP2
+and RESP3 (its HELLO 3 sent and answered before the pump has the connection) and for a
+memc-style HTTP gateway (_pump_http.c: each stream is given its target's request start
+and end, ``setup.http_frame``; a response that announces the connection's close stops
+the pump with ``CLOSING``, as the Python pump's codec does), and its open loop: the dispatcher hands each pump the intended times of the requests it
 may send (in C, from the compiled event loop's poll: engine/loop_dispatch.py; on the
 transports, from Python: engine/open_loop.py); the pump encodes and writes them,
 records each send's lag, and measures each reply from its intended time (service time
@@ -69,8 +71,13 @@ written by the pump as its get then its set (the bytes engine/rmw.py's wrapper w
 in one pipeline slot; the pump scans the get's reply, keeps its code, and accounts the
 pair as one op when the set's completes it, folded as ``rmw.fold`` folds them.
 
-Everything else stays in Python: ``--command``, HTTP, Redis Cluster (redirects are
-followed by engine/redirect.py), and any build without a C compiler
+Against an HTTP gateway, which stores each value's bytes mapped to URL-safe ones, a get
+right after the set of its key (``--ratio set-then-get``, the only ``--verify`` config
+allows there) is checked against that set's value mapped so (``Pump.value_map``), and a
+chunked hit's data is joined before it is checked.
+
+Everything else stays in Python: ``--command``, Redis Cluster (redirects are followed by
+engine/redirect.py), and any build without a C compiler
 (``KVBENCH_PURE_PYTHON=1`` forces that path too); ``python_reason`` names the reason, and
 the run records it.
 """
@@ -86,6 +93,7 @@ import numpy as np
 from kvbench.config.model import RMW, WorkloadConfig
 from kvbench.engine.pacing import LATE_NS
 from kvbench.engine.py_pump import Pumped, PyTally, Write
+from kvbench.engine.setup import http_frame
 from kvbench.engine.spec import COMPILED_LOOP
 from kvbench.engine.verify import Verifier
 from kvbench.metrics.histogram import COUNTS_LEN, HIGHEST_TRACKABLE_NS, Histogram
@@ -155,6 +163,11 @@ _RESP2_FAMILIES = {**_FAMILIES, Op.ADD: "STORE", Op.REPLACE: "STORE", Op.APPEND:
 # no check), each answered with the codec's per-op statuses.
 _META_FAMILIES = _TEXT_FAMILIES
 _BINARY_FAMILIES: dict[Op, str] = {op: f for op, f in _TEXT_FAMILIES.items() if op != Op.CAS}
+# A memc gateway has no multi-get, gets or cas (protocols/http1.py); a replay's gets goes
+# as a get there.
+_HTTP_FAMILIES: dict[Op, str] = {
+    op: f for op, f in _TEXT_FAMILIES.items() if op not in (Op.MGET, Op.GETS, Op.CAS)
+}
 # protocol name -> (the C side's protocol number, op -> family)
 PROTOCOLS: dict[str, tuple[int, bytes]] = (
     {
@@ -164,6 +177,7 @@ PROTOCOLS: dict[str, tuple[int, bytes]] = (
         "resp2": (int(_pump.RESP2), _families(_RESP2_FAMILIES)),
         # (the same requests and replies; push messages skipped: _pump_resp.c)
         "resp3": (int(_pump.RESP3), _families(_RESP2_FAMILIES)),
+        "http-memc": (int(_pump.HTTP), _families(_HTTP_FAMILIES)),
     }
     if _pump is not None
     else {}
@@ -225,7 +239,7 @@ def python_reason(config: RunConfig) -> str | None:
         # The C side encodes and scans the fixed ops only.
         return "arbitrary commands (--command)"
     for target in config.targets:
-        if target.family == "http" or target.protocol not in PROTOCOLS:
+        if target.protocol not in PROTOCOLS:
             return f"{target.protocol} has no compiled scanner"
         families = PROTOCOLS[target.protocol][1]
         for op in config_ops(config):
@@ -246,7 +260,7 @@ def _replay_reason(config: RunConfig) -> str | None:
     """Why a replay runs on the Python driver: an op its protocol's mapping can send (known
     before the trace is read) that the C side does not encode; None if there is none."""
     for target in config.targets:
-        if target.family == "http" or target.protocol not in PROTOCOLS:
+        if target.protocol not in PROTOCOLS:
             return f"{target.protocol} has no compiled scanner"
         families = PROTOCOLS[target.protocol][1]
         for op in replay_ops(target.protocol):
@@ -361,14 +375,23 @@ class PumpFactory:
             # Packed chunks where they can be (bounds into the source's tables); verified
             # values derived by the stream where the source packs them.
             source = cursor.source
-            derive: dict[str, int] = {}
+            derive_from = -1
             if self._derive_from is not None and isinstance(source, RequestSource):
                 if source.pack(derives=True):
-                    derive["derive_from"] = self._derive_from
+                    derive_from = self._derive_from
             else:
                 source.pack()
+            target, tail = (
+                http_frame(shard.target) if shard.target.family == "http" else (None, None)
+            )
             stream = self._by_cursor[id(cursor)] = _pump.Stream(
-                _chunks(cursor), protocol, self._ttl_s, self._flags, **derive
+                _chunks(cursor),
+                protocol,
+                self._ttl_s,
+                self._flags,
+                derive_from=derive_from,
+                target=target,
+                tail=tail,
             )
             self._of_shard.setdefault(shard.index, []).append(stream)
             source.hold(stream)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvbench.config.model import TargetConfig
 from kvbench.protocols.base import ClientCodec, CodecOptions
-from kvbench.protocols.http1 import HttpMemcCodec, host_header
+from kvbench.protocols.http1 import HttpMemcCodec, host_header, request_frame
 from kvbench.protocols.registry import CODECS
 from kvbench.protocols.resp import RespCodec
 
@@ -32,6 +32,12 @@ def codec_factory_for(
         version = 3 if target.protocol == "resp3" else 2
         return lambda: RespCodec(opts, protocol=version, cluster=True)
     return lambda: spec.factory(opts)
+
+
+def http_frame(target: TargetConfig) -> tuple[bytes, bytes]:
+    """An HTTP gateway target's requests' start and end (``http1.request_frame``): its
+    URL's path and Host, as its codecs write them."""
+    return request_frame(target.path, host_header(target.host, target.port))
 
 
 def setup_for(target: TargetConfig) -> Callable[[Any, bytearray], int] | None:

@@ -80,7 +80,12 @@ _COMMANDS = "arbitrary commands (--command)"
         ("memcached+binary://127.0.0.1:1", {"workload.ratio": "rmw=1"}, None),
         ("redis://127.0.0.1:1/0?resp=3", {"workload.ratio": "set=1,rmw=1", "load.rate": "9"}, None),
         ("redis+cluster://127.0.0.1:1?resp=3", {}, "Redis Cluster"),
-        ("http+memc://127.0.0.1:1/memc", {}, "http-memc has no compiled scanner"),
+        ("http+memc://127.0.0.1:1/memc", {}, None),
+        (
+            "http+memc://127.0.0.1:1/memc",
+            {"workload.ratio": "set-then-get", "workload.verify": True},
+            None,
+        ),
     ],
 )
 def test_python_reason_names_what_keeps_a_run_off_the_compiled_driver(

@@ -168,7 +168,7 @@ def open_pump(
     written: list[bytes] = []
     tally = _pump.Tally()
     tally.issuing = True
-    stream = _pump.Stream(lambda: chunk, number)
+    stream = _pump.Stream(lambda: chunk, number, **pump_oracle.stream_frame(name))
     p = _pump.Pump(
         tally, stream, written.append, number, families, MAX, open_loop=True, late_ns=LATE_NS
     )
@@ -274,7 +274,7 @@ def looping_pump(name: str, ops: list[int], names: list[Any]) -> tuple[Any, Any,
     written: list[bytes] = []
     tally = _pump.Tally()
     tally.issuing = True
-    stream = _pump.Stream(lambda: chunk, number)
+    stream = _pump.Stream(lambda: chunk, number, **pump_oracle.stream_frame(name))
     return tally, _pump.Pump(tally, stream, written.append, number, families, MAX), written
 
 
@@ -540,7 +540,7 @@ def lane_pump(name: str = "memcache-text") -> tuple[Any, Any, LaneChunks]:
     number, families = fastpath.PROTOCOLS[name]
     tally = _pump.Tally()
     tally.issuing = True
-    stream = _pump.Stream(lane.refill, number, 5)
+    stream = _pump.Stream(lane.refill, number, 5, **pump_oracle.stream_frame(name))
     return tally, _pump.Pump(tally, stream, lane.writes.append, number, families, MAX), lane
 
 

@@ -167,6 +167,18 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Any:
     _pump._set_clock(None)
 
 
+# A reply any get takes on a memc gateway, to see whether one before it closed the connection.
+_HTTP_MISS = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+
+
+def closes(number: int, families: bytes, op: int, answer: bytes) -> bool:
+    """``answer`` (to ``op``) announces the connection's close (HTTP): no reply may follow."""
+    if number != fastpath.PROTOCOLS["http-memc"][0]:
+        return False
+    ops = bytes([op, int(Op.GET)])
+    return len(_pump.scan_replies(number, families, ops, answer + _HTTP_MISS, MAX)[0]) < 2
+
+
 def schedule(seed: int, protocol: str) -> tuple[list[int], list[Any], list[bytes]]:
     """Requests (up to 40, every op the pump sends on ``protocol``) and their replies as
     the grammar writes them (each one the C scanner takes), in reads of a few each."""
@@ -186,7 +198,8 @@ def schedule(seed: int, protocol: str) -> tuple[list[int], list[Any], list[bytes
             codes, used, error = _pump.scan_replies(
                 number, families, bytes(ops[: i + 1]), wire + answer, MAX, counts[: i + 1]
             )
-            if error is None and len(codes) == i + 1 and used == len(wire) + len(answer):
+            whole = error is None and len(codes) == i + 1 and used == len(wire) + len(answer)
+            if whole and not closes(number, families, op, answer):
                 break
         answers.append(answer)
         wire += answer
@@ -236,7 +249,7 @@ def run_compiled(
     written: list[bytes] = []
     pump = _pump.Pump(
         tally,
-        _pump.Stream(lambda: chunk, number),
+        _pump.Stream(lambda: chunk, number, **pump_oracle.stream_frame(protocol)),
         written.append,
         number,
         families,

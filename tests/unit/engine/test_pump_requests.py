@@ -85,10 +85,11 @@ def test_requests_are_the_bytes_the_codec_writes(
     ]
     expected = codec_requests(name, CodecOptions(ttl_s=ttl, flags=flags), ops, names, values, 0)
     number = fastpath.PROTOCOLS[name][0]
-    assert _pump.encode(number, ttl, flags, ops, names, values, 0, len(ops)) == expected
+    frame = pump_oracle.frame_args(name)
+    assert _pump.encode(number, ttl, flags, ops, names, values, 0, len(ops), 0, *frame) == expected
     # and a slice, as a stream takes it from a chunk, its opaques following the first's
     first = reply_grammar.opaques_taken(name, ops[0], names[0]) if name in NEXT_OPAQUE else 0
-    middle = _pump.encode(number, ttl, flags, ops, names, values, 1, len(ops), first)
+    middle = _pump.encode(number, ttl, flags, ops, names, values, 1, len(ops), first, *frame)
     assert expected.endswith(middle)
 
 
@@ -122,6 +123,34 @@ def test_ops_without_a_compiled_encoding_and_bad_keys_are_refused() -> None:
     for protocol, op in [(RESP, Op.GETS), (RESP, Op.PREPEND), (RESP, Op.CAS), (BINARY, Op.CAS)]:
         with pytest.raises(ValueError, match=f"op {int(op)} has no compiled encoding"):
             _pump.encode(protocol, 0, 0, [int(op)], [b"k"], [b"v"], 0, 1)
+
+
+@pytest.mark.parametrize("key", [b"", b"a b", b"k&cmd=flush_all", b"k%20", b"\xff", b"k#"])
+def test_a_key_a_gateway_url_cannot_hold_is_refused_as_the_codec_refuses_it(key: bytes) -> None:
+    """memc does not URL-decode: the pump, like the codec, sends no key it would have to
+    encode (nothing is written, the request is not sent)."""
+    http = fastpath.PROTOCOLS["http-memc"][0]
+    frame = pump_oracle.frame_args("http-memc")
+    codec: Any = CODECS["http-memc"].factory(CodecOptions())
+    with pytest.raises(ValueError) as refused:
+        codec.encode_many([int(Op.GET)], [key], [None], 0, 1, bytearray())
+    with pytest.raises(ValueError) as pumped:
+        _pump.encode(
+            http, 0, 0, [int(Op.SET), int(Op.GET)], [b"ok", key], [b"v", None], 0, 2, 0, *frame
+        )
+    assert str(pumped.value) == str(refused.value)
+    assert "cannot go into a memc gateway URL" in str(pumped.value)
+
+
+def test_an_http_stream_needs_its_requests_start_and_end() -> None:
+    http = fastpath.PROTOCOLS["http-memc"][0]
+    for frame in ({}, {"target": b"GET /memc?cmd="}, {"tail": b" HTTP/1.1\r\n\r\n"}):
+        with pytest.raises(ValueError, match="an HTTP stream needs its requests' target and tail"):
+            _pump.Stream(list, http, **frame)
+    with pytest.raises(ValueError, match="target and tail"):
+        _pump.encode(http, 0, 0, [int(Op.GET)], [b"k"], [None], 0, 1)
+    with pytest.raises(TypeError, match="bytes or None"):
+        _pump.Stream(list, http, target="GET /memc?cmd=", tail=b" HTTP/1.1\r\n\r\n")  # type: ignore[arg-type]
 
 
 def test_a_replays_ops_are_the_codecs_bytes_with_the_chunks_ttl() -> None:
@@ -195,11 +224,13 @@ def test_a_packed_chunk_is_the_bytes_of_its_list_form_and_the_codecs(
     number = fastpath.PROTOCOLS[name][0]
     columns = pump_oracle.pack(ops, names, values, 0, ttl, kind, layout)[:7]
     n = len(ops)
-    assert _pump.encode_packed(number, ttl, flags, *columns, 0, n, first) == expected
-    assert _pump.encode(number, ttl, flags, ops, names, values, 0, n, first) == expected
+    frame = pump_oracle.frame_args(name)
+    assert _pump.encode_packed(number, ttl, flags, *columns, 0, n, first, *frame) == expected
+    assert _pump.encode(number, ttl, flags, ops, names, values, 0, n, first, *frame) == expected
     # a slice from request 1, its opaques following request 0's
     following = (first + 1) % 2**32 if name in NEXT_OPAQUE else 0
-    assert expected.endswith(_pump.encode_packed(number, ttl, flags, *columns, 1, n, following))
+    tail = _pump.encode_packed(number, ttl, flags, *columns, 1, n, following, *frame)
+    assert expected.endswith(tail)
 
 
 class Chunks:
@@ -218,7 +249,7 @@ def stream_pump(name: str, chunks: list[tuple[Any, ...]]) -> tuple[Any, Any, Any
     tally = _pump.Tally()
     tally.issuing = True
     written: list[bytes] = []
-    stream = _pump.Stream(Chunks(chunks), number, 5)
+    stream = _pump.Stream(Chunks(chunks), number, 5, **pump_oracle.stream_frame(name))
     return (
         tally,
         stream,
@@ -326,7 +357,9 @@ def test_pumps_on_one_stream_send_each_its_own_ttl(name: str) -> None:
     names, values = [b"a", b"b", b"c"], [b"x", None, b"zz"]
     tally = _pump.Tally()
     tally.issuing = True
-    stream = _pump.Stream(Chunks([(ops * 3, names * 3, values * 3, 0)]), number, 5)
+    stream = _pump.Stream(
+        Chunks([(ops * 3, names * 3, values * 3, 0)]), number, 5, **pump_oracle.stream_frame(name)
+    )
     for ttl in (90, None, 3600):
         written: list[bytes] = []
         own = {} if ttl is None else {"ttl": ttl}

@@ -21,6 +21,7 @@ from kvbench.engine.verify import EXAMPLE_KEYS, Verifier, VerifyingCodec
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import OP_NAMES, CodecOptions, Op
+from kvbench.protocols.http1 import url_safe_value
 from kvbench.protocols.registry import CODECS
 from kvbench.workload.verify import check_value, derive_value
 from tests.support import pump_oracle
@@ -33,11 +34,18 @@ from kvbench.engine import _pump  # type: ignore[attr-defined]
 
 MAX = CodecOptions().max_reply_bytes
 GET, SET = int(Op.GET), int(Op.SET)
-NAMES = ["memcache-text", "memcache-binary", "memcache-meta", "resp2"]
+NAMES = ["memcache-text", "memcache-binary", "memcache-meta", "resp2", "http-memc"]
 
 
 def hit(name: str, opaque: int, key: bytes, value: bytes) -> bytes:
-    """A get's hit carrying ``value``, as the server sends it."""
+    """A get's hit carrying ``value``, as the server sends it (a gateway's every third
+    in two chunks, which the pump joins before it checks the value)."""
+    if name == "http-memc":
+        if opaque % 3:
+            return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(value), value)
+        half = len(value) // 2
+        chunks = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in (value[:half], value[half:]) if c)
+        return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%s0\r\n\r\n" % chunks
     if name == "memcache-text":
         return b"VALUE %s 0 %d\r\n%s\r\nEND\r\n" % (key, len(value), value)
     if name == "memcache-binary":
@@ -49,6 +57,9 @@ def hit(name: str, opaque: int, key: bytes, value: bytes) -> bytes:
 
 def other(name: str, op: int, opaque: int) -> bytes:
     """A get's miss, or a set's success."""
+    if name == "http-memc":
+        status = b"404 Not Found" if op == GET else b"201 Created"
+        return b"HTTP/1.1 %s\r\nContent-Length: 0\r\n\r\n" % status
     if name == "memcache-text":
         return b"END\r\n" if op == GET else b"STORED\r\n"
     if name == "memcache-binary":
@@ -72,7 +83,7 @@ def verifying_pump(
     chunks = iter([(ops, keys, values or [b"v"] * len(ops), 0)])
     tally = _pump.Tally()
     tally.issuing = True
-    stream = _pump.Stream(lambda: next(chunks, None), number)
+    stream = _pump.Stream(lambda: next(chunks, None), number, **pump_oracle.stream_frame(name))
     pump = _pump.Pump(
         tally, stream, lambda data: None, number, families, MAX, verify=verify, **kwargs
     )
@@ -164,6 +175,8 @@ def pairs(name: str, seed: int) -> tuple[list[int], list[bytes], list[bytes], by
         answer = rng.choice(
             [value, value, derive_value(key, version, len(value)), b"garbage!!!!!!", None]
         )
+        if answer is not None and name == "http-memc":  # as the gateway stored it
+            answer = url_safe_value(answer)
         reply = other(name, GET, opaque) if answer is None else hit(name, opaque, key, answer)
         replies.append(reply)
         opaque += 1
@@ -286,7 +299,8 @@ def test_a_stream_derives_each_set_s_value_as_the_python_source_does(name: str) 
     written = []
     for chunk, derive in [((ops, keys, values, 0), {}), (packed, {"derive_from": first})]:
         chunks = iter([chunk])
-        stream = _pump.Stream(lambda: next(chunks, None), number, **derive)  # noqa: B023
+        frame = pump_oracle.stream_frame(name)
+        stream = _pump.Stream(lambda: next(chunks, None), number, **derive, **frame)  # noqa: B023
         out: list[bytes] = []
         tally = _pump.Tally()
         tally.issuing = True
