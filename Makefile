@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # Servers the tests start on loopback, the peer tools bench/peers compares against, the
 # headless browser the HTML report test opens its page in, and the C compiler and Python
 # headers the compiled driver (engine/_pump.c) is built with.
-APT_PACKAGES := memcached redis-server redis-tools libmemcached-tools chromium nginx libnginx-mod-http-memc nutcracker gcc python3-dev
+APT_PACKAGES := memcached redis-server redis-tools libmemcached-tools wrk chromium nginx libnginx-mod-http-memc nutcracker gcc python3-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 # Options for bench/peers.py, e.g. make bench BENCH_ARGS="--rounds 7 --only 'redis-*'"

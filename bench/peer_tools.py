@@ -22,7 +22,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +180,111 @@ class Server:
             raise BenchError(f"prefill left {stored:,} items in {self.kind}, not {keys.count:,}")
 
 
+# nginx in front of memcached as the memc README's third synopsis sets a location up (the
+# tests' gateway, tests/support/servers.py): one worker, keep-alive to the clients and to
+# memcached, no access log.
+MEMC_MODULE = "/usr/lib/nginx/modules/ngx_http_memc_module.so"
+GATEWAY_CONF = """\
+load_module {module};
+pid {workdir}/nginx.pid;
+error_log {workdir}/error.log warn;
+worker_processes 1;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {workdir}/body;
+    proxy_temp_path {workdir}/proxy;
+    fastcgi_temp_path {workdir}/fastcgi;
+    uwsgi_temp_path {workdir}/uwsgi;
+    scgi_temp_path {workdir}/scgi;
+    keepalive_requests 1000000;
+    upstream memcached {{
+        server 127.0.0.1:{memcached_port};
+        keepalive 64;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location /memc {{
+            set $memc_cmd $arg_cmd;
+            set $memc_key $arg_key;
+            set $memc_value $arg_val;
+            memc_pass memcached;
+        }}
+    }}
+}}
+"""
+
+
+def process_cpu_s(pid: int) -> float:
+    """A process's user + system CPU seconds so far (/proc/PID/stat, clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Gateway:
+    """nginx with the memc module in front of a fresh memcached, both on the server CPUs:
+    its counters are memcached's (each request one get or set there), its CPU both's."""
+
+    memcached: Server
+    port: int
+    proc: subprocess.Popen[bytes]
+    kind: str = "gateway"
+
+    def url(self, scheme: str | None = None) -> str:
+        return f"http+memc://127.0.0.1:{self.port}/memc"
+
+    def counters(self) -> Counters:
+        own = self.memcached.counters()
+        return replace(own, cpu_s=own.cpu_s + process_cpu_s(self.proc.pid))
+
+    def prefill(self, keys: KeySpace) -> None:
+        self.memcached.prefill(keys)  # (100 bytes of "x": what a gateway stores as is)
+
+
+@contextmanager
+def gateway(cpus: Cpus) -> Iterator[Gateway]:
+    """A fresh memcached behind a fresh nginx + memc, both pinned to the server CPUs."""
+    if not shutil.which("nginx") or not os.path.exists(MEMC_MODULE):
+        raise BenchError("nginx or its memc module is missing (apt-get install nginx "
+                         "libnginx-mod-http-memc)")  # fmt: skip
+    with server("memcached", 1, cpus) as memcached:
+        port = free_port()
+        workdir = tempfile.mkdtemp(prefix="kvbench-peers-nginx-")
+        conf = Path(workdir) / "nginx.conf"
+        conf.write_text(
+            GATEWAY_CONF.format(
+                module=MEMC_MODULE, workdir=workdir, port=port, memcached_port=memcached.port
+            )
+        )
+        argv = ["nginx", "-p", workdir, "-c", str(conf), "-e", f"{workdir}/error.log",
+                "-g", "daemon off; master_process off;"]  # fmt: skip
+        proc = subprocess.Popen(pinned(cpus.server, argv), stderr=subprocess.PIPE)
+        try:
+            _wait_listening("nginx", proc, port)
+            yield Gateway(memcached, port, proc)
+        finally:
+            proc.terminate()
+            proc.wait()
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wait_listening(kind: str, proc: subprocess.Popen[bytes], port: int) -> None:
+    """Until ``proc`` listens on ``port`` (10 s at most). Raises BenchError if it exits."""
+    deadline = time.monotonic() + 10
+    while True:
+        if proc.poll() is not None:
+            error = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")
+            raise BenchError(f"{kind} exited {proc.returncode}: {error.strip()[-200:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise BenchError(f"{kind} did not listen on port {port} within 10 s") from None
+            time.sleep(0.01)
+
+
 def _resp(*words: bytes) -> bytes:
     return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%b\r\n" % (len(w), w) for w in words)
 
@@ -204,18 +309,7 @@ def server(kind: str, threads: int, cpus: Cpus, extra: tuple[str, ...] = ()) -> 
     argv = pinned(cpus.server, [*_server_argv(kind, port, threads, workdir), *extra])
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            if proc.poll() is not None:
-                error = (proc.stderr.read() if proc.stderr else b"").decode(errors="replace")
-                raise BenchError(f"{kind} exited {proc.returncode}: {error.strip()[-200:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise BenchError(f"{kind} did not listen on port {port} within 10 s") from None
-                time.sleep(0.01)
+        _wait_listening(kind, proc, port)
         yield Server(kind, port, proc)
     finally:
         proc.terminate()
@@ -421,12 +515,55 @@ def memaslap(port: int, seconds: int, cpus: Cpus) -> ToolRun:
     return ToolRun(float(found.group(2)), int(found.group(1)), cpu_s, cpu_s / wall_s)
 
 
+# wrk's Lua: each request a set then a get in turn (as kvbench's --op-order cycle), of a
+# key drawn at random from the key space, 100 bytes of "x" in a set's URL.
+WRK_SCRIPT = """\
+local n = 0
+local value = string.rep("x", {value_bytes})
+math.randomseed({seed})
+request = function()
+  n = n + 1
+  local key = string.format("{prefix}%0{width}d", math.random({first}, {last}))
+  if n % 2 == 1 then
+    return wrk.format("GET", "/memc?cmd=set&key=" .. key .. "&val=" .. value)
+  end
+  return wrk.format("GET", "/memc?cmd=get&key=" .. key)
+end
+"""
+
+
+def wrk(port: int, keys: KeySpace, seconds: int, cpus: Cpus) -> ToolRun:
+    """A timed wrk run (one thread, 50 connections) against a memc gateway: its requests
+    completed, from its summary."""
+    with tempfile.TemporaryDirectory(prefix="kvbench-peers-") as tmp:
+        script = Path(tmp) / "memc.lua"
+        script.write_text(
+            WRK_SCRIPT.format(value_bytes=VALUE_BYTES, seed=port, prefix=keys.prefix,
+                              width=keys.width, first=keys.first,
+                              last=keys.first + keys.count - 1)
+        )  # fmt: skip
+        argv = ["wrk", "-t", "1", "-c", str(CONNECTIONS), "-d", f"{seconds}s", "--timeout", "2s",
+                "-s", str(script), f"http://127.0.0.1:{port}/memc"]  # fmt: skip
+        text, cpu_s, wall_s = run_tool("wrk", pinned(cpus.client, argv), seconds)
+    found = re.search(r"(\d+) requests in ([\d.]+)(m?s)", text)
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)|Socket errors: (.*)", text)
+    if not found:
+        raise BenchError(f"no 'N requests in T' in wrk's output: {text[-200:]!r}")
+    if errors:
+        raise BenchError(f"wrk: {errors.group(0)}")
+    elapsed = float(found.group(2)) / (1000 if found.group(3) == "ms" else 1)
+    requests = int(found.group(1))
+    return ToolRun(requests / elapsed, requests, cpu_s, cpu_s / wall_s)
+
+
 VERSION_FLAGS = {
     "memcached": "-V",
     "redis-server": "--version",
     "memtier_benchmark": "--version",
     "redis-benchmark": "--version",
     "memcaslap": "-V",
+    "nginx": "-v",
+    "wrk": "-v",
 }
 
 

@@ -14,8 +14,12 @@ sets: where the server saturates, the client's traffic pattern decides the figur
 
 Peers: memtier_benchmark when a binary is on PATH (memcached text and binary, Redis;
 kvbench's meta protocol is compared with memtier's text), redis-benchmark (redis-tools),
-memaslap (libmemcached-tools installs it as memcaslap). Last, the peak RSS of a kvbench
-run with 2 worker processes at 100,000 keys (bench/rss.py).
+memaslap (libmemcached-tools installs it as memcaslap), and wrk (apt-get install wrk)
+against nginx with the memc module in front of memcached (the gateway and memcached both
+on the server's core; its CPU per op is both's, over memcached's count of gets and sets;
+wrk sends a set then a get in turn, as kvbench with ``--op-order cycle``, one thread).
+Last, the peak RSS of a kvbench run with 2 worker processes at 100,000 keys
+(bench/rss.py).
 
     python bench/peers.py                          # every cell, 5 rounds of 5 s
     python bench/peers.py --rounds 7 --only 'redis-*' --json rounds.json
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -38,6 +43,7 @@ import rss
 from peer_tools import (
     CONNECTIONS,
     KEYS,
+    MEMC_MODULE,
     VALUE_BYTES,
     BenchError,
     Counters,
@@ -46,6 +52,7 @@ from peer_tools import (
     RedisBenchmark,
     ToolRun,
     expected_distinct,
+    gateway,
     kvbench,
     kvbench_argv,
     memaslap,
@@ -55,6 +62,7 @@ from peer_tools import (
     run_tool,
     server,
     versions,
+    wrk,
 )
 
 # Hit rates further apart than this (fraction) make two runs different work: no ratio.
@@ -85,7 +93,7 @@ class Cell:
 
     name: str
     title: str
-    server: str  # memcached or redis
+    server: str  # memcached, redis, or gateway (nginx + memc in front of memcached)
     threads: int  # server threads (memcached -t)
     ours: Side
     peer: Side
@@ -157,10 +165,15 @@ IN_TURN = ("--op-order", "cycle")
 
 
 def kvbench_side(
-    scheme: str, keys: KeySpace, pipeline: int, processes: int = 1, extra: tuple[str, ...] = ()
+    scheme: str,
+    keys: KeySpace,
+    pipeline: int,
+    processes: int = 1,
+    extra: tuple[str, ...] = (),
+    path: str = "",
 ) -> Side:
     def run(port: int, seconds: int, cpus: Cpus) -> ToolRun:
-        url = f"{scheme}://127.0.0.1:{port}"
+        url = f"{scheme}://127.0.0.1:{port}{path}"
         return kvbench(url, keys, processes, pipeline, seconds, cpus, extra)
 
     return Side("kvbench", keys, run, processes)
@@ -218,12 +231,24 @@ def cells(more: tuple[str, ...] = ()) -> tuple[list[Cell], list[str]]:
         )  # fmt: skip
     else:
         missing.append("memaslap is not installed (libmemcached-tools): its cell is left out")
+    if shutil.which("wrk") and shutil.which("nginx") and os.path.exists(MEMC_MODULE):
+        found.append(
+            Cell("http-p1-wrk", "nginx+memc gateway, P1 (wrk)", "gateway", 1,
+                 kvbench_side("http+memc", KVBENCH_KEYS, 1, extra=(*IN_TURN, *more), path="/memc"),
+                 Side("wrk", KVBENCH_KEYS, lambda port, seconds, cpus: wrk(port, KVBENCH_KEYS, seconds, cpus)))
+        )  # fmt: skip
+    else:
+        missing.append(
+            "wrk, nginx or the memc module is not installed (apt-get install wrk nginx "
+            "libnginx-mod-http-memc): the gateway cell is left out"
+        )
     return found, missing
 
 
 def measure(cell: Cell, side: Side, round_index: int, seconds: int, cpus: Cpus) -> Sample:
     """One tool's run on a fresh server prefilled with its keys; counters around the run."""
-    with server(cell.server, cell.threads, cpus) as srv:
+    serving = gateway(cpus) if cell.server == "gateway" else server(cell.server, cell.threads, cpus)
+    with serving as srv:
         if side.keys is not None:
             srv.prefill(side.keys)
         before = srv.counters()

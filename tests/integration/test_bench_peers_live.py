@@ -132,3 +132,28 @@ def test_rss_of_a_failed_run_is_an_error_not_a_figure() -> None:
     unreachable = f"memcached://127.0.0.1:{tools.free_port()}"
     with pytest.raises(RuntimeError, match="kvbench exited 3"):
         rss.peak_rss_bytes(unreachable, keys=1000, processes=1, seconds=1)
+
+
+def test_a_gateway_round_counts_memcached_s_ops_and_both_servers_cpu() -> None:
+    """nginx + memc in front of memcached: kvbench's round through it, each request one get
+    or set at memcached, every get a hit of the prefilled keys; the server CPU is nginx's
+    and memcached's."""
+    require_binary("nginx", "nginx")
+    side = peers.kvbench_side("http+memc", peers.KVBENCH_KEYS, 1, path="/memc")
+    cell = peers.Cell("http-p1", "gateway, P1", "gateway", 1, side, side)
+    got = peers.measure(cell, side, 1, 1, CPUS)
+    assert got.hit_rate == 1.0 and got.driver == "compiled loop"
+    assert 0 < got.tool_ops <= got.server_ops  # the server also saw the warm-up
+    with tools.gateway(CPUS) as gw:
+        memcached_only, both = gw.memcached.counters().cpu_s, gw.counters().cpu_s
+    assert both >= memcached_only  # (nginx's own CPU added)
+
+
+@pytest.mark.skipif(not shutil.which("wrk"), reason="wrk not on PATH (apt-get install wrk)")
+def test_a_wrk_round_is_sets_and_gets_in_turn_of_the_key_space() -> None:
+    require_binary("nginx", "nginx")
+    side = peers.Side("wrk", SMALL, lambda port, s, cpus: tools.wrk(port, SMALL, s, cpus))
+    cell = peers.Cell("http-p1-wrk", "gateway, P1 (wrk)", "gateway", 1, side, side)
+    got = peers.measure(cell, side, 1, 1, CPUS)
+    assert got.hit_rate == 1.0  # every get a key of the prefilled space
+    assert 0 < got.tool_ops <= got.server_ops and got.client_us_per_op > 0
