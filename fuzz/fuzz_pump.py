@@ -6,7 +6,8 @@ bytes read in the same pieces, called for call, the compiled ``Pump`` and the Py
 driver's ``PyPump`` (engine/py_pump.py) write the same requests (binary opaques and meta
 tokens included), account the same reply codes, return the same statuses, and both stop
 on a protocol error or neither (save the documented exceptions); the pump never raises
-and never crashes. Protocols: memcached text, binary and meta, RESP2 and RESP3.
+and never crashes. Protocols: memcached text, binary and meta, RESP2 and RESP3, and
+HTTP to a memc gateway (its announced closes returned as a status on both).
 
 The first input byte chooses the mode: grammar-aware (even: replies drawn from each op
 family's grammar, tests/support/reply_grammar.py, by the rest of the input, then mutated)

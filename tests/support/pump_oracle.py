@@ -5,7 +5,8 @@ atheris harness (fuzz/fuzz_pump.py): requests of every op the pump sends on the 
 (a replay's gets, add, replace, append, prepend and cas besides a mix's, and
 read-modify-writes: the Python side's codec wrapped in engine/rmw.py's) on a fresh
 connection, the replies a hostile server may send them (tests/support/reply_grammar.py:
-memcached text, binary and meta, RESP2, and RESP3 with push messages between replies),
+memcached text, binary and meta, RESP2, RESP3 with push messages between replies, and
+HTTP to a memc gateway: every framing, interim responses, announced closes),
 and a comparison of what the compiled ``Pump``
 and the Python driver's ``PyPump`` (engine/py_pump.py, over the codec) make of them, call
 for call: the same send, then the same reads in the same random pieces. Both must write

@@ -4,8 +4,9 @@ The replies the differential test of the compiled pump (tests/support/pump_oracl
 tests/unit/engine/test_pump.py, fuzz/fuzz_pump.py) feeds to it and to the Python codecs:
 for every op family, well-formed replies of every kind, near misses, and the lengths,
 numbers and headers a hostile server can write (huge and negative lengths, 18-20 digit
-numbers, wrong magic, opcodes and opaques, tokens with high bytes), then mutations of
-the byte stream (high bytes, split CRLFs, truncation, garbage).
+numbers, wrong magic, opcodes and opaques, tokens with high bytes; HTTP status lines,
+fields, Content-Length lists, chunk sizes and trailers, interim responses and announced
+closes), then mutations of the byte stream (high bytes, split CRLFs, truncation, garbage).
 
 Everything random comes through a ``Draw`` (an integer in a range), so a seeded
 ``random.Random``, hypothesis and atheris's data provider drive the same grammar.
