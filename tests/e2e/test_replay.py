@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import subprocess
 import tempfile
@@ -23,43 +22,9 @@ from kvbench.runner.probe import fetch_stats
 from tests.support import pump_oracle
 from tests.support.cli import all_phase_counts, kvbench_argv, read_json, read_until, run_kvbench
 from tests.support.servers import Server
-from tests.support.traces import Row, write_trace
+from tests.support.traces import WRITES, Row, every_op_rows, write_trace
 
 pytestmark = pytest.mark.integration
-
-WRITES = ("set", "add", "replace", "cas", "append", "prepend")
-
-
-def every_op_rows(n: int, *, seconds: int = 3, clients: int = 9, seed: int = 3) -> list[Row]:
-    """``n`` rows of all eleven trace ops over ``seconds`` whole seconds. Counters (the
-    keys incr and decr touch) are only ever stored with short values, which are digits:
-    memcached and Redis count an incr of a number, and refuse one of anything else."""
-    rng = random.Random(seed)
-    ops = ("get", "gets", "set", "add", "replace", "cas", "append", "prepend", "delete")
-    rows: list[Row] = []
-    for i in range(n):
-        if rng.random() < 0.2:
-            key = f"n:c:{rng.randrange(20):03d}"
-            op = rng.choice(("incr", "decr", "set", "get", "delete"))
-            size = 4  # a stored counter is 4 digits
-        else:
-            key = f"nz:u:{rng.randrange(300):05d}:{'x' * rng.randrange(12)}"
-            op = rng.choice(ops)
-            size = rng.choice((10, 100, 1000))
-        writes = op in WRITES
-        rows.append(
-            (
-                i * seconds // n,
-                key,
-                len(key) + rng.choice((-2, 0, 0, 5)),  # some keys padded, some cut
-                size if writes else 0,
-                f"c{rng.randrange(clients)}",
-                op,
-                rng.choice((0, 60, 3600)) if writes else 0,
-            )
-        )
-    return rows
-
 
 # Each replay test runs on both drivers: the compiled pumps (every protocol's pump sends
 # every op its replay mapping has), and the Python connections.

@@ -60,31 +60,44 @@ def mixed_rows(
 
 # The trace ops that carry a value.
 WRITES = ("set", "add", "replace", "cas", "append", "prepend")
+# The ops of the rows that are not counters'.
+_OPS = ("get", "gets", "set", "add", "replace", "cas", "append", "prepend", "delete")
 
 
-def owned_rows(n: int, *, seconds: int = 2, clients: int = 12, seed: int = 5) -> list[Row]:
-    """``n`` rows of every trace op over ``seconds`` whole seconds, each key used by one
-    client only (its name carries the client's). Counters (incr, decr) are only stored
-    with 4-byte values, digits: the servers count an incr of a number."""
+def every_op_rows(
+    n: int, *, seconds: int = 3, clients: int = 9, seed: int = 3, owned: bool = False
+) -> list[Row]:
+    """``n`` rows of all eleven trace ops over ``seconds`` whole seconds. Counters (the
+    keys incr and decr touch) are only ever stored with 4-byte values, digits: memcached
+    and Redis count an incr of a number, and refuse one of anything else.
+
+    Args:
+        owned: each key is one client's (its name carries the client's), so each reply's
+            outcome does not depend on how clients interleave; else clients share keys,
+            and some keys' declared sizes pad or cut them.
+    """
     rng = random.Random(seed)
-    ops = ("get", "gets", "set", "add", "replace", "cas", "append", "prepend", "delete")
     rows: list[Row] = []
     for i in range(n):
         client = rng.randrange(clients)
         if rng.random() < 0.2:
-            key = f"c{client}:n:{rng.randrange(4)}"
+            key = f"c{client}:n:{rng.randrange(4)}" if owned else f"n:c:{rng.randrange(20):03d}"
             op = rng.choice(("incr", "decr", "set", "get", "delete"))
             size = 4
         else:
-            key = f"c{client}:u:{rng.randrange(30):03d}"
-            op = rng.choice(ops)
+            key = (
+                f"c{client}:u:{rng.randrange(30):03d}"
+                if owned
+                else f"nz:u:{rng.randrange(300):05d}:{'x' * rng.randrange(12)}"
+            )
+            op = rng.choice(_OPS)
             size = rng.choice((10, 100, 1000))
         writes = op in WRITES
         rows.append(
             (
                 i * seconds // n,
                 key,
-                len(key),
+                len(key) if owned else len(key) + rng.choice((-2, 0, 0, 5)),
                 size if writes else 0,
                 f"c{client}",
                 op,
@@ -92,3 +105,8 @@ def owned_rows(n: int, *, seconds: int = 2, clients: int = 12, seed: int = 5) ->
             )
         )
     return rows
+
+
+def owned_rows(n: int, *, seconds: int = 2, clients: int = 12, seed: int = 5) -> list[Row]:
+    """``every_op_rows`` with each key one client's."""
+    return every_op_rows(n, seconds=seconds, clients=clients, seed=seed, owned=True)
