@@ -28,7 +28,7 @@
 #define MAX_HEAD_BYTES (16 * 1024)
 #define MAX_CHUNK_LINE_BYTES 4096
 #define MAX_LENGTH_DIGITS 18
-/* Head.framing besides a Content-Length (>= 0). */
+/* HttpHead.framing besides a Content-Length (>= 0). */
 #define CHUNKED (-1)
 #define UNTIL_EOF (-2)
 /* What a store's 200 body is compared with (memc's refused add/replace/append). */
@@ -222,6 +222,13 @@ parse_head(const char *p, Py_ssize_t n, long long max, HttpHead *h, Scan *s)
     return 0;
 }
 
+/* A hex digit's value (isxdigit checked). */
+static inline unsigned
+hex_value(char c)
+{
+    return (unsigned)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+}
+
 /* The CRLF ending the chunk line at p, -1 if it is not here yet; BAD (message set) past
  * MAX_CHUNK_LINE_BYTES. */
 static Py_ssize_t
@@ -254,11 +261,8 @@ chunked_end(const char *p, Py_ssize_t n, long long max, char *first, Py_ssize_t 
         const char *line = p + at;
         Py_ssize_t digits = 0;
         unsigned long long chunk = 0;
-        while (digits < eol && digits < 17 && isxdigit((unsigned char)line[digits])) {
-            char c = line[digits];
-            chunk = chunk * 16 + (unsigned long long)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
-            digits++;
-        }
+        while (digits < eol && digits < 17 && isxdigit((unsigned char)line[digits]))
+            chunk = chunk * 16 + hex_value(line[digits++]); /* (17 digits: refused below) */
         Py_ssize_t i = digits;
         while (i < eol && (line[i] == ' ' || line[i] == '\t'))
             i++;
@@ -306,7 +310,7 @@ next_chunk(const char *p, Py_ssize_t n, unsigned long long *chunk)
 {
     unsigned long long size = 0;
     for (Py_ssize_t i = 0; i < n && isxdigit((unsigned char)p[i]); i++)
-        size = size * 16 + (unsigned long long)(p[i] <= '9' ? p[i] - '0' : (p[i] | 0x20) - 'a' + 10);
+        size = size * 16 + hex_value(p[i]);
     *chunk = size;
     return find_crlf(p, n) + 2;
 }
