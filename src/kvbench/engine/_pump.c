@@ -2315,9 +2315,7 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
             break;
         }
         scan.value_at = -1;
-        scan.value_chunked = 0;
         scan.skipped = 0;
-        scan.closing = 0;
         Py_ssize_t k = scan_reply(self->wire, buf + pos, n - pos, request ? &head : NULL,
                                   self->max_reply, &scan);
         if (k <= 0)
@@ -2731,7 +2729,6 @@ scan_replies(PyObject *module, PyObject *args)
             head = (Head){op, op < MAX_OPS ? family[op] : F_NONE, tags.tag, tags.keys};
         }
         scan.skipped = 0;
-        scan.closing = 0;
         Py_ssize_t k = scan_reply(wire, p + pos, data.len - pos, i < ops.len ? &head : NULL,
                                   max, &scan);
         if (k <= 0)

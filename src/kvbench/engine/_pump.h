@@ -125,14 +125,16 @@ typedef struct {
      * value_at to -1 before each scan). */
     Py_ssize_t value_at, value_len;
     /* The value is an HTTP chunked body at value_at (its chunk lines between its bytes,
-     * value_len of them in all): http_chunked_join copies it out whole. */
+     * value_len of them in all): http_chunked_join copies it out whole. Set with value_at
+     * by the HTTP scanner, which alone sets it (no reset per scan). */
     int value_chunked;
     /* The bytes consumed answer no request: a RESP3 push message, which the server may
      * send at any time (the pump resets it before each scan). */
     int skipped;
     /* The response says the server closes the connection after it (HTTP: Connection:
-     * close, HTTP/1.0 without keep-alive, a close-delimited body); the pump resets it
-     * before each scan. */
+     * close, HTTP/1.0 without keep-alive, a close-delimited body). The HTTP scanner sets
+     * it for every response it completes and no other wire sets it, so the pump does not
+     * reset it per scan. */
     int closing;
 } Scan;
 

@@ -243,11 +243,11 @@ chunk_line_end(const char *p, Py_ssize_t n, Scan *s)
 }
 
 /* A chunked body at p (_http_response.scan_chunks): the offset just past it, trailer
- * included, or NEED / BAD. Its first bytes (up to sizeof NOT_STORED_BODY - 1) are copied
- * to ``first`` (``*first_len`` of them), for a store's 200. */
+ * included, or NEED / BAD. Its data's size goes to ``*data_len``, and its first bytes (up
+ * to sizeof NOT_STORED_BODY - 1) to ``first`` (``*first_len`` of them), for a store's 200. */
 static Py_ssize_t
 chunked_end(const char *p, Py_ssize_t n, long long max, char *first, Py_ssize_t *first_len,
-            Scan *s)
+            Py_ssize_t *data_len, Scan *s)
 {
     Py_ssize_t at = 0;
     unsigned long long size = 0;
@@ -272,6 +272,7 @@ chunked_end(const char *p, Py_ssize_t n, long long max, char *first, Py_ssize_t 
             return scan_failf(s, line, eol < 40 ? eol : 40, "bad chunk-size line ");
         if (chunk == 0) {
             at += eol + 2;
+            *data_len = (Py_ssize_t)size;
             break;
         }
         if (chunk > (unsigned long long)max - size)
@@ -313,19 +314,6 @@ next_chunk(const char *p, Py_ssize_t n, unsigned long long *chunk)
         size = size * 16 + hex_value(p[i]);
     *chunk = size;
     return find_crlf(p, n) + 2;
-}
-
-/* The size of a chunked body chunked_end found complete at p[0:n]: its chunks' data. */
-static Py_ssize_t
-chunked_size(const char *p, Py_ssize_t n)
-{
-    Py_ssize_t size = 0, at = 0;
-    unsigned long long chunk;
-    while ((at += next_chunk(p + at, n - at, &chunk)), chunk != 0) {
-        at += (Py_ssize_t)chunk + 2;
-        size += (Py_ssize_t)chunk;
-    }
-    return size;
 }
 
 void
@@ -403,7 +391,7 @@ scan_http(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
         Py_ssize_t body = head_len + 4;
         Py_ssize_t stop;
         char first[sizeof NOT_STORED_BODY];
-        Py_ssize_t first_len = 0;
+        Py_ssize_t first_len = 0, data_len = 0;
         if (h.framing >= 0) {
             if (h.framing > left - body)
                 return NEED;
@@ -413,7 +401,8 @@ scan_http(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
             memcpy(first, q + body, (size_t)first_len);
         }
         else if (h.framing == CHUNKED) {
-            Py_ssize_t k = chunked_end(q + body, left - body, max, first, &first_len, s);
+            Py_ssize_t k =
+                chunked_end(q + body, left - body, max, first, &first_len, &data_len, s);
             if (k <= 0)
                 return k;
             stop = body + k;
@@ -428,7 +417,7 @@ scan_http(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
             s->closing = h.close;
             if (s->code == (K_HIT | 1 << KEYS_SHIFT)) { /* the value, for --verify */
                 s->value_at = pos + body;
-                s->value_len = h.framing >= 0 ? stop - body : chunked_size(q + body, stop - body);
+                s->value_len = h.framing >= 0 ? stop - body : data_len;
                 s->value_chunked = h.framing == CHUNKED;
             }
             return pos + stop;
