@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from kvbench.config.targets import parse_target
 from kvbench.errors import KvbenchError
 from kvbench.runner.probe import fetch_stats
@@ -215,16 +217,11 @@ http {{
 """
 
 
-def process_cpu_s(pid: int) -> float:
-    """A process's user + system CPU seconds so far (/proc/PID/stat, clock ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @dataclass
 class Gateway:
     """nginx with the memc module in front of a fresh memcached, both on the server CPUs:
-    its counters are memcached's (each request one get or set there), its CPU both's."""
+    its counters are memcached's (each request one get or set there), its CPU both's
+    (nginx's from psutil: it runs as one process, no master)."""
 
     memcached: Server
     port: int
@@ -236,7 +233,8 @@ class Gateway:
 
     def counters(self) -> Counters:
         own = self.memcached.counters()
-        return replace(own, cpu_s=own.cpu_s + process_cpu_s(self.proc.pid))
+        nginx = psutil.Process(self.proc.pid).cpu_times()
+        return replace(own, cpu_s=own.cpu_s + nginx.user + nginx.system)
 
     def prefill(self, keys: KeySpace) -> None:
         self.memcached.prefill(keys)  # (100 bytes of "x": what a gateway stores as is)
