@@ -22,6 +22,7 @@ import pytest
 
 from kvbench.engine.worker import PRELOAD_PIPELINE
 from kvbench.results.store import Store
+from tests.support import servers
 from tests.support.cli import read_json, start_in_session
 from tests.support.servers import Server, counters
 
@@ -405,6 +406,26 @@ def test_ctrl_c_in_a_preload_to_a_stalled_server_ends_within_a_second_of_waiting
     # every connection's pipeline was full when the server stalled: those sets, abandoned
     assert preload["errors"] == 4 * PRELOAD_PIPELINE, preload
     assert preload["counts"]["set"]["conn_error"] == preload["errors"]
+
+
+def test_ctrl_c_through_a_stalled_gateway_ends_on_the_compiled_pump_within_a_second(
+    fresh_memcached: Server, tmp_path: Path
+) -> None:
+    """nginx + memc stalls (SIGSTOP) mid-window with each connection's request in flight;
+    Ctrl-C waits 1 s for them on the compiled pump (which gateways now run on) and abandons
+    them in the drain, one per connection."""
+    out, db = tmp_path / "run.json", str(tmp_path / "h.db")
+    with servers.nginx_memc(fresh_memcached) as gateway:
+        proc = start_in_session(
+            "run", f"http+memc://{gateway.address}/memc", "-c", "8", "--processes", "1",
+            "--timeout", "60s", "--json", str(out), "--db", db,
+        )  # fmt: skip
+        stdout, stderr, took_s = interrupt_while_stalled(proc, gateway, "[   1.0s]", 1.0)
+    doc = assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
+    assert doc["environment"]["driver"] == "compiled loop"
+    drain = doc["phases"]["drain"]
+    assert drain["ops"] == drain["errors"] == 8, drain  # pipeline 1: one each, abandoned
+    assert f"drain (not in the figures): {drain['ops']:,} ops" in stdout
 
 
 def test_ctrl_c_in_a_queue_run_to_a_stalled_server_abandons_what_is_in_flight(
