@@ -78,37 +78,39 @@ def wire_nbytes(value: Any, null_nbytes: int) -> int:
     hiredis does not report sizes, so they are recomputed from the value: exact for bulk
     strings, nulls, integers, errors and arrays or maps of them; a status reply counts
     as a bulk string (3 bytes more than ``+OK``); doubles, big numbers and verbatim
-    strings are approximate.
+    strings are approximate. Aggregates are walked with a stack, not recursion: hiredis
+    reads 1,024 of them nested, past Python's recursion limit.
 
     Args:
         value: what ``hiredis.Reader.gets`` returned.
         null_nbytes: 5 (``$-1\\r\\n``) for RESP2, 3 (``_\\r\\n``) for RESP3.
     """
-    cls = value.__class__
-    if cls is bytes:
-        n = len(value)
-        return n + len(str(n)) + 5
-    if value is None:
-        return null_nbytes
-    if cls is int:
-        return len(str(value)) + 3
-    if cls is bool:
-        return 4
-    if cls is float:
-        return len(repr(value)) + 3
-    if cls is dict:
-        total = len(str(len(value))) + 3
-        for key, item in value.items():
-            total += wire_nbytes(key, null_nbytes) + wire_nbytes(item, null_nbytes)
-        return total
-    if isinstance(value, list):
-        total = len(str(len(value))) + 3
-        for item in value:
-            total += wire_nbytes(item, null_nbytes)
-        return total
-    if isinstance(value, _ReplyError):
-        return len(str(value).encode()) + 3
-    return 0
+    total = 0
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        cls = item.__class__
+        if cls is bytes:
+            n = len(item)
+            total += n + len(str(n)) + 5
+        elif item is None:
+            total += null_nbytes
+        elif cls is int:
+            total += len(str(item)) + 3
+        elif cls is bool:
+            total += 4
+        elif cls is float:
+            total += len(repr(item)) + 3
+        elif cls is dict:
+            total += len(str(len(item))) + 3
+            for key, member in item.items():
+                todo += (key, member)
+        elif isinstance(item, list):
+            total += len(str(len(item))) + 3
+            todo += item
+        elif isinstance(item, _ReplyError):
+            total += len(str(item).encode()) + 3
+    return total
 
 
 def info_as_stats_text(info: bytes) -> bytes:

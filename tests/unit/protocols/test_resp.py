@@ -259,6 +259,8 @@ def test_info_as_stats_text_keeps_colons_in_values() -> None:
         (b"*3\r\n$1\r\na\r\n*1\r\n:1\r\n$-1\r\n", 2),
         (b"%2\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n#f\r\n", 3),
         (b"*0\r\n", 2),
+        # as deep as hiredis reads (1,024 nested), past Python's recursion limit
+        (b"*1\r\n" * 1023 + b"*2\r\n:1\r\n$-1\r\n", 2),
     ],
 )
 def test_wire_nbytes_is_exact_for_bulk_null_integer_error_and_aggregates(
