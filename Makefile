@@ -73,7 +73,8 @@ SANITIZE_TESTS := $(wildcard tests/unit/engine/test_pump*.py) tests/unit/engine/
 	tests/unit/engine/test_connection.py tests/unit/engine/test_replay_connection.py \
 	tests/unit/workload/test_trace_source.py tests/unit/engine/test_loop.py \
 	tests/unit/engine/test_loop_dispatch.py tests/unit/engine/test_loop_dispatch_lanes.py \
-	tests/e2e/test_loop_driver.py tests/e2e/test_replay_drivers.py tests/e2e/test_http_drivers.py
+	tests/e2e/test_loop_driver.py tests/e2e/test_replay_drivers.py tests/e2e/test_http_drivers.py \
+	tests/e2e/test_command_drivers.py
 # --verify's runs against real servers, the compiled driver's only (the Python driver's
 # have no C to check).
 SANITIZE_RUNS := tests/e2e/test_run_verify.py -k compiled

@@ -12,7 +12,8 @@ HTTP to a memc gateway (its announced closes returned as a status on both).
 The first input byte chooses the mode: grammar-aware (even: replies drawn from each op
 family's grammar, tests/support/reply_grammar.py, by the rest of the input, then mutated)
 or raw (odd: the next bytes choose the protocol, up to 8 of the ops the pump sends on it
-(a replay's too, and read-modify-writes), the read size, the reply
+(a replay's too, read-modify-writes, and RESP's arbitrary commands, each a rendered
+request), the read size, the reply
 bound, closed or open loop, lists or a packed chunk (a replay's lane's form, when no
 multi-get is among the ops), and whether both pumps check get hits (``--verify``, never
 beside an rmw); the rest is the server's byte stream as it is).
@@ -55,7 +56,14 @@ def test_one_input(data: bytes) -> None:
         return
     sent = pump_oracle.sent_ops(protocol)
     ops = [int(sent[b % len(sent)]) for b in data[5 : 5 + count]]
-    keys = [(b"a", b"b") if op == Op.MGET else b"k" for op in ops]
+    keys = [
+        (b"a", b"b")
+        if op == Op.MGET
+        else pump_oracle.command_request(b"k", b"v")
+        if op == Op.COMMAND
+        else b"k"
+        for op in ops
+    ]
     wire = data[5 + count :]
     step = 1 + data[3] % 32
     cuts = list(range(step, len(wire), step))

@@ -18,6 +18,7 @@ from typing import Any
 import hiredis
 import pytest
 
+from kvbench.engine import fastpath
 from tests.support import servers
 from tests.support.cli import read_json, run_kvbench
 from tests.support.servers import Server
@@ -113,16 +114,23 @@ def commandstats(server: Server) -> Counter[str]:
 
 
 @pytest.mark.parametrize("speed", ["max", "4"])
+@pytest.mark.parametrize("driver", ["compiled loop", "python (KVBENCH_PURE_PYTHON is set)"])
 def test_the_server_counts_what_the_replay_sent_and_holds_the_captured_data(
-    capture: Path, fresh_redis: Server, tmp_path: Path, speed: str
+    capture: Path, fresh_redis: Server, tmp_path: Path, speed: str, driver: str
 ) -> None:
+    """On both drivers: the compiled pump sends each client's rendered requests on its
+    own connection and reads any RESP value in reply, as the Python driver does."""
+    if driver != "python (KVBENCH_PURE_PYTHON is set)" and not fastpath.compiled():
+        pytest.skip("the compiled pump is not built")
     out = tmp_path / "run.json"
     result = run_kvbench(
         "replay", str(capture), f"redis://{fresh_redis.address}", "--speed", speed,
         "--no-save", "--no-live", "--json", str(out),
+        env={fastpath.PURE_PYTHON_ENV: "1"} if driver.startswith("python") else {},
     )  # fmt: skip
     assert result.code == 0, result.stderr
     doc = read_json(out)
+    assert doc["environment"]["driver"] == driver
     sent = doc["trace"]["sent"]
     assert sent["clients"] == 2
     assert sent["selects_inserted"] == 0  # client a's SELECT 1 is in the capture

@@ -156,6 +156,8 @@ def resp_reply(draw: Draw, op: Op, key: Any) -> bytes:
         return resp_value(draw, depth=1)
     if choice == 2:
         return some_bytes(draw, 12) + b"\r\n"
+    if op == Op.COMMAND:  # any value, RESP3's types too (hiredis reads them on either)
+        return any_value(draw, depth=draw(0, 3))
     if op == Op.GET:
         return pick(draw, (bulk(draw), b"$-1\r\n", b"*-1\r\n", b"_\r\n", b"+x\r\n"))
     if op in (Op.SET, Op.ADD, Op.REPLACE):  # OK, status or bulk; a null (NX/XX); near misses
@@ -227,6 +229,64 @@ def resp_value(draw: Draw, depth: int) -> bytes:
         return b"$-1\r\n"
     items = [resp_value(draw, depth - 1) for _ in range(draw(0, 3))]
     return b"*%d\r\n" % len(items) + b"".join(items)
+
+
+# A double's text (RESP3 ","): hiredis's words in any case, numbers of every form strtod
+# reads and some it refuses, overflow, underflow, subnormals, and what no double is.
+DOUBLE_TEXTS = (
+    b"1.5", b"-0.25", b"0", b"-0", b"1e5", b"1E-3", b"1e+2", b".5", b"-.5", b"1.", b"00",
+    b"inf", b"-inf", b"INF", b"-Inf", b"nan", b"-nan", b"NaN", b"+inf", b"infinity",
+    b"1e308", b"1.7976931348623159e308", b"1e400", b"-1e400", b"1e-310", b"2.5e-324",
+    b"1e-324", b"0e-400", b"0.000e999", b"1" * 400, b"+1", b"", b".", b"-", b"e5", b"1e",
+    b"1.5.5", b"0x10", b"1_0", b" 1", b"1 ", b"abc",
+)  # fmt: skip
+DOUBLE_CHARS = b"0123456789.-+eEinfaN "
+
+
+def any_value(draw: Draw, depth: int) -> bytes:
+    """Any value hiredis reads (an arbitrary command's reply): RESP2's, RESP3's null,
+    double, boolean, big number, verbatim string, map, set and push, aggregates nested up
+    to ``depth``, with their near misses: now and then an attribute ("|": hiredis returns
+    it as a reply of its own), a blob error ("!", which hiredis refuses), a map key that
+    is an aggregate (which hiredis-py cannot hash), null aggregates."""
+    kind = draw(0, 16 if depth else 11)
+    if kind <= 4:
+        return resp_value(draw, 0)
+    if kind == 5:
+        return b"_\r\n" if draw(0, 7) else b"_" + some_bytes(draw, 2) + b"\r\n"
+    if kind == 6:
+        text = pick(draw, DOUBLE_TEXTS)
+        if draw(0, 2) == 0:
+            text = bytes(pick(draw, DOUBLE_CHARS) for _ in range(draw(0, 6)))
+        return b"," + text + b"\r\n"
+    if kind == 7:
+        return b"#" + pick(draw, (b"t", b"f", b"T", b"F", b"x", b"tt", b"")) + b"\r\n"
+    if kind == 8:
+        digits = pick(draw, (b"%d" % draw(-(10**30), 10**30), b"", b"-", b"--1", b"+1", b"1a"))
+        return b"(" + digits + b"\r\n"
+    if kind == 9:  # a verbatim string: "txt:" and the text, or a format cut or missing
+        data = pick(draw, (b"txt:", b"mkd:", b"", b"tx:", b"txtx")) + some_bytes(draw, 12)
+        length = b"%d" % len(data) if draw(0, 5) else pick(draw, EDGE_LENGTHS)
+        return b"=%b\r\n%b\r\n" % (length, data)
+    if kind == 10:  # null aggregates, and bad lengths
+        return (
+            pick(draw, (b"*", b"%", b"~", b">", b"=")) + pick(draw, (b"-1", b"-2", b"x")) + b"\r\n"
+        )
+    if kind == 11:
+        return (
+            pick(draw, (b"!5\r\nERR x\r\n", b"|1\r\n+a\r\n:1\r\n"))
+            if draw(0, 3) == 0
+            else bulk(draw)
+        )
+    items = [any_value(draw, depth - 1) for _ in range(draw(0, 3))]
+    if kind == 12:  # a map: pairs, now and then an aggregate as a key
+        if len(items) % 2:
+            items.append(any_value(draw, 0))
+        return b"%%%d\r\n" % (len(items) // 2) + b"".join(items)
+    head = pick(draw, (b"*", b"~", b">", b"*"))
+    if kind == 13 and draw(0, 3) == 0:  # an attribute before the value it describes
+        return b"|1\r\n+key\r\n:1\r\n" + head + b"%d\r\n" % len(items) + b"".join(items)
+    return head + b"%d\r\n" % len(items) + b"".join(items)
 
 
 # -- mutations -------------------------------------------------------------------------

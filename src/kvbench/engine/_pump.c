@@ -1616,6 +1616,9 @@ typedef struct {
     int open_loop;
     long long late_ns;
     unsigned char family[MAX_OPS];
+    /* The code an rmw is sent as: OP_RMW, or -1 where that code is a command's (its
+     * family F_COMMAND: config never sends both). */
+    long rmw_op;
     /* In-flight FIFO: a ring of requests. */
     Pending *fifo;
     Py_ssize_t fifo_cap, fifo_head, fifo_len;
@@ -1723,8 +1726,14 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
     for (Py_ssize_t i = 0; i < families.len; i++) {
         unsigned char f = ((const unsigned char *)families.buf)[i];
         self->family[i] = f < F_COUNT ? f : F_NONE;
+        if (f == F_COMMAND && !wire_encodes(wire, OP_COMMAND)) {
+            PyBuffer_Release(&families);
+            PyErr_Format(PyExc_ValueError, "protocol %d sends no arbitrary commands", protocol);
+            return -1;
+        }
     }
     PyBuffer_Release(&families);
+    self->rmw_op = self->family[OP_RMW] == F_COMMAND ? -1 : OP_RMW;
     Py_INCREF(tally);
     self->tally = (Tally *)tally;
     Py_INCREF(stream);
@@ -1960,9 +1969,14 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
         if (stream->ops == NULL && at + PREFETCH_AHEAD < stream->size)
             packed_prefetch(&stream->packed, at + PREFETCH_AHEAD);
         long op = Stream_op(stream, at);
+        if (op < 0)
+            break;
+        /* What the wire sends: a command's code (its name's, what it is recorded as)
+         * as OP_COMMAND. */
+        long sent_op = self->family[op] == F_COMMAND ? OP_COMMAND : op;
         Py_ssize_t before = o.len;
         Request r;
-        if (op < 0 || Stream_request(stream, wire, at, op, &o, &r) < 0 ||
+        if (Stream_request(stream, wire, at, sent_op, &o, &r) < 0 ||
             (stream->version >= 0 && op == OP_SET && Stream_derive(stream, &r) < 0))
             break;
         uint32_t key_at = (uint32_t)self->keys_len, key_len = 0;
@@ -1978,7 +1992,7 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
         }
         Tags before_tags = tags;
         uint32_t get_tag = 0;
-        if (encode_request(wire, encoding, (int)op, &r, &tags, &o, &get_tag) < 0 ||
+        if (encode_request(wire, encoding, (int)sent_op, &r, &tags, &o, &get_tag) < 0 ||
             (self->exact && op == OP_SET && exact_set(self, &r) < 0)) {
             o.len = before; /* (a failed encode appended nothing, used no opaque) */
             tags = before_tags;
@@ -1987,7 +2001,7 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
         }
         tally->tx[op] += o.len - before;
         *fifo_at(self, self->fifo_len + i) =
-            op == OP_RMW ? (Pending){sent, due, 0, get_tag, 0, key_at, key_len, OP_RMW, 0, tags.tag}
+            sent_op == OP_RMW ? (Pending){sent, due, 0, get_tag, 0, key_at, key_len, OP_RMW, 0, tags.tag}
                          : (Pending){sent, due, 0, tags.tag, tags.keys, key_at, key_len,
                                      (unsigned char)op, expect, 0};
         stream->pos++;
@@ -2306,7 +2320,7 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
         Pending *request = self->fifo_len ? fifo_at(self, 0) : NULL;
         Head head;
         if (request != NULL)
-            head = request->op != OP_RMW ? (Head){request->op, self->family[request->op],
+            head = request->op != self->rmw_op ? (Head){request->op, self->family[request->op],
                                                   request->tag, request->keys}
                    : self->half_code < 0 ? (Head){OP_GET, F_GET, request->tag, 0}
                                          : (Head){OP_SET, F_STORE, request->set_tag, 0};
@@ -2340,7 +2354,7 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
             check_value(self, request, value, scan.value_len, &checks);
         }
         pos += k;
-        if (request->op == OP_RMW) {
+        if (request->op == self->rmw_op) {
             if (self->half_code < 0) { /* its get's reply: the set's completes it */
                 self->half_code = scan.code;
                 self->half_len = k;
@@ -2860,12 +2874,12 @@ PyInit__pump(void)
         {"RESP3", P_RESP3}, {"HTTP", P_HTTP},
         {"F_GET", F_GET}, {"F_MGET", F_MGET},
         {"F_STORE", F_STORE}, {"F_DELETE", F_DELETE}, {"F_ARITH", F_ARITH},
-        {"F_APPEND", F_APPEND},
+        {"F_APPEND", F_APPEND}, {"F_COMMAND", F_COMMAND},
         {"K_HIT", K_HIT}, {"K_MISS", K_MISS}, {"K_STORED", K_STORED},
         {"K_NOT_STORED", K_NOT_STORED}, {"K_EXISTS", K_EXISTS}, {"K_NOT_FOUND", K_NOT_FOUND},
-        {"K_DELETED", K_DELETED}, {"K_VALUE", K_VALUE},
+        {"K_DELETED", K_DELETED}, {"K_OK", K_OK}, {"K_VALUE", K_VALUE},
         {"K_ERROR_REPLY", K_ERROR}, {"KEYS_SHIFT", KEYS_SHIFT}, {"MAX_OPS", MAX_OPS},
-        {"OP_RMW", OP_RMW},
+        {"OP_RMW", OP_RMW}, {"OP_COMMAND", OP_COMMAND},
         {"HDR_SUB_BUCKET_HALF_COUNT_MAGNITUDE", HDR_HALF_MAGNITUDE},
         {"HDR_COUNTS_LEN", HDR_COUNTS_LEN},
         {"HDR_HIGHEST_TRACKABLE_NS", HDR_HIGHEST}, /* (a long is 64 bits here: Linux) */

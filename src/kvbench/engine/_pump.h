@@ -59,14 +59,19 @@ enum {
     K_EXISTS = 5,
     K_NOT_FOUND = 6,
     K_DELETED = 7,
+    K_OK = 9,
     K_VALUE = 10,
     K_ERROR = 20,
 };
 #define KEYS_SHIFT 8
 
 /* What a reply must look like, per op: the engine passes a table op -> family.
- * F_APPEND: RESP's APPEND, answered by the value's new length (an integer: stored). */
-enum { F_NONE = 0, F_GET, F_MGET, F_STORE, F_DELETE, F_ARITH, F_APPEND, F_COUNT };
+ * F_APPEND: RESP's APPEND, answered by the value's new length (an integer: stored).
+ * F_COMMAND: an arbitrary command's (--command), any value its protocol frames. The
+ * engine gives each command name's code (workload.commands: COMMAND_BASE + j, which
+ * is also OP_RMW's, as config never sends both) this family, and the pump sends a
+ * request of that family as OP_COMMAND. */
+enum { F_NONE = 0, F_GET, F_MGET, F_STORE, F_DELETE, F_ARITH, F_APPEND, F_COMMAND, F_COUNT };
 /* The protocols, as engine/fastpath.py numbers them. */
 /* RESP3: RESP2's requests and scanner (a connection is switched to it by HELLO 3, which
  * the Python link sends and reads before the pump has it), its push messages skipped. */
@@ -77,6 +82,9 @@ enum { P_TEXT = 1, P_RESP2 = 2, P_BINARY = 3, P_META = 4, P_RESP3 = 5, P_HTTP = 
 enum {
     OP_GET = 0, OP_SET = 1, OP_DELETE = 2, OP_INCR = 3, OP_DECR = 4, OP_MGET = 5,
     OP_ADD = 6, OP_REPLACE = 7, OP_APPEND = 8, OP_PREPEND = 9, OP_CAS = 10, OP_GETS = 12,
+    /* An arbitrary command (--command): the chunk's key is its whole request, rendered
+     * by its template (protocols/commands.py), and the encoder writes it as it is. */
+    OP_COMMAND = 15,
     /* A read-modify-write (workload.mix.RMW_CODE, the first code after Op's): a get of
      * its key then a set of it, written together and answered by both, timed and
      * counted as one op (engine/rmw.py). No wire encodes it: the pump writes its two

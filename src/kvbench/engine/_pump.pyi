@@ -21,6 +21,8 @@ F_STORE: int
 F_DELETE: int
 F_ARITH: int
 F_APPEND: int
+# An arbitrary command's (--command): any value; its code is sent as OP_COMMAND.
+F_COMMAND: int
 # Reply kinds (the codes' low bits: protocols.base.ReplyKind's values).
 K_HIT: int
 K_MISS: int
@@ -29,11 +31,13 @@ K_NOT_STORED: int
 K_EXISTS: int
 K_NOT_FOUND: int
 K_DELETED: int
+K_OK: int
 K_VALUE: int
 K_ERROR_REPLY: int
 KEYS_SHIFT: int
 MAX_OPS: int
 OP_RMW: int
+OP_COMMAND: int
 # metrics.histogram's layout, as a folding Tally records it (a test holds them together).
 HDR_SUB_BUCKET_HALF_COUNT_MAGNITUDE: int
 HDR_COUNTS_LEN: int

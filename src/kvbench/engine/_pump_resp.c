@@ -6,6 +6,11 @@
  * take hiredis's grammar for numbers and lengths; where hiredis reads past RESP2 (no CRLF
  * check after a bulk string, RESP3 types) the scanner refuses.
  *
+ * An arbitrary command's request (--command) comes whole, rendered by its template, and
+ * its reply may be any value: scan_value reads every type hiredis reads, RESP3's too, on
+ * either protocol, with hiredis's grammar for each (a bulk string's CRLF checked all the
+ * same), and refuses a RESP3 attribute, which hiredis returns as a reply of its own.
+ *
  * RESP3 (a connection the Python link switched with HELLO 3) sends the same requests and
  * gets the same replies to them, a null as "_" (which RESP2's scanner reads already). What
  * it adds is the push message (">"), which the server may send at any time, between
@@ -13,6 +18,9 @@
  * codec does. No other RESP3 type answers these commands: the scanner refuses them.
  */
 #include "_pump.h"
+
+#include <math.h>
+#include <stdlib.h>
 
 /* -- replies ------------------------------------------------------------------------- */
 
@@ -109,14 +117,187 @@ resp_element(const char *p, Py_ssize_t n, Py_ssize_t pos, long long max, char *t
     return k;
 }
 
+/* -- any value: an arbitrary command's reply ------------------------------------------- */
+
+/* hiredis's bound on aggregates nested in one reply (its reader's stack of tasks): the
+ * 1,025th is refused as soon as its header arrives. */
+#define MAX_NESTING 1024
+/* hiredis copies a double's text into a buffer of this size: a longer one is refused. */
+#define DOUBLE_TEXT_MAX 326
+
+static inline int
+is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* Digits from p[*i] on: how many, *i past them, *nonzero set if one is not '0'. */
+static Py_ssize_t
+skip_digits(const char *p, Py_ssize_t n, Py_ssize_t *i, int *nonzero)
+{
+    Py_ssize_t start = *i;
+    for (; *i < n && is_digit(p[*i]); (*i)++)
+        *nonzero |= p[*i] != '0';
+    return *i - start;
+}
+
+/* A RESP3 double's text (after ','), as hiredis reads it: "inf", "-inf", "nan" or "-nan"
+ * in any case; else what strtod reads whole, as hiredis's checks leave it: an optional
+ * '-', digits with an optional point (or a point and digits), an optional exponent,
+ * finite, and not a non-zero number that underflows to zero. */
+static int
+double_ok(const char *p, Py_ssize_t n)
+{
+    if (n >= DOUBLE_TEXT_MAX)
+        return 0;
+    char text[DOUBLE_TEXT_MAX];
+    for (Py_ssize_t k = 0; k < n; k++) /* lowercased, to compare with the words */
+        text[k] = (char)(p[k] >= 'A' && p[k] <= 'Z' ? p[k] + 32 : p[k]);
+    text[n] = '\0';
+    if (strcmp(text, "inf") == 0 || strcmp(text, "-inf") == 0 || strcmp(text, "nan") == 0 ||
+        strcmp(text, "-nan") == 0)
+        return 1;
+    Py_ssize_t i = text[0] == '-';
+    int nonzero = 0;
+    Py_ssize_t digits = skip_digits(text, n, &i, &nonzero);
+    if (i < n && text[i] == '.') {
+        i++;
+        digits += skip_digits(text, n, &i, &nonzero);
+    }
+    if (digits == 0)
+        return 0;
+    if (i < n && text[i] == 'e') {
+        i++;
+        i += i < n && (text[i] == '+' || text[i] == '-');
+        int ignored = 0;
+        if (skip_digits(text, n, &i, &ignored) == 0)
+            return 0;
+    }
+    if (i != n)
+        return 0;
+    double d = strtod(text, NULL); /* (the grammar above is the C locale's) */
+    return isfinite(d) && (d != 0 || !nonzero);
+}
+
+/* The bytes so far end inside the value: NEED, or BAD once they pass the reply bound. */
+static Py_ssize_t
+value_need(Py_ssize_t n, long long max, Scan *s)
+{
+    return n > max ? scan_fail(s, "RESP reply larger than the reply bound") : NEED;
+}
+
+/* One whole value of any type (an arbitrary command's reply): consumed, NEED or BAD; the
+ * code is K_ERROR for an error reply, K_OK for any other value, as the codec's
+ * _on_command has it. Aggregates are walked with a stack of the items each still owes
+ * (a map's: two per entry, its keys at even counts). As in hiredis, a map key that is
+ * an aggregate (not a null) is refused (hiredis-py cannot hash it) as soon as its header
+ * arrives, and so is an aggregate nested deeper than MAX_NESTING. */
+static Py_ssize_t
+scan_value(const char *p, Py_ssize_t n, long long max, Scan *s)
+{
+    long long left[MAX_NESTING + 1];
+    unsigned char map[MAX_NESTING + 1];
+    int depth = 0, error_reply = 0;
+    left[0] = 1;
+    map[0] = 0;
+    Py_ssize_t pos = 0;
+    for (;;) {
+        while (depth > 0 && left[depth] == 0)
+            depth--;
+        if (left[depth] == 0)
+            break;
+        int key = map[depth] && left[depth] % 2 == 0;
+        left[depth]--;
+        if (pos >= n)
+            return value_need(n, max, s);
+        const char *q = p + pos;
+        char type = q[0];
+        if (memchr("+-:_$*,#(=%~>|", type, 14) == NULL)
+            return scan_fail(s, "RESP protocol error: unknown reply type");
+        if (type == '|')
+            return scan_fail(s, "RESP3 attribute: not read (hiredis takes it for a reply)");
+        Py_ssize_t eol = find_crlf(q, n - pos);
+        if (eol < 0)
+            return value_need(n, max, s);
+        const char *line = q + 1;
+        Py_ssize_t line_len = eol - 1;
+        long long len = 0;
+        switch (type) {
+        case '+':
+        case '-':
+            if (memchr(q, '\r', (size_t)eol) != NULL || memchr(q, '\n', (size_t)eol) != NULL)
+                return scan_fail(s, "RESP protocol error: CR or LF in a simple string");
+            error_reply = type == '-' && pos == 0;
+            break;
+        case ':':
+            if (parse_ll(line, line_len, &len) < 0)
+                return scan_fail(s, "RESP protocol error: bad integer");
+            break;
+        case '_':
+            if (line_len != 0)
+                return scan_fail(s, "RESP protocol error: bad null");
+            break;
+        case ',':
+            if (!double_ok(line, line_len))
+                return scan_fail(s, "RESP protocol error: bad double");
+            break;
+        case '#':
+            if (line_len != 1 || memchr("tTfF", line[0], 4) == NULL)
+                return scan_fail(s, "RESP protocol error: bad boolean");
+            break;
+        case '(': { /* an optional '-' and digits, none at all too (hiredis) */
+            Py_ssize_t i = line_len > 0 && line[0] == '-';
+            int ignored = 0;
+            skip_digits(line, line_len, &i, &ignored);
+            if (i != line_len)
+                return scan_fail(s, "RESP protocol error: bad big number");
+            break;
+        }
+        case '$':
+        case '=':
+            if (parse_ll(line, line_len, &len) < 0 || len < -1)
+                return scan_fail(s, "RESP protocol error: bad bulk string length");
+            if (len == -1)
+                break;
+            if (len > max - (pos + eol + 4))
+                return scan_fail(s, "RESP reply larger than the reply bound");
+            if (n - pos < eol + 2 + len + 2)
+                return value_need(n, max, s);
+            if (memcmp(q + eol + 2 + len, "\r\n", 2) != 0)
+                return scan_fail(s, "RESP protocol error: bulk string not followed by CRLF");
+            if (type == '=' && (len < 4 || q[eol + 2 + 3] != ':'))
+                return scan_fail(s, "RESP protocol error: a verbatim string without its format");
+            pos += (Py_ssize_t)len + 2;
+            break;
+        default: /* an aggregate: '*' '%' '~' '>' */
+            if (parse_ll(line, line_len, &len) < 0 || len < -1 || len > MAX_ARRAY_ELEMENTS)
+                return scan_fail(s, "RESP protocol error: bad aggregate length");
+            if (len == -1)
+                break;
+            if (key)
+                return scan_fail(s, "RESP protocol error: a map key that is an aggregate");
+            if (depth == MAX_NESTING)
+                return scan_fail(s, "RESP protocol error: aggregates nested too deep");
+            depth++;
+            map[depth] = type == '%';
+            left[depth] = type == '%' ? 2 * len : len;
+        }
+        pos += eol + 2;
+    }
+    s->code = error_reply ? K_ERROR : K_OK;
+    return pos;
+}
+
 static Py_ssize_t
 scan_resp2(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
 {
     if (head == NULL)
         return scan_no_request(s);
     int family = head->family;
-    static const char *const what[F_COUNT] = {"?",   "GET",       "MGET",  "SET",
-                                              "DEL", "INCR/DECR", "APPEND"};
+    if (family == F_COMMAND)
+        return scan_value(p, n, max, s);
+    static const char *const what[F_COUNT] = {"?",   "GET",       "MGET",   "SET",
+                                              "DEL", "INCR/DECR", "APPEND", "a command"};
     char type;
     long long len = 0;
     Py_ssize_t r = resp_item(p, n, max, &type, &len, s);
@@ -289,12 +470,23 @@ static const Encoder resp2_encoder = {
     .store = put_resp_store,
 };
 
-DEFINE_ENCODE(encode_resp2, resp2_encoder)
+/* A command's request (its template's rendering, the chunk's key) as it is; the rest by
+ * the table. */
+static int
+encode_resp2(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
+{
+    if (op == OP_COMMAND) {
+        put(o, r->key, r->key_len);
+        return 0;
+    }
+    return encode_one(&resp2_encoder, e, op, r, t, o);
+}
 
 /* No opaques, no settings to check; no Redis form for gets, prepend and cas. */
 #define RESP_OPS                                                                          \
     (OP_BIT(OP_GET) | OP_BIT(OP_SET) | OP_BIT(OP_DELETE) | OP_BIT(OP_INCR) | OP_BIT(OP_DECR) | \
-     OP_BIT(OP_MGET) | OP_BIT(OP_ADD) | OP_BIT(OP_REPLACE) | OP_BIT(OP_APPEND))
+     OP_BIT(OP_MGET) | OP_BIT(OP_ADD) | OP_BIT(OP_REPLACE) | OP_BIT(OP_APPEND) |           \
+     OP_BIT(OP_COMMAND))
 const Wire resp2_wire = {scan_resp2, encode_resp2, NULL, NULL, RESP_OPS};
 /* The same requests: RESP3 changes replies only. */
 const Wire resp3_wire = {scan_resp3, encode_resp2, NULL, NULL, RESP_OPS};

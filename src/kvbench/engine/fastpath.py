@@ -76,10 +76,18 @@ right after the set of its key (``--ratio set-then-get``, the only ``--verify`` 
 allows there) is checked against that set's value mapped so (``Pump.value_map``), and a
 chunked hit's data is joined before it is checked.
 
-Everything else stays in Python: ``--command``, Redis Cluster (redirects are followed by
-engine/redirect.py), and any build without a C compiler
-(``KVBENCH_PURE_PYTHON=1`` forces that path too); ``python_reason`` names the reason, and
-the run records it.
+Arbitrary commands on RESP (``--command``, and a MONITOR capture's replay) go compiled
+too: each command name's code (``COMMAND_BASE + j``, what it is recorded under: the
+chunk's ``record_ops``) is given the family ``F_COMMAND`` (``PumpFactory``'s
+``commands``), which the pump sends as ``Op.COMMAND``: the chunk's key, the request its
+template rendered, written as it is; its reply is any RESP value (_pump_resp.c's
+``scan_value``: every type hiredis reads, an error reply ``error_reply``, anything else
+``ok``, as the codec's ``_on_command``).
+
+Everything else stays in Python: memcached text's ``--command`` (its replies' grammar is
+the codec's alone), Redis Cluster (redirects are followed by engine/redirect.py), and any
+build without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that path too);
+``python_reason`` names the reason, and the run records it.
 """
 
 from __future__ import annotations
@@ -91,6 +99,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kvbench.config.model import RMW, WorkloadConfig
+from kvbench.config.replay import MONITOR_FORMAT
 from kvbench.engine.pacing import LATE_NS
 from kvbench.engine.py_pump import Pumped, PyTally, Write
 from kvbench.engine.setup import http_frame
@@ -100,6 +109,7 @@ from kvbench.metrics.histogram import COUNTS_LEN, HIGHEST_TRACKABLE_NS, Histogra
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
+from kvbench.workload.commands import COMMAND_BASE, CommandSet
 from kvbench.workload.mix import WORKLOAD_TO_OP
 from kvbench.workload.plan import RequestSource
 from kvbench.workload.trace_ops import SKIPPED, OpMapping
@@ -157,7 +167,15 @@ _TEXT_FAMILIES = {
     Op.PREPEND: "STORE",
     Op.CAS: "STORE",
 }
-_RESP2_FAMILIES = {**_FAMILIES, Op.ADD: "STORE", Op.REPLACE: "STORE", Op.APPEND: "APPEND"}
+# RESP sends a --command's request as its template rendered it (Op.COMMAND) and reads
+# any value in reply (_pump_resp.c's scan_value).
+_RESP2_FAMILIES = {
+    **_FAMILIES,
+    Op.ADD: "STORE",
+    Op.REPLACE: "STORE",
+    Op.APPEND: "APPEND",
+    Op.COMMAND: "COMMAND",
+}
 # memcached meta sends them as text does (gets as "mg ... v c", the stores with their mode
 # flag, cas as "C0"); binary all but cas (a replay skips a tokenless one there: CAS 0 is
 # no check), each answered with the codec's per-op statuses.
@@ -231,13 +249,18 @@ def python_reason(config: RunConfig) -> str | None:
     if any(target.cluster for target in config.targets):
         # The pump would count -MOVED/-ASK as error replies: the Python driver follows them.
         return "Redis Cluster"
+    if config.replay is not None and config.replay.format == MONITOR_FORMAT:
+        # A capture's client per connection, its commands rendered whole (as --command's).
+        return _command_reason(config, len(config.replay.commands), "a MONITOR capture's")
     if config.replay is not None:
         # Each connection's pump sends its own lane of the trace (PumpFactory), each chunk
         # with its own TTL: compiled when the C side encodes every op the trace may send.
         return _replay_reason(config)
     if config.workload.commands:
-        # The C side encodes and scans the fixed ops only.
-        return "arbitrary commands (--command)"
+        names = len(CommandSet.of(config.workload.commands).names)
+        reason = _command_reason(config, names, "--command's")
+        if reason is not None:
+            return reason
     for target in config.targets:
         if target.protocol not in PROTOCOLS:
             return f"{target.protocol} has no compiled scanner"
@@ -245,6 +268,19 @@ def python_reason(config: RunConfig) -> str | None:
         for op in config_ops(config):
             if not families[op]:
                 return f"{op.name.lower()} on {target.protocol} has no compiled scanner"
+    return None
+
+
+def _command_reason(config: RunConfig, names: int, whose: str) -> str | None:
+    """Why a run's arbitrary commands (``whose``: ``--command``'s, a MONITOR capture's;
+    ``names`` of them) keep it on the Python driver: a target whose protocol's pump sends
+    no commands (memcached text: its replies' grammar is not in C), or more command names
+    than a pump's op codes hold; None if they go compiled."""
+    for target in config.targets:
+        if target.protocol not in PROTOCOLS or not PROTOCOLS[target.protocol][1][Op.COMMAND]:
+            return f"{whose} arbitrary commands on {target.protocol}"
+    if COMMAND_BASE + names > _pump.MAX_OPS:
+        return f"{whose} more than {_pump.MAX_OPS - COMMAND_BASE} command names"
     return None
 
 
@@ -337,6 +373,8 @@ class PumpFactory:
         derive_from: ``--verify``'s values are derived from their keys: the streams of
             the run's own sources derive each set's (from this version on, a version a
             set), so its chunks go packed (``RequestSource.pack``); None: they are not.
+        commands: how many command names the run records (``--command``: codes
+            ``COMMAND_BASE`` on, each sent as ``Op.COMMAND``, its reply any value).
     """
 
     def __init__(
@@ -346,9 +384,11 @@ class PumpFactory:
         open_loop: bool = False,
         verify: Verify = NO_VERIFY,
         derive_from: int | None = None,
+        commands: int = 0,
     ) -> None:
         assert _pump is not None
         self.tally = tally
+        self._commands = bytes([_pump.F_COMMAND]) * commands
         self._open_loop = open_loop
         mode, window, exact = verify
         self._verify: dict[str, Any] = {"verify": mode, "exact": exact} if mode else {}
@@ -370,6 +410,8 @@ class PumpFactory:
         assert _pump is not None
         shard, cursor = conn.shard, conn.cursor
         protocol, families = PROTOCOLS[shard.target.protocol]
+        if self._commands:  # (the ops' families, then the command names' from COMMAND_BASE)
+            families = families.ljust(COMMAND_BASE, b"\0") + self._commands
         stream = self._by_cursor.get(id(cursor))
         if stream is None:
             # Packed chunks where they can be (bounds into the source's tables); verified
@@ -441,9 +483,12 @@ def _chunks(cursor: Cursor) -> Callable[[], _Refilled | None]:
         ttl = chunk.ttl_s
         if chunk.packed is not None:  # (a TTL of None: the stream's own)
             return (*chunk.packed, start, ttl)
+        # A command goes as its name's code (what it is recorded as), which the pump's
+        # families send as Op.COMMAND; the other ops as themselves (record_ops is ops).
+        ops = chunk.record_ops
         if ttl is None:
-            return chunk.ops, chunk.keys, chunk.values, start
-        return chunk.ops, chunk.keys, chunk.values, start, ttl
+            return ops, chunk.keys, chunk.values, start
+        return ops, chunk.keys, chunk.values, start, ttl
 
     return refill
 

@@ -92,11 +92,7 @@ _UNSENT = "an interval could not be sent"
 def driver_reasons(config: RunConfig) -> tuple[str | None, str | None]:
     """Why a run's connections take the Python driver, and why its compiled pumps keep
     the transports (None, None: the compiled loop, on a ``PollerLoop``)."""
-    python = (
-        "a MONITOR capture's arbitrary commands"
-        if config.replay is not None and config.replay.format == MONITOR_FORMAT
-        else python_reason(config)
-    )
+    python = python_reason(config)
     return python, loop_reason(config) if python is None else None
 
 
@@ -143,9 +139,12 @@ class Worker(LinkKeeper):
         # Op numbers index the fixed ops' names, then the commands' (workload/commands.py):
         # a MONITOR capture's replay records its commands by the names its scan found.
         names, keys = self.plan.op_names(), self.plan.keys_per_op()
+        # (how many names from COMMAND_BASE on: each one's code is sent as Op.COMMAND)
+        self._command_names = len(self.plan.commands.names)
         if config.replay is not None and config.replay.format == MONITOR_FORMAT:
             names += config.replay.commands
             keys += (1,) * len(config.replay.commands)
+            self._command_names = len(config.replay.commands)
         recorder = Recorder(names, keys)
         super().__init__(recorder, config.load.connect_timeout_ns, config.load.server_gone_ns)
         self.verifier = (
@@ -451,6 +450,7 @@ class Worker(LinkKeeper):
                 open_loop=load.rate_per_s is not None or timed,
                 verify=pump_verify(self.spec.config.workload),
                 derive_from=self._derive_from(),
+                commands=self._command_names,
             )
         self.dispatcher = self._open_loop(0)  # (attaches its connections' pumps)
         if self.dispatcher is not None:

@@ -25,9 +25,9 @@ The planner runs in the CLI before the run (``scan_capture``: the clients and co
 names, so the run opens one connection per client and records per name) and in each
 worker process (``MonitorFeed.prepare``), which keeps only its share of the clients'
 requests, rendered once by the arbitrary-command encoder (protocols/commands.py) into
-whole RESP requests. A replay of a capture runs on the Python connection driver (the
-compiled pump encodes the fixed ops only). Memory: the requests of this worker's
-clients, about the size of their lines in the capture.
+whole RESP requests. The compiled pump sends them as they are, recorded by name, and
+reads any RESP value in reply (engine/fastpath.py), as the Python driver does. Memory:
+the requests of this worker's clients, about the size of their lines in the capture.
 """
 
 from __future__ import annotations
@@ -300,7 +300,7 @@ class MonitorLane:
         self.holders.append(holder)
 
     def pack(self) -> bool:
-        """Lists only: a capture's commands go on the Python driver."""
+        """Lists only: a capture's requests are rendered whole, each a bytes object."""
         return False
 
     def pending(self) -> int:

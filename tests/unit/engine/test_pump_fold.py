@@ -34,7 +34,7 @@ from kvbench.protocols.registry import CODECS
 from kvbench.workload.chunk import Cursor
 from kvbench.workload.plan import FixedSource
 from tests.support import pump_oracle
-from tests.support.reply_grammar import GRAMMARS, key_for, opaques_taken, pick, seeded
+from tests.support.reply_grammar import GRAMMARS, opaques_taken, pick, seeded
 
 if not fastpath.compiled():
     pump_oracle.require_compiled(module=True)
@@ -184,10 +184,7 @@ def schedule(seed: int, protocol: str) -> tuple[list[int], list[Any], list[bytes
     the grammar writes them (each one the C scanner takes), in reads of a few each."""
     draw = seeded(seed)
     ops = [int(pick(draw, pump_oracle.ops_of(protocol))) for _ in range(draw(10, 40))]
-    keys = [
-        tuple(key_for(draw) for _ in range(draw(1, 4))) if op == Op.MGET else key_for(draw)
-        for op in ops
-    ]
+    keys = [pump_oracle.key_of(draw, op) for op in ops]
     number, families = fastpath.PROTOCOLS[protocol]
     counts = bytes(len(k) if op == Op.MGET else 0 for op, k in zip(ops, keys, strict=True))
     answers: list[bytes] = []

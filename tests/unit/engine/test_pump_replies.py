@@ -532,3 +532,94 @@ def test_huge_bulk_lengths_are_refused_by_the_bound_not_overflowed(header: bytes
     )
     assert (codes, consumed) == ([], 0)
     assert error is not None and "larger than the reply bound" in error
+
+
+# -- an arbitrary command's reply (--command): any value hiredis reads --------------------
+
+OK, ERROR_REPLY = int(ReplyKind.OK), int(ReplyKind.ERROR_REPLY)
+
+
+def command_reply(protocol: int, families: bytes, wire: bytes) -> tuple[list[int], int, Any]:
+    return _pump.scan_replies(protocol, families, bytes([Op.COMMAND]), wire, MAX)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # RESP2's types, nested, and errors inside a value (the value is still ok)
+        b"+PONG\r\n", b"-WRONGTYPE Operation\r\n", b":-7\r\n", b"$3\r\nabc\r\n", b"$-1\r\n",
+        b"*-1\r\n", b"*0\r\n", b"*2\r\n$1\r\na\r\n*1\r\n-ERR x\r\n",
+        # RESP3's, on either protocol: hiredis reads them on both
+        b"_\r\n", b"#t\r\n", b"#F\r\n", b"(-123\r\n", b"(\r\n", b"(-\r\n", b"=8\r\ntxt:abcd\r\n",
+        b"=-1\r\n", b"%1\r\n+k\r\n:1\r\n", b"%1\r\n*-1\r\n:1\r\n", b"%1\r\n-ERR\r\n,1.5\r\n",
+        b"~2\r\n:1\r\n:1\r\n", b"%-1\r\n", b"*1\r\n>1\r\n+a\r\n", b"%0\r\n",
+        *(b",%b\r\n" % text for text in reply_grammar.DOUBLE_TEXTS),
+        # what hiredis refuses
+        b"#x\r\n", b"#tt\r\n", b"(+1\r\n", b"(1a\r\n", b"=3\r\nabc\r\n", b"=5\r\nab:cd\r\n",
+        b"_x\r\n", b"!5\r\nERR x\r\n", b"%-2\r\n", b":\r\n",
+        # a map key that is an aggregate, refused as soon as its header is read
+        b"%1\r\n*0\r\n:1\r\n", b"%1\r\n~1\r\n", b"*1\r\n%1\r\n>0\r\n",
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("name", ["resp2", "resp3"])
+def test_a_command_reply_is_any_value_hiredis_reads(name: str, reply: bytes) -> None:
+    """The scanner reads an arbitrary command's reply as hiredis does: ok for any value
+    (an error inside an aggregate too), error_reply for an error; refused where hiredis
+    refuses, whole or cut anywhere."""
+    protocol, families = fastpath.PROTOCOLS[name]
+    expected_codes, expected_error = pump_oracle.codec_outcome(name, Op.COMMAND, reply)
+    codes, consumed, error = command_reply(protocol, families, reply)
+    assert codes == expected_codes and set(codes) <= {OK, ERROR_REPLY}
+    assert (error is None) == (expected_error is None), (error, expected_error)
+    assert consumed == (len(reply) if error is None else 0)
+    if error is None:  # cut anywhere: incomplete, nothing consumed
+        for end in range(len(reply)):
+            assert command_reply(protocol, families, reply[:end]) == ([], 0, None)
+        assert codes == [ERROR_REPLY if reply.startswith(b"-") else OK]
+
+
+def test_a_command_reply_nests_as_deep_as_hiredis_reads_and_no_deeper() -> None:
+    """hiredis reads 1,024 aggregates nested, and refuses the 1,025th's header."""
+    for depth, refused in ((1024, False), (1025, True)):
+        for inner in (b":1\r\n", b""):  # (the deepest one's item, or an empty one)
+            wire = b"*1\r\n" * (depth - 1) + (b"*1\r\n" + inner if inner else b"*0\r\n")
+            expected_codes, expected_error = pump_oracle.codec_outcome("resp2", Op.COMMAND, wire)
+            codes, consumed, error = command_reply(RESP, RESP_FAMILIES, wire)
+            assert (error is not None) == (expected_error is not None) == refused, (depth, error)
+            assert consumed == (0 if refused else len(wire))
+            assert codes == expected_codes == ([] if refused else [OK])
+
+
+def test_a_resp3_attribute_is_refused_where_hiredis_takes_it_for_a_reply() -> None:
+    """The oracle's one exception for commands (pump_oracle.RESP_RUNS_ON): hiredis returns
+    an attribute ("|") as a reply of its own, so the codec gives it to the command and the
+    value it describes to the next request; the scanner refuses it instead."""
+    wire = b"|1\r\n+key\r\n:1\r\n+OK\r\n"
+    codes, consumed, error = command_reply(RESP3, RESP3_FAMILIES, wire)
+    assert (codes, consumed) == ([], 0) and error is not None and "RESP3 attribute" in error
+    # the codec: the attribute answers the command, the value it describes nothing
+    codes, error = pump_oracle.codec_outcome("resp3", Op.COMMAND, wire)
+    assert codes == [OK] and error is not None and "with no request pending" in error
+
+
+def test_a_command_may_take_the_rmw_code_when_the_run_has_no_rmw() -> None:
+    """``COMMAND_BASE`` is both the first command name's code and an rmw's (config never
+    sends both): a pump whose families give it F_COMMAND sends it as a command, whole,
+    and records it under that code; one without sends it as an rmw."""
+    sent: list[bytes] = []
+    request = pump_oracle.command_request(b"k1", b"vv")
+    chunk = ([_pump.OP_RMW, int(Op.GET)], [request, b"k2"], [None, None], 0)
+    families = RESP_FAMILIES.ljust(_pump.OP_RMW, b"\0") + bytes([_pump.F_COMMAND])
+    tally = _pump.Tally()
+    tally.issuing, tally.budget = True, 2
+    pump = _pump.Pump(tally, _pump.Stream(lambda: chunk, RESP), sent.append, RESP, families, MAX)
+    assert pump.issue(2) == 0
+    assert sent == [bytes(request) + b"*2\r\n$3\r\nGET\r\n$2\r\nk2\r\n"]
+    assert pump.received(b"%1\r\n+f\r\n:1\r\n$-1\r\n") == 1  # (idle: the budget is spent)
+    ops, codes, _ = (memoryview(b).cast("q").tolist() for b in tally.take())
+    assert ops == [_pump.OP_RMW, int(Op.GET)] and codes == [OK, int(ReplyKind.MISS)]
+    with pytest.raises(ValueError, match="sends no arbitrary commands"):
+        _pump.Pump(
+            tally, _pump.Stream(lambda: chunk, TEXT), sent.append, TEXT,
+            TEXT_FAMILIES.ljust(_pump.OP_RMW, b"\0") + bytes([_pump.F_COMMAND]), MAX,
+        )  # fmt: skip

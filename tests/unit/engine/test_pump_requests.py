@@ -76,8 +76,12 @@ def test_requests_are_the_bytes_the_codec_writes(
     sent = pump_oracle.ops_of(name)
     ops = [int(sent[index % len(sent)]) for index, _, _, _ in requests]
     names = [
-        tuple(key + b"%d" % i for i in range(width)) if op == Op.MGET else key
-        for op, (_, key, _, width) in zip(ops, requests, strict=True)
+        tuple(key + b"%d" % i for i in range(width))
+        if op == Op.MGET
+        else pump_oracle.command_request(key, value)
+        if op == Op.COMMAND
+        else key
+        for op, (_, key, value, width) in zip(ops, requests, strict=True)
     ]
     values = [
         kind(value) if op in pump_oracle.STORES else None
@@ -214,7 +218,10 @@ def test_a_packed_chunk_is_the_bytes_of_its_list_form_and_the_codecs(
     type and value layout, opaques (binary, meta) from 0 or across their 32-bit wrap."""
     sent = SINGLE_KEY[name]
     ops = [int(sent[index % len(sent)]) for index, _, _ in requests]
-    names = [key for _, key, _ in requests]
+    names = [
+        pump_oracle.command_request(key, value) if op == Op.COMMAND else key
+        for op, (_, key, value) in zip(ops, requests, strict=True)
+    ]
     values = [
         value if op in pump_oracle.STORES else None
         for op, (_, _, value) in zip(ops, requests, strict=True)
