@@ -7,7 +7,9 @@ the same sequence from each driver: every command's count by outcome is the same
 are Redis's own call counts (commandstats) and the bytes each way. The commands are
 chosen for their replies' types: integers, bulk strings and nulls, status replies, error
 replies (WRONGTYPE, decided by the sequence), and arrays, which RESP3 sends as maps, sets
-and doubles; closed loop and open loop, RESP2 and RESP3.
+and doubles; closed loop and open loop, RESP2 and RESP3; commands of one key at most,
+whose chunks go packed and which the compiled stream renders itself, and with a command
+of two keys, whose chunks are lists of requests rendered in Python.
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ COMMANDS = (
     "PING",  # +PONG
     "LPUSH l:__key__ __data__",
     "LRANGE l:__key__ 0 3",
-    "EXISTS __key__ h:__key__",
 )
-NAMES = {text.split()[0].lower() for text in COMMANDS} | {"get"}
+# A command of two keys draws its second per request: such a mix's chunks are lists,
+# each request rendered in Python; the others' go packed, rendered by the stream in C.
+TWO_KEYS = "EXISTS __key__ h:__key__"
 
 
 def command_calls(url: str) -> dict[str, int]:
@@ -53,10 +56,16 @@ def command_calls(url: str) -> dict[str, int]:
     return calls
 
 
-def run_both(tmp_path: Path, resp: int, *args: str) -> list[tuple[dict[str, Any], dict[str, int]]]:
+def names_of(texts: tuple[str, ...]) -> set[str]:
+    return {text.split()[0].lower() for text in texts} | {"get"}
+
+
+def run_both(
+    tmp_path: Path, resp: int, texts: tuple[str, ...], *args: str
+) -> list[tuple[dict[str, Any], dict[str, int]]]:
     """The commands on the Python driver, then on the compiled one, each against a fresh
     redis-server: (result document, Redis's call count deltas) of each."""
-    commands = [arg for text in COMMANDS for arg in ("--command", text)]
+    commands = [arg for text in texts for arg in ("--command", text)]
     runs = []
     for pure in (True, False):
         out = tmp_path / f"{'python' if pure else 'compiled'}.json"
@@ -72,7 +81,7 @@ def run_both(tmp_path: Path, resp: int, *args: str) -> list[tuple[dict[str, Any]
             )  # fmt: skip
             after = command_calls(url)
         assert result.code == 0, result.stderr
-        deltas = {name: after.get(name, 0) - before.get(name, 0) for name in NAMES}
+        deltas = {name: after.get(name, 0) - before.get(name, 0) for name in names_of(texts)}
         runs.append((read_json(out), deltas))
     return runs
 
@@ -85,18 +94,23 @@ def outcomes_but_late(doc: dict[str, Any]) -> dict[str, dict[str, int]]:
     }
 
 
+@pytest.mark.parametrize("chunks", ["packed", "lists"])
 @pytest.mark.parametrize("resp", [2, 3])
 @pytest.mark.parametrize("loop", ["closed", "open"])
-def test_both_drivers_count_the_same_commands_alike(tmp_path: Path, resp: int, loop: str) -> None:
+def test_both_drivers_count_the_same_commands_alike(
+    tmp_path: Path, resp: int, loop: str, chunks: str
+) -> None:
     if not fastpath.compiled():
         pytest.skip("the compiled pump is not built")
     pace = ["--rate", "3000", "--max-lag", "10s"] if loop == "open" else []
-    (py_doc, py_calls), (c_doc, c_calls) = run_both(tmp_path, resp, *pace)
+    texts = COMMANDS if chunks == "packed" else (*COMMANDS, TWO_KEYS)
+    names = names_of(texts)
+    (py_doc, py_calls), (c_doc, c_calls) = run_both(tmp_path, resp, texts, *pace)
     assert py_doc["environment"]["driver"] == PYTHON
     assert c_doc["environment"]["driver"] == "compiled loop"
-    assert set(c_doc["ops"]) == NAMES
+    assert set(c_doc["ops"]) == names
     assert outcomes_but_late(c_doc) == outcomes_but_late(py_doc)
-    assert c_calls == py_calls and all(c_calls[name] > 0 for name in NAMES), c_calls
+    assert c_calls == py_calls and all(c_calls[name] > 0 for name in names), c_calls
     for doc in (py_doc, c_doc):
         assert doc["totals"]["ops"] == REQUESTS and doc["status"] == "ok"
         rows = doc["server"]["reconciliation"]

@@ -412,11 +412,13 @@ packed_fail(Packed *k, const char *format, ...)
 }
 
 /* Hold the buffers of a packed chunk's columns and check them all for ``wire``: every
- * op one the wire encodes (not a multi-get: its keys are a Python object), every key
+ * op one the wire encodes (not a multi-get: its keys are a Python object) or one of the
+ * ``templates`` command entries' codes (from COMMAND_BASE), every key
  * non-empty and inside ``keys``, every value range inside ``values``; 0, or -1 with a
  * ValueError (TypeError: a column is not a buffer) saying what is wrong, nothing held. */
 static int
-packed_load(Packed *k, PyObject *const columns[PACKED_COLUMNS], const Wire *wire)
+packed_load(Packed *k, PyObject *const columns[PACKED_COLUMNS], const Wire *wire,
+            Py_ssize_t templates)
 {
     k->held = 0;
     for (int i = 0; i < PACKED_COLUMNS; i++) {
@@ -464,7 +466,7 @@ packed_load(Packed *k, PyObject *const columns[PACKED_COLUMNS], const Wire *wire
             return packed_fail(k, "op %d at %zd is not an op (at most %d)", op, i, MAX_OPS - 1);
         if (op == OP_MGET)
             return packed_fail(k, "op %d at %zd is a multi-get (list-form chunks only)", op, i);
-        if (!wire_encodes(wire, op))
+        if (!wire_encodes(wire, op) && !(op >= COMMAND_BASE && op - COMMAND_BASE < templates))
             return packed_fail(k, "op %d at %zd has no compiled encoding", op, i);
         uint32_t start = u32_at(k->key_starts, i), end = u32_at(k->key_ends, i);
         if (start > end)
@@ -594,6 +596,122 @@ PyDoc_STRVAR(encode_doc,
 "from ``opaque``; HTTP's with ``target`` and ``tail`` (as Stream's). For tests and\n"
 "benchmarks.");
 
+/* -- --command's templates, rendered in C ------------------------------------------------ */
+
+/* The templates ``commands`` describes (NULL or None: none): a sequence of (record,
+ * pieces), entry i's code COMMAND_BASE + i, ``record`` the code its requests are recorded
+ * under, each piece bytes (literal), a (prefix, suffix) pair of bytes (the key's word) or
+ * None (the value). Borrows the bytes: the caller holds ``commands``, a tuple (so that no
+ * piece can be replaced). 0, or -1 with an exception and nothing allocated. */
+static int
+templates_load(PyObject *commands, Template **out, Py_ssize_t *count)
+{
+    *out = NULL;
+    *count = 0;
+    if (commands == NULL || commands == Py_None)
+        return 0;
+    if (!PyTuple_Check(commands) || PyTuple_GET_SIZE(commands) > MAX_OPS - COMMAND_BASE) {
+        PyErr_Format(PyExc_ValueError, "commands is a tuple of at most %d (record, pieces)",
+                     MAX_OPS - COMMAND_BASE);
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(commands);
+    Template *t = PyMem_Calloc((size_t)(n ? n : 1), sizeof *t);
+    if (t == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyTuple_GET_ITEM(commands, i), *pieces;
+        int record;
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
+            !PyTuple_Check(pieces = PyTuple_GET_ITEM(entry, 1)) ||
+            !PyLong_Check(PyTuple_GET_ITEM(entry, 0)) ||
+            (record = (int)PyLong_AsLong(PyTuple_GET_ITEM(entry, 0))) < COMMAND_BASE ||
+            record >= MAX_OPS) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError,
+                         "command %zd: expected (record, pieces), record a code from %d to %d "
+                         "and pieces a tuple", i, COMMAND_BASE, MAX_OPS - 1);
+            goto fail;
+        }
+        Py_ssize_t m = PyTuple_GET_SIZE(pieces);
+        t[i].pieces = PyMem_Calloc((size_t)(m ? m : 1), sizeof(Piece));
+        if (t[i].pieces == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        t[i].count = m;
+        t[i].record = record;
+        for (Py_ssize_t j = 0; j < m; j++) {
+            PyObject *item = PyTuple_GET_ITEM(pieces, j);
+            Piece *piece = &t[i].pieces[j];
+            if (PyBytes_Check(item)) {
+                piece->kind = PIECE_LITERAL;
+                piece->p = PyBytes_AS_STRING(item);
+                piece->len = PyBytes_GET_SIZE(item);
+                t[i].room += piece->len;
+            }
+            else if (item == Py_None) {
+                piece->kind = PIECE_DATA;
+                t[i].room += 25; /* "$" 20 digits CRLF, CRLF */
+                t[i].datas++;
+            }
+            else if (PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2 &&
+                     PyBytes_Check(PyTuple_GET_ITEM(item, 0)) &&
+                     PyBytes_Check(PyTuple_GET_ITEM(item, 1))) {
+                piece->kind = PIECE_KEY;
+                piece->p = PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 0));
+                piece->len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 0));
+                piece->suffix = PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 1));
+                piece->suffix_len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 1));
+                t[i].room += piece->len + piece->suffix_len + 25;
+                t[i].keys++;
+            }
+            else {
+                PyErr_Format(PyExc_TypeError,
+                             "command %zd, piece %zd: bytes, a (prefix, suffix) pair of bytes "
+                             "or None, not %.50s", i, j, Py_TYPE(item)->tp_name);
+                goto fail;
+            }
+        }
+    }
+    *out = t;
+    *count = n;
+    return 0;
+fail:
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyMem_Free(t[i].pieces);
+    PyMem_Free(t);
+    return -1;
+}
+
+static void
+templates_free(Template *t, Py_ssize_t count)
+{
+    for (Py_ssize_t i = 0; t != NULL && i < count; i++)
+        PyMem_Free(t[i].pieces);
+    PyMem_Free(t);
+}
+
+/* Request ``i`` of a packed chunk whose op is a command entry's code, resolved (its key
+ * and value, whatever the template writes of them) and room reserved for ``t``'s
+ * rendering; -1 with an exception. */
+static int
+packed_command(const Packed *k, Py_ssize_t i, const Template *t, Out *o, Request *r)
+{
+    uint32_t start = u32_at(k->key_starts, i), end = u32_at(k->key_ends, i);
+    uint32_t from = u32_at(k->value_starts, i), to = u32_at(k->value_ends, i);
+    if (end <= start || end > k->keys_len || from > to || to > k->values_len)
+        return packed_changed(i);
+    r->key = k->keys + start;
+    r->key_len = (Py_ssize_t)(end - start);
+    r->value = k->values + from;
+    r->value_len = (Py_ssize_t)(to - from);
+    r->keys = NULL;
+    return out_reserve(o, template_room(t, r));
+}
+
 static PyObject *
 encode(PyObject *module, PyObject *args)
 {
@@ -637,52 +755,71 @@ encode(PyObject *module, PyObject *args)
 
 PyDoc_STRVAR(encode_packed_doc,
 "encode_packed(protocol, ttl, flags, ops, keys, key_starts, key_ends, values, value_starts,\n"
-"              value_ends, start, stop, opaque=0, target=b'', tail=b'') -> bytes\n\n"
+"              value_ends, start, stop, opaque=0, target=b'', tail=b'', commands=None)\n"
+"              -> bytes\n\n"
 "encode() for a packed chunk's columns (checked as a Stream checks them when it loads\n"
 "one: a ValueError says what is wrong): requests ``start`` to ``stop`` as a Stream\n"
-"writes them (for tests and benchmarks).");
+"writes them, a command entry's code rendered from its template in ``commands`` (a\n"
+"Stream's) (for tests and benchmarks).");
 
 static PyObject *
 encode_packed(PyObject *module, PyObject *args)
 {
     int protocol;
     long long ttl, flags;
-    PyObject *columns[PACKED_COLUMNS];
+    PyObject *columns[PACKED_COLUMNS], *commands = NULL;
     Py_ssize_t start, stop;
     unsigned int opaque = 0;
     const char *target = "", *tail = "";
     Py_ssize_t target_len = 0, tail_len = 0;
     Encoding e;
-    if (!PyArg_ParseTuple(args, "iLLOOOOOOOnn|Iy#y#", &protocol, &ttl, &flags, &columns[0],
+    if (!PyArg_ParseTuple(args, "iLLOOOOOOOnn|Iy#y#O", &protocol, &ttl, &flags, &columns[0],
                           &columns[1], &columns[2], &columns[3], &columns[4], &columns[5],
                           &columns[6], &start, &stop, &opaque, &target, &target_len, &tail,
-                          &tail_len) ||
+                          &tail_len, &commands) ||
         encoding_from(protocol, ttl, flags, target, target_len, tail, tail_len, &e) < 0)
         return NULL;
     const Wire *wire = WIRES[protocol];
-    Packed k;
-    if (packed_load(&k, columns, wire) < 0)
+    Template *templates;
+    Py_ssize_t count;
+    if (templates_load(commands, &templates, &count) < 0)
         return NULL;
-    if (start < 0 || start > stop || stop > k.size) {
-        packed_release(&k);
-        PyErr_SetString(PyExc_IndexError, "start/stop outside the chunk");
+    if (count && wire->encode != resp2_wire.encode) {
+        templates_free(templates, count);
+        PyErr_Format(PyExc_ValueError, "protocol %d renders no command templates", protocol);
+        return NULL;
+    }
+    Packed k;
+    if (packed_load(&k, columns, wire, count) < 0) {
+        templates_free(templates, count);
         return NULL;
     }
     Out o = {NULL, 0, 0};
     Tags tags = {opaque, 0, 0};
     uint32_t get_tag;
     PyObject *out = NULL;
+    if (start < 0 || start > stop || stop > k.size) {
+        PyErr_SetString(PyExc_IndexError, "start/stop outside the chunk");
+        goto done;
+    }
     for (Py_ssize_t i = start; i < stop; i++) {
         Request r;
         int op = k.ops[i];
-        if (packed_request(&k, wire, i, op, &o, &r) < 0 ||
-            encode_request(wire, &e, op, &r, &tags, &o, &get_tag) < 0)
+        if (op >= COMMAND_BASE && op - COMMAND_BASE < count) {
+            const Template *t = &templates[op - COMMAND_BASE];
+            if (packed_command(&k, i, t, &o, &r) < 0)
+                goto done;
+            resp_render(t, &r, &o);
+        }
+        else if (packed_request(&k, wire, i, op, &o, &r) < 0 ||
+                 encode_request(wire, &e, op, &r, &tags, &o, &get_tag) < 0)
             goto done;
     }
     out = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
 done:
     PyMem_Free(o.p);
     packed_release(&k);
+    templates_free(templates, count);
     return out;
 }
 
@@ -1198,6 +1335,11 @@ typedef struct {
     long long version;
     char *derived;
     Py_ssize_t derived_cap;
+    /* --command on RESP: the templates a packed chunk's command entries are rendered
+     * from (entry i: code COMMAND_BASE + i), borrowing the bytes of ``commands``. */
+    PyObject *commands;
+    Template *templates;
+    Py_ssize_t n_templates;
 } Stream;
 
 /* (Checked again once the arguments are read: reading an int may run Python code.) */
@@ -1205,15 +1347,15 @@ static int
 Stream_init(Stream *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"refill", "protocol", "ttl",    "flags",
-                             "derive_from", "target", "tail", NULL};
-    PyObject *refill, *target = NULL, *tail = NULL;
+                             "derive_from", "target", "tail", "commands", NULL};
+    PyObject *refill, *target = NULL, *tail = NULL, *commands = NULL;
     int protocol;
     long long ttl = 0, flags = 0, derive_from = -1;
     Encoding encoding;
     if (self->refill != NULL)
         return initialized_already("Stream");
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oi|LL$LOO", kwlist, &refill, &protocol,
-                                     &ttl, &flags, &derive_from, &target, &tail))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oi|LL$LOOO", kwlist, &refill, &protocol,
+                                     &ttl, &flags, &derive_from, &target, &tail, &commands))
         return -1;
     target = target == Py_None ? NULL : target;
     tail = tail == Py_None ? NULL : tail;
@@ -1226,8 +1368,22 @@ Stream_init(Stream *self, PyObject *args, PyObject *kwds)
                       tail ? PyBytes_AS_STRING(tail) : "", tail ? PyBytes_GET_SIZE(tail) : 0,
                       &encoding) < 0)
         return -1;
-    if (self->refill != NULL)
+    Template *templates;
+    Py_ssize_t n_templates;
+    if (templates_load(commands, &templates, &n_templates) < 0)
+        return -1;
+    if (n_templates && WIRES[protocol]->encode != resp2_wire.encode) {
+        templates_free(templates, n_templates);
+        PyErr_Format(PyExc_ValueError, "protocol %d renders no command templates", protocol);
+        return -1;
+    }
+    if (self->refill != NULL) {
+        templates_free(templates, n_templates);
         return initialized_already("Stream");
+    }
+    self->templates = templates;
+    self->n_templates = n_templates;
+    self->commands = n_templates ? Py_NewRef(commands) : NULL;
     self->encoding = encoding; /* (its target and tail are the bytes held below) */
     Py_XINCREF(target);
     self->http_target = target;
@@ -1285,6 +1441,12 @@ Stream_dealloc(Stream *self)
     PyObject_GC_UnTrack(self);
     Stream_clear(self);
     Stream_drop_http(self);
+    /* (not in Stream_clear either: the templates borrow its bytes; a tuple of bytes,
+     * pairs of them and None is in no cycle) */
+    templates_free(self->templates, self->n_templates);
+    self->templates = NULL;
+    self->n_templates = 0;
+    Py_CLEAR(self->commands);
     PyMem_Free(self->derived);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1366,7 +1528,7 @@ Stream_load_packed(Stream *self, PyObject *chunk)
         return -1;
     Stream_drop_chunk(self);
     Packed *k = &self->packed;
-    if (packed_load(k, columns, WIRES[self->encoding.protocol]) < 0)
+    if (packed_load(k, columns, WIRES[self->encoding.protocol], self->n_templates) < 0)
         return -1;
     if (start < 0 || start >= k->size) {
         PyErr_Format(PyExc_ValueError, "packed chunk: start %zd is not one of its %zd requests",
@@ -1434,6 +1596,16 @@ Stream_op(Stream *self, Py_ssize_t at)
         return -1;
     }
     return op;
+}
+
+/* The template a packed chunk's ``op`` is rendered from (a command entry's code), or
+ * NULL: a list's command ops are their names' codes, their keys the rendered requests. */
+static inline const Template *
+Stream_template(const Stream *self, long op)
+{
+    if (self->ops != NULL || op < COMMAND_BASE || op - COMMAND_BASE >= self->n_templates)
+        return NULL;
+    return &self->templates[op - COMMAND_BASE];
 }
 
 /* The chunk's request ``at`` of ``op`` (Stream_op's), resolved for ``wire``, room
@@ -1532,7 +1704,8 @@ Stream_skip(Stream *self, PyObject *arg)
             Py_DECREF(ops);
             return NULL;
         }
-        PyBytes_AS_STRING(ops)[i] = (char)op;
+        const Template *t = Stream_template(self, op);
+        PyBytes_AS_STRING(ops)[i] = (char)(t != NULL ? t->record : op);
         self->pos++;
     }
     return ops;
@@ -1555,9 +1728,12 @@ static PyTypeObject StreamType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "kvbench.engine._pump.Stream",
     .tp_doc = PyDoc_STR("Stream(refill, protocol, ttl=0, flags=0, *, derive_from=-1, "
-                        "target=None, tail=None): the requests of a server's pumps, or of one "
-                        "pump (a replay's lane); HTTP's requests start with ``target`` (GET "
-                        "/<path>?cmd=) and end with ``tail`` ( HTTP/1.1, the Host field)."),
+                        "target=None, tail=None, commands=None): the requests of a server's "
+                        "pumps, or of one pump (a replay's lane); HTTP's requests start with "
+                        "``target`` (GET /<path>?cmd=) and end with ``tail`` ( HTTP/1.1, the "
+                        "Host field); RESP's packed command entries (codes from COMMAND_BASE) "
+                        "are rendered from ``commands``' templates, a tuple of (record, "
+                        "pieces)."),
     .tp_basicsize = sizeof(Stream),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
@@ -1971,13 +2147,20 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
         long op = Stream_op(stream, at);
         if (op < 0)
             break;
-        /* What the wire sends: a command's code (its name's, what it is recorded as)
-         * as OP_COMMAND. */
+        /* What the wire sends: a command's code as OP_COMMAND; a packed chunk's command
+         * entry rendered from its template, recorded as its name's code (a list's command
+         * ops are their names' codes already, their keys the requests rendered). */
         long sent_op = self->family[op] == F_COMMAND ? OP_COMMAND : op;
+        const Template *template = sent_op == OP_COMMAND ? Stream_template(stream, op) : NULL;
         Py_ssize_t before = o.len;
         Request r;
-        if (Stream_request(stream, wire, at, sent_op, &o, &r) < 0 ||
-            (stream->version >= 0 && op == OP_SET && Stream_derive(stream, &r) < 0))
+        if (template != NULL) {
+            if (packed_command(&stream->packed, at, template, &o, &r) < 0)
+                break;
+            op = template->record;
+        }
+        else if (Stream_request(stream, wire, at, sent_op, &o, &r) < 0 ||
+                 (stream->version >= 0 && op == OP_SET && Stream_derive(stream, &r) < 0))
             break;
         uint32_t key_at = (uint32_t)self->keys_len, key_len = 0;
         unsigned char expect = 0;
@@ -1992,8 +2175,10 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
         }
         Tags before_tags = tags;
         uint32_t get_tag = 0;
-        if (encode_request(wire, encoding, (int)sent_op, &r, &tags, &o, &get_tag) < 0 ||
-            (self->exact && op == OP_SET && exact_set(self, &r) < 0)) {
+        if (template != NULL)
+            resp_render(template, &r, &o);
+        else if (encode_request(wire, encoding, (int)sent_op, &r, &tags, &o, &get_tag) < 0 ||
+                 (self->exact && op == OP_SET && exact_set(self, &r) < 0)) {
             o.len = before; /* (a failed encode appended nothing, used no opaque) */
             tags = before_tags;
             self->keys_len = key_at;
@@ -2879,7 +3064,7 @@ PyInit__pump(void)
         {"K_NOT_STORED", K_NOT_STORED}, {"K_EXISTS", K_EXISTS}, {"K_NOT_FOUND", K_NOT_FOUND},
         {"K_DELETED", K_DELETED}, {"K_OK", K_OK}, {"K_VALUE", K_VALUE},
         {"K_ERROR_REPLY", K_ERROR}, {"KEYS_SHIFT", KEYS_SHIFT}, {"MAX_OPS", MAX_OPS},
-        {"OP_RMW", OP_RMW}, {"OP_COMMAND", OP_COMMAND},
+        {"OP_RMW", OP_RMW}, {"OP_COMMAND", OP_COMMAND}, {"COMMAND_BASE", COMMAND_BASE},
         {"HDR_SUB_BUCKET_HALF_COUNT_MAGNITUDE", HDR_HALF_MAGNITUDE},
         {"HDR_COUNTS_LEN", HDR_COUNTS_LEN},
         {"HDR_HIGHEST_TRACKABLE_NS", HDR_HIGHEST}, /* (a long is 64 bits here: Linux) */

@@ -92,6 +92,10 @@ enum {
     OP_RMW = 16,
 };
 
+/* The first code after Op's (workload.commands.COMMAND_BASE): a --command's codes start
+ * here (its names' for the recorder, its entries' in a packed chunk), as an rmw's does. */
+#define COMMAND_BASE 16
+
 /* The ops whose request carries a value (the storage commands). */
 static inline int
 op_stores(int op)
@@ -213,6 +217,34 @@ wire_encodes(const Wire *wire, long op)
 }
 
 extern const Wire text_wire, resp2_wire, resp3_wire, binary_wire, meta_wire, http_wire;
+
+/* A --command's template for RESP (protocols/commands.py's RespTemplate), which a Stream
+ * renders for each request of a packed chunk whose op is its entry's code: literal bytes,
+ * the key as one bulk string with the bytes around it, the value as one bulk string. The
+ * bytes are borrowed from the objects the Stream holds. */
+enum { PIECE_LITERAL = 0, PIECE_KEY = 1, PIECE_DATA = 2 };
+typedef struct {
+    int kind;
+    const char *p, *suffix; /* a literal's bytes, or a key's prefix; a key's suffix */
+    Py_ssize_t len, suffix_len;
+} Piece;
+typedef struct {
+    Piece *pieces;
+    Py_ssize_t count;
+    /* What a request takes at most besides its key's and value's bytes, and how many
+     * times each is written. */
+    Py_ssize_t room;
+    int keys, datas;
+    int record; /* the code its requests are recorded under: its name's */
+} Template;
+/* Append ``t`` rendered with ``r``'s key and value (room reserved: template_room). */
+void resp_render(const Template *t, const Request *r, Out *o);
+/* What rendering ``t`` with ``r`` may take. */
+static inline Py_ssize_t
+template_room(const Template *t, const Request *r)
+{
+    return t->room + t->keys * r->key_len + t->datas * r->value_len;
+}
 
 /* HTTP (_pump_http.c): the byte each value byte is sent (and stored) as, http1.VALUE_TABLE;
  * and the data of a chunked body the scanner found whole at body[0:n] joined into out

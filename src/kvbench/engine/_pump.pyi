@@ -38,6 +38,7 @@ KEYS_SHIFT: int
 MAX_OPS: int
 OP_RMW: int
 OP_COMMAND: int
+COMMAND_BASE: int
 # metrics.histogram's layout, as a folding Tally records it (a test holds them together).
 HDR_SUB_BUCKET_HALF_COUNT_MAGNITUDE: int
 HDR_COUNTS_LEN: int
@@ -82,6 +83,11 @@ class Tally:
     ]: ...
     def take_verified(self) -> tuple[int, int, list[bytes]]: ...
 
+# --command's templates for a Stream to render (RESP): per entry (its code COMMAND_BASE
+# + i), the code its requests are recorded under and its pieces: literal bytes, a key's
+# (prefix, suffix), or None for the value.
+_Commands = tuple[tuple[int, tuple[bytes | tuple[bytes, bytes] | None, ...]], ...]
+
 @final
 class Stream:
     """The requests of a server's pumps, or of one pump (a replay's lane)."""
@@ -100,6 +106,7 @@ class Stream:
         derive_from: int = -1,
         target: bytes | None = None,
         tail: bytes | None = None,
+        commands: _Commands | None = None,
     ) -> None: ...
     def take_completed(self) -> int: ...
     def skip(self, n: int, /) -> bytes: ...
@@ -170,6 +177,7 @@ def encode_packed(
     opaque: int = 0,
     target: bytes = b"",
     tail: bytes = b"",
+    commands: _Commands | None = None,
     /,
 ) -> bytes: ...
 def scan_replies(

@@ -109,7 +109,7 @@ from kvbench.metrics.histogram import COUNTS_LEN, HIGHEST_TRACKABLE_NS, Histogra
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
-from kvbench.workload.commands import COMMAND_BASE, CommandSet
+from kvbench.workload.commands import COMMAND_BASE
 from kvbench.workload.mix import WORKLOAD_TO_OP
 from kvbench.workload.plan import RequestSource
 from kvbench.workload.trace_ops import SKIPPED, OpMapping
@@ -251,14 +251,14 @@ def python_reason(config: RunConfig) -> str | None:
         return "Redis Cluster"
     if config.replay is not None and config.replay.format == MONITOR_FORMAT:
         # A capture's client per connection, its commands rendered whole (as --command's).
-        return _command_reason(config, len(config.replay.commands), "a MONITOR capture's")
+        return _command_reason(config, len(config.replay.commands), "a MONITOR capture")
     if config.replay is not None:
         # Each connection's pump sends its own lane of the trace (PumpFactory), each chunk
         # with its own TTL: compiled when the C side encodes every op the trace may send.
         return _replay_reason(config)
     if config.workload.commands:
-        names = len(CommandSet.of(config.workload.commands).names)
-        reason = _command_reason(config, names, "--command's")
+        # (each command's code: its entry's in a packed chunk, its name's in the results)
+        reason = _command_reason(config, len(config.workload.commands), "--command")
         if reason is not None:
             return reason
     for target in config.targets:
@@ -271,16 +271,16 @@ def python_reason(config: RunConfig) -> str | None:
     return None
 
 
-def _command_reason(config: RunConfig, names: int, whose: str) -> str | None:
-    """Why a run's arbitrary commands (``whose``: ``--command``'s, a MONITOR capture's;
-    ``names`` of them) keep it on the Python driver: a target whose protocol's pump sends
-    no commands (memcached text: its replies' grammar is not in C), or more command names
-    than a pump's op codes hold; None if they go compiled."""
+def _command_reason(config: RunConfig, codes: int, what: str) -> str | None:
+    """Why a run's arbitrary commands (``what``: ``--command``, a MONITOR capture; ``codes``
+    of them: --command's entries, a capture's names) keep it on the Python driver: a
+    target whose protocol's pump sends no commands (memcached text: its replies' grammar
+    is not in C), or more commands than a pump's op codes hold; None if they go compiled."""
     for target in config.targets:
         if target.protocol not in PROTOCOLS or not PROTOCOLS[target.protocol][1][Op.COMMAND]:
-            return f"{whose} arbitrary commands on {target.protocol}"
-    if COMMAND_BASE + names > _pump.MAX_OPS:
-        return f"{whose} more than {_pump.MAX_OPS - COMMAND_BASE} command names"
+            return f"arbitrary commands ({what}) on {target.protocol}"
+    if COMMAND_BASE + codes > _pump.MAX_OPS:
+        return f"more than {_pump.MAX_OPS - COMMAND_BASE} commands ({what})"
     return None
 
 
@@ -373,8 +373,11 @@ class PumpFactory:
         derive_from: ``--verify``'s values are derived from their keys: the streams of
             the run's own sources derive each set's (from this version on, a version a
             set), so its chunks go packed (``RequestSource.pack``); None: they are not.
-        commands: how many command names the run records (``--command``: codes
-            ``COMMAND_BASE`` on, each sent as ``Op.COMMAND``, its reply any value).
+        commands: how many command codes the run has from ``COMMAND_BASE`` on (each
+            sent as ``Op.COMMAND``, its reply any value): a packed chunk's are its
+            ``--command`` entries', rendered by the stream from its source's
+            ``command_table``; a list's are its names' (a MONITOR capture's too), each
+            key the request rendered.
     """
 
     def __init__(
@@ -418,8 +421,12 @@ class PumpFactory:
             # values derived by the stream where the source packs them.
             source = cursor.source
             derive_from = -1
-            if self._derive_from is not None and isinstance(source, RequestSource):
-                if source.pack(derives=True):
+            commands = None
+            if isinstance(source, RequestSource):
+                commands = source.command_table()
+                derives = self._derive_from is not None
+                packs = source.pack(derives=derives, renders=commands is not None)
+                if packs and self._derive_from is not None:
                     derive_from = self._derive_from
             else:
                 source.pack()
@@ -434,6 +441,7 @@ class PumpFactory:
                 derive_from=derive_from,
                 target=target,
                 tail=tail,
+                commands=commands,
             )
             self._of_shard.setdefault(shard.index, []).append(stream)
             source.hold(stream)

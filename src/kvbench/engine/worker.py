@@ -139,12 +139,13 @@ class Worker(LinkKeeper):
         # Op numbers index the fixed ops' names, then the commands' (workload/commands.py):
         # a MONITOR capture's replay records its commands by the names its scan found.
         names, keys = self.plan.op_names(), self.plan.keys_per_op()
-        # (how many names from COMMAND_BASE on: each one's code is sent as Op.COMMAND)
-        self._command_names = len(self.plan.commands.names)
+        # (how many codes from COMMAND_BASE on are commands', each sent as Op.COMMAND:
+        # --command's entries, which include its names' codes; a capture's names)
+        self._command_codes = len(config.workload.commands)
         if config.replay is not None and config.replay.format == MONITOR_FORMAT:
             names += config.replay.commands
             keys += (1,) * len(config.replay.commands)
-            self._command_names = len(config.replay.commands)
+            self._command_codes = len(config.replay.commands)
         recorder = Recorder(names, keys)
         super().__init__(recorder, config.load.connect_timeout_ns, config.load.server_gone_ns)
         self.verifier = (
@@ -450,7 +451,7 @@ class Worker(LinkKeeper):
                 open_loop=load.rate_per_s is not None or timed,
                 verify=pump_verify(self.spec.config.workload),
                 derive_from=self._derive_from(),
-                commands=self._command_names,
+                commands=self._command_codes,
             )
         self.dispatcher = self._open_loop(0)  # (attaches its connections' pumps)
         if self.dispatcher is not None:

@@ -136,10 +136,23 @@ class _Template:
         """What follows the last word."""
 
 
+def _literal(piece: bytes | DataSlot) -> bytes | None:
+    return None if piece is DATA else piece
+
+
 class RespTemplate(_Template):
     """A command as RESP: an array of bulk strings (RESP "Sending commands")."""
 
     __slots__ = ()
+
+    def pieces(self) -> tuple[bytes | tuple[bytes, bytes] | None, ...]:
+        """The template as the compiled pump renders it (engine/_pump.c's ``Stream``
+        ``commands``): literal bytes, a key slot's (prefix, suffix) (its word one bulk
+        string), None for the value (one bulk string)."""
+        return tuple(
+            (piece.prefix, piece.suffix) if isinstance(piece, KeySlot) else _literal(piece)
+            for piece in self._pieces
+        )
 
     def _key(self, parts: list[bytes | Value], slot: KeySlot, key: bytes) -> None:
         size = len(slot.prefix) + len(key) + len(slot.suffix)

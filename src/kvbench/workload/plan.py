@@ -20,7 +20,7 @@ import numpy.typing as npt
 from kvbench.config.model import RMW, WorkloadConfig
 from kvbench.config.workload_fields import COUNTER_INFIX, FB_ETC, MAX_COUNTERS
 from kvbench.protocols.base import OP_NAMES, Op
-from kvbench.protocols.commands import RequestTemplate
+from kvbench.protocols.commands import RequestTemplate, RespTemplate
 from kvbench.workload.chunk import Chunk, Held
 from kvbench.workload.commands import COMMAND_BASE, CommandSet
 from kvbench.workload.keys import KeyPicker, KeyTable, LatestPicker, build_key_table
@@ -184,6 +184,9 @@ class RequestSource:
         # Verified values are derived by whoever takes the chunks (``pack``): packed
         # chunks carry the sizes drawn, not the values.
         self._taker_derives = False
+        # Commands are rendered by whoever takes the chunks (``pack``): a packed chunk's
+        # command is its entry's code, the key and value its template takes.
+        self._taker_renders = False
         self._rng = rng
         self._keys = self._picker(plan)
         self._key_objects: npt.NDArray[np.object_] | None = None  # _key_array()
@@ -204,11 +207,11 @@ class RequestSource:
 
     def can_pack(self) -> bool:
         """Every request of this source can go as a packed chunk: no multi-gets (a tuple
-        of keys), no ``--command`` (rendered requests), no values made per chunk
-        (timestamps; verified ones unless the taker derives them: ``pack``), no set-then-get
-        pairs, and keys to draw."""
+        of keys), no ``--command`` unless the taker renders them (``pack``), no values made
+        per chunk (timestamps; verified ones unless the taker derives them), no
+        set-then-get pairs, and keys to draw."""
         return not (
-            self._templates
+            (self._templates and not self._taker_renders)
             or (self._verify and not self._taker_derives)
             or self._timestamps
             or self._pairs
@@ -216,7 +219,7 @@ class RequestSource:
             or self._keys is None
         )
 
-    def pack(self, derives: bool = False) -> bool:
+    def pack(self, derives: bool = False, renders: bool = False) -> bool:
         """Draw packed chunks from the next one on (a compiled pump's stream takes
         them), where ``can_pack`` and the tables' bounds fit 32 bits (a key or value table
         over 4 GiB stays lists).
@@ -225,14 +228,31 @@ class RequestSource:
             derives: the taker derives ``--verify``'s values itself, each set's from its
                 key and the size drawn (a compiled ``Stream`` made with ``derive_from``),
                 so verified sets can go packed too. Lists still carry derived values.
+            renders: the taker renders ``--command``'s requests itself from
+                ``command_table`` (a compiled ``Stream`` made with its ``commands``): a
+                command goes as its entry's code (``COMMAND_BASE + i``), with its drawn
+                key and value. Only where ``command_table`` is not None.
 
         Returns:
             Whether it packs.
         """
         self._taker_derives = derives
+        self._taker_renders = renders and self.command_table() is not None
         if self.can_pack():
             self._tables = _PackedTables.of(self._plan)
         return self._tables is not None
+
+    def command_table(self) -> tuple[tuple[int, tuple[Any, ...]], ...] | None:
+        """The commands as a compiled ``Stream`` renders them (its ``commands``): per
+        entry, the code its requests are recorded under (its name's) and its template's
+        pieces; None where the taker cannot render them: no commands, a template that
+        is not RESP's, or one with more than one key (the others are drawn per request,
+        ``_render_commands``)."""
+        rendered = [t for t in self._templates if isinstance(t, RespTemplate) and t.keys <= 1]
+        if not rendered or len(rendered) != len(self._templates):
+            return None
+        names = self._plan.commands.name_of
+        return tuple((COMMAND_BASE + names[i], t.pieces()) for i, t in enumerate(rendered))
 
     def _key_array(self) -> npt.NDArray[np.object_]:
         """The keys as an object array, to gather chunks of lists from in C: made on the
@@ -356,7 +376,9 @@ class RequestSource:
             at = codes == int(Op.INCR)
             indexes = np.where(at, tables.counters_at + indexes % tables.counters, indexes)
         picks = self._rng.integers(0, len(self._value_array), CHUNK)
-        ops = memoryview(codes.astype(np.uint8).tobytes())
+        ops = record = memoryview(codes.astype(np.uint8).tobytes())
+        if self._templates:  # (a command's code is its entry's, recorded as its name's)
+            record = memoryview(self._record_ops[codes].astype(np.uint8).tobytes())
         packed = (
             ops,
             tables.keys,
@@ -367,7 +389,7 @@ class RequestSource:
             tables.value_ends.take(picks),
         )
         # (ops indexed as the lists are: what a dropped request is counted under)
-        return Chunk(ops, ops, [], [], packed)
+        return Chunk(ops, record, [], [], packed)
 
     def _render_commands(
         self, codes: np.ndarray[Any, Any], keys: KeyList, values: ValueList

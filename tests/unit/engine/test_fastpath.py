@@ -17,6 +17,7 @@ from kvbench.engine.rmw import RmwCodec
 from kvbench.engine.setup import codec_factory_for
 from kvbench.engine.shards import build_shards
 from kvbench.protocols.base import CodecOptions, Op
+from kvbench.workload.commands import COMMAND_BASE
 from tests.support import pump_oracle
 
 
@@ -64,7 +65,7 @@ _COMMANDS = "arbitrary commands (--command) on memcache-text"
         (
             "redis://127.0.0.1:1",
             {"workload.commands": [f"C{i} __key__" for i in range(49)]},
-            "more than 48 command names (--command)",
+            "more than 48 commands (--command)",
         ),
         ("memcached+binary://127.0.0.1:1", {}, None),
         ("memcached+meta://127.0.0.1:1", {}, None),
@@ -275,3 +276,43 @@ def test_pumps_check_get_hits_as_the_workload_s_values_are_checked() -> None:
             verify=True, value_kind="timestamp", verify_window_ms=window, set_then_get=False
         )
         assert fastpath.pump_verify(stamps) == (fastpath.VERIFY_TIMESTAMP, window, False)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("commands", "packed"),
+    [
+        # one key at most each: packed chunks, each command rendered by the stream in C
+        (["HSET h:__key__ f __data__", "hset h:__key__ g x", "PING", "GET __key__"], True),
+        # a command of two keys draws its second per request: lists, rendered in Python
+        (["HSET h:__key__ f __data__", "EXISTS __key__ h:__key__"], False),
+    ],
+)
+def test_a_pump_sends_a_runs_commands_as_the_connections_codec_would(
+    commands: list[str], packed: bool
+) -> None:
+    """RESP's --command on the compiled pump: the same requests, byte for byte, as the
+    Python driver's codec writes for the same draws; each recorded under its name's code
+    (two templates of one name add up), a dropped one too (Stream.skip)."""
+    pump_oracle.require_compiled()
+    from kvbench.engine import _pump  # type: ignore[attr-defined]
+
+    run = config("redis://127.0.0.1:1/0", **{"workload.commands": commands})
+    assert fastpath.python_reason(run) is None
+    ours, reference = build_shards(run, 0, 1)[0], build_shards(run, 0, 1)[0]
+    written: list[bytes] = []
+    tally = _pump.Tally()
+    tally.issuing = True
+    conn: Any = SimpleNamespace(shard=ours, cursor=ours.cursor, ttl_s=None)
+    factory = fastpath.PumpFactory(tally, 0, commands=len(commands))
+    pump = factory.pump(conn, written.append)
+    assert ours.source.can_pack() == packed
+    pump.issue(3000)  # across a chunk boundary
+    assert written[0] == codec_writes(reference, CodecOptions(), len(written[0]))
+    # every reply an integer: each request recorded under its name's code
+    names = ours.plan.commands.names
+    pump.received(b":1\r\n" * 3000)
+    recorded = memoryview(tally.take()[0]).cast("q").tolist()
+    assert len(recorded) == 3000
+    assert set(recorded) == {COMMAND_BASE + j for j in range(len(names))}
+    skipped = factory.skip(ours.cursor, 50)
+    assert skipped is not None and set(skipped) <= set(recorded)

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from kvbench.engine import fastpath
 from kvbench.protocols.base import CodecOptions, Op
+from kvbench.protocols.commands import DATA, KeySlot, RespTemplate, resp_template
 from kvbench.protocols.registry import CODECS
 from tests.support import pump_oracle, reply_grammar
 
@@ -587,3 +588,76 @@ def test_a_column_written_after_the_load_is_an_error_never_a_read_outside_it(
     if index == OPS_AT and value >= 64:
         with pytest.raises(ValueError, match="request 1 changed"):
             stream.skip(1)
+
+
+# -- --command's templates, rendered by the stream (RESP) ----------------------------------
+
+word = st.binary(min_size=1, max_size=8)
+slot = st.tuples(st.binary(max_size=4), st.binary(max_size=4)).map(lambda p: KeySlot(*p))
+
+
+@st.composite
+def templates(draw: Any) -> RespTemplate:
+    """A RESP template: a name, literal words, at most one key slot, any number of values."""
+    words: list[Any] = [draw(word)]
+    rest = draw(st.lists(st.one_of(word, st.just(DATA)), max_size=5))
+    if draw(st.booleans()):
+        rest.insert(draw(st.integers(0, len(rest))), draw(slot))
+    return resp_template(words + rest)
+
+
+@settings(max_examples=pump_oracle.examples(200), deadline=None)
+@given(
+    st.lists(templates(), min_size=1, max_size=4),
+    st.lists(st.tuples(st.integers(0, 99), keys, data), min_size=1, max_size=20),
+    st.sampled_from(OFFSET_KINDS),
+    st.integers(0, 2**16),
+)
+def test_a_stream_renders_a_packed_commands_requests_as_its_template_does(
+    compiled: list[RespTemplate], requests: Any, kind: str, layout: int
+) -> None:
+    """Each command entry's code (COMMAND_BASE + i) in a packed chunk is rendered from its
+    template with the request's key and value, as RespTemplate.render writes it; the
+    fixed ops between them are encoded as ever."""
+    table = tuple((_pump.COMMAND_BASE, t.pieces()) for t in compiled)
+    ops, names, values, expected = [], [], [], b""
+    for choice, key, value in requests:
+        if choice % 3 == 0:  # a fixed op now and then
+            ops.append(int(Op.SET))
+            expected += codec_requests("resp2", CodecOptions(), [int(Op.SET)], [key], [value], 0)
+        else:
+            entry = choice % len(compiled)
+            ops.append(_pump.COMMAND_BASE + entry)
+            template = compiled[entry]
+            expected += template.render((key,) * template.keys, value)
+        names.append(key)
+        values.append(value)
+    # (pack lays out the stores' values only: every request's here, as SETs', then the ops)
+    columns = pump_oracle.pack([int(Op.SET)] * len(ops), names, values, 0, 0, kind, layout)[:7]
+    columns = (bytes(ops), *columns[1:])
+    got = _pump.encode_packed(RESP, 0, 0, *columns, 0, len(ops), 0, b"", b"", table)
+    assert got == expected
+
+
+def test_a_streams_templates_are_checked_when_it_is_made() -> None:
+    """A bad ``commands`` is refused with what is wrong, before anything is sent; a
+    protocol other than RESP renders none; a packed code past the templates is no op."""
+    refill = lambda: None  # noqa: E731
+    for bad, error in [
+        ([(16, (b"x",))], "a tuple of at most 48"),
+        (((15, (b"x",)),), "record a code from 16 to 63"),
+        (((16, [b"x"]),), "pieces a tuple"),
+        (((16, (1,)),), "bytes, a \\(prefix, suffix\\) pair of bytes or None"),
+        (((16, ((b"p",),)),), "bytes, a \\(prefix, suffix\\) pair"),
+    ]:
+        with pytest.raises((ValueError, TypeError), match=error):
+            _pump.Stream(refill, RESP, commands=bad)
+    with pytest.raises(ValueError, match="renders no command templates"):
+        _pump.Stream(refill, TEXT, commands=((16, (b"x",)),))
+    columns = pump_oracle.pack([int(Op.GET)], [b"k"], [None])[:7]
+    table = ((16, (b"*1\r\n$4\r\nPING\r\n",)),)
+    with pytest.raises(ValueError, match="op 17 at 0 has no compiled encoding"):
+        _pump.encode_packed(RESP, 0, 0, bytes([17]), *columns[1:], 0, 1, 0, b"", b"", table)
+    assert _pump.encode_packed(RESP, 0, 0, bytes([16]), *columns[1:], 0, 1, 0, b"", b"", table) == (
+        b"*1\r\n$4\r\nPING\r\n"
+    )
