@@ -388,14 +388,16 @@ def kvbench_doc(
     """A timed kvbench run's result document (1 s warm-up, then ``seconds`` measured).
 
     Args:
-        extra: more options (``--rate`` ...).
+        extra: more options (``--rate`` ...); with ``--command``s they are the mix, else
+            sets and gets 1:1.
         env: ``NAME=value`` settings for its environment (``KVBENCH_PURE_PYTHON=1``).
     """
+    mix = () if "--command" in extra else ("--ratio", "1:1")
     with tempfile.TemporaryDirectory(prefix="kvbench-peers-") as tmp:
         out = Path(tmp) / "run.json"
         argv = [
             *kvbench_argv(url, keys, processes, pipeline),
-            "--ratio", "1:1", "--duration", f"{seconds}s", "--warmup", "1s", "--json", str(out),
+            *mix, "--duration", f"{seconds}s", "--warmup", "1s", "--json", str(out),
             *extra,
         ]  # fmt: skip
         if env:
@@ -447,14 +449,26 @@ def memtier_argv(
 
 
 def memtier(
-    protocol: str, port: int, keys: KeySpace, threads: int, pipeline: int, seconds: int, cpus: Cpus
+    protocol: str,
+    port: int,
+    keys: KeySpace,
+    threads: int,
+    pipeline: int,
+    seconds: int,
+    cpus: Cpus,
+    commands: tuple[str, ...] = (),
 ) -> ToolRun:
-    """A timed memtier_benchmark run, from its JSON output."""
+    """A timed memtier_benchmark run, from its JSON output: sets and gets 1:1, or
+    ``commands`` (arbitrary commands, each in turn, its keys drawn at random)."""
+    common = memtier_argv(port, protocol, keys, threads, pipeline)
+    mix = ["--ratio=1:1"]
+    if commands:  # (each command's key pattern is its own: memtier refuses --key-pattern)
+        common = [arg for arg in common if not arg.startswith("--key-pattern=")]
+        mix = [arg for text in commands for arg in (f"--command={text}", "--command-key-pattern=R")]
     with tempfile.TemporaryDirectory(prefix="kvbench-peers-") as tmp:
         out = Path(tmp) / "memtier.json"
         argv = [
-            *memtier_argv(port, protocol, keys, threads, pipeline),
-            "--ratio=1:1", f"--test-time={seconds}", f"--json-out-file={out}",
+            *common, *mix, f"--test-time={seconds}", f"--json-out-file={out}",
         ]  # fmt: skip
         _, cpu_s, wall_s = run_tool("memtier_benchmark", pinned(cpus.client, argv), seconds)
         totals = json.loads(out.read_text())["ALL STATS"]["Totals"]

@@ -13,7 +13,9 @@ server CPU per op (the server's own CPU counters over the server's own count of 
 sets: where the server saturates, the client's traffic pattern decides the figure).
 
 Peers: memtier_benchmark when a binary is on PATH (memcached text and binary, Redis;
-kvbench's meta protocol is compared with memtier's text), redis-benchmark (redis-tools),
+kvbench's meta protocol is compared with memtier's text; and arbitrary commands, a
+``SET __key__ __data__`` then a ``GET __key__`` as ``--command`` on both sides, against
+Redis), redis-benchmark (redis-tools),
 memaslap (libmemcached-tools installs it as memcaslap), and wrk (apt-get install wrk)
 against nginx with the memc module in front of memcached (the gateway and memcached both
 on the server's core; its CPU per op is both's, over memcached's count of gets and sets;
@@ -162,6 +164,8 @@ class CellResult:
 # text get flushes the replies queued before it, so a pipelined batch that ends in sets
 # costs the server one more sendmsg (0.53 against 0.50 per op at P16, 1:1).
 IN_TURN = ("--op-order", "cycle")
+# The commands of the --command cells (memtier's syntax and kvbench's agree).
+COMMANDS = ("SET __key__ __data__", "GET __key__")
 
 
 def kvbench_side(
@@ -179,9 +183,11 @@ def kvbench_side(
     return Side("kvbench", keys, run, processes)
 
 
-def memtier_side(protocol: str, pipeline: int, threads: int = 1) -> Side:
+def memtier_side(
+    protocol: str, pipeline: int, threads: int = 1, commands: tuple[str, ...] = ()
+) -> Side:
     def run(port: int, seconds: int, cpus: Cpus) -> ToolRun:
-        return memtier(protocol, port, MEMTIER_KEYS, threads, pipeline, seconds, cpus)
+        return memtier(protocol, port, MEMTIER_KEYS, threads, pipeline, seconds, cpus, commands)
 
     return Side("memtier_benchmark", MEMTIER_KEYS, run, threads)
 
@@ -205,6 +211,15 @@ def cells(more: tuple[str, ...] = ()) -> tuple[list[Cell], list[str]]:
                          kvbench_side(scheme, KVBENCH_KEYS, p, extra=(*IN_TURN, *more)),
                          memtier_side(protocol, p))
                 )  # fmt: skip
+        # Arbitrary commands (--command): a SET and a GET in turn, as templates on both
+        # sides, so that the server's counters are the cells' above.
+        as_commands = tuple(arg for text in COMMANDS for arg in ("--command", text))
+        for p in (1, 16):
+            found.append(
+                Cell(f"redis-cmd-p{p}", f"Redis --command SET/GET, P{p}", "redis", 1,
+                     kvbench_side("redis", KVBENCH_KEYS, p, extra=(*as_commands, *IN_TURN, *more)),
+                     memtier_side("redis", p, commands=COMMANDS))
+            )  # fmt: skip
         # Issue item 5: two client processes (threads) against a two-thread memcached.
         found.append(
             Cell("mc-text-p1-2proc", "memcached -t 2 text, P1, 2 processes / memtier -t 2",

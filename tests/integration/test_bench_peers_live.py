@@ -161,3 +161,17 @@ def test_a_wrk_round_is_sets_and_gets_in_turn_of_the_key_space() -> None:
     got = peers.measure(cell, side, 1, 1, CPUS)
     assert got.hit_rate == 1.0  # every get a key of the prefilled space
     assert 0 < got.tool_ops <= got.server_ops and got.client_us_per_op > 0
+
+
+@pytest.mark.skipif(not shutil.which("memtier_benchmark"), reason="memtier_benchmark not on PATH")
+def test_the_command_cells_send_sets_and_gets_as_templates_on_both_sides() -> None:
+    """redis-cmd-p*: kvbench's --command and memtier's --command, a SET then a GET of a
+    random key of the prefilled space: Redis's own get and set counts are what each sent."""
+    require_binary("redis-server", "redis-server")
+    cell = next(c for c in peers.cells()[0] if c.name == "redis-cmd-p1")
+    for side in (cell.ours, cell.peer):
+        got = peers.measure(cell, side, 1, 1, CPUS)
+        assert got.hit_rate == 1.0, side.tool  # every GET a key of the prefilled space
+        assert 0 < got.tool_ops <= got.server_ops and got.client_us_per_op > 0, side.tool
+        if side.tool == "kvbench":
+            assert got.driver == "compiled loop"  # RESP's --command is compiled
