@@ -59,7 +59,7 @@ def test_one_input(data: bytes) -> None:
     keys = [
         (b"a", b"b")
         if op == Op.MGET
-        else pump_oracle.command_request(b"k", b"v")
+        else pump_oracle.command_request(b"k", b"v", protocol)
         if op == Op.COMMAND
         else b"k"
         for op in ops

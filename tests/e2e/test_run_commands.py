@@ -87,9 +87,7 @@ def test_memcached_text_commands_meet_the_counters_memcached_keeps(
     doc = run(
         f"memcached://{fresh_memcached.address}",
         tmp_path / "run.json",
-        "python (arbitrary commands (--command) on memcache-text)"
-        if fastpath.compiled()
-        else PYTHON,
+        "compiled loop" if fastpath.compiled() else PYTHON,
         "--command", "set __key__ 0 60 __data__",
         "--command", "touch __key__ 60",
         "--command", "gat 0 __key__ x:__key__",

@@ -45,7 +45,14 @@ from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome as ReplyOutcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import CodecOptions, Op
-from kvbench.protocols.commands import DATA, KeySlot, Request, resp_template
+from kvbench.protocols.commands import (
+    DATA,
+    KeySlot,
+    Request,
+    RequestTemplate,
+    resp_template,
+    text_template,
+)
 from kvbench.protocols.http1 import request_frame
 from kvbench.protocols.registry import CODECS
 from kvbench.workload.chunk import Cursor
@@ -142,28 +149,43 @@ def sent_ops(protocol: str) -> tuple[int, ...]:
     return (*ops_of(protocol), RMW)
 
 
-# Arbitrary commands' templates (--command), as a run compiles them for RESP: one with its
-# key inside a word and a value, one with neither, one with the key only.
-_COMMANDS = (
-    resp_template([b"HSET", KeySlot(b"h:"), b"f", DATA]),
-    resp_template([b"PING"]),
-    resp_template([b"ZSCORE", KeySlot(b"z:", b":s"), b"m"]),
-)
+# Arbitrary commands' templates (--command), as a run compiles them for RESP and for
+# memcached text: with the key inside a word and a value (text: a storage command, its
+# value the data block), with neither, with the key only.
+_COMMANDS = {
+    "resp": (
+        resp_template([b"HSET", KeySlot(b"h:"), b"f", DATA]),
+        resp_template([b"PING"]),
+        resp_template([b"ZSCORE", KeySlot(b"z:", b":s"), b"m"]),
+    ),
+    "memcache-text": (
+        text_template([b"set", KeySlot(b"c:"), b"0", b"60", DATA]),
+        text_template([b"version"]),
+        text_template([b"mg", KeySlot(b"", b":m"), b"v", b"t"]),
+        text_template([b"touch", KeySlot(), b"60"]),
+    ),
+}
 
 
-def command_request(key: bytes, data: bytes) -> Request:
+def templates_of(protocol: str) -> tuple[RequestTemplate, ...]:
+    """The oracle's command templates for ``protocol`` (RESP2 and RESP3 share theirs)."""
+    return _COMMANDS["resp" if protocol in RESP else protocol]
+
+
+def command_request(key: bytes, data: bytes, protocol: str = "resp2") -> Request:
     """An arbitrary command's whole request (a chunk's key for ``Op.COMMAND``), rendered
-    as a run renders it: which of the templates by ``data``'s length."""
-    template = _COMMANDS[len(data) % len(_COMMANDS)]
+    as a run renders it for ``protocol``: which of its templates by ``data``'s length."""
+    compiled = templates_of(protocol)
+    template = compiled[len(data) % len(compiled)]
     return template.render((key,) * template.keys, data)
 
 
-def key_of(draw: Draw, op: int) -> Any:
+def key_of(draw: Draw, op: int, protocol: str) -> Any:
     """A request's key: a multi-get's tuple of them, a command's whole request."""
     if op == Op.MGET:
         return tuple(key_for(draw) for _ in range(draw(1, 4)))
     if op == Op.COMMAND:
-        return command_request(key_for(draw), some_bytes(draw, 8))
+        return command_request(key_for(draw), some_bytes(draw, 8), protocol)
     return key_for(draw)
 
 
@@ -277,7 +299,7 @@ def exchange(draw: Draw, protocol: str | None = None) -> Exchange:
     if protocol is None:
         protocol = pick(draw, PROTOCOLS)
     ops = [int(pick(draw, sent_ops(protocol))) for _ in range(draw(1, 8))]
-    keys = [key_of(draw, op) for op in ops]
+    keys = [key_of(draw, op, protocol) for op in ops]
     wire = replies(draw, protocol, ops, keys)
     if draw(0, 19) == 0:  # no grammar at all
         wire = some_bytes(draw, 64)

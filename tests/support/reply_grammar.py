@@ -119,6 +119,8 @@ def text_reply(draw: Draw, op: Op, key: Any) -> bytes:
         return pick(draw, TEXT_WORDS) + b"\r\n"
     if choice == 2:
         return some_bytes(draw, 12) + b"\r\n"
+    if op == Op.COMMAND:  # any command's reply: its first line says its frame
+        return text_command_reply(draw)
     if op in (Op.GET, Op.GETS):  # a gets hit's VALUE line has a cas field (value_block)
         return value_block(draw, key) + b"END\r\n" if draw(0, 1) else b"END\r\n"
     if op == Op.MGET:
@@ -134,6 +136,39 @@ def text_reply(draw: Draw, op: Op, key: Any) -> bytes:
         return b"NOT_FOUND\r\n"
     number = pick(draw, EDGE_NUMBERS) if draw(0, 1) else b"%d" % draw(0, 2**64 - 1)
     return number + b"\r\n"
+
+
+# One-line replies to arbitrary commands: the classic and meta statuses, numbers, VERSION,
+# a meta debug line, and lines no listing starts with.
+COMMAND_LINES = (
+    b"STORED", b"TOUCHED", b"DELETED", b"HD", b"EN", b"NF", b"NS", b"EX", b"MN", b"OK",
+    b"END", b"42", b"VERSION 1.6.21", b"ME k exp=-1 la=3 cas=7 fetch=no cls=1 size=63",
+    b"VA", b"VALUE", b"STAT", b"ITEMS", b"",
+)  # fmt: skip
+
+
+def text_command_reply(draw: Draw) -> bytes:
+    """A reply to an arbitrary memcached text command (protocol.txt "Commands"): a line;
+    VALUE blocks then END; a meta VA line and its block; STAT or ITEM lines then END;
+    with the ends a server or a fault may write instead (an error line part way, a line
+    no listing ends with, lying sizes)."""
+    kind = draw(0, 4)
+    if kind == 0:
+        return pick(draw, COMMAND_LINES) + b"\r\n"
+    end = pick(draw, (b"END", b"END", b"END", *ERROR_LINES, b"STORED", b"")) + b"\r\n"
+    if kind == 1:
+        return b"".join(value_block(draw, b"k%d" % i) for i in range(draw(1, 3))) + end
+    if kind == 2:
+        data = some_bytes(draw, 16)
+        size = b"%d" % len(data)
+        if draw(0, 5) == 0:
+            size = pick(draw, (*EDGE_LENGTHS, b"%d" % (len(data) + 1), b"x", b"1" * 19))
+        flags = pick(draw, (b"", b" f30 t-1", b" c7", b"  s3"))
+        return b"VA %b%b\r\n%b\r\n" % (size, flags, data)
+    if kind == 3:
+        lines = [b"STAT %b %d\r\n" % (pick(draw, (b"pid", b"uptime")), draw(0, 99))]
+        return b"".join(lines * draw(1, 3)) + end
+    return b"ITEM k%d [%d b; 0 s]\r\n" % (draw(0, 9), draw(1, 99)) + end
 
 
 def value_block(draw: Draw, key: bytes) -> bytes:

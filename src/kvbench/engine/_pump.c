@@ -598,11 +598,12 @@ PyDoc_STRVAR(encode_doc,
 
 /* -- --command's templates, rendered in C ------------------------------------------------ */
 
-/* The templates ``commands`` describes (NULL or None: none): a sequence of (record,
- * pieces), entry i's code COMMAND_BASE + i, ``record`` the code its requests are recorded
- * under, each piece bytes (literal), a (prefix, suffix) pair of bytes (the key's word) or
- * None (the value). Borrows the bytes: the caller holds ``commands``, a tuple (so that no
- * piece can be replaced). 0, or -1 with an exception and nothing allocated. */
+/* The templates ``commands`` describes (NULL or None: none): a tuple of (record, pieces),
+ * entry i's code COMMAND_BASE + i, ``record`` the code its requests are recorded under,
+ * each piece bytes (a literal) or (kind, prefix, suffix), a PIECE_* kind and two bytes
+ * (the key's; empty for the value's kinds). Borrows the bytes: the caller holds
+ * ``commands`` (tuples: no piece can be replaced). 0, or -1 with an exception and nothing
+ * allocated. */
 static int
 templates_load(PyObject *commands, Template **out, Py_ssize_t *count)
 {
@@ -652,26 +653,34 @@ templates_load(PyObject *commands, Template **out, Py_ssize_t *count)
                 piece->len = PyBytes_GET_SIZE(item);
                 t[i].room += piece->len;
             }
-            else if (item == Py_None) {
-                piece->kind = PIECE_DATA;
-                t[i].room += 25; /* "$" 20 digits CRLF, CRLF */
-                t[i].datas++;
-            }
-            else if (PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2 &&
-                     PyBytes_Check(PyTuple_GET_ITEM(item, 0)) &&
-                     PyBytes_Check(PyTuple_GET_ITEM(item, 1))) {
-                piece->kind = PIECE_KEY;
-                piece->p = PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 0));
-                piece->len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 0));
-                piece->suffix = PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 1));
-                piece->suffix_len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 1));
-                t[i].room += piece->len + piece->suffix_len + 25;
-                t[i].keys++;
+            else if (PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 3 &&
+                     PyLong_Check(PyTuple_GET_ITEM(item, 0)) &&
+                     PyBytes_Check(PyTuple_GET_ITEM(item, 1)) &&
+                     PyBytes_Check(PyTuple_GET_ITEM(item, 2))) {
+                long kind = PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+                if (kind <= PIECE_LITERAL || kind >= PIECE_KINDS) {
+                    PyErr_Clear();
+                    PyErr_Format(PyExc_ValueError, "command %zd, piece %zd: no kind %ld", i,
+                                 j, kind);
+                    goto fail;
+                }
+                piece->kind = (int)kind;
+                piece->p = PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 1));
+                piece->len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 1));
+                piece->suffix = PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 2));
+                piece->suffix_len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 2));
+                /* its own bytes, and a bulk string's "$", 20 digits and two CRLFs */
+                t[i].room += piece->len + piece->suffix_len;
+                t[i].room += kind == PIECE_KEY_BULK || kind == PIECE_VALUE_BULK ? 25
+                             : kind == PIECE_VALUE_SIZE                        ? 20
+                                                                               : 0;
+                t[i].keys += kind == PIECE_KEY_BULK || kind == PIECE_KEY;
+                t[i].datas += kind == PIECE_VALUE_BULK || kind == PIECE_VALUE;
             }
             else {
                 PyErr_Format(PyExc_TypeError,
-                             "command %zd, piece %zd: bytes, a (prefix, suffix) pair of bytes "
-                             "or None, not %.50s", i, j, Py_TYPE(item)->tp_name);
+                             "command %zd, piece %zd: bytes or (kind, prefix, suffix), not "
+                             "%.50s", i, j, Py_TYPE(item)->tp_name);
                 goto fail;
             }
         }
@@ -684,6 +693,44 @@ fail:
         PyMem_Free(t[i].pieces);
     PyMem_Free(t);
     return -1;
+}
+
+/* Append ``t`` rendered with ``r``'s key and value, room reserved (template_room): the
+ * bytes RespTemplate.render or TextTemplate.render writes. */
+static void
+template_render(const Template *t, const Request *r, Out *o)
+{
+    for (Py_ssize_t i = 0; i < t->count; i++) {
+        const Piece *piece = &t->pieces[i];
+        switch (piece->kind) {
+        case PIECE_LITERAL:
+            put(o, piece->p, piece->len);
+            break;
+        case PIECE_KEY_BULK:
+        case PIECE_KEY: {
+            int bulk = piece->kind == PIECE_KEY_BULK;
+            if (bulk) {
+                PUT_LITERAL(o, "$");
+                put_ll(o, piece->len + r->key_len + piece->suffix_len);
+                PUT_LITERAL(o, "\r\n");
+            }
+            put(o, piece->p, piece->len);
+            put(o, r->key, r->key_len);
+            put(o, piece->suffix, piece->suffix_len);
+            if (bulk)
+                PUT_LITERAL(o, "\r\n");
+            break;
+        }
+        case PIECE_VALUE_BULK:
+            put_bulk(o, r->value, r->value_len);
+            break;
+        case PIECE_VALUE_SIZE:
+            put_ll(o, r->value_len);
+            break;
+        default: /* PIECE_VALUE */
+            put(o, r->value, r->value_len);
+        }
+    }
 }
 
 static void
@@ -784,7 +831,7 @@ encode_packed(PyObject *module, PyObject *args)
     Py_ssize_t count;
     if (templates_load(commands, &templates, &count) < 0)
         return NULL;
-    if (count && wire->encode != resp2_wire.encode) {
+    if (count && !wire_encodes(wire, OP_COMMAND)) {
         templates_free(templates, count);
         PyErr_Format(PyExc_ValueError, "protocol %d renders no command templates", protocol);
         return NULL;
@@ -809,7 +856,7 @@ encode_packed(PyObject *module, PyObject *args)
             const Template *t = &templates[op - COMMAND_BASE];
             if (packed_command(&k, i, t, &o, &r) < 0)
                 goto done;
-            resp_render(t, &r, &o);
+            template_render(t, &r, &o);
         }
         else if (packed_request(&k, wire, i, op, &o, &r) < 0 ||
                  encode_request(wire, &e, op, &r, &tags, &o, &get_tag) < 0)
@@ -1372,7 +1419,7 @@ Stream_init(Stream *self, PyObject *args, PyObject *kwds)
     Py_ssize_t n_templates;
     if (templates_load(commands, &templates, &n_templates) < 0)
         return -1;
-    if (n_templates && WIRES[protocol]->encode != resp2_wire.encode) {
+    if (n_templates && !wire_encodes(WIRES[protocol], OP_COMMAND)) {
         templates_free(templates, n_templates);
         PyErr_Format(PyExc_ValueError, "protocol %d renders no command templates", protocol);
         return -1;
@@ -2176,7 +2223,7 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
         Tags before_tags = tags;
         uint32_t get_tag = 0;
         if (template != NULL)
-            resp_render(template, &r, &o);
+            template_render(template, &r, &o);
         else if (encode_request(wire, encoding, (int)sent_op, &r, &tags, &o, &get_tag) < 0 ||
                  (self->exact && op == OP_SET && exact_set(self, &r) < 0)) {
             o.len = before; /* (a failed encode appended nothing, used no opaque) */

@@ -218,11 +218,21 @@ wire_encodes(const Wire *wire, long op)
 
 extern const Wire text_wire, resp2_wire, resp3_wire, binary_wire, meta_wire, http_wire;
 
-/* A --command's template for RESP (protocols/commands.py's RespTemplate), which a Stream
- * renders for each request of a packed chunk whose op is its entry's code: literal bytes,
- * the key as one bulk string with the bytes around it, the value as one bulk string. The
- * bytes are borrowed from the objects the Stream holds. */
-enum { PIECE_LITERAL = 0, PIECE_KEY = 1, PIECE_DATA = 2 };
+/* A --command's template (protocols/commands.py's RespTemplate, TextTemplate), which a
+ * Stream renders for each request of a packed chunk whose op is its entry's code, piece
+ * by piece: literal bytes; the key with the bytes around it, as one RESP bulk string or
+ * as it is (text); the value as one bulk string, its size in digits (a text storage
+ * line's byte count) or as it is (its data block). The bytes are borrowed from the
+ * objects the Stream holds. The piece kinds are protocols.commands.PIECE_*'s. */
+enum {
+    PIECE_LITERAL = 0,
+    PIECE_KEY_BULK = 1,
+    PIECE_VALUE_BULK = 2,
+    PIECE_KEY = 3,
+    PIECE_VALUE_SIZE = 4,
+    PIECE_VALUE = 5,
+    PIECE_KINDS
+};
 typedef struct {
     int kind;
     const char *p, *suffix; /* a literal's bytes, or a key's prefix; a key's suffix */
@@ -237,8 +247,6 @@ typedef struct {
     int keys, datas;
     int record; /* the code its requests are recorded under: its name's */
 } Template;
-/* Append ``t`` rendered with ``r``'s key and value (room reserved: template_room). */
-void resp_render(const Template *t, const Request *r, Out *o);
 /* What rendering ``t`` with ``r`` may take. */
 static inline Py_ssize_t
 template_room(const Template *t, const Request *r)

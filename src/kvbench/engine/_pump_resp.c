@@ -470,32 +470,6 @@ static const Encoder resp2_encoder = {
     .store = put_resp_store,
 };
 
-/* A --command's template rendered as RespTemplate.render writes it: the key slot's word
- * and the value each a bulk string. */
-void
-resp_render(const Template *t, const Request *r, Out *o)
-{
-    for (Py_ssize_t i = 0; i < t->count; i++) {
-        const Piece *piece = &t->pieces[i];
-        switch (piece->kind) {
-        case PIECE_LITERAL:
-            put(o, piece->p, piece->len);
-            break;
-        case PIECE_KEY:
-            PUT_LITERAL(o, "$");
-            put_ll(o, piece->len + r->key_len + piece->suffix_len);
-            PUT_LITERAL(o, "\r\n");
-            put(o, piece->p, piece->len);
-            put(o, r->key, r->key_len);
-            put(o, piece->suffix, piece->suffix_len);
-            PUT_LITERAL(o, "\r\n");
-            break;
-        default: /* PIECE_DATA */
-            put_bulk(o, r->value, r->value_len);
-        }
-    }
-}
-
 /* A command's request (its template's rendering, the chunk's key) as it is; the rest by
  * the table. */
 static int

@@ -187,6 +187,90 @@ text_mget(const char *p, Py_ssize_t n, long long max, Scan *s)
     }
 }
 
+/* -- an arbitrary command's reply (--command) ------------------------------------------ */
+
+/* What follows the first line of a listing: lines that each start with one of ``items``
+ * (VALUE ones with their data block), until a line that does not: END (ok), an error line
+ * (memcached's part way: out of memory), or anything else (a grammar error). As the
+ * codec's _command_lines; ``pos``: the first item's line. */
+static Py_ssize_t
+command_lines(const char *p, Py_ssize_t n, long long max, int blocks, Scan *s)
+{
+    Py_ssize_t pos = 0;
+    for (;;) {
+        Py_ssize_t eol = find_crlf(p + pos, n - pos);
+        if (eol < 0)
+            return n > max ? scan_fail(s, "reply larger than the reply bound") : NEED;
+        const char *line = p + pos;
+        int item = blocks ? starts(line, eol, "VALUE ")
+                          : starts(line, eol, "STAT ") || starts(line, eol, "ITEM ");
+        if (!item) {
+            if (is_word(line, eol, "END"))
+                s->code = K_OK;
+            else if (is_error_line(line, eol))
+                s->code = K_ERROR;
+            else
+                return scan_failf(s, line, eol, "unexpected line in a command's reply: ");
+            return pos + eol + 2;
+        }
+        Py_ssize_t end = pos + eol + 2;
+        if (blocks) {
+            long long size = value_size(line + 6, eol - 6);
+            if (size < 0)
+                return scan_failf(s, line, eol, "bad VALUE header: ");
+            if (size + 2 > max - end) /* (end + size + 2 > max, without overflow) */
+                return scan_fail(s, "reply larger than the reply bound");
+            end += (Py_ssize_t)size + 2;
+        }
+        if (end > max)
+            return scan_fail(s, "reply larger than the reply bound");
+        if (n < end)
+            return NEED;
+        if (blocks && memcmp(p + end - 2, "\r\n", 2) != 0)
+            return scan_fail(s, "VALUE data block not followed by CRLF");
+        pos = end;
+    }
+}
+
+/* Any command's reply, framed by its first line as the codec's _parse_command frames it
+ * (protocol.txt "Commands"): VALUE blocks then END (get, gets, gat, gats); "VA <size>
+ * ..." and one data block (meta get or arithmetic with v); STAT or ITEM lines then END
+ * (stats, stats cachedump); else one line: an error line (K_ERROR) or any other (K_OK:
+ * STORED, TOUCHED, DELETED, HD, EN, a number, VERSION ...). */
+static Py_ssize_t
+text_command(const char *p, Py_ssize_t n, long long max, Scan *s)
+{
+    Py_ssize_t eol = find_crlf(p, n);
+    if (eol < 0)
+        return n > max ? scan_fail(s, "reply line longer than the reply bound") : NEED;
+    if (starts(p, eol, "VALUE "))
+        return command_lines(p, n, max, 1, s);
+    if (starts(p, eol, "STAT ") || starts(p, eol, "ITEM "))
+        return command_lines(p, n, max, 0, s);
+    if (starts(p, eol, "VA ")) {
+        const char *size = p + 3, *space = memchr(size, ' ', (size_t)(eol - 3));
+        Py_ssize_t digits = space != NULL ? space - size : eol - 3;
+        if (!all_digits(size, digits) || digits > MAX_SIZE_DIGITS)
+            return scan_failf(s, p, eol, "bad VA line: ");
+        long long count = 0;
+        for (Py_ssize_t i = 0; i < digits; i++)
+            count = count * 10 + (size[i] - '0');
+        if (count > max - (eol + 4)) /* (eol + 2 + count + 2 > max) */
+            return scan_fail(s, "reply larger than the reply bound");
+        Py_ssize_t end = eol + 2 + (Py_ssize_t)count;
+        if (n < end + 2)
+            return NEED;
+        if (memcmp(p + end, "\r\n", 2) != 0)
+            return scan_fail(s, "VA data block not followed by CRLF");
+        s->code = K_OK;
+        return end + 2;
+    }
+    if (eol + 2 > max)
+        return scan_fail(s, "reply line longer than the reply bound");
+    s->code = is_error_line(p, eol) ? K_ERROR : K_OK;
+    return eol + 2;
+}
+
 static Py_ssize_t
 scan_text(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
 {
@@ -197,6 +281,8 @@ scan_text(const char *p, Py_ssize_t n, const Head *head, long long max, Scan *s)
         return text_get(p, n, max, s);
     case F_MGET:
         return text_mget(p, n, max, s);
+    case F_COMMAND:
+        return text_command(p, n, max, s);
     default:
         return text_status(p, n, max, head->family, s);
     }
@@ -251,9 +337,19 @@ put_text_store(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
     put_data_block(o, r);
 }
 
-DEFINE_ENCODE(encode_text, text_encoder)
+/* A command's request (its template's rendering, the chunk's key) as it is; the rest by
+ * the table. */
+static int
+encode_text(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
+{
+    if (op == OP_COMMAND) {
+        put(o, r->key, r->key_len);
+        return 0;
+    }
+    return encode_one(&text_encoder, e, op, r, t, o);
+}
 
 /* No opaques, no settings to check. */
 const Wire text_wire = {
     scan_text, encode_text, NULL, NULL,
-    MEMCACHED_OPS};
+    MEMCACHED_OPS | OP_BIT(OP_COMMAND)};

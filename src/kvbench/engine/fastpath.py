@@ -76,18 +76,25 @@ right after the set of its key (``--ratio set-then-get``, the only ``--verify`` 
 allows there) is checked against that set's value mapped so (``Pump.value_map``), and a
 chunked hit's data is joined before it is checked.
 
-Arbitrary commands on RESP (``--command``, and a MONITOR capture's replay) go compiled
-too: each command name's code (``COMMAND_BASE + j``, what it is recorded under: the
-chunk's ``record_ops``) is given the family ``F_COMMAND`` (``PumpFactory``'s
-``commands``), which the pump sends as ``Op.COMMAND``: the chunk's key, the request its
-template rendered, written as it is; its reply is any RESP value (_pump_resp.c's
-``scan_value``: every type hiredis reads, an error reply ``error_reply``, anything else
-``ok``, as the codec's ``_on_command``).
+Arbitrary commands (``--command`` on RESP and memcached text, and a MONITOR capture's
+replay) go compiled too: the command codes (from ``COMMAND_BASE``) are given the family
+``F_COMMAND`` (``PumpFactory``'s ``commands``), which the pump sends as ``Op.COMMAND``,
+and whose reply is any RESP value (_pump_resp.c's ``scan_value``: every type hiredis
+reads) or any memcached reply framed by its first line (_pump_text.c's
+``text_command``); an error reply is ``error_reply``, anything else ``ok``, as the
+codecs' ``_on_command`` and ``_parse_command`` have it. Where every
+``--command`` template has one key at most, the source packs (``RequestSource.pack``
+with ``renders``): a command goes as its entry's code (``COMMAND_BASE + i``) with its
+drawn key and value, and the stream renders it from its template
+(``RequestSource.command_table``: C's ``template_render``, the template's render's bytes) and
+records it under its name's code. Otherwise (a command of two keys, a capture's
+commands) the chunks are lists: a command's op is its name's code (``record_ops``), its
+key the request rendered in Python, written as it is.
 
-Everything else stays in Python: memcached text's ``--command`` (its replies' grammar is
-the codec's alone), Redis Cluster (redirects are followed by engine/redirect.py), and any
-build without a C compiler (``KVBENCH_PURE_PYTHON=1`` forces that path too);
-``python_reason`` names the reason, and the run records it.
+Everything else stays in Python: Redis Cluster (redirects are followed by
+engine/redirect.py), more than 48 commands, and any build without a C compiler
+(``KVBENCH_PURE_PYTHON=1`` forces that path too); ``python_reason`` names the reason,
+and the run records it.
 """
 
 from __future__ import annotations
@@ -189,7 +196,8 @@ _HTTP_FAMILIES: dict[Op, str] = {
 # protocol name -> (the C side's protocol number, op -> family)
 PROTOCOLS: dict[str, tuple[int, bytes]] = (
     {
-        "memcache-text": (int(_pump.TEXT), _families(_TEXT_FAMILIES)),
+        # (and a --command's request, its reply framed by its first line: _pump_text.c)
+        "memcache-text": (int(_pump.TEXT), _families({**_TEXT_FAMILIES, Op.COMMAND: "COMMAND"})),
         "memcache-binary": (int(_pump.BINARY), _families(_BINARY_FAMILIES)),
         "memcache-meta": (int(_pump.META), _families(_META_FAMILIES)),
         "resp2": (int(_pump.RESP2), _families(_RESP2_FAMILIES)),
@@ -274,8 +282,9 @@ def python_reason(config: RunConfig) -> str | None:
 def _command_reason(config: RunConfig, codes: int, what: str) -> str | None:
     """Why a run's arbitrary commands (``what``: ``--command``, a MONITOR capture; ``codes``
     of them: --command's entries, a capture's names) keep it on the Python driver: a
-    target whose protocol's pump sends no commands (memcached text: its replies' grammar
-    is not in C), or more commands than a pump's op codes hold; None if they go compiled."""
+    target whose protocol's pump sends no commands (config allows them on memcached text
+    and RESP only, which both send them), or more commands than a pump's op codes hold;
+    None if they go compiled."""
     for target in config.targets:
         if target.protocol not in PROTOCOLS or not PROTOCOLS[target.protocol][1][Op.COMMAND]:
             return f"arbitrary commands ({what}) on {target.protocol}"

@@ -136,23 +136,15 @@ class _Template:
         """What follows the last word."""
 
 
-def _literal(piece: bytes | DataSlot) -> bytes | None:
-    return None if piece is DATA else piece
-
-
 class RespTemplate(_Template):
     """A command as RESP: an array of bulk strings (RESP "Sending commands")."""
 
     __slots__ = ()
 
-    def pieces(self) -> tuple[bytes | tuple[bytes, bytes] | None, ...]:
-        """The template as the compiled pump renders it (engine/_pump.c's ``Stream``
-        ``commands``): literal bytes, a key slot's (prefix, suffix) (its word one bulk
-        string), None for the value (one bulk string)."""
-        return tuple(
-            (piece.prefix, piece.suffix) if isinstance(piece, KeySlot) else _literal(piece)
-            for piece in self._pieces
-        )
+    def pieces(self) -> tuple[Piece, ...]:
+        """The template as the compiled pump renders it: the key's word and the value
+        each one bulk string."""
+        return tuple(_pieces(self._pieces, PIECE_KEY_BULK, PIECE_VALUE_BULK))
 
     def _key(self, parts: list[bytes | Value], slot: KeySlot, key: bytes) -> None:
         size = len(slot.prefix) + len(key) + len(slot.suffix)
@@ -186,8 +178,35 @@ class TextTemplate(_Template):
             assert value is not None, "a DATA word needs a value"
             parts += (value, b"\r\n")
 
+    def pieces(self) -> tuple[Piece, ...]:
+        """The template as the compiled pump renders it: the key's word as it is, the
+        value's size in the line, the value as the data block after it."""
+        line = _pieces(self._pieces, PIECE_KEY, PIECE_VALUE_SIZE)
+        block = ((PIECE_VALUE, b"", b""), b"\r\n") if self._block else ()
+        return (*line, b"\r\n", *block)
+
 
 RequestTemplate = RespTemplate | TextTemplate
+
+# How the compiled pump renders a template (engine/_pump.h's PIECE_*): a piece is literal
+# bytes or (kind, prefix, suffix): the key with the bytes around it, as one RESP bulk
+# string or as it is; the value as one bulk string, its size in digits, or as it is.
+PIECE_KEY_BULK, PIECE_VALUE_BULK, PIECE_KEY, PIECE_VALUE_SIZE, PIECE_VALUE = 1, 2, 3, 4, 5
+Piece = bytes | tuple[int, bytes, bytes]
+
+
+def _pieces(pieces: Sequence[bytes | KeySlot | DataSlot], key: int, value: int) -> list[Piece]:
+    """A template's pieces for the compiled pump, its key slots and values of kinds
+    ``key`` and ``value``."""
+    out: list[Piece] = []
+    for piece in pieces:
+        if isinstance(piece, KeySlot):
+            out.append((key, piece.prefix, piece.suffix))
+        elif piece is DATA:
+            out.append((value, b"", b""))
+        else:
+            out.append(piece)
+    return out
 
 
 def command_name(words: Sequence[Word]) -> str:

@@ -20,7 +20,7 @@ import numpy.typing as npt
 from kvbench.config.model import RMW, WorkloadConfig
 from kvbench.config.workload_fields import COUNTER_INFIX, FB_ETC, MAX_COUNTERS
 from kvbench.protocols.base import OP_NAMES, Op
-from kvbench.protocols.commands import RequestTemplate, RespTemplate
+from kvbench.protocols.commands import RequestTemplate
 from kvbench.workload.chunk import Chunk, Held
 from kvbench.workload.commands import COMMAND_BASE, CommandSet
 from kvbench.workload.keys import KeyPicker, KeyTable, LatestPicker, build_key_table
@@ -245,10 +245,9 @@ class RequestSource:
     def command_table(self) -> tuple[tuple[int, tuple[Any, ...]], ...] | None:
         """The commands as a compiled ``Stream`` renders them (its ``commands``): per
         entry, the code its requests are recorded under (its name's) and its template's
-        pieces; None where the taker cannot render them: no commands, a template that
-        is not RESP's, or one with more than one key (the others are drawn per request,
-        ``_render_commands``)."""
-        rendered = [t for t in self._templates if isinstance(t, RespTemplate) and t.keys <= 1]
+        pieces; None where the taker cannot render them: no commands, or one with more
+        than one key (the others are drawn per request, ``_render_commands``)."""
+        rendered = [t for t in self._templates if t.keys <= 1]
         if not rendered or len(rendered) != len(self._templates):
             return None
         names = self._plan.commands.name_of

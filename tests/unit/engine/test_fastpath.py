@@ -40,9 +40,6 @@ def test_the_compiled_pump_is_built_here() -> None:
         pytest.skip(f"{fastpath.PURE_PYTHON_ENV} is set: only the Python driver is tested")
 
 
-_COMMANDS = "arbitrary commands (--command) on memcache-text"
-
-
 @pytest.mark.parametrize(
     ("url", "settings", "reason"),
     [
@@ -58,7 +55,8 @@ _COMMANDS = "arbitrary commands (--command) on memcache-text"
         ),
         ("memcached://127.0.0.1:1", {"workload.ttl_s": "10-20"}, None),  # each pump its ttl
         ("memcached://127.0.0.1:1", {"workload.ttl_s": "10"}, None),
-        ("memcached://127.0.0.1:1", {"workload.commands": ["touch __key__ 1"]}, _COMMANDS),
+        # memcached text's: any reply framed by its first line, in C too
+        ("memcached://127.0.0.1:1", {"workload.commands": ["touch __key__ 1"]}, None),
         # RESP's pump sends a command's rendered request and reads any value in reply
         ("redis://127.0.0.1:1", {"workload.commands": ["PING"], "workload.ratio": "1:1"}, None),
         ("redis://127.0.0.1:1/0?resp=3", {"workload.commands": ["HGETALL __key__"]}, None),

@@ -184,7 +184,7 @@ def schedule(seed: int, protocol: str) -> tuple[list[int], list[Any], list[bytes
     the grammar writes them (each one the C scanner takes), in reads of a few each."""
     draw = seeded(seed)
     ops = [int(pick(draw, pump_oracle.ops_of(protocol))) for _ in range(draw(10, 40))]
-    keys = [pump_oracle.key_of(draw, op) for op in ops]
+    keys = [pump_oracle.key_of(draw, op, protocol) for op in ops]
     number, families = fastpath.PROTOCOLS[protocol]
     counts = bytes(len(k) if op == Op.MGET else 0 for op, k in zip(ops, keys, strict=True))
     answers: list[bytes] = []

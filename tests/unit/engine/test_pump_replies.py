@@ -618,8 +618,47 @@ def test_a_command_may_take_the_rmw_code_when_the_run_has_no_rmw() -> None:
     assert pump.received(b"%1\r\n+f\r\n:1\r\n$-1\r\n") == 1  # (idle: the budget is spent)
     ops, codes, _ = (memoryview(b).cast("q").tolist() for b in tally.take())
     assert ops == [_pump.OP_RMW, int(Op.GET)] and codes == [OK, int(ReplyKind.MISS)]
+    # memcached binary and meta send none (config allows commands on text and RESP)
     with pytest.raises(ValueError, match="sends no arbitrary commands"):
         _pump.Pump(
-            tally, _pump.Stream(lambda: chunk, TEXT), sent.append, TEXT,
-            TEXT_FAMILIES.ljust(_pump.OP_RMW, b"\0") + bytes([_pump.F_COMMAND]), MAX,
+            tally, _pump.Stream(lambda: chunk, BINARY), sent.append, BINARY,
+            BINARY_FAMILIES.ljust(_pump.OP_RMW, b"\0") + bytes([_pump.F_COMMAND]), MAX,
         )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"STORED\r\n", b"TOUCHED\r\n", b"HD\r\n", b"EN\r\n", b"VERSION 1.6.21\r\n", b"42\r\n",
+        b"END\r\n", b"\r\n", b"ERROR\r\n", b"CLIENT_ERROR bad command line format\r\n",
+        b"SERVER_ERROR out of memory\r\n", b"ERRORS\r\n",
+        b"VALUE k 0 3\r\nabc\r\nVALUE j 5 1 9\r\nx\r\nEND\r\n", b"VALUE k 0 3\r\nabc\r\nERROR\r\n",
+        b"VALUE k 0 3\r\nabc\r\nSTORED\r\n", b"VALUE k 0 3\r\nabcd\r\nEND\r\n",
+        b"VALUE k x 3\r\nabc\r\nEND\r\n", b"VALUE k 0 %b\r\n" % (b"1" * 19),
+        b"VA 3 f30\r\nabc\r\n", b"VA 3\r\nabc\r\n", b"VA 0\r\n\r\n", b"VA x\r\nabc\r\n",
+        b"VA \r\n", b"VA 3\r\nabcd\r\n", b"VA\r\n",
+        b"STAT pid 1\r\nSTAT uptime 2\r\nEND\r\n", b"STAT pid 1\r\nSERVER_ERROR oom\r\n",
+        b"ITEM k [3 b; 0 s]\r\nEND\r\n", b"STAT pid 1\r\nVALUE k 0 1\r\nx\r\nEND\r\n",
+    ],
+)  # fmt: skip
+def test_a_memcached_command_reply_is_framed_by_its_first_line_as_the_codec_frames_it(
+    reply: bytes,
+) -> None:
+    """memcached text's --command replies (_pump_text.c's text_command against the
+    codec's _parse_command): ok or error_reply, or refused, alike; whole or cut anywhere."""
+    expected_codes, expected_error = pump_oracle.codec_outcome(TEXT, Op.COMMAND, reply)
+    codes, consumed, error = command_reply(TEXT, TEXT_FAMILIES, reply)
+    assert codes == expected_codes and set(codes) <= {OK, ERROR_REPLY}
+    assert (error is None) == (expected_error is None), (error, expected_error)
+    assert consumed == (len(reply) if error is None else 0)
+    if error is None:
+        for end in range(len(reply)):
+            assert command_reply(TEXT, TEXT_FAMILIES, reply[:end]) == ([], 0, None)
+
+
+def test_a_memcached_command_reply_past_the_bound_is_refused_by_both() -> None:
+    line = b"VERSION " + b"1" * 100 + b"\r\n"
+    for wire in (line, line[:-2], b"STAT x " + b"1" * 100 + b"\r\nEND\r\n"):
+        codes, _, error = _pump.scan_replies(TEXT, TEXT_FAMILIES, bytes([Op.COMMAND]), wire, 64)
+        expected_codes, expected_error = pump_oracle.codec_outcome(TEXT, Op.COMMAND, wire, 64)
+        assert codes == expected_codes == [] and error is not None and expected_error is not None

@@ -20,7 +20,13 @@ from hypothesis import strategies as st
 
 from kvbench.engine import fastpath
 from kvbench.protocols.base import CodecOptions, Op
-from kvbench.protocols.commands import DATA, KeySlot, RespTemplate, resp_template
+from kvbench.protocols.commands import (
+    DATA,
+    KeySlot,
+    RequestTemplate,
+    resp_template,
+    text_template,
+)
 from kvbench.protocols.registry import CODECS
 from tests.support import pump_oracle, reply_grammar
 
@@ -79,7 +85,7 @@ def test_requests_are_the_bytes_the_codec_writes(
     names = [
         tuple(key + b"%d" % i for i in range(width))
         if op == Op.MGET
-        else pump_oracle.command_request(key, value)
+        else pump_oracle.command_request(key, value, name)
         if op == Op.COMMAND
         else key
         for op, (_, key, value, width) in zip(ops, requests, strict=True)
@@ -220,7 +226,7 @@ def test_a_packed_chunk_is_the_bytes_of_its_list_form_and_the_codecs(
     sent = SINGLE_KEY[name]
     ops = [int(sent[index % len(sent)]) for index, _, _ in requests]
     names = [
-        pump_oracle.command_request(key, value) if op == Op.COMMAND else key
+        pump_oracle.command_request(key, value, name) if op == Op.COMMAND else key
         for op, (_, key, value) in zip(ops, requests, strict=True)
     ]
     values = [
@@ -590,15 +596,27 @@ def test_a_column_written_after_the_load_is_an_error_never_a_read_outside_it(
             stream.skip(1)
 
 
-# -- --command's templates, rendered by the stream (RESP) ----------------------------------
+# -- --command's templates, rendered by the stream (RESP, memcached text) -----------------
 
 word = st.binary(min_size=1, max_size=8)
+text_word = st.binary(min_size=1, max_size=8).filter(lambda w: all(32 < b < 127 for b in w))
 slot = st.tuples(st.binary(max_size=4), st.binary(max_size=4)).map(lambda p: KeySlot(*p))
+text_slot = st.tuples(text_word | st.just(b""), text_word | st.just(b"")).map(lambda p: KeySlot(*p))
 
 
 @st.composite
-def templates(draw: Any) -> RespTemplate:
-    """A RESP template: a name, literal words, at most one key slot, any number of values."""
+def templates(draw: Any, protocol: str) -> RequestTemplate:
+    """A template of at most one key slot: RESP's, a name and literal words and values
+    anywhere; memcached text's, a command line or a storage command (its value the data
+    block, its size in the line)."""
+    if protocol == "memcache-text":
+        key: Any = draw(text_slot) if draw(st.booleans()) else draw(text_word)
+        if draw(st.booleans()):
+            verb = draw(st.sampled_from([b"set", b"add", b"append", b"cas"]))
+            tail = [b"0", b"60", DATA, b"7"] if verb == b"cas" else [b"0", b"60", DATA]
+            return text_template([verb, key, *tail])
+        rest = draw(st.lists(text_word, max_size=3))
+        return text_template([draw(st.sampled_from([b"touch", b"mg", b"version"])), key, *rest])
     words: list[Any] = [draw(word)]
     rest = draw(st.lists(st.one_of(word, st.just(DATA)), max_size=5))
     if draw(st.booleans()):
@@ -608,52 +626,59 @@ def templates(draw: Any) -> RespTemplate:
 
 @settings(max_examples=pump_oracle.examples(200), deadline=None)
 @given(
-    st.lists(templates(), min_size=1, max_size=4),
+    st.sampled_from(["resp2", "memcache-text"]).flatmap(
+        lambda name: st.tuples(st.just(name), st.lists(templates(name), min_size=1, max_size=4))
+    ),
     st.lists(st.tuples(st.integers(0, 99), keys, data), min_size=1, max_size=20),
     st.sampled_from(OFFSET_KINDS),
     st.integers(0, 2**16),
 )
 def test_a_stream_renders_a_packed_commands_requests_as_its_template_does(
-    compiled: list[RespTemplate], requests: Any, kind: str, layout: int
+    compiled: Any, requests: Any, kind: str, layout: int
 ) -> None:
     """Each command entry's code (COMMAND_BASE + i) in a packed chunk is rendered from its
-    template with the request's key and value, as RespTemplate.render writes it; the
+    template with the request's key and value, as the template's render writes it; the
     fixed ops between them are encoded as ever."""
-    table = tuple((_pump.COMMAND_BASE, t.pieces()) for t in compiled)
+    name, chosen = compiled
+    table = tuple((_pump.COMMAND_BASE, t.pieces()) for t in chosen)
     ops, names, values, expected = [], [], [], b""
     for choice, key, value in requests:
         if choice % 3 == 0:  # a fixed op now and then
             ops.append(int(Op.SET))
-            expected += codec_requests("resp2", CodecOptions(), [int(Op.SET)], [key], [value], 0)
+            expected += codec_requests(name, CodecOptions(), [int(Op.SET)], [key], [value], 0)
         else:
-            entry = choice % len(compiled)
+            entry = choice % len(chosen)
             ops.append(_pump.COMMAND_BASE + entry)
-            template = compiled[entry]
+            template = chosen[entry]
             expected += template.render((key,) * template.keys, value)
         names.append(key)
         values.append(value)
     # (pack lays out the stores' values only: every request's here, as SETs', then the ops)
     columns = pump_oracle.pack([int(Op.SET)] * len(ops), names, values, 0, 0, kind, layout)[:7]
     columns = (bytes(ops), *columns[1:])
-    got = _pump.encode_packed(RESP, 0, 0, *columns, 0, len(ops), 0, b"", b"", table)
+    number = fastpath.PROTOCOLS[name][0]
+    got = _pump.encode_packed(number, 0, 0, *columns, 0, len(ops), 0, b"", b"", table)
     assert got == expected
 
 
 def test_a_streams_templates_are_checked_when_it_is_made() -> None:
-    """A bad ``commands`` is refused with what is wrong, before anything is sent; a
-    protocol other than RESP renders none; a packed code past the templates is no op."""
+    """A bad ``commands`` is refused with what is wrong, before anything is sent; memcached
+    binary and meta render none; a packed code past the templates is no op."""
     refill = lambda: None  # noqa: E731
     for bad, error in [
         ([(16, (b"x",))], "a tuple of at most 48"),
         (((15, (b"x",)),), "record a code from 16 to 63"),
         (((16, [b"x"]),), "pieces a tuple"),
-        (((16, (1,)),), "bytes, a \\(prefix, suffix\\) pair of bytes or None"),
-        (((16, ((b"p",),)),), "bytes, a \\(prefix, suffix\\) pair"),
+        (((16, (1,)),), "bytes or \\(kind, prefix, suffix\\), not int"),
+        (((16, ((b"p", b"s"),)),), "bytes or \\(kind, prefix, suffix\\), not tuple"),
+        (((16, ((0, b"", b""),)),), "piece 0: no kind 0"),
+        (((16, ((6, b"", b""),)),), "piece 0: no kind 6"),
     ]:
         with pytest.raises((ValueError, TypeError), match=error):
             _pump.Stream(refill, RESP, commands=bad)
-    with pytest.raises(ValueError, match="renders no command templates"):
-        _pump.Stream(refill, TEXT, commands=((16, (b"x",)),))
+    for protocol in (BINARY, META):
+        with pytest.raises(ValueError, match="renders no command templates"):
+            _pump.Stream(refill, protocol, commands=((16, (b"x",)),))
     columns = pump_oracle.pack([int(Op.GET)], [b"k"], [None])[:7]
     table = ((16, (b"*1\r\n$4\r\nPING\r\n",)),)
     with pytest.raises(ValueError, match="op 17 at 0 has no compiled encoding"):
