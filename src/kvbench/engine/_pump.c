@@ -624,11 +624,11 @@ templates_load(PyObject *commands, Template **out, Py_ssize_t *count)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *entry = PyTuple_GET_ITEM(commands, i), *pieces;
-        int record;
+        long record;
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
             !PyTuple_Check(pieces = PyTuple_GET_ITEM(entry, 1)) ||
             !PyLong_Check(PyTuple_GET_ITEM(entry, 0)) ||
-            (record = (int)PyLong_AsLong(PyTuple_GET_ITEM(entry, 0))) < COMMAND_BASE ||
+            (record = PyLong_AsLong(PyTuple_GET_ITEM(entry, 0))) < COMMAND_BASE ||
             record >= MAX_OPS) {
             PyErr_Clear();
             PyErr_Format(PyExc_ValueError,
@@ -643,7 +643,7 @@ templates_load(PyObject *commands, Template **out, Py_ssize_t *count)
             goto fail;
         }
         t[i].count = m;
-        t[i].record = record;
+        t[i].record = (int)record;
         for (Py_ssize_t j = 0; j < m; j++) {
             PyObject *item = PyTuple_GET_ITEM(pieces, j);
             Piece *piece = &t[i].pieces[j];
@@ -1382,8 +1382,9 @@ typedef struct {
     long long version;
     char *derived;
     Py_ssize_t derived_cap;
-    /* --command on RESP: the templates a packed chunk's command entries are rendered
-     * from (entry i: code COMMAND_BASE + i), borrowing the bytes of ``commands``. */
+    /* --command (RESP, memcached text): the templates a packed chunk's command entries
+     * are rendered from (entry i: code COMMAND_BASE + i), borrowing the bytes of
+     * ``commands``. */
     PyObject *commands;
     Template *templates;
     Py_ssize_t n_templates;
@@ -1778,9 +1779,9 @@ static PyTypeObject StreamType = {
                         "target=None, tail=None, commands=None): the requests of a server's "
                         "pumps, or of one pump (a replay's lane); HTTP's requests start with "
                         "``target`` (GET /<path>?cmd=) and end with ``tail`` ( HTTP/1.1, the "
-                        "Host field); RESP's packed command entries (codes from COMMAND_BASE) "
-                        "are rendered from ``commands``' templates, a tuple of (record, "
-                        "pieces)."),
+                        "Host field); a packed chunk's command entries (codes from "
+                        "COMMAND_BASE) are rendered from ``commands``' templates, a tuple of "
+                        "(record, pieces)."),
     .tp_basicsize = sizeof(Stream),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,

@@ -668,6 +668,7 @@ def test_a_streams_templates_are_checked_when_it_is_made() -> None:
     for bad, error in [
         ([(16, (b"x",))], "a tuple of at most 48"),
         (((15, (b"x",)),), "record a code from 16 to 63"),
+        (((2**32 + 16, (b"x",)),), "record a code from 16 to 63"),  # (not cut to 16)
         (((16, [b"x"]),), "pieces a tuple"),
         (((16, (1,)),), "bytes or \\(kind, prefix, suffix\\), not int"),
         (((16, ((b"p", b"s"),)),), "bytes or \\(kind, prefix, suffix\\), not tuple"),
