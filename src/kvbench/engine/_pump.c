@@ -292,12 +292,17 @@ request_reserve(int op, const Request *r, Out *o)
 
 /* Append request ``r`` of ``op`` as ``wire`` writes it, room reserved (request_reserve);
  * an rmw as a get of its key, then a set of it (engine/rmw.py writes them so), the get's
- * tag in ``*get_tag`` (the set's in ``t->tag``). -1 with an exception: ``o`` and ``t``
- * may hold the get then, and the caller puts them back. */
+ * tag in ``*get_tag`` (the set's in ``t->tag``); a command (a wire that sends them: text
+ * and RESP) as its key, the request its template rendered. -1 with an exception: ``o``
+ * and ``t`` may hold the get then, and the caller puts them back. */
 static inline int
 encode_request(const Wire *wire, const Encoding *e, int op, const Request *r, Tags *t, Out *o,
                uint32_t *get_tag)
 {
+    if (op == OP_COMMAND) {
+        put(o, r->key, r->key_len);
+        return 0;
+    }
     if (op != OP_RMW)
         return wire->encode(e, op, r, t, o);
     Request get = *r;

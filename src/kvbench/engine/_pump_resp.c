@@ -470,19 +470,10 @@ static const Encoder resp2_encoder = {
     .store = put_resp_store,
 };
 
-/* A command's request (its template's rendering, the chunk's key) as it is; the rest by
- * the table. */
-static int
-encode_resp2(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
-{
-    if (op == OP_COMMAND) {
-        put(o, r->key, r->key_len);
-        return 0;
-    }
-    return encode_one(&resp2_encoder, e, op, r, t, o);
-}
+DEFINE_ENCODE(encode_resp2, resp2_encoder)
 
-/* No opaques, no settings to check; no Redis form for gets, prepend and cas. */
+/* No opaques, no settings to check; no Redis form for gets, prepend and cas; a command
+ * (its request rendered whole: encode_request writes it). */
 #define RESP_OPS                                                                          \
     (OP_BIT(OP_GET) | OP_BIT(OP_SET) | OP_BIT(OP_DELETE) | OP_BIT(OP_INCR) | OP_BIT(OP_DECR) | \
      OP_BIT(OP_MGET) | OP_BIT(OP_ADD) | OP_BIT(OP_REPLACE) | OP_BIT(OP_APPEND) |           \

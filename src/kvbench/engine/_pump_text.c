@@ -337,19 +337,10 @@ put_text_store(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
     put_data_block(o, r);
 }
 
-/* A command's request (its template's rendering, the chunk's key) as it is; the rest by
- * the table. */
-static int
-encode_text(const Encoding *e, int op, const Request *r, Tags *t, Out *o)
-{
-    if (op == OP_COMMAND) {
-        put(o, r->key, r->key_len);
-        return 0;
-    }
-    return encode_one(&text_encoder, e, op, r, t, o);
-}
+DEFINE_ENCODE(encode_text, text_encoder)
 
-/* No opaques, no settings to check. */
+/* No opaques, no settings to check; a command (its request rendered whole: encode_request
+ * writes it). */
 const Wire text_wire = {
     scan_text, encode_text, NULL, NULL,
     MEMCACHED_OPS | OP_BIT(OP_COMMAND)};
