@@ -333,7 +333,7 @@ PRESETS: dict[str, Preset] = {
             "f",
             "50% read, 50% read-modify-write, zipfian",
             "gets and read-modify-writes half and half, each rmw a get then a set of one key "
-            "timed as one op (on the Python driver)",
+            "timed as one op",
             "get=50,rmw=50",
         ),
     )
