@@ -2,7 +2,8 @@
 
 Reply bytes that are not UTF-8, RESP integers of 19 digits and beyond, binary responses
 with another request's opaque or a body past every bound, meta replies with another
-request's token or a 20-digit value size: a fake server writes what a real one would not
+request's token or a 20-digit value size, an arbitrary command's reply with a RESP3
+attribute before it or a 20-digit VA size: a fake server writes what a real one would not
 (a real redis-server for the 64-bit edge it does reach). Bad replies are protocol errors,
 counted, and the connection is reopened, the same on the compiled and the Python driver,
 in a closed and an open loop; never a traceback, never a silent ``conn_error``: the
@@ -308,3 +309,59 @@ def test_incr_up_to_the_64_bit_limit_on_a_real_redis(
     with socket.create_connection((fresh_redis.host, fresh_redis.port), timeout=5) as sock:
         sock.sendall(b"*2\r\n$3\r\nGET\r\n$%d\r\n%b\r\n" % (len(key), key))
         assert sock.recv(100) == b"$19\r\n%d\r\n" % (2**63 - 1)
+
+
+def resp_attributes(command: list[bytes], n: int) -> bytes:
+    """HGET answered with a bulk string; every 25th with a RESP3 attribute before it."""
+    if command[0].lower() != b"hget":
+        return b"+OK\r\n"
+    if n % 25 == 24:
+        return b"|1\r\n+ttl\r\n:3\r\n$1\r\nv\r\n"
+    return b"$1\r\nv\r\n"
+
+
+def memcached_va_sizes(command: list[bytes], n: int) -> bytes:
+    """mg answered with a value; every 25th with a 20-digit value size."""
+    if command[0] != b"mg":
+        return b"ERROR\r\n"
+    if n % 25 == 24:
+        return b"VA 99999999999999999999\r\n"
+    return b"VA 1 f0\r\nv\r\n"
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_commands_reply_with_a_resp3_attribute_is_never_given_to_it(
+    tmp_path: Path, driver: str
+) -> None:
+    """A --command's reply is any value, but an attribute before it is refused by the
+    compiled driver: a protocol error, the connection reopened, no reply counted for the
+    request it preceded. The Python driver's hiredis returns the attribute as a reply of
+    its own (pump_oracle's exception) and gives it to the HGET, then finds the value with
+    no request pending: a protocol error in the same read, whose replies neither driver
+    counts, so here both count alike."""
+    with fake_server(True, resp_attributes) as server:
+        port = server.server_address[1]
+        url = f"redis://127.0.0.1:{port}/0"
+        _, doc = run(url, driver, tmp_path, "--command", "HGET h:__key__ f")
+        hgets = server.counts[b"hget"]
+    outcomes = doc["ops"]["hget"]["outcomes"]
+    faults = hgets // 25
+    assert outcomes.get("protocol_error", 0) >= 1 and reconnects(doc) >= 1 and faults >= 2
+    assert outcomes["ok"] <= hgets - faults  # the HGETs answered with a value alone
+    fault = "RESP3 attribute: not read" if driver == "compiled" else "with no request pending"
+    assert all(fault in e for e in protocol_errors(doc)), doc["errors"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_memcached_commands_reply_past_every_bound_is_a_protocol_error(
+    tmp_path: Path, driver: str
+) -> None:
+    with fake_server(False, memcached_va_sizes) as server:
+        port = server.server_address[1]
+        _, doc = run(f"memcached://127.0.0.1:{port}", driver, tmp_path, "--command", "mg __key__ v")
+        mgs = server.counts[b"mg"]
+    outcomes = doc["ops"]["mg"]["outcomes"]
+    assert outcomes["ok"] > 50 and outcomes.get("protocol_error", 0) >= 1 and reconnects(doc) >= 1
+    errors = protocol_errors(doc)
+    assert errors and all("bad VA line: b'VA 9999" in e for e in errors), errors
+    assert outcomes["ok"] <= mgs - mgs // 25
