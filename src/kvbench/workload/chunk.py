@@ -36,7 +36,9 @@ class Chunk:
 
     Attributes:
         ops: the op each request sends (``Op`` codes; ``Op.COMMAND`` for a rendered
-            request); for a packed chunk its ``ops`` column (bytes-like, one per request).
+            request); for a packed chunk its ``ops`` column (bytes-like, one per request;
+            a ``--command`` as its entry's code, ``COMMAND_BASE + i``, which the compiled
+            stream renders from its template).
         record_ops: the op number each request is recorded under: ``ops`` itself (the
             same object) unless they differ (``--command``s and a capture's commands are
             recorded per name: ``WorkloadPlan.op_names``). What a dropped request counts as.
