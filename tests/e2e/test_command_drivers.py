@@ -25,7 +25,7 @@ import pytest
 
 from kvbench.engine import fastpath
 from tests.support import servers
-from tests.support.cli import read_json, run_kvbench
+from tests.support.cli import outcomes_but_late, read_json, run_kvbench
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
@@ -97,14 +97,6 @@ def run_both(
         deltas = {name: after.get(name, 0) - before.get(name, 0) for name in after}
         runs.append((read_json(out), counted(deltas)))
     return runs
-
-
-def outcomes_but_late(doc: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """How late an open loop's sends went is the machine's doing, not the driver's."""
-    return {
-        op: {name: n for name, n in row["outcomes"].items() if name != "late"}
-        for op, row in doc["ops"].items()
-    }
 
 
 def assert_alike(

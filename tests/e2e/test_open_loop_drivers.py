@@ -20,7 +20,7 @@ import pytest
 
 from kvbench.engine import fastpath
 from tests.support import servers
-from tests.support.cli import read_json, run_kvbench
+from tests.support.cli import outcomes_but_late, read_json, run_kvbench
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.integration
@@ -79,13 +79,6 @@ def run_open_loop(
         )
         assert result.code == 0, result.stderr
     return read_json(out)
-
-
-def outcomes_but_late(doc: dict[str, Any]) -> dict[str, dict[str, int]]:
-    return {
-        op: {name: n for name, n in row["outcomes"].items() if name != "late"}
-        for op, row in doc["ops"].items()
-    }
 
 
 # Every protocol with uniform arrivals; Poisson (the same dispatch, other times) on two.

@@ -61,6 +61,15 @@ def read_json(path: Path) -> dict[str, Any]:
     return dict(json.loads(path.read_text()))
 
 
+def outcomes_but_late(doc: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Each op's outcome counts without ``late``: how late an open loop's sends went is the
+    machine's doing, not the driver's (tests that hold two drivers' runs to each other)."""
+    return {
+        op: {name: n for name, n in row["outcomes"].items() if name != "late"}
+        for op, row in doc["ops"].items()
+    }
+
+
 def all_phase_counts(doc: dict[str, Any], op: str, outcome: str | None = None) -> int:
     """An op's count over the window and every phase outside it (what the server saw)."""
 
