@@ -204,6 +204,7 @@ class RequestSource:
         # set-then-get: the chunk is (set K, get K) pairs, K drawn once per pair.
         self._pairs = config.set_then_get
         self._tables: _PackedTables | None = None
+        self._packs = False  # a taker asked for packed chunks (``pack``)
 
     def can_pack(self) -> bool:
         """Every request of this source can go as a packed chunk: no multi-gets (a tuple
@@ -238,8 +239,8 @@ class RequestSource:
         """
         self._taker_derives = derives
         self._taker_renders = renders and self.command_table() is not None
-        if self.can_pack():
-            self._tables = _PackedTables.of(self._plan)
+        self._packs = True
+        self._tables = _PackedTables.of(self._plan) if self.can_pack() else None
         return self._tables is not None
 
     def command_table(self) -> tuple[tuple[int, tuple[Any, ...]], ...] | None:
@@ -306,6 +307,8 @@ class RequestSource:
         self._keys = self._picker(plan)
         self._key_objects = None
         self._value_array = _objects(plan.value_table)
+        if self._packs:  # packed from ``plan``'s tables (lists where it has no keys)
+            self._tables = _PackedTables.of(plan) if self.can_pack() else None
 
     def _place_special(
         self, codes: npt.NDArray[np.int64], indexes: npt.NDArray[np.int64], keys: KeyList
