@@ -1,5 +1,6 @@
 """``kvbench run redis+cluster://``: a real 3-master cluster, counts checked against each
-node's own INFO commandstats, and slots moved before and during the run."""
+node's own INFO commandstats, and slots moved before and during the run, on both drivers
+(the compiled pumps hand their redirects to the same router as the Python driver's)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kvbench.engine.fastpath import PURE_PYTHON_ENV
 from kvbench.engine.redirect import MAX_REDIRECTS
 from kvbench.workload.keys import build_key_table
 from kvbench.workload.slots import key_slot
@@ -21,6 +23,13 @@ from tests.support.redis_cluster import Cluster, Node
 pytestmark = pytest.mark.integration
 
 COMMANDS = ("get", "set", "del", "incr", "incrby", "mget")
+
+# Each driver's environment, and the name a run records it by.
+DRIVERS = {
+    "compiled": ({}, "compiled loop"),
+    "python": ({PURE_PYTHON_ENV: "1"}, f"python ({PURE_PYTHON_ENV} is set)"),
+}
+by_driver = pytest.mark.parametrize("driver", list(DRIVERS))
 
 
 def calls(node: Node) -> Counter[str]:
@@ -65,22 +74,29 @@ def hot_slot(keys: int, prefix: str = "kvbench:") -> tuple[int, int]:
     return slots.most_common(1)[0]
 
 
-def run(cluster: Cluster, out: Path, *args: str) -> dict[str, Any]:
+def run(cluster: Cluster, out: Path, *args: str, driver: str = "compiled") -> dict[str, Any]:
+    env, name = DRIVERS[driver]
     result = run_kvbench(
-        "run", f"redis+cluster://{cluster.seed}", "--json", str(out), "--no-save", *args
-    )
+        "run", f"redis+cluster://{cluster.seed}", "--json", str(out), "--no-save", *args,
+        env=env,
+    )  # fmt: skip
     assert result.code == 0, result.stderr
     assert "Traceback" not in result.stderr
-    return read_json(out)
+    doc = read_json(out)
+    assert doc["environment"]["driver"] == name
+    return doc
 
 
-def test_keys_go_to_their_slots_master_and_each_nodes_counts_reconcile(tmp_path: Path) -> None:
+@by_driver
+def test_keys_go_to_their_slots_master_and_each_nodes_counts_reconcile(
+    tmp_path: Path, driver: str
+) -> None:
     with redis_cluster.redis_cluster(3) as cluster:
         before = [calls(node) for node in cluster.nodes]
         doc = run(
             cluster, tmp_path / "run.json",
             "--preload", "--keys", "2000", "--ratio", "1:3", "--duration", "1s",
-            "-c", "6", "--processes", "2",
+            "-c", "6", "--processes", "2", driver=driver,
         )  # fmt: skip
         served = deltas(before, cluster)
         stored = [int(node.call("DBSIZE")) for node in cluster.nodes]
@@ -103,17 +119,17 @@ def test_keys_go_to_their_slots_master_and_each_nodes_counts_reconcile(tmp_path:
     assert sum(shares) == doc["totals"]["completed"] and min(shares) > 0
     assert {s["placement"] for s in doc["servers"]} == {"slots"}
     assert all(r["matches"] for r in doc["server"]["reconciliation"])
-    assert doc["environment"]["driver"] == "python (Redis Cluster)"
 
 
 # Open loop: a request sent on keeps its intended time (latency from it) and its service
 # time from its first send, and still completes where it was sent. (A long --max-lag: a
 # loaded test machine falls behind the schedule, and a dropped request is an error.)
+@by_driver
 @pytest.mark.parametrize(
     "loop", [(), ("--rate", "3000", "--max-lag", "30s")], ids=["closed", "open"]
 )
 def test_a_slot_moved_mid_run_is_followed_with_ask_and_moved_and_no_errors(
-    tmp_path: Path, loop: tuple[str, ...]
+    tmp_path: Path, loop: tuple[str, ...], driver: str
 ) -> None:
     out = tmp_path / "run.json"
     slot, held = hot_slot(300)  # 300 keys: each of them asked about 60 times a second
@@ -124,7 +140,7 @@ def test_a_slot_moved_mid_run_is_followed_with_ask_and_moved_and_no_errors(
         proc = start_kvbench(
             "run", f"redis+cluster://{cluster.seed}", "--preload", "--keys", "300",
             "--duration", "4s", "-c", "6", "--processes", "2",
-            "--json", str(out), "--no-save", *loop,
+            "--json", str(out), "--no-save", *loop, env=DRIVERS[driver][0],
         )  # fmt: skip
         lines = read_until(proc, "ops/s")  # the first interval: the load is on
         # Live resharding as redis-cli does it, a key at a time, so that requests meet the
@@ -142,6 +158,7 @@ def test_a_slot_moved_mid_run_is_followed_with_ask_and_moved_and_no_errors(
         on_source = int(source.call("CLUSTER", "COUNTKEYSINSLOT", slot))
     assert proc.returncode == 0, stdout + stderr
     doc = read_json(out)
+    assert doc["environment"]["driver"] == DRIVERS[driver][1]
     everything = doc["cluster"]["all_phases"]
     assert everything["ask"] > 0 and everything["moved"] > 0
     assert doc["totals"]["errors"] == 0 and doc["status"] == "ok"
@@ -162,7 +179,8 @@ def test_a_slot_moved_mid_run_is_followed_with_ask_and_moved_and_no_errors(
     assert " moved " in text or " ask " in text  # in the live line of the seconds it moved
 
 
-def test_a_run_that_starts_while_a_slot_is_migrating_ends(tmp_path: Path) -> None:
+@by_driver
+def test_a_run_that_starts_while_a_slot_is_migrating_ends(tmp_path: Path, driver: str) -> None:
     # The preload's SETs meet ASKs: its last requests may be guests on another
     # connection, and the phase must still end (it waited forever once).
     slot, held = hot_slot(100)
@@ -173,6 +191,7 @@ def test_a_run_that_starts_while_a_slot_is_migrating_ends(tmp_path: Path) -> Non
         doc = run(
             cluster, tmp_path / "run.json",
             "--preload", "--keys", "100", "--duration", "1s", "-c", "6", "--processes", "2",
+            driver=driver,
         )  # fmt: skip
         on_target = int(target.call("CLUSTER", "COUNTKEYSINSLOT", slot))
     assert doc["cluster"]["all_phases"]["ask"] >= held  # the slot's keys were stored there
@@ -181,14 +200,15 @@ def test_a_run_that_starts_while_a_slot_is_migrating_ends(tmp_path: Path) -> Non
     assert doc["totals"]["errors"] == 0
 
 
-def test_mget_needs_keys_of_one_hash_tag(tmp_path: Path) -> None:
+@by_driver
+def test_mget_needs_keys_of_one_hash_tag(tmp_path: Path, driver: str) -> None:
     refused = run_kvbench("run", "redis+cluster://127.0.0.1:1", "--ratio", "get=1,mget=1")
     assert refused.code == 2 and "one hash slot" in refused.stderr
     with redis_cluster.redis_cluster(3) as cluster:
         doc = run(
             cluster, tmp_path / "run.json",
             "--key-prefix", "{bench}:", "--ratio", "get=1,mget=1,set=1", "--keys", "50",
-            "--duration", "1s", "-c", "6", "--processes", "2",
+            "--duration", "1s", "-c", "6", "--processes", "2", driver=driver,
         )  # fmt: skip
         owner = cluster.owner(key_slot(b"bench"))
     assert doc["ops"]["mget"]["count"] > 0 and doc["totals"]["errors"] == 0
@@ -216,30 +236,39 @@ def test_a_seed_that_is_no_cluster_node_is_one_line() -> None:
     assert "cluster support disabled" in result.stderr and "Traceback" not in result.stderr
 
 
-def run_redirected(tmp_path: Path, requests: int, to_port: int | None = None) -> dict[str, Any]:
+def run_redirected(
+    tmp_path: Path, driver: str, requests: int, to_port: int | None = None
+) -> dict[str, Any]:
     """``requests`` requests to a fake node that answers each with a MOVED (to itself, or
     to 127.0.0.1:``to_port``); the run fails (exit 1) and its document is returned."""
     out = tmp_path / "run.json"
+    env, name = DRIVERS[driver]
     with fake_servers.redirecting(to_port) as port:
         result = run_kvbench(
             "run", f"redis+cluster://127.0.0.1:{port}", "--requests", str(requests), "-c", "1",
-            "--json", str(out), "--no-save",
+            "--json", str(out), "--no-save", env=env,
         )  # fmt: skip
     assert result.code == 1 and "Traceback" not in result.stderr
-    return read_json(out)
+    doc = read_json(out)
+    assert doc["environment"]["driver"] == name
+    return doc
 
 
-def test_a_redirect_loop_ends_each_request_as_an_error(tmp_path: Path) -> None:
-    doc = run_redirected(tmp_path, 20)  # MOVED to itself, forever
+@by_driver
+def test_a_redirect_loop_ends_each_request_as_an_error(tmp_path: Path, driver: str) -> None:
+    doc = run_redirected(tmp_path, driver, 20)  # MOVED to itself, forever
     assert doc["totals"]["errors"] == doc["totals"]["ops"] == 20
     assert all(op["outcomes"] == {"error_reply": op["count"]} for op in doc["ops"].values())
     assert doc["cluster"]["moved"] == 20 * (MAX_REDIRECTS + 1)
     assert "redirected 17 times" in " ".join(doc["errors"])
 
 
-def test_a_redirect_to_a_node_the_run_does_not_know_is_an_error(tmp_path: Path) -> None:
+@by_driver
+def test_a_redirect_to_a_node_the_run_does_not_know_is_an_error(
+    tmp_path: Path, driver: str
+) -> None:
     elsewhere = servers.free_port()
-    doc = run_redirected(tmp_path, 10, to_port=elsewhere)
+    doc = run_redirected(tmp_path, driver, 10, to_port=elsewhere)
     assert doc["totals"]["errors"] == 10
     assert f"127.0.0.1:{elsewhere}: a node this run did not find at its start" in " ".join(
         doc["errors"]

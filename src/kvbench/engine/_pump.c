@@ -1764,6 +1764,26 @@ Stream_skip(Stream *self, PyObject *arg)
     return ops;
 }
 
+PyDoc_STRVAR(Stream_restart_doc,
+"restart() -> None\n\n"
+"Drop the rest of the chunk unsent: the next request comes from a fresh refill (a Redis\n"
+"Cluster slot moved, and the source draws other keys now).");
+
+static PyObject *
+Stream_restart(Stream *self, PyObject *unused)
+{
+    if (self->refill == NULL) {
+        not_initialized("Stream");
+        return NULL;
+    }
+    if (self->refilling) {
+        reentrant("Stream.restart()");
+        return NULL;
+    }
+    self->pos = self->size;
+    Py_RETURN_NONE;
+}
+
 static PyMemberDef Stream_members[] = {
     {"pos", T_PYSSIZET, offsetof(Stream, pos), READONLY, "next request of the chunk"},
     {"size", T_PYSSIZET, offsetof(Stream, size), READONLY, "requests in the chunk"},
@@ -1774,6 +1794,7 @@ static PyMethodDef Stream_methods[] = {
     {"take_completed", (PyCFunction)Stream_take_completed, METH_NOARGS,
      PyDoc_STR("Replies received since the last call (all of the stream's pumps).")},
     {"skip", (PyCFunction)Stream_skip, METH_O, Stream_skip_doc},
+    {"restart", (PyCFunction)Stream_restart, METH_NOARGS, Stream_restart_doc},
     {NULL},
 };
 
@@ -1827,6 +1848,17 @@ typedef struct {
     /* An rmw's set's tag (``tag`` is its get's). */
     uint32_t set_tag;
 } Pending;
+
+/* Redis Cluster: a request in flight as it was written (``at``, ``len`` into the pump's
+ * ``sent``), to be sent on where a -MOVED or -ASK reply says; how many times it was
+ * redirected before (0: it was drawn here; a guest, sent on from another connection, has
+ * hops > 0, and its reply frees no pipeline slot here); and whether an ASKING went
+ * before it, whose reply comes first (``asked`` until it is read). One per FIFO entry, at
+ * the same ring position. */
+typedef struct {
+    uint32_t at, len;
+    unsigned char hops, asked;
+} Kept;
 
 typedef struct {
     PyObject_HEAD
@@ -1888,6 +1920,16 @@ typedef struct {
     const unsigned char *value_map;
     char *joined;
     Py_ssize_t joined_cap;
+    /* Redis Cluster (``cluster``): each request in flight is kept as written (``kept``,
+     * beside the FIFO; its bytes in ``sent``, oldest first). A -MOVED or -ASK reply takes
+     * its request out of the FIFO (its pipeline slot is free) and hands it, with where to
+     * send it, to ``on_redirect`` (engine/redirect.py's router), which sends it on as a
+     * guest (``send_guest``) on a connection of the node named. */
+    int cluster;
+    Kept *kept;
+    char *sent;
+    Py_ssize_t sent_len, sent_cap;
+    PyObject *on_redirect;
 } Pump;
 
 static int
@@ -1895,17 +1937,17 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"tally",   "stream", "write",     "protocol", "families",
                              "max_reply", "open_loop", "late_ns", "verify", "window_ms",
-                             "exact",   "ttl",    NULL};
+                             "exact",   "ttl",    "cluster",   NULL};
     PyObject *tally, *stream, *write;
     Py_buffer families;
-    int protocol, open_loop = 0, verify = VERIFY_NONE, exact = 0;
+    int protocol, open_loop = 0, verify = VERIFY_NONE, exact = 0, cluster = 0;
     long long max_reply, late_ns = 0, window_low = -1, window_high = -1, ttl = -1;
     if (self->tally != NULL)
         return initialized_already("Pump");
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Oiy*L|pLi(LL)pL", kwlist, &TallyType,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!Oiy*L|pLi(LL)pLp", kwlist, &TallyType,
                                      &tally, &StreamType, &stream, &write, &protocol, &families,
                                      &max_reply, &open_loop, &late_ns, &verify, &window_low,
-                                     &window_high, &exact, &ttl))
+                                     &window_high, &exact, &ttl, &cluster))
         return -1;
     if (self->tally != NULL) { /* (reading an int may run Python code) */
         PyBuffer_Release(&families);
@@ -1963,6 +2005,13 @@ Pump_init(Pump *self, PyObject *args, PyObject *kwds)
     }
     PyBuffer_Release(&families);
     self->rmw_op = self->family[OP_RMW] == F_COMMAND ? -1 : OP_RMW;
+    /* (A cluster's rmw, two requests answered as one, goes on the Python driver:
+     * engine/fastpath.py.) */
+    if (cluster && protocol != P_RESP2 && protocol != P_RESP3) {
+        PyErr_SetString(PyExc_ValueError, "a cluster pump speaks RESP");
+        return -1;
+    }
+    self->cluster = cluster;
     Py_INCREF(tally);
     self->tally = (Tally *)tally;
     Py_INCREF(stream);
@@ -1998,6 +2047,7 @@ Pump_traverse(Pump *self, visitproc visit, void *arg)
     Py_VISIT(self->write);
     Py_VISIT(self->error);
     Py_VISIT(self->on_stopped);
+    Py_VISIT(self->on_redirect);
     return 0;
 }
 
@@ -2012,6 +2062,7 @@ Pump_clear(Pump *self)
     Py_CLEAR(self->write);
     Py_CLEAR(self->error);
     Py_CLEAR(self->on_stopped);
+    Py_CLEAR(self->on_redirect);
     return 0;
 }
 
@@ -2026,6 +2077,8 @@ Pump_dealloc(Pump *self)
     PyMem_Free(self->keys);
     PyMem_Free(self->last_set);
     PyMem_Free(self->joined);
+    PyMem_Free(self->kept);
+    PyMem_Free(self->sent);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -2036,7 +2089,15 @@ fifo_at(Pump *self, Py_ssize_t i)
     return &self->fifo[(self->fifo_head + i) % self->fifo_cap];
 }
 
-/* Room in the ring for ``more`` entries (unrolled into a fresh array when it grows). */
+/* A cluster pump's kept request beside the i-th request in flight. */
+static inline Kept *
+kept_at(Pump *self, Py_ssize_t i)
+{
+    return &self->kept[(self->fifo_head + i) % self->fifo_cap];
+}
+
+/* Room in the ring for ``more`` entries (unrolled into a fresh array when it grows; a
+ * cluster pump's kept requests with them). */
 static int
 fifo_reserve(Pump *self, Py_ssize_t more)
 {
@@ -2047,16 +2108,53 @@ fifo_reserve(Pump *self, Py_ssize_t more)
     while (cap < need)
         cap *= 2;
     Pending *fifo = PyMem_Malloc((size_t)cap * sizeof(Pending));
-    if (fifo == NULL) {
+    Kept *kept = self->cluster ? PyMem_Malloc((size_t)cap * sizeof(Kept)) : NULL;
+    if (fifo == NULL || (self->cluster && kept == NULL)) {
+        PyMem_Free(fifo);
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t i = 0; i < self->fifo_len; i++)
+    for (Py_ssize_t i = 0; i < self->fifo_len; i++) {
         fifo[i] = *fifo_at(self, i);
+        if (kept != NULL)
+            kept[i] = *kept_at(self, i);
+    }
     PyMem_Free(self->fifo);
+    PyMem_Free(self->kept);
     self->fifo = fifo;
+    self->kept = kept;
     self->fifo_cap = cap;
     self->fifo_head = 0;
+    return 0;
+}
+
+/* Redis Cluster: the bytes of the requests in flight move to the front of ``sent`` (what
+ * the oldest did not need goes), their kept entries with them. */
+static void
+sent_compact(Pump *self)
+{
+    Py_ssize_t oldest = self->fifo_len ? kept_at(self, 0)->at : self->sent_len;
+    if (oldest == 0)
+        return;
+    memmove(self->sent, self->sent + oldest, (size_t)(self->sent_len - oldest));
+    self->sent_len -= oldest;
+    for (Py_ssize_t i = 0; i < self->fifo_len; i++)
+        kept_at(self, i)->at -= (uint32_t)oldest;
+}
+
+/* Redis Cluster: keep ``n`` bytes just written (``sent_len`` grows by them); -1 with an
+ * exception. */
+static int
+sent_put(Pump *self, const char *p, Py_ssize_t n)
+{
+    if (self->sent_len + n > (Py_ssize_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "more than 4 GiB of requests in flight");
+        return -1;
+    }
+    if (grow(&self->sent, &self->sent_cap, self->sent_len + n, 512, 1) < 0)
+        return -1;
+    memcpy(self->sent + self->sent_len, p, (size_t)n);
+    self->sent_len += n;
     return 0;
 }
 
@@ -2160,6 +2258,8 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
     int empty = 0;
     if (self->verify)
         keys_compact(self);
+    if (self->cluster)
+        sent_compact(self);
     Py_ssize_t keys_mark = self->keys_len; /* what the keys were, if nothing is sent */
     for (; i < n; i++) {
         long long due = sent;
@@ -2242,6 +2342,9 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
             sent_op == OP_RMW ? (Pending){sent, due, 0, get_tag, 0, key_at, key_len, OP_RMW, 0, tags.tag}
                          : (Pending){sent, due, 0, tags.tag, tags.keys, key_at, key_len,
                                      (unsigned char)op, expect, 0};
+        if (self->cluster) /* (where in this write: moved to where in ``sent`` below) */
+            *kept_at(self, self->fifo_len + i) =
+                (Kept){(uint32_t)before, (uint32_t)(o.len - before), 0, 0};
         stream->pos++;
     }
     self->out = o.p;
@@ -2264,9 +2367,17 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
     int reserved = !scheduled ||
                    (tally->fold ? (tally->lag_hdr.counts != NULL || hdr_ready(&tally->lag_hdr) == 0)
                                 : i64s_reserve(&tally->lag, i) == 0);
+    Py_ssize_t sent_base = self->sent_len; /* a cluster pump keeps the write's bytes */
+    if (reserved && self->cluster && sent_put(self, o.p, o.len) < 0)
+        reserved = 0;
     PyObject *bytes = reserved && poller == NULL ? PyBytes_FromStringAndSize(o.p, o.len) : NULL;
     PyObject *result = NULL;
     int in_flight = bytes != NULL || (reserved && poller != NULL);
+    if (!in_flight)
+        self->sent_len = sent_base;
+    else if (self->cluster)
+        for (Py_ssize_t k = 0; k < i; k++)
+            kept_at(self, self->fifo_len + k)->at += (uint32_t)sent_base;
     if (in_flight) {
         if (scheduled) {
             for (Py_ssize_t k = 0; k < i; k++) {
@@ -2360,22 +2471,23 @@ account(Pump *self, Tally *tally, Pending *request, long long code, Py_ssize_t l
     tally->inflight--;
 }
 
-/* Take back the last ``n`` replies accounted (those of the read that broke the protocol):
- * once a reply cannot belong to its request, which request the others before it in the
- * same read belonged to is not known, so none is attributed. Their requests go back to
- * the FIFO's head, untouched since (a ring keeps an entry until it is overwritten by a
- * send, and none was sent since), and end with the rest of the FIFO as protocol errors
- * (the driver's drop()). */
+/* Take back the last ``n`` requests the replies of this read took off the FIFO (the
+ * read broke the protocol), ``recorded`` of them accounted (the others a cluster's
+ * redirects, not yet handed on): once a reply cannot belong to its request, which
+ * request the others before it in the same read belonged to is not known, so none is
+ * attributed. Their requests go back to the FIFO's head, untouched since (a ring keeps an
+ * entry until it is overwritten by a send, and none was sent since), and end with the
+ * rest of the FIFO as protocol errors (the driver's drop()). */
 static void
-unaccount(Pump *self, Tally *tally, Py_ssize_t n)
+unaccount(Pump *self, Tally *tally, Py_ssize_t n, Py_ssize_t recorded)
 {
     if (n == 0)
         return;
-    tally->ops.len -= n;
-    tally->codes.len -= n;
-    tally->latency.len -= n;
+    tally->ops.len -= recorded;
+    tally->codes.len -= recorded;
+    tally->latency.len -= recorded;
     if (self->open_loop)
-        tally->service.len -= n;
+        tally->service.len -= recorded;
     self->fifo_head = (self->fifo_head + self->fifo_cap - n % self->fifo_cap) % self->fifo_cap;
     self->fifo_len += n;
     tally->inflight += n;
@@ -2413,6 +2525,134 @@ PyDoc_STRVAR(Pump_received_doc,
 "flight again, for drop(); the pump is unusable).");
 
 static int pump_take(Pump *self, const char *buf, Py_ssize_t n);
+
+/* -- Redis Cluster redirects ------------------------------------------------------------- */
+
+/* Hash slots in a cluster (protocols/resp_cluster.py's SLOTS). */
+#define CLUSTER_SLOTS 16384
+
+/* A redirect: its kind (K_MOVED, K_ASK), slot, the host as the reply spells it (bytes in
+ * the reply; empty: the host of the node that answered) and port. */
+typedef struct {
+    int kind;
+    long slot, port;
+    const char *host;
+    Py_ssize_t host_len;
+} Redirect;
+
+/* Python's bytes.strip(): the ASCII whitespace. */
+static inline int
+ascii_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* 1 to 5 ASCII digits' value (bytes.isdigit(), and parse_redirect's length bound); 0 for
+ * anything else. */
+static int
+short_number(const char *p, Py_ssize_t n, long *value)
+{
+    if (n < 1 || n > 5)
+        return 0;
+    long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+        v = v * 10 + (p[i] - '0');
+    }
+    *value = v;
+    return 1;
+}
+
+/* Whether an error reply's text (``text[0:n]``, without its ``-`` and CRLF) is a redirect,
+ * read rule for rule as protocols/resp_cluster.py's parse_redirect reads it: the word
+ * MOVED or ASK, a space, then (stripped) ``<slot> <host>:<port>``, the host everything
+ * before the last colon, slot and port 1 to 5 digits, slot < 16384, 0 < port < 65536.
+ * Anything else (a MOVED whose slot or address does not parse too) is an error reply. */
+static int
+redirect_parse(const char *text, Py_ssize_t n, Redirect *r)
+{
+    const char *space = memchr(text, ' ', (size_t)n);
+    Py_ssize_t word = space != NULL ? space - text : n;
+    if (word == 5 && memcmp(text, "MOVED", 5) == 0)
+        r->kind = K_MOVED;
+    else if (word == 3 && memcmp(text, "ASK", 3) == 0)
+        r->kind = K_ASK;
+    else
+        return 0;
+    if (space == NULL)
+        return 0;
+    const char *p = space + 1, *end = text + n;
+    while (p < end && ascii_space(*p))
+        p++;
+    while (end > p && ascii_space(end[-1]))
+        end--;
+    const char *gap = memchr(p, ' ', (size_t)(end - p));
+    const char *slot_end = gap != NULL ? gap : end;
+    const char *address = gap != NULL ? gap + 1 : end;
+    const char *colon = NULL;
+    for (const char *q = end; q > address;)
+        if (*--q == ':') {
+            colon = q;
+            break;
+        }
+    const char *port = colon != NULL ? colon + 1 : address;
+    r->host = address;
+    r->host_len = colon != NULL ? colon - address : 0;
+    return short_number(p, slot_end - p, &r->slot) && short_number(port, end - port, &r->port) &&
+           r->slot < CLUSTER_SLOTS && r->port > 0 && r->port < 65536;
+}
+
+/* The request at the FIFO's head, redirected by ``r``: taken out of the FIFO (its slot
+ * of the pipeline is free; its reply counted nowhere) and appended to ``*out`` (made on
+ * the first) as on_redirect's item: (kind, slot, host, port, op, keys, request, key,
+ * sent_ns, intended_ns, hops), ``key`` a --verify'd get's key (else None), intended_ns
+ * None in a closed loop. 0, or -1 with an exception (the FIFO as it was). */
+static int
+redirect_take(Pump *self, const Redirect *r, PyObject **out)
+{
+    Pending *request = fifo_at(self, 0);
+    const Kept *kept = kept_at(self, 0);
+    if (*out == NULL && (*out = PyList_New(0)) == NULL)
+        return -1;
+    PyObject *key = self->verify && request->op == OP_GET
+                        ? PyBytes_FromStringAndSize(self->keys + request->key_at, request->key_len)
+                        : Py_NewRef(Py_None);
+    PyObject *item =
+        key == NULL ? NULL
+                    : Py_BuildValue("(ily#liIy#NLNi)", r->kind, r->slot, r->host, r->host_len,
+                                    r->port, (int)request->op, request->keys,
+                                    self->sent + kept->at, (Py_ssize_t)kept->len, key,
+                                    request->sent_ns,
+                                    self->open_loop ? PyLong_FromLongLong(request->intended_ns)
+                                                    : Py_NewRef(Py_None),
+                                    (int)kept->hops);
+    if (item == NULL || PyList_Append(*out, item) < 0) {
+        Py_XDECREF(item);
+        return -1;
+    }
+    Py_DECREF(item);
+    request->reply_len = 0; /* (what unaccount() takes back from the op's bytes) */
+    self->fifo_head = (self->fifo_head + 1) % self->fifo_cap;
+    self->fifo_len--;
+    self->tally->inflight--;
+    return 0;
+}
+
+/* ASKING's reply, before the reply of the guest an ASK sent on: ``+OK`` (or hiredis's
+ * same reading of it, ``$2 OK``), consumed, answering no request; anything else means
+ * the node is no cluster node (protocols/resp.py's ``_on_asking``). As scan_reply. */
+static Py_ssize_t
+asking_reply(const Wire *wire, const char *p, Py_ssize_t n, long long max, Scan *s)
+{
+    static const Head any = {OP_COMMAND, F_COMMAND, 0, 0};
+    Py_ssize_t k = scan_reply(wire, p, n, &any, max, s);
+    if (k <= 0 || s->skipped)
+        return k;
+    if ((k == 5 && memcmp(p, "+OK\r\n", 5) == 0) || (k == 8 && memcmp(p, "$2\r\nOK\r\n", 8) == 0))
+        return k;
+    return scan_failf(s, p, k, "ASKING answered ");
+}
 
 /* --verify: one read's checks, counted in the tally once the read is accounted whole (a
  * read that breaks the protocol attributes none of its replies, checks included). */
@@ -2552,10 +2792,24 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
         (self->open_loop && i64s_reserve(&tally->service, self->fifo_len) < 0))
         return -1;
     Py_ssize_t pos = 0, done = 0;
+    /* Redis Cluster: guests answered (their slots are another connection's), requests
+     * redirected (``redirects``: on_redirect's list), those of them drawn here. */
+    Py_ssize_t guests = 0, moved = 0, moved_own = 0;
+    PyObject *redirects = NULL;
     Scan scan = {.answered = self->answered};
     Checks checks = {0};
     while (pos < n) {
         Pending *request = self->fifo_len ? fifo_at(self, 0) : NULL;
+        Kept *kept = self->cluster && request != NULL ? kept_at(self, 0) : NULL;
+        if (kept != NULL && kept->asked) { /* ASKING's reply first */
+            scan.skipped = 0;
+            Py_ssize_t k = asking_reply(self->wire, buf + pos, n - pos, self->max_reply, &scan);
+            if (k <= 0)
+                break;
+            kept->asked = scan.skipped;
+            pos += k;
+            continue;
+        }
         Head head;
         if (request != NULL)
             head = request->op != self->rmw_op ? (Head){request->op, self->family[request->op],
@@ -2576,13 +2830,29 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
             pos += k;
             continue;
         }
+        Redirect redirect;
+        if (kept != NULL && scan.code == K_ERROR && buf[pos] == '-' &&
+            redirect_parse(buf + pos + 1, k - 3, &redirect)) {
+            int own = kept->hops == 0;
+            if (redirect_take(self, &redirect, &redirects) < 0) {
+                unaccount(self, tally, done + moved, done);
+                Py_XDECREF(redirects);
+                self->in_len = 0;
+                return -1;
+            }
+            moved++;
+            moved_own += own;
+            pos += k;
+            continue;
+        }
         self->closing = scan.closing;
         if (self->verify && request->op == OP_GET && scan.value_at >= 0 &&
             (scan.code & (FOLD_KINDS - 1)) == K_HIT) {
             const char *value = buf + pos + scan.value_at;
             if (scan.value_chunked) { /* its data between chunk lines: joined first */
                 if (grow(&self->joined, &self->joined_cap, scan.value_len + 1, 256, 1) < 0) {
-                    unaccount(self, tally, done);
+                    unaccount(self, tally, done + moved, done);
+                    Py_XDECREF(redirects);
                     self->in_len = 0;
                     return -1;
                 }
@@ -2602,15 +2872,18 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
             k += self->half_len;
             self->half_code = -1;
         }
+        guests += kept != NULL && kept->hops != 0;
         account(self, tally, request, scan.code, k, now);
         done++;
     }
     self->answered = scan.answered;
     if (scan.error != NULL) {
-        /* The error quotes bytes of buf: build it before they may go. */
+        /* The error quotes bytes of buf: build it before they may go. The redirects read
+         * are not followed: their requests end with the rest. */
         int failed = set_error(self, &scan);
         self->in_len = 0;
-        unaccount(self, tally, done);
+        unaccount(self, tally, done + moved, done);
+        Py_XDECREF(redirects);
         if (failed < 0)
             return -1;
         return PUMP_ERROR;
@@ -2631,15 +2904,35 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
         }
     }
     self->in_len = rest;
-    if (!done) /* (an rmw's get may have announced the close) */
+    if (!done && !moved) /* (an rmw's get may have announced the close) */
         return self->closing ? PUMP_CLOSING : PUMP_OK;
-    if (tally->fold && tally_fold(tally) < 0)
+    if (done && tally->fold && tally_fold(tally) < 0) {
+        Py_XDECREF(redirects);
         return -1;
+    }
+    if (redirects != NULL) { /* sent on (the router may send here too: the read is done) */
+        PyObject *result = NULL;
+        if (self->on_redirect == NULL || self->on_redirect == Py_None)
+            PyErr_SetString(PyExc_RuntimeError, "a cluster pump redirected with no on_redirect");
+        else {
+            pump_python_calls++;
+            result = PyObject_CallOneArg(self->on_redirect, redirects);
+        }
+        Py_DECREF(redirects);
+        if (result == NULL)
+            return -1;
+        Py_DECREF(result);
+    }
     if (self->closing) /* the server closes after this reply: send nothing more here */
         return PUMP_CLOSING;
     if (self->open_loop) /* the dispatcher sends; the worker may be finished */
         return !tally->issuing || tally->budget == 0 ? PUMP_IDLE : PUMP_OK;
-    return pump_issue(self, done);
+    /* A guest's slot is its first connection's; a request sent elsewhere freed its own.
+     * None freed (guests answered only): the worker may be finished. */
+    Py_ssize_t freed = done - guests + moved_own;
+    if (freed == 0)
+        return PUMP_IDLE;
+    return pump_issue(self, freed);
 }
 
 PyDoc_STRVAR(Pump_data_received_doc,
@@ -2772,6 +3065,99 @@ Pump_expire(Pump *self, PyObject *args)
     return Py_BuildValue("(NN)", ops, late_by);
 }
 
+PyDoc_STRVAR(Pump_send_guest_doc,
+"send_guest(request, op, keys, key, sent_ns, intended_ns, hops, asking) -> None\n\n"
+"Redis Cluster: send a request another connection's node redirected here, as it was\n"
+"written there (``request``: on_redirect's item), after ASKING when ``asking`` (an ASK),\n"
+"as a guest: its latency runs from ``intended_ns`` (``sent_ns`` in a closed loop), its\n"
+"reply is its outcome here, and frees no pipeline slot here (its own went where it was\n"
+"first sent); ``hops``: the times it was redirected, this one included. ``key``: a\n"
+"--verify'd get's key (else None). Nothing is drawn from the stream or the budget.");
+
+/* The bytes an ASK's guest is preceded by (protocols/resp.py's encode_asking). */
+static const char ASKING[] = "*1\r\n$6\r\nASKING\r\n";
+
+static PyObject *
+Pump_send_guest(Pump *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"request", "op", "keys", "key", "sent_ns", "intended_ns",
+                             "hops", "asking", NULL};
+    Py_buffer request;
+    int op, hops, asking;
+    unsigned int keys;
+    PyObject *key;
+    long long sent_ns, intended_ns;
+    if (pump_ready(self, "Pump.send_guest()") < 0)
+        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*iIOLLip", kwlist, &request, &op, &keys,
+                                     &key, &sent_ns, &intended_ns, &hops, &asking))
+        return NULL;
+    PyObject *result = NULL;
+    if (pump_ready(self, "Pump.send_guest()") < 0) /* (reading an int may run Python code) */
+        goto done;
+    if (!self->cluster || self->error != Py_None) {
+        PyErr_SetString(PyExc_RuntimeError, self->cluster ? "send_guest() on a stopped pump"
+                                                          : "send_guest() on a pump of no cluster");
+        goto done;
+    }
+    if (op < 0 || op >= MAX_OPS || self->family[op] == F_NONE || hops < 1 || hops > 255 ||
+        (key != Py_None && !PyBytes_Check(key)) || request.len <= 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "send_guest() takes a request, an op of the pump's, 1-255 hops, a key "
+                        "of bytes or None");
+        goto done;
+    }
+    Py_ssize_t extra = asking ? (Py_ssize_t)sizeof ASKING - 1 : 0;
+    sent_compact(self);
+    if (self->verify)
+        keys_compact(self);
+    Py_ssize_t sent_mark = self->sent_len, keys_mark = self->keys_len;
+    uint32_t key_at = (uint32_t)self->keys_len, key_len = 0;
+    Out o = {self->out, 0, self->out_cap};
+    int failed = fifo_reserve(self, 1) < 0 || out_reserve(&o, extra + request.len) < 0 ||
+                 sent_put(self, request.buf, request.len) < 0;
+    self->out = o.p;
+    self->out_cap = o.cap;
+    if (!failed && self->verify && op == OP_GET && key != Py_None) {
+        key_len = (uint32_t)PyBytes_GET_SIZE(key);
+        failed = keys_put(self, PyBytes_AS_STRING(key), key_len) < 0;
+    }
+    if (failed) {
+        self->sent_len = sent_mark;
+        self->keys_len = keys_mark;
+        goto done;
+    }
+    put(&o, ASKING, extra);
+    put(&o, request.buf, request.len);
+    PyObject *bytes = self->poller == NULL ? PyBytes_FromStringAndSize(o.p, o.len) : NULL;
+    if (self->poller == NULL && bytes == NULL) {
+        self->sent_len = sent_mark;
+        self->keys_len = keys_mark;
+        goto done;
+    }
+    Tally *tally = self->tally;
+    *fifo_at(self, self->fifo_len) = (Pending){sent_ns, intended_ns, 0, 0, keys, key_at, key_len,
+                                               (unsigned char)op, 0, 0};
+    *kept_at(self, self->fifo_len) =
+        (Kept){(uint32_t)sent_mark, (uint32_t)request.len, (unsigned char)hops, asking != 0};
+    self->fifo_len++;
+    tally->inflight++;
+    tally->tx[op] += o.len;
+    tally->bytes_out += o.len;
+    if (self->poller != NULL) {
+        poller_send(self->poller, self->slot, o.p, o.len);
+        result = Py_NewRef(Py_None);
+    }
+    else {
+        pump_python_calls++;
+        result = PyObject_CallOneArg(self->write, bytes);
+        Py_DECREF(bytes);
+    }
+done:
+    PyBuffer_Release(&request);
+    return result;
+}
+
 PyDoc_STRVAR(Pump_drop_doc,
 "drop() -> bytes\n\n"
 "Forget every request in flight and any buffered bytes; the ops that were in flight.");
@@ -2795,6 +3181,10 @@ Pump_drop(Pump *self, PyObject *unused)
 
 static PyMemberDef Pump_members[] = {
     {"error", T_OBJECT, offsetof(Pump, error), READONLY, "the error that stopped the pump"},
+    {"on_redirect", T_OBJECT, offsetof(Pump, on_redirect), 0,
+     "a cluster pump's callback of the requests a read's -MOVED and -ASK replies took out "
+     "of its FIFO: a list of (kind, slot, host, port, op, keys, request, key, sent_ns, "
+     "intended_ns, hops) (None: none)"},
     {"on_stopped", T_OBJECT, offsetof(Pump, on_stopped), 0,
      "data_received's callback of a non-zero status (None: none)"},
     {"inflight", T_PYSSIZET, offsetof(Pump, fifo_len), READONLY, "requests sent and not answered"},
@@ -2809,6 +3199,8 @@ static PyMethodDef Pump_methods[] = {
     {"oldest_sent_ns", (PyCFunction)Pump_oldest_sent_ns, METH_NOARGS, Pump_oldest_doc},
     {"expire", (PyCFunction)Pump_expire, METH_VARARGS, Pump_expire_doc},
     {"drop", (PyCFunction)Pump_drop, METH_NOARGS, Pump_drop_doc},
+    {"send_guest", (PyCFunction)(void (*)(void))Pump_send_guest, METH_VARARGS | METH_KEYWORDS,
+     Pump_send_guest_doc},
     {NULL},
 };
 

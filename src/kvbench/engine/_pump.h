@@ -62,6 +62,9 @@ enum {
     K_OK = 9,
     K_VALUE = 10,
     K_ERROR = 20,
+    /* Redis Cluster redirects (a cluster pump's -MOVED and -ASK replies: _pump.c). */
+    K_MOVED = 26,
+    K_ASK = 27,
 };
 #define KEYS_SHIFT 8
 

@@ -110,12 +110,19 @@ class Stream:
     ) -> None: ...
     def take_completed(self) -> int: ...
     def skip(self, n: int, /) -> bytes: ...
+    def restart(self) -> None: ...
+
+# A cluster pump's redirected request (``Pump.on_redirect``'s items): kind (ReplyKind.MOVED
+# or ASK), slot, host (as the reply spells it), port, op, keys, the request as written,
+# a --verify'd get's key, sent_ns, intended_ns (None: closed loop), hops.
+_Redirected = tuple[int, int, bytes, int, int, int, bytes, bytes | None, int, int | None, int]
 
 @final
 class Pump:
     """One connection's closed or open loop."""
 
     on_stopped: Callable[[int], object] | None
+    on_redirect: Callable[[list[_Redirected]], object] | None
     @property
     def error(self) -> str | None: ...
     @property
@@ -134,6 +141,7 @@ class Pump:
         window_ms: tuple[int, int] = ...,
         exact: bool = False,
         ttl: int = -1,
+        cluster: bool = False,
     ) -> None: ...
     def received(self, data: bytes, /) -> int: ...
     def data_received(self, data: bytes, /) -> None: ...
@@ -142,6 +150,17 @@ class Pump:
     def oldest_sent_ns(self) -> int | None: ...
     def expire(self, now: int, timeout_ns: int, /) -> tuple[bytes, bytes]: ...
     def drop(self) -> bytes: ...
+    def send_guest(
+        self,
+        request: Buffer,
+        op: int,
+        keys: int,
+        key: bytes | None,
+        sent_ns: int,
+        intended_ns: int,
+        hops: int,
+        asking: bool,
+    ) -> None: ...
 
 def encode(
     protocol: int,

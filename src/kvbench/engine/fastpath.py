@@ -91,8 +91,14 @@ records it under its name's code. Otherwise (a command of two keys, a capture's
 commands) the chunks are lists: a command's op is its name's code (``record_ops``), its
 key the request rendered in Python, written as it is.
 
-Everything else stays in Python: Redis Cluster (redirects are followed by
-engine/redirect.py), more than 48 commands, and any build without a C compiler
+A Redis Cluster's pumps keep each request in flight as written (``cluster``): a
+``-MOVED`` or ``-ASK`` reply (read as protocols/resp_cluster.py's ``parse_redirect``
+reads it) takes its request out of the FIFO and hands it to the connection's
+``on_redirect``, the worker's router (engine/redirect.py), which sends it on to a pump of
+the node named (``send_guest``, after ASKING for an ASK).
+
+Everything else stays in Python: an rmw or a replay on a Redis Cluster, more than 48
+commands, and any build without a C compiler
 (``KVBENCH_PURE_PYTHON=1`` forces that path too); ``python_reason`` names the reason,
 and the run records it.
 """
@@ -255,8 +261,13 @@ def python_reason(config: RunConfig) -> str | None:
     if os.environ.get(PURE_PYTHON_ENV):
         return f"{PURE_PYTHON_ENV} is set"
     if any(target.cluster for target in config.targets):
-        # The pump would count -MOVED/-ASK as error replies: the Python driver follows them.
-        return "Redis Cluster"
+        # A cluster pump hands its -MOVED/-ASK replies' requests to the router as written
+        # (engine/redirect.py); an rmw is two requests answered as one, and a replay's
+        # lanes send no cluster's keys: those stay on the Python driver.
+        if config.workload.rmw:
+            return "an rmw on a Redis Cluster"
+        if config.replay is not None:
+            return "a replay to a Redis Cluster"
     if config.replay is not None and config.replay.format == MONITOR_FORMAT:
         # A capture's client per connection, its commands rendered whole (as --command's).
         return _command_reason(config, len(config.replay.commands), "a MONITOR capture")
@@ -465,7 +476,14 @@ class PumpFactory:
             late_ns=LATE_NS,
             **self._verify,
             ttl=-1 if conn.ttl_s is None else conn.ttl_s,  # -1: the stream's
+            cluster=shard.target.cluster,  # (its connection takes its redirects)
         )
+
+    def restart(self, shard: Shard) -> None:
+        """Drop the rest of the chunk each stream of ``shard`` holds: its source draws
+        other keys from now on (a Redis Cluster slot moved: ``Shard.rekey``)."""
+        for stream in self._of_shard.get(shard.index, ()):
+            stream.restart()
 
     def skip(self, cursor: Cursor, n: int) -> bytes | None:
         """Take the next ``n`` requests of ``cursor``'s source unsent (the open loop's
@@ -493,7 +511,8 @@ def _chunks(cursor: Cursor) -> Callable[[], _Refilled | None]:
     end of its rows)."""
 
     def refill() -> _Refilled | None:
-        if cursor.pos >= cursor.size and not cursor.advance():
+        # (a Redis Cluster master's source is empty while it serves none of the keys)
+        if cursor.pos >= cursor.size and (cursor.source.empty or not cursor.advance()):
             return None
         chunk = cursor.chunk
         start, cursor.pos = cursor.pos, cursor.size  # the stream takes it from here

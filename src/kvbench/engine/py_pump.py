@@ -148,6 +148,10 @@ class PumpMaker(Protocol):
         """Replies this maker's pumps received from ``shard`` since the last call and did
         not count in ``shard.completed`` themselves."""
 
+    def restart(self, shard: Shard) -> None:
+        """``shard``'s source draws other keys from now on (``Shard.rekey``): drop what
+        this maker's pumps hold of its chunk."""
+
 
 class PyPumps:
     """The Python driver's ``PumpMaker``: each connection makes its own (a Redis Cluster
@@ -162,6 +166,9 @@ class PyPumps:
 
     def completed(self, shard: Shard) -> int:
         return 0  # (a Python pump counts its replies in ``shard.completed``)
+
+    def restart(self, shard: Shard) -> None:
+        pass  # (a Python pump reads the shard's cursor, which the rekey restarted)
 
 
 class PyPump:

@@ -1,10 +1,14 @@
 """Redis Cluster redirects: a request a node sends elsewhere is sent on, and completes there.
 
-A ``ClusterConnection`` is a load connection that keeps each request's key and value while
-it is in flight. When its codec (in cluster mode) classifies a reply as ``MOVED`` or
-``ASK`` (the Redis Cluster specification, "Redirection and resharding"), the request is
-taken out of this connection's FIFO and the worker's ``ClusterRouter`` sends it on to a
-connection of the node the reply names, preceded by ASKING for an ASK. There it joins the
+A ``ClusterConnection`` is a load connection that keeps each request while it is in
+flight: its key and value (the Python driver's ``ClusterPyPump``), or its bytes as written
+(the compiled ``Pump`` made with ``cluster``). When a reply is ``MOVED`` or ``ASK`` (the
+Redis Cluster specification, "Redirection and resharding"; the codec in cluster mode, or
+the pump reading it as the codec does), the request is taken out of this connection's
+FIFO and the worker's ``ClusterRouter`` sends it on to a connection of the node the reply
+names, preceded by ASKING for an ASK: the Python pump encodes it again (an ``InFlight``),
+the compiled one writes the bytes it was sent as (a ``Resent``, from the pump's
+``on_redirect``). There it joins the
 FIFO as a *guest*: its latency is still measured from its first send (so it includes the
 redirect), its reply is its outcome, and its completion frees no pipeline slot there (the
 slot it held was freed where it was first sent). A MOVED also updates the worker's slot
@@ -32,11 +36,12 @@ from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import KIND_MASK, Op, ReplyKind
-from kvbench.protocols.resp_cluster import Master, Redirect, SlotsQuery
+from kvbench.protocols.resp_cluster import Master, Redirect, SlotsQuery, redirect_of
 from kvbench.workload.plan import WorkloadPlan
 from kvbench.workload.slots import NO_NODE, SlotMap, SlotPlacement
 
 if TYPE_CHECKING:
+    from kvbench.engine._pump import _Redirected
     from kvbench.workload.chunk import Chunk
 
 _now = time.monotonic_ns
@@ -70,9 +75,31 @@ class InFlight(NamedTuple):
     hops: int
 
 
+class Resent(NamedTuple):
+    """A compiled cluster pump's request taken out of its FIFO to be sent on: the bytes it
+    was written as, and what its reply is read by.
+
+    Attributes:
+        keys: a multi-get's key count.
+        key: a ``--verify``'d get's key (its hit is checked on the connection it goes to),
+            else None.
+        intended_ns: open loop: its slot in the schedule; closed loop: None.
+        hops: how many times it was redirected before (0: sent where it was drawn).
+    """
+
+    op: int
+    request: bytes
+    keys: int
+    key: bytes | None
+    sent_ns: int
+    intended_ns: int | None
+    hops: int
+
+
 class ClusterConnection(Connection):
-    """A load connection to one master of a Redis Cluster (the Python driver only: its
-    pump is a ``ClusterPyPump``).
+    """A load connection to one master of a Redis Cluster: its pump a ``ClusterPyPump``
+    (the Python driver) or a compiled ``Pump`` made with ``cluster``, whose redirects it
+    takes (``on_redirect``).
 
     Args:
         router: the worker's cluster state.
@@ -109,11 +136,58 @@ class ClusterConnection(Connection):
             return
         super().issue(n)
 
-    def send_guest(self, entry: InFlight, asking: bool) -> None:
+    def attach(self) -> None:
+        super().attach()
+        pump = self.pump
+        if not isinstance(pump, PyPump):  # compiled: its redirects come here
+            pump.on_redirect = self._redirected
+
+    def _transport_gone(self) -> None:
+        pump = self.pump
+        if not isinstance(pump, PyPump):
+            pump.on_redirect = None  # (a cycle: self -> pump -> self)
+        super()._transport_gone()
+
+    def _redirected(self, items: list[_Redirected]) -> None:
+        """The compiled pump's redirects of one read, oldest first: each sent on."""
+        now = _now()
+        router = self._router
+        for kind, slot, host, port, op, keys, request, key, sent, intended, hops in items:
+            entry = Resent(op, request, keys, key, sent, intended, hops)
+            router.redirect(self, entry, redirect_of(kind, slot, host, port), now)
+
+    def takes(self, entry: InFlight | Resent) -> bool:
+        """Whether this connection's pump can send ``entry`` on: the Python pump encodes an
+        ``InFlight`` again, the compiled one writes a ``Resent``'s bytes (a connection
+        between the two, not yet attached, takes neither kind from the other)."""
+        return isinstance(self.pump, ClusterPyPump) == isinstance(entry, InFlight)
+
+    def send_guest(self, entry: InFlight | Resent, asking: bool) -> None:
         """Send a request redirected here (after ASKING for an ASK), as a guest."""
         pump = self.pump
-        assert isinstance(pump, ClusterPyPump), "a cluster connection runs the Python driver"
-        pump.send_guest(entry, asking)
+        if isinstance(entry, InFlight):
+            assert isinstance(pump, ClusterPyPump), "an InFlight goes to a Python pump"
+            pump.send_guest(entry, asking)
+            return
+        assert not isinstance(pump, PyPump), "a Resent goes to a compiled pump"
+        due = entry.sent_ns if entry.intended_ns is None else entry.intended_ns
+        pump.send_guest(
+            entry.request,
+            entry.op,
+            entry.keys,
+            entry.key,
+            entry.sent_ns,
+            due,
+            entry.hops + 1,
+            asking,
+        )
+
+    def keys_changed(self, wake: bool) -> None:
+        """Its master's keys changed (a slot moved): the open-loop dispatcher reads its
+        pipeline again; ``wake``: it had nothing to send, and may now (closed loop)."""
+        self._lane_changed()
+        if wake and self.live and self.closed_loop:
+            self.fill()
 
 
 class ClusterPyPump(PyPump):
@@ -284,7 +358,7 @@ class ClusterRouter:
     # -- redirects -----------------------------------------------------------------------
 
     def redirect(
-        self, origin: ClusterConnection, entry: InFlight, redirect: Redirect, now: int
+        self, origin: ClusterConnection, entry: InFlight | Resent, redirect: Redirect, now: int
     ) -> None:
         """Send ``entry`` on where ``redirect`` (read on ``origin``) says."""
         origin.shard.redirected += 1
@@ -305,14 +379,16 @@ class ClusterRouter:
         # master on purpose: engine/shards.py) teaches nothing: no refresh for it.
         if redirect.kind == ReplyKind.MOVED and self.move(redirect.slot, node):
             self._schedule_refresh(node, redirect.slot)
-        conn = self._connection_to(node)
+        conn = self._connection_to(node, entry)
         if conn is None:  # every connection to it is down: the request is lost with them
             self._host.recorder.counts[entry.op][_CONN_ERROR] += 1
             self._host.note_error("redirect", f"{what}: no connection to it is open")
             return
         conn.send_guest(entry, asking=redirect.kind == ReplyKind.ASK)
 
-    def _give_up(self, origin: ClusterConnection, entry: InFlight, now: int, text: str) -> None:
+    def _give_up(
+        self, origin: ClusterConnection, entry: InFlight | Resent, now: int, text: str
+    ) -> None:
         """End a request whose redirect cannot be followed: an error reply, at its latency."""
         recorder = self._host.recorder
         recorder.reply_ops.append(entry.op)
@@ -325,9 +401,10 @@ class ClusterRouter:
         origin.shard.completed += 1
         self._host.note_error("redirect", text)
 
-    def _connection_to(self, node: int) -> ClusterConnection | None:
-        """The live connection to ``node`` with the fewest requests in flight."""
-        live = [c for c in self.connections[node] if c.live and c.connected]
+    def _connection_to(self, node: int, entry: InFlight | Resent) -> ClusterConnection | None:
+        """The live connection to ``node`` with the fewest requests in flight whose pump
+        can send ``entry``."""
+        live = [c for c in self.connections[node] if c.live and c.connected and c.takes(entry)]
         return min(live, key=lambda c: c.inflight) if live else None
 
     # -- the slot map --------------------------------------------------------------------
@@ -370,10 +447,9 @@ class ClusterRouter:
             shard = self.shards[index]
             idle = shard.source.empty
             shard.rekey(placed_plan(self._plan, self.placement, index))
-            if idle and self._host.issuing:
-                for conn in self.connections[index]:
-                    if conn.live and conn.closed_loop:
-                        conn.fill()
+            self._host.pumps.restart(shard)
+            for conn in self.connections[index]:
+                conn.keys_changed(idle and self._host.issuing)
 
     def _schedule_refresh(self, node: int, slot: int) -> None:
         """Ask ``node`` for the whole map soon, unless a refresh is already on its way."""

@@ -75,7 +75,13 @@ def parse_redirect(text: bytes) -> Redirect | None:
     slot, port = int(slot_text), int(port_text)
     if slot >= SLOTS or not 0 < port < 65536:
         return None
-    return Redirect(kind, slot, _host(host.decode("ascii", "replace")), port)
+    return redirect_of(kind, slot, host, port)
+
+
+def redirect_of(kind: int, slot: int, host: bytes, port: int) -> Redirect:
+    """A redirect from its parts, the host as the reply spells it (a compiled cluster
+    pump parses the reply as ``parse_redirect`` does, and hands these on)."""
+    return Redirect(ReplyKind(kind), slot, _host(host.decode("ascii", "replace")), port)
 
 
 def _host(host: str | None) -> str:

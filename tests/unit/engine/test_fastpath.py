@@ -81,7 +81,14 @@ def test_the_compiled_pump_is_built_here() -> None:
         ("memcached://127.0.0.1:1", {"workload.ratio": "get=1,rmw=1"}, None),
         ("memcached+binary://127.0.0.1:1", {"workload.ratio": "rmw=1"}, None),
         ("redis://127.0.0.1:1/0?resp=3", {"workload.ratio": "set=1,rmw=1", "load.rate": "9"}, None),
-        ("redis+cluster://127.0.0.1:1?resp=3", {}, "Redis Cluster"),
+        # a cluster's pumps hand their redirects to the router; an rmw stays in Python
+        ("redis+cluster://127.0.0.1:1?resp=3", {}, None),
+        ("redis+cluster://127.0.0.1:1", {"load.rate": "1000"}, None),
+        (
+            "redis+cluster://127.0.0.1:1",
+            {"workload.ratio": "get=1,rmw=1"},
+            "an rmw on a Redis Cluster",
+        ),
         ("http+memc://127.0.0.1:1/memc", {}, None),
         (
             "http+memc://127.0.0.1:1/memc",
