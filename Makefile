@@ -75,9 +75,9 @@ SANITIZE_TESTS := $(wildcard tests/unit/engine/test_pump*.py) tests/unit/engine/
 	tests/unit/engine/test_loop_dispatch.py tests/unit/engine/test_loop_dispatch_lanes.py \
 	tests/e2e/test_loop_driver.py tests/e2e/test_replay_drivers.py tests/e2e/test_http_drivers.py \
 	tests/e2e/test_command_drivers.py
-# --verify's runs against real servers, the compiled driver's only (the Python driver's
-# have no C to check).
-SANITIZE_RUNS := tests/e2e/test_run_verify.py -k compiled
+# --verify's runs against real servers, and a Redis Cluster's (a slot moved under load,
+# redirects followed), the compiled driver's only (the Python driver's have no C to check).
+SANITIZE_RUNS := tests/e2e/test_run_verify.py tests/e2e/test_run_redis_cluster.py -k compiled
 SANITIZE_SEEDS ?= 2000
 SANITIZE_ENV = LD_PRELOAD="$$($(SANITIZE_CC) -print-file-name=libasan.so) $$($(SANITIZE_CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

@@ -28,10 +28,11 @@ def run(targets: tuple[str, ...], config_path: str | None, **options: Any) -> in
     redis+cluster://HOST:PORT (rediss+cluster:// with TLS) is a seed node of a Redis
     Cluster: keys go to the master of their hash slot, MOVED and ASK are followed.
 
-    Runs on memcached (text, binary, meta), Redis (RESP2, RESP3) and HTTP gateways,
-    closed or open loop (--rate), --verify, --ttl ranges, rmw and --command included,
-    use the compiled driver; the rest (Redis Cluster, and every run with
-    KVBENCH_PURE_PYTHON=1) the Python one. Each run records which, and why.
+    Runs on memcached (text, binary, meta), Redis (RESP2, RESP3, Redis Cluster) and
+    HTTP gateways, closed or open loop (--rate), --verify, --ttl ranges, rmw and
+    --command included, use the compiled driver; the rest (an rmw on a Redis Cluster,
+    and every run with KVBENCH_PURE_PYTHON=1) the Python one. Each run records which,
+    and why.
 
     \b
     Example:
