@@ -156,6 +156,26 @@ def test_packed_chunks_are_the_lists_requests(config: WorkloadConfig) -> None:
         assert got_values == [bytes(v) for v in as_lists.values]
 
 
+def test_a_packing_source_rekeyed_packs_its_new_keys() -> None:
+    """A Redis Cluster slot moved: the next packed chunk bounds the new plan's keys (the
+    old tables' bounds would name other keys, which the master does not serve); one left
+    without keys stops packing, and packs again once it has some."""
+    from dataclasses import replace
+
+    plan = compile_plan(WorkloadConfig(keys=50, key_prefix="k", seed=3), 0, 1)
+    source = RequestSource(plan)
+    assert source.pack()
+    moved = replace(plan, key_table=plan.key_table[30:], config=replace(plan.config, keys=20))
+    source.rekey(moved)
+    _, keys, key_starts, key_ends, *_ = source.next_chunk().packed or ()
+    drawn = {keys[a:b] for a, b in zip(key_starts, key_ends, strict=True)}
+    assert drawn <= set(moved.key_table) and len(drawn) > 1
+    source.rekey(replace(plan, key_table=[], config=replace(plan.config, keys=0)))
+    assert source.empty and not source.can_pack()
+    source.rekey(moved)
+    assert source.next_chunk().packed is not None
+
+
 @pytest.mark.parametrize(
     "config",
     [
