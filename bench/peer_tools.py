@@ -10,6 +10,7 @@ result document.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -20,17 +21,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import hiredis
 import psutil
 
 from kvbench.config.targets import parse_target
 from kvbench.errors import KvbenchError
 from kvbench.runner.probe import fetch_stats
+from kvbench.workload.slots import key_slot
 
 CONNECTIONS = 50
 VALUE_BYTES = 100
@@ -159,15 +162,22 @@ class Server:
     def prefill(self, keys: KeySpace) -> None:
         """Store every key of ``keys`` once (100-byte values), then check the server has
         exactly that many items: the tool that runs next finds every key it reads."""
+        self.store(keys.names())
+        stored = self.counters().items
+        if stored != keys.count:
+            raise BenchError(f"prefill left {stored:,} items in {self.kind}, not {keys.count:,}")
+
+    def store(self, names: Iterable[bytes]) -> None:
+        """Store each key of ``names`` with a 100-byte value, and wait until it has."""
         if self.kind == "memcached":
             head = b""
             body = b"".join(
-                b"set %b 0 0 %d noreply\r\n%b\r\n" % (k, VALUE_BYTES, VALUE) for k in keys.names()
+                b"set %b 0 0 %d noreply\r\n%b\r\n" % (k, VALUE_BYTES, VALUE) for k in names
             )
             tail, answer = b"version\r\n", b"VERSION"
         else:  # replies off while storing: nothing to read back but the last +OK
             head = _resp(b"CLIENT", b"REPLY", b"OFF")
-            body = b"".join(_resp(b"SET", k, VALUE) for k in keys.names())
+            body = b"".join(_resp(b"SET", k, VALUE) for k in names)
             tail, answer = _resp(b"CLIENT", b"REPLY", b"ON"), b"+OK\r\n"
         with socket.create_connection(("127.0.0.1", self.port), timeout=30) as sock:
             sock.sendall(head + body + tail)
@@ -177,9 +187,101 @@ class Server:
                 if not chunk:
                     raise BenchError(f"{self.kind} closed the connection during the prefill")
                 received += chunk
+
+    def call(self, *words: bytes) -> Any:
+        """One Redis command's reply (hiredis's reading of it)."""
+        reader = hiredis.Reader()
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as sock:
+            sock.sendall(_resp(*words))
+            while (reply := reader.gets()) is False:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise BenchError(f"redis on port {self.port} closed the connection")
+                reader.feed(chunk)
+        if isinstance(reply, hiredis.ReplyError):
+            raise BenchError(f"redis on port {self.port}: {b' '.join(words)!r}: {reply}")
+        return reply
+
+
+# The cluster cells' Redis Cluster: this many masters, all on the server CPUs.
+CLUSTER_MASTERS = 3
+SLOTS = 16384
+
+
+@dataclass
+class Cluster:
+    """A fresh Redis Cluster on loopback: master i serves the i-th of equal slot ranges.
+    Its counters are its masters' added up; the tools are given master 0 as their seed."""
+
+    nodes: list[Server]
+    kind: str = "redis-cluster"
+
+    @property
+    def port(self) -> int:
+        return self.nodes[0].port
+
+    def url(self, scheme: str | None = None) -> str:
+        return f"redis+cluster://127.0.0.1:{self.port}"
+
+    def counters(self) -> Counters:
+        total = Counters(0.0, 0, 0, 0, 0)
+        for node in self.nodes:
+            own = node.counters()
+            total = Counters(*(a + b for a, b in zip(_fields(total), _fields(own), strict=True)))
+        return total
+
+    def prefill(self, keys: KeySpace) -> None:
+        """Each key of ``keys`` stored once, on the master of its slot; then the masters
+        hold exactly that many items."""
+        bounds = slot_bounds(len(self.nodes))
+        groups: list[list[bytes]] = [[] for _ in self.nodes]
+        for name in keys.names():
+            groups[bisect.bisect_right(bounds, key_slot(name)) - 1].append(name)
+        for node, names in zip(self.nodes, groups, strict=True):
+            node.store(names)
         stored = self.counters().items
         if stored != keys.count:
-            raise BenchError(f"prefill left {stored:,} items in {self.kind}, not {keys.count:,}")
+            raise BenchError(f"prefill left {stored:,} items in the cluster, not {keys.count:,}")
+
+
+def _fields(c: Counters) -> tuple[float, int, int, int, int]:
+    return c.cpu_s, c.ops, c.hits, c.misses, c.items
+
+
+def slot_bounds(masters: int) -> list[int]:
+    """Where each master's slots start (master i: the i-th of equal runs, in order), and
+    the end."""
+    return [SLOTS * i // masters for i in range(masters + 1)]
+
+
+@contextmanager
+def redis_cluster(cpus: Cpus, masters: int = CLUSTER_MASTERS) -> Iterator[Cluster]:
+    """A fresh Redis Cluster of ``masters`` masters pinned to the server CPUs, all slots
+    served and ``cluster_state:ok`` on every node (the tests' fixture does the same:
+    tests/support/redis_cluster.py)."""
+    bounds = slot_bounds(masters)
+    with ExitStack() as stack:
+        buses = [free_port() for _ in range(masters)]
+        nodes = [
+            stack.enter_context(
+                server("redis", 1, cpus, ("--cluster-enabled", "yes", "--cluster-port", str(bus)))
+            )
+            for bus in buses
+        ]
+        for i, node in enumerate(nodes):
+            first, end = bounds[i], bounds[i + 1]
+            node.call(b"CLUSTER", b"ADDSLOTSRANGE", b"%d" % first, b"%d" % (end - 1))
+            node.call(b"CLUSTER", b"SET-CONFIG-EPOCH", b"%d" % (i + 1))
+        for node, bus in zip(nodes[1:], buses[1:], strict=True):
+            nodes[0].call(b"CLUSTER", b"MEET", b"127.0.0.1", b"%d" % node.port, b"%d" % bus)
+        deadline = time.monotonic() + 20
+        while not all(b"cluster_state:ok" in n.call(b"CLUSTER", b"INFO") for n in nodes) or any(
+            len(n.call(b"CLUSTER", b"NODES").splitlines()) < masters for n in nodes
+        ):
+            if time.monotonic() > deadline:
+                raise BenchError(f"the {masters} cluster nodes did not agree within 20 s")
+            time.sleep(0.05)
+        yield Cluster(nodes)
 
 
 # nginx in front of memcached as the memc README's third synopsis sets a location up (the
@@ -429,7 +531,7 @@ def kvbench_report(doc: dict[str, Any]) -> ToolRun:
 
 
 def memtier_argv(
-    port: int, protocol: str, keys: KeySpace, threads: int, pipeline: int
+    port: int, protocol: str, keys: KeySpace, threads: int, pipeline: int, cluster: bool = False
 ) -> list[str]:
     """memtier_benchmark's options for the common settings; the caller adds ratio and length.
 
@@ -444,7 +546,7 @@ def memtier_argv(
         f"--threads={threads}", f"--clients={CONNECTIONS // threads}", f"--pipeline={pipeline}",
         f"--key-prefix={keys.prefix}", f"--key-minimum={keys.first}", f"--key-maximum={last}",
         "--key-pattern=R:R", f"--data-size={VALUE_BYTES}", "--distinct-client-seed",
-        "--hide-histogram",
+        "--hide-histogram", *(["--cluster-mode"] if cluster else []),
     ]  # fmt: skip
 
 
@@ -457,10 +559,12 @@ def memtier(
     seconds: int,
     cpus: Cpus,
     commands: tuple[str, ...] = (),
+    cluster: bool = False,
 ) -> ToolRun:
     """A timed memtier_benchmark run, from its JSON output: sets and gets 1:1, or
-    ``commands`` (arbitrary commands, each in turn, its keys drawn at random)."""
-    common = memtier_argv(port, protocol, keys, threads, pipeline)
+    ``commands`` (arbitrary commands, each in turn, its keys drawn at random); ``cluster``:
+    ``port`` is a Redis Cluster node (``--cluster-mode``: each key to its slot's master)."""
+    common = memtier_argv(port, protocol, keys, threads, pipeline, cluster)
     mix = ["--ratio=1:1"]
     if commands:  # (each command's key pattern is its own: memtier refuses --key-pattern)
         common = [arg for arg in common if not arg.startswith("--key-pattern=")]

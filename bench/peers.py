@@ -15,7 +15,8 @@ sets: where the server saturates, the client's traffic pattern decides the figur
 Peers: memtier_benchmark when a binary is on PATH (memcached text and binary, Redis;
 kvbench's meta protocol is compared with memtier's text; and arbitrary commands, a
 ``SET __key__ __data__`` then a ``GET __key__`` as ``--command`` on both sides, against
-Redis), redis-benchmark (redis-tools),
+Redis; and a Redis Cluster of three masters, all on the server's core, against memtier's
+``--cluster-mode``, the servers' counters and CPU added up), redis-benchmark (redis-tools),
 memaslap (libmemcached-tools installs it as memcaslap), and wrk (apt-get install wrk)
 against nginx with the memc module in front of memcached (the gateway and memcached both
 on the server's core; its CPU per op is both's, over memcached's count of gets and sets;
@@ -61,6 +62,7 @@ from peer_tools import (
     memtier,
     memtier_argv,
     pinned,
+    redis_cluster,
     run_tool,
     server,
     versions,
@@ -95,7 +97,8 @@ class Cell:
 
     name: str
     title: str
-    server: str  # memcached, redis, or gateway (nginx + memc in front of memcached)
+    # memcached, redis, gateway (nginx + memc in front of memcached) or redis-cluster
+    server: str
     threads: int  # server threads (memcached -t)
     ours: Side
     peer: Side
@@ -184,10 +187,16 @@ def kvbench_side(
 
 
 def memtier_side(
-    protocol: str, pipeline: int, threads: int = 1, commands: tuple[str, ...] = ()
+    protocol: str,
+    pipeline: int,
+    threads: int = 1,
+    commands: tuple[str, ...] = (),
+    cluster: bool = False,
 ) -> Side:
     def run(port: int, seconds: int, cpus: Cpus) -> ToolRun:
-        return memtier(protocol, port, MEMTIER_KEYS, threads, pipeline, seconds, cpus, commands)
+        return memtier(
+            protocol, port, MEMTIER_KEYS, threads, pipeline, seconds, cpus, commands, cluster
+        )
 
     return Side("memtier_benchmark", MEMTIER_KEYS, run, threads)
 
@@ -219,6 +228,15 @@ def cells(more: tuple[str, ...] = ()) -> tuple[list[Cell], list[str]]:
                 Cell(f"redis-cmd-p{p}", f"Redis --command SET/GET, P{p}", "redis", 1,
                      kvbench_side("redis", KVBENCH_KEYS, p, extra=(*as_commands, *IN_TURN, *more)),
                      memtier_side("redis", p, commands=COMMANDS))
+            )  # fmt: skip
+        # A Redis Cluster of three masters on the server's core: kvbench's redis+cluster://
+        # against memtier's --cluster-mode, each key to the master of its slot (no slot
+        # moves: memtier answers a MOVED with the next request, kvbench sends it on).
+        for p in (1, 16):
+            found.append(
+                Cell(f"redis-cluster-p{p}", f"Redis Cluster (3 masters), P{p}", "redis-cluster", 1,
+                     kvbench_side("redis+cluster", KVBENCH_KEYS, p, extra=(*IN_TURN, *more)),
+                     memtier_side("redis", p, cluster=True))
             )  # fmt: skip
         # Issue item 5: two client processes (threads) against a two-thread memcached.
         found.append(
@@ -262,7 +280,13 @@ def cells(more: tuple[str, ...] = ()) -> tuple[list[Cell], list[str]]:
 
 def measure(cell: Cell, side: Side, round_index: int, seconds: int, cpus: Cpus) -> Sample:
     """One tool's run on a fresh server prefilled with its keys; counters around the run."""
-    serving = gateway(cpus) if cell.server == "gateway" else server(cell.server, cell.threads, cpus)
+    serving = (
+        gateway(cpus)
+        if cell.server == "gateway"
+        else redis_cluster(cpus)
+        if cell.server == "redis-cluster"
+        else server(cell.server, cell.threads, cpus)
+    )
     with serving as srv:
         if side.keys is not None:
             srv.prefill(side.keys)

@@ -175,3 +175,32 @@ def test_the_command_cells_send_sets_and_gets_as_templates_on_both_sides() -> No
         assert 0 < got.tool_ops <= got.server_ops and got.client_us_per_op > 0, side.tool
         if side.tool == "kvbench":
             assert got.driver == "compiled loop"  # RESP's --command is compiled
+
+
+def test_a_cluster_prefill_puts_each_key_on_its_slots_master() -> None:
+    """The cluster cells' Redis Cluster: each key stored once, on the master whose slots
+    hold it (no MOVED in the tools' runs), its counters the masters' added up."""
+    require_binary("redis-server", "redis-server")
+    with tools.redis_cluster(CPUS) as cluster:
+        cluster.prefill(SMALL)
+        owned = [int(node.call(b"DBSIZE")) for node in cluster.nodes]
+        assert sum(owned) == cluster.counters().items == 1000 and min(owned) > 0
+        for node in cluster.nodes:  # each of its keys is in its own slots
+            for key in node.call(b"RANDOMKEY"), node.call(b"RANDOMKEY"):
+                slot = int(node.call(b"CLUSTER", b"KEYSLOT", key))
+                assert int(node.call(b"CLUSTER", b"COUNTKEYSINSLOT", b"%d" % slot)) > 0
+
+
+@pytest.mark.skipif(not shutil.which("memtier_benchmark"), reason="memtier_benchmark not on PATH")
+def test_the_cluster_cells_send_every_key_to_its_master_on_both_sides() -> None:
+    """redis-cluster-p*: kvbench's redis+cluster:// and memtier's --cluster-mode against a
+    fresh prefilled 3-master cluster: every get a hit, and the masters' own counts, added
+    up, what each sent."""
+    require_binary("redis-server", "redis-server")
+    cell = next(c for c in peers.cells()[0] if c.name == "redis-cluster-p16")
+    for side in (cell.ours, cell.peer):
+        got = peers.measure(cell, side, 1, 1, CPUS)
+        assert got.hit_rate == 1.0, side.tool
+        assert 0 < got.tool_ops <= got.server_ops and got.client_us_per_op > 0, side.tool
+        if side.tool == "kvbench":
+            assert got.driver == "compiled loop"

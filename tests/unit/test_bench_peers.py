@@ -187,3 +187,9 @@ def test_kvbench_args_reach_every_kvbench_run(monkeypatch: pytest.MonkeyPatch) -
         cell.ours.run(1, 1, None)
     assert len(seen) == len(found) and all(s[-2:] == ("--busy-poll", "50us") for s in seen)
     assert seen[0][:2] == peers.IN_TURN
+
+
+def test_the_cluster_cells_ask_memtier_for_its_cluster_mode() -> None:
+    assert "--cluster-mode" in tools.memtier_argv(1, "redis", peers.MEMTIER_KEYS, 1, 16, True)
+    assert "--cluster-mode" not in tools.memtier_argv(1, "redis", peers.MEMTIER_KEYS, 1, 16)
+    assert tools.slot_bounds(3) == [0, 5461, 10922, 16384]
