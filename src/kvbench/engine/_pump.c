@@ -2128,46 +2128,62 @@ fifo_reserve(Pump *self, Py_ssize_t more)
     return 0;
 }
 
-/* Redis Cluster: the bytes of the requests in flight move to the front of ``sent`` (what
- * the oldest did not need goes), their kept entries with them. */
+/* Bytes kept for the requests in flight, end to end, oldest first, each request's at an
+ * offset its entry holds (uint32): --verify's gets' keys, a cluster's requests as written.
+ * ``n`` more bytes appended (``*len`` grows by them); -1 with an exception. */
+static int
+held_put(char **buf, Py_ssize_t *len, Py_ssize_t *cap, const char *p, Py_ssize_t n,
+         const char *what)
+{
+    if (*len + n > (Py_ssize_t)UINT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "more than 4 GiB of %s in flight", what);
+        return -1;
+    }
+    if (grow(buf, cap, *len + n, 256, 1) < 0)
+        return -1;
+    memcpy(*buf + *len, p, (size_t)n);
+    *len += n;
+    return 0;
+}
+
+/* The first ``oldest`` of those bytes dropped (no request in flight needs them): the rest
+ * moves to the front; the caller takes ``oldest`` off its entries' offsets. */
+static void
+held_drop(char *buf, Py_ssize_t *len, Py_ssize_t oldest)
+{
+    memmove(buf, buf + oldest, (size_t)(*len - oldest));
+    *len -= oldest;
+}
+
+/* Redis Cluster: the bytes of the requests in flight move to the front of ``sent``, their
+ * kept entries with them. */
 static void
 sent_compact(Pump *self)
 {
     Py_ssize_t oldest = self->fifo_len ? kept_at(self, 0)->at : self->sent_len;
     if (oldest == 0)
         return;
-    memmove(self->sent, self->sent + oldest, (size_t)(self->sent_len - oldest));
-    self->sent_len -= oldest;
+    held_drop(self->sent, &self->sent_len, oldest);
     for (Py_ssize_t i = 0; i < self->fifo_len; i++)
         kept_at(self, i)->at -= (uint32_t)oldest;
 }
 
-/* Redis Cluster: keep ``n`` bytes just written (``sent_len`` grows by them); -1 with an
- * exception. */
+/* Redis Cluster: keep the ``n`` bytes just written; -1 with an exception. */
 static int
 sent_put(Pump *self, const char *p, Py_ssize_t n)
 {
-    if (self->sent_len + n > (Py_ssize_t)UINT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "more than 4 GiB of requests in flight");
-        return -1;
-    }
-    if (grow(&self->sent, &self->sent_cap, self->sent_len + n, 512, 1) < 0)
-        return -1;
-    memcpy(self->sent + self->sent_len, p, (size_t)n);
-    self->sent_len += n;
-    return 0;
+    return held_put(&self->sent, &self->sent_len, &self->sent_cap, p, n, "requests");
 }
 
-/* --verify: the keys of the requests in flight move to the front of ``keys`` (what the
- * oldest did not need goes), their FIFO entries with them. */
+/* --verify: the keys of the requests in flight move to the front of ``keys``, their FIFO
+ * entries with them. */
 static void
 keys_compact(Pump *self)
 {
     Py_ssize_t oldest = self->fifo_len ? fifo_at(self, 0)->key_at : self->keys_len;
     if (oldest == 0)
         return;
-    memmove(self->keys, self->keys + oldest, (size_t)(self->keys_len - oldest));
-    self->keys_len -= oldest;
+    held_drop(self->keys, &self->keys_len, oldest);
     for (Py_ssize_t i = 0; i < self->fifo_len; i++)
         fifo_at(self, i)->key_at -= (uint32_t)oldest;
 }
@@ -2176,15 +2192,7 @@ keys_compact(Pump *self)
 static int
 keys_put(Pump *self, const char *key, Py_ssize_t n)
 {
-    if (self->keys_len + n > (Py_ssize_t)UINT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "more than 4 GiB of keys in flight");
-        return -1;
-    }
-    if (grow(&self->keys, &self->keys_cap, self->keys_len + n, 256, 1) < 0)
-        return -1;
-    memcpy(self->keys + self->keys_len, key, (size_t)n);
-    self->keys_len += n;
-    return 0;
+    return held_put(&self->keys, &self->keys_len, &self->keys_cap, key, n, "keys");
 }
 
 /* The bytes of a value an exact check compares (verify_derived: the header, the rest
