@@ -41,6 +41,9 @@ from kvbench.units import share_out
 
 # How long after the window's end (plus the request timeout) a worker may take to report.
 REPORT_GRACE_NS = 5_000_000_000
+# How long a server sample may wait once the run is interrupted (the workers give what
+# they have in flight as long: engine/link.py's STOP_DRAIN_S).
+STOP_SAMPLE_S = 1.0
 
 
 def worker_specs(config: RunConfig, slot_map: SlotMap | None = None) -> list[WorkerSpec]:
@@ -276,8 +279,11 @@ class Coordinator:
 
     @property
     def _probe_timeout_s(self) -> float:
-        """The side connection waits as long as a request may (--timeout)."""
-        return self.config.load.timeout_ns / 1e9
+        """The side connection waits as long as a request may (--timeout); once the run
+        is interrupted, ``STOP_SAMPLE_S`` at most: the user asked it to end, and the server
+        may be why (a stalled one would hold the end for --timeout)."""
+        timeout_s = self.config.load.timeout_ns / 1e9
+        return min(timeout_s, STOP_SAMPLE_S) if self._stopping else timeout_s
 
     def _settings(self) -> dict[str, str] | None:
         """The server's settings, once before the run; None (and a note) when refused."""

@@ -56,12 +56,20 @@ class Unanswered:
 
     def ask(self, question: Callable[[], T | None]) -> T | None:
         """``question()``'s answer, or None: unanswered now, or within ``wait_ns`` of an
-        ask that was (then it is not asked)."""
+        ask that was (then it is not asked).
+
+        An ask cut short (a Ctrl-C while it waited: the exception goes on) went unanswered
+        too: the question that follows the interrupt is not asked again at once. It was,
+        and a Ctrl-C during a stalled server's sample then waited --timeout for the next
+        one (60 s in a test that asks 15 at most)."""
         if time.monotonic_ns() < self._again_ns:
             return None
-        answer = question()
-        if answer is None:
-            self._again_ns = time.monotonic_ns() + self.wait_ns
+        answer = None
+        try:
+            answer = question()
+        finally:
+            if answer is None:
+                self._again_ns = time.monotonic_ns() + self.wait_ns
         return answer
 
 

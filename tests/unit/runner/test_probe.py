@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
 from kvbench.config.targets import parse_target
 from kvbench.errors import TargetUnreachable
-from kvbench.runner.probe import fetch_stats, preflight
+from kvbench.runner.probe import Unanswered, fetch_stats, preflight
 from tests.support import fake_servers
 
 
@@ -65,3 +66,47 @@ def test_redis_refusing_info_is_still_refused() -> None:
     may be the AUTH's answer."""
     with fake_servers.closing() as port, pytest.raises(TargetUnreachable, match="closed"):
         preflight(parse_target(f"redis://127.0.0.1:{port}"), 0.3)
+
+
+def test_an_ask_cut_short_by_ctrl_c_is_not_asked_again_at_once() -> None:
+    """A Ctrl-C while a stalled server's interval sample waited: the sample that follows
+    the interrupt is not asked (it was, and the run's end waited --timeout for it)."""
+    asks = Unanswered(60_000_000_000)
+    asked: list[int] = []
+
+    def interrupted() -> dict[str, str] | None:
+        asked.append(1)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        asks.ask(interrupted)
+    assert asks.ask(lambda: asked.append(2) or {"ok": "1"}) is None
+    assert asked == [1]
+
+
+def test_after_an_interrupt_a_server_sample_waits_a_second_at_most() -> None:
+    """The coordinator's samples wait --timeout (60 s here) during a run, and at most
+    ``STOP_SAMPLE_S`` once it is interrupted: a stalled server does not hold its end."""
+    from kvbench.config.load import load_config
+    from kvbench.runner.coordinator import STOP_SAMPLE_S, Coordinator
+
+    with fake_servers.silent() as port:
+        config = load_config(
+            None,
+            {
+                "target.urls": ([f"memcached://127.0.0.1:{port}"], "TARGET"),
+                "load.timeout": ("60s", "--timeout"),
+            },
+            2,
+        )
+        launcher: Any = object()  # never asked: no round is run
+        coordinator = Coordinator(config, launcher=launcher)
+        assert coordinator._probe_timeout_s == 60
+        coordinator._interrupted(KeyboardInterrupt())
+        started = time.monotonic()
+        assert coordinator._interval_sample() is None  # unanswered: no figures, no wait
+        assert time.monotonic() - started < STOP_SAMPLE_S + 2
+    assert coordinator._sample_errors == [
+        f"memcached://127.0.0.1:{port} accepted the connection but gave no reply to 'stats'"
+        " within 1s"
+    ]
