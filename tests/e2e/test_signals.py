@@ -360,9 +360,12 @@ def test_a_replay_stopped_with_requests_in_flight_counts_them_sent(
     counts them and says how many ended in the drain (was: "sent 292 of 300 queued" for
     a replay that wrote all 300); its figures cover the time it ran, no planned window."""
     trace = tmp_path / "trace.csv"
-    with trace.open("w") as f:  # 3 s of trace time, 200 rows a second
+    # 10 s of trace time, 200 rows a second: far more than the ~2 s it runs, so that a
+    # loaded machine's late live line (the marker below) still finds it sending (with 3 s
+    # it once ended before the stall, and there was no drain to count).
+    with trace.open("w") as f:
         f.write("timestamp_s,key,key_size,value_size,client_id,operation,ttl_s\n")
-        for i in range(600):
+        for i in range(2000):
             f.write(f"{i / 200:.3f},k{i % 50},8,{0 if i % 2 else 20},{i % 2},")
             f.write(f"{'get' if i % 2 else 'set'},0\n")
     out, db = tmp_path / "run.json", str(tmp_path / "h.db")
@@ -382,7 +385,7 @@ def test_a_replay_stopped_with_requests_in_flight_counts_them_sent(
         if outcome not in ("late", "mismatch", "dropped")
     )
     assert sent["total"] == in_window + drain["ops"] == sum(sent["by_op"].values())
-    assert f"sent {sent['total']:,} of 600 queued" in stdout
+    assert f"sent {sent['total']:,} of 2,000 queued" in stdout
     assert f"; {drain['ops']:,} of them in the drain" in stdout
     assert f"figures cover its first {doc['window_s']:.2f}s" in stdout
     assert "timed in the drain" in stdout or "Little's law" not in stdout
