@@ -8,7 +8,7 @@ the backlog, from the same model; a replay's adds the trace's profile and what w
 
 from __future__ import annotations
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -85,6 +85,28 @@ def _break_between(parts: list[str], width: int) -> str:
             lines.append([])
         lines[-1].append(part)
     return "\n  ".join("  ".join(line) for line in lines)
+
+
+class ItemLine:
+    """A head and its items, two spaces apart, on one line; with ``wrap`` and a narrower
+    console, on as many lines as they need, broken only between items (an item is one
+    thing and its figures: a server and its share, a counter and its two counts, which a
+    break between words put on two lines)."""
+
+    def __init__(self, head: str, items: list[str], style: str = "", wrap: bool = False):
+        self.head, self.items, self.style, self.wrap = head, items, style, wrap
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        line = f"{self.head} " + "  ".join(self.items)
+        if not self.wrap:
+            yield Text(line, style=self.style)
+            return
+        width = options.max_width
+        if len(line) > width and self.items:
+            first = f"{self.head} {self.items[0]}"  # (the head alone, if they do not fit)
+            parts = [first] if len(first) <= width else [self.head, self.items[0]]
+            line = _break_between([*parts, *self.items[1:]], width)
+        yield Text(line, style=self.style, no_wrap=False, overflow="fold")
 
 
 def interval_ops(row: IntervalRow) -> int:
@@ -301,9 +323,10 @@ def status_lines(model: ReportModel) -> Text:
     return text
 
 
-def reconciliation_lines(model: ReportModel) -> Text:
-    """Client vs server counts, one line per counter."""
+def reconciliation_lines(model: ReportModel, wrap: bool = False) -> list[RenderableType]:
+    """Client vs server counts, each counter an item (``ItemLine``); the server's CPU."""
     text = Text()
+    lines: list[RenderableType] = [text]
     if model.server_restarts:
         restarts = "; ".join(r.describe() for r in model.server_restarts)
         text.append(
@@ -311,24 +334,22 @@ def reconciliation_lines(model: ReportModel) -> Text:
             style="yellow",
         )
     elif not model.reconciliation:
-        return text
+        return lines
     else:
-        text.append("server counters (all phases) vs client: ")
         parts = []
         for r in model.reconciliation:
             mark = "ok" if r.matches else "MISMATCH"
             parts.append(f"{r.name} {r.client:,}/{r.server:,} {mark}")
-        text.append(
-            "  ".join(parts) + "\n",
-            style="" if all(r.matches for r in model.reconciliation) else "yellow",
-        )
+        style = "" if all(r.matches for r in model.reconciliation) else "yellow"
+        text = Text()
+        lines = [ItemLine("server counters (all phases) vs client:", parts, style, wrap), text]
     if model.server_cpu is not None:
         text.append(
             f"server CPU {model.server_cpu.cores:.2f} cores of {model.server_cpu.threads} thread(s)"
         )
         lag = model.loop_lag_us.get("p99")
         text.append(f"; client loop lag p99 {fmt_us(lag)}\n" if lag is not None else "\n")
-    return text
+    return lines
 
 
 def verify_lines(model: ReportModel) -> Text:
@@ -346,28 +367,27 @@ def verify_lines(model: ReportModel) -> Text:
     return text
 
 
-def server_lines(model: ReportModel) -> Text:
-    """Sharded runs: each server's share of the completions; a Redis Cluster's redirects."""
-    text = Text()
+def server_lines(model: ReportModel, wrap: bool = False) -> list[RenderableType]:
+    """Sharded runs: each server's share of the completions (an ``ItemLine``); a Redis
+    Cluster's redirects."""
+    lines: list[RenderableType] = []
     cluster = model.cluster
     if model.servers:
-        shares = "  ".join(
-            f"{s['url']} {s['completed']:,} ({s['share']:.0%})" for s in model.servers
-        )
+        shares = [f"{s['url']} {s['completed']:,} ({s['share']:.0%})" for s in model.servers]
         placement = (
             "Redis Cluster slots"
             if cluster is not None
             else model.servers[0].get("placement", "ketama")
         )
-        text.append(f"servers ({placement}): {shares}\n")
+        lines.append(ItemLine(f"servers ({placement}):", shares, wrap=wrap))
     if cluster is not None:
         refreshes = cluster["map_refreshes"]
-        text.append(
-            f"redirects: MOVED {cluster['moved']:,}  ASK {cluster['ask']:,}"
-            + (f"  (slot map asked again {refreshes:,} times)" if refreshes else "")
-            + "\n"
-        )
-    return text
+        moved = [f"MOVED {cluster['moved']:,}", f"ASK {cluster['ask']:,}"]
+        if refreshes:
+            times = "time" if refreshes == 1 else "times"
+            moved.append(f"(slot map asked again {refreshes:,} {times})")
+        lines.append(ItemLine("redirects:", moved, wrap=wrap))
+    return lines
 
 
 def connection_lines(model: ReportModel) -> Text:
@@ -506,8 +526,8 @@ def summary(model: ReportModel, wide: bool = False, wrap: bool = False) -> Rende
         *first,
         network_line(model),
         round_lines(model),
-        server_lines(model),
-        reconciliation_lines(model),
+        *server_lines(model, wrap),
+        *reconciliation_lines(model, wrap),
         connection_lines(model),
         verify_lines(model),
     ]

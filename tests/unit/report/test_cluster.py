@@ -104,7 +104,7 @@ def test_cluster_figures_in_the_summary_document_and_terminal() -> None:
     print_summary(Console(file=out, width=200, color_system=None), model)
     text = out.getvalue()
     assert "servers (Redis Cluster slots):" in text
-    assert "redirects: MOVED 3  ASK 2  (slot map asked again 1 times)" in text
+    assert "redirects: MOVED 3  ASK 2  (slot map asked again 1 time)" in text
     assert "moved 3 ask 2" in live_line(model.intervals[1])
     assert "moved" not in live_line(model.intervals[0])
 
@@ -144,3 +144,23 @@ def test_a_run_of_no_cluster_has_no_cluster_figures() -> None:
 
 def _everything(run: RunResult) -> IntervalSnapshot:
     return merge_snapshots(run.intervals + list(run.phases.values()))
+
+
+def test_at_a_narrow_terminal_a_server_and_its_figures_stay_on_one_line() -> None:
+    """The servers' shares and the counters' reconciliation wrap between items, never
+    inside one: a server's URL, its completions and its share; a counter's name, its two
+    counts and the verdict (at 80 columns a break between words put "set" on one line and
+    its counts on the next)."""
+    model = summarize(cluster_run(after=[(121, 5), (89, 0)]))
+    for width in (50, 80, 120):
+        out = io.StringIO()
+        print_summary(Console(file=out, width=width, color_system=None, force_terminal=True), model)
+        lines = out.getvalue().splitlines()
+        assert all(len(line) <= width for line in lines), width
+        items = [
+            *(f"{s['url']} {s['completed']:,} ({s['share']:.0%})" for s in model.servers),
+            *(f"{r.name} {r.client:,}/{r.server:,} ok" for r in model.reconciliation),
+            "(slot map asked again 1 time)",
+        ]
+        for item in items:
+            assert any(item in line for line in lines), (width, item)
