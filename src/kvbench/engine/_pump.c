@@ -2350,9 +2350,9 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
             sent_op == OP_RMW ? (Pending){sent, due, 0, get_tag, 0, key_at, key_len, OP_RMW, 0, tags.tag}
                          : (Pending){sent, due, 0, tags.tag, tags.keys, key_at, key_len,
                                      (unsigned char)op, expect, 0};
-        if (self->cluster) /* (where in this write: moved to where in ``sent`` below) */
+        if (self->cluster) /* (the write's bytes go to the end of ``sent`` below) */
             *kept_at(self, self->fifo_len + i) =
-                (Kept){(uint32_t)before, (uint32_t)(o.len - before), 0, 0};
+                (Kept){(uint32_t)(self->sent_len + before), (uint32_t)(o.len - before), 0, 0};
         stream->pos++;
     }
     self->out = o.p;
@@ -2375,17 +2375,14 @@ pump_send_busy(Pump *self, Py_ssize_t n, PyObject *intended, const long long *ti
     int reserved = !scheduled ||
                    (tally->fold ? (tally->lag_hdr.counts != NULL || hdr_ready(&tally->lag_hdr) == 0)
                                 : i64s_reserve(&tally->lag, i) == 0);
-    Py_ssize_t sent_base = self->sent_len; /* a cluster pump keeps the write's bytes */
+    Py_ssize_t sent_mark = self->sent_len; /* a cluster pump keeps the write's bytes */
     if (reserved && self->cluster && sent_put(self, o.p, o.len) < 0)
         reserved = 0;
     PyObject *bytes = reserved && poller == NULL ? PyBytes_FromStringAndSize(o.p, o.len) : NULL;
     PyObject *result = NULL;
     int in_flight = bytes != NULL || (reserved && poller != NULL);
     if (!in_flight)
-        self->sent_len = sent_base;
-    else if (self->cluster)
-        for (Py_ssize_t k = 0; k < i; k++)
-            kept_at(self, self->fifo_len + k)->at += (uint32_t)sent_base;
+        self->sent_len = sent_mark;
     if (in_flight) {
         if (scheduled) {
             for (Py_ssize_t k = 0; k < i; k++) {

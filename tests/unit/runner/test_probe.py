@@ -103,9 +103,10 @@ def test_after_an_interrupt_a_server_sample_waits_a_second_at_most() -> None:
         coordinator = Coordinator(config, launcher=launcher)
         assert coordinator._probe_timeout_s == 60
         coordinator._interrupted(KeyboardInterrupt())
-        started = time.monotonic()
-        assert coordinator._interval_sample() is None  # unanswered: no figures, no wait
-        assert time.monotonic() - started < STOP_SAMPLE_S + 2
+        assert coordinator._probe_timeout_s == STOP_SAMPLE_S == 1
+        assert coordinator._interval_sample() is None  # unanswered: no figures
+    # (what the ask was given, in its own words: not a wall-clock bound a busy machine
+    # may stretch)
     assert coordinator._sample_errors == [
         f"memcached://127.0.0.1:{port} accepted the connection but gave no reply to 'stats'"
         " within 1s"
