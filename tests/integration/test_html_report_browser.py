@@ -392,3 +392,31 @@ def test_the_latency_heatmap_renders_and_fits_at_800_and_1280_px(
     assert shot_width == width and len(set(rows)) > 200
     if os.environ.get("KVBENCH_SHOTS"):
         shutil.copy(shot, Path(os.environ["KVBENCH_SHOTS"]) / shot.name)
+
+
+@pytest.mark.parametrize("width", [800, 1280])
+def test_a_long_header_breaks_between_its_words_not_inside_one(tmp_path: Path, width: int) -> None:
+    """A Redis Cluster run names three masters in the header: at 800 px the run id broke
+    inside its digits ("run 2" / "0261205-..."), a port inside its digits, and at 1280 px
+    the start time at its hyphen. The run id and the time are each on one line now."""
+    import re
+
+    from kvbench.report.html import render
+    from tests.support.runs import make_run
+
+    run = make_run("20261205-104341-bca5b4", [{"get": (1_000_000, 4_000_000)}] * 2)
+    run.targets = [
+        {"url": f"redis+cluster://127.0.0.1:{port}", "protocol": "resp2"}
+        for port in (37861, 56843, 60683)
+    ]
+    measure = (
+        "<script>window.addEventListener('load', () => { document.body.setAttribute("
+        "'data-lines', Array.from(document.querySelectorAll('.lede .word'), "
+        "e => e.getClientRects().length).join(' ')); });</script></body>"
+    )
+    page = tmp_path / f"header-{width}.html"
+    page.write_text(render([run]).replace("</body>", measure))
+    dom, _ = chromium(tmp_path, page, f"--window-size={width},1200", "--dump-dom")
+    match = re.search(r'data-lines="([\d ]+)"', dom)
+    assert match, "the measuring script did not run"
+    assert match.group(1).split() == ["1", "1"]  # the run id, the start time
