@@ -5,8 +5,9 @@ Each runs an asyncio server on a thread of its own for the length of a ``with`` 
 ``stats`` (as some memcached proxies do) and passes every other connection through to a
 real memcached; ``closing`` closes every connection on its first request; ``redirecting``
 is a Redis Cluster node that sends every key elsewhere; ``doubling`` answers every request
-twice; ``admitting`` passes connections through to a real server and, after a given
-number of them, stops listening (the server gone at a point the test chooses);
+twice (``doubling_cluster_node``: as a Redis Cluster's only master); ``admitting`` passes
+connections through to a real server and, after a given number of them, stops listening
+(the server gone at a point the test chooses);
 ``hanging_up`` answers memcached text as one that stores nothing and closes each
 connection after a given number of answers (a server ending connections mid-run);
 ``pushing`` is a RESP3 server that sends push messages between its replies, which Redis
@@ -137,9 +138,37 @@ def redirecting(to_port: int | None = None) -> contextlib.AbstractContextManager
     """A Redis Cluster node that serves every slot (CLUSTER SLOTS says so: it answers
     CLUSTER SHARDS as Redis before 7.0 does) and answers every key command with ``-MOVED``
     to itself (a redirect loop no real cluster keeps up) or to 127.0.0.1:``to_port``."""
+
+    def reply(command: list[bytes], port: int) -> bytes:
+        if command[0].upper() == b"ASKING":
+            return b"+OK\r\n"
+        slot = binascii.crc_hqx(command[1], 0) & 16383 if len(command) > 1 else 0
+        return b"-MOVED %d 127.0.0.1:%d\r\n" % (slot, to_port or port)
+
+    return _cluster_node(reply)
+
+
+def doubling_cluster_node() -> contextlib.AbstractContextManager[int]:
+    """A Redis Cluster node that serves every slot (as ``redirecting``'s), stores nothing
+    and sends every key command's reply twice, in one write (as ``doubling``'s)."""
+
+    def reply(command: list[bytes], port: int) -> bytes:
+        answer, twice = _resp_answer(command)
+        return answer * (2 if twice else 1)
+
+    return _cluster_node(reply)
+
+
+def _cluster_node(
+    reply: Callable[[list[bytes], int], bytes],
+) -> contextlib.AbstractContextManager[int]:
+    """A one-node Redis Cluster on a free port: CLUSTER SLOTS names it the master of every
+    slot, INFO says Redis 7.0, CONFIG and other CLUSTER commands are refused (CLUSTER
+    SHARDS as Redis before 7.0 refuses it), and ``reply(command, its port)`` answers the
+    rest."""
     port: list[int] = []
 
-    def reply(command: list[bytes]) -> bytes:
+    def answer(command: list[bytes]) -> bytes:
         name = b" ".join(command[:2]).upper()
         if name == b"CLUSTER SLOTS":
             host = b"127.0.0.1"
@@ -152,23 +181,21 @@ def redirecting(to_port: int | None = None) -> contextlib.AbstractContextManager
             return b"$%d\r\n%s\r\n" % (len(text), text)
         if command[0].upper() in (b"CONFIG", b"CLUSTER"):
             return b"-ERR unknown subcommand\r\n"
-        if command[0].upper() == b"ASKING":
-            return b"+OK\r\n"
-        slot = binascii.crc_hqx(command[1], 0) & 16383 if len(command) > 1 else 0
-        return b"-MOVED %d 127.0.0.1:%d\r\n" % (slot, to_port or port[0])
+        return reply(command, port[0])
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         parser = hiredis.Reader()
         while data := await reader.read(65536):
             parser.feed(data)
+            out = bytearray()
             while (command := parser.gets()) is not False:
-                writer.write(reply(command))
+                out += answer(command)
+            writer.write(bytes(out))
             await writer.drain()
-        writer.close()
 
     @contextlib.contextmanager
     def started() -> Iterator[int]:
-        with serving(handle) as bound:
+        with serving(_until_closed(handle)) as bound:
             port.append(bound)
             yield bound
 

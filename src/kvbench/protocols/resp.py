@@ -568,7 +568,7 @@ class RespCodec(CodecBase):
             try:
                 code = pending[head]
             except IndexError:
-                self._fail(f"reply {value!r:.60} with no request pending")
+                self._fail("a reply arrived with no request pending")
             if head < _COMPACT_AT:
                 self._head = head + 1
             else:
@@ -644,7 +644,7 @@ class RespCodec(CodecBase):
                     self.push_messages += 1
                     continue
                 if code < 0:
-                    self._fail(f"reply {value!r:.60} with no request pending")
+                    self._fail("a reply arrived with no request pending")
                 if code == _ASKING:
                     self._asked(value)
                     continue

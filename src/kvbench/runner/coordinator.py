@@ -228,7 +228,9 @@ class Coordinator:
                 self._slot_map.nodes, self._slot_map.slot_counts(), strict=True
             )
         )
-        self._on_event(f"Redis Cluster: {len(self._slot_map.nodes)} masters (slots: {counts})")
+        masters = len(self._slot_map.nodes)
+        noun = "master" if masters == 1 else "masters"
+        self._on_event(f"Redis Cluster: {masters} {noun} (slots: {counts})")
 
     def _open_workers(self) -> None:
         """Learn how many workers the launcher has; the recorded config says that number."""
