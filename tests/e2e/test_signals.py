@@ -22,8 +22,8 @@ import pytest
 
 from kvbench.engine.worker import PRELOAD_PIPELINE
 from kvbench.results.store import Store
-from tests.support import servers
-from tests.support.cli import read_json, start_in_session
+from tests.support import redis_cluster, servers
+from tests.support.cli import all_phase_counts, read_json, start_in_session
 from tests.support.servers import Server, counters
 
 pytestmark = pytest.mark.integration
@@ -453,3 +453,90 @@ def test_ctrl_c_in_a_queue_run_to_a_stalled_server_abandons_what_is_in_flight(
     assert doc["queue"]["unanswered_gets"] == outcomes["get"].get("conn_error", 0) <= 1
     assert doc["queue"]["lost"] == 0
     assert "connections were lost" not in stdout
+
+
+# A Redis Cluster run has phases of its own: the coordinator asks a seed for the slot map
+# before any worker starts, and each worker preloads one master's keys after another.
+
+
+def test_ctrl_c_while_a_cluster_seed_stalls_discovery_ends_the_run_keeping_it(
+    tmp_path: Path,
+) -> None:
+    """The seed is stopped (SIGSTOP) before the run asks it for the slot map; Ctrl-C ends
+    the run then, not when the ask's --timeout (60 s) is over."""
+    out, db = tmp_path / "run.json", str(tmp_path / "h.db")
+    with redis_cluster.redis_cluster(3) as cluster:
+        seed = cluster.nodes[0].server
+        os.kill(seed.proc.pid, signal.SIGSTOP)
+        try:
+            proc = start_in_session(
+                "run", f"redis+cluster://{cluster.seed}", "--duration", "30s", "-c", "6",
+                "--timeout", "60s", "--json", str(out), "--db", db,
+            )  # fmt: skip
+            seen = wait_for_line(proc, "kvbench: redis+cluster://")
+            time.sleep(0.5)
+            stdout, stderr, took_s = signal_and_finish(proc, signal.SIGINT)
+        finally:
+            proc.kill()
+            os.kill(seed.proc.pid, signal.SIGCONT)
+    doc = assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
+    assert "Redis Cluster:" not in seen + stdout  # interrupted before the slot map came
+    assert doc["phases"] == {} and doc["totals"]["ops"] == 0
+
+
+def test_ctrl_c_in_a_cluster_preload_to_a_stalled_master_abandons_its_sets(
+    tmp_path: Path,
+) -> None:
+    """The first master stops (SIGSTOP) as the preload starts, the shard a worker preloads
+    first; Ctrl-C then waits 1 s for its connections' full pipelines and abandons those
+    sets, counted as the preload's errors."""
+    out, db = tmp_path / "run.json", str(tmp_path / "h.db")
+    with redis_cluster.redis_cluster(3) as cluster:
+        proc = start_in_session(
+            "run", f"redis+cluster://{cluster.seed}", "--preload", "--keys", "3000000",
+            "-c", "6", "--processes", "1", "--timeout", "60s", "--json", str(out), "--db", db,
+        )  # fmt: skip
+        first = cluster.nodes[0].server
+        stdout, stderr, took_s = interrupt_while_stalled(proc, first, "preloading", 0.5)
+    doc = assert_kept_as_interrupted(proc, signal.SIGINT, out, db, stderr, took_s)
+    preload = doc["phases"]["preload"]
+    assert f"preload (not in the figures): {preload['ops']:,} ops" in stdout
+    # 6 connections over 3 masters: the first master's 2, each pipeline full, abandoned
+    assert preload["errors"] == 2 * PRELOAD_PIPELINE, preload
+    assert preload["counts"]["set"]["conn_error"] == preload["errors"]
+
+
+def test_sigterm_in_a_cluster_window_keeps_it_and_each_master_reconciles(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM mid-window: the run ends kept, and what the masters served, by their own
+    counters, is what the run counts over its phases, the drain's requests included (an
+    interrupted run asks no server for its counters after: the test does)."""
+    out, db = tmp_path / "run.json", str(tmp_path / "h.db")
+    with redis_cluster.redis_cluster(3) as cluster:
+        before = [served(node) for node in cluster.nodes]
+        proc = start_in_session(
+            "run", f"redis+cluster://{cluster.seed}", "--duration", "30s", "-c", "6",
+            "--processes", "2", "--json", str(out), "--db", db,
+        )  # fmt: skip
+        wait_for_line(proc, "[   1.0s]")
+        stdout, stderr, took_s = signal_and_finish(proc, signal.SIGTERM)
+        after = [served(node) for node in cluster.nodes]
+    doc = assert_kept_as_interrupted(proc, signal.SIGTERM, out, db, stderr, took_s)
+    assert doc["totals"]["ops"] > 0 and doc["window_s"] < 30
+    assert "interrupted (SIGTERM)" in stdout
+    for op in ("get", "set"):
+        by_masters = sum(a[op] - b[op] for a, b in zip(after, before, strict=True))
+        assert by_masters == all_phase_counts(doc, op) > 0, op
+    assert doc["cluster"]["moved"] == doc["cluster"]["ask"] == 0
+
+
+def served(node: redis_cluster.Node) -> dict[str, int]:
+    """The GETs and SETs ``node`` has served, by its commandstats."""
+    stats = node.info("commandstats")
+    return {
+        op: int(dict(f.split("=") for f in stats[f"cmdstat_{op}"].split(","))["calls"])
+        if f"cmdstat_{op}" in stats
+        else 0
+        for op in ("get", "set")
+    }
