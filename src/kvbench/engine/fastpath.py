@@ -260,14 +260,11 @@ def python_reason(config: RunConfig) -> str | None:
         return "extension not built"
     if os.environ.get(PURE_PYTHON_ENV):
         return f"{PURE_PYTHON_ENV} is set"
-    if any(target.cluster for target in config.targets):
-        # A cluster pump hands its -MOVED/-ASK replies' requests to the router as written
-        # (engine/redirect.py); an rmw is two requests answered as one, and a replay's
-        # lanes send no cluster's keys: those stay on the Python driver.
-        if config.workload.rmw:
-            return "an rmw on a Redis Cluster"
-        if config.replay is not None:
-            return "a replay to a Redis Cluster"
+    # A cluster pump hands its -MOVED/-ASK replies' requests to the router as written
+    # (engine/redirect.py); an rmw is two requests answered as one: it stays on the Python
+    # driver. (A replay sends to one server: cli/session.py refuses a cluster.)
+    if config.workload.rmw and any(target.cluster for target in config.targets):
+        return "an rmw on a Redis Cluster"
     if config.replay is not None and config.replay.format == MONITOR_FORMAT:
         # A capture's client per connection, its commands rendered whole (as --command's).
         return _command_reason(config, len(config.replay.commands), "a MONITOR capture")

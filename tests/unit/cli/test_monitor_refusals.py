@@ -39,6 +39,8 @@ def refused(
         ("redis://127.0.0.1:PORT/2", [], "a MONITOR capture names each command's database"),
         ("memcached://127.0.0.1:PORT", [], "a Redis MONITOR capture replays to redis://"),
         ("redis://127.0.0.1:PORT", ["--format", "pcap"], "--format: 'pcap' is not one of"),
+        # (a replay's clients each have one connection, to one server: no slots followed)
+        ("redis+cluster://127.0.0.1:PORT", [], "TARGET: a replay sends to one server"),
     ],
 )
 def test_what_a_capture_cannot_be_replayed_as(
