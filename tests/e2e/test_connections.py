@@ -140,7 +140,7 @@ def check_outage_and_restart(
     assert connections["reconnect_attempts"] >= connections["connect_failures"] + 4
     assert connections["reconnects"] >= 4
     # each of the 4 live connections the server's death ended is noted, with its reason
-    assert re.search(r"\bconn_lost 4(, |\))", " ".join(doc["errors"])), doc["errors"]
+    assert re.search(r"\bconn_lost 4 times(, |\))", " ".join(doc["errors"])), doc["errors"]
     op_errors = sum(op["errors"] for op in doc["ops"].values())
     # the requests in flight when the server died: conn_error (an open loop of a request
     # every 0.5 ms, answered in tens of us, may have none in flight then)

@@ -500,7 +500,7 @@ def test_a_spool_cut_short_mid_replay_fails_the_run_in_one_line(
     assert proc.returncode == 4, stdout + stderr
     cut = [line for line in stdout.splitlines() if "the replay's spool in" in line]
     assert len(cut) == 1 and "was cut short while it ran" in cut[0], cut
-    assert cut[0].endswith("(errors: replay_spool 1)"), cut
+    assert cut[0].endswith("(seen: replay_spool 1 time)"), cut
     assert "Traceback" not in stderr
     doc = read_json(out)
     assert doc["status"] == "partial"

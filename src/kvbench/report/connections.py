@@ -49,6 +49,7 @@ class ConnectionsSection(TypedDict):
 
     asked: int
     live_min: int | None  # the fewest live at once in the window (None: not recorded)
+    live_min_last: int | None  # the same, in the window's last interval
     connects: int
     connect_failures: int
     connect_resets: int  # refused right after accept
@@ -73,6 +74,7 @@ def connections_section(run: RunResult) -> ConnectionsSection:
     return {
         "asked": asked,
         "live_min": live_min(during),
+        "live_min_last": live_min(during[-1:]),
         "connects": events("connects"),
         "connect_failures": events("connect_failures"),
         "connect_resets": events("connect_resets"),
@@ -89,20 +91,29 @@ def connection_verdicts(section: ConnectionsSection) -> list[Verdict]:
     if live is None or not asked or live >= asked:
         return []
     refused = section["connect_resets"] + section["connect_resets_before"]
-    why = (
-        f"the server refused {refused:,} right after accepting them (over its connection limit?)"
-        if refused
-        else "connections were lost and not all reopened"
-    )
+    lighter = "the load was lighter than asked"
+    if refused:
+        why = f"the server refused {refused:,} right after accepting them (over its connection limit?)"
+    elif (last := section["live_min_last"]) is not None and last >= asked:
+        reconnects = section["reconnects"]
+        why = (
+            f"connections were lost and reopened ({reconnects:,} "
+            f"{'reconnect' if reconnects == 1 else 'reconnects'}; all live again in the "
+            "window's last interval)"
+        )
+        lighter += " while they were down"
+    else:
+        why = "connections were lost and not all reopened"
     return [
         Verdict(
             "connections.live",
             "warning",
             f"only {live:,} of the {asked:,} connections asked for were live (the fewest at "
-            f"any moment of the window): {why}; the load was lighter than asked",
+            f"any moment of the window): {why}; {lighter}",
             {
                 "asked": asked,
                 "live_min": live,
+                "live_min_last": section["live_min_last"],
                 "refused_at_accept": refused,
                 "connect_failures": section["connect_failures"],
                 "reconnects": section["reconnects"],

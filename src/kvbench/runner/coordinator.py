@@ -582,9 +582,15 @@ class Coordinator:
         ]
         for index, summary in sorted(heard.summaries.items()):
             if summary.last_error:
-                kinds = ", ".join(f"{kind} {n:,}" for kind, n in sorted(summary.errors.items()))
+                # Each kind counts the problem's occurrences, not requests: a connection a
+                # protocol error broke is one, whatever number of requests it ended (each
+                # of those is a protocol_error op, counted where ops are).
+                kinds = ", ".join(
+                    f"{kind} {n:,} {'time' if n == 1 else 'times'}"
+                    for kind, n in sorted(summary.errors.items())
+                )
                 errors.append(
-                    f"{prefix}{self._worker_name(index)}: {summary.last_error} (errors: {kinds})"
+                    f"{prefix}{self._worker_name(index)}: {summary.last_error} (seen: {kinds})"
                 )
         return errors
 

@@ -60,6 +60,7 @@ def test_refused_reconnects_are_errors_of_their_interval_and_of_the_run() -> Non
     assert doc["connections"] == {
         "asked": 4,
         "live_min": 0,
+        "live_min_last": 4,
         "connects": 8,
         "connect_failures": 6,
         "connect_resets": 0,
@@ -90,6 +91,26 @@ def test_fewer_live_connections_than_asked_is_a_warning_with_the_figures() -> No
     assert verdict.evidence["refused_at_accept"] == 4003
     assert section["errors"] == 0  # refused before the start: the live count says it
     assert "connections.live" in {v.id for v in summarize(refused).verdicts}
+
+
+def test_connections_lost_are_said_reopened_only_when_all_were_live_again_at_the_end() -> None:
+    """The outage's 4 connections were all live again in its last interval; a run whose
+    last interval still misses one did not reopen them all (was: both 'not all
+    reopened')."""
+    [back] = connection_verdicts(connections_section(outage()))
+    assert back.message == (
+        "only 0 of the 4 connections asked for were live (the fewest at any moment of the "
+        "window): connections were lost and reopened (4 reconnects; all live again in the "
+        "window's last interval); the load was lighter than asked while they were down"
+    )
+    assert back.evidence["live_min_last"] == 4
+    short = outage()
+    short.intervals[-1] = interval(3, 1000, connections_live_min=3)
+    [not_back] = connection_verdicts(connections_section(short))
+    assert not_back.message.endswith(
+        "connections were lost and not all reopened; the load was lighter than asked"
+    )
+    assert not_back.evidence["live_min_last"] == 3
 
 
 def test_all_connections_live_says_nothing() -> None:
