@@ -226,6 +226,31 @@ def test_mget_needs_keys_of_one_hash_tag(tmp_path: Path, driver: str) -> None:
     assert all(r["matches"] for r in doc["server"]["reconciliation"])
 
 
+def test_a_master_over_its_connection_limit_is_the_one_named(tmp_path: Path) -> None:
+    """The second master takes 20 clients (CONFIG SET maxclients), the run asks 30 of
+    each: the run fails naming that master and what it refused, not the seed's limit
+    (was: 'the server refused 14 ... (its limit: maxclients 10000)', the seed's), and
+    every refusal is that master's."""
+    out = tmp_path / "run.json"
+    with redis_cluster.redis_cluster(3) as cluster:
+        capped = cluster.nodes[1]
+        capped.call("CONFIG", "SET", "maxclients", "20")
+        result = run_kvbench(
+            "run", f"redis+cluster://{cluster.seed}", "--duration", "1s", "-c", "90",
+            "--processes", "1", "--no-save", "--json", str(out),
+        )  # fmt: skip
+    assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
+    doc = read_json(out)
+    connections = doc["connections"]
+    refused = connections["connect_resets"] + connections["connect_resets_before"]
+    assert refused >= 10 and connections["live_min"] <= 80
+    [status] = [line for line in result.stdout.splitlines() if line.startswith("status:")]
+    said = f"redis+cluster://{capped.address} refused {refused:,} right after accepting them"
+    assert said in status and "maxclients 10000" not in status, status
+    [verdict] = [v for v in doc["verdicts"] if v["id"] == "connections.live"]
+    assert said in verdict["message"]
+
+
 def test_set_then_get_is_refused_in_one_line() -> None:
     # It ran before and a worker died (exit 4): a master held fewer keys than connections.
     refused = run_kvbench(

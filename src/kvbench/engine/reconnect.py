@@ -9,9 +9,11 @@ fail or the server keeps refusing the connection right after accepting it.
 Counted per interval in the recorder's stats (added up across workers): ``connects``
 (opened), ``connect_failures`` (attempts refused, timed out or refused at setup),
 ``connect_resets`` (live connections the server refused right after accepting them;
-``connect_resets_before`` before the run), ``reconnect_attempts``, ``reconnects``
-(connections lost while running, then reopened) and ``connections_live_min``. Failures
-and resets while running are errors of their interval (report/connections.py).
+``connect_resets_before`` before the run; in a run of several servers also
+``server<i>_refused``, both counted by the run's i-th server), ``reconnect_attempts``,
+``reconnects`` (connections lost while running, then reopened) and
+``connections_live_min``. Failures and resets while running are errors of their interval
+(report/connections.py).
 
 A server none of whose links has been live for ``gone_ns`` (twice ``--timeout``), at
 the first reopening that fails after that, is gone (``_server_gone``): a load worker counts
@@ -160,6 +162,9 @@ class LinkKeeper:
         self._down_since_ns: dict[str, int] = {}
         # Servers with no live link whose reopening has failed since (``servers_down``).
         self._reopen_failing: set[str] = set()
+        # A run of several servers: each server's URL -> its index among the run's
+        # targets, by which its refusals at accept are counted (``server<i>_refused``).
+        self.server_index: dict[str, int] = {}
         self._running = False
         self._interrupted = False
         self._failed = False  # a bug ended the run early (engine/worker.py)
@@ -214,6 +219,8 @@ class LinkKeeper:
         if was_live and refused:
             name = "connect_resets" if self._running else "connect_resets_before"
             self.recorder.add_stat(name, 1)
+            if (index := self.server_index.get(link.target.url)) is not None:
+                self.recorder.add_stat(f"server{index}_refused", 1)
         # A link that was not live yet was lost in the middle of an attempt to open it:
         # that attempt's failure is counted, and retried, where it was made (``_reopen``,
         # or the run's ``open_links``); reopening it here too made two reopenings of one

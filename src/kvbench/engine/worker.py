@@ -148,6 +148,8 @@ class Worker(LinkKeeper):
             self._command_codes = len(config.replay.commands)
         recorder = Recorder(names, keys)
         super().__init__(recorder, config.load.connect_timeout_ns, config.load.server_gone_ns)
+        if len(self.shards) > 1 or spec.slot_map is not None:
+            self.server_index = {shard.target.url: shard.index for shard in self.shards}
         self.verifier = (
             Verifier(self.recorder, value_check(config.workload))
             if config.workload.verify

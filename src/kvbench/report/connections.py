@@ -16,7 +16,7 @@ from typing import TypedDict
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.verdicts import Verdict
 from kvbench.results.model import RunResult
-from kvbench.results.status import CONNECTION_FAILURE_STATS
+from kvbench.results.status import CONNECTION_FAILURE_STATS, refusers
 
 # Stats that are errors of their interval: attempts refused or timed out, refusals at accept.
 FAILURE_STATS = CONNECTION_FAILURE_STATS
@@ -85,7 +85,7 @@ def connections_section(run: RunResult) -> ConnectionsSection:
     }
 
 
-def connection_verdicts(section: ConnectionsSection) -> list[Verdict]:
+def connection_verdicts(section: ConnectionsSection, run: RunResult) -> list[Verdict]:
     """A warning when fewer connections were live than asked, with the figures."""
     asked, live = section["asked"], section["live_min"]
     if live is None or not asked or live >= asked:
@@ -93,7 +93,7 @@ def connection_verdicts(section: ConnectionsSection) -> list[Verdict]:
     refused = section["connect_resets"] + section["connect_resets_before"]
     lighter = "the load was lighter than asked"
     if refused:
-        why = f"the server refused {refused:,} right after accepting them (over its connection limit?)"
+        why = refusers(run, refused)
     elif (last := section["live_min_last"]) is not None and last >= asked:
         reconnects = section["reconnects"]
         why = (

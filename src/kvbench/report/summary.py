@@ -428,7 +428,7 @@ def summarize(run: RunResult, intervals_of: RunResult | None = None) -> ReportMo
         phases=phases,
         verdicts=all_verdicts(evidence)
         + verification_verdicts(verification(run))
-        + connection_verdicts(connections)
+        + connection_verdicts(connections, run)
         + restart_verdicts(restarts, not_comparable)
         + cluster_verdicts(cluster),
         reconciliation=reconciliation,

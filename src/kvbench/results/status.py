@@ -230,14 +230,36 @@ def connection_shortfall(run: RunResult) -> str | None:
     ]
     if run.queue is not None or not asked or not refused or not lows or min(lows) >= asked:
         return None
+    return f"only {int(min(lows)):,} of the {asked:,} connections asked for were live: " + refusers(
+        run, refused
+    )
+
+
+def refusers(run: RunResult, refused: int) -> str:
+    """Who refused ``refused`` connections right after accepting them, in words: ``the
+    server refused 461 right after accepting them (its limit: maxconns 64)``. A run of
+    several servers names each that refused (``server<i>_refused``: engine/reconnect.py);
+    the limit is said only of the first server, whose settings the run asked for."""
+    urls = [str(t.get("url", "")) for t in run.config.get("targets") or []]
     settings = run.server.get("settings") or {}
     limit = next(
         (f"{name} {settings[name]}" for name in LIMIT_SETTINGS if settings.get(name)), None
     )
-    return (
-        f"only {int(min(lows)):,} of the {asked:,} connections asked for were live: the server "
-        f"refused {refused:,} right after accepting them"
-        + (f" (its limit: {limit})" if limit else " (over its connection limit?)")
+    known = f" (its limit: {limit})" if limit else " (over its connection limit?)"
+    unknown = " (over its connection limit?)"
+    if len(urls) <= 1:
+        return f"the server refused {refused:,} right after accepting them{known}"
+    snaps = [*run.intervals, *run.phases.values()]
+    by_server = [
+        (i, n)
+        for i, url in enumerate(urls)
+        if (n := int(sum(s.stats.get(f"server{i}_refused", 0) for s in snaps)))
+    ]
+    if not by_server:  # (a run stored before servers' refusals were counted apart)
+        return f"the servers refused {refused:,} right after accepting them"
+    return ", ".join(
+        f"{urls[i]} refused {n:,} right after accepting them{known if i == 0 else unknown}"
+        for i, n in by_server
     )
 
 

@@ -85,7 +85,7 @@ def test_fewer_live_connections_than_asked_is_a_warning_with_the_figures() -> No
         },
     )
     section = connections_section(refused)
-    [verdict] = connection_verdicts(section)
+    [verdict] = connection_verdicts(section, refused)
     assert verdict.id == "connections.live" and verdict.level == "warning"
     assert "997 of the 5,000" in verdict.message and "refused 4,003" in verdict.message
     assert verdict.evidence["refused_at_accept"] == 4003
@@ -97,7 +97,7 @@ def test_connections_lost_are_said_reopened_only_when_all_were_live_again_at_the
     """The outage's 4 connections were all live again in its last interval; a run whose
     last interval still misses one did not reopen them all (was: both 'not all
     reopened')."""
-    [back] = connection_verdicts(connections_section(outage()))
+    [back] = connection_verdicts(connections_section(outage()), outage())
     assert back.message == (
         "only 0 of the 4 connections asked for were live (the fewest at any moment of the "
         "window): connections were lost and reopened (4 reconnects; all live again in the "
@@ -106,7 +106,7 @@ def test_connections_lost_are_said_reopened_only_when_all_were_live_again_at_the
     assert back.evidence["live_min_last"] == 4
     short = outage()
     short.intervals[-1] = interval(3, 1000, connections_live_min=3)
-    [not_back] = connection_verdicts(connections_section(short))
+    [not_back] = connection_verdicts(connections_section(short), short)
     assert not_back.message.endswith(
         "connections were lost and not all reopened; the load was lighter than asked"
     )
@@ -115,7 +115,7 @@ def test_connections_lost_are_said_reopened_only_when_all_were_live_again_at_the
 
 def test_all_connections_live_says_nothing() -> None:
     fine = run([interval(0, 1000, connects=4, connections_live_min=4)], asked=4)
-    assert connection_verdicts(connections_section(fine)) == []
+    assert connection_verdicts(connections_section(fine), fine) == []
     assert summarize(fine).total_errors == 0
 
 
@@ -132,7 +132,7 @@ def test_many_connections_all_live_are_said_to_be_live() -> None:
 def test_runs_stored_before_connections_were_counted_still_report() -> None:
     old = run([interval(0, 1000)], asked=4)
     section = connections_section(old)
-    assert section["live_min"] is None and connection_verdicts(section) == []
+    assert section["live_min"] is None and connection_verdicts(section, old) == []
     assert summarize(old).intervals[0]["connections_live"] is None
 
 

@@ -153,6 +153,29 @@ def test_connections_the_server_refused_fail_the_run_with_its_limit() -> None:
     assert unknown.name == "failed" and unknown.reasons[0].endswith("(over its connection limit?)")
 
 
+def test_of_several_servers_those_that_refused_are_named_and_the_limit_only_where_known() -> None:
+    """Settings are asked of the first server only: a limit from them is said of it alone.
+    Was: a cluster whose second master (maxclients 20) refused 14 connections ended
+    'the server refused 14 (its limit: maxclients 10000)', the first master's limit."""
+    run = refused_run(14, 76, {"maxclients": "10000"})
+    run.config["targets"] = [{"url": f"redis+cluster://h:{port}"} for port in (1, 2, 3)]
+    run.phases["warmup"].stats["server1_refused"] = 14
+    assert run_status(run).reasons == (
+        "only 76 of the 500 connections asked for were live: redis+cluster://h:2 refused 14 "
+        "right after accepting them (over its connection limit?)",
+    )
+    run.phases["warmup"].stats.update(server0_refused=4, server1_refused=10)
+    assert (
+        run_status(run)
+        .reasons[0]
+        .endswith(
+            ": redis+cluster://h:1 refused 4 right after accepting them (its limit: maxclients "
+            "10000), redis+cluster://h:2 refused 10 right after accepting them (over its "
+            "connection limit?)"
+        )
+    )
+
+
 def test_connections_lost_and_reopened_or_all_live_are_no_shortfall() -> None:
     assert run_status(refused_run(0, 39, None)).name == "ok"  # lost, not refused
     assert run_status(refused_run(3, 500, None)).name == "ok"  # refused, then reopened
