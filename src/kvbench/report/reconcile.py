@@ -486,7 +486,7 @@ class ServerCpu:
     """How busy the server was over the measured intervals."""
 
     cores: float  # CPU seconds per wall second
-    threads: int  # worker threads it can use (memcached -t; Redis: 1)
+    threads: int  # worker threads it can use (memcached -t; Redis: 1), over every server
 
 
 def server_cpu(family: str, server: dict[str, Any]) -> ServerCpu | None:
@@ -510,5 +510,8 @@ def server_cpu(family: str, server: dict[str, Any]) -> ServerCpu | None:
     wall_s = sum(seconds for _, seconds in kept)
     if wall_s <= 0:
         return None
-    threads = int(_number(samples[-1]["stats"], "threads") or 1) if memcache else 1
+    # memcached: its -t, summed over a pool's servers (probe.sum_stats); Redis: one
+    # thread per server (a Redis Cluster's masters, a sharded pool's servers).
+    servers = len(samples[-1].get("targets") or ()) or 1
+    threads = int(_number(samples[-1]["stats"], "threads") or 1) if memcache else servers
     return ServerCpu(cores=sum(cpu for cpu, _ in kept) / wall_s, threads=threads)

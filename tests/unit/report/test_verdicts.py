@@ -304,6 +304,22 @@ def test_server_cpu_from_interval_samples() -> None:
     assert cpu is not None and (cpu.cores, cpu.threads) == (1.5, 4)
 
 
+def test_redis_servers_each_have_one_thread_and_a_pool_of_them_as_many() -> None:
+    """Three masters' CPU is summed (probe.sample_pool), so are their threads: 1.2 cores
+    of three masters is no saturated server (was: 'of its 1 thread(s): it is saturated')."""
+
+    def sample(t_s: int, cpu_s: float, masters: int) -> dict[str, Any]:
+        stats = {"used_cpu_user": str(cpu_s), "used_cpu_sys": "0"}
+        targets = [{"url": f"redis+cluster://h:{i}", "stats": stats} for i in range(masters)]
+        return {"taken_ns": t_s * S, "stats": stats, **({"targets": targets} if masters else {})}
+
+    cluster = {"intervals": [sample(0, 0.0, 3), sample(2, 2.4, 3)]}
+    cpu = server_cpu("redis", cluster)
+    assert cpu is not None and (cpu.cores, cpu.threads) == (1.2, 3)
+    alone = server_cpu("redis", {"intervals": [sample(0, 0.0, 0), sample(2, 1.9, 0)]})
+    assert alone is not None and (alone.cores, alone.threads) == (0.95, 1)
+
+
 def test_percentiles_with_too_few_samples_are_not_reported() -> None:
     assert (min_samples(99.9), min_samples(99), min_samples(50)) == (10_000, 1000, 20)
     hist = Histogram()
