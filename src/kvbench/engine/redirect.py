@@ -31,12 +31,14 @@ import numpy as np
 from kvbench.config.model import TargetConfig
 from kvbench.engine.connection import Connection, ConnectionArgs, DriverHost
 from kvbench.engine.py_pump import IDLE, PyPump, Write
+from kvbench.engine.rmw import RmwCodec
 from kvbench.engine.shards import Shard, placed_plan
 from kvbench.errors import ProtocolError
 from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.recorder import Recorder
 from kvbench.protocols.base import KIND_MASK, Op, ReplyKind
 from kvbench.protocols.resp_cluster import Master, Redirect, SlotsQuery, redirect_of
+from kvbench.workload.mix import RMW_CODE
 from kvbench.workload.plan import WorkloadPlan
 from kvbench.workload.slots import NO_NODE, SlotMap, SlotPlacement
 
@@ -224,6 +226,8 @@ class ClusterPyPump(PyPump):
         self._fifo = (*self._fifo, self._sent_keys, self._sent_values, self._sent_hops)
         self._kept = self._keep
         self._guests = 0
+        # Read-modify-writes in the mix (engine/rmw.py): each is two calls at its master.
+        self._pairs = isinstance(self._codec, RmwCodec)
 
     def _keep(self, chunk: Chunk, start: int, stop: int) -> None:
         """Note the keys and values of requests ``start:stop`` of ``chunk``."""
@@ -249,7 +253,11 @@ class ClusterPyPump(PyPump):
         """
         codec: Any = self._codec
         if not self._guests and not codec.redirects:
-            return super()._account(now)
+            return self._completed(now)
+        if self._pairs:  # an rmw's halves its node executed or refused, the pair sent on
+            self.shard.extra_calls += codec.served_halves
+            self.shard.extra_rejected += codec.refused_halves
+            codec.served_halves = codec.refused_halves = 0
         batch = self._codes[:]
         self._codes.clear()
         freed = 0
@@ -257,7 +265,7 @@ class ClusterPyPump(PyPump):
             head = self._head
             if head >= len(self._sent_ops):  # more replies than requests: the base says so
                 self._codes.extend(batch[position:])
-                return freed + super()._account(now)
+                return freed + self._completed(now)
             hops = self._sent_hops[head]
             if hops:
                 self._guests -= 1
@@ -267,12 +275,21 @@ class ClusterPyPump(PyPump):
                 self._router.redirect(self._conn, entry, codec.redirects.pop(0), now)
                 continue
             self._codes.append(code)
-            done = super()._account(now)
+            done = self._completed(now)
             freed += 0 if hops else done
         # A guest answered or a request went elsewhere frees nothing here: the worker
         # may still be done (a phase whose last request was a guest).
         self._host.maybe_finished()
         return freed
+
+    def _completed(self, now: int) -> int:
+        """``PyPump._account`` of the replies read, each completing its request here; an
+        rmw's second call counted at this master."""
+        if self._pairs:
+            head, stop = self._head, self._head + len(self._codes)
+            if stop <= len(self._sent_ops):  # (more: a protocol error, nothing counted)
+                self.shard.extra_calls += self._sent_ops[head:stop].count(RMW_CODE)
+        return super()._account(now)
 
     def _take_entry(self) -> InFlight:
         """The request at the FIFO's head, taken out of it (it is sent on elsewhere)."""
@@ -295,9 +312,13 @@ class ClusterPyPump(PyPump):
         assert write is not None
         out = bytearray()
         codec: Any = self._codec
-        if asking:
-            codec.encode_asking(out)
-        codec.encode(Op(entry.op), entry.key, entry.value, out, 1 if entry.op in _COUNTERS else 0)
+        if entry.op == RMW_CODE:  # its get and its set, each after ASKING for an ASK
+            codec.encode_pair(entry.key, entry.value, out, asking)
+        else:
+            if asking:
+                codec.encode_asking(out)
+            arg = 1 if entry.op in _COUNTERS else 0
+            codec.encode(Op(entry.op), entry.key, entry.value, out, arg)
         self._sent_ops.append(entry.op)
         self._sent_ns.append(entry.sent_ns)
         if self.open_loop:  # open loop: due when first due (sent, if it was not paced)
@@ -399,6 +420,7 @@ class ClusterRouter:
             recorder.reply_latency_ns.append(now - entry.intended_ns)
             recorder.reply_service_ns.append(now - entry.sent_ns)
         origin.shard.completed += 1
+        origin.shard.extra_calls -= 1  # (refused there: a rejected call, not a call)
         self._host.note_error("redirect", text)
 
     def _connection_to(self, node: int, entry: InFlight | Resent) -> ClusterConnection | None:
@@ -489,7 +511,9 @@ class ClusterRouter:
         recorder.add_stat("slot_map_refreshes", self.refreshes)
         for shard in self.shards:
             recorder.add_stat(f"server{shard.index}_redirected", shard.redirected)
-            shard.redirected = 0
+            recorder.add_stat(f"server{shard.index}_extra_calls", shard.extra_calls)
+            recorder.add_stat(f"server{shard.index}_extra_rejected", shard.extra_rejected)
+            shard.redirected = shard.extra_calls = shard.extra_rejected = 0
         self.moved = self.ask = self.refreshes = 0
 
 

@@ -15,6 +15,14 @@ The folded outcome is the get's (``hit`` or ``miss``: memcached's get_hits and
 get_misses count it), or ``error_reply`` when either half was refused; the set's
 ``stored`` is implied by a non-error reply. The server counts a get and a set per rmw
 (report/reconcile.py knows).
+
+On a Redis Cluster (engine/redirect.py) a pair either half of which a node redirected
+(``MOVED``, ``ASK``) is answered with that redirect, one for the pair: the driver sends
+both halves on together (``encode_pair``, ``ASKING`` before each for an ASK: it lets the
+node take the one command after it). A get served where its set was redirected is
+counted in ``served_halves`` (so is a set served where its get was redirected): its node
+executed it, and the pair runs again elsewhere; a pair both of whose halves were
+redirected in ``refused_halves``: its node refused two commands for one redirect.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from kvbench.workload.mix import RMW_CODE
 _GET = int(Op.GET)
 _SET = int(Op.SET)
 _ERROR = int(ReplyKind.ERROR_REPLY)
+_REDIRECTS = (int(ReplyKind.MOVED), int(ReplyKind.ASK))
 _KIND_MASK = (1 << KEYS_SHIFT) - 1
 # A group in the reply FIFO: a positive n is n replies passed through one for one; PAIR is
 # an rmw's two replies, folded into one.
@@ -57,6 +66,11 @@ class RmwCodec:
         self._half: int | None = None  # the get's reply of the rmw at the head
         self._half_nbytes = 0  # its bytes
         self._unread_pairs = 0  # rmw requests whose get reply is not read yet
+        # Redis Cluster, since the driver last took them: halves served whose pair was
+        # redirected (sent on), and pairs both of whose halves were redirected (two
+        # refusals, one redirect).
+        self.served_halves = 0
+        self.refused_halves = 0
 
     def __getattr__(self, name: str) -> Any:
         # set_ttl, closing, last_error, encode_hello / encode_auth / encode_select ...
@@ -71,16 +85,25 @@ class RmwCodec:
         else:
             groups.append(n)
 
-    def _pair(self, key: Any, value: Any, out: bytearray) -> int:
-        inner = self._inner
-        parts = inner.encode(_GET, key, None, out, 0)  # type: ignore[arg-type]
-        parts += inner.encode(_SET, key, value, out, 0)  # type: ignore[arg-type]
+    def _pair(self, key: Any, value: Any, out: bytearray, asking: bool = False) -> int:
+        inner: Any = self._inner
+        if asking:
+            inner.encode_asking(out)
+        parts: int = inner.encode(_GET, key, None, out, 0)
+        if asking:
+            inner.encode_asking(out)
+        parts += inner.encode(_SET, key, value, out, 0)
         if parts == 2:
             self._groups.append(PAIR)
             self._unread_pairs += 1
             return 1
         self._singles(parts)  # a noreply set: the get's reply is the op's
         return parts
+
+    def encode_pair(self, key: Any, value: Any, out: bytearray, asking: bool) -> int:
+        """Append an rmw's get and set of ``key`` (a pair a node redirected, sent on),
+        ``ASKING`` before each when ``asking``; the replies the driver waits for (1)."""
+        return self._pair(key, value, out, asking)
 
     def encode(self, op: Op, key: Any, value: Any, out: bytearray, arg: int = 0) -> int:
         if op == RMW_CODE:
@@ -137,7 +160,15 @@ class RmwCodec:
         sized = (sizes if sizes is not None else []).append
         groups = self._groups
         count = 0
+        # A cluster codec's redirects, one per redirect part in the order read: the ones
+        # of this read are its last; a pair's second is dropped (the pair has one).
+        redirects: list[Any] | None = getattr(self._inner, "redirects", None)
+        at = 0
+        if redirects is not None:
+            at = len(redirects) - sum((code & _KIND_MASK) in _REDIRECTS for code in parts)
         for code, nbytes in zip(parts, part_sizes, strict=True):
+            redirect = (code & _KIND_MASK) in _REDIRECTS
+            at += redirect
             head = groups[0]
             if head != PAIR:
                 kinds.append(code)
@@ -152,7 +183,22 @@ class RmwCodec:
                 self._half_nbytes = nbytes
                 self._unread_pairs -= 1
             else:
-                kinds.append(fold(self._half, code))
+                half = self._half
+                if (half & _KIND_MASK) in _REDIRECTS:
+                    if redirect:  # both halves redirected: the pair goes on once
+                        assert redirects is not None
+                        at -= 1
+                        del redirects[at]
+                        self.refused_halves += 1
+                    elif (code & _KIND_MASK) != _ERROR:
+                        self.served_halves += 1
+                    kinds.append(half)
+                elif redirect:
+                    if (half & _KIND_MASK) != _ERROR:
+                        self.served_halves += 1
+                    kinds.append(code)
+                else:
+                    kinds.append(fold(half, code))
                 sized(self._half_nbytes + nbytes)
                 count += 1
                 self._half = None

@@ -43,6 +43,13 @@ class Shard:
     ssl: ssl.SSLContext | None
     completed: int = 0  # replies since the last interval cut
     redirected: int = 0  # Redis Cluster: requests it redirected since the last cut
+    # Redis Cluster: the commands it executed beyond the requests that completed there
+    # since the last cut (an rmw is two; a request that ended on a redirect none): its
+    # calls, by the client's count, are ``completed`` + this (report/reconcile.py).
+    extra_calls: int = 0
+    # ... and the commands it refused beyond the requests it redirected (an rmw both of
+    # whose halves it redirected): ``redirected`` + this are its rejected calls.
+    extra_rejected: int = 0
     cursor: Cursor = field(init=False)
 
     def __post_init__(self) -> None:

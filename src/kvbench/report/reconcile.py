@@ -326,9 +326,13 @@ def reconcile_nodes(
 ) -> list[Reconciled]:
     """Per master of a Redis Cluster run: what the client counted against its commandstats.
 
-    Two rows per master: ``<host:port>``, the replies that ended a request there
-    (``server<i>_completed``, all phases) against the calls of the load's commands; and
-    ``<host:port> redirected``, the requests it sent elsewhere (``server<i>_redirected``)
+    Two rows per master: ``<host:port>``, the commands the client had it execute (the
+    replies that ended a request there, ``server<i>_completed``, all phases, and the calls
+    beyond them, ``server<i>_extra_calls``: an rmw's second command, a half of one served
+    before its pair was sent on, less a request ended on a redirect) against the calls of
+    the load's commands; and
+    ``<host:port> redirected``, the requests it sent elsewhere (``server<i>_redirected``,
+    and ``server<i>_extra_rejected``: an rmw's second half redirected with its first)
     against those commands' ``rejected_calls`` (Redis 7.0), shown when either is not 0.
     Every op whose fate is unknown widens both (which master it reached is unknown too).
 
@@ -345,10 +349,16 @@ def reconcile_nodes(
             return []
         name = urlsplit(url).netloc.rpartition("@")[2] or url
         calls = _commands_delta(pairs, "calls")
-        client = int(total.stats.get(f"server{index}_completed", 0))
+        client = int(
+            total.stats.get(f"server{index}_completed", 0)
+            + total.stats.get(f"server{index}_extra_calls", 0)
+        )
         rows.append(Reconciled(name, client, calls, unsure))
         rejected = _commands_delta(pairs, "rejected_calls")
-        redirected = int(total.stats.get(f"server{index}_redirected", 0))
+        redirected = int(
+            total.stats.get(f"server{index}_redirected", 0)
+            + total.stats.get(f"server{index}_extra_rejected", 0)
+        )
         if rejected or redirected:
             rows.append(Reconciled(f"{name} redirected", redirected, rejected, unsure))
     return rows
