@@ -94,6 +94,8 @@ def connection_verdicts(section: ConnectionsSection, run: RunResult) -> list[Ver
     lighter = "the load was lighter than asked"
     if refused:
         why = refusers(run, refused)
+        if refused < asked - live:  # more short than refused: the rest were lost
+            why += "; other connections were lost and not all reopened"
     elif (last := section["live_min_last"]) is not None and last >= asked:
         reconnects = section["reconnects"]
         why = (

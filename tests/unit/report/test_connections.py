@@ -89,6 +89,17 @@ def test_fewer_live_connections_than_asked_is_a_warning_with_the_figures() -> No
     assert verdict.id == "connections.live" and verdict.level == "warning"
     assert "997 of the 5,000" in verdict.message and "refused 4,003" in verdict.message
     assert verdict.evidence["refused_at_accept"] == 4003
+    assert "lost" not in verdict.message  # 4,003 refused: all of the 4,003 short
+    fewer = run(
+        [interval(i, 1000, connections_live_min=900) for i in range(3)],
+        asked=5000,
+        phases=refused.phases,
+    )
+    [also_lost] = connection_verdicts(connections_section(fewer), fewer)
+    assert "refused 4,003 right after accepting them (over its connection limit?); other " in (
+        also_lost.message
+    )
+    assert "connections were lost and not all reopened; the load was lighter" in also_lost.message
     assert section["errors"] == 0  # refused before the start: the live count says it
     assert "connections.live" in {v.id for v in summarize(refused).verdicts}
 
