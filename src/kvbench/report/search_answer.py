@@ -130,6 +130,12 @@ def _sentence(
             f"max {head}; 95% interval {_rate(low)}\u2013{_rate(high)} {over} (wider than "
             f"--precision: {whose})"
         )
+    flag = "--max-steps" if stop == "max_steps" else "--max-time"
+    if high is None and stop in ("max_steps", "max_time"):  # no fail before the bound
+        return (
+            f"at least {head} (95% interval from {_rate(low)}, {over}): {flag} ended the "
+            "search before a step missed the objectives; raise it to search higher"
+        )
     if high is None:
         return (
             f"at least {head} (95% interval from {_rate(low)}, {over}): it passed at "
@@ -139,7 +145,6 @@ def _sentence(
         )
     sentence = f"max {head}; 95% interval {_rate(low)}\u2013{_rate(high)} {over}"
     if stop in ("max_steps", "max_time"):
-        flag = "--max-steps" if stop == "max_steps" else "--max-time"
         sentence += f" (wider than --precision: {flag} ended the search)"
     return sentence
 

@@ -230,6 +230,25 @@ def test_a_client_limit_inside_the_bracket_leaves_the_servers_fail_as_its_top() 
     )
 
 
+def test_a_bound_that_ends_a_search_before_any_fail_is_named_not_the_rate_ceiling() -> None:
+    """--max-steps ended a ramp whose every step passed: 'at least' the best, and the flag
+    that stopped it (was: 'it passed at 500,000/s, the most 50 connection(s) x pipeline 1
+    carry', a rate never offered)."""
+    steps = [step(1, 1000, PASS), step(2, 2000, PASS), step(3, 4000, PASS)]
+    found = answer(steps, "max_steps", ["p99<2ms"], SETTINGS)
+    assert found["at_least"] and found["rate_per_s"] == 4000
+    assert found["sentence"] == (
+        "at least 4,000 ops/s with p99<2ms (95% interval from 3,920, over 3 rounds at each "
+        "step): --max-steps ended the search before a step missed the objectives; raise it "
+        "to search higher"
+    )
+    ceiling = [*steps, step(4, 500_000, PASS)]
+    assert (
+        "it passed at 500,000/s, the most 50 connection(s) x pipeline 1 carry"
+        in (answer(ceiling, "max_rate", ["p99<2ms"], SETTINGS)["sentence"])
+    )
+
+
 def test_search_status_follows_why_it_stopped() -> None:
     def status(steps: list[dict[str, Any]], stop: str) -> str:
         return str(
