@@ -24,6 +24,7 @@ from kvbench.report.summary import ReportModel, summarize
 from kvbench.report.verdicts import ACHIEVED_SHARE
 from kvbench.results.model import RunResult
 from kvbench.results.status import FAILED, INTERRUPTED, OK, PARTIAL
+from kvbench.units import format_duration_ns
 
 PASS, FAIL, CLIENT, ERROR = "pass", "fail", "client", "error"
 
@@ -106,12 +107,10 @@ def parse_objective(text: str) -> Objective:
 
 
 def format_us(value_us: float) -> str:
-    """``85 µs``, ``1.84 ms``, ``2.1 s``."""
-    if value_us >= 1e6:
-        return f"{value_us / 1e6:.3g} s"
-    if value_us >= 1e3:
-        return f"{value_us / 1e3:.3g} ms"
-    return f"{value_us:.3g} µs"
+    """A latency in microseconds as every output writes one (the terminal's tables, the
+    pages): ``85.4us``, ``1.84ms``, ``2.10s`` (units.format_duration_ns). Was ``85.4 µs``
+    here and ``85.4us`` in the run's table for one figure, and 999.9 µs ``1e+03 µs``."""
+    return format_duration_ns(value_us * 1000)
 
 
 def _merged(snaps: Sequence[IntervalSnapshot], field: str = "latency") -> Histogram | None:

@@ -182,7 +182,7 @@ def search_document(
 
 
 def step_line(step: dict[str, Any]) -> str:
-    """``step 3 (ramp) 4,000/s: pass  achieved 3,998/s  p50 45 µs  p99 120 µs  errors 0.000%``."""
+    """``step 3 (ramp) 4,000/s: pass  achieved 3,998/s  p50 45.0us  p99 120.0us  errors 0.000%``."""
     head = (
         f"step {step['number']} ({step['phase']}) {_rate(step['rate_per_s'])}/s: {step['verdict']}"
     )

@@ -15,8 +15,8 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from kvbench import __version__
-from kvbench.report.html import _asset, _environment, script_json
-from kvbench.report.search import format_us, parse_objective
+from kvbench.report.html import _asset, _environment, format_us, script_json
+from kvbench.report.search import parse_objective
 from kvbench.report.search_answer import status_words
 
 # The chart's box, in SVG user units, and its margins (room for the axes' labels).
@@ -24,6 +24,15 @@ WIDTH, HEIGHT = 760, 340
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 16, 44
 SERIES = (("p50", "var(--c0)"), ("p99", "var(--c1)"))
 VERDICT_COLOURS = {"pass": "var(--ok)", "fail": "var(--bad)", "client": "var(--warn)"}
+
+
+def _tick_us(value_us: float) -> str:
+    """An axis tick's latency as the pages write one, its zeros trimmed (``100 µs``,
+    ``1 ms``, ``2.5 ms``: the run page's axes, report.js's fmtUs)."""
+    number, unit = format_us(value_us).split(" ")
+    if "." in number:
+        number = number.rstrip("0").rstrip(".")
+    return f"{number} {unit}"
 
 
 def _log_ticks(lo: float, hi: float) -> list[float]:
@@ -81,7 +90,7 @@ def curve_svg(doc: dict[str, Any]) -> Markup:
         parts.append(
             f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(t):.1f}" y2="{y(t):.1f}" '
             f'stroke="var(--rule)"/><text x="{LEFT - 6}" y="{y(t) + 4:.1f}" '
-            f'text-anchor="end" font-size="11">{escape(format_us(t))}</text>'
+            f'text-anchor="end" font-size="11">{escape(_tick_us(t))}</text>'
         )
     for t in _linear_ticks(x_hi):
         parts.append(

@@ -11,7 +11,15 @@ import pytest
 from kvbench.cli import main
 from kvbench.errors import ConfigError
 from kvbench.metrics import Histogram
-from kvbench.report.search import CLIENT, ERROR, FAIL, PASS, judge_step, parse_objective
+from kvbench.report.search import (
+    CLIENT,
+    ERROR,
+    FAIL,
+    PASS,
+    format_us,
+    judge_step,
+    parse_objective,
+)
 from kvbench.report.search_answer import answer, search_document, search_lines, step_line
 from kvbench.report.search_page import render_search
 from kvbench.results.model import RunResult
@@ -107,7 +115,7 @@ def test_a_missed_objective_fails_naming_it_with_the_figure() -> None:
     objectives = [parse_objective("p50<1ms"), parse_objective("p99<1ms")]
     judged = judge_step(open_run(p99_ns=1_840_000), objectives, slots=50)
     assert judged.verdict == FAIL
-    assert judged.reason == "p99 1.84 ms >= 1 ms"
+    assert judged.reason == "p99 1.84ms >= 1.00ms"  # (as the run's table writes them)
 
 
 def test_the_error_rate_objective() -> None:
@@ -126,7 +134,9 @@ def test_late_sends_with_free_slots_are_the_client_not_the_server() -> None:
     run = open_run(p99_ns=40_000_000, lag_ns=30_000_000, inflight=2.0)
     judged = judge_step(run, [parse_objective("p99<1ms")], slots=50)
     assert judged.verdict == CLIENT
-    assert judged.reason is not None and "sends lagged their schedule 30 ms at p99" in judged.reason
+    assert (
+        judged.reason is not None and "sends lagged their schedule 30.02ms at p99" in judged.reason
+    )
 
 
 def test_a_pass_stands_though_the_client_sent_late() -> None:
@@ -138,7 +148,7 @@ def test_a_pass_stands_though_the_client_sent_late() -> None:
 def test_late_sends_with_the_slots_full_are_the_servers_queue() -> None:
     run = open_run(p99_ns=40_000_000, lag_ns=30_000_000, inflight=48.0)
     judged = judge_step(run, [parse_objective("p99<1ms")], slots=50)
-    assert judged.verdict == FAIL and judged.reason == "p99 40 ms >= 1 ms"
+    assert judged.verdict == FAIL and judged.reason == "p99 40.01ms >= 1.00ms"
 
 
 def test_a_shortfall_of_replies_with_free_slots_is_the_client() -> None:
@@ -273,8 +283,8 @@ def search_doc() -> dict[str, Any]:
 def test_step_lines_and_the_curve_as_printed() -> None:
     doc = search_doc()
     assert step_line(doc["steps"][2]) == (
-        "step 3 (ramp) 4,000/s: fail  achieved 3,996/s (95% CI 3,920\u20134,040)  p50 50 µs  "
-        "p99 2 ms  errors 0.000%  - why 3"
+        "step 3 (ramp) 4,000/s: fail  achieved 3,996/s (95% CI 3,920\u20134,040)  p50 50.0us  "
+        "p99 2.00ms  errors 0.000%  - why 3"
     )
     lines = search_lines(doc)
     assert [line.split()[0] for line in lines[3:6]] == ["1,000", "2,000", "4,000"]
@@ -323,3 +333,13 @@ def test_the_status_line_names_why_it_stopped_only_where_that_says_more() -> Non
     assert status_words({"status": "ok", "stop": "bracketed"}) == "ok (bracketed)"
     assert status_words({"status": "failed", "stop": "step_error"}) == "failed (step error)"
     assert status_words({"status": "interrupted", "stop": "interrupted"}) == "interrupted"
+
+
+def test_a_latency_is_written_as_the_runs_table_writes_it_never_in_exponent_form() -> None:
+    assert [format_us(v) for v in (0.5, 85.4, 999.9, 1290, 2.1e6)] == [
+        "500ns",
+        "85.4us",
+        "999.9us",
+        "1.29ms",
+        "2.10s",
+    ]  # fmt: skip  (999.9 was '1e+03 µs')
