@@ -16,7 +16,7 @@ from kvbench.errors import ConfigError
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.json_report import document
-from kvbench.report.latency import PERCENTILES
+from kvbench.report.latency import PERCENTILES, percentile_ns
 from kvbench.report.stats import MIN_CI_SAMPLES, Ratio, Spread, log_ratio, spread
 from kvbench.report.summary import ReportModel, summarize
 from kvbench.results.model import SCHEMA_VERSION, RunResult
@@ -250,7 +250,7 @@ class TargetColumn:
 def _p99_us(intervals: list[IntervalSnapshot]) -> float:
     hists = [h for s in intervals for h in s.latency.values()]
     merged = Histogram.merged(hists) if hists else None
-    return merged.value_at_percentile(99) / 1000 if merged and merged.total_count else 0.0
+    return percentile_ns(merged, 99) / 1000 if merged and merged.total_count else 0.0
 
 
 def target_column(run: RunResult, model: ReportModel | None = None) -> TargetColumn:

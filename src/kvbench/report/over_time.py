@@ -17,7 +17,7 @@ from kvbench.metrics.outcome import Outcome
 from kvbench.metrics.snapshot import IntervalSnapshot
 from kvbench.report.connections import connection_failures
 from kvbench.report.fit import FittedTable
-from kvbench.report.latency import min_samples
+from kvbench.report.latency import min_samples, percentile_ns
 from kvbench.report.reconcile import Restart, server_restarts
 from kvbench.report.terminal import fmt_us
 from kvbench.results.model import RunResult
@@ -103,8 +103,7 @@ def op_latency(snap: IntervalSnapshot, op: str) -> OpLatency:
 def _percentile(hist: Histogram, percentile: float) -> float | None:
     if hist.total_count < min_samples(percentile):
         return None
-    # a bucket's top may lie above every value in it: never above the max (report/latency.py)
-    return min(hist.value_at_percentile(percentile), hist.max_ns) / 1000
+    return percentile_ns(hist, percentile) / 1000
 
 
 class Timeline:

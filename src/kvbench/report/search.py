@@ -18,7 +18,7 @@ from typing import Any
 from kvbench.errors import ConfigError
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.report.latency import min_samples
+from kvbench.report.latency import min_samples, percentile_ns
 from kvbench.report.stats import spread
 from kvbench.report.summary import ReportModel, summarize
 from kvbench.report.verdicts import ACHIEVED_SHARE
@@ -121,7 +121,7 @@ def _merged(snaps: Sequence[IntervalSnapshot], field: str = "latency") -> Histog
 def _percentile_us(hist: Histogram | None, percentile: float) -> float | None:
     if hist is None or hist.total_count < min_samples(percentile):
         return None
-    return hist.value_at_percentile(percentile) / 1000
+    return percentile_ns(hist, percentile) / 1000
 
 
 def _rounds(run: RunResult, model: ReportModel) -> list[tuple[float, list[IntervalSnapshot]]]:
@@ -151,7 +151,7 @@ def _sending(run: RunResult, model: ReportModel, slots: int) -> dict[str, Any]:
         "completed": completed,
         "late": outcomes["late"] if outcomes else 0,
         "dropped": outcomes["dropped"] if outcomes else 0,
-        "send_lag_p99_us": lag.value_at_percentile(99) / 1000 if lag and lag.total_count else None,
+        "send_lag_p99_us": percentile_ns(lag, 99) / 1000 if lag and lag.total_count else None,
         "inflight_max": max(inflight) if inflight else None,
         "slots": slots,
     }

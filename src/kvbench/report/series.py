@@ -66,7 +66,8 @@ def spectrum(hist: Histogram | None) -> list[list[float]]:
         return []
     wanted = [p for p in spectrum_percentiles() if hist.total_count >= min_samples(p)]
     values = hist.percentiles(wanted)
-    return [[p, values[p] / 1000] for p in wanted]
+    # (never above the max: each point the figure the tables print, latency.percentile_ns)
+    return [[p, min(values[p], hist.max_ns) / 1000] for p in wanted]
 
 
 def _series(kind: str, hists: dict[str, Histogram]) -> list[SpectrumSeries]:

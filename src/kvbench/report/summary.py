@@ -29,7 +29,7 @@ from kvbench.report.connections import (
     connection_verdicts,
     connections_section,
 )
-from kvbench.report.latency import latency_summary, min_samples
+from kvbench.report.latency import latency_summary, min_samples, percentile_ns
 from kvbench.report.queue_figures import (
     QueueFigures,
     ServerRestart,
@@ -403,7 +403,7 @@ def summarize(run: RunResult, intervals_of: RunResult | None = None) -> ReportMo
         if mean_for_little and mean_for_little.total_count
         else None,
         hiccup=hiccup,
-        latency_p99_ns=merged.value_at_percentile(99) if merged and merged.total_count else None,
+        latency_p99_ns=percentile_ns(merged, 99) if merged and merged.total_count else None,
         reconciliation=reconciliation,
         server_cpu=cpu,
         outcomes=outcomes,

@@ -13,7 +13,7 @@ from typing import Any
 
 from kvbench.metrics.histogram import Histogram
 from kvbench.metrics.snapshot import IntervalSnapshot
-from kvbench.report.latency import min_samples
+from kvbench.report.latency import min_samples, percentile_ns
 from kvbench.report.queue_figures import QueueFigures
 from kvbench.report.reconcile import Reconciled, Restart, ServerCpu
 from kvbench.results.model import RunResult
@@ -25,6 +25,7 @@ from kvbench.results.status import (
     format_share,
     window_whole,
 )
+from kvbench.units import format_duration_ns
 
 # A worker above this share of one core was likely the bottleneck (DESIGN.md §3)...
 CLIENT_CPU_LIMIT = 0.9
@@ -151,7 +152,7 @@ def client_verdicts(ev: Evidence) -> list[Verdict]:
     # One verdict per role, not per worker: two starved workers are one finding.
     out += [_client_cpu(group, counts[role]) for role, group in by_role.items()]
     if ev.hiccup is not None and ev.hiccup.total_count >= MIN_LOOP_LAG_SAMPLES:
-        p99 = ev.hiccup.value_at_percentile(99)
+        p99 = percentile_ns(ev.hiccup, 99)
         latency_p99 = ev.latency_p99_ns
         if p99 > LOOP_LAG_P99_NS and (
             latency_p99 is None or p99 >= LOOP_LAG_SHARE_OF_P99 * latency_p99
@@ -171,9 +172,11 @@ def _loop_lag(ev: Evidence, p99: float) -> Verdict:
     latencies run from intended send times, which a stall delays outright: always a
     warning."""
     lag_us = round(p99 / 1000, 1)  # (the message says the evidence's figure)
+    # (written as the summary's "client loop lag p99" writes the same figure: it said
+    # 25.43ms there and "stalled 25.4 ms" here)
     stalled = (
-        f"the client's event loop stalled {lag_us / 1000:.1f} ms at p99 "
-        f"(limit {LOOP_LAG_P99_NS / 1e6:.0f} ms)"
+        f"the client's event loop stalled {format_duration_ns(lag_us * 1000)} at p99 "
+        f"(limit {format_duration_ns(LOOP_LAG_P99_NS)})"
     )
     evidence = {"loop_lag_p99_us": lag_us}
     if ev.run.mode == "closed" and _server_saturated(ev):

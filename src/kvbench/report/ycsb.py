@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvbench.report.latency import percentile_ns
 from kvbench.results.model import RunResult
 
 # kvbench op -> YCSB's operation name
@@ -56,10 +57,8 @@ def _op_figures(section: str, total: Any, name: str) -> list[Figure]:
             (section, "MinLatency(us)", round(histogram.min_ns / 1000)),
             (section, "MaxLatency(us)", round(histogram.max_ns / 1000)),
         ]
-        # never above the max, as kvbench's own percentiles (report/latency.py)
-        out += [
-            (section, label, round(min(histogram.value_at_percentile(p), histogram.max_ns) / 1000))
-            for p, label in PERCENTILES
+        out += [  # (never above the max, as kvbench's own percentiles)
+            (section, label, round(percentile_ns(histogram, p) / 1000)) for p, label in PERCENTILES
         ]
     outcomes = total.counts.get(name, {})
     errors = total.errors(name)

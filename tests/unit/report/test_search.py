@@ -135,7 +135,7 @@ def test_late_sends_with_free_slots_are_the_client_not_the_server() -> None:
     judged = judge_step(run, [parse_objective("p99<1ms")], slots=50)
     assert judged.verdict == CLIENT
     assert (
-        judged.reason is not None and "sends lagged their schedule 30.02ms at p99" in judged.reason
+        judged.reason is not None and "sends lagged their schedule 30.00ms at p99" in judged.reason
     )
 
 
@@ -148,7 +148,7 @@ def test_a_pass_stands_though_the_client_sent_late() -> None:
 def test_late_sends_with_the_slots_full_are_the_servers_queue() -> None:
     run = open_run(p99_ns=40_000_000, lag_ns=30_000_000, inflight=48.0)
     judged = judge_step(run, [parse_objective("p99<1ms")], slots=50)
-    assert judged.verdict == FAIL and judged.reason == "p99 40.01ms >= 1.00ms"
+    assert judged.verdict == FAIL and judged.reason == "p99 40.00ms >= 1.00ms"
 
 
 def test_a_shortfall_of_replies_with_free_slots_is_the_client() -> None:

@@ -464,3 +464,20 @@ def test_littles_law_is_said_as_its_evidence_stores_it() -> None:
     expected = little.evidence["expected_inflight"]
     assert expected == 27.85  # (raw 27.8496: "27.8", stored 27.85: "27.9")
     assert little.message.startswith(f"replies/s x mean latency = {expected:.1f} requests")
+
+
+def test_the_loop_lag_verdict_writes_the_figure_as_the_summary_line_does() -> None:
+    """One figure, one way: the summary's 'client loop lag p99 25.43ms' (terminal.py
+    writes the model's p99 with fmt_us) and the verdict's 'stalled 25.4 ms at p99 (limit
+    1 ms)' were the same p99."""
+    from kvbench.report.summary import summarize
+    from kvbench.report.terminal import fmt_us
+
+    hiccup = Histogram()
+    hiccup.record(25_430_000, 1000)
+    snapshot = IntervalSnapshot("measure", 0, 0, S, {"get": {"hit": 1000}}, {}, hiccup=hiccup)
+    model = summarize(run([snapshot]))
+    [lag] = [v for v in model.verdicts if v.id == "client.loop_lag"]
+    line_figure = fmt_us(model.loop_lag_us["p99"])
+    assert line_figure.endswith("ms")
+    assert f"event loop stalled {line_figure} at p99 (limit 1.00ms)" in lag.message
