@@ -420,3 +420,43 @@ def test_a_long_header_breaks_between_its_words_not_inside_one(tmp_path: Path, w
     match = re.search(r'data-lines="([\d ]+)"', dom)
     assert match, "the measuring script did not run"
     assert match.group(1).split() == ["1", "1"]  # the run id, the start time
+
+
+@pytest.mark.parametrize("width", [800, 1280])
+def test_a_search_page_fits_with_each_run_id_whole_and_its_units_as_its_table(
+    tmp_path: Path, width: int
+) -> None:
+    """A search page at 800 px cut its run ids ('2026' of 20261205-114857-b63dcb, the
+    table wider than its box) and folded each step's reason into a word a line; the
+    reason wrote '1.62ms' beside the table's '1.62 ms'. Each step's run and reason are on
+    a row of their own now."""
+    import re
+
+    from kvbench.report.search_answer import search_document
+    from kvbench.report.search_page import render_search
+    from tests.unit.report.test_search import SETTINGS, step
+
+    steps = [
+        step(i + 1, rate, verdict, run_id=f"20261205-1148{50 + i}-b63dcb")
+        for i, (rate, verdict) in enumerate([(40_000, "pass"), (80_000, "fail"), (60_000, "pass")])
+    ]
+    steps[1]["reason"] = "p99 1.62ms >= 1.00ms"
+    doc = search_document(
+        "search-20261205-114914-21ca1b", "2026-12-05T11:48:50+00:00", "memcached://h:1",
+        ["p99<1ms"], steps, "bracketed", {**SETTINGS, "precision": 0.02, "duration_s": 1.0},
+    )  # fmt: skip
+    html = render_search(doc)
+    assert "p99 1.62\u00a0ms &gt;= 1.00\u00a0ms" in html  # as the p99 column writes 1.62 ms
+    page_width, table_width = page_width_at(tmp_path, html, width, "search")
+    assert page_width <= width and table_width <= width - 40  # no scrolling, in or out
+    measure = (
+        "<script>window.addEventListener('load', () => { document.body.setAttribute("
+        "'data-lines', Array.from(document.querySelectorAll('span.nowrap, .lede .word'), "
+        "e => e.getClientRects().length).join(' ')); });</script></body>"
+    )
+    page = tmp_path / f"search-lines-{width}.html"
+    page.write_text(html.replace("</body>", measure))
+    dom, _ = chromium(tmp_path, page, f"--window-size={width},1400", "--dump-dom")
+    match = re.search(r'data-lines="([\d ]+)"', dom)
+    assert match, "the measuring script did not run"
+    assert match.group(1).split() == ["1"] * 5  # the search id, its start, 3 run ids

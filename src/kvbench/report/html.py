@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
@@ -67,6 +68,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(
         us=format_us,
+        units=page_units,
         count=lambda n: f"{n:,}",
         rate=lambda v: DASH if v is None else f"{v:,.0f}",
         pct=lambda v: "" if v is None else f"{v:.1%}",
@@ -87,6 +89,19 @@ def unbroken_words(text: str) -> Markup:
         Markup('<span class="word">{}</span>').format(word) if "-" in word else escape(word)
         for word in text.split(" ")
     )
+
+
+# A latency as the terminal writes it in a sentence (format_duration_ns: 25.43ms, 812ns),
+# not inside a word or a longer number.
+_TERMINAL_LATENCY = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(ns|us|ms)\b")
+
+
+def page_units(text: str) -> str:
+    """A sentence written for the terminal (a verdict, a step's or a level's reason) with
+    its latencies as the page's tables write them: ``25.43ms`` as ``25.43 ms``, ``85.4us``
+    as ``85.4 µs``, number and unit kept together (a no-break space). The page's table
+    said ``1.62 ms`` and the reason beside it ``1.62ms``."""
+    return _TERMINAL_LATENCY.sub(lambda m: f"{m[1]}\u00a0{'µs' if m[2] == 'us' else m[2]}", text)
 
 
 def _asset(name: str) -> str:
