@@ -190,3 +190,27 @@ def test_compare_names_each_round_and_labels_its_runs(
     exported = run_kvbench("export", "last", "--db", db, "--json", "-")  # - is stdout here too
     assert json.loads(exported.stdout)["status"] == "ok"
     assert "written to stdout" in exported.stderr
+
+
+def test_a_searchs_steps_and_answer_fold_between_words_at_80_columns(
+    memcached_server: Server, tmp_path: Path
+) -> None:
+    """A step's line (about 100 characters) and the answer (about 190) were left to the
+    terminal, which folds at its edge, inside a figure; they fold between words now, each
+    figure whole, and say what the document says."""
+    out = tmp_path / "search.json"
+    code, text = in_terminal(
+        80, "search", f"memcached://{memcached_server.address}", "--slo", "p99<1s",
+        "--rate", "2000", "--max-steps", "2", "--duration", "1s", "--rounds", "1",
+        "--processes", "1", "-c", "2", "--no-save", "--no-live", "--json", str(out),
+    )  # fmt: skip
+    assert code == 4, text  # --max-steps ended it: partial
+    doc = read_json(out)
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("step 1 (ramp) 2,000/s:"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("search status: "))
+    assert all(len(line) <= 80 for line in lines[first : end + 1]), text
+    joined = " ".join(" ".join(lines[first : end + 1]).split())
+    assert " ".join(doc["answer"]["sentence"].split()) in joined
+    achieved = doc["steps"][0]["achieved_per_s"]
+    assert f"achieved {achieved:,.0f}/s" in joined  # a figure whole, where it was folded

@@ -95,7 +95,11 @@ class StepRunner:
             judged = StepJudgement(INTERRUPTED, outcome.reason, {})
         step = {"number": number, "phase": phase, "rate_per_s": rate, "verdict": judged.verdict}
         self.steps.append({**step, "reason": judged.reason, **judged.figures})
-        self._console.print(step_line(self.steps[-1]), highlight=False)
+        # (a terminal's width folds it between words, never inside a figure; a pipe or a
+        # file keeps it one line, as the run's summary does)
+        self._console.print(
+            step_line(self.steps[-1]), highlight=False, soft_wrap=not self._console.is_terminal
+        )
         return Step(rate, judged.verdict, judged.reason, phase)
 
 
@@ -160,7 +164,7 @@ def _publish(
     """Store the search and its runs, print the curve and the answer, write the files."""
     unsaved = _save(config, runs, doc)
     for line in search_lines(doc):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, soft_wrap=not console.is_terminal)
     if unsaved is None and config.report.save:
         console.print(
             f"saved as {doc['search_id']} in {config.report.db_path} "

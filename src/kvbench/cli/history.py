@@ -85,7 +85,7 @@ def show(run_ref: str, as_json: bool, db: str | None, wide: bool, over_time: boo
         else:
             console = make_console()
             for line in search_lines(found):
-                console.print(line, highlight=False)
+                console.print(line, highlight=False, soft_wrap=not console.is_terminal)
         return
     with Store(db or default_db_path()) as store:
         run = store.load_run(run_ref)

@@ -502,7 +502,10 @@ def sweep_and_report(
     if unit_rates:  # the original's figure per level, in its units
         for row in rows:
             if row.throughput is not None:
-                console.print(unit_rates_sentence(axis, row.level, row.throughput.mean))
+                console.print(
+                    unit_rates_sentence(axis, row.level, row.throughput.mean),
+                    soft_wrap=not console.is_terminal,
+                )
     doc = sweep_document(axis, config.targets[0].url, rows, slo)
     console.print(
         f"knee: {axis} = {doc['knee']:g}"
@@ -546,8 +549,8 @@ def compare_and_report(console: Console, configs: list[RunConfig], outputs: Outp
     for column in columns:
         print_summary(console, column.model, first.report.wide, first.report.quiet)
     doc = compare_document(columns, ran.interrupted)
-    for row in doc["comparison"]:
-        console.print(comparison_sentence(row))
+    for row in doc["comparison"]:  # (folded between words on a terminal, as the summary)
+        console.print(comparison_sentence(row), soft_wrap=not console.is_terminal)
     if len(results) < len(configs):
         missing = ", ".join(c.targets[0].url for c in configs[len(results) :])
         console.print(f"not measured (interrupted before its first round): {missing}")

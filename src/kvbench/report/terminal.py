@@ -556,7 +556,7 @@ def print_summary(
 
 
 def quiet_summary(model: ReportModel) -> Text:
-    """``-q``: one line per op, ``get: 123,456 ops/s, p50 0.31 ms, p99 1.02 ms`` (a total
+    """``-q``: one line per op, ``get: 123,456 ops/s, p50 310.0us, p99 1.02ms`` (a total
     line with several ops), then the verdicts (one line each) and the status line: the
     figures and whether they can be trusted, nothing else."""
     text = Text()
