@@ -39,6 +39,7 @@ def history(target: str | None, last: int, db: str | None, wide: bool) -> None:
         console.print(
             f"{found['search_id']}  {found['status']}  {found['answer']['sentence']}",
             highlight=False,
+            soft_wrap=not console.is_terminal,  # (between words on a terminal)
         )
 
 
