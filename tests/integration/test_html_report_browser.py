@@ -399,7 +399,6 @@ def test_a_long_header_breaks_between_its_words_not_inside_one(tmp_path: Path, w
     """A Redis Cluster run names three masters in the header: at 800 px the run id broke
     inside its digits ("run 2" / "0261205-..."), a port inside its digits, and at 1280 px
     the start time at its hyphen. The run id and the time are each on one line now."""
-    import re
 
     from kvbench.report.html import render
     from tests.support.runs import make_run
@@ -409,17 +408,25 @@ def test_a_long_header_breaks_between_its_words_not_inside_one(tmp_path: Path, w
         {"url": f"redis+cluster://127.0.0.1:{port}", "protocol": "resp2"}
         for port in (37861, 56843, 60683)
     ]
+    lines = lines_of(tmp_path, render([run]), ".lede .word", width, "header")
+    assert lines == [1, 1]  # the run id, the start time
+
+
+def lines_of(tmp_path: Path, html: str, selector: str, width: int, name: str) -> list[int]:
+    """How many lines each element ``selector`` finds takes, at a window ``width`` px wide."""
+    import re
+
     measure = (
         "<script>window.addEventListener('load', () => { document.body.setAttribute("
-        "'data-lines', Array.from(document.querySelectorAll('.lede .word'), "
+        f"'data-lines', Array.from(document.querySelectorAll('{selector}'), "
         "e => e.getClientRects().length).join(' ')); });</script></body>"
     )
-    page = tmp_path / f"header-{width}.html"
-    page.write_text(render([run]).replace("</body>", measure))
-    dom, _ = chromium(tmp_path, page, f"--window-size={width},1200", "--dump-dom")
+    page = tmp_path / f"{name}-lines-{width}.html"
+    page.write_text(html.replace("</body>", measure))
+    dom, _ = chromium(tmp_path, page, f"--window-size={width},1400", "--dump-dom")
     match = re.search(r'data-lines="([\d ]+)"', dom)
     assert match, "the measuring script did not run"
-    assert match.group(1).split() == ["1", "1"]  # the run id, the start time
+    return [int(n) for n in match.group(1).split()]
 
 
 @pytest.mark.parametrize("width", [800, 1280])
@@ -430,7 +437,6 @@ def test_a_search_page_fits_with_each_run_id_whole_and_its_units_as_its_table(
     table wider than its box) and folded each step's reason into a word a line; the
     reason wrote '1.62ms' beside the table's '1.62 ms'. Each step's run and reason are on
     a row of their own now."""
-    import re
 
     from kvbench.report.search_answer import search_document
     from kvbench.report.search_page import render_search
@@ -449,14 +455,5 @@ def test_a_search_page_fits_with_each_run_id_whole_and_its_units_as_its_table(
     assert "p99 1.62\u00a0ms &gt;= 1.00\u00a0ms" in html  # as the p99 column writes 1.62 ms
     page_width, table_width = page_width_at(tmp_path, html, width, "search")
     assert page_width <= width and table_width <= width - 40  # no scrolling, in or out
-    measure = (
-        "<script>window.addEventListener('load', () => { document.body.setAttribute("
-        "'data-lines', Array.from(document.querySelectorAll('span.nowrap, .lede .word'), "
-        "e => e.getClientRects().length).join(' ')); });</script></body>"
-    )
-    page = tmp_path / f"search-lines-{width}.html"
-    page.write_text(html.replace("</body>", measure))
-    dom, _ = chromium(tmp_path, page, f"--window-size={width},1400", "--dump-dom")
-    match = re.search(r'data-lines="([\d ]+)"', dom)
-    assert match, "the measuring script did not run"
-    assert match.group(1).split() == ["1"] * 5  # the search id, its start, 3 run ids
+    lines = lines_of(tmp_path, html, "span.nowrap, .lede .word", width, "search")
+    assert lines == [1] * 5  # the search id, its start, 3 run ids
