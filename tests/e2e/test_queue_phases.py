@@ -22,9 +22,10 @@ from tests.support.memcacheq_standin import MemcacheqStandin, running_standin
 
 pytestmark = pytest.mark.integration
 
-# A phase's line in the terminal: "puts 20,000  puts/s 37.2k  gets 0  gets/s 0  duration 0.537s".
+# A phase's line in the terminal: "over the whole phase: puts 20,000  puts/s 37.2k  gets 0
+# gets/s 0  duration 0.537s".
 PHASE_LINE = re.compile(
-    r"^puts ([\d,]+)  puts/s ([\d.,]+[kM]?)  gets ([\d,]+)  gets/s ([\d.,]+[kM]?)  "
+    r"^over the whole phase: puts ([\d,]+)  puts/s ([\d.,]+[kM]?)  gets ([\d,]+)  gets/s ([\d.,]+[kM]?)  "
     r"duration ([\d.]+)s$",
     re.MULTILINE,
 )

@@ -701,7 +701,9 @@ def queue_lines(model: ReportModel) -> Text:
             f">{fmt_us(queue['e2e_range_us'])}; max is the largest seen\n",
             style="yellow",
         )
-    text.append(phase_line(queue["phase"]) + "\n")
+    # (the original's figures, each over the whole phase: "puts/s" alone beside the line
+    # above, which gives each side's own window, read as one figure twice)
+    text.append("over the whole phase: " + phase_line(queue["phase"]) + "\n")
     text.append(_phase_server_line(queue["name"], queue["phase"]))
     backlog = queue["backlog"]
     server = ""
