@@ -215,3 +215,26 @@ def test_resp3_push_messages_answer_no_request(tmp_path: Path, driver: str) -> N
     assert counts[b"GET"] >= 3 and counts[b"PUSH"] >= counts[b"GET"] // 3
     assert all_phase_counts(doc, "get", "miss") == all_phase_counts(doc, "get") == counts[b"GET"]
     assert all_phase_counts(doc, "set", "stored") == all_phase_counts(doc, "set") == counts[b"SET"]
+
+
+def test_a_run_failing_on_error_replies_says_what_the_server_said(
+    fresh_redis: Server, tmp_path: Path
+) -> None:
+    """Redis at its maxmemory refuses every SET: the run fails on error replies and says
+    the server's words once for the workers that read them (it said only 'error_reply
+    35,825', and a user went to redis-cli to learn why)."""
+    from tests.support.redis_cluster import Node
+
+    pump_oracle.require_compiled()
+    Node(fresh_redis).call("CONFIG", "SET", "maxmemory", "1mb")
+    out = tmp_path / "run.json"
+    result = run_kvbench(
+        "run", f"redis://{fresh_redis.address}", "--duration", "1s", "--value-size", "10000",
+        "-c", "2", "--processes", "2", "--no-save", "--json", str(out),
+    )  # fmt: skip
+    assert result.code == 1, result.stdout
+    doc = read_json(out)
+    assert doc["ops"]["set"]["outcomes"]["error_reply"] > 0
+    [said] = [e for e in doc["errors"] if "the server's first error reply" in e]
+    assert said.startswith("worker 0, worker 1: the server's first error reply, to a set: OOM ")
+    assert said in result.stdout  # on the terminal as a warning

@@ -1021,6 +1021,8 @@ typedef struct {
      * first few of those (a list of bytes; NULL: none yet) since take_verified(). */
     long long verified, mismatches;
     PyObject *mismatch_keys;
+    /* The first error reply accounted since take_said(): (op, its words), NULL: none. */
+    PyObject *said;
 } Tally;
 
 static int
@@ -1115,6 +1117,7 @@ Tally_traverse(Tally *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->on_cut);
     Py_VISIT(self->mismatch_keys);
+    Py_VISIT(self->said);
     return 0;
 }
 
@@ -1123,6 +1126,7 @@ Tally_clear(Tally *self)
 {
     Py_CLEAR(self->on_cut);
     Py_CLEAR(self->mismatch_keys);
+    Py_CLEAR(self->said);
     return 0;
 }
 
@@ -1245,6 +1249,50 @@ Tally_take_verified(Tally *self, PyObject *unused)
     return result;
 }
 
+PyDoc_STRVAR(Tally_take_said_doc,
+"take_said() -> (op, words) or None\n\n"
+"The first error reply the pumps accounted since the last take: its request's op and the\n"
+"server's words (bytes: a text line, RESP's without its '-'; an HTTP response's status\n"
+"line; a memcached binary response's value), at most 160 bytes. Emptied.");
+
+static PyObject *
+Tally_take_said(Tally *self, PyObject *unused)
+{
+    PyObject *said = self->said != NULL ? self->said : Py_NewRef(Py_None);
+    self->said = NULL;
+    return said;
+}
+
+/* The words of the error reply at p[0:n] (see take_said), as (op, bytes); NULL with an
+ * exception. */
+static PyObject *
+said_of(int op, const char *p, Py_ssize_t n)
+{
+    const char *text = p;
+    Py_ssize_t len = n;
+    if (n >= 24 && (unsigned char)p[0] == 0x81) { /* memcached binary: its value */
+        const unsigned char *h = (const unsigned char *)p;
+        Py_ssize_t key = (Py_ssize_t)h[2] << 8 | h[3], extras = h[4];
+        Py_ssize_t body = (Py_ssize_t)h[8] << 24 | (Py_ssize_t)h[9] << 16 |
+                          (Py_ssize_t)h[10] << 8 | h[11];
+        Py_ssize_t end = 24 + body < n ? 24 + body : n;
+        Py_ssize_t at = 24 + extras + key < end ? 24 + extras + key : end;
+        text = p + at;
+        len = end - at;
+    } else {
+        if (len && text[0] == '-') { /* RESP's error marker */
+            text++;
+            len--;
+        }
+        const char *eol = memchr(text, '\n', (size_t)len);
+        if (eol != NULL)
+            len = eol - text;
+        if (len && text[len - 1] == '\r')
+            len--;
+    }
+    return Py_BuildValue("(iy#)", op, text, len < 160 ? len : (Py_ssize_t)160);
+}
+
 PyDoc_STRVAR(Tally_take_folded_doc,
 "take_folded() -> (replies, service, lag, hiccups, inflight_sum, inflight_samples)\n\n"
 "What a folding tally (fold=True) recorded since the last take, in Histogram's layout:\n"
@@ -1345,6 +1393,7 @@ static PyMethodDef Tally_methods[] = {
     {"take_bytes", (PyCFunction)Tally_take_bytes, METH_NOARGS, Tally_take_bytes_doc},
     {"take_folded", (PyCFunction)Tally_take_folded, METH_NOARGS, Tally_take_folded_doc},
     {"take_verified", (PyCFunction)Tally_take_verified, METH_NOARGS, Tally_take_verified_doc},
+    {"take_said", (PyCFunction)Tally_take_said, METH_NOARGS, Tally_take_said_doc},
     {NULL},
 };
 
@@ -2851,6 +2900,9 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
             continue;
         }
         self->closing = scan.closing;
+        if (tally->said == NULL && (scan.code & (FOLD_KINDS - 1)) == K_ERROR &&
+            (tally->said = said_of((int)request->op, buf + pos, k)) == NULL)
+            PyErr_Clear(); /* (a sample of the server's words: none this time) */
         if (self->verify && request->op == OP_GET && scan.value_at >= 0 &&
             (scan.code & (FOLD_KINDS - 1)) == K_HIT) {
             const char *value = buf + pos + scan.value_at;

@@ -95,6 +95,10 @@ class PyTally:
     def take_open(self) -> tuple[bytes, bytes, bytes, int]:
         return b"", b"", b"", 0
 
+    def take_said(self) -> tuple[int, bytes] | None:
+        """The compiled tally's first error reply; the Python driver keeps no words."""
+        return None
+
     def add_tx(self, op: int, nbytes: int) -> None:
         """Count ``nbytes`` of requests written as ``op``'s."""
         tx = self.tx

@@ -64,6 +64,9 @@ class WorkerSummary:
     # A replay: this worker's trace profile and counts (``ReplayFeed.report``), else None.
     trace: dict[str, Any] | None = None
     peak_rss_bytes: int | None = None  # the process's, set as it sends this (runner/process.py)
+    # The first error reply its compiled pumps read: (the request's op, the server's words,
+    # ``Tally.take_said``); None: none, or the Python driver (it keeps no words).
+    error_said: tuple[str, str] | None = None
 
 
 def check_shards(config: RunConfig) -> None:

@@ -193,6 +193,7 @@ class Worker(LinkKeeper):
         self.feed: ReplayFeed | MonitorFeed | None = None
         self._spool_failed = False  # a replay's spool could not be read back
         self._gone: set[int] = set()  # servers (shard indices) found gone (_server_gone)
+        self._error_said: tuple[str, str] | None = None  # the first error reply's words
 
     # -- send state, shared with the compiled pumps -------------------------------------
 
@@ -417,6 +418,7 @@ class Worker(LinkKeeper):
             mismatch_keys=list(self.verifier.examples) if self.verifier else [],
             driver=driver_name(self.python_reason, self.loop_reason),
             trace=self.feed.report() if self.feed is not None else None,
+            error_said=self._error_said,
             **self.summary_fields(),
         )
 
@@ -646,6 +648,10 @@ class Worker(LinkKeeper):
 
     def _emit_interval(self, end_ns: int) -> None:
         drain(self.tally, self.recorder, self.verifier)
+        said = self.tally.take_said()
+        if said is not None and self._error_said is None:
+            op, words = said
+            self._error_said = (self.recorder.op_names[op], words.decode(errors="replace"))
         for shard in self.shards:
             shard.completed += self.pumps.completed(shard)
         cpu, wait = time.process_time_ns(), cpu_wait_ns()

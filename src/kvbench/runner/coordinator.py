@@ -580,6 +580,13 @@ class Coordinator:
             f"{prefix}{self._worker_name(i)}: {msg.strip().splitlines()[-1]}"
             for i, msg in sorted(heard.failures.items())
         ]
+        said: dict[tuple[str, str], list[int]] = {}  # the same words, once
+        for index, summary in sorted(heard.summaries.items()):
+            if summary.error_said is not None:
+                said.setdefault(summary.error_said, []).append(index)
+        for (op, words), workers in said.items():
+            who = ", ".join(self._worker_name(i) for i in workers)
+            errors.append(f"{prefix}{who}: the server's first error reply, to a {op}: {words}")
         for index, summary in sorted(heard.summaries.items()):
             if summary.last_error:
                 # Each kind counts the problem's occurrences, not requests: a connection a

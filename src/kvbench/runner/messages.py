@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # what the messages carry: the coordinator imports these as t
     from kvbench.engine.spec import WorkerSummary
     from kvbench.metrics.snapshot import IntervalSnapshot
 
-VERSION = 1
+VERSION = 2  # (2: a worker's summary says its first error reply, error_said)
 
 
 @dataclass(frozen=True, slots=True)

@@ -662,3 +662,34 @@ def test_a_memcached_command_reply_past_the_bound_is_refused_by_both() -> None:
         codes, _, error = _pump.scan_replies(TEXT, TEXT_FAMILIES, bytes([Op.COMMAND]), wire, 64)
         expected_codes, expected_error = pump_oracle.codec_outcome(TEXT, Op.COMMAND, wire, 64)
         assert codes == expected_codes == [] and error is not None and expected_error is not None
+
+
+@pytest.mark.parametrize(
+    ("protocol", "families", "replies", "words"),
+    [
+        (RESP, RESP_FAMILIES, b"-OOM command not allowed\r\n-ERR later\r\n", b"OOM command not allowed"),
+        (TEXT, TEXT_FAMILIES, b"SERVER_ERROR out of memory\r\nSTORED\r\n", b"SERVER_ERROR out of memory"),
+        (BINARY, BINARY_FAMILIES, None, b"Too large."),
+    ],
+    ids=["resp", "text", "binary"],
+)  # fmt: skip
+def test_the_first_error_reply_is_kept_in_the_servers_words(
+    protocol: int, families: bytes, replies: bytes | None, words: bytes
+) -> None:
+    """A run that fails on error replies says what the server said (an OOM, a value too
+    large, a gateway's 502): the tally keeps the first one's op and words, until taken."""
+    sent: list[bytes] = []
+    chunk = ([int(Op.SET), int(Op.SET)], [b"k1", b"k2"], [b"v", b"w"], 0)
+    tally = _pump.Tally()
+    tally.issuing, tally.budget = True, 2
+    stream = _pump.Stream(lambda: chunk, protocol)
+    pump = _pump.Pump(tally, stream, sent.append, protocol, families, MAX)
+    pump.issue(2)
+    if replies is None:  # binary: each set's response names its request's opaque
+        wire = b"".join(sent)
+        first, size = int.from_bytes(wire[12:16], "big"), int.from_bytes(wire[8:12], "big")
+        second = int.from_bytes(wire[24 + size + 12 : 24 + size + 16], "big")
+        replies = packet(0x01, first, 0x03, value=b"Too large.") + packet(0x01, second)
+    pump.received(replies)
+    assert tally.take_said() == (int(Op.SET), words)
+    assert tally.take_said() is None  # emptied; the second error was not kept
