@@ -1263,8 +1263,18 @@ Tally_take_said(Tally *self, PyObject *unused)
     return said;
 }
 
-/* The words of the error reply at p[0:n] (see take_said), as (op, bytes); NULL with an
- * exception. */
+/* Keep the words of the error reply at p[0:n] on ``tally`` (see take_said), as (op,
+ * bytes); none if they cannot be had. Out of the read loop's way: it runs once an
+ * interval at most. */
+static PyObject *said_of(int op, const char *p, Py_ssize_t n);
+
+static void __attribute__((cold, noinline))
+keep_said(Tally *tally, int op, const char *p, Py_ssize_t n)
+{
+    if ((tally->said = said_of(op, p, n)) == NULL)
+        PyErr_Clear(); /* (a sample of the server's words: none this time) */
+}
+
 static PyObject *
 said_of(int op, const char *p, Py_ssize_t n)
 {
@@ -2900,9 +2910,8 @@ pump_take(Pump *self, const char *buf, Py_ssize_t n)
             continue;
         }
         self->closing = scan.closing;
-        if (tally->said == NULL && (scan.code & (FOLD_KINDS - 1)) == K_ERROR &&
-            (tally->said = said_of((int)request->op, buf + pos, k)) == NULL)
-            PyErr_Clear(); /* (a sample of the server's words: none this time) */
+        if ((scan.code & (FOLD_KINDS - 1)) == K_ERROR && tally->said == NULL)
+            keep_said(tally, (int)request->op, buf + pos, k);
         if (self->verify && request->op == OP_GET && scan.value_at >= 0 &&
             (scan.code & (FOLD_KINDS - 1)) == K_HIT) {
             const char *value = buf + pos + scan.value_at;
