@@ -291,7 +291,10 @@ def lost_servers(run: RunResult) -> str | None:
     timeout_ns = (run.config.get("load") or {}).get("timeout_ns") or LoadConfig().timeout_ns
     gone_s = SERVER_GONE_TIMEOUTS * int(timeout_ns) / 1e9
     return (
-        f"{names} went away: none of its connections was live for {gone_s:g}s, every "
+        # (the rule's span, not how long it was down: a worker's line says that, "no
+        # connection to it for 4.6s", and "live for 4s" beside it read as one figure)
+        f"{names} went away: none of its connections was live for twice --timeout "
+        f"({gone_s:g}s), every "
         "reconnect failing (what was measured until then is kept)"
     )
 
