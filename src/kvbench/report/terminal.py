@@ -20,6 +20,7 @@ from kvbench.report.queue_figures import QueueFigures, QueuePhase
 from kvbench.report.rows import IntervalRow, NetworkFigures
 from kvbench.report.stats import MIN_CI_SAMPLES, Spread
 from kvbench.report.summary import ReportModel
+from kvbench.results.status import format_error_rate
 from kvbench.units import format_byte_rate, format_duration_ns, format_rate
 
 _LEVEL_STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
@@ -313,7 +314,7 @@ def status_lines(model: ReportModel) -> Text:
     if counts.errors:
         text.append(
             f"errors: {counts.errors:,} ({format_rate(model.errors_per_s)}/s, "
-            f"{counts.error_rate:.2%} of {counts.attempted:,} ops)\n"
+            f"{format_error_rate(counts.error_rate)} of {counts.attempted:,} ops)\n"
         )
     status = model.status
     text.append(f"status: {status.name}", style=_STATUS_STYLE.get(status.name, ""))

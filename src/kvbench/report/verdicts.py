@@ -22,6 +22,7 @@ from kvbench.results.status import (
     INTERRUPTED,
     Tally,
     describe_kinds,
+    format_error_rate,
     format_share,
     window_whole,
 )
@@ -384,7 +385,7 @@ def error_verdicts(counts: Tally, limit: float) -> list[Verdict]:
         Verdict(
             "errors.rate",
             "error" if above else "info",
-            f"{counts.error_rate:.1%} of {counts.attempted:,} ops failed ({kinds}); "
+            f"{format_error_rate(counts.error_rate)} of {counts.attempted:,} ops failed ({kinds}); "
             f"{'above' if above else 'within'} the {format_share(limit)} allowed "
             "(--max-error-rate)",
             evidence,

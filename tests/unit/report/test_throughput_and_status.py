@@ -91,7 +91,7 @@ def test_the_document_figures_recompute_from_each_other() -> None:
     assert totals["completed"] == totals["succeeded"] + totals["error_kinds"]["error_reply"]
     assert doc["status"] == "failed" and doc["process_status"] == "ok"
     assert doc["status_reasons"] == [
-        "errors were 97.9% of 96,717 ops, above the 1% allowed (--max-error-rate): "
+        "errors were 97.93% of 96,717 ops, above the 1% allowed (--max-error-rate): "
         "error_reply 94,717"
     ]
     (verdict,) = [v for v in doc["verdicts"] if v["id"] == "errors.rate"]
@@ -114,7 +114,7 @@ def test_the_terminal_says_the_status_and_the_errors() -> None:
     text = terminal(gateway_run([(1_900, 94_717)]))
     assert "(2.00s window, failed)" in text
     assert "errors: 94,717 (47.4k/s, 97.93% of 96,717 ops)" in text
-    assert text.rstrip().splitlines()[-1].startswith("status: failed - errors were 97.9%")
+    assert text.rstrip().splitlines()[-1].startswith("status: failed - errors were 97.93%")
     # the table's ops/s is the document's: successes over the window
     (get_row,) = [line for line in text.splitlines() if line.startswith("│ get ")]
     assert get_row.split("│")[3].strip() == "950"

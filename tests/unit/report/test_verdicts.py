@@ -209,7 +209,7 @@ def test_an_error_rate_above_the_limit_is_an_error_naming_the_kinds() -> None:
     found = verdict(evidence(run([]), tally=counts), "errors.rate")
     assert found.level == "error"
     assert found.message == (
-        "89.4% of 106,000 ops failed (error_reply 94,700, timeout 17); "
+        "89.36% of 106,000 ops failed (error_reply 94,700, timeout 17); "
         "above the 1% allowed (--max-error-rate)"
     )
     assert found.evidence["kinds"] == {"error_reply": 94_700, "timeout": 17}

@@ -63,7 +63,7 @@ def test_errors_above_the_default_limit_fail_the_run() -> None:
     assert status.name == "failed" and status.exit_code == 1
     (reason,) = status.reasons
     assert reason == (
-        "errors were 99.9% of 1,000 ops, above the 1% allowed (--max-error-rate): error_reply 999"
+        "errors were 99.90% of 1,000 ops, above the 1% allowed (--max-error-rate): error_reply 999"
     )
 
 
@@ -260,3 +260,14 @@ def test_a_server_down_at_the_end_of_one_round_of_several_names_that_round() -> 
         "failing (what was measured until then is kept)"
         for r in (1, 2)
     ]
+
+
+def test_an_error_rate_is_written_one_way_and_a_small_one_is_not_none() -> None:
+    """The errors line said 54.19% where the verdict and the status said 54.2%, and 18
+    errors in 383,248 ops were 0.00% on one line and 0.0% on the next."""
+    from kvbench.results.status import format_error_rate
+
+    assert format_error_rate(58_235 / 107_471) == "54.19%"
+    assert format_error_rate(18 / 383_248) == "<0.01%"
+    assert format_error_rate(0.0) == "0.00%"
+    assert format_error_rate(1.0) == "100.00%"
