@@ -110,14 +110,16 @@ def test_every_reply_kind(gateway: Server, prefix: bytes) -> None:
 
 
 def test_ttl_reaches_memcached(gateway: Server, prefix: bytes) -> None:
-    codec = make(gateway, ttl_s=1)
+    # memcached's clock ticks in whole seconds: a key set with a TTL of 2 s lives more
+    # than 1 s and less than 3 s. (A TTL of 1 s could expire before the get right after
+    # the set, when the clock ticked between them: CI saw that miss once.)
+    codec = make(gateway, ttl_s=2)
     assert one(gateway, codec, Op.SET, prefix + b"t", b"v").kind == K.STORED
     assert one(gateway, codec, Op.GET, prefix + b"t").kind == K.HIT
-    # the key expires within 2 s (memcached's clock ticks in whole seconds): wait for that;
-    # a TTL not sent, or sent as 5 s or more, fails
+    # it expires within 3 s: wait for that; a TTL not sent, or sent as 5 s or more, fails
     deadline = time.monotonic() + 4.5
     while one(gateway, codec, Op.GET, prefix + b"t").kind == K.HIT:
-        assert time.monotonic() < deadline, "a 1 s TTL did not expire in 4.5 s"
+        assert time.monotonic() < deadline, "a 2 s TTL did not expire in 4.5 s"
         time.sleep(0.05)
 
 
