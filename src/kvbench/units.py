@@ -165,6 +165,12 @@ def format_duration_ns(value_ns: float) -> str:
     return _in_unit(value_ns, _DURATION_UNITS)
 
 
+def format_us(value_us: float) -> str:
+    """A latency in microseconds as every terminal line writes one: ``85.4us``, ``1.84ms``,
+    ``2.10s`` (the pages put a space and ``µs``: report/html.py's ``format_us``)."""
+    return format_duration_ns(value_us * 1000)
+
+
 def format_rate(per_s: float) -> str:
     """Render a rate compactly: 812, 35.2k, 1.25M."""
     return _in_unit(per_s, _RATE_UNITS)

@@ -48,6 +48,7 @@ from kvbench.report.stats import MIN_CI_SAMPLES
 from kvbench.report.summary import ReportModel, summarize
 from kvbench.results.model import RunResult
 from kvbench.units import format_byte_rate, format_duration_ns
+from kvbench.units import format_us as units_format_us
 
 # Intervals drawn per page, shared by its runs; a longer run has adjacent intervals
 # merged (histograms merged, never averaged) to keep the file small (1 h of 1 s
@@ -112,7 +113,7 @@ def format_us(value_us: float | None) -> str:
     """A latency for a table cell: ``266.0 µs``, ``1.71 ms``; ``n/a`` with too few samples."""
     if value_us is None:
         return "n/a"
-    text = format_duration_ns(value_us * 1000)
+    text = units_format_us(value_us)  # (the terminal's figure, with a space and µs)
     number = text.rstrip("nums")
     return f"{number} {text[len(number) :].replace('us', 'µs')}"
 

@@ -24,7 +24,7 @@ from kvbench.report.summary import ReportModel, summarize
 from kvbench.report.verdicts import ACHIEVED_SHARE
 from kvbench.results.model import RunResult
 from kvbench.results.status import FAILED, INTERRUPTED, OK, PARTIAL
-from kvbench.units import format_duration_ns
+from kvbench.units import format_us
 
 PASS, FAIL, CLIENT, ERROR = "pass", "fail", "client", "error"
 
@@ -104,13 +104,6 @@ def parse_objective(text: str) -> Objective:
         f"{text!r} is not an objective like p99<1ms, p99.9<=250us or error_rate<0.1% "
         "(a percentile above 0 and at most 100, a limit above 0)",
     )
-
-
-def format_us(value_us: float) -> str:
-    """A latency in microseconds as every output writes one (the terminal's tables, the
-    pages): ``85.4us``, ``1.84ms``, ``2.10s`` (units.format_duration_ns). Was ``85.4 µs``
-    here and ``85.4us`` in the run's table for one figure, and 999.9 µs ``1e+03 µs``."""
-    return format_duration_ns(value_us * 1000)
 
 
 def _merged(snaps: Sequence[IntervalSnapshot], field: str = "latency") -> Histogram | None:

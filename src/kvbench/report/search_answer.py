@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kvbench.report.search import CLIENT, FAIL, PASS, format_us
+from kvbench.report.search import CLIENT, FAIL, PASS
 from kvbench.results.model import SCHEMA_VERSION
 from kvbench.results.status import FAILED, INTERRUPTED, OK, PARTIAL
+from kvbench.units import format_us
 
 # Why a search ended (runner/search.py's stop) -> the search's status.
 _STOP_STATUS = {

@@ -21,7 +21,7 @@ from kvbench.report.rows import IntervalRow, NetworkFigures
 from kvbench.report.stats import MIN_CI_SAMPLES, Spread
 from kvbench.report.summary import ReportModel
 from kvbench.results.status import format_error_rate
-from kvbench.units import format_byte_rate, format_duration_ns, format_rate
+from kvbench.units import format_byte_rate, format_rate, format_us
 
 _LEVEL_STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
 _STATUS_STYLE = {"ok": "green", "failed": "bold red", "partial": "yellow", "interrupted": "yellow"}
@@ -31,7 +31,7 @@ MANY_CONNECTIONS = 1000
 
 def fmt_us(value_us: float | None) -> str:
     """A latency in microseconds for a table cell; ``n/a`` when there are too few samples."""
-    return "n/a" if value_us is None else format_duration_ns(value_us * 1000)
+    return "n/a" if value_us is None else format_us(value_us)
 
 
 def whole_rate(per_s: float) -> str:

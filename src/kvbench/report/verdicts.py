@@ -26,7 +26,7 @@ from kvbench.results.status import (
     format_share,
     window_whole,
 )
-from kvbench.units import format_duration_ns
+from kvbench.units import format_duration_ns, format_us
 
 # A worker above this share of one core was likely the bottleneck (DESIGN.md §3)...
 CLIENT_CPU_LIMIT = 0.9
@@ -176,7 +176,7 @@ def _loop_lag(ev: Evidence, p99: float) -> Verdict:
     # (written as the summary's "client loop lag p99" writes the same figure: it said
     # 25.43ms there and "stalled 25.4 ms" here)
     stalled = (
-        f"the client's event loop stalled {format_duration_ns(lag_us * 1000)} at p99 "
+        f"the client's event loop stalled {format_us(lag_us)} at p99 "
         f"(limit {format_duration_ns(LOOP_LAG_P99_NS)})"
     )
     evidence = {"loop_lag_p99_us": lag_us}

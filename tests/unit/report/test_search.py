@@ -16,7 +16,6 @@ from kvbench.report.search import (
     ERROR,
     FAIL,
     PASS,
-    format_us,
     judge_step,
     parse_objective,
 )
@@ -24,6 +23,7 @@ from kvbench.report.search_answer import answer, search_document, search_lines, 
 from kvbench.report.search_page import render_search
 from kvbench.results.model import RunResult
 from kvbench.results.store import Store
+from kvbench.units import format_us
 from tests.support.runs import make_run
 from tests.support.servers import free_port
 
