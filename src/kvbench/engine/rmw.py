@@ -161,13 +161,14 @@ class RmwCodec:
         groups = self._groups
         count = 0
         # A cluster codec's redirects, one per redirect part in the order read: the ones
-        # of this read are its last; a pair's second is dropped (the pair has one).
-        redirects: list[Any] | None = getattr(self._inner, "redirects", None)
+        # of this read are its last; a pair's second is dropped (the pair has one). With
+        # none held (any codec but a cluster's, most reads of one) no part is a redirect.
+        redirects: list[Any] | None = getattr(self._inner, "redirects", None) or None
         at = 0
         if redirects is not None:
             at = len(redirects) - sum((code & _KIND_MASK) in _REDIRECTS for code in parts)
         for code, nbytes in zip(parts, part_sizes, strict=True):
-            redirect = (code & _KIND_MASK) in _REDIRECTS
+            redirect = redirects is not None and (code & _KIND_MASK) in _REDIRECTS
             at += redirect
             head = groups[0]
             if head != PAIR:
